@@ -1,0 +1,124 @@
+"""Contact-free humanoid throughput: Phalanx (float32, float64) against MuJoCo in one run.
+
+MuJoCo's humanoid.xml with contacts and joint limits disabled in both simulators (Phalanx has no
+constraints yet, so MuJoCo runs the same physics), E environments by T steps of random controls,
+both CPU cores: Phalanx through phalanx.rollout, MuJoCo through mujoco.rollout with one MjData per
+thread. Rollouts run in chunks of steps so the recorded trajectories stay small; every run is
+repeated and the median is reported. Results are printed and written as JSON.
+
+    .venv/bin/python bench/bench_humanoid.py [--envs 4096] [--steps 1000] [--repeats 3]
+"""
+
+import argparse
+import json
+import os
+import platform
+import statistics
+import time
+
+import mujoco
+import numpy as np
+from mujoco import rollout as mj_rollout
+
+import phalanx
+
+HUMANOID = "/usr/share/mujoco/model/humanoid/humanoid.xml"
+
+
+def random_controls(rng, nenv, nstep, nu):
+    return rng.uniform(-1.0, 1.0, size=(nenv, nstep, nu))
+
+
+def time_phalanx(model, qpos0, ctrl, chunk, dtype):
+    qpos = np.repeat(qpos0[None].astype(dtype), ctrl.shape[0], axis=0)
+    qvel = np.zeros((ctrl.shape[0], model.nv), dtype=dtype)
+    ctrl = ctrl.astype(dtype)
+    start = time.perf_counter()
+    for t0 in range(0, ctrl.shape[1], chunk):
+        qs, vs, status = phalanx.rollout(model, qpos, qvel, np.ascontiguousarray(ctrl[:, t0:t0 + chunk]))
+        qpos, qvel = np.ascontiguousarray(qs[:, -1]), np.ascontiguousarray(vs[:, -1])
+    elapsed = time.perf_counter() - start
+    if np.any(status):
+        raise RuntimeError(f"phalanx status bits set in {np.count_nonzero(status)} environments")
+    return elapsed
+
+
+def time_mujoco(mj_model, ctrl, chunk, nthread):
+    nenv, nstep, _ = ctrl.shape
+    data = [mujoco.MjData(mj_model) for _ in range(nthread)]
+    spec = mujoco.mjtState.mjSTATE_FULLPHYSICS
+    state0 = np.empty(mujoco.mj_stateSize(mj_model, spec))
+    mujoco.mj_getState(mj_model, data[0], state0, spec)
+    state = np.repeat(state0[None], nenv, axis=0)
+    out = np.empty((nenv, chunk, state0.size))
+    start = time.perf_counter()
+    for t0 in range(0, nstep, chunk):
+        c = np.ascontiguousarray(ctrl[:, t0:t0 + chunk])
+        traj, _ = mj_rollout.rollout(mj_model, data, state, c, state=out[:, :c.shape[1]])
+        state = np.ascontiguousarray(traj[:, -1])
+    return time.perf_counter() - start
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--envs", type=int, default=4096)
+    parser.add_argument("--steps", type=int, default=1000)
+    parser.add_argument("--chunk", type=int, default=100)
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--threads", type=int, default=os.cpu_count())
+    parser.add_argument("--out", default=os.path.join(os.path.dirname(__file__), "results",
+                                                       "humanoid_contact_free.json"))
+    args = parser.parse_args()
+
+    mj_model = mujoco.MjModel.from_xml_path(HUMANOID)
+    mj_model.opt.disableflags |= int(mujoco.mjtDisableBit.mjDSBL_CONTACT)
+    mj_model.opt.disableflags |= int(mujoco.mjtDisableBit.mjDSBL_LIMIT)
+    model = phalanx.load_model(HUMANOID)
+    rng = np.random.default_rng(0)
+    ctrl = random_controls(rng, args.envs, args.steps, model.nu)
+    env_steps = args.envs * args.steps
+
+    runs = {"phalanx_float32": [], "phalanx_float64": [], "mujoco": []}
+    for r in range(args.repeats):
+        runs["phalanx_float32"].append(time_phalanx(model, model.qpos0, ctrl, args.chunk, np.float32))
+        runs["phalanx_float64"].append(time_phalanx(model, model.qpos0, ctrl, args.chunk, np.float64))
+        runs["mujoco"].append(time_mujoco(mj_model, ctrl, args.chunk, args.threads))
+        print(f"repeat {r + 1}/{args.repeats}: " + ", ".join(
+            f"{k} {env_steps / v[-1]:,.0f} env-steps/s" for k, v in runs.items()), flush=True)
+
+    median = {k: statistics.median(v) for k, v in runs.items()}
+    rate = {k: env_steps / v for k, v in median.items()}
+    result = {
+        "benchmark": "humanoid contact-free rollout (contacts and joint limits disabled)",
+        "model": HUMANOID,
+        "envs": args.envs,
+        "steps": args.steps,
+        "threads": args.threads,
+        "repeats": args.repeats,
+        "machine": platform.processor() or platform.machine(),
+        "median_seconds": median,
+        "env_steps_per_second": rate,
+        "ratio_float32_vs_mujoco": rate["phalanx_float32"] / rate["mujoco"],
+        "ratio_float64_vs_mujoco": rate["phalanx_float64"] / rate["mujoco"],
+        "bytes_per_env": {
+            "float32": phalanx.bytes_per_env(model, dtype=np.float32),
+            "float64": phalanx.bytes_per_env(model, dtype=np.float64),
+        },
+    }
+    print()
+    print(f"humanoid, contacts and limits off, {args.envs} envs x {args.steps} steps, "
+          f"{args.threads} threads, median of {args.repeats}")
+    for k in runs:
+        print(f"  {k:16s} {rate[k]:>14,.0f} env-steps/s   ({median[k]:.2f} s)")
+    print(f"  ratio float32 / MuJoCo: {result['ratio_float32_vs_mujoco']:.2f}x (target >= 2x)")
+    print(f"  ratio float64 / MuJoCo: {result['ratio_float64_vs_mujoco']:.2f}x")
+    print(f"  device memory per env: {result['bytes_per_env']['float32']} B (float32), "
+          f"{result['bytes_per_env']['float64']} B (float64)")
+    os.makedirs(os.path.dirname(args.out), exist_ok=True)
+    with open(args.out, "w") as f:
+        json.dump(result, f, indent=2)
+    print(f"  written to {args.out}")
+
+
+if __name__ == "__main__":
+    main()

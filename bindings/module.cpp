@@ -1,0 +1,628 @@
+// phalanx._phalanx: the pybind11 extension, a thin layer over host/api.h.
+//
+// It owns a loaded Model together with its compiled DeviceModels and moves numpy arrays to and
+// from the device: on the CPU the kernels read the caller's C-contiguous arrays in place and
+// write into freshly allocated numpy arrays; on CUDA both go through device buffers. The checks
+// users see (expected shape and dtype, named) are in phalanx/__init__.py; the checks here only
+// keep memory safe when _phalanx is called directly. C++ exceptions reach Python through
+// pybind11's translation: std::invalid_argument -> ValueError, std::runtime_error ->
+// RuntimeError.
+#include <pybind11/numpy.h>
+#include <pybind11/pybind11.h>
+#include <pybind11/stl.h>
+
+#include <array>
+#include <climits>
+#include <cmath>
+#include <cstdint>
+#include <memory>
+#include <sstream>
+#include <stdexcept>
+#include <string>
+#include <type_traits>
+#include <utility>
+#include <vector>
+
+#include "host/api.h"
+
+namespace py = pybind11;
+
+namespace {
+
+using phx::Device;
+
+// a C-contiguous numpy array of T
+template <class T>
+using CArray = py::array_t<T, py::array::c_style>;
+using CArrayD = py::array_t<double, py::array::c_style | py::array::forcecast>;
+
+static_assert(sizeof(unsigned) == sizeof(std::uint32_t), "status words are returned as uint32");
+
+// A loaded model and its compiled copies, one per (scalar type, device), built on first use.
+// The compiled copies bake in the options, so changing timestep or gravity drops them. Callers
+// hold the GIL while they touch the cache and keep a shared_ptr to the copy they run on, so a
+// change in another thread never frees a model under a running call.
+class PyModel {
+ public:
+  explicit PyModel(phx::Model model) : model_(std::move(model)) {}
+
+  const phx::Model& model() const { return model_; }
+
+  void set_timestep(double dt) {
+    if (!(std::isfinite(dt) && dt > 0)) {
+      throw std::invalid_argument("phalanx: timestep must be positive and finite, got " +
+                                  std::to_string(dt));
+    }
+    model_.opt.timestep = dt;
+    invalidate();
+  }
+
+  void set_gravity(const std::array<double, 3>& g) {
+    for (double x : g) {
+      if (!std::isfinite(x)) throw std::invalid_argument("phalanx: gravity must be finite");
+    }
+    model_.opt.gravity = g;
+    invalidate();
+  }
+
+  // replace a differentiable parameter array (the fields step_vjp returns adjoints for)
+  void set_parameter(const std::string& name, const CArrayD& values) {
+    static const std::pair<const char*, std::vector<double> phx::Model::*> fields[] = {
+        {"body_mass", &phx::Model::body_mass},         {"body_inertia", &phx::Model::body_inertia},
+        {"dof_damping", &phx::Model::dof_damping},     {"dof_armature", &phx::Model::dof_armature},
+        {"jnt_stiffness", &phx::Model::jnt_stiffness}, {"actuator_gear", &phx::Model::actuator_gear}};
+    for (const auto& [field_name, field] : fields) {
+      if (name != field_name) continue;
+      std::vector<double>& v = model_.*field;
+      if (size_t(values.size()) != v.size()) {
+        throw std::invalid_argument("phalanx: " + name + " must have " + std::to_string(v.size()) +
+                                    " entries, got " + std::to_string(values.size()));
+      }
+      for (py::ssize_t i = 0; i < values.size(); ++i) {
+        if (!std::isfinite(values.data()[i])) {
+          throw std::invalid_argument("phalanx: " + name + " must be finite");
+        }
+      }
+      std::vector<double> old = v;
+      v.assign(values.data(), values.data() + values.size());
+      try {
+        model_.validate();
+      } catch (...) {
+        v = std::move(old);
+        throw;
+      }
+      invalidate();
+      return;
+    }
+    throw std::invalid_argument("phalanx: '" + name +
+                                "' is not a settable parameter (body_mass, body_inertia, "
+                                "dof_damping, dof_armature, jnt_stiffness, actuator_gear)");
+  }
+
+  template <class T>
+  std::shared_ptr<const phx::DeviceModel<T>> compiled(Device device) {
+    auto& slot = cache<T>()[device == Device::kCpu ? 0 : 1];
+    if (!slot) slot = std::make_shared<const phx::DeviceModel<T>>(model_, device);
+    return slot;
+  }
+
+ private:
+  template <class T>
+  auto& cache() {
+    if constexpr (std::is_same_v<T, float>) {
+      return f32_;
+    } else {
+      return f64_;
+    }
+  }
+  void invalidate() {
+    f32_ = {};
+    f64_ = {};
+  }
+
+  phx::Model model_;
+  // indexed by device: 0 cpu, 1 cuda
+  std::array<std::shared_ptr<const phx::DeviceModel<float>>, 2> f32_;
+  std::array<std::shared_ptr<const phx::DeviceModel<double>>, 2> f64_;
+};
+
+// "(4, 28)"
+std::string shape_string(const std::vector<py::ssize_t>& shape) {
+  std::ostringstream s;
+  s << "(";
+  for (size_t i = 0; i < shape.size(); ++i) s << (i ? ", " : "") << shape[i];
+  s << (shape.size() == 1 ? ",)" : ")");
+  return s.str();
+}
+
+// throw std::invalid_argument unless a has exactly this shape
+void require_shape(const py::array& a, const std::vector<py::ssize_t>& shape, const char* name) {
+  std::vector<py::ssize_t> got(a.shape(), a.shape() + a.ndim());
+  if (got != shape) {
+    throw std::invalid_argument(std::string("phalanx: ") + name + " must have shape " +
+                                shape_string(shape) + ", got " + shape_string(got));
+  }
+}
+
+// the number of environments: the leading dimension of qpos, which must be (E, nq)
+int batch_size(const py::array& qpos, int nq) {
+  if (qpos.ndim() != 2 || qpos.shape(1) != nq) {
+    require_shape(qpos, {qpos.ndim() ? qpos.shape(0) : 0, nq}, "qpos");
+  }
+  if (qpos.shape(0) > INT_MAX) throw std::invalid_argument("phalanx: too many environments");
+  return int(qpos.shape(0));
+}
+
+// An input array as the device sees it: the numpy buffer itself on the CPU, a copy on CUDA.
+template <class T>
+class DeviceInput {
+ public:
+  DeviceInput(Device device, const T* host, size_t n) : p_(host) {
+    if (device != Device::kCpu) {
+      buffer_ = phx::Buffer<T>(device, n);
+      buffer_.upload(host, n);
+      p_ = buffer_.data();
+    }
+  }
+  const T* get() const { return p_; }
+
+ private:
+  phx::Buffer<T> buffer_;
+  const T* p_;
+};
+
+// An output array: the numpy buffer itself on the CPU; on CUDA a device buffer that finish()
+// copies back.
+template <class T>
+class DeviceOutput {
+ public:
+  DeviceOutput(Device device, T* host, size_t n) : host_(host), p_(host) {
+    if (device != Device::kCpu) {
+      buffer_ = phx::Buffer<T>(device, n);
+      p_ = buffer_.data();
+    }
+  }
+  T* get() { return p_; }
+  void finish() {
+    if (buffer_.size()) buffer_.download(host_, buffer_.size());
+  }
+
+ private:
+  phx::Buffer<T> buffer_;
+  T* host_;
+  T* p_;
+};
+
+// M(q) with armature -> (E, nv, nv)
+template <class T>
+CArray<T> mass_matrix(PyModel& pm, const CArray<T>& qpos, const std::string& device_name) {
+  Device device = phx::parse_device(device_name);
+  auto dm = pm.compiled<T>(device);
+  const phx::Model& m = dm->model();
+  int E = batch_size(qpos, m.nq);
+  CArray<T> M({py::ssize_t(E), py::ssize_t(m.nv), py::ssize_t(m.nv)});
+  const T* q = qpos.data();
+  T* out = M.mutable_data();
+  {
+    py::gil_scoped_release nogil;
+    DeviceInput<T> d_qpos(device, q, size_t(E) * m.nq);
+    DeviceOutput<T> d_M(device, out, size_t(E) * m.nv * m.nv);
+    phx::mass_matrix(*dm, E, d_qpos.get(), d_M.get());
+    d_M.finish();
+  }
+  return M;
+}
+
+// c(q, qvel) -> (E, nv)
+template <class T>
+CArray<T> bias_forces(PyModel& pm, const CArray<T>& qpos, const CArray<T>& qvel,
+                      const std::string& device_name) {
+  Device device = phx::parse_device(device_name);
+  auto dm = pm.compiled<T>(device);
+  const phx::Model& m = dm->model();
+  int E = batch_size(qpos, m.nq);
+  require_shape(qvel, {E, m.nv}, "qvel");
+  CArray<T> bias({py::ssize_t(E), py::ssize_t(m.nv)});
+  const T* q = qpos.data();
+  const T* v = qvel.data();
+  T* out = bias.mutable_data();
+  {
+    py::gil_scoped_release nogil;
+    DeviceInput<T> d_qpos(device, q, size_t(E) * m.nq);
+    DeviceInput<T> d_qvel(device, v, size_t(E) * m.nv);
+    DeviceOutput<T> d_bias(device, out, size_t(E) * m.nv);
+    phx::bias_forces(*dm, E, d_qpos.get(), d_qvel.get(), d_bias.get());
+    d_bias.finish();
+  }
+  return bias;
+}
+
+// qacc without constraints -> (E, nv)
+template <class T>
+CArray<T> forward_dynamics(PyModel& pm, const CArray<T>& qpos, const CArray<T>& qvel,
+                           const CArray<T>& ctrl, const std::string& device_name) {
+  Device device = phx::parse_device(device_name);
+  auto dm = pm.compiled<T>(device);
+  const phx::Model& m = dm->model();
+  int E = batch_size(qpos, m.nq);
+  require_shape(qvel, {E, m.nv}, "qvel");
+  require_shape(ctrl, {E, m.nu}, "ctrl");
+  CArray<T> qacc({py::ssize_t(E), py::ssize_t(m.nv)});
+  const T* q = qpos.data();
+  const T* v = qvel.data();
+  const T* u = ctrl.data();
+  T* out = qacc.mutable_data();
+  {
+    py::gil_scoped_release nogil;
+    DeviceInput<T> d_qpos(device, q, size_t(E) * m.nq);
+    DeviceInput<T> d_qvel(device, v, size_t(E) * m.nv);
+    DeviceInput<T> d_ctrl(device, u, size_t(E) * m.nu);
+    DeviceOutput<T> d_qacc(device, out, size_t(E) * m.nv);
+    phx::forward_dynamics(*dm, E, d_qpos.get(), d_qvel.get(), d_ctrl.get(), d_qacc.get());
+    d_qacc.finish();
+  }
+  return qacc;
+}
+
+// the generalized force producing qacc (MuJoCo's qfrc_inverse) -> (E, nv)
+template <class T>
+CArray<T> inverse_dynamics(PyModel& pm, const CArray<T>& qpos, const CArray<T>& qvel,
+                           const CArray<T>& qacc, const std::string& device_name) {
+  Device device = phx::parse_device(device_name);
+  auto dm = pm.compiled<T>(device);
+  const phx::Model& m = dm->model();
+  int E = batch_size(qpos, m.nq);
+  require_shape(qvel, {E, m.nv}, "qvel");
+  require_shape(qacc, {E, m.nv}, "qacc");
+  CArray<T> tau({py::ssize_t(E), py::ssize_t(m.nv)});
+  const T* q = qpos.data();
+  const T* v = qvel.data();
+  const T* a = qacc.data();
+  T* out = tau.mutable_data();
+  {
+    py::gil_scoped_release nogil;
+    DeviceInput<T> d_qpos(device, q, size_t(E) * m.nq);
+    DeviceInput<T> d_qvel(device, v, size_t(E) * m.nv);
+    DeviceInput<T> d_qacc(device, a, size_t(E) * m.nv);
+    DeviceOutput<T> d_tau(device, out, size_t(E) * m.nv);
+    phx::inverse_dynamics(*dm, E, d_qpos.get(), d_qvel.get(), d_qacc.get(), d_tau.get());
+    d_tau.finish();
+  }
+  return tau;
+}
+
+// nstep steps with ctrl held -> (qpos, qvel, status), new arrays
+template <class T>
+py::tuple step(PyModel& pm, const CArray<T>& qpos, const CArray<T>& qvel, const CArray<T>& ctrl,
+               int nstep, const std::string& device_name) {
+  Device device = phx::parse_device(device_name);
+  auto dm = pm.compiled<T>(device);
+  const phx::Model& m = dm->model();
+  int E = batch_size(qpos, m.nq);
+  require_shape(qvel, {E, m.nv}, "qvel");
+  require_shape(ctrl, {E, m.nu}, "ctrl");
+  if (nstep < 0) throw std::invalid_argument("phalanx: nstep must be >= 0");
+  CArray<T> qpos_out({py::ssize_t(E), py::ssize_t(m.nq)});
+  CArray<T> qvel_out({py::ssize_t(E), py::ssize_t(m.nv)});
+  py::array_t<std::uint32_t> status(py::ssize_t{E});
+  const T* q = qpos.data();
+  const T* v = qvel.data();
+  const T* u = ctrl.data();
+  T* q_out = qpos_out.mutable_data();
+  T* v_out = qvel_out.mutable_data();
+  unsigned* s_out = reinterpret_cast<unsigned*>(status.mutable_data());
+  if (E > 0) {
+    py::gil_scoped_release nogil;
+    phx::Data<T> data(*dm, E);
+    data.qpos.upload(q, size_t(E) * m.nq);
+    data.qvel.upload(v, size_t(E) * m.nv);
+    data.ctrl.upload(u, size_t(E) * m.nu);
+    phx::step(*dm, data, nstep);
+    data.qpos.download(q_out, size_t(E) * m.nq);
+    data.qvel.download(v_out, size_t(E) * m.nv);
+    data.status.download(s_out, size_t(E));
+  }
+  return py::make_tuple(qpos_out, qvel_out, status);
+}
+
+// T steps driven by ctrl (E, T, nu) -> (qpos (E, T, nq), qvel (E, T, nv), status (E,))
+template <class T>
+py::tuple rollout(PyModel& pm, const CArray<T>& qpos, const CArray<T>& qvel, const CArray<T>& ctrl,
+                  const std::string& device_name) {
+  Device device = phx::parse_device(device_name);
+  auto dm = pm.compiled<T>(device);
+  const phx::Model& m = dm->model();
+  int E = batch_size(qpos, m.nq);
+  require_shape(qvel, {E, m.nv}, "qvel");
+  py::ssize_t nstep = ctrl.ndim() == 3 ? ctrl.shape(1) : 0;
+  require_shape(ctrl, {E, nstep, m.nu}, "ctrl");
+  if (nstep > INT_MAX) throw std::invalid_argument("phalanx: too many steps");
+  CArray<T> qpos_out({py::ssize_t(E), nstep, py::ssize_t(m.nq)});
+  CArray<T> qvel_out({py::ssize_t(E), nstep, py::ssize_t(m.nv)});
+  py::array_t<std::uint32_t> status(py::ssize_t{E});
+  const T* q = qpos.data();
+  const T* v = qvel.data();
+  const T* u = ctrl.data();
+  T* q_out = qpos_out.mutable_data();
+  T* v_out = qvel_out.mutable_data();
+  unsigned* s_out = reinterpret_cast<unsigned*>(status.mutable_data());
+  if (E > 0) {
+    py::gil_scoped_release nogil;
+    phx::Data<T> data(*dm, E);
+    data.qpos.upload(q, size_t(E) * m.nq);
+    data.qvel.upload(v, size_t(E) * m.nv);
+    DeviceInput<T> d_ctrl(device, u, size_t(E) * nstep * m.nu);
+    DeviceOutput<T> d_qpos_out(device, q_out, size_t(E) * nstep * m.nq);
+    DeviceOutput<T> d_qvel_out(device, v_out, size_t(E) * nstep * m.nv);
+    phx::rollout(*dm, data, d_ctrl.get(), int(nstep), d_qpos_out.get(), d_qvel_out.get());
+    d_qpos_out.finish();
+    d_qvel_out.finish();
+    data.status.download(s_out, size_t(E));
+  }
+  return py::make_tuple(qpos_out, qvel_out, status);
+}
+
+// vector-Jacobian product of one step -> dict of adjoints: qpos (E, nq), qvel (E, nv),
+// ctrl (E, nu) and per-environment parameter adjoints body_mass (E, nbody),
+// body_inertia (E, nbody, 3), dof_damping (E, nv), dof_armature (E, nv), jnt_stiffness
+// (E, njnt), actuator_gear (E, nu)
+template <class T>
+py::dict step_vjp(PyModel& pm, const CArray<T>& qpos, const CArray<T>& qvel, const CArray<T>& ctrl,
+                  const CArray<T>& adj_qpos_next, const CArray<T>& adj_qvel_next,
+                  const std::string& device_name) {
+  Device device = phx::parse_device(device_name);
+  auto dm = pm.compiled<T>(device);
+  const phx::Model& m = dm->model();
+  int E = batch_size(qpos, m.nq);
+  require_shape(qvel, {E, m.nv}, "qvel");
+  require_shape(ctrl, {E, m.nu}, "ctrl");
+  require_shape(adj_qpos_next, {E, m.nq}, "adj_qpos_next");
+  require_shape(adj_qvel_next, {E, m.nv}, "adj_qvel_next");
+  auto out = [E](std::vector<py::ssize_t> dims) {
+    dims.insert(dims.begin(), py::ssize_t(E));
+    return CArray<T>(dims);
+  };
+  py::dict result;
+  CArray<T> gq = out({m.nq}), gv = out({m.nv}), gc = out({m.nu}), gmass = out({m.nbody}),
+            ginertia = out({m.nbody, 3}), gdamping = out({m.nv}), garmature = out({m.nv}),
+            gstiffness = out({m.njnt}), ggear = out({m.nu});
+  // device copies of the inputs and outputs, then one launch
+  const T* in[5] = {qpos.data(), qvel.data(), ctrl.data(), adj_qpos_next.data(),
+                    adj_qvel_next.data()};
+  size_t in_n[5] = {size_t(m.nq), size_t(m.nv), size_t(m.nu), size_t(m.nq), size_t(m.nv)};
+  CArray<T>* outs[9] = {&gq, &gv, &gc, &gmass, &ginertia, &gdamping, &garmature, &gstiffness,
+                        &ggear};
+  std::vector<T*> out_ptr;
+  for (CArray<T>* o : outs) out_ptr.push_back(o->mutable_data());
+  if (E > 0) {
+    py::gil_scoped_release nogil;
+    std::vector<std::unique_ptr<DeviceInput<T>>> d_in;
+    for (int i = 0; i < 5; ++i)
+      d_in.push_back(std::make_unique<DeviceInput<T>>(device, in[i], size_t(E) * in_n[i]));
+    size_t out_n[9] = {size_t(m.nq), size_t(m.nv),  size_t(m.nu),   size_t(m.nbody),
+                       size_t(3 * m.nbody), size_t(m.nv), size_t(m.nv), size_t(m.njnt),
+                       size_t(m.nu)};
+    std::vector<std::unique_ptr<DeviceOutput<T>>> d_out;
+    for (int i = 0; i < 9; ++i)
+      d_out.push_back(std::make_unique<DeviceOutput<T>>(device, out_ptr[i], size_t(E) * out_n[i]));
+    phx::ModelAdjoint<T> am{d_out[3]->get(), d_out[4]->get(), d_out[5]->get(),
+                            d_out[6]->get(), d_out[7]->get(), d_out[8]->get()};
+    phx::step_vjp(*dm, E, d_in[0]->get(), d_in[1]->get(), d_in[2]->get(), d_in[3]->get(),
+                  d_in[4]->get(), d_out[0]->get(), d_out[1]->get(), d_out[2]->get(), am);
+    for (auto& o : d_out) o->finish();
+  }
+  result["qpos"] = gq;
+  result["qvel"] = gv;
+  result["ctrl"] = gc;
+  result["body_mass"] = gmass;
+  result["body_inertia"] = ginertia;
+  result["dof_damping"] = gdamping;
+  result["dof_armature"] = garmature;
+  result["jnt_stiffness"] = gstiffness;
+  result["actuator_gear"] = ggear;
+  return result;
+}
+
+// bytes of device memory one environment uses: state plus the workspace of a step
+template <class T>
+size_t bytes_per_env(PyModel& pm, const std::string& device_name) {
+  auto dm = pm.compiled<T>(phx::parse_device(device_name));
+  return phx::Data<T>(*dm, 1).bytes_per_env();
+}
+
+// A read-only numpy view of one array field of the model, kept alive by the Python Model.
+// cols = 0 gives a 1-D array.
+template <class V>
+py::array field_view(const py::object& owner, const std::vector<V>& v, py::ssize_t cols) {
+  py::ssize_t n = py::ssize_t(v.size());
+  std::vector<py::ssize_t> shape =
+      cols ? std::vector<py::ssize_t>{n / cols, cols} : std::vector<py::ssize_t>{n};
+  py::array a(py::dtype::of<V>(), shape, v.data(), owner);
+  a.attr("setflags")(py::arg("write") = false);
+  return a;
+}
+
+// Model.<name>: the field as a read-only numpy array
+template <class V>
+void def_array(py::class_<PyModel>& cls, const char* name, std::vector<V> phx::Model::*field,
+               py::ssize_t cols, const char* doc) {
+  cls.def_property_readonly(
+      name,
+      [field, cols](const py::object& self) {
+        return field_view(self, self.cast<const PyModel&>().model().*field, cols);
+      },
+      doc);
+}
+
+// bind the float and double overloads of one query; numpy arrays are matched without
+// conversion, so the dtype chooses the overload and no copy is made
+template <class F32, class F64, class... Args>
+void def_query(py::module_& m, const char* name, F32 f32, F64 f64, const char* doc, Args... args) {
+  m.def(name, f32, py::arg("model"), args..., py::arg("device") = "cpu", doc);
+  m.def(name, f64, py::arg("model"), args..., py::arg("device") = "cpu", doc);
+}
+
+}  // namespace
+
+PYBIND11_MODULE(_phalanx, mod) {
+  mod.doc() = "Phalanx C++ core; use the phalanx package, which checks arguments.";
+
+  mod.attr("STATUS_NAN_STATE") = unsigned(phx::kStatusNanState);
+  mod.attr("STATUS_NAN_CTRL") = unsigned(phx::kStatusNanCtrl);
+  mod.attr("STATUS_NAN_RESULT") = unsigned(phx::kStatusNanResult);
+
+  mod.def(
+      "cuda_available", [] { return phx::cuda_available(); },
+      "True when the CUDA backend was built and a GPU is visible.");
+
+  py::class_<PyModel> cls(mod, "Model",
+                          "A mechanism loaded from MJCF or URDF: MuJoCo-style flat arrays (read "
+                          "only) and the options timestep and gravity (read and write).");
+
+  mod.def(
+      "load_model",
+      [](const std::string& path) {
+        phx::Model model = phx::load_model(path);
+        model.validate();
+        return PyModel(std::move(model));
+      },
+      py::arg("path"), "Load an MJCF (.xml, .mjcf) or URDF (.urdf) file.");
+
+  // names, counts and options
+  cls.def_property_readonly("name", [](const PyModel& pm) { return pm.model().name; })
+      .def_property_readonly("source", [](const PyModel& pm) { return pm.model().source; })
+      .def_property_readonly(
+          "nq", [](const PyModel& pm) { return pm.model().nq; },
+          "number of generalized coordinates")
+      .def_property_readonly(
+          "nv", [](const PyModel& pm) { return pm.model().nv; }, "number of degrees of freedom")
+      .def_property_readonly(
+          "nu", [](const PyModel& pm) { return pm.model().nu; }, "number of actuators")
+      .def_property_readonly(
+          "nbody", [](const PyModel& pm) { return pm.model().nbody; },
+          "number of bodies, including the world body 0")
+      .def_property_readonly(
+          "njnt", [](const PyModel& pm) { return pm.model().njnt; }, "number of joints")
+      .def_property_readonly(
+          "ngeom", [](const PyModel& pm) { return pm.model().ngeom; }, "number of geoms")
+      .def_property(
+          "timestep", [](const PyModel& pm) { return pm.model().opt.timestep; },
+          &PyModel::set_timestep, "integration step (s)")
+      .def_property(
+          "gravity",
+          [](const PyModel& pm) {
+            const auto& g = pm.model().opt.gravity;
+            py::array_t<double> a(3, g.data());
+            a.attr("setflags")(py::arg("write") = false);
+            return a;
+          },
+          &PyModel::set_gravity, "gravitational acceleration (m/s^2), a copy; assign to change")
+      .def("set_parameter", &PyModel::set_parameter, py::arg("name"), py::arg("values"),
+           "Replace one parameter array (body_mass, body_inertia, dof_damping, dof_armature, "
+           "jnt_stiffness, actuator_gear) with values of the same size; compiled copies are "
+           "rebuilt on next use.")
+      .def_property_readonly("body_names", [](const PyModel& pm) { return pm.model().body_names; })
+      .def_property_readonly("joint_names", [](const PyModel& pm) { return pm.model().jnt_names; })
+      .def_property_readonly("geom_names", [](const PyModel& pm) { return pm.model().geom_names; })
+      .def_property_readonly("actuator_names",
+                             [](const PyModel& pm) { return pm.model().actuator_names; })
+      .def_property_readonly(
+          "ignored", [](const PyModel& pm) { return pm.model().ignored; },
+          "what the loader accepted but did not use, one entry per kind")
+      .def(
+          "body_id", [](const PyModel& pm, const std::string& n) { return pm.model().body_id(n); },
+          py::arg("name"), "id of the named body, -1 when absent")
+      .def(
+          "joint_id",
+          [](const PyModel& pm, const std::string& n) { return pm.model().joint_id(n); },
+          py::arg("name"), "id of the named joint, -1 when absent")
+      .def(
+          "geom_id", [](const PyModel& pm, const std::string& n) { return pm.model().geom_id(n); },
+          py::arg("name"), "id of the named geom, -1 when absent")
+      .def(
+          "actuator_id",
+          [](const PyModel& pm, const std::string& n) { return pm.model().actuator_id(n); },
+          py::arg("name"), "id of the named actuator, -1 when absent")
+      .def("__repr__", [](const PyModel& pm) {
+        const phx::Model& m = pm.model();
+        std::ostringstream s;
+        s << "<phalanx.Model '" << m.name << "' nq=" << m.nq << " nv=" << m.nv << " nu=" << m.nu
+          << " nbody=" << m.nbody << " njnt=" << m.njnt << " ngeom=" << m.ngeom << ">";
+        return s.str();
+      });
+
+  // arrays, with the shapes of host/model.h
+  using M = phx::Model;
+  def_array(cls, "qpos0", &M::qpos0, 0, "qpos at the reference configuration (nq,)");
+  def_array(cls, "qpos_spring", &M::qpos_spring, 0, "reference qpos of joint springs (nq,)");
+  def_array(cls, "body_parentid", &M::body_parentid, 0, "id of parent body (nbody,)");
+  def_array(cls, "body_rootid", &M::body_rootid, 0, "id of the root of the body's tree (nbody,)");
+  def_array(cls, "body_jntnum", &M::body_jntnum, 0, "number of joints of the body (nbody,)");
+  def_array(cls, "body_jntadr", &M::body_jntadr, 0, "first joint id, -1 if none (nbody,)");
+  def_array(cls, "body_dofnum", &M::body_dofnum, 0, "number of dofs of the body (nbody,)");
+  def_array(cls, "body_dofadr", &M::body_dofadr, 0, "first dof id, -1 if none (nbody,)");
+  def_array(cls, "body_geomnum", &M::body_geomnum, 0, "number of geoms of the body (nbody,)");
+  def_array(cls, "body_geomadr", &M::body_geomadr, 0, "first geom id, -1 if none (nbody,)");
+  def_array(cls, "body_pos", &M::body_pos, 3, "position offset rel. to parent body (nbody, 3)");
+  def_array(cls, "body_quat", &M::body_quat, 4, "orientation rel. to parent body (nbody, 4)");
+  def_array(cls, "body_ipos", &M::body_ipos, 3, "centre of mass in body frame (nbody, 3)");
+  def_array(cls, "body_iquat", &M::body_iquat, 4, "principal inertia frame (nbody, 4)");
+  def_array(cls, "body_mass", &M::body_mass, 0, "mass (kg) (nbody,)");
+  def_array(cls, "body_inertia", &M::body_inertia, 3, "principal moments of inertia (nbody, 3)");
+  def_array(cls, "jnt_type", &M::jnt_type, 0,
+            "JointType: 0 free, 1 ball, 2 slide, 3 hinge (njnt,)");
+  def_array(cls, "jnt_bodyid", &M::jnt_bodyid, 0, "id of the joint's body (njnt,)");
+  def_array(cls, "jnt_qposadr", &M::jnt_qposadr, 0, "start address in qpos (njnt,)");
+  def_array(cls, "jnt_dofadr", &M::jnt_dofadr, 0, "start address in qvel (njnt,)");
+  def_array(cls, "jnt_limited", &M::jnt_limited, 0, "does the joint have limits (njnt,)");
+  def_array(cls, "jnt_pos", &M::jnt_pos, 3, "anchor position in body frame (njnt, 3)");
+  def_array(cls, "jnt_axis", &M::jnt_axis, 3, "unit axis in body frame (njnt, 3)");
+  def_array(cls, "jnt_range", &M::jnt_range, 2, "joint limits (rad or m) (njnt, 2)");
+  def_array(cls, "jnt_stiffness", &M::jnt_stiffness, 0, "spring stiffness (njnt,)");
+  def_array(cls, "dof_bodyid", &M::dof_bodyid, 0, "id of the dof's body (nv,)");
+  def_array(cls, "dof_jntid", &M::dof_jntid, 0, "id of the dof's joint (nv,)");
+  def_array(cls, "dof_parentid", &M::dof_parentid, 0, "previous dof towards the root, -1 (nv,)");
+  def_array(cls, "dof_armature", &M::dof_armature, 0, "armature inertia (nv,)");
+  def_array(cls, "dof_damping", &M::dof_damping, 0, "viscous damping coefficient (nv,)");
+  def_array(cls, "geom_type", &M::geom_type, 0, "GeomType (ngeom,)");
+  def_array(cls, "geom_bodyid", &M::geom_bodyid, 0, "id of the geom's body (ngeom,)");
+  def_array(cls, "geom_contype", &M::geom_contype, 0, "contact type bit mask (ngeom,)");
+  def_array(cls, "geom_conaffinity", &M::geom_conaffinity, 0, "contact affinity mask (ngeom,)");
+  def_array(cls, "geom_condim", &M::geom_condim, 0, "contact dimensionality (ngeom,)");
+  def_array(cls, "geom_size", &M::geom_size, 3, "type-specific sizes (ngeom, 3)");
+  def_array(cls, "geom_pos", &M::geom_pos, 3, "position offset in body frame (ngeom, 3)");
+  def_array(cls, "geom_quat", &M::geom_quat, 4, "orientation offset in body frame (ngeom, 4)");
+  def_array(cls, "geom_friction", &M::geom_friction, 3, "sliding, torsional, rolling (ngeom, 3)");
+  def_array(cls, "geom_rbound", &M::geom_rbound, 0, "bounding sphere radius, 0 = inf (ngeom,)");
+  def_array(cls, "exclude_bodies", &M::exclude_bodies, 2, "excluded body pairs (nexclude, 2)");
+  def_array(cls, "actuator_trnid", &M::actuator_trnid, 0, "transmission joint id (nu,)");
+  def_array(cls, "actuator_ctrllimited", &M::actuator_ctrllimited, 0, "is ctrl clamped (nu,)");
+  def_array(cls, "actuator_gear", &M::actuator_gear, 0, "scalar gear ratio (nu,)");
+  def_array(cls, "actuator_ctrlrange", &M::actuator_ctrlrange, 2, "ctrl limits (nu, 2)");
+
+  // functional queries and stepping, one overload per scalar type
+  def_query(mod, "mass_matrix", &mass_matrix<float>, &mass_matrix<double>,
+            "M(q) with armature -> (E, nv, nv)", py::arg("qpos").noconvert());
+  def_query(mod, "bias_forces", &bias_forces<float>, &bias_forces<double>, "c(q, qvel) -> (E, nv)",
+            py::arg("qpos").noconvert(), py::arg("qvel").noconvert());
+  def_query(mod, "forward_dynamics", &forward_dynamics<float>, &forward_dynamics<double>,
+            "qacc -> (E, nv)", py::arg("qpos").noconvert(), py::arg("qvel").noconvert(),
+            py::arg("ctrl").noconvert());
+  def_query(mod, "inverse_dynamics", &inverse_dynamics<float>, &inverse_dynamics<double>,
+            "qfrc_inverse -> (E, nv)", py::arg("qpos").noconvert(), py::arg("qvel").noconvert(),
+            py::arg("qacc").noconvert());
+  def_query(mod, "step", &step<float>, &step<double>, "-> (qpos, qvel, status)",
+            py::arg("qpos").noconvert(), py::arg("qvel").noconvert(), py::arg("ctrl").noconvert(),
+            py::arg("nstep") = 1);
+  def_query(mod, "rollout", &rollout<float>, &rollout<double>,
+            "-> (qpos (E, T, nq), qvel (E, T, nv), status (E,))", py::arg("qpos").noconvert(),
+            py::arg("qvel").noconvert(), py::arg("ctrl").noconvert());
+  def_query(mod, "step_vjp", &step_vjp<float>, &step_vjp<double>,
+            "vector-Jacobian product of one step -> dict of adjoints", py::arg("qpos").noconvert(),
+            py::arg("qvel").noconvert(), py::arg("ctrl").noconvert(),
+            py::arg("adj_qpos_next").noconvert(), py::arg("adj_qvel_next").noconvert());
+  mod.def("bytes_per_env_float32", &bytes_per_env<float>, py::arg("model"),
+          py::arg("device") = "cpu");
+  mod.def("bytes_per_env_float64", &bytes_per_env<double>, py::arg("model"),
+          py::arg("device") = "cpu");
+}

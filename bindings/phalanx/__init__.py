@@ -1,0 +1,225 @@
+"""Phalanx: batched rigid-body dynamics on the CPU and on CUDA GPUs.
+
+Every batched array is (E, ...) with E the number of environments, taken from ``qpos``. Arrays
+are numpy; with ``device="cuda"`` they are copied to the GPU and the results copied back.
+
+The scalar type of a call is ``dtype``. With ``dtype=None`` it is the dtype of ``qpos``, which
+must be float32 or float64, and every other array must have exactly that dtype (no silent
+conversions). An explicit ``dtype`` converts all inputs to it. On the CPU, C-contiguous inputs
+of the right dtype are read in place; results are always new arrays.
+
+Wrong shapes and dtypes raise ``ValueError`` naming the expected shape, e.g.
+``ctrl must have shape (E, nu) = (4, 21) ...``. An unavailable device raises ``RuntimeError``.
+"""
+
+from __future__ import annotations
+
+import errno
+import importlib.metadata
+import operator
+import os
+from typing import Sequence
+
+import numpy as np
+
+from . import _phalanx
+from ._phalanx import (
+    STATUS_NAN_CTRL,
+    STATUS_NAN_RESULT,
+    STATUS_NAN_STATE,
+    Model,
+    cuda_available,
+)
+
+__all__ = [
+    "Model",
+    "load_model",
+    "mass_matrix",
+    "bias_forces",
+    "forward_dynamics",
+    "inverse_dynamics",
+    "step",
+    "rollout",
+    "step_vjp",
+    "bytes_per_env",
+    "cuda_available",
+    "STATUS_NAN_STATE",
+    "STATUS_NAN_CTRL",
+    "STATUS_NAN_RESULT",
+]
+
+try:
+    __version__ = importlib.metadata.version("phalanx")
+except importlib.metadata.PackageNotFoundError:  # imported from a build tree
+    __version__ = "0+unknown"
+
+_FLOAT_DTYPES = (np.dtype(np.float32), np.dtype(np.float64))
+
+
+def load_model(path: str | os.PathLike) -> Model:
+    """Load a model from an MJCF (.xml, .mjcf) or URDF (.urdf) file.
+
+    Raises FileNotFoundError for a missing file, RuntimeError for malformed or unsupported input
+    (the message names the file, line and element).
+    """
+    path = os.fspath(path)
+    if not os.path.isfile(path):
+        raise FileNotFoundError(errno.ENOENT, "phalanx: no such model file", path)
+    return _phalanx.load_model(path)
+
+
+def mass_matrix(model: Model, qpos, *, dtype=None, device: str = "cpu") -> np.ndarray:
+    """Joint-space inertia M(q), armature included on the diagonal -> (E, nv, nv)."""
+    args = _Args(model, qpos, dtype)
+    return _phalanx.mass_matrix(model, args.qpos, device)
+
+
+def bias_forces(model: Model, qpos, qvel, *, dtype=None, device: str = "cpu") -> np.ndarray:
+    """Bias forces c(q, qvel): Coriolis, centrifugal and gravity (MuJoCo's qfrc_bias) -> (E, nv)."""
+    args = _Args(model, qpos, dtype)
+    return _phalanx.bias_forces(model, args.qpos, args.qvel(qvel), device)
+
+
+def forward_dynamics(
+    model: Model, qpos, qvel, ctrl, *, dtype=None, device: str = "cpu"
+) -> np.ndarray:
+    """Acceleration without constraints, (M + diag(armature)) qacc = passive + actuation - c.
+
+    MuJoCo's qacc with contacts and limits disabled -> (E, nv).
+    """
+    args = _Args(model, qpos, dtype)
+    return _phalanx.forward_dynamics(model, args.qpos, args.qvel(qvel), args.ctrl(ctrl), device)
+
+
+def inverse_dynamics(
+    model: Model, qpos, qvel, qacc, *, dtype=None, device: str = "cpu"
+) -> np.ndarray:
+    """The generalized force that produces qacc: M qacc + c - passive, armature in M.
+
+    MuJoCo's qfrc_inverse without constraints; inverts forward_dynamics for the actuation force
+    -> (E, nv).
+    """
+    args = _Args(model, qpos, dtype)
+    qacc = args.array("qacc", qacc, ("nv", model.nv))
+    return _phalanx.inverse_dynamics(model, args.qpos, args.qvel(qvel), qacc, device)
+
+
+def step(
+    model: Model, qpos, qvel, ctrl, *, nstep: int = 1, dtype=None, device: str = "cpu"
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Advance nstep semi-implicit Euler steps (MuJoCo's Euler integrator) with ctrl held.
+
+    Returns new arrays (qpos (E, nq), qvel (E, nv), status (E,) uint32); the inputs are not
+    modified. status holds STATUS_* bits; an environment stops at the step that set one.
+    """
+    nstep = _count("nstep", nstep)
+    args = _Args(model, qpos, dtype)
+    return _phalanx.step(model, args.qpos, args.qvel(qvel), args.ctrl(ctrl), nstep, device)
+
+
+def rollout(
+    model: Model, qpos, qvel, ctrl, *, dtype=None, device: str = "cpu"
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """T steps driven by ctrl (E, T, nu), one row of controls per step.
+
+    Returns (qpos (E, T, nq), qvel (E, T, nv), status (E,) uint32) with the state after each
+    step. An environment whose status turns non-zero stops and repeats its last state.
+    """
+    args = _Args(model, qpos, dtype)
+    nstep = np.shape(ctrl)[1] if np.ndim(ctrl) == 3 else None
+    ctrl = args.array("ctrl", ctrl, ("T", nstep), ("nu", model.nu))
+    return _phalanx.rollout(model, args.qpos, args.qvel(qvel), ctrl, device)
+
+
+def step_vjp(
+    model: Model, qpos, qvel, ctrl, adj_qpos_next, adj_qvel_next, *, dtype=None,
+    device: str = "cpu"
+) -> dict[str, np.ndarray]:
+    """Vector-Jacobian product of one contact-free step at (qpos, qvel, ctrl).
+
+    Given the gradients of a loss with respect to the next state, adj_qpos_next (E, nq) and
+    adj_qvel_next (E, nv), returns a dict of the gradients with respect to ``qpos`` (E, nq),
+    ``qvel`` (E, nv), ``ctrl`` (E, nu) and, per environment, the model parameters
+    ``body_mass`` (E, nbody), ``body_inertia`` (E, nbody, 3), ``dof_damping`` (E, nv),
+    ``dof_armature`` (E, nv), ``jnt_stiffness`` (E, njnt) and ``actuator_gear`` (E, nu); sum
+    over E for a parameter shared by all environments. Quaternion coordinates are
+    differentiated as the four numbers stored in qpos (the step normalises them).
+    """
+    args = _Args(model, qpos, dtype)
+    adj_qpos_next = args.array("adj_qpos_next", adj_qpos_next, ("nq", model.nq))
+    adj_qvel_next = args.array("adj_qvel_next", adj_qvel_next, ("nv", model.nv))
+    return _phalanx.step_vjp(model, args.qpos, args.qvel(qvel), args.ctrl(ctrl), adj_qpos_next,
+                             adj_qvel_next, device)
+
+
+def bytes_per_env(model: Model, *, dtype=np.float64, device: str = "cpu") -> int:
+    """Bytes of device memory one environment uses: its state plus the workspace of a step."""
+    dtype = np.dtype(dtype)
+    if dtype not in _FLOAT_DTYPES:
+        raise ValueError(f"phalanx: dtype must be float32 or float64, got {dtype}")
+    f = _phalanx.bytes_per_env_float32 if dtype == np.float32 else _phalanx.bytes_per_env_float64
+    return f(model, device)
+
+
+class _Args:
+    """The checked arrays of one call: their scalar type and number of environments E, both
+    set by qpos (or by an explicit dtype)."""
+
+    def __init__(self, model: Model, qpos, dtype) -> None:
+        if not isinstance(model, Model):
+            raise TypeError(f"phalanx: model must be a phalanx.Model, got {type(model).__name__}")
+        self.model = model
+        qpos = np.asarray(qpos)
+        self.batch = qpos.shape[0] if qpos.ndim == 2 else None
+        if dtype is None:
+            if qpos.dtype not in _FLOAT_DTYPES:
+                raise ValueError(
+                    f"phalanx: qpos must be a float32 or float64 array of shape "
+                    f"{_expected([('E', self.batch), ('nq', model.nq)])}, got dtype {qpos.dtype}"
+                    " (pass dtype= to convert)"
+                )
+            self.dtype, self.strict = qpos.dtype, True
+        else:
+            self.dtype, self.strict = np.dtype(dtype), False
+            if self.dtype not in _FLOAT_DTYPES:
+                raise ValueError(f"phalanx: dtype must be float32 or float64, got {self.dtype}")
+        self.qpos = self.array("qpos", qpos, ("nq", model.nq))
+
+    def qvel(self, qvel) -> np.ndarray:
+        return self.array("qvel", qvel, ("nv", self.model.nv))
+
+    def ctrl(self, ctrl) -> np.ndarray:
+        return self.array("ctrl", ctrl, ("nu", self.model.nu))
+
+    def array(self, name: str, x, *dims: tuple[str, int | None]) -> np.ndarray:
+        """x as a C-contiguous array of shape (E, *dims) and the call's dtype, without a copy when
+        it already is one. dims are (symbol, size) pairs; a size of None matches nothing."""
+        dims = [("E", self.batch), *dims]
+        shape = tuple(n for _, n in dims)
+        x = np.asarray(x)
+        if self.strict and x.dtype != self.dtype:
+            raise ValueError(
+                f"phalanx: {name} must have dtype {self.dtype} (the dtype of qpos) and shape "
+                f"{_expected(dims)}, got dtype {x.dtype}"
+            )
+        if x.shape != shape:
+            raise ValueError(f"phalanx: {name} must have shape {_expected(dims)}, got {x.shape}")
+        return np.ascontiguousarray(x, dtype=self.dtype)
+
+
+def _expected(dims: Sequence[tuple[str, int | None]]) -> str:
+    """'(E, nq) = (4, 28)'; an unknown size prints as its symbol."""
+    symbols = ", ".join(s for s, _ in dims)
+    sizes = ", ".join(s if n is None else str(n) for s, n in dims)
+    return f"({symbols}) = ({sizes})"
+
+
+def _count(name: str, n) -> int:
+    """n as a non-negative int."""
+    try:
+        n = operator.index(n)
+    except TypeError:
+        raise ValueError(f"phalanx: {name} must be a non-negative integer, got {n!r}") from None
+    if n < 0:
+        raise ValueError(f"phalanx: {name} must be a non-negative integer, got {n}")
+    return n

@@ -1,0 +1,81 @@
+"""Helpers for tests that compare Phalanx with other simulators: random states and a
+norm-relative closeness check."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ._phalanx import Model
+
+# MuJoCo's joint types (include/phalanx/config.h)
+JOINT_FREE, JOINT_BALL, JOINT_SLIDE, JOINT_HINGE = 0, 1, 2, 3
+
+
+def random_state(
+    model: Model,
+    nenv: int,
+    rng: np.random.Generator,
+    *,
+    qpos_scale: float = 0.3,
+    qvel_scale: float = 1.0,
+) -> tuple[np.ndarray, np.ndarray]:
+    """Random float64 states near qpos0: qpos0 plus Gaussian noise of qpos_scale with every
+    quaternion normalised again, and Gaussian qvel of qvel_scale -> (qpos (E, nq), qvel (E, nv))."""
+    qpos = model.qpos0 + qpos_scale * rng.standard_normal((nenv, model.nq))
+    for j, kind in enumerate(model.jnt_type):
+        if kind in (JOINT_FREE, JOINT_BALL):
+            a = model.jnt_qposadr[j] + (3 if kind == JOINT_FREE else 0)
+            qpos[:, a : a + 4] /= np.linalg.norm(qpos[:, a : a + 4], axis=1, keepdims=True)
+    qvel = qvel_scale * rng.standard_normal((nenv, model.nv))
+    return qpos, qvel
+
+
+def random_ctrl(
+    model: Model, shape: tuple[int, ...], rng: np.random.Generator, *, beyond: float = 1.5
+) -> np.ndarray:
+    """Random float64 controls of shape (*shape, nu): uniform over ctrlrange widened by the
+    factor `beyond` about its centre (so some fall outside the range and are clamped), or
+    standard normal for actuators without limits."""
+    lo, hi = model.actuator_ctrlrange.T
+    centre, half = (lo + hi) / 2, beyond * (hi - lo) / 2
+    u = rng.uniform(-1.0, 1.0, (*shape, model.nu))
+    limited = model.actuator_ctrllimited.astype(bool)
+    return np.where(limited, centre + half * u, rng.standard_normal((*shape, model.nu)))
+
+
+def actuator_force(model: Model, ctrl: np.ndarray) -> np.ndarray:
+    """The generalized force of the motors, gear * clamp(ctrl, ctrlrange) on each
+    transmission joint's dof: (..., nu) -> (..., nv)."""
+    lo, hi = model.actuator_ctrlrange.T
+    ctrl = np.where(model.actuator_ctrllimited.astype(bool), np.clip(ctrl, lo, hi), ctrl)
+    force = np.zeros((*ctrl.shape[:-1], model.nv))
+    dofs = model.jnt_dofadr[model.actuator_trnid]
+    for u, d in enumerate(dofs):
+        force[..., d] += model.actuator_gear[u] * ctrl[..., u]
+    return force
+
+
+def relative_error(actual, desired) -> np.ndarray:
+    """||actual_e - desired_e|| / ||desired_e|| for each environment e (Frobenius norm over the
+    trailing axes; a zero reference counts as 1) -> (E,)."""
+    actual, desired = np.asarray(actual, np.float64), np.asarray(desired, np.float64)
+    if actual.shape != desired.shape:
+        raise AssertionError(f"shapes differ: {actual.shape} != {desired.shape}")
+    diff = np.linalg.norm((actual - desired).reshape(len(desired), -1), axis=1)
+    ref = np.linalg.norm(desired.reshape(len(desired), -1), axis=1)
+    return diff / np.where(ref > 0, ref, 1.0)
+
+
+def assert_close(actual, desired, rtol: float, what: str = "") -> float:
+    """Assert ||actual_e - desired_e|| <= rtol ||desired_e|| for every environment e (see
+    relative_error) and return the worst relative error."""
+    err = relative_error(actual, desired)
+    worst = float(err.max()) if err.size else 0.0
+    if not worst <= rtol:
+        e = int(np.argmax(err))
+        raise AssertionError(
+            f"{what}: relative error {worst:.3e} > {rtol:.1e} in environment {e}\n"
+            f"actual  {np.asarray(actual)[e].ravel()[:8]} ...\n"
+            f"desired {np.asarray(desired)[e].ravel()[:8]} ..."
+        )
+    return worst

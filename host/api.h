@@ -1,0 +1,99 @@
+// The batched C++ API: compile a Model onto a device, allocate state for E environments,
+// step and roll out, and the functional dynamics queries. Batched arrays are env-major
+// ((nenv, ...) row-major) and live on the model's device.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "host/device.h"
+#include "host/model.h"
+#include "phalanx/model_view.h"
+#include "phalanx/workspace.h"
+
+namespace phx {
+
+// A Model converted to scalar T and copied onto a device.
+template <class T>
+class DeviceModel {
+ public:
+  DeviceModel(const Model& model, Device device);
+
+  const Model& model() const { return model_; }
+  Device device() const { return device_; }
+  const ModelView<T>& view() const { return view_; }
+  // scalars of workspace one environment needs
+  long scratch_size() const;
+  // bytes of device memory the model occupies
+  size_t bytes() const;
+
+ private:
+  Model model_;
+  Device device_;
+  std::vector<Buffer<T>> reals_;
+  std::vector<Buffer<int>> ints_;
+  ModelView<T> view_{};
+};
+
+// Batched state of nenv environments on the model's device.
+template <class T>
+class Data {
+ public:
+  // qpos = qpos0, qvel = 0, ctrl = 0, status = 0
+  Data(const DeviceModel<T>& model, int nenv);
+
+  int nenv() const { return nenv_; }
+  Buffer<T> qpos;                // (nenv x nq)
+  Buffer<T> qvel;                // (nenv x nv)
+  Buffer<T> ctrl;                // (nenv x nu)
+  Buffer<unsigned> status;       // (nenv) StatusBit flags, sticky until cleared
+  std::vector<double> time;      // (nenv) simulated time, kept on the host
+
+  // bytes of device memory per environment: state plus the workspace a step uses
+  size_t bytes_per_env() const;
+  // clear status bits of all environments
+  void clear_status() { status.zero(); }
+
+ private:
+  int nenv_;
+  long scratch_;
+};
+
+// nstep steps of every environment with ctrl held; status bits accumulate
+template <class T>
+void step(const DeviceModel<T>& model, Data<T>& data, int nstep = 1);
+
+// nstep steps driven by d_ctrl (nenv x nstep x nu, on the device). Writes the state after each
+// step to d_qpos_out (nenv x nstep x nq) and d_qvel_out (nenv x nstep x nv) when non-null;
+// data holds the final state.
+template <class T>
+void rollout(const DeviceModel<T>& model, Data<T>& data, const T* d_ctrl, int nstep,
+             T* d_qpos_out, T* d_qvel_out);
+
+// Functional queries on device arrays of nenv environments.
+// M(q) with armature                                    -> d_M    (nenv x nv x nv)
+template <class T>
+void mass_matrix(const DeviceModel<T>& model, int nenv, const T* d_qpos, T* d_M);
+// c(q, qvel), Coriolis, centrifugal and gravity          -> d_bias (nenv x nv)
+template <class T>
+void bias_forces(const DeviceModel<T>& model, int nenv, const T* d_qpos, const T* d_qvel,
+                 T* d_bias);
+// qacc = M^-1 (passive + actuation - c)                  -> d_qacc (nenv x nv)
+template <class T>
+void forward_dynamics(const DeviceModel<T>& model, int nenv, const T* d_qpos, const T* d_qvel,
+                      const T* d_ctrl, T* d_qacc);
+// tau = M qacc + c - passive (MuJoCo's qfrc_inverse)     -> d_tau  (nenv x nv)
+template <class T>
+void inverse_dynamics(const DeviceModel<T>& model, int nenv, const T* d_qpos, const T* d_qvel,
+                      const T* d_qacc, T* d_tau);
+
+// Vector-Jacobian product of one step of nenv environments (contact-free): given the adjoints
+// of the next state, the adjoints of qpos, qvel, ctrl and, per environment, of the model
+// parameters in adj_model (nenv x field size each; null pointers are skipped). All device
+// arrays; outputs are overwritten.
+template <class T>
+void step_vjp(const DeviceModel<T>& model, int nenv, const T* d_qpos, const T* d_qvel,
+              const T* d_ctrl, const T* d_adj_qpos_next, const T* d_adj_qvel_next, T* d_adj_qpos,
+              T* d_adj_qvel, T* d_adj_ctrl, const ModelAdjoint<T>& d_adj_model);
+
+}  // namespace phx

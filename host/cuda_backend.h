@@ -1,0 +1,23 @@
+// The CUDA backend's entry points (cuda/backend.cu), called only by host/device.cpp.
+// In a build without nvcc, host/cuda_stub.cpp defines them to throw.
+#pragma once
+
+#include <cstddef>
+#include <string>
+
+namespace phx::cuda {
+
+// number of visible GPUs; 0 with *error set when none or the driver is missing
+int device_count(std::string* error);
+
+void* alloc(size_t bytes);
+void free(void* p);
+enum class CopyKind { kHostToDevice, kDeviceToHost, kDeviceToDevice };
+void copy(void* dst, const void* src, size_t bytes, CopyKind kind);
+void zero(void* p, size_t bytes);
+
+// one thread per environment, each with `scratch` scalars of global-memory workspace
+template <class Kernel>
+void launch(int nenv, const Kernel& kernel, long scratch);
+
+}  // namespace phx::cuda

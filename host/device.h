@@ -1,0 +1,111 @@
+// Devices, device memory and kernel launch. Two backends run the same kernel functors of
+// include/phalanx/kernels.h: the CPU (OpenMP over environments) and CUDA (one thread per
+// environment). Choosing CUDA where it was not built or no GPU is present is a clear error.
+#pragma once
+
+#include <cstddef>
+#include <stdexcept>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace phx {
+
+enum class Device { kCpu, kCuda };
+
+// "cpu" or "cuda"; anything else throws std::invalid_argument
+Device parse_device(const std::string& name);
+const char* device_name(Device device);
+
+// true when the CUDA backend was compiled and a GPU is visible; otherwise *why says which
+bool cuda_available(std::string* why = nullptr);
+// throws std::runtime_error when the device cannot be used
+void require_device(Device device);
+
+// raw device memory operations (host memory on the CPU)
+namespace detail {
+void* device_alloc(Device device, size_t bytes);
+void device_free(Device device, void* p);
+void device_copy(Device dst_device, void* dst, Device src_device, const void* src, size_t bytes);
+void device_zero(Device device, void* p, size_t bytes);
+}  // namespace detail
+
+// An owning, move-only array of n elements on a device.
+template <class T>
+class Buffer {
+ public:
+  Buffer() = default;
+  Buffer(Device device, size_t n) : device_(device), n_(n) {
+    if (n_) p_ = static_cast<T*>(detail::device_alloc(device_, n_ * sizeof(T)));
+    zero();
+  }
+  Buffer(Device device, const std::vector<T>& host) : Buffer(device, host.size()) {
+    upload(host.data(), host.size());
+  }
+  ~Buffer() { reset(); }
+  Buffer(const Buffer&) = delete;
+  Buffer& operator=(const Buffer&) = delete;
+  Buffer(Buffer&& o) noexcept { *this = std::move(o); }
+  Buffer& operator=(Buffer&& o) noexcept {
+    if (this != &o) {
+      reset();
+      device_ = o.device_;
+      p_ = std::exchange(o.p_, nullptr);
+      n_ = std::exchange(o.n_, 0);
+    }
+    return *this;
+  }
+
+  T* data() { return p_; }
+  const T* data() const { return p_; }
+  size_t size() const { return n_; }
+  size_t bytes() const { return n_ * sizeof(T); }
+  Device device() const { return device_; }
+
+  // copy n elements from host memory to elements [offset, offset + n)
+  void upload(const T* host, size_t n, size_t offset = 0) {
+    check(n, offset);
+    detail::device_copy(device_, p_ + offset, Device::kCpu, host, n * sizeof(T));
+  }
+  // copy elements [offset, offset + n) to host memory
+  void download(T* host, size_t n, size_t offset = 0) const {
+    check(n, offset);
+    detail::device_copy(Device::kCpu, host, device_, p_ + offset, n * sizeof(T));
+  }
+  std::vector<T> to_host() const {
+    std::vector<T> h(n_);
+    if (n_) download(h.data(), n_);
+    return h;
+  }
+  void zero() {
+    if (n_) detail::device_zero(device_, p_, n_ * sizeof(T));
+  }
+
+ private:
+  void check(size_t n, size_t offset) const;
+  void reset() {
+    if (p_) detail::device_free(device_, p_);
+    p_ = nullptr;
+    n_ = 0;
+  }
+
+  Device device_ = Device::kCpu;
+  T* p_ = nullptr;
+  size_t n_ = 0;
+};
+
+template <class T>
+void Buffer<T>::check(size_t n, size_t offset) const {
+  if (offset + n > n_) {
+    throw std::out_of_range("phalanx: buffer access [" + std::to_string(offset) + ", " +
+                            std::to_string(offset + n) + ") outside its " + std::to_string(n_) +
+                            " elements");
+  }
+}
+
+// Run kernel(e, scratch) for e in [0, nenv) on a device, with `scratch` scalars of private
+// workspace per environment. Defined for every kernel in PHX_FOR_EACH_KERNEL.
+template <class Kernel>
+void launch(Device device, int nenv, const Kernel& kernel, long scratch);
+
+}  // namespace phx

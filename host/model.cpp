@@ -1,0 +1,266 @@
+// Model: derived arrays, consistency checks, name lookups and the loader dispatch.
+#include "host/model.h"
+
+#include <algorithm>
+#include <cctype>
+#include <stdexcept>
+#include <string>
+
+#include "phalanx/inertia.h"
+
+namespace phx {
+
+namespace {
+
+// index of name in names, -1 when absent (the first of duplicates)
+int find_name(const std::vector<std::string>& names, const std::string& name) {
+  if (name.empty()) return -1;
+  auto it = std::find(names.begin(), names.end(), name);
+  return it == names.end() ? -1 : static_cast<int>(it - names.begin());
+}
+
+[[noreturn]] void invalid(const std::string& field, const std::string& message) {
+  throw std::invalid_argument("Model." + field + ": " + message);
+}
+
+template <typename T>
+void check_size(const std::vector<T>& v, const std::string& field, size_t expected) {
+  if (v.size() != expected) {
+    invalid(field,
+            "has " + std::to_string(v.size()) + " entries, expected " + std::to_string(expected));
+  }
+}
+
+// every entry of v in [lo, hi)
+void check_range(const std::vector<int>& v, const std::string& field, int lo, int hi) {
+  for (size_t i = 0; i < v.size(); i++) {
+    if (v[i] < lo || v[i] >= hi) {
+      invalid(field, "entry " + std::to_string(i) + " is " + std::to_string(v[i]) +
+                         ", expected a value in [" + std::to_string(lo) + ", " +
+                         std::to_string(hi) + ")");
+    }
+  }
+}
+
+// v sorted in non-decreasing order (joints and geoms are grouped by body)
+void check_sorted(const std::vector<int>& v, const std::string& field) {
+  for (size_t i = 1; i < v.size(); i++) {
+    if (v[i] < v[i - 1]) {
+      invalid(field, "entry " + std::to_string(i) + " (" + std::to_string(v[i]) +
+                         ") is smaller than the previous one; entries must be grouped by body");
+    }
+  }
+}
+
+}  // namespace
+
+void Model::finalize() {
+  nbody = static_cast<int>(body_parentid.size());
+  njnt = static_cast<int>(jnt_type.size());
+  ngeom = static_cast<int>(geom_type.size());
+  nu = static_cast<int>(actuator_trnid.size());
+  check_size(jnt_bodyid, "jnt_bodyid", njnt);
+  check_size(geom_bodyid, "geom_bodyid", ngeom);
+  check_range(body_parentid, "body_parentid", 0, std::max(nbody, 1));
+  check_range(jnt_bodyid, "jnt_bodyid", 1, nbody);
+  check_range(geom_bodyid, "geom_bodyid", 0, nbody);
+  check_sorted(jnt_bodyid, "jnt_bodyid");
+  check_sorted(geom_bodyid, "geom_bodyid");
+
+  // root of each body's tree: itself for the world and its children
+  body_rootid.assign(nbody, 0);
+  for (int i = 1; i < nbody; i++) {
+    int p = body_parentid[i];
+    if (p >= i) invalid("body_parentid", "body " + std::to_string(i) + " comes before its parent");
+    body_rootid[i] = p == 0 ? i : body_rootid[p];
+  }
+
+  // joints per body, and their qpos and dof addresses in order of appearance
+  body_jntnum.assign(nbody, 0);
+  body_jntadr.assign(nbody, -1);
+  body_dofnum.assign(nbody, 0);
+  body_dofadr.assign(nbody, -1);
+  jnt_qposadr.assign(njnt, 0);
+  jnt_dofadr.assign(njnt, 0);
+  nq = nv = 0;
+  for (int j = 0; j < njnt; j++) {
+    int b = jnt_bodyid[j];
+    if (body_jntadr[b] < 0) body_jntadr[b] = j;
+    if (body_dofadr[b] < 0) body_dofadr[b] = nv;
+    body_jntnum[b]++;
+    body_dofnum[b] += joint_nv(jnt_type[j]);
+    jnt_qposadr[j] = nq;
+    jnt_dofadr[j] = nv;
+    nq += joint_nq(jnt_type[j]);
+    nv += joint_nv(jnt_type[j]);
+  }
+
+  // dofs: body, joint, and the previous dof on the path to the root (MuJoCo's dof_parentid:
+  // the previous dof of the same body, else the last dof of the nearest ancestor with dofs)
+  dof_bodyid.assign(nv, 0);
+  dof_jntid.assign(nv, 0);
+  dof_parentid.assign(nv, -1);
+  std::vector<int> last_dof(nbody, -1);  // last dof of the body or of its nearest ancestor
+  for (int b = 1; b < nbody; b++) last_dof[b] = last_dof[body_parentid[b]];
+  for (int j = 0; j < njnt; j++) {
+    int b = jnt_bodyid[j];
+    for (int d = jnt_dofadr[j]; d < jnt_dofadr[j] + joint_nv(jnt_type[j]); d++) {
+      dof_bodyid[d] = b;
+      dof_jntid[d] = j;
+    }
+  }
+  for (int b = 1; b < nbody; b++) {
+    int last = last_dof[body_parentid[b]];
+    for (int d = std::max(body_dofadr[b], 0); d < body_dofadr[b] + body_dofnum[b]; d++) {
+      dof_parentid[d] = last;
+      last = d;
+    }
+    last_dof[b] = last;
+  }
+
+  // geoms per body
+  body_geomnum.assign(nbody, 0);
+  body_geomadr.assign(nbody, -1);
+  for (int g = 0; g < ngeom; g++) {
+    int b = geom_bodyid[g];
+    if (body_geomadr[b] < 0) body_geomadr[b] = g;
+    body_geomnum[b]++;
+  }
+
+  // bounding sphere radii from type and size
+  check_size(geom_size, "geom_size", 3 * static_cast<size_t>(ngeom));
+  geom_rbound.assign(ngeom, 0);
+  for (int g = 0; g < ngeom; g++)
+    geom_rbound[g] = phx::geom_rbound(geom_type[g], &geom_size[3 * g]);
+}
+
+void Model::validate() const {
+  // counts
+  check_size(body_parentid, "body_parentid", nbody);
+  check_size(jnt_type, "jnt_type", njnt);
+  check_size(geom_type, "geom_type", ngeom);
+  check_size(actuator_trnid, "actuator_trnid", nu);
+  if (nbody < 1) invalid("nbody", "is " + std::to_string(nbody) + ", expected at least 1 (world)");
+  int expected_nq = 0, expected_nv = 0;
+  for (int t : jnt_type) {
+    if (t < kJointFree || t > kJointHinge)
+      invalid("jnt_type", "has unknown type " + std::to_string(t));
+    expected_nq += joint_nq(t);
+    expected_nv += joint_nv(t);
+  }
+  if (nq != expected_nq)
+    invalid("nq", "is " + std::to_string(nq) + ", expected " + std::to_string(expected_nq));
+  if (nv != expected_nv)
+    invalid("nv", "is " + std::to_string(nv) + ", expected " + std::to_string(expected_nv));
+
+  // array sizes
+  size_t nb = nbody, nj = njnt, ng = ngeom, na = nu;
+  check_size(qpos0, "qpos0", nq);
+  check_size(qpos_spring, "qpos_spring", nq);
+  check_size(body_rootid, "body_rootid", nb);
+  check_size(body_jntnum, "body_jntnum", nb);
+  check_size(body_jntadr, "body_jntadr", nb);
+  check_size(body_dofnum, "body_dofnum", nb);
+  check_size(body_dofadr, "body_dofadr", nb);
+  check_size(body_geomnum, "body_geomnum", nb);
+  check_size(body_geomadr, "body_geomadr", nb);
+  check_size(body_pos, "body_pos", 3 * nb);
+  check_size(body_quat, "body_quat", 4 * nb);
+  check_size(body_ipos, "body_ipos", 3 * nb);
+  check_size(body_iquat, "body_iquat", 4 * nb);
+  check_size(body_mass, "body_mass", nb);
+  check_size(body_inertia, "body_inertia", 3 * nb);
+  check_size(jnt_bodyid, "jnt_bodyid", nj);
+  check_size(jnt_qposadr, "jnt_qposadr", nj);
+  check_size(jnt_dofadr, "jnt_dofadr", nj);
+  check_size(jnt_limited, "jnt_limited", nj);
+  check_size(jnt_pos, "jnt_pos", 3 * nj);
+  check_size(jnt_axis, "jnt_axis", 3 * nj);
+  check_size(jnt_range, "jnt_range", 2 * nj);
+  check_size(jnt_stiffness, "jnt_stiffness", nj);
+  check_size(dof_bodyid, "dof_bodyid", nv);
+  check_size(dof_jntid, "dof_jntid", nv);
+  check_size(dof_parentid, "dof_parentid", nv);
+  check_size(dof_armature, "dof_armature", nv);
+  check_size(dof_damping, "dof_damping", nv);
+  check_size(geom_bodyid, "geom_bodyid", ng);
+  check_size(geom_contype, "geom_contype", ng);
+  check_size(geom_conaffinity, "geom_conaffinity", ng);
+  check_size(geom_condim, "geom_condim", ng);
+  check_size(geom_size, "geom_size", 3 * ng);
+  check_size(geom_pos, "geom_pos", 3 * ng);
+  check_size(geom_quat, "geom_quat", 4 * ng);
+  check_size(geom_friction, "geom_friction", 3 * ng);
+  check_size(geom_rbound, "geom_rbound", ng);
+  if (exclude_bodies.size() % 2 != 0) invalid("exclude_bodies", "must hold pairs of body ids");
+  check_size(actuator_ctrllimited, "actuator_ctrllimited", na);
+  check_size(actuator_gear, "actuator_gear", na);
+  check_size(actuator_ctrlrange, "actuator_ctrlrange", 2 * na);
+  check_size(body_names, "body_names", nb);
+  check_size(jnt_names, "jnt_names", nj);
+  check_size(geom_names, "geom_names", ng);
+  check_size(actuator_names, "actuator_names", na);
+
+  // indices
+  if (body_parentid[0] != 0) invalid("body_parentid", "entry 0 (world) must be 0");
+  for (int i = 1; i < nbody; i++) {
+    if (body_parentid[i] < 0 || body_parentid[i] >= i) {
+      invalid("body_parentid", "entry " + std::to_string(i) + " is " +
+                                   std::to_string(body_parentid[i]) +
+                                   ", expected a parent listed before it");
+    }
+  }
+  check_range(body_rootid, "body_rootid", 0, nbody);
+  check_range(body_jntadr, "body_jntadr", -1, njnt);
+  check_range(body_dofadr, "body_dofadr", -1, nv);
+  check_range(body_geomadr, "body_geomadr", -1, ngeom);
+  check_range(jnt_bodyid, "jnt_bodyid", 1, nbody);
+  check_range(jnt_qposadr, "jnt_qposadr", 0, nq);
+  check_range(jnt_dofadr, "jnt_dofadr", 0, nv);
+  check_range(jnt_limited, "jnt_limited", 0, 2);
+  check_range(dof_bodyid, "dof_bodyid", 1, nbody);
+  check_range(dof_jntid, "dof_jntid", 0, njnt);
+  check_range(dof_parentid, "dof_parentid", -1, nv);
+  for (int d = 0; d < nv; d++) {
+    if (dof_parentid[d] >= d) {
+      invalid("dof_parentid", "entry " + std::to_string(d) + " is not a previous dof");
+    }
+  }
+  check_range(geom_bodyid, "geom_bodyid", 0, nbody);
+  for (int t : geom_type) {
+    if (t < kGeomPlane || t > kGeomMesh)
+      invalid("geom_type", "has unknown type " + std::to_string(t));
+  }
+  check_range(exclude_bodies, "exclude_bodies", 0, nbody);
+  check_range(actuator_trnid, "actuator_trnid", 0, njnt);
+  check_range(actuator_ctrllimited, "actuator_ctrllimited", 0, 2);
+  for (int i = 0; i < nbody; i++) {
+    if (body_mass[i] < 0) invalid("body_mass", "entry " + std::to_string(i) + " is negative");
+  }
+}
+
+int Model::body_id(const std::string& name) const {
+  return find_name(body_names, name);
+}
+int Model::joint_id(const std::string& name) const {
+  return find_name(jnt_names, name);
+}
+int Model::geom_id(const std::string& name) const {
+  return find_name(geom_names, name);
+}
+int Model::actuator_id(const std::string& name) const {
+  return find_name(actuator_names, name);
+}
+
+Model load_model(const std::string& path) {
+  std::string ext;
+  if (size_t dot = path.find_last_of('.'); dot != std::string::npos) ext = path.substr(dot);
+  std::transform(ext.begin(), ext.end(), ext.begin(),
+                 [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+  if (ext == ".xml" || ext == ".mjcf") return load_mjcf(path);
+  if (ext == ".urdf") return load_urdf(path);
+  throw std::invalid_argument("load_model: cannot tell the format of '" + path +
+                              "' from its extension (expected .xml, .mjcf or .urdf)");
+}
+
+}  // namespace phx

@@ -1,0 +1,44 @@
+// Compilation switches shared by every header of the single-source core.
+#pragma once
+
+// PHX_HD marks a function that compiles for the host and, under nvcc, for the device.
+#if defined(__CUDACC__)
+#define PHX_HD __host__ __device__
+#define PHX_INLINE __forceinline__
+#else
+#define PHX_HD
+#define PHX_INLINE inline
+#endif
+
+namespace phx {
+
+// MuJoCo's numbering, so model arrays read the same in both libraries.
+enum JointType : int { kJointFree = 0, kJointBall = 1, kJointSlide = 2, kJointHinge = 3 };
+
+enum GeomType : int {
+  kGeomPlane = 0,
+  kGeomHField = 1,
+  kGeomSphere = 2,
+  kGeomCapsule = 3,
+  kGeomEllipsoid = 4,
+  kGeomCylinder = 5,
+  kGeomBox = 6,
+  kGeomMesh = 7,
+};
+
+// number of qpos and qvel coordinates of each joint type
+PHX_HD constexpr int joint_nq(int type) {
+  return type == kJointFree ? 7 : type == kJointBall ? 4 : 1;
+}
+PHX_HD constexpr int joint_nv(int type) {
+  return type == kJointFree ? 6 : type == kJointBall ? 3 : 1;
+}
+
+// Per-environment status bits, set by device code and read by the host.
+enum StatusBit : unsigned {
+  kStatusNanState = 1u << 0,  // qpos or qvel held NaN/Inf at the start of a step
+  kStatusNanCtrl = 1u << 1,   // ctrl held NaN/Inf
+  kStatusNanResult = 1u << 2, // the step produced NaN/Inf (divergence)
+};
+
+}  // namespace phx

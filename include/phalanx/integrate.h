@@ -1,0 +1,66 @@
+// Position integration on the configuration manifold (MuJoCo's mj_integratePos): hinge and
+// slide coordinates add, ball and free rotations compose with the local rotation vector.
+#pragma once
+
+#include "phalanx/math/quat.h"
+#include "phalanx/model_view.h"
+#include "phalanx/workspace.h"
+
+namespace phx {
+
+// qpos <- qpos (+) dt * qvel, in place
+template <class T>
+PHX_HD void integrate_pos(const ModelView<T>& m, T* qpos, const T* qvel, T dt) {
+  for (int j = 0; j < m.njnt; ++j) {
+    int qa = m.jnt_qposadr[j], da = m.jnt_dofadr[j];
+    switch (m.jnt_type[j]) {
+      case kJointFree:
+        for (int i = 0; i < 3; ++i) qpos[qa + i] += dt * qvel[da + i];
+        qa += 3;
+        da += 3;
+        [[fallthrough]];
+      case kJointBall:
+        integrate(Quat<T>::load(qpos + qa), Vec3<T>::load(qvel + da), dt).store(qpos + qa);
+        break;
+      default:
+        qpos[qa] += dt * qvel[da];
+    }
+  }
+}
+
+// Adjoint of integrate_pos at (qpos, qvel) -> qpos_out: accumulates into adj_qpos (input
+// configuration) and adj_qvel from adj_qpos_out.
+template <class T>
+PHX_HD void adj_integrate_pos(const ModelView<T>& m, const T* qpos, const T* qvel, T dt,
+                              const T* adj_qpos_out, T* adj_qpos, T* adj_qvel) {
+  for (int j = 0; j < m.njnt; ++j) {
+    int qa = m.jnt_qposadr[j], da = m.jnt_dofadr[j];
+    switch (m.jnt_type[j]) {
+      case kJointFree:
+        for (int i = 0; i < 3; ++i) {
+          adj_qpos[qa + i] += adj_qpos_out[qa + i];
+          adj_qvel[da + i] += dt * adj_qpos_out[qa + i];
+        }
+        qa += 3;
+        da += 3;
+        [[fallthrough]];
+      case kJointBall: {
+        Quat<T> adj_q = Quat<T>::zero();
+        Vec3<T> adj_v;
+        adj_integrate(Quat<T>::load(qpos + qa), Vec3<T>::load(qvel + da), dt, adj_q, adj_v,
+                      Quat<T>::load(adj_qpos_out + qa));
+        adj_qpos[qa] += adj_q.w;
+        adj_qpos[qa + 1] += adj_q.x;
+        adj_qpos[qa + 2] += adj_q.y;
+        adj_qpos[qa + 3] += adj_q.z;
+        adj_v.add_to(adj_qvel + da);
+        break;
+      }
+      default:
+        adj_qpos[qa] += adj_qpos_out[qa];
+        adj_qvel[da] += dt * adj_qpos_out[qa];
+    }
+  }
+}
+
+}  // namespace phx

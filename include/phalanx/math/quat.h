@@ -1,0 +1,167 @@
+// Unit quaternions (w, x, y, z), MuJoCo's convention: q rotates body-frame vectors into the
+// parent frame, and q1 * q2 applies q2 first in the frame of q1.
+#pragma once
+
+#include "phalanx/math/dual.h"
+#include "phalanx/math/vec.h"
+
+namespace phx {
+
+template <class T>
+struct Quat {
+  T w = T(1), x = T(0), y = T(0), z = T(0);
+
+  PHX_HD static Quat load(const T* p) { return {p[0], p[1], p[2], p[3]}; }
+  // all four components zero: the start of an adjoint accumulator (the default is identity)
+  PHX_HD static Quat zero() { return {T(0), T(0), T(0), T(0)}; }
+  PHX_HD void store(T* p) const { p[0] = w; p[1] = x; p[2] = y; p[3] = z; }
+};
+
+template <class T> PHX_HD Quat<T> operator*(const Quat<T>& a, const Quat<T>& b) {
+  return {a.w * b.w - a.x * b.x - a.y * b.y - a.z * b.z,
+          a.w * b.x + a.x * b.w + a.y * b.z - a.z * b.y,
+          a.w * b.y - a.x * b.z + a.y * b.w + a.z * b.x,
+          a.w * b.z + a.x * b.y - a.y * b.x + a.z * b.w};
+}
+
+template <class T> PHX_HD Quat<T> conjugate(const Quat<T>& q) { return {q.w, -q.x, -q.y, -q.z}; }
+
+// q / |q|; the identity when |q| is zero (as MuJoCo)
+template <class T> PHX_HD Quat<T> normalize(const Quat<T>& q) {
+  T n2 = q.w * q.w + q.x * q.x + q.y * q.y + q.z * q.z;
+  if (!(n2 > T(0))) return Quat<T>{};
+  T s = T(1) / sqrt(n2);
+  return {s * q.w, s * q.x, s * q.y, s * q.z};
+}
+
+// rotation by angle about a unit axis
+template <class T> PHX_HD Quat<T> axis_angle(const Vec3<T>& axis, T angle) {
+  T s = sin(T(0.5) * angle);
+  return {cos(T(0.5) * angle), s * axis.x, s * axis.y, s * axis.z};
+}
+
+// rotation matrix of a unit quaternion
+template <class T> PHX_HD Mat3<T> to_mat(const Quat<T>& q) {
+  T ww = q.w * q.w, xx = q.x * q.x, yy = q.y * q.y, zz = q.z * q.z;
+  T wx = q.w * q.x, wy = q.w * q.y, wz = q.w * q.z;
+  T xy = q.x * q.y, xz = q.x * q.z, yz = q.y * q.z;
+  Mat3<T> R;
+  R.m[0] = ww + xx - yy - zz; R.m[1] = T(2) * (xy - wz);    R.m[2] = T(2) * (xz + wy);
+  R.m[3] = T(2) * (xy + wz);  R.m[4] = ww - xx + yy - zz;   R.m[5] = T(2) * (yz - wx);
+  R.m[6] = T(2) * (xz - wy);  R.m[7] = T(2) * (yz + wx);    R.m[8] = ww - xx - yy + zz;
+  return R;
+}
+
+// the quaternion q rotated by the local rotation vector v * scale: q * exp(v scale / 2),
+// normalised (MuJoCo's mju_quatIntegrate). Near zero rotation a Taylor series keeps the
+// result smooth in v, so derivatives at rest are exact.
+template <class T> PHX_HD Quat<T> integrate(const Quat<T>& q, const Vec3<T>& v, T scale) {
+  T th2 = scale * scale * dot(v, v);  // squared rotation angle
+  T c, s_over_n;                      // cos(th / 2) and sin(th / 2) / |v|
+  if (th2 < T(1e-8)) {
+    c = T(1) - th2 / T(8);
+    s_over_n = T(0.5) * scale * (T(1) - th2 / T(24));
+  } else {
+    T n = sqrt(dot(v, v));
+    c = cos(T(0.5) * scale * n);
+    s_over_n = sin(T(0.5) * scale * n) / n;
+  }
+  return normalize(q * Quat<T>{c, s_over_n * v.x, s_over_n * v.y, s_over_n * v.z});
+}
+
+// rotation vector r with qb * exp(r) = qa, in the frame of qb (MuJoCo's mju_subQuat);
+// smooth through r = 0 by a Taylor series of atan2(s, w) / s
+template <class T> PHX_HD Vec3<T> sub_quat(const Quat<T>& qa, const Quat<T>& qb) {
+  Quat<T> d = conjugate(qb) * qa;
+  if (d.w < T(0)) d = {-d.w, -d.x, -d.y, -d.z};  // shortest arc
+  Vec3<T> v{d.x, d.y, d.z};
+  T s2 = dot(v, v);
+  T k;  // angle / sin(angle / 2)
+  if (s2 < T(1e-8) * d.w * d.w) {
+    k = T(2) / d.w * (T(1) - s2 / (T(3) * d.w * d.w));
+  } else {
+    T s = sqrt(s2);
+    k = T(2) * atan2(s, d.w) / s;
+  }
+  return k * v;
+}
+
+// ---- adjoints ----------------------------------------------------------------------------
+// Each adj_f accumulates (+=) into the adjoints of f's inputs, given the adjoint of its result.
+
+template <class T> PHX_HD void add_to(Quat<T>& a, const Quat<T>& b) {
+  a.w += b.w; a.x += b.x; a.y += b.y; a.z += b.z;
+}
+
+// r = a * b is bilinear: adj_a += adj_r * conj(b), adj_b += conj(a) * adj_r
+template <class T>
+PHX_HD void adj_mul(const Quat<T>& a, const Quat<T>& b, Quat<T>& adj_a, Quat<T>& adj_b,
+                    const Quat<T>& adj_r) {
+  add_to(adj_a, adj_r * conjugate(b));
+  add_to(adj_b, conjugate(a) * adj_r);
+}
+
+// r = q / |q|: adj_q += (adj_r - r (r . adj_r)) / |q|
+template <class T>
+PHX_HD void adj_normalize(const Quat<T>& q, Quat<T>& adj_q, const Quat<T>& adj_r) {
+  T n2 = q.w * q.w + q.x * q.x + q.y * q.y + q.z * q.z;
+  if (!(n2 > T(0))) return;
+  T inv = T(1) / sqrt(n2);
+  Quat<T> r{inv * q.w, inv * q.x, inv * q.y, inv * q.z};
+  T rd = r.w * adj_r.w + r.x * adj_r.x + r.y * adj_r.y + r.z * adj_r.z;
+  add_to(adj_q, Quat<T>{inv * (adj_r.w - rd * r.w), inv * (adj_r.x - rd * r.x),
+                        inv * (adj_r.y - rd * r.y), inv * (adj_r.z - rd * r.z)});
+}
+
+// R = to_mat(q), quadratic in q: adj_q_k += sum_ij adj_R_ij dR_ij/dq_k
+template <class T>
+PHX_HD void adj_to_mat(const Quat<T>& q, Quat<T>& adj_q, const Mat3<T>& G) {
+  const T* g = G.m;
+  T w = q.w, x = q.x, y = q.y, z = q.z;
+  T two = T(2);
+  add_to(adj_q, Quat<T>{
+      two * (w * (g[0] + g[4] + g[8]) + x * (g[7] - g[5]) + y * (g[2] - g[6]) + z * (g[3] - g[1])),
+      two * (x * (g[0] - g[4] - g[8]) + y * (g[1] + g[3]) + z * (g[2] + g[6]) + w * (g[7] - g[5])),
+      two * (y * (-g[0] + g[4] - g[8]) + x * (g[1] + g[3]) + z * (g[5] + g[7]) + w * (g[2] - g[6])),
+      two * (z * (-g[0] - g[4] + g[8]) + x * (g[2] + g[6]) + y * (g[5] + g[7]) + w * (g[3] - g[1]))});
+}
+
+// r = axis_angle(axis, angle) with a constant axis: adj_angle
+template <class T>
+PHX_HD T adj_axis_angle(const Vec3<T>& axis, T angle, const Quat<T>& adj_r) {
+  T s = sin(T(0.5) * angle), c = cos(T(0.5) * angle);
+  return T(0.5) * (-s * adj_r.w + c * (axis.x * adj_r.x + axis.y * adj_r.y + axis.z * adj_r.z));
+}
+
+// r = integrate(q, v, scale): the local 4 x 7 Jacobian by forward-mode dual numbers running
+// integrate() itself, then transposed onto adj_r
+template <class T>
+PHX_HD void adj_integrate(const Quat<T>& q, const Vec3<T>& v, T scale, Quat<T>& adj_q,
+                          Vec3<T>& adj_v, const Quat<T>& adj_r) {
+  using D = Dual<T, 7>;
+  Quat<D> qd{q.w, q.x, q.y, q.z};
+  Vec3<D> vd{v.x, v.y, v.z};
+  qd.w.d[0] = qd.x.d[1] = qd.y.d[2] = qd.z.d[3] = T(1);
+  vd.x.d[4] = vd.y.d[5] = vd.z.d[6] = T(1);
+  Quat<D> r = integrate(qd, vd, D(scale));
+  T g[7];
+  for (int i = 0; i < 7; ++i)
+    g[i] = adj_r.w * r.w.d[i] + adj_r.x * r.x.d[i] + adj_r.y * r.y.d[i] + adj_r.z * r.z.d[i];
+  add_to(adj_q, Quat<T>{g[0], g[1], g[2], g[3]});
+  adj_v += Vec3<T>{g[4], g[5], g[6]};
+}
+
+// r = sub_quat(qa, qb) with qb constant: adj_qa by forward-mode dual numbers
+template <class T>
+PHX_HD void adj_sub_quat(const Quat<T>& qa, const Quat<T>& qb, Quat<T>& adj_qa,
+                         const Vec3<T>& adj_r) {
+  using D = Dual<T, 4>;
+  Quat<D> ad{qa.w, qa.x, qa.y, qa.z};
+  ad.w.d[0] = ad.x.d[1] = ad.y.d[2] = ad.z.d[3] = T(1);
+  Vec3<D> r = sub_quat(ad, Quat<D>{qb.w, qb.x, qb.y, qb.z});
+  T g[4];
+  for (int i = 0; i < 4; ++i) g[i] = adj_r.x * r.x.d[i] + adj_r.y * r.y.d[i] + adj_r.z * r.z.d[i];
+  add_to(adj_qa, Quat<T>{g[0], g[1], g[2], g[3]});
+}
+
+}  // namespace phx

@@ -1,0 +1,257 @@
+// Smooth dynamics in generalized coordinates: RNEA (inverse dynamics and bias forces), CRBA
+// (joint-space inertia M with armature), passive joint forces and actuation. All take the
+// kinematics of kinematics.h as computed in the workspace.
+#pragma once
+
+#include "phalanx/kinematics.h"
+
+namespace phx {
+
+// Recursive Newton-Euler: tau = M qacc + c(q, qvel) where c includes gravity.
+// qacc may be null (bias forces only). Needs kinematics, com_pos and com_vel; writes cacc
+// and cfrc. Armature is not included (it is a dof-space term: tau += armature * qacc).
+template <class T>
+PHX_HD void rnea(const ModelView<T>& m, const T* qvel, const T* qacc, Workspace<T>& w, T* tau) {
+  // forward: accelerations; world accelerates against gravity
+  Vec6<T>::make(Vec3<T>{}, -Vec3<T>::load(m.gravity)).store(w.cacc);
+  for (int b = 1; b < m.nbody; ++b) {
+    Vec6<T> a = Vec6<T>::load(w.cacc + 6 * m.body_parentid[b]);
+    int d0 = m.body_dofadr[b];
+    for (int d = d0; d < d0 + m.body_dofnum[b]; ++d) {
+      a += qvel[d] * Vec6<T>::load(w.cdof_dot + 6 * d);
+      if (qacc) a += qacc[d] * Vec6<T>::load(w.cdof + 6 * d);
+    }
+    a.store(w.cacc + 6 * b);
+    // body force: rate of change of momentum
+    Inertia<T> J = Inertia<T>::load(w.cinert + 10 * b);
+    Vec6<T> v = Vec6<T>::load(w.cvel + 6 * b);
+    (J * a + cross_force(v, J * v)).store(w.cfrc + 6 * b);
+  }
+  // backward: accumulate forces to parents and project onto the dofs
+  for (int b = m.nbody - 1; b > 0; --b) {
+    Vec6<T> f = Vec6<T>::load(w.cfrc + 6 * b);
+    int d0 = m.body_dofadr[b];
+    for (int d = d0; d < d0 + m.body_dofnum[b]; ++d) tau[d] = dot(Vec6<T>::load(w.cdof + 6 * d), f);
+    int p = m.body_parentid[b];
+    if (p > 0) (Vec6<T>::load(w.cfrc + 6 * p) + f).store(w.cfrc + 6 * p);
+  }
+}
+
+// Composite rigid body algorithm: the dense joint-space inertia M (nv x nv, row-major, both
+// triangles) plus armature on the diagonal. Needs kinematics and com_pos; writes crb.
+template <class T>
+PHX_HD void crba(const ModelView<T>& m, Workspace<T>& w, T* M) {
+  T* crb = w.crb;
+  // composite inertias: each body plus its subtree
+  for (int i = 0; i < 10 * m.nbody; ++i) crb[i] = w.cinert[i];
+  for (int b = m.nbody - 1; b > 0; --b) {
+    int p = m.body_parentid[b];
+    if (p > 0) {
+      for (int i = 0; i < 10; ++i) crb[10 * p + i] += crb[10 * b + i];
+    }
+  }
+  for (int i = 0; i < m.nv * m.nv; ++i) M[i] = T(0);
+  // M[i][j] = cdof_j . (crb_body(i) cdof_i) for j on the path from i to the root
+  for (int i = 0; i < m.nv; ++i) {
+    Vec6<T> f = Inertia<T>::load(crb + 10 * m.dof_bodyid[i]) * Vec6<T>::load(w.cdof + 6 * i);
+    M[i * m.nv + i] = dot(f, Vec6<T>::load(w.cdof + 6 * i)) + m.dof_armature[i];
+    for (int j = m.dof_parentid[i]; j >= 0; j = m.dof_parentid[j]) {
+      T v = dot(f, Vec6<T>::load(w.cdof + 6 * j));
+      M[i * m.nv + j] = v;
+      M[j * m.nv + i] = v;
+    }
+  }
+}
+
+// Passive joint forces: viscous damping and springs about qpos_spring (MuJoCo's
+// mj_passive for joints). qfrc is overwritten.
+template <class T>
+PHX_HD void passive(const ModelView<T>& m, const T* qpos, const T* qvel, T* qfrc) {
+  for (int d = 0; d < m.nv; ++d) qfrc[d] = -m.dof_damping[d] * qvel[d];
+  for (int j = 0; j < m.njnt; ++j) {
+    T k = m.jnt_stiffness[j];
+    if (k == T(0)) continue;
+    int qa = m.jnt_qposadr[j], da = m.jnt_dofadr[j];
+    switch (m.jnt_type[j]) {
+      case kJointFree:
+        // translational spring, then rotational like a ball joint
+        for (int i = 0; i < 3; ++i) qfrc[da + i] -= k * (qpos[qa + i] - m.qpos_spring[qa + i]);
+        qa += 3;
+        da += 3;
+        [[fallthrough]];
+      case kJointBall: {
+        Vec3<T> r = sub_quat(normalize(Quat<T>::load(qpos + qa)), Quat<T>::load(m.qpos_spring + qa));
+        for (int i = 0; i < 3; ++i) qfrc[da + i] -= k * r[i];
+        break;
+      }
+      default:
+        qfrc[da] -= k * (qpos[qa] - m.qpos_spring[qa]);
+    }
+  }
+}
+
+// Actuation: qfrc += gear * ctrl, ctrl clamped to ctrlrange where limited.
+template <class T>
+PHX_HD void actuation(const ModelView<T>& m, const T* ctrl, T* qfrc) {
+  for (int u = 0; u < m.nu; ++u) {
+    T c = ctrl[u];
+    if (m.actuator_ctrllimited[u]) {
+      c = clamp(c, m.actuator_ctrlrange[2 * u], m.actuator_ctrlrange[2 * u + 1]);
+    }
+    qfrc[m.jnt_dofadr[m.actuator_trnid[u]]] += m.actuator_gear[u] * c;
+  }
+}
+
+// ---- adjoints ----------------------------------------------------------------------------
+
+// Adjoint of rnea at (qvel, qacc): from adj_tau to the adjoints of cinert, cvel, cdof,
+// cdof_dot (in `a`), qvel and, when non-null, qacc. Needs the workspace of the forward rnea
+// call at the same arguments (cacc and the accumulated cfrc).
+template <class T>
+PHX_HD void adj_rnea(const ModelView<T>& m, const T* qvel, const T* qacc, const Workspace<T>& w,
+                     AdjWorkspace<T>& a, const T* adj_tau, T* adj_qvel, T* adj_qacc) {
+  // tau_d = cdof_d . F_b, F_b = f_b + sum of the children's F: parents first
+  for (int b = 1; b < m.nbody; ++b) {
+    int p = m.body_parentid[b];
+    Vec6<T> adj_F = p > 0 ? Vec6<T>::load(a.cfrc + 6 * p) : Vec6<T>{};
+    Vec6<T> F = Vec6<T>::load(w.cfrc + 6 * b);
+    int d0 = m.body_dofadr[b];
+    for (int d = d0; d < d0 + m.body_dofnum[b]; ++d) {
+      adj_F += adj_tau[d] * Vec6<T>::load(w.cdof + 6 * d);
+      (Vec6<T>::load(a.cdof + 6 * d) + adj_tau[d] * F).store(a.cdof + 6 * d);
+    }
+    adj_F.store(a.cfrc + 6 * b);
+  }
+  // f_b = J a_b + v x* (J v); a_b = a_p + sum (qvel cdof_dot + qacc cdof): children first
+  for (int b = m.nbody - 1; b > 0; --b) {
+    Inertia<T> J = Inertia<T>::load(w.cinert + 10 * b), adj_J;
+    Vec6<T> acc = Vec6<T>::load(w.cacc + 6 * b), v = Vec6<T>::load(w.cvel + 6 * b);
+    Vec6<T> adj_f = Vec6<T>::load(a.cfrc + 6 * b);
+    Vec6<T> adj_a = Vec6<T>::load(a.cacc + 6 * b), adj_v, adj_h;
+    adj_inertia_mul(J, acc, adj_J, adj_a, adj_f);
+    adj_cross_force(v, J * v, adj_v, adj_h, adj_f);
+    adj_inertia_mul(J, v, adj_J, adj_v, adj_h);
+    int d0 = m.body_dofadr[b];
+    for (int d = d0; d < d0 + m.body_dofnum[b]; ++d) {
+      (Vec6<T>::load(a.cdof_dot + 6 * d) + qvel[d] * adj_a).store(a.cdof_dot + 6 * d);
+      adj_qvel[d] += dot(Vec6<T>::load(w.cdof_dot + 6 * d), adj_a);
+      if (qacc) {
+        (Vec6<T>::load(a.cdof + 6 * d) + qacc[d] * adj_a).store(a.cdof + 6 * d);
+        if (adj_qacc) adj_qacc[d] += dot(Vec6<T>::load(w.cdof + 6 * d), adj_a);
+      }
+    }
+    int p = m.body_parentid[b];
+    if (p > 0) (Vec6<T>::load(a.cacc + 6 * p) + adj_a).store(a.cacc + 6 * p);
+    Inertia<T> acc_J = Inertia<T>::load(a.cinert + 10 * b);
+    acc_J += adj_J;
+    acc_J.store(a.cinert + 10 * b);
+    (Vec6<T>::load(a.cvel + 6 * b) + adj_v).store(a.cvel + 6 * b);
+  }
+}
+
+// Adjoint of crba: from adj_M (nv x nv, the gradient of a loss with respect to every entry)
+// to the adjoints of cinert and cdof, and of dof_armature. Uses the identity that column k of
+// M without armature is the RNEA of a unit acceleration e_k with no velocity and no gravity:
+// M e_k = sum_b S_b^T (crb_b S e_k), so dM_ik = cdof_i . (crb cdof_k) differentiated per pair.
+// a.cinert must hold no other adjoint on entry (it is used to accumulate composite adjoints).
+template <class T>
+PHX_HD void adj_crba(const ModelView<T>& m, Workspace<T>& w, AdjWorkspace<T>& a, const T* adj_M,
+                     const ModelAdjoint<T>& adj_model) {
+  // composite inertias as in crba
+  T* crb = w.crb;
+  for (int i = 0; i < 10 * m.nbody; ++i) crb[i] = w.cinert[i];
+  for (int b = m.nbody - 1; b > 0; --b) {
+    int p = m.body_parentid[b];
+    if (p > 0)
+      for (int i = 0; i < 10; ++i) crb[10 * p + i] += crb[10 * b + i];
+  }
+  // adjoint of each composite inertia, then pushed down to the bodies it sums
+  T* adj_crb = a.cinert;  // accumulate composite adjoints in place, then distribute
+  for (int i = 0; i < m.nv; ++i) {
+    int bi = m.dof_bodyid[i];
+    Vec6<T> si = Vec6<T>::load(w.cdof + 6 * i);
+    Inertia<T> J = Inertia<T>::load(crb + 10 * bi), adj_J = Inertia<T>::load(adj_crb + 10 * bi);
+    Vec6<T> f = J * si, adj_f, adj_si;
+    // pairs (i, j) with j = i and j an ancestor dof; M_ij = M_ji = sj . f
+    for (int j = i; j >= 0; j = m.dof_parentid[j]) {
+      T g = j == i ? adj_M[i * m.nv + i] : adj_M[i * m.nv + j] + adj_M[j * m.nv + i];
+      Vec6<T> sj = Vec6<T>::load(w.cdof + 6 * j);
+      adj_f += g * sj;
+      (Vec6<T>::load(a.cdof + 6 * j) + g * f).store(a.cdof + 6 * j);
+    }
+    adj_inertia_mul(J, si, adj_J, adj_si, adj_f);
+    (Vec6<T>::load(a.cdof + 6 * i) + adj_si).store(a.cdof + 6 * i);
+    adj_J.store(adj_crb + 10 * bi);
+    if (adj_model.dof_armature) adj_model.dof_armature[i] += adj_M[i * m.nv + i];
+  }
+  // crb_b = cinert_b + sum of children's crb: the adjoint flows from parents to children
+  for (int b = 1; b < m.nbody; ++b) {
+    int p = m.body_parentid[b];
+    if (p > 0)
+      for (int i = 0; i < 10; ++i) adj_crb[10 * b + i] += adj_crb[10 * p + i];
+  }
+}
+
+// Adjoint of passive: from adj_qfrc to adj_qpos, adj_qvel, damping and stiffness.
+template <class T>
+PHX_HD void adj_passive(const ModelView<T>& m, const T* qpos, const T* qvel, const T* adj_qfrc,
+                        T* adj_qpos, T* adj_qvel, const ModelAdjoint<T>& adj_model) {
+  for (int d = 0; d < m.nv; ++d) {
+    adj_qvel[d] -= m.dof_damping[d] * adj_qfrc[d];
+    if (adj_model.dof_damping) adj_model.dof_damping[d] -= qvel[d] * adj_qfrc[d];
+  }
+  for (int j = 0; j < m.njnt; ++j) {
+    T k = m.jnt_stiffness[j];
+    int qa = m.jnt_qposadr[j], da = m.jnt_dofadr[j];
+    T adj_k = T(0);
+    switch (m.jnt_type[j]) {
+      case kJointFree:
+        for (int i = 0; i < 3; ++i) {
+          adj_qpos[qa + i] -= k * adj_qfrc[da + i];
+          adj_k -= (qpos[qa + i] - m.qpos_spring[qa + i]) * adj_qfrc[da + i];
+        }
+        qa += 3;
+        da += 3;
+        [[fallthrough]];
+      case kJointBall: {
+        // f -= k sub_quat(normalize(q), q_spring)
+        Quat<T> raw = Quat<T>::load(qpos + qa), unit = normalize(raw);
+        Quat<T> spring = Quat<T>::load(m.qpos_spring + qa);
+        Vec3<T> g = Vec3<T>::load(adj_qfrc + da);
+        adj_k -= dot(sub_quat(unit, spring), g);
+        Quat<T> adj_unit = Quat<T>::zero(), adj_raw = Quat<T>::zero();
+        adj_sub_quat(unit, spring, adj_unit, -k * g);
+        adj_normalize(raw, adj_raw, adj_unit);
+        adj_qpos[qa] += adj_raw.w;
+        adj_qpos[qa + 1] += adj_raw.x;
+        adj_qpos[qa + 2] += adj_raw.y;
+        adj_qpos[qa + 3] += adj_raw.z;
+        break;
+      }
+      default:
+        adj_qpos[qa] -= k * adj_qfrc[da];
+        adj_k -= (qpos[qa] - m.qpos_spring[qa]) * adj_qfrc[da];
+    }
+    if (adj_model.jnt_stiffness) adj_model.jnt_stiffness[j] += adj_k;
+  }
+}
+
+// Adjoint of actuation: from adj_qfrc to adj_ctrl (zero where the clamp is active) and gear.
+template <class T>
+PHX_HD void adj_actuation(const ModelView<T>& m, const T* ctrl, const T* adj_qfrc, T* adj_ctrl,
+                          const ModelAdjoint<T>& adj_model) {
+  for (int u = 0; u < m.nu; ++u) {
+    T c = ctrl[u];
+    bool inside = true;
+    if (m.actuator_ctrllimited[u]) {
+      T lo = m.actuator_ctrlrange[2 * u], hi = m.actuator_ctrlrange[2 * u + 1];
+      inside = c >= lo && c <= hi;
+      c = clamp(c, lo, hi);
+    }
+    T g = adj_qfrc[m.jnt_dofadr[m.actuator_trnid[u]]];
+    if (inside) adj_ctrl[u] += m.actuator_gear[u] * g;
+    if (adj_model.actuator_gear) adj_model.actuator_gear[u] += c * g;
+  }
+}
+
+}  // namespace phx

@@ -1,0 +1,114 @@
+// One environment's step: the stage functions composed (ARCHITECTURE.md section 4).
+// Contact-free for now: kinematics -> smooth forces -> articulated-body solve -> Euler.
+#pragma once
+
+#include "phalanx/aba.h"
+#include "phalanx/integrate.h"
+#include "phalanx/smooth.h"
+
+namespace phx {
+
+// true when all n entries are finite
+template <class T>
+PHX_HD bool all_finite(const T* x, int n) {
+  for (int i = 0; i < n; ++i)
+    if (!isfinite(x[i])) return false;
+  return true;
+}
+
+// Forward dynamics of the smooth system:
+//   (M + diag(armature + implicit_dt * damping)) qacc = passive + actuation - c.
+// implicit_dt = 0 gives MuJoCo's qacc; implicit_dt = timestep gives the acceleration its Euler
+// integrator applies (damping treated implicitly). Leaves the kinematics in the workspace.
+template <class T>
+PHX_HD void forward_dynamics(const ModelView<T>& m, const T* qpos, const T* qvel, const T* ctrl,
+                             T implicit_dt, Workspace<T>& w, T* qacc) {
+  kinematics(m, qpos, w);
+  com_pos(m, w);
+  com_vel(m, qvel, w);
+  passive(m, qpos, qvel, w.qfrc);
+  actuation(m, ctrl, w.qfrc);
+  for (int d = 0; d < m.nv; ++d) w.armature[d] = m.dof_armature[d] + implicit_dt * m.dof_damping[d];
+  aba(m, qvel, w.qfrc, w.armature, true, w, qacc);
+}
+
+// Semi-implicit Euler step with implicit joint damping, like MuJoCo's Euler integrator:
+//   qvel' = qvel + dt qacc,  qpos' = qpos (+) dt qvel'.
+// Updates qpos and qvel in place and returns status bits. Non-finite inputs leave the state
+// untouched and set a bit; a non-finite result sets kStatusNanResult.
+template <class T>
+PHX_HD unsigned step(const ModelView<T>& m, T* qpos, T* qvel, const T* ctrl, Workspace<T>& w) {
+  unsigned status = 0;
+  if (!all_finite(qpos, m.nq) || !all_finite(qvel, m.nv)) status |= kStatusNanState;
+  if (!all_finite(ctrl, m.nu)) status |= kStatusNanCtrl;
+  if (status) return status;
+
+  T dt = m.timestep;
+  forward_dynamics(m, qpos, qvel, ctrl, dt, w, w.qacc);
+  for (int d = 0; d < m.nv; ++d) qvel[d] += dt * w.qacc[d];
+  integrate_pos(m, qpos, qvel, dt);
+
+  if (!all_finite(qpos, m.nq) || !all_finite(qvel, m.nv)) status |= kStatusNanResult;
+  return status;
+}
+
+// ---- adjoints ----------------------------------------------------------------------------
+
+// Adjoint of forward_dynamics at (qpos, qvel, ctrl) with result qacc, by implicit
+// differentiation of the residual r = RNEA(q, qvel, qacc) + armature' qacc - qfrc(q, qvel, ctrl)
+// = 0 with armature' = armature + implicit_dt * damping:
+//   lambda = (M + diag(armature'))^-1 adj_qacc   (one articulated-body solve, no bias)
+//   adj_x  = -lambda^T dr/dx  for x = qpos, qvel, ctrl and the parameters.
+// Needs the workspace of the forward_dynamics call; accumulates into the adjoint outputs.
+template <class T>
+PHX_HD void adj_forward_dynamics(const ModelView<T>& m, const T* qpos, const T* qvel,
+                                 const T* ctrl, T implicit_dt, const T* qacc, Workspace<T>& w,
+                                 AdjWorkspace<T>& a, const T* adj_qacc, T* adj_qpos, T* adj_qvel,
+                                 T* adj_ctrl, const ModelAdjoint<T>& adj_model) {
+  a.zero(m.nbody, m.njnt, m.nv);
+  aba(m, qvel, adj_qacc, w.armature, false, w, a.lambda);
+
+  // the shifted diagonal: r contains (armature + implicit_dt damping) qacc
+  for (int d = 0; d < m.nv; ++d) {
+    T g = -a.lambda[d] * qacc[d];
+    if (adj_model.dof_armature) adj_model.dof_armature[d] += g;
+    if (adj_model.dof_damping) adj_model.dof_damping[d] += implicit_dt * g;
+  }
+
+  // applied forces enter r with a minus sign: adj_qfrc = lambda
+  adj_passive(m, qpos, qvel, a.lambda, adj_qpos, adj_qvel, adj_model);
+  adj_actuation(m, ctrl, a.lambda, adj_ctrl, adj_model);
+
+  // RNEA at the solution, then its adjoint with adj_tau = -lambda
+  rnea(m, qvel, qacc, w, a.tmp);
+  for (int d = 0; d < m.nv; ++d) a.tmp[d] = -a.lambda[d];
+  adj_rnea(m, qvel, qacc, w, a, a.tmp, adj_qvel, static_cast<T*>(nullptr));
+  adj_com_vel(m, qvel, w, a, adj_qvel);
+  adj_com_pos(m, w, a, adj_model);
+  adj_kinematics(m, qpos, w, a, adj_qpos);
+}
+
+// Adjoint (vector-Jacobian product) of one step: replays the forward from (qpos, qvel, ctrl)
+// and maps (adj_qpos_next, adj_qvel_next) to adj_qpos, adj_qvel, adj_ctrl and the parameter
+// adjoints, all accumulated. Inputs are not modified.
+template <class T>
+PHX_HD void adj_step(const ModelView<T>& m, const T* qpos, const T* qvel, const T* ctrl,
+                     Workspace<T>& w, AdjWorkspace<T>& a, const T* adj_qpos_next,
+                     const T* adj_qvel_next, T* adj_qpos, T* adj_qvel, T* adj_ctrl,
+                     const ModelAdjoint<T>& adj_model) {
+  T dt = m.timestep;
+  forward_dynamics(m, qpos, qvel, ctrl, dt, w, w.qacc);
+  for (int d = 0; d < m.nv; ++d) a.qvel_next[d] = qvel[d] + dt * w.qacc[d];
+
+  // qpos' = integrate(qpos, qvel'), qvel' = qvel + dt qacc
+  for (int d = 0; d < m.nv; ++d) a.qvel[d] = adj_qvel_next[d];
+  adj_integrate_pos(m, qpos, a.qvel_next, dt, adj_qpos_next, adj_qpos, a.qvel);
+  for (int d = 0; d < m.nv; ++d) {
+    adj_qvel[d] += a.qvel[d];
+    a.qacc[d] = dt * a.qvel[d];
+  }
+  adj_forward_dynamics(m, qpos, qvel, ctrl, dt, w.qacc, w, a, a.qacc, adj_qpos, adj_qvel, adj_ctrl,
+                       adj_model);
+}
+
+}  // namespace phx

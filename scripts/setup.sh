@@ -1,0 +1,46 @@
+#!/usr/bin/env bash
+# Installs whatever is missing and builds Phalanx. Idempotent: a second run only rebuilds
+# what changed. Used by scripts/run.sh and scripts/test.sh.
+set -euo pipefail
+root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+cd "$root"
+
+# Debian packages: compilers and libraries (see README, "Dependencies")
+apt_packages=(build-essential cmake ccache libeigen3-dev libpugixml-dev libgtest-dev
+  libbenchmark-dev pybind11-dev libomp-dev python3-venv python3-dev libmujoco-samples)
+missing=()
+for p in "${apt_packages[@]}"; do
+  dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p")
+done
+if ((${#missing[@]})); then
+  echo "[setup] installing Debian packages: ${missing[*]}"
+  sudo_cmd=""
+  [[ $(id -u) -ne 0 ]] && sudo_cmd="sudo"
+  $sudo_cmd apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $sudo_cmd apt-get install -y -qq "${missing[@]}"
+fi
+
+# Python environment at the repository root
+if [[ ! -x .venv/bin/python ]]; then
+  echo "[setup] creating .venv"
+  python3 -m venv .venv
+fi
+stamp=.venv/.requirements.stamp
+if [[ ! -f $stamp ]] || ! cmp -s scripts/requirements.txt "$stamp"; then
+  echo "[setup] installing Python packages"
+  .venv/bin/python -m pip install -q --upgrade pip
+  .venv/bin/python -m pip install -q -r scripts/requirements.txt
+  cp scripts/requirements.txt "$stamp"
+fi
+
+# C++ library, tests and benchmarks (the CUDA backend too, whenever nvcc exists)
+if ! command -v nvcc >/dev/null && [[ -x /usr/local/cuda/bin/nvcc ]]; then
+  export PATH="/usr/local/cuda/bin:$PATH"
+fi
+jobs="${PHX_JOBS:-$(nproc)}"
+cmake -S . -B build -DCMAKE_BUILD_TYPE=Release -DPython_EXECUTABLE="$root/.venv/bin/python" >/dev/null
+cmake --build build -j "$jobs"
+
+# Python package (incremental: scikit-build-core keeps its build directory)
+echo "[setup] installing the phalanx Python package"
+CMAKE_BUILD_PARALLEL_LEVEL="$jobs" .venv/bin/python -m pip install -q --no-build-isolation .

@@ -1,0 +1,205 @@
+// The batched API: environments are independent, rollout equals repeated steps, status bits
+// stay with their environment, float follows double, and CUDA without a GPU is a clear error.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <random>
+
+#include "host/api.h"
+#include "model_builder.h"
+
+namespace phx {
+namespace {
+
+constexpr int kEnvs = 7;
+
+// random states for kEnvs environments
+struct Batch {
+  std::vector<double> qpos, qvel, ctrl;
+};
+Batch random_batch(const Model& m, unsigned seed) {
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<double> u(-1, 1);
+  Batch b;
+  for (int e = 0; e < kEnvs; ++e) {
+    std::vector<double> q = m.qpos0;
+    for (int j = 0; j < m.njnt; ++j) {
+      int a = m.jnt_qposadr[j];
+      if (m.jnt_type[j] == kJointFree) a += 3;
+      if (m.jnt_type[j] == kJointFree || m.jnt_type[j] == kJointBall) {
+        normalize(Quat<double>{u(rng), u(rng), u(rng), u(rng)}).store(&q[a]);
+      } else {
+        q[a] += 0.5 * u(rng);
+      }
+    }
+    b.qpos.insert(b.qpos.end(), q.begin(), q.end());
+    for (int i = 0; i < m.nv; ++i) b.qvel.push_back(u(rng));
+    for (int i = 0; i < m.nu; ++i) b.ctrl.push_back(0.8 * u(rng));
+  }
+  return b;
+}
+
+template <class T>
+std::vector<T> cast(const std::vector<double>& v) {
+  return std::vector<T>(v.begin(), v.end());
+}
+
+TEST(Batch, StepMatchesSingleEnvironmentCore) {
+  Model model = test::random_mechanism(4);
+  DeviceModel<double> dm(model, Device::kCpu);
+  Data<double> data(dm, kEnvs);
+  Batch b = random_batch(model, 1);
+  data.qpos.upload(b.qpos.data(), b.qpos.size());
+  data.qvel.upload(b.qvel.data(), b.qvel.size());
+  data.ctrl.upload(b.ctrl.data(), b.ctrl.size());
+  step(dm, data, 3);
+  std::vector<double> q = data.qpos.to_host(), v = data.qvel.to_host();
+
+  test::HostModel<double> hm(model);
+  for (int e = 0; e < kEnvs; ++e) {
+    double* qe = &b.qpos[e * model.nq];
+    double* ve = &b.qvel[e * model.nv];
+    for (int t = 0; t < 3; ++t) phx::step(hm.view, qe, ve, &b.ctrl[e * model.nu], hm.w);
+  }
+  EXPECT_EQ(q, b.qpos);  // bit-identical: the same code on the same inputs
+  EXPECT_EQ(v, b.qvel);
+  for (double t : data.time) EXPECT_DOUBLE_EQ(t, 3 * model.opt.timestep);
+}
+
+TEST(Batch, RolloutRecordsRepeatedSteps) {
+  Model model = test::random_mechanism(5);
+  DeviceModel<double> dm(model, Device::kCpu);
+  const int T = 4;
+  Batch b = random_batch(model, 2);
+  // a control sequence (nenv x T x nu) and the same controls applied step by step
+  std::vector<double> ctrl_seq(kEnvs * T * model.nu);
+  std::mt19937 rng(3);
+  for (double& c : ctrl_seq) c = std::uniform_real_distribution<double>(-1, 1)(rng);
+
+  Data<double> roll(dm, kEnvs);
+  roll.qpos.upload(b.qpos.data(), b.qpos.size());
+  roll.qvel.upload(b.qvel.data(), b.qvel.size());
+  Buffer<double> d_ctrl(Device::kCpu, ctrl_seq), qout(Device::kCpu, kEnvs * T * model.nq),
+      vout(Device::kCpu, kEnvs * T * model.nv);
+  rollout(dm, roll, d_ctrl.data(), T, qout.data(), vout.data());
+  std::vector<double> qtraj = qout.to_host();
+
+  Data<double> stepped(dm, kEnvs);
+  stepped.qpos.upload(b.qpos.data(), b.qpos.size());
+  stepped.qvel.upload(b.qvel.data(), b.qvel.size());
+  for (int t = 0; t < T; ++t) {
+    std::vector<double> c(kEnvs * model.nu);
+    for (int e = 0; e < kEnvs; ++e)
+      for (int i = 0; i < model.nu; ++i) c[e * model.nu + i] = ctrl_seq[(e * T + t) * model.nu + i];
+    stepped.ctrl.upload(c.data(), c.size());
+    step(dm, stepped, 1);
+    std::vector<double> q = stepped.qpos.to_host();
+    for (int e = 0; e < kEnvs; ++e)
+      for (int i = 0; i < model.nq; ++i)
+        ASSERT_EQ(qtraj[(e * T + t) * model.nq + i], q[e * model.nq + i]) << "t=" << t;
+  }
+  EXPECT_EQ(roll.qvel.to_host(), stepped.qvel.to_host());
+}
+
+TEST(Batch, NanControlFlagsOnlyItsEnvironment) {
+  Model model = test::random_mechanism(6);
+  DeviceModel<double> dm(model, Device::kCpu);
+  Batch b = random_batch(model, 3);
+  Batch bad = b;
+  bad.ctrl[2 * model.nu + 1] = NAN;  // environment 2
+  Data<double> good_data(dm, kEnvs), bad_data(dm, kEnvs);
+  for (auto* d : {&good_data, &bad_data}) {
+    d->qpos.upload(b.qpos.data(), b.qpos.size());
+    d->qvel.upload(b.qvel.data(), b.qvel.size());
+  }
+  good_data.ctrl.upload(b.ctrl.data(), b.ctrl.size());
+  bad_data.ctrl.upload(bad.ctrl.data(), bad.ctrl.size());
+  step(dm, good_data, 5);
+  step(dm, bad_data, 5);
+  std::vector<unsigned> status = bad_data.status.to_host();
+  std::vector<double> qg = good_data.qpos.to_host(), qb = bad_data.qpos.to_host();
+  for (int e = 0; e < kEnvs; ++e) {
+    EXPECT_EQ(status[e], e == 2 ? unsigned(kStatusNanCtrl) : 0u) << "env " << e;
+    for (int i = 0; i < model.nq; ++i) {
+      if (e == 2) {
+        EXPECT_EQ(qb[e * model.nq + i], b.qpos[e * model.nq + i]);  // state left untouched
+      } else {
+        EXPECT_EQ(qb[e * model.nq + i], qg[e * model.nq + i]);
+      }
+    }
+  }
+}
+
+TEST(Batch, FloatFollowsDouble) {
+  // 100 steps of 2 ms: float32 round-off stays below 1e-3 of the state's scale
+  Model model = test::random_mechanism(7);
+  Batch b = random_batch(model, 4);
+  DeviceModel<double> dd(model, Device::kCpu);
+  DeviceModel<float> df(model, Device::kCpu);
+  Data<double> d(dd, kEnvs);
+  Data<float> f(df, kEnvs);
+  d.qpos.upload(b.qpos.data(), b.qpos.size());
+  d.qvel.upload(b.qvel.data(), b.qvel.size());
+  d.ctrl.upload(b.ctrl.data(), b.ctrl.size());
+  auto qf = cast<float>(b.qpos), vf = cast<float>(b.qvel), cf = cast<float>(b.ctrl);
+  f.qpos.upload(qf.data(), qf.size());
+  f.qvel.upload(vf.data(), vf.size());
+  f.ctrl.upload(cf.data(), cf.size());
+  step(dd, d, 100);
+  step(df, f, 100);
+  std::vector<double> qd = d.qpos.to_host();
+  std::vector<float> qff = f.qpos.to_host();
+  for (size_t i = 0; i < qd.size(); ++i) EXPECT_NEAR(qff[i], qd[i], 1e-3 * (1 + std::abs(qd[i])));
+}
+
+TEST(Batch, StepVjpMatchesSingleEnvironmentAdjoint) {
+  Model model = test::random_mechanism(8);
+  DeviceModel<double> dm(model, Device::kCpu);
+  Batch b = random_batch(model, 5);
+  std::vector<double> gq(kEnvs * model.nq, 0.3), gv(kEnvs * model.nv, -0.2);
+  std::vector<double> aq(kEnvs * model.nq), av(kEnvs * model.nv), ac(kEnvs * model.nu),
+      amass(kEnvs * model.nbody);
+  ModelAdjoint<double> am;
+  am.body_mass = amass.data();
+  step_vjp(dm, kEnvs, b.qpos.data(), b.qvel.data(), b.ctrl.data(), gq.data(), gv.data(), aq.data(),
+           av.data(), ac.data(), am);
+
+  test::HostModel<double> hm(model);
+  std::vector<double> ablock(AdjWorkspace<double>::size(model.nbody, model.njnt, model.nv));
+  auto a = AdjWorkspace<double>::carve(ablock.data(), model.nbody, model.njnt, model.nv);
+  for (int e = 0; e < kEnvs; ++e) {
+    std::vector<double> q(model.nq), v(model.nv), c(model.nu), mass(model.nbody);
+    ModelAdjoint<double> one;
+    one.body_mass = mass.data();
+    adj_step(hm.view, &b.qpos[e * model.nq], &b.qvel[e * model.nv], &b.ctrl[e * model.nu], hm.w, a,
+             &gq[e * model.nq], &gv[e * model.nv], q.data(), v.data(), c.data(), one);
+    for (int i = 0; i < model.nq; ++i) EXPECT_EQ(aq[e * model.nq + i], q[i]);
+    for (int i = 0; i < model.nu; ++i) EXPECT_EQ(ac[e * model.nu + i], c[i]);
+    for (int i = 0; i < model.nbody; ++i) EXPECT_EQ(amass[e * model.nbody + i], mass[i]);
+  }
+}
+
+// without a GPU, choosing CUDA is a clear error; with one, CUDA matches the CPU
+TEST(Batch, CudaIsAClearErrorWithoutGpuAndMatchesCpuWithOne) {
+  Model model = test::random_mechanism(9);
+  EXPECT_THROW(parse_device("tpu"), std::invalid_argument);
+  if (!cuda_available()) {
+    try {
+      DeviceModel<float> dm(model, Device::kCuda);
+      FAIL() << "expected std::runtime_error";
+    } catch (const std::runtime_error& e) {
+      EXPECT_NE(std::string(e.what()).find("device 'cuda' is not available"), std::string::npos)
+          << e.what();
+    }
+    return;
+  }
+  DeviceModel<double> gpu(model, Device::kCuda), cpu(model, Device::kCpu);
+  Data<double> dg(gpu, kEnvs), dc(cpu, kEnvs);
+  step(gpu, dg, 10);
+  step(cpu, dc, 10);
+  std::vector<double> qg = dg.qpos.to_host(), qc = dc.qpos.to_host();
+  for (size_t i = 0; i < qg.size(); ++i) EXPECT_NEAR(qg[i], qc[i], 1e-12 * (1 + std::abs(qc[i])));
+}
+
+}  // namespace
+}  // namespace phx

@@ -1,0 +1,180 @@
+// Identities of the math layer: quaternions, spatial algebra, dense Cholesky, dual numbers.
+#include <gtest/gtest.h>
+
+#include <random>
+
+#include "phalanx/math/dense.h"
+#include "phalanx/math/dual.h"
+#include "phalanx/math/quat.h"
+#include "phalanx/math/spatial.h"
+
+namespace phx {
+namespace {
+
+std::mt19937 rng(7);
+double uniform() { return std::uniform_real_distribution<double>(-1, 1)(rng); }
+Vec3<double> rand3() { return {uniform(), uniform(), uniform()}; }
+Vec6<double> rand6() { return Vec6<double>::make(rand3(), rand3()); }
+Quat<double> rand_quat() { return normalize(Quat<double>{uniform(), uniform(), uniform(), uniform()}); }
+
+TEST(Quat, MatrixIsOrthonormalAndComposes) {
+  for (int t = 0; t < 100; ++t) {
+    Quat<double> a = rand_quat(), b = rand_quat();
+    Mat3<double> Ra = to_mat(a), Rb = to_mat(b), Rab = to_mat(a * b);
+    Mat3<double> P = Ra * Rb;
+    for (int i = 0; i < 9; ++i) EXPECT_NEAR(P.m[i], Rab.m[i], 1e-14);
+    // R^T R = 1
+    for (int i = 0; i < 3; ++i)
+      for (int j = 0; j < 3; ++j) EXPECT_NEAR(dot(Ra.col(i), Ra.col(j)), i == j ? 1.0 : 0.0, 1e-14);
+  }
+}
+
+TEST(Quat, AxisAngleRotatesAboutItsAxis) {
+  // rotating x by 90 degrees about z gives y
+  Mat3<double> R = to_mat(axis_angle(Vec3<double>{0, 0, 1}, M_PI / 2));
+  Vec3<double> y = R * Vec3<double>{1, 0, 0};
+  EXPECT_NEAR(y.x, 0, 1e-15);
+  EXPECT_NEAR(y.y, 1, 1e-15);
+  EXPECT_NEAR(y.z, 0, 1e-15);
+}
+
+TEST(Quat, SubQuatInvertsIntegrate) {
+  // integrate(q, v, h) followed by sub_quat recovers h v for rotations below pi
+  for (int t = 0; t < 100; ++t) {
+    Quat<double> q = rand_quat();
+    Vec3<double> v = rand3();
+    Quat<double> q2 = integrate(q, v, 0.7);
+    Vec3<double> r = sub_quat(q2, q);
+    for (int i = 0; i < 3; ++i) EXPECT_NEAR(r[i], 0.7 * v[i], 1e-12);
+  }
+}
+
+TEST(Spatial, CrossProductsAreDual) {
+  // (v x m) . f = -m . (v x* f): the force cross product is minus the transpose
+  for (int t = 0; t < 100; ++t) {
+    Vec6<double> v = rand6(), m = rand6(), f = rand6();
+    EXPECT_NEAR(dot(cross_motion(v, m), f), -dot(m, cross_force(v, f)), 1e-13);
+  }
+}
+
+TEST(Spatial, InertiaMatrixMatchesProduct) {
+  // the 6x6 form of a spatial inertia applies the same map as the compact product
+  Inertia<double> J;
+  J.I[0] = 2; J.I[1] = 3; J.I[2] = 4; J.I[3] = 0.1; J.I[4] = -0.2; J.I[5] = 0.3;
+  J.h = {0.5, -0.4, 0.3};
+  J.m = 1.7;
+  Mat6<double> A = Mat6<double>::from(J);
+  for (int t = 0; t < 20; ++t) {
+    Vec6<double> v = rand6();
+    Vec6<double> a = J * v, b = A * v;
+    for (int i = 0; i < 6; ++i) EXPECT_NEAR(a[i], b[i], 1e-14);
+  }
+  for (int i = 0; i < 6; ++i)
+    for (int j = 0; j < 6; ++j) EXPECT_EQ(A.m[6 * i + j], A.m[6 * j + i]);
+}
+
+TEST(Spatial, AdjointsMatchDualNumbers) {
+  // <adj_r, d r> computed by dual numbers equals <adj_inputs, d inputs>
+  using D = Dual<double, 1>;
+  for (int t = 0; t < 20; ++t) {
+    Vec6<double> m1 = rand6(), m2 = rand6(), dm1 = rand6(), dm2 = rand6(), ar = rand6();
+    Vec6<D> x1, x2;
+    for (int i = 0; i < 6; ++i) {
+      x1[i] = m1[i];
+      x1[i].d[0] = dm1[i];
+      x2[i] = m2[i];
+      x2[i].d[0] = dm2[i];
+    }
+    Vec6<D> rm = cross_motion(x1, x2), rf = cross_force(x1, x2);
+    Vec6<double> a1, a2, b1, b2;
+    adj_cross_motion(m1, m2, a1, a2, ar);
+    adj_cross_force(m1, m2, b1, b2, ar);
+    double jvp_m = 0, jvp_f = 0;
+    for (int i = 0; i < 6; ++i) {
+      jvp_m += ar[i] * rm[i].d[0];
+      jvp_f += ar[i] * rf[i].d[0];
+    }
+    EXPECT_NEAR(jvp_m, dot(a1, dm1) + dot(a2, dm2), 1e-13);
+    EXPECT_NEAR(jvp_f, dot(b1, dm1) + dot(b2, dm2), 1e-13);
+  }
+}
+
+TEST(Spatial, InertiaProductAdjointMatchesDualNumbers) {
+  using D = Dual<double, 1>;
+  Inertia<double> J, dJ;
+  for (int i = 0; i < 6; ++i) {
+    J.I[i] = uniform();
+    dJ.I[i] = uniform();
+  }
+  J.h = rand3();
+  dJ.h = rand3();
+  J.m = 2.0;
+  dJ.m = 0.3;
+  Vec6<double> v = rand6(), dv = rand6(), af = rand6();
+  Inertia<D> Jd;
+  for (int i = 0; i < 6; ++i) {
+    Jd.I[i] = J.I[i];
+    Jd.I[i].d[0] = dJ.I[i];
+  }
+  for (int i = 0; i < 3; ++i) {
+    Jd.h[i] = J.h[i];
+    Jd.h[i].d[0] = dJ.h[i];
+  }
+  Jd.m = J.m;
+  Jd.m.d[0] = dJ.m;
+  Vec6<D> vd;
+  for (int i = 0; i < 6; ++i) {
+    vd[i] = v[i];
+    vd[i].d[0] = dv[i];
+  }
+  Vec6<D> f = Jd * vd;
+  double jvp = 0;
+  for (int i = 0; i < 6; ++i) jvp += af[i] * f[i].d[0];
+  Inertia<double> aJ;
+  Vec6<double> av;
+  adj_inertia_mul(J, v, aJ, av, af);
+  double vjp = dot(av, dv) + dot(aJ.h, dJ.h) + aJ.m * dJ.m;
+  for (int i = 0; i < 6; ++i) vjp += aJ.I[i] * dJ.I[i];
+  EXPECT_NEAR(jvp, vjp, 1e-13);
+}
+
+TEST(Dense, CholeskySolvesSpdSystem) {
+  const int n = 5;
+  double B[n * n], A[n * n], x[n], b[n];
+  for (double& v : B) v = uniform();
+  // A = B B^T + n I is symmetric positive definite
+  for (int i = 0; i < n; ++i)
+    for (int j = 0; j < n; ++j) {
+      double s = i == j ? n : 0;
+      for (int k = 0; k < n; ++k) s += B[i * n + k] * B[j * n + k];
+      A[i * n + j] = s;
+    }
+  for (int i = 0; i < n; ++i) x[i] = uniform();
+  for (int i = 0; i < n; ++i) {
+    b[i] = 0;
+    for (int j = 0; j < n; ++j) b[i] += A[i * n + j] * x[j];
+  }
+  double L[n * n];
+  for (int i = 0; i < n * n; ++i) L[i] = A[i];
+  ASSERT_TRUE(cholesky(L, n));
+  cholesky_solve(L, n, b);
+  for (int i = 0; i < n; ++i) EXPECT_NEAR(b[i], x[i], 1e-12);
+  // not positive definite
+  double C[4] = {1, 2, 2, 1};
+  EXPECT_FALSE(cholesky(C, 2));
+}
+
+TEST(Dual, DerivativesOfElementaryFunctions) {
+  using D = Dual<double, 1>;
+  D x(0.3);
+  x.d[0] = 1;
+  EXPECT_NEAR(sin(x).d[0], std::cos(0.3), 1e-15);
+  EXPECT_NEAR(cos(x).d[0], -std::sin(0.3), 1e-15);
+  EXPECT_NEAR(sqrt(x).d[0], 0.5 / std::sqrt(0.3), 1e-15);
+  EXPECT_NEAR((x * x / (x + 1.0)).d[0], (2 * 0.3 * 1.3 - 0.09) / (1.3 * 1.3), 1e-15);
+  D y(0.7);
+  EXPECT_NEAR(atan2(x, y).d[0], 0.7 / (0.09 + 0.49), 1e-15);
+}
+
+}  // namespace
+}  // namespace phx

@@ -1,0 +1,129 @@
+"""Gradients of contact-free steps through the Python API.
+
+A loss on the state after T steps is back-propagated by chaining phalanx.step_vjp; the result
+must equal central differences of phalanx.rollout (rtol 1e-6, double). The one-step derivative
+of qvel' with respect to ctrl is also compared with MuJoCo's own finite-difference
+mjd_transitionFD on the humanoid.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import mujoco
+import phalanx
+from phalanx.testing import random_state
+
+T = 20
+PARAMS = ["body_mass", "body_inertia", "dof_damping", "dof_armature", "jnt_stiffness",
+          "actuator_gear"]
+
+
+def loss_and_grad(model, qpos, qvel, ctrl, wq, wv):
+    """L = sum(wq * qpos_T) + sum(wv * qvel_T) after len(ctrl) steps, and its gradient with
+    respect to qpos, qvel, ctrl (T, nu) and the parameters, by chained step_vjp."""
+    states = [(qpos, qvel)]
+    for t in range(ctrl.shape[1]):
+        q, v, s = phalanx.step(model, *states[-1], ctrl[:, t])
+        assert not s.any()
+        states.append((q, v))
+    loss = (wq * states[-1][0]).sum() + (wv * states[-1][1]).sum()
+    gq, gv = wq.copy(), wv.copy()
+    gctrl = np.zeros_like(ctrl)
+    gparams = {p: 0.0 for p in PARAMS}
+    for t in reversed(range(ctrl.shape[1])):
+        g = phalanx.step_vjp(model, *states[t], np.ascontiguousarray(ctrl[:, t]), gq, gv)
+        gq, gv, gctrl[:, t] = g["qpos"], g["qvel"], g["ctrl"]
+        for p in PARAMS:
+            gparams[p] = gparams[p] + g[p]
+    return loss, gq, gv, gctrl, gparams
+
+
+def rollout_loss(model, qpos, qvel, ctrl, wq, wv):
+    qs, vs, status = phalanx.rollout(model, qpos, qvel, ctrl)
+    assert not status.any()
+    return (wq * qs[:, -1]).sum() + (wv * vs[:, -1]).sum()
+
+
+@pytest.fixture
+def setup(humanoid, rng):
+    model = humanoid
+    qpos, qvel = random_state(model, 1, rng, qpos_scale=0.2, qvel_scale=0.5)
+    ctrl = rng.uniform(-0.8, 0.8, (1, T, model.nu))  # inside ctrlrange: no clamping kinks
+    wq = rng.standard_normal((1, model.nq))
+    wv = rng.standard_normal((1, model.nv))
+    return model, qpos, qvel, ctrl, wq, wv
+
+
+def directional_fd(f, x, direction, h=1e-6):
+    return (f(x + h * direction) - f(x - h * direction)) / (2 * h)
+
+
+def test_rollout_gradient_matches_central_differences(setup, rng):
+    # d/ds L(x + s d) at s = 0 equals <grad L, d> for random directions of each input
+    model, qpos, qvel, ctrl, wq, wv = setup
+    _, gq, gv, gctrl, _ = loss_and_grad(model, qpos, qvel, ctrl, wq, wv)
+    for name, x, g in [("qpos", qpos, gq), ("qvel", qvel, gv), ("ctrl", ctrl, gctrl)]:
+        d = rng.standard_normal(x.shape)
+
+        def f(y, name=name):
+            args = {"qpos": qpos, "qvel": qvel, "ctrl": ctrl, name: y}
+            return rollout_loss(model, args["qpos"], args["qvel"], args["ctrl"], wq, wv)
+
+        fd = directional_fd(f, x, d)
+        ad = float((g * d).sum())
+        assert ad == pytest.approx(fd, rel=1e-6, abs=1e-6), name
+
+
+@pytest.mark.parametrize("param", PARAMS)
+def test_parameter_gradients_match_central_differences(setup, rng, param):
+    # <dL/dp, d> against (L(p + h d) - L(p - h d)) / 2h, with the parameter shared by the
+    # environment: the per-environment adjoints summed over E (here E = 1)
+    model, qpos, qvel, ctrl, wq, wv = setup
+    _, _, _, _, gp = loss_and_grad(model, qpos, qvel, ctrl, wq, wv)
+    p0 = np.array(getattr(model, param), dtype=np.float64)
+    d = rng.uniform(0.5, 1.5, p0.shape) * p0  # relative perturbation keeps masses positive
+
+    def f(p):
+        model.set_parameter(param, p)
+        try:
+            return rollout_loss(model, qpos, qvel, ctrl, wq, wv)
+        finally:
+            model.set_parameter(param, p0)
+
+    # d is relative to the parameter (inertias are ~1e-2), so h = 1e-4 is a relative step:
+    # truncation O(h^2) ~ 1e-8, while h = 1e-6 would leave round-off of the loss (~10) visible
+    fd = directional_fd(f, p0, d, h=1e-4)
+    ad = float((gp[param].sum(axis=0) * d).sum())
+    assert ad == pytest.approx(fd, rel=1e-6, abs=1e-8), param
+
+
+def test_velocity_jacobian_matches_mujoco_finite_differences(humanoid, rng):
+    # MuJoCo's mjd_transitionFD gives B = d(state')/d(ctrl) in tangent coordinates; its
+    # velocity rows are d qvel' / d ctrl, which step_vjp gives column by column in double.
+    # MuJoCo's centred differences with eps 1e-6 are accurate to about 1e-7 relative.
+    mj = mujoco.MjModel.from_xml_path(str(humanoid.source))
+    mj.opt.disableflags |= int(mujoco.mjtDisableBit.mjDSBL_CONTACT)
+    mj.opt.disableflags |= int(mujoco.mjtDisableBit.mjDSBL_LIMIT)
+    data = mujoco.MjData(mj)
+    qpos, qvel = random_state(humanoid, 1, rng, qpos_scale=0.2, qvel_scale=0.5)
+    ctrl = rng.uniform(-0.8, 0.8, (1, humanoid.nu))
+    data.qpos[:], data.qvel[:], data.ctrl[:] = qpos[0], qvel[0], ctrl[0]
+    nv, nu = mj.nv, mj.nu
+    A = np.zeros((2 * nv, 2 * nv))
+    B = np.zeros((2 * nv, nu))
+    mujoco.mjd_transitionFD(mj, data, 1e-6, True, A, B, None, None)
+    dvdu_mujoco = B[nv:]
+
+    # rows of d qvel'/d ctrl by VJPs with unit adjoints of qvel'
+    E = nv
+    adj_v = np.eye(nv)
+    g = phalanx.step_vjp(humanoid, np.repeat(qpos, E, 0), np.repeat(qvel, E, 0),
+                         np.repeat(ctrl, E, 0), np.zeros((E, humanoid.nq)), adj_v)
+    dvdu = g["ctrl"]
+    np.testing.assert_allclose(dvdu, dvdu_mujoco, rtol=1e-5, atol=1e-6 * np.abs(dvdu).max())
+
+    # and the velocity-velocity block d qvel'/d qvel
+    np.testing.assert_allclose(g["qvel"], A[nv:, nv:], rtol=1e-5,
+                               atol=1e-6 * np.abs(g["qvel"]).max())
