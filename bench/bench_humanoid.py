@@ -30,13 +30,19 @@ def random_controls(rng, nenv, nstep, nu):
 
 
 def time_phalanx(model, qpos0, ctrl, chunk, dtype):
-    qpos = np.repeat(qpos0[None].astype(dtype), ctrl.shape[0], axis=0)
-    qvel = np.zeros((ctrl.shape[0], model.nv), dtype=dtype)
+    nenv = ctrl.shape[0]
+    qpos = np.repeat(qpos0[None].astype(dtype), nenv, axis=0)
+    qvel = np.zeros((nenv, model.nv), dtype=dtype)
     ctrl = ctrl.astype(dtype)
+    # trajectory buffers reused across chunks, as mujoco.rollout's state= below
+    out = (np.empty((nenv, chunk, model.nq), dtype), np.empty((nenv, chunk, model.nv), dtype))
     start = time.perf_counter()
     for t0 in range(0, ctrl.shape[1], chunk):
-        qs, vs, status = phalanx.rollout(model, qpos, qvel, np.ascontiguousarray(ctrl[:, t0:t0 + chunk]))
-        qpos, qvel = np.ascontiguousarray(qs[:, -1]), np.ascontiguousarray(vs[:, -1])
+        c = np.ascontiguousarray(ctrl[:, t0:t0 + chunk])
+        n = c.shape[1]
+        buffers = out if n == chunk else None
+        qs, vs, status = phalanx.rollout(model, qpos, qvel, c, out=buffers)
+        qpos, qvel = qs[:, n - 1].copy(), vs[:, n - 1].copy()
     elapsed = time.perf_counter() - start
     if np.any(status):
         raise RuntimeError(f"phalanx status bits set in {np.count_nonzero(status)} environments")

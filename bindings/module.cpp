@@ -16,6 +16,7 @@
 #include <cmath>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <sstream>
 #include <stdexcept>
 #include <string>
@@ -328,6 +329,7 @@ py::tuple step(PyModel& pm, const CArray<T>& qpos, const CArray<T>& qvel, const 
 // T steps driven by ctrl (E, T, nu) -> (qpos (E, T, nq), qvel (E, T, nv), status (E,))
 template <class T>
 py::tuple rollout(PyModel& pm, const CArray<T>& qpos, const CArray<T>& qvel, const CArray<T>& ctrl,
+                  std::optional<CArray<T>> qpos_out_arg, std::optional<CArray<T>> qvel_out_arg,
                   const std::string& device_name) {
   Device device = phx::parse_device(device_name);
   auto dm = pm.compiled<T>(device);
@@ -337,8 +339,13 @@ py::tuple rollout(PyModel& pm, const CArray<T>& qpos, const CArray<T>& qvel, con
   py::ssize_t nstep = ctrl.ndim() == 3 ? ctrl.shape(1) : 0;
   require_shape(ctrl, {E, nstep, m.nu}, "ctrl");
   if (nstep > INT_MAX) throw std::invalid_argument("phalanx: too many steps");
-  CArray<T> qpos_out({py::ssize_t(E), nstep, py::ssize_t(m.nq)});
-  CArray<T> qvel_out({py::ssize_t(E), nstep, py::ssize_t(m.nv)});
+  // outputs: the caller's arrays when given (reused across calls), else new ones
+  CArray<T> qpos_out = qpos_out_arg ? *qpos_out_arg
+                                    : CArray<T>({py::ssize_t(E), nstep, py::ssize_t(m.nq)});
+  CArray<T> qvel_out = qvel_out_arg ? *qvel_out_arg
+                                    : CArray<T>({py::ssize_t(E), nstep, py::ssize_t(m.nv)});
+  require_shape(qpos_out, {E, nstep, m.nq}, "qpos_out");
+  require_shape(qvel_out, {E, nstep, m.nv}, "qvel_out");
   py::array_t<std::uint32_t> status(py::ssize_t{E});
   const T* q = qpos.data();
   const T* v = qvel.data();
@@ -616,7 +623,9 @@ PYBIND11_MODULE(_phalanx, mod) {
             py::arg("nstep") = 1);
   def_query(mod, "rollout", &rollout<float>, &rollout<double>,
             "-> (qpos (E, T, nq), qvel (E, T, nv), status (E,))", py::arg("qpos").noconvert(),
-            py::arg("qvel").noconvert(), py::arg("ctrl").noconvert());
+            py::arg("qvel").noconvert(), py::arg("ctrl").noconvert(),
+            py::arg("qpos_out").noconvert() = py::none(),
+            py::arg("qvel_out").noconvert() = py::none());
   def_query(mod, "step_vjp", &step_vjp<float>, &step_vjp<double>,
             "vector-Jacobian product of one step -> dict of adjoints", py::arg("qpos").noconvert(),
             py::arg("qvel").noconvert(), py::arg("ctrl").noconvert(),

@@ -118,17 +118,31 @@ def step(
 
 
 def rollout(
-    model: Model, qpos, qvel, ctrl, *, dtype=None, device: str = "cpu"
+    model: Model, qpos, qvel, ctrl, *, out=None, dtype=None, device: str = "cpu"
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """T steps driven by ctrl (E, T, nu), one row of controls per step.
 
     Returns (qpos (E, T, nq), qvel (E, T, nv), status (E,) uint32) with the state after each
     step. An environment whose status turns non-zero stops and repeats its last state.
+    ``out=(qpos_out, qvel_out)`` writes the trajectories into the caller's C-contiguous arrays
+    of those shapes and the call's dtype (reused across calls, no allocation) and returns them.
     """
     args = _Args(model, qpos, dtype)
     nstep = np.shape(ctrl)[1] if np.ndim(ctrl) == 3 else None
     ctrl = args.array("ctrl", ctrl, ("T", nstep), ("nu", model.nu))
-    return _phalanx.rollout(model, args.qpos, args.qvel(qvel), ctrl, device)
+    qpos_out = qvel_out = None
+    if out is not None:
+        qpos_out, qvel_out = out
+        for name, a, n in [("qpos_out", qpos_out, ("nq", model.nq)),
+                           ("qvel_out", qvel_out, ("nv", model.nv))]:
+            dims = [("E", args.batch), ("T", nstep), n]
+            if not (isinstance(a, np.ndarray) and a.dtype == args.dtype
+                    and a.shape == tuple(d for _, d in dims) and a.flags.c_contiguous
+                    and a.flags.writeable):
+                raise ValueError(
+                    f"phalanx: {name} must be a writeable C-contiguous {args.dtype} array of "
+                    f"shape {_expected(dims)}")
+    return _phalanx.rollout(model, args.qpos, args.qvel(qvel), ctrl, qpos_out, qvel_out, device)
 
 
 def step_vjp(

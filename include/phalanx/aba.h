@@ -15,38 +15,44 @@ namespace phx {
 template <class T>
 PHX_HD void aba(const ModelView<T>& m, const T* qvel, const T* tau, const T* armature,
                 bool with_bias, Workspace<T>& w, T* qacc) {
-  // initialise articulated inertias and bias forces with the rigid bodies
-  for (int b = 0; b < m.nbody; ++b) {
-    Inertia<T> J = Inertia<T>::load(w.cinert + 10 * b);
-    Mat6<T>::from(J).store(w.aba_IA + 36 * b);
-    Vec6<T> pA;
-    if (with_bias && b > 0) {
-      Vec6<T> v = Vec6<T>::load(w.cvel + 6 * b);
-      pA = cross_force(v, J * v);
-    }
-    pA.store(w.aba_pA + 6 * b);
-  }
+  // the children's contributions accumulate here, so start from zero
+  for (int i = 0; i < 36 * m.nbody; ++i) w.aba_IA[i] = T(0);
+  for (int i = 0; i < 6 * m.nbody; ++i) w.aba_pA[i] = T(0);
 
   // backward: project each dof out of the articulated inertia, children before parents
   for (int b = m.nbody - 1; b > 0; --b) {
-    Mat6<T> IA = Mat6<T>::load(w.aba_IA + 36 * b);
+    // the rigid body plus what its children passed up
+    Inertia<T> J = Inertia<T>::load(w.cinert + 10 * b);
+    Mat6<T> IA = Mat6<T>::from(J);
+    IA += Mat6<T>::load(w.aba_IA + 36 * b);
     Vec6<T> pA = Vec6<T>::load(w.aba_pA + 6 * b);
+    if (with_bias) {
+      Vec6<T> v = Vec6<T>::load(w.cvel + 6 * b);
+      pA += cross_force(v, J * v);
+    }
     int d0 = m.body_dofadr[b];
     for (int d = d0 + m.body_dofnum[b] - 1; d >= d0; --d) {
       Vec6<T> S = Vec6<T>::load(w.cdof + 6 * d);
-      Vec6<T> U = IA * S;
-      T D = dot(S, U) + armature[d];
+      // U = IA S and Y = IA c in one pass over IA (symmetric: row j is column j), with c the
+      // velocity-product acceleration of this dof
+      Vec6<T> c, U, Y;
+      if (with_bias) c = qvel[d] * Vec6<T>::load(w.cdof_dot + 6 * d);
+      for (int j = 0; j < 6; ++j) {
+        for (int i = 0; i < 6; ++i) {
+          U.v[i] += S.v[j] * IA.m[6 * j + i];
+          Y.v[i] += c.v[j] * IA.m[6 * j + i];
+        }
+      }
+      T invD = T(1) / (dot(S, U) + armature[d]);
       T u = tau[d] - dot(S, pA);
       U.store(w.aba_U + 6 * d);
-      w.aba_D[d] = D;
+      w.aba_invD[d] = invD;
       w.aba_u[d] = u;
-      // IA <- IA - U U^T / D; pA <- pA + IA c + U u / D, with c the velocity-product
-      // acceleration of this dof
-      T invD = T(1) / D;
+      // IA <- IA - U U^T / D; pA <- pA + IA c + U u / D, where the projected IA c is
+      // Y - U (U . c) / D
       for (int r = 0; r < 6; ++r)
-        for (int s = 0; s < 6; ++s) IA.m[6 * r + s] -= U.v[r] * U.v[s] * invD;
-      if (with_bias) pA += IA * (qvel[d] * Vec6<T>::load(w.cdof_dot + 6 * d));
-      pA += (u * invD) * U;
+        for (int k = 0; k < 6; ++k) IA.m[6 * r + k] -= U.v[r] * U.v[k] * invD;
+      pA += Y + ((u - dot(U, c)) * invD) * U;
     }
     int p = m.body_parentid[b];
     if (p > 0) {
@@ -64,7 +70,7 @@ PHX_HD void aba(const ModelView<T>& m, const T* qvel, const T* tau, const T* arm
     int d0 = m.body_dofadr[b];
     for (int d = d0; d < d0 + m.body_dofnum[b]; ++d) {
       if (with_bias) a += qvel[d] * Vec6<T>::load(w.cdof_dot + 6 * d);
-      T qdd = (w.aba_u[d] - dot(Vec6<T>::load(w.aba_U + 6 * d), a)) / w.aba_D[d];
+      T qdd = (w.aba_u[d] - dot(Vec6<T>::load(w.aba_U + 6 * d), a)) * w.aba_invD[d];
       qacc[d] = qdd;
       a += qdd * Vec6<T>::load(w.cdof + 6 * d);
     }

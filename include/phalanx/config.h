@@ -7,7 +7,7 @@
 #define PHX_INLINE __forceinline__
 #else
 #define PHX_HD
-#define PHX_INLINE inline
+#define PHX_INLINE inline __attribute__((always_inline))
 #endif
 
 namespace phx {

@@ -37,10 +37,10 @@ PHX_HD void kinematics(const ModelView<T>& m, const T* qpos, Workspace<T>& w) {
       pos = Vec3<T>::load(w.xpos + 3 * p) + Rp * Vec3<T>::load(m.body_pos + 3 * b);
       quat = Quat<T>::load(w.xquat + 4 * p) * Quat<T>::load(m.body_quat + 4 * b);
 
-      // joints in order, each about its anchor in the current body frame
+      // joints in order, each about its anchor in the current body frame; R tracks quat
+      Mat3<T> R = to_mat(quat);
       for (int j = jnt0; j < jnt0 + njnt; ++j) {
         int a = m.jnt_qposadr[j];
-        Mat3<T> R = to_mat(quat);
         Vec3<T> jpos = Vec3<T>::load(m.jnt_pos + 3 * j);
         Vec3<T> jaxis = Vec3<T>::load(m.jnt_axis + 3 * j);
         Vec3<T> anchor = R * jpos + pos;
@@ -57,7 +57,8 @@ PHX_HD void kinematics(const ModelView<T>& m, const T* qpos, Workspace<T>& w) {
             Quat<T> qloc = m.jnt_type[j] == kJointBall ? normalize(Quat<T>::load(qpos + a))
                                                         : axis_angle(jaxis, qpos[a] - m.qpos0[a]);
             quat = quat * qloc;
-            pos = anchor - to_mat(quat) * jpos;  // keep the anchor fixed
+            R = to_mat(quat);
+            pos = anchor - R * jpos;  // keep the anchor fixed
             break;
           }
           default:  // a free joint elsewhere is rejected by Model::validate

@@ -27,7 +27,7 @@ struct Workspace {
   T* aba_IA;    // articulated inertia                         (nbody x 36)
   T* aba_pA;    // articulated bias force                      (nbody x 6)
   T* aba_U;     // IA S per dof                                (nv x 6)
-  T* aba_D;     // S^T IA S + armature per dof                 (nv)
+  T* aba_invD;  // 1 / (S^T IA S + armature) per dof           (nv)
   T* aba_u;     // tau - S^T pA per dof                        (nv)
   // generalized vectors
   T* armature;  // armature used by the solve (+ dt * damping when implicit)  (nv)
@@ -59,7 +59,7 @@ struct Workspace {
     w.aba_IA = take(36L * nbody);
     w.aba_pA = take(6L * nbody);
     w.aba_U = take(6L * nv);
-    w.aba_D = take(nv);
+    w.aba_invD = take(nv);
     w.aba_u = take(nv);
     w.armature = take(nv);
     w.qfrc = take(nv);

@@ -165,6 +165,21 @@ def test_rollout_records_each_step(humanoid, state, rng):
         np.testing.assert_array_equal(vs[:, t], v)
 
 
+def test_rollout_writes_into_given_buffers(humanoid, state, rng):
+    qpos, qvel, _ = state
+    ctrl = random_ctrl(humanoid, (E, 5), rng)
+    expected = phalanx.rollout(humanoid, qpos, qvel, ctrl)
+    out = (np.full((E, 5, 28), np.nan), np.full((E, 5, 27), np.nan))
+    qs, vs, _ = phalanx.rollout(humanoid, qpos, qvel, ctrl, out=out)
+    assert qs is out[0] and vs is out[1]
+    np.testing.assert_array_equal(qs, expected[0])
+    np.testing.assert_array_equal(vs, expected[1])
+    with pytest.raises(ValueError, match=r"\(E, T, nq\) = \(4, 5, 28\)"):
+        phalanx.rollout(humanoid, qpos, qvel, ctrl, out=(np.empty((E, 4, 28)), out[1]))
+    with pytest.raises(ValueError, match="float64"):
+        phalanx.rollout(humanoid, qpos, qvel, ctrl, out=(out[0].astype(np.float32), out[1]))
+
+
 def test_nan_ctrl_flags_only_its_environment(humanoid, state):
     qpos, qvel, ctrl = state
     bad = ctrl.copy()

@@ -17,17 +17,17 @@ struct Quat {
   PHX_HD void store(T* p) const { p[0] = w; p[1] = x; p[2] = y; p[3] = z; }
 };
 
-template <class T> PHX_HD Quat<T> operator*(const Quat<T>& a, const Quat<T>& b) {
+template <class T> PHX_HD PHX_INLINE Quat<T> operator*(const Quat<T>& a, const Quat<T>& b) {
   return {a.w * b.w - a.x * b.x - a.y * b.y - a.z * b.z,
           a.w * b.x + a.x * b.w + a.y * b.z - a.z * b.y,
           a.w * b.y - a.x * b.z + a.y * b.w + a.z * b.x,
           a.w * b.z + a.x * b.y - a.y * b.x + a.z * b.w};
 }
 
-template <class T> PHX_HD Quat<T> conjugate(const Quat<T>& q) { return {q.w, -q.x, -q.y, -q.z}; }
+template <class T> PHX_HD PHX_INLINE Quat<T> conjugate(const Quat<T>& q) { return {q.w, -q.x, -q.y, -q.z}; }
 
 // q / |q|; the identity when |q| is zero (as MuJoCo)
-template <class T> PHX_HD Quat<T> normalize(const Quat<T>& q) {
+template <class T> PHX_HD PHX_INLINE Quat<T> normalize(const Quat<T>& q) {
   T n2 = q.w * q.w + q.x * q.x + q.y * q.y + q.z * q.z;
   if (!(n2 > T(0))) return Quat<T>{};
   T s = T(1) / sqrt(n2);
@@ -35,13 +35,13 @@ template <class T> PHX_HD Quat<T> normalize(const Quat<T>& q) {
 }
 
 // rotation by angle about a unit axis
-template <class T> PHX_HD Quat<T> axis_angle(const Vec3<T>& axis, T angle) {
+template <class T> PHX_HD PHX_INLINE Quat<T> axis_angle(const Vec3<T>& axis, T angle) {
   T s = sin(T(0.5) * angle);
   return {cos(T(0.5) * angle), s * axis.x, s * axis.y, s * axis.z};
 }
 
 // rotation matrix of a unit quaternion
-template <class T> PHX_HD Mat3<T> to_mat(const Quat<T>& q) {
+template <class T> PHX_HD PHX_INLINE Mat3<T> to_mat(const Quat<T>& q) {
   T ww = q.w * q.w, xx = q.x * q.x, yy = q.y * q.y, zz = q.z * q.z;
   T wx = q.w * q.x, wy = q.w * q.y, wz = q.w * q.z;
   T xy = q.x * q.y, xz = q.x * q.z, yz = q.y * q.z;
@@ -55,7 +55,7 @@ template <class T> PHX_HD Mat3<T> to_mat(const Quat<T>& q) {
 // the quaternion q rotated by the local rotation vector v * scale: q * exp(v scale / 2),
 // normalised (MuJoCo's mju_quatIntegrate). Near zero rotation a Taylor series keeps the
 // result smooth in v, so derivatives at rest are exact.
-template <class T> PHX_HD Quat<T> integrate(const Quat<T>& q, const Vec3<T>& v, T scale) {
+template <class T> PHX_HD PHX_INLINE Quat<T> integrate(const Quat<T>& q, const Vec3<T>& v, T scale) {
   T th2 = scale * scale * dot(v, v);  // squared rotation angle
   T c, s_over_n;                      // cos(th / 2) and sin(th / 2) / |v|
   if (th2 < T(1e-8)) {
@@ -71,7 +71,7 @@ template <class T> PHX_HD Quat<T> integrate(const Quat<T>& q, const Vec3<T>& v, 
 
 // rotation vector r with qb * exp(r) = qa, in the frame of qb (MuJoCo's mju_subQuat);
 // smooth through r = 0 by a Taylor series of atan2(s, w) / s
-template <class T> PHX_HD Vec3<T> sub_quat(const Quat<T>& qa, const Quat<T>& qb) {
+template <class T> PHX_HD PHX_INLINE Vec3<T> sub_quat(const Quat<T>& qa, const Quat<T>& qb) {
   Quat<T> d = conjugate(qb) * qa;
   if (d.w < T(0)) d = {-d.w, -d.x, -d.y, -d.z};  // shortest arc
   Vec3<T> v{d.x, d.y, d.z};
@@ -89,13 +89,13 @@ template <class T> PHX_HD Vec3<T> sub_quat(const Quat<T>& qa, const Quat<T>& qb)
 // ---- adjoints ----------------------------------------------------------------------------
 // Each adj_f accumulates (+=) into the adjoints of f's inputs, given the adjoint of its result.
 
-template <class T> PHX_HD void add_to(Quat<T>& a, const Quat<T>& b) {
+template <class T> PHX_HD PHX_INLINE void add_to(Quat<T>& a, const Quat<T>& b) {
   a.w += b.w; a.x += b.x; a.y += b.y; a.z += b.z;
 }
 
 // r = a * b is bilinear: adj_a += adj_r * conj(b), adj_b += conj(a) * adj_r
 template <class T>
-PHX_HD void adj_mul(const Quat<T>& a, const Quat<T>& b, Quat<T>& adj_a, Quat<T>& adj_b,
+PHX_HD PHX_INLINE void adj_mul(const Quat<T>& a, const Quat<T>& b, Quat<T>& adj_a, Quat<T>& adj_b,
                     const Quat<T>& adj_r) {
   add_to(adj_a, adj_r * conjugate(b));
   add_to(adj_b, conjugate(a) * adj_r);
@@ -103,7 +103,7 @@ PHX_HD void adj_mul(const Quat<T>& a, const Quat<T>& b, Quat<T>& adj_a, Quat<T>&
 
 // r = q / |q|: adj_q += (adj_r - r (r . adj_r)) / |q|
 template <class T>
-PHX_HD void adj_normalize(const Quat<T>& q, Quat<T>& adj_q, const Quat<T>& adj_r) {
+PHX_HD PHX_INLINE void adj_normalize(const Quat<T>& q, Quat<T>& adj_q, const Quat<T>& adj_r) {
   T n2 = q.w * q.w + q.x * q.x + q.y * q.y + q.z * q.z;
   if (!(n2 > T(0))) return;
   T inv = T(1) / sqrt(n2);
@@ -115,7 +115,7 @@ PHX_HD void adj_normalize(const Quat<T>& q, Quat<T>& adj_q, const Quat<T>& adj_r
 
 // R = to_mat(q), quadratic in q: adj_q_k += sum_ij adj_R_ij dR_ij/dq_k
 template <class T>
-PHX_HD void adj_to_mat(const Quat<T>& q, Quat<T>& adj_q, const Mat3<T>& G) {
+PHX_HD PHX_INLINE void adj_to_mat(const Quat<T>& q, Quat<T>& adj_q, const Mat3<T>& G) {
   const T* g = G.m;
   T w = q.w, x = q.x, y = q.y, z = q.z;
   T two = T(2);
@@ -128,7 +128,7 @@ PHX_HD void adj_to_mat(const Quat<T>& q, Quat<T>& adj_q, const Mat3<T>& G) {
 
 // r = axis_angle(axis, angle) with a constant axis: adj_angle
 template <class T>
-PHX_HD T adj_axis_angle(const Vec3<T>& axis, T angle, const Quat<T>& adj_r) {
+PHX_HD PHX_INLINE T adj_axis_angle(const Vec3<T>& axis, T angle, const Quat<T>& adj_r) {
   T s = sin(T(0.5) * angle), c = cos(T(0.5) * angle);
   return T(0.5) * (-s * adj_r.w + c * (axis.x * adj_r.x + axis.y * adj_r.y + axis.z * adj_r.z));
 }

@@ -37,26 +37,26 @@ struct Vec6 {
   }
 };
 
-template <class T> PHX_HD Vec6<T> operator+(Vec6<T> a, const Vec6<T>& b) { return a += b; }
-template <class T> PHX_HD Vec6<T> operator-(Vec6<T> a, const Vec6<T>& b) { return a -= b; }
-template <class T> PHX_HD Vec6<T> operator*(const T& s, Vec6<T> a) {
+template <class T> PHX_HD PHX_INLINE Vec6<T> operator+(Vec6<T> a, const Vec6<T>& b) { return a += b; }
+template <class T> PHX_HD PHX_INLINE Vec6<T> operator-(Vec6<T> a, const Vec6<T>& b) { return a -= b; }
+template <class T> PHX_HD PHX_INLINE Vec6<T> operator*(const T& s, Vec6<T> a) {
   for (int i = 0; i < 6; ++i) a.v[i] *= s;
   return a;
 }
-template <class T> PHX_HD T dot(const Vec6<T>& a, const Vec6<T>& b) {
+template <class T> PHX_HD PHX_INLINE T dot(const Vec6<T>& a, const Vec6<T>& b) {
   T s = T(0);
   for (int i = 0; i < 6; ++i) s += a.v[i] * b.v[i];
   return s;
 }
 
 // motion cross product m1 x m2 (rate of change of m2 moving with velocity m1)
-template <class T> PHX_HD Vec6<T> cross_motion(const Vec6<T>& m1, const Vec6<T>& m2) {
+template <class T> PHX_HD PHX_INLINE Vec6<T> cross_motion(const Vec6<T>& m1, const Vec6<T>& m2) {
   Vec3<T> w = m1.ang(), v = m1.lin(), a = m2.ang(), b = m2.lin();
   return Vec6<T>::make(cross(w, a), cross(w, b) + cross(v, a));
 }
 // adjoint of r = m1 x m2
 template <class T>
-PHX_HD void adj_cross_motion(const Vec6<T>& m1, const Vec6<T>& m2, Vec6<T>& adj_m1,
+PHX_HD PHX_INLINE void adj_cross_motion(const Vec6<T>& m1, const Vec6<T>& m2, Vec6<T>& adj_m1,
                              Vec6<T>& adj_m2, const Vec6<T>& adj_r) {
   Vec3<T> w = m1.ang(), v = m1.lin(), a = m2.ang(), b = m2.lin();
   Vec3<T> aw, av, aa, ab;
@@ -68,13 +68,13 @@ PHX_HD void adj_cross_motion(const Vec6<T>& m1, const Vec6<T>& m2, Vec6<T>& adj_
 }
 
 // force cross product m x* f (rate of change of force f moving with velocity m)
-template <class T> PHX_HD Vec6<T> cross_force(const Vec6<T>& m, const Vec6<T>& f) {
+template <class T> PHX_HD PHX_INLINE Vec6<T> cross_force(const Vec6<T>& m, const Vec6<T>& f) {
   Vec3<T> w = m.ang(), v = m.lin(), n = f.ang(), g = f.lin();
   return Vec6<T>::make(cross(w, n) + cross(v, g), cross(w, g));
 }
 // adjoint of r = m x* f
 template <class T>
-PHX_HD void adj_cross_force(const Vec6<T>& m, const Vec6<T>& f, Vec6<T>& adj_m, Vec6<T>& adj_f,
+PHX_HD PHX_INLINE void adj_cross_force(const Vec6<T>& m, const Vec6<T>& f, Vec6<T>& adj_m, Vec6<T>& adj_f,
                             const Vec6<T>& adj_r) {
   Vec3<T> w = m.ang(), v = m.lin(), n = f.ang(), g = f.lin();
   Vec3<T> aw, av, an, ag;
@@ -121,13 +121,13 @@ struct Inertia {
 
 // momentum of a body with spatial inertia J moving with velocity mv:
 // (I w + h x v, m v - h x w)
-template <class T> PHX_HD Vec6<T> operator*(const Inertia<T>& J, const Vec6<T>& mv) {
+template <class T> PHX_HD PHX_INLINE Vec6<T> operator*(const Inertia<T>& J, const Vec6<T>& mv) {
   Vec3<T> w = mv.ang(), v = mv.lin();
   return Vec6<T>::make(J.rot_mul(w) + cross(J.h, v), J.m * v - cross(J.h, w));
 }
 // adjoint of f = J mv with respect to J and mv
 template <class T>
-PHX_HD void adj_inertia_mul(const Inertia<T>& J, const Vec6<T>& mv, Inertia<T>& adj_J,
+PHX_HD PHX_INLINE void adj_inertia_mul(const Inertia<T>& J, const Vec6<T>& mv, Inertia<T>& adj_J,
                             Vec6<T>& adj_mv, const Vec6<T>& adj_f) {
   Vec3<T> w = mv.ang(), v = mv.lin(), fa = adj_f.ang(), fl = adj_f.lin();
   // f_ang = I w + h x v
@@ -185,7 +185,7 @@ struct Mat6 {
 
 // A x for a symmetric A, as a sum of rows scaled by x (row j equals column j), which keeps the
 // inner loop contiguous
-template <class T> PHX_HD Vec6<T> operator*(const Mat6<T>& A, const Vec6<T>& x) {
+template <class T> PHX_HD PHX_INLINE Vec6<T> operator*(const Mat6<T>& A, const Vec6<T>& x) {
   Vec6<T> y;
   for (int j = 0; j < 6; ++j)
     for (int i = 0; i < 6; ++i) y.v[i] += x.v[j] * A.m[6 * j + i];

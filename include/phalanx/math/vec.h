@@ -10,7 +10,7 @@ template <class T>
 struct Vec3 {
   T x = T(0), y = T(0), z = T(0);
 
-  PHX_HD static Vec3 load(const T* p) { return {p[0], p[1], p[2]}; }
+  PHX_HD PHX_INLINE static Vec3 load(const T* p) { return {p[0], p[1], p[2]}; }
   PHX_HD void store(T* p) const { p[0] = x; p[1] = y; p[2] = z; }
   PHX_HD void add_to(T* p) const { p[0] += x; p[1] += y; p[2] += z; }
   PHX_HD T& operator[](int i) { return i == 0 ? x : (i == 1 ? y : z); }
@@ -19,27 +19,27 @@ struct Vec3 {
   PHX_HD Vec3& operator-=(const Vec3& b) { x -= b.x; y -= b.y; z -= b.z; return *this; }
 };
 
-template <class T> PHX_HD Vec3<T> operator+(const Vec3<T>& a, const Vec3<T>& b) {
+template <class T> PHX_HD PHX_INLINE Vec3<T> operator+(const Vec3<T>& a, const Vec3<T>& b) {
   return {a.x + b.x, a.y + b.y, a.z + b.z};
 }
-template <class T> PHX_HD Vec3<T> operator-(const Vec3<T>& a, const Vec3<T>& b) {
+template <class T> PHX_HD PHX_INLINE Vec3<T> operator-(const Vec3<T>& a, const Vec3<T>& b) {
   return {a.x - b.x, a.y - b.y, a.z - b.z};
 }
-template <class T> PHX_HD Vec3<T> operator-(const Vec3<T>& a) { return {-a.x, -a.y, -a.z}; }
-template <class T> PHX_HD Vec3<T> operator*(const T& s, const Vec3<T>& a) {
+template <class T> PHX_HD PHX_INLINE Vec3<T> operator-(const Vec3<T>& a) { return {-a.x, -a.y, -a.z}; }
+template <class T> PHX_HD PHX_INLINE Vec3<T> operator*(const T& s, const Vec3<T>& a) {
   return {s * a.x, s * a.y, s * a.z};
 }
-template <class T> PHX_HD T dot(const Vec3<T>& a, const Vec3<T>& b) {
+template <class T> PHX_HD PHX_INLINE T dot(const Vec3<T>& a, const Vec3<T>& b) {
   return a.x * b.x + a.y * b.y + a.z * b.z;
 }
-template <class T> PHX_HD Vec3<T> cross(const Vec3<T>& a, const Vec3<T>& b) {
+template <class T> PHX_HD PHX_INLINE Vec3<T> cross(const Vec3<T>& a, const Vec3<T>& b) {
   return {a.y * b.z - a.z * b.y, a.z * b.x - a.x * b.z, a.x * b.y - a.y * b.x};
 }
-template <class T> PHX_HD T norm(const Vec3<T>& a) { return sqrt(dot(a, a)); }
+template <class T> PHX_HD PHX_INLINE T norm(const Vec3<T>& a) { return sqrt(dot(a, a)); }
 
 // adjoint of c = a x b: adj_a += b x adj_c, adj_b += adj_c x a
 template <class T>
-PHX_HD void adj_cross(const Vec3<T>& a, const Vec3<T>& b, Vec3<T>& adj_a, Vec3<T>& adj_b,
+PHX_HD PHX_INLINE void adj_cross(const Vec3<T>& a, const Vec3<T>& b, Vec3<T>& adj_a, Vec3<T>& adj_b,
                       const Vec3<T>& adj_c) {
   adj_a += cross(b, adj_c);
   adj_b += cross(adj_c, a);
@@ -69,17 +69,17 @@ struct Mat3 {
 };
 
 // M a
-template <class T> PHX_HD Vec3<T> operator*(const Mat3<T>& M, const Vec3<T>& a) {
+template <class T> PHX_HD PHX_INLINE Vec3<T> operator*(const Mat3<T>& M, const Vec3<T>& a) {
   return {M.m[0] * a.x + M.m[1] * a.y + M.m[2] * a.z, M.m[3] * a.x + M.m[4] * a.y + M.m[5] * a.z,
           M.m[6] * a.x + M.m[7] * a.y + M.m[8] * a.z};
 }
 // M^T a
-template <class T> PHX_HD Vec3<T> mul_transpose(const Mat3<T>& M, const Vec3<T>& a) {
+template <class T> PHX_HD PHX_INLINE Vec3<T> mul_transpose(const Mat3<T>& M, const Vec3<T>& a) {
   return {M.m[0] * a.x + M.m[3] * a.y + M.m[6] * a.z, M.m[1] * a.x + M.m[4] * a.y + M.m[7] * a.z,
           M.m[2] * a.x + M.m[5] * a.y + M.m[8] * a.z};
 }
 // A B
-template <class T> PHX_HD Mat3<T> operator*(const Mat3<T>& A, const Mat3<T>& B) {
+template <class T> PHX_HD PHX_INLINE Mat3<T> operator*(const Mat3<T>& A, const Mat3<T>& B) {
   Mat3<T> C;
   for (int i = 0; i < 3; ++i)
     for (int j = 0; j < 3; ++j)
@@ -89,7 +89,7 @@ template <class T> PHX_HD Mat3<T> operator*(const Mat3<T>& A, const Mat3<T>& B) 
 
 // adjoint of y = M a: adj_M += adj_y a^T, adj_a += M^T adj_y
 template <class T>
-PHX_HD void adj_mul(const Mat3<T>& M, const Vec3<T>& a, Mat3<T>& adj_M, Vec3<T>& adj_a,
+PHX_HD PHX_INLINE void adj_mul(const Mat3<T>& M, const Vec3<T>& a, Mat3<T>& adj_M, Vec3<T>& adj_a,
                     const Vec3<T>& adj_y) {
   for (int i = 0; i < 3; ++i)
     for (int j = 0; j < 3; ++j) adj_M.m[3 * i + j] += adj_y[i] * a[j];
