@@ -164,6 +164,66 @@ TEST(Dense, CholeskySolvesSpdSystem) {
   EXPECT_FALSE(cholesky(C, 2));
 }
 
+// adjoint of x = A^-1 b: <adj_x, dx> = <adj_b, db> + <adj_A, dA> with dx from dual numbers
+// running cholesky + cholesky_solve, and from central differences
+TEST(Dense, CholeskySolveAdjointMatchesDualNumbersAndFiniteDifferences) {
+  using D = Dual<double, 1>;
+  const int n = 4;
+  double B[n * n], A[n * n], b[n], dA[n * n], db[n], adj_x[n];
+  for (double& v : B) v = uniform();
+  for (int i = 0; i < n; ++i)
+    for (int j = 0; j < n; ++j) {
+      double s = i == j ? 2.0 : 0.0;
+      for (int k = 0; k < n; ++k) s += B[i * n + k] * B[j * n + k];
+      A[i * n + j] = s;
+    }
+  for (int i = 0; i < n; ++i) {
+    b[i] = uniform();
+    db[i] = uniform();
+    adj_x[i] = uniform();
+    for (int j = 0; j <= i; ++j) dA[i * n + j] = dA[j * n + i] = uniform();  // symmetric
+  }
+  // forward mode through the factorisation
+  D Ad[n * n], xd[n];
+  for (int i = 0; i < n * n; ++i) {
+    Ad[i] = A[i];
+    Ad[i].d[0] = dA[i];
+  }
+  for (int i = 0; i < n; ++i) {
+    xd[i] = b[i];
+    xd[i].d[0] = db[i];
+  }
+  ASSERT_TRUE(cholesky(Ad, n));
+  cholesky_solve(Ad, n, xd);
+  // central differences
+  auto solve = [&](double s, double* x) {
+    double As[n * n];
+    for (int i = 0; i < n * n; ++i) As[i] = A[i] + s * dA[i];
+    for (int i = 0; i < n; ++i) x[i] = b[i] + s * db[i];
+    cholesky(As, n);
+    cholesky_solve(As, n, x);
+  };
+  double xp[n], xm[n], x[n];
+  solve(1e-6, xp);
+  solve(-1e-6, xm);
+  solve(0.0, x);
+  double jvp = 0, fd = 0;
+  for (int i = 0; i < n; ++i) {
+    jvp += adj_x[i] * xd[i].d[0];
+    fd += adj_x[i] * (xp[i] - xm[i]) / 2e-6;
+  }
+  // reverse mode
+  double L[n * n], y[n], adj_b[n] = {}, adj_A[n * n] = {};
+  for (int i = 0; i < n * n; ++i) L[i] = A[i];
+  cholesky(L, n);
+  adj_cholesky_solve(L, n, x, adj_x, y, adj_b, adj_A);
+  double vjp = 0;
+  for (int i = 0; i < n; ++i) vjp += adj_b[i] * db[i];
+  for (int i = 0; i < n * n; ++i) vjp += adj_A[i] * dA[i];
+  EXPECT_NEAR(vjp, jvp, 1e-12 * (1 + std::abs(jvp)));
+  EXPECT_NEAR(fd, jvp, 1e-6 * (1 + std::abs(jvp)));
+}
+
 TEST(Dual, DerivativesOfElementaryFunctions) {
   using D = Dual<double, 1>;
   D x(0.3);
