@@ -10,7 +10,6 @@ repeated and the median is reported. Results are printed and written as JSON.
 """
 
 import argparse
-import json
 import os
 import platform
 import statistics
@@ -18,12 +17,9 @@ import time
 
 import mujoco
 import numpy as np
-from mujoco import rollout as mj_rollout
 
 import phalanx
-
-HUMANOID = "/usr/share/mujoco/model/humanoid/humanoid.xml"
-
+from _common import HUMANOID, RESULTS, time_mujoco, write_result
 
 def random_controls(rng, nenv, nstep, nu):
     return rng.uniform(-1.0, 1.0, size=(nenv, nstep, nu))
@@ -49,22 +45,6 @@ def time_phalanx(model, qpos0, ctrl, chunk, dtype):
     return elapsed
 
 
-def time_mujoco(mj_model, ctrl, chunk, nthread):
-    nenv, nstep, _ = ctrl.shape
-    data = [mujoco.MjData(mj_model) for _ in range(nthread)]
-    spec = mujoco.mjtState.mjSTATE_FULLPHYSICS
-    state0 = np.empty(mujoco.mj_stateSize(mj_model, spec))
-    mujoco.mj_getState(mj_model, data[0], state0, spec)
-    state = np.repeat(state0[None], nenv, axis=0)
-    out = np.empty((nenv, chunk, state0.size))
-    start = time.perf_counter()
-    for t0 in range(0, nstep, chunk):
-        c = np.ascontiguousarray(ctrl[:, t0:t0 + chunk])
-        traj, _ = mj_rollout.rollout(mj_model, data, state, c, state=out[:, :c.shape[1]])
-        state = np.ascontiguousarray(traj[:, -1])
-    return time.perf_counter() - start
-
-
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--envs", type=int, default=4096)
@@ -72,14 +52,14 @@ def main():
     parser.add_argument("--chunk", type=int, default=100)
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--threads", type=int, default=os.cpu_count())
-    parser.add_argument("--out", default=os.path.join(os.path.dirname(__file__), "results",
-                                                       "humanoid_contact_free.json"))
+    parser.add_argument("--out", default=os.path.join(RESULTS, "humanoid_contact_free.json"))
     args = parser.parse_args()
 
     mj_model = mujoco.MjModel.from_xml_path(HUMANOID)
     mj_model.opt.disableflags |= int(mujoco.mjtDisableBit.mjDSBL_CONTACT)
     mj_model.opt.disableflags |= int(mujoco.mjtDisableBit.mjDSBL_LIMIT)
     model = phalanx.load_model(HUMANOID)
+    model.contact = model.limit = False
     rng = np.random.default_rng(0)
     ctrl = random_controls(rng, args.envs, args.steps, model.nu)
     env_steps = args.envs * args.steps
@@ -120,10 +100,7 @@ def main():
     print(f"  ratio float64 / MuJoCo: {result['ratio_float64_vs_mujoco']:.2f}x")
     print(f"  device memory per env: {result['bytes_per_env']['float32']} B (float32), "
           f"{result['bytes_per_env']['float64']} B (float64)")
-    os.makedirs(os.path.dirname(args.out), exist_ok=True)
-    with open(args.out, "w") as f:
-        json.dump(result, f, indent=2)
-    print(f"  written to {args.out}")
+    write_result(result, args.out)
 
 
 if __name__ == "__main__":

@@ -24,6 +24,7 @@
 #include <utility>
 #include <vector>
 
+#include "bindings/submodules.h"
 #include "host/api.h"
 
 namespace py = pybind11;
@@ -55,6 +56,13 @@ class PyModel {
                                   std::to_string(dt));
     }
     model_.opt.timestep = dt;
+    invalidate();
+  }
+
+  // constraint switches and LCP settings (Options in host/model.h)
+  template <class V>
+  void set_option(V phx::Options::*field, V value) {
+    model_.opt.*field = value;
     invalidate();
   }
 
@@ -330,6 +338,7 @@ py::tuple step(PyModel& pm, const CArray<T>& qpos, const CArray<T>& qvel, const 
 template <class T>
 py::tuple rollout(PyModel& pm, const CArray<T>& qpos, const CArray<T>& qvel, const CArray<T>& ctrl,
                   std::optional<CArray<T>> qpos_out_arg, std::optional<CArray<T>> qvel_out_arg,
+                  std::optional<py::array_t<int, py::array::c_style>> counts_arg,
                   const std::string& device_name) {
   Device device = phx::parse_device(device_name);
   auto dm = pm.compiled<T>(device);
@@ -346,6 +355,8 @@ py::tuple rollout(PyModel& pm, const CArray<T>& qpos, const CArray<T>& qvel, con
                                     : CArray<T>({py::ssize_t(E), nstep, py::ssize_t(m.nv)});
   require_shape(qpos_out, {E, nstep, m.nq}, "qpos_out");
   require_shape(qvel_out, {E, nstep, m.nv}, "qvel_out");
+  if (counts_arg) require_shape(*counts_arg, {E, nstep, 3}, "counts");
+  int* counts_ptr = counts_arg ? counts_arg->mutable_data() : nullptr;
   py::array_t<std::uint32_t> status(py::ssize_t{E});
   const T* q = qpos.data();
   const T* v = qvel.data();
@@ -361,9 +372,12 @@ py::tuple rollout(PyModel& pm, const CArray<T>& qpos, const CArray<T>& qvel, con
     DeviceInput<T> d_ctrl(device, u, size_t(E) * nstep * m.nu);
     DeviceOutput<T> d_qpos_out(device, q_out, size_t(E) * nstep * m.nq);
     DeviceOutput<T> d_qvel_out(device, v_out, size_t(E) * nstep * m.nv);
-    phx::rollout(*dm, data, d_ctrl.get(), int(nstep), d_qpos_out.get(), d_qvel_out.get());
+    DeviceOutput<int> d_counts(device, counts_ptr, counts_ptr ? size_t(E) * nstep * 3 : 0);
+    phx::rollout(*dm, data, d_ctrl.get(), int(nstep), d_qpos_out.get(), d_qvel_out.get(),
+                 counts_ptr ? d_counts.get() : nullptr);
     d_qpos_out.finish();
     d_qvel_out.finish();
+    if (counts_ptr) d_counts.finish();
     data.status.download(s_out, size_t(E));
   }
   return py::make_tuple(qpos_out, qvel_out, status);
@@ -473,10 +487,13 @@ void def_query(py::module_& m, const char* name, F32 f32, F64 f64, const char* d
 
 PYBIND11_MODULE(_phalanx, mod) {
   mod.doc() = "Phalanx C++ core; use the phalanx package, which checks arguments.";
+  phx::bindings::register_collision(mod);
 
   mod.attr("STATUS_NAN_STATE") = unsigned(phx::kStatusNanState);
   mod.attr("STATUS_NAN_CTRL") = unsigned(phx::kStatusNanCtrl);
   mod.attr("STATUS_NAN_RESULT") = unsigned(phx::kStatusNanResult);
+  mod.attr("STATUS_CONTACT_OVERFLOW") = unsigned(phx::kStatusContactOverflow);
+  mod.attr("STATUS_LCP_NOT_CONVERGED") = unsigned(phx::kStatusLcpNotConverged);
 
   mod.def(
       "cuda_available", [] { return phx::cuda_available(); },
@@ -524,6 +541,27 @@ PYBIND11_MODULE(_phalanx, mod) {
             return a;
           },
           &PyModel::set_gravity, "gravitational acceleration (m/s^2), a copy; assign to change")
+      .def_property(
+          "contact", [](const PyModel& pm) { return pm.model().opt.contact; },
+          [](PyModel& pm, bool on) { pm.set_option(&phx::Options::contact, on); },
+          "detect and resolve contacts (MuJoCo's mjDSBL_CONTACT when False)")
+      .def_property(
+          "limit", [](const PyModel& pm) { return pm.model().opt.limit; },
+          [](PyModel& pm, bool on) { pm.set_option(&phx::Options::limit, on); },
+          "enforce joint limits (MuJoCo's mjDSBL_LIMIT when False)")
+      .def_property(
+          "lcp_iterations", [](const PyModel& pm) { return pm.model().opt.lcp_iterations; },
+          [](PyModel& pm, int n) {
+            if (n < 1) throw std::invalid_argument("phalanx: lcp_iterations must be >= 1");
+            pm.set_option(&phx::Options::lcp_iterations, n);
+          },
+          "projected Gauss-Seidel sweeps per step")
+      .def_property_readonly(
+          "nconmax", [](const PyModel& pm) { return pm.model().nconmax; },
+          "contacts each environment can hold")
+      .def_property_readonly(
+          "npair", [](const PyModel& pm) { return pm.model().npair; },
+          "candidate geom pairs after filtering")
       .def("set_parameter", &PyModel::set_parameter, py::arg("name"), py::arg("values"),
            "Replace one parameter array (body_mass, body_inertia, dof_damping, dof_armature, "
            "jnt_stiffness, actuator_gear) with values of the same size; compiled copies are "
@@ -625,7 +663,8 @@ PYBIND11_MODULE(_phalanx, mod) {
             "-> (qpos (E, T, nq), qvel (E, T, nv), status (E,))", py::arg("qpos").noconvert(),
             py::arg("qvel").noconvert(), py::arg("ctrl").noconvert(),
             py::arg("qpos_out").noconvert() = py::none(),
-            py::arg("qvel_out").noconvert() = py::none());
+            py::arg("qvel_out").noconvert() = py::none(),
+            py::arg("counts").noconvert() = py::none());
   def_query(mod, "step_vjp", &step_vjp<float>, &step_vjp<double>,
             "vector-Jacobian product of one step -> dict of adjoints", py::arg("qpos").noconvert(),
             py::arg("qvel").noconvert(), py::arg("ctrl").noconvert(),

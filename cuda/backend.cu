@@ -34,12 +34,12 @@ struct ScratchPool {
     return d_block;
   }
 };
-ScratchPool g_scratch;
+ScratchPool g_reals, g_ints;
 
 template <class Kernel, class T>
-__global__ void env_kernel(Kernel kernel, int nenv, T* d_scratch, long scratch) {
+__global__ void env_kernel(Kernel kernel, int nenv, T* d_reals, int* d_ints, ScratchSize size) {
   int e = blockIdx.x * blockDim.x + threadIdx.x;
-  if (e < nenv) kernel(e, d_scratch + long(e) * scratch);
+  if (e < nenv) kernel(e, Scratch<T>{d_reals + long(e) * size.reals, d_ints + long(e) * size.ints});
 }
 
 }  // namespace
@@ -74,16 +74,17 @@ void copy(void* dst, const void* src, size_t bytes, CopyKind kind) {
 void zero(void* p, size_t bytes) { check(cudaMemset(p, 0, bytes), "cudaMemset"); }
 
 template <class Kernel>
-void launch(int nenv, const Kernel& kernel, long scratch) {
+void launch(int nenv, const Kernel& kernel, ScratchSize scratch) {
   using T = typename Kernel::Scalar;
-  T* d_scratch = static_cast<T*>(g_scratch.get(size_t(nenv) * size_t(scratch) * sizeof(T)));
+  T* d_reals = static_cast<T*>(g_reals.get(size_t(nenv) * size_t(scratch.reals) * sizeof(T)));
+  int* d_ints = static_cast<int*>(g_ints.get(size_t(nenv) * size_t(scratch.ints) * sizeof(int)));
   constexpr int kBlock = 128;
-  env_kernel<<<(nenv + kBlock - 1) / kBlock, kBlock>>>(kernel, nenv, d_scratch, scratch);
+  env_kernel<<<(nenv + kBlock - 1) / kBlock, kBlock>>>(kernel, nenv, d_reals, d_ints, scratch);
   check(cudaGetLastError(), "kernel launch");
   check(cudaDeviceSynchronize(), "kernel execution");
 }
 
-#define PHX_INSTANTIATE(K) template void launch<K>(int, const K&, long);
+#define PHX_INSTANTIATE(K) template void launch<K>(int, const K&, ScratchSize);
 PHX_FOR_EACH_KERNEL(PHX_INSTANTIATE)
 #undef PHX_INSTANTIATE
 

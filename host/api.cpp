@@ -27,7 +27,7 @@ DeviceModel<T>::DeviceModel(const Model& model, Device device) : model_(model), 
 }
 
 template <class T>
-long DeviceModel<T>::scratch_size() const {
+ScratchSize DeviceModel<T>::scratch_size() const {
   return phx::scratch_size(view_);
 }
 
@@ -51,6 +51,18 @@ Data<T>::Data(const DeviceModel<T>& model, int nenv)
   qvel = Buffer<T>(dev, size_t(nenv) * m.nv);
   ctrl = Buffer<T>(dev, size_t(nenv) * m.nu);
   status = Buffer<unsigned>(dev, size_t(nenv));
+  const ModelView<T>& v = model.view();
+  size_t con = size_t(nenv) * v.nconmax, rows = size_t(nenv) * v.nefcmax;
+  ncon = Buffer<int>(dev, size_t(nenv));
+  contact_overflow = Buffer<int>(dev, size_t(nenv));
+  contact_pos = Buffer<T>(dev, 3 * con);
+  contact_frame = Buffer<T>(dev, 9 * con);
+  contact_dist = Buffer<T>(dev, con);
+  contact_geom = Buffer<int>(dev, 2 * con);
+  nefc = Buffer<int>(dev, size_t(nenv));
+  nwarm = Buffer<int>(dev, size_t(nenv));
+  efc_force = Buffer<T>(dev, rows);
+  efc_key = Buffer<int>(dev, rows);
   std::vector<T> q0(size_t(nenv) * m.nq);
   for (int e = 0; e < nenv; ++e)
     for (int i = 0; i < m.nq; ++i) q0[size_t(e) * m.nq + i] = T(m.qpos0[i]);
@@ -59,8 +71,12 @@ Data<T>::Data(const DeviceModel<T>& model, int nenv)
 
 template <class T>
 size_t Data<T>::bytes_per_env() const {
-  size_t state = (qpos.size() + qvel.size() + ctrl.size()) * sizeof(T) + sizeof(unsigned);
-  return state / size_t(nenv_) + size_t(scratch_) * sizeof(T);
+  size_t state = (qpos.size() + qvel.size() + ctrl.size()) * sizeof(T) + sizeof(unsigned) +
+                 contact_pos.bytes() + contact_frame.bytes() + contact_dist.bytes() +
+                 contact_geom.bytes() + efc_force.bytes() + efc_key.bytes() + ncon.bytes() +
+                 contact_overflow.bytes() + nefc.bytes() + nwarm.bytes();
+  return state / size_t(nenv_) + size_t(scratch_.reals) * sizeof(T) +
+         size_t(scratch_.ints) * sizeof(int);
 }
 
 namespace {
@@ -73,17 +89,17 @@ template <class T>
 void step(const DeviceModel<T>& model, Data<T>& data, int nstep) {
   if (nstep < 0) throw std::invalid_argument("phalanx: nstep must be >= 0");
   StepKernel<T> k{model.view(), data.qpos.data(), data.qvel.data(), data.ctrl.data(),
-                  data.status.data(), nstep};
+                  data.status.data(), nstep, data.contacts()};
   launch(model.device(), data.nenv(), k, model.scratch_size());
   for (double& t : data.time) t += nstep * model.model().opt.timestep;
 }
 
 template <class T>
 void rollout(const DeviceModel<T>& model, Data<T>& data, const T* d_ctrl, int nstep,
-             T* d_qpos_out, T* d_qvel_out) {
+             T* d_qpos_out, T* d_qvel_out, int* d_counts_out) {
   if (nstep < 0) throw std::invalid_argument("phalanx: nstep must be >= 0");
   RolloutKernel<T> k{model.view(), data.qpos.data(), data.qvel.data(), d_ctrl, d_qpos_out,
-                     d_qvel_out, data.status.data(), nstep};
+                     d_qvel_out, data.status.data(), nstep, data.contacts(), d_counts_out};
   launch(model.device(), data.nenv(), k, model.scratch_size());
   for (double& t : data.time) t += nstep * model.model().opt.timestep;
 }
@@ -135,7 +151,7 @@ void step_vjp(const DeviceModel<T>& model, int nenv, const T* d_qpos, const T* d
   template class DeviceModel<T>;                                                          \
   template class Data<T>;                                                                 \
   template void step<T>(const DeviceModel<T>&, Data<T>&, int);                            \
-  template void rollout<T>(const DeviceModel<T>&, Data<T>&, const T*, int, T*, T*);       \
+  template void rollout<T>(const DeviceModel<T>&, Data<T>&, const T*, int, T*, T*, int*);     \
   template void mass_matrix<T>(const DeviceModel<T>&, int, const T*, T*);                 \
   template void bias_forces<T>(const DeviceModel<T>&, int, const T*, const T*, T*);       \
   template void forward_dynamics<T>(const DeviceModel<T>&, int, const T*, const T*,       \

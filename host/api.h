@@ -9,6 +9,7 @@
 #include "host/device.h"
 #include "host/model.h"
 #include "phalanx/model_view.h"
+#include "phalanx/constraint.h"
 #include "phalanx/workspace.h"
 
 namespace phx {
@@ -22,8 +23,8 @@ class DeviceModel {
   const Model& model() const { return model_; }
   Device device() const { return device_; }
   const ModelView<T>& view() const { return view_; }
-  // scalars of workspace one environment needs
-  long scratch_size() const;
+  // scratch one environment's step needs
+  ScratchSize scratch_size() const;
   // bytes of device memory the model occupies
   size_t bytes() const;
 
@@ -49,6 +50,24 @@ class Data {
   Buffer<unsigned> status;       // (nenv) StatusBit flags, sticky until cleared
   std::vector<double> time;      // (nenv) simulated time, kept on the host
 
+  // contacts and constraint rows of the last step (see ContactView in constraint.h)
+  Buffer<int> ncon;              // (nenv)
+  Buffer<int> contact_overflow;  // (nenv) contacts beyond nconmax in the last step
+  Buffer<T> contact_pos;         // (nenv x nconmax x 3)
+  Buffer<T> contact_frame;       // (nenv x nconmax x 9)
+  Buffer<T> contact_dist;        // (nenv x nconmax)
+  Buffer<int> contact_geom;      // (nenv x nconmax x 2)
+  Buffer<int> nefc;              // (nenv)
+  Buffer<int> nwarm;             // (nenv) rows warm-started in the last step
+  Buffer<T> efc_force;           // (nenv x nefcmax) constraint impulses
+  Buffer<int> efc_key;           // (nenv x nefcmax)
+  ContactData<T> contacts() {
+    return {ncon.data(),         contact_overflow.data(), contact_pos.data(),
+            contact_frame.data(), contact_dist.data(),    contact_geom.data(),
+            nefc.data(),          nwarm.data(),           efc_force.data(),
+            efc_key.data()};
+  }
+
   // bytes of device memory per environment: state plus the workspace a step uses
   size_t bytes_per_env() const;
   // clear status bits of all environments
@@ -56,7 +75,7 @@ class Data {
 
  private:
   int nenv_;
-  long scratch_;
+  ScratchSize scratch_;
 };
 
 // nstep steps of every environment with ctrl held; status bits accumulate
@@ -64,11 +83,12 @@ template <class T>
 void step(const DeviceModel<T>& model, Data<T>& data, int nstep = 1);
 
 // nstep steps driven by d_ctrl (nenv x nstep x nu, on the device). Writes the state after each
-// step to d_qpos_out (nenv x nstep x nq) and d_qvel_out (nenv x nstep x nv) when non-null;
-// data holds the final state.
+// step to d_qpos_out (nenv x nstep x nq) and d_qvel_out (nenv x nstep x nv), and the numbers of
+// contacts, constraint rows and warm-started rows to d_counts_out (nenv x nstep x 3), each when
+// non-null; data holds the final state.
 template <class T>
 void rollout(const DeviceModel<T>& model, Data<T>& data, const T* d_ctrl, int nstep,
-             T* d_qpos_out, T* d_qvel_out);
+             T* d_qpos_out, T* d_qvel_out, int* d_counts_out = nullptr);
 
 // Functional queries on device arrays of nenv environments.
 // M(q) with armature                                    -> d_M    (nenv x nv x nv)

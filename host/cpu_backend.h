@@ -6,16 +6,19 @@
 
 #include <vector>
 
+#include "phalanx/workspace.h"
+
 namespace phx::cpu {
 
 template <class Kernel>
-void launch(int nenv, const Kernel& kernel, long scratch) {
+void launch(int nenv, const Kernel& kernel, ScratchSize scratch) {
   using T = typename Kernel::Scalar;
-#pragma omp parallel
+#pragma omp parallel if (nenv > 1)
   {
-    std::vector<T> block(static_cast<size_t>(scratch));
+    std::vector<T> reals(static_cast<size_t>(scratch.reals));
+    std::vector<int> ints(static_cast<size_t>(scratch.ints));
 #pragma omp for schedule(static)
-    for (int e = 0; e < nenv; ++e) kernel(e, block.data());
+    for (int e = 0; e < nenv; ++e) kernel(e, Scratch<T>{reals.data(), ints.data()});
   }
 }
 

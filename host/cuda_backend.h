@@ -5,6 +5,8 @@
 #include <cstddef>
 #include <string>
 
+#include "phalanx/workspace.h"
+
 namespace phx::cuda {
 
 // number of visible GPUs; 0 with *error set when none or the driver is missing
@@ -16,8 +18,8 @@ enum class CopyKind { kHostToDevice, kDeviceToHost, kDeviceToDevice };
 void copy(void* dst, const void* src, size_t bytes, CopyKind kind);
 void zero(void* p, size_t bytes);
 
-// one thread per environment, each with `scratch` scalars of global-memory workspace
+// one thread per environment, each with its slice of global-memory scratch
 template <class Kernel>
-void launch(int nenv, const Kernel& kernel, long scratch);
+void launch(int nenv, const Kernel& kernel, ScratchSize scratch);
 
 }  // namespace phx::cuda

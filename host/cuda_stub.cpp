@@ -23,11 +23,11 @@ void copy(void*, const void*, size_t, CopyKind) { not_built(); }
 void zero(void*, size_t) { not_built(); }
 
 template <class Kernel>
-void launch(int, const Kernel&, long) {
+void launch(int, const Kernel&, ScratchSize) {
   not_built();
 }
 
-#define PHX_INSTANTIATE(K) template void launch<K>(int, const K&, long);
+#define PHX_INSTANTIATE(K) template void launch<K>(int, const K&, ScratchSize);
 PHX_FOR_EACH_KERNEL(PHX_INSTANTIATE)
 #undef PHX_INSTANTIATE
 

@@ -77,7 +77,7 @@ void device_zero(Device device, void* p, size_t bytes) {
 }  // namespace detail
 
 template <class Kernel>
-void launch(Device device, int nenv, const Kernel& kernel, long scratch) {
+void launch(Device device, int nenv, const Kernel& kernel, ScratchSize scratch) {
   if (nenv <= 0) return;
   if (device == Device::kCuda) {
     require_device(device);
@@ -87,7 +87,7 @@ void launch(Device device, int nenv, const Kernel& kernel, long scratch) {
   }
 }
 
-#define PHX_INSTANTIATE(K) template void launch<K>(Device, int, const K&, long);
+#define PHX_INSTANTIATE(K) template void launch<K>(Device, int, const K&, ScratchSize);
 PHX_FOR_EACH_KERNEL(PHX_INSTANTIATE)
 #undef PHX_INSTANTIATE
 

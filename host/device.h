@@ -9,6 +9,8 @@
 #include <utility>
 #include <vector>
 
+#include "phalanx/workspace.h"
+
 namespace phx {
 
 enum class Device { kCpu, kCuda };
@@ -103,9 +105,9 @@ void Buffer<T>::check(size_t n, size_t offset) const {
   }
 }
 
-// Run kernel(e, scratch) for e in [0, nenv) on a device, with `scratch` scalars of private
-// workspace per environment. Defined for every kernel in PHX_FOR_EACH_KERNEL.
+// Run kernel(e, scratch) for e in [0, nenv) on a device, with private scratch of the given size
+// per environment. Defined for every kernel in PHX_FOR_EACH_KERNEL.
 template <class Kernel>
-void launch(Device device, int nenv, const Kernel& kernel, long scratch);
+void launch(Device device, int nenv, const Kernel& kernel, ScratchSize scratch);
 
 }  // namespace phx

@@ -6,6 +6,7 @@
 #include <stdexcept>
 #include <string>
 
+#include "phalanx/collision/types.h"
 #include "phalanx/inertia.h"
 
 namespace phx {
@@ -132,6 +133,49 @@ void Model::finalize() {
   geom_rbound.assign(ngeom, 0);
   for (int g = 0; g < ngeom; g++)
     geom_rbound[g] = phx::geom_rbound(geom_type[g], &geom_size[3 * g]);
+  if (geom_restitution.size() != static_cast<size_t>(ngeom)) geom_restitution.assign(ngeom, 0);
+
+  // candidate collision pairs and the contact capacity
+  compute_pairs();
+}
+
+// The geom pairs that may touch, by MuJoCo's rules: geoms of one rigid body (bodies welded
+// together without joints) never collide; a body does not collide with its parent unless the
+// parent is the world; contype/conaffinity must match; explicit <exclude> pairs are dropped.
+void Model::compute_pairs() {
+  // weld body: the nearest ancestor (or self) with joints, or the world
+  std::vector<int> weld(nbody, 0);
+  for (int b = 1; b < nbody; b++) weld[b] = body_jntnum[b] > 0 ? b : weld[body_parentid[b]];
+  auto excluded = [&](int b1, int b2) {
+    for (size_t k = 0; k + 1 < exclude_bodies.size(); k += 2) {
+      int e1 = exclude_bodies[k], e2 = exclude_bodies[k + 1];
+      if ((e1 == b1 && e2 == b2) || (e1 == b2 && e2 == b1)) return true;
+    }
+    return false;
+  };
+  pair_geom.clear();
+  long capacity = 0;
+  for (int g1 = 0; g1 < ngeom; g1++) {
+    for (int g2 = g1 + 1; g2 < ngeom; g2++) {
+      int b1 = geom_bodyid[g1], b2 = geom_bodyid[g2];
+      int w1 = weld[b1], w2 = weld[b2];
+      if (w1 == w2) continue;
+      if (w1 != 0 && w2 != 0 &&
+          (weld[body_parentid[w1]] == w2 || weld[body_parentid[w2]] == w1)) {
+        continue;
+      }
+      if (!(geom_contype[g1] & geom_conaffinity[g2]) && !(geom_contype[g2] & geom_conaffinity[g1])) {
+        continue;
+      }
+      if (geom_type[g1] == kGeomPlane && geom_type[g2] == kGeomPlane) continue;
+      if (excluded(b1, b2)) continue;
+      pair_geom.push_back(g1);
+      pair_geom.push_back(g2);
+      capacity += max_pair_contacts(geom_type[g1], geom_type[g2]);
+    }
+  }
+  npair = static_cast<int>(pair_geom.size() / 2);
+  if (nconmax <= 0) nconmax = static_cast<int>(std::min<long>(capacity, std::max(32, 4 * ngeom)));
 }
 
 void Model::validate() const {
@@ -192,6 +236,13 @@ void Model::validate() const {
   check_size(geom_quat, "geom_quat", 4 * ng);
   check_size(geom_friction, "geom_friction", 3 * ng);
   check_size(geom_rbound, "geom_rbound", ng);
+  check_size(geom_restitution, "geom_restitution", ng);
+  for (double e : geom_restitution) {
+    if (!(e >= 0 && e <= 1)) invalid("geom_restitution", "entries must lie in [0, 1]");
+  }
+  check_size(pair_geom, "pair_geom", 2 * static_cast<size_t>(npair));
+  check_range(pair_geom, "pair_geom", 0, std::max(ngeom, 1));
+  if (nconmax < 0) invalid("nconmax", "must be >= 0");
   if (exclude_bodies.size() % 2 != 0) invalid("exclude_bodies", "must hold pairs of body ids");
   check_size(actuator_ctrllimited, "actuator_ctrllimited", na);
   check_size(actuator_gear, "actuator_gear", na);

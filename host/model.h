@@ -20,6 +20,14 @@ namespace phx {
 struct Options {
   double timestep = 0.002;                     // integration step (s)
   std::array<double, 3> gravity{0, 0, -9.81};  // gravitational acceleration (m/s^2)
+
+  // constraints
+  bool contact = true;           // detect and resolve contacts
+  bool limit = true;             // enforce joint limits
+  int lcp_iterations = 30;       // projected Gauss-Seidel sweeps per step
+  double lcp_tolerance = 1e-6;   // residual above which an env's kStatusLcpNotConverged is set
+  double erp = 0.2;              // fraction of a penetration removed per step (Baumgarte)
+  double slop = 1e-3;            // penetration (m or rad) left uncorrected, avoids jitter
 };
 
 struct Model {
@@ -86,6 +94,16 @@ struct Model {
   std::vector<double> geom_friction;  // sliding, torsional, rolling friction       (ngeom x 3)
   std::vector<double> geom_rbound;    // radius of a bounding sphere at geom_pos; 0 = infinite
                                       //                                           (ngeom)
+  std::vector<double> geom_restitution;  // coefficient of restitution; a pair uses the larger
+                                         // (default 0: plastic impacts)            (ngeom)
+
+  // geom pairs that may collide, after contype/conaffinity, same-body, parent-child and
+  // explicit exclusions (MuJoCo's rules), in deterministic order (g1 < g2)   (npair x 2)
+  std::vector<int> pair_geom;
+  int npair = 0;
+  // contacts each environment can hold; more sets kStatusContactOverflow (default from the
+  // pairs' manifold sizes, capped; 0 before finalize)
+  int nconmax = 0;
 
   // explicit contact exclusions (MJCF <contact><exclude>), pairs of body ids (nexclude x 2)
   std::vector<int> exclude_bodies;
@@ -113,6 +131,10 @@ struct Model {
   // Fill the derived arrays (rootid, adr/num fields, dof arrays, qposadr/dofadr, counts) from
   // body_parentid, jnt_bodyid, jnt_type and geom_bodyid. Loaders call this last.
   void finalize();
+
+  // Recompute pair_geom, npair and (when 0) nconmax from the geoms; finalize calls it, and
+  // callers that change contype, conaffinity or exclusions call it again.
+  void compute_pairs();
 
   // Lookup by name; -1 when absent.
   int body_id(const std::string& name) const;

@@ -20,6 +20,20 @@ ModelView<T> build_view(const Model& m, Real&& real, Integer&& integer) {
   w.ngeom = m.ngeom;
   w.timestep = T(m.opt.timestep);
   for (int i = 0; i < 3; ++i) w.gravity[i] = T(m.opt.gravity[i]);
+  w.contact = m.opt.contact ? 1 : 0;
+  w.limit = m.opt.limit ? 1 : 0;
+  w.lcp_iterations = m.opt.lcp_iterations;
+  w.lcp_tolerance = T(m.opt.lcp_tolerance);
+  w.erp = T(m.opt.erp);
+  w.slop = T(m.opt.slop);
+  w.npair = m.npair;
+  w.nconmax = m.opt.contact ? m.nconmax : 0;
+  int nlimit = 0;
+  for (int j = 0; j < m.njnt; ++j) {
+    bool scalar = m.jnt_type[j] == kJointHinge || m.jnt_type[j] == kJointSlide;
+    nlimit += m.opt.limit && scalar && m.jnt_limited[j];
+  }
+  w.nefcmax = 3 * w.nconmax + nlimit;
   w.qpos0 = real(m.qpos0);
   w.qpos_spring = real(m.qpos_spring);
   w.body_parentid = integer(m.body_parentid);
@@ -41,6 +55,18 @@ ModelView<T> build_view(const Model& m, Real&& real, Integer&& integer) {
   w.jnt_pos = real(m.jnt_pos);
   w.jnt_axis = real(m.jnt_axis);
   w.jnt_stiffness = real(m.jnt_stiffness);
+  w.jnt_limited = integer(m.jnt_limited);
+  w.jnt_range = real(m.jnt_range);
+  w.geom_type = integer(m.geom_type);
+  w.geom_bodyid = integer(m.geom_bodyid);
+  w.geom_condim = integer(m.geom_condim);
+  w.geom_size = real(m.geom_size);
+  w.geom_pos = real(m.geom_pos);
+  w.geom_quat = real(m.geom_quat);
+  w.geom_friction = real(m.geom_friction);
+  w.geom_rbound = real(m.geom_rbound);
+  w.geom_restitution = real(m.geom_restitution);
+  w.pair_geom = integer(m.pair_geom);
   w.dof_bodyid = integer(m.dof_bodyid);
   w.dof_jntid = integer(m.dof_jntid);
   w.dof_parentid = integer(m.dof_parentid);

@@ -24,6 +24,8 @@ import numpy as np
 
 from . import _phalanx
 from ._phalanx import (
+    STATUS_CONTACT_OVERFLOW,
+    STATUS_LCP_NOT_CONVERGED,
     STATUS_NAN_CTRL,
     STATUS_NAN_RESULT,
     STATUS_NAN_STATE,
@@ -46,6 +48,8 @@ __all__ = [
     "STATUS_NAN_STATE",
     "STATUS_NAN_CTRL",
     "STATUS_NAN_RESULT",
+    "STATUS_CONTACT_OVERFLOW",
+    "STATUS_LCP_NOT_CONVERGED",
 ]
 
 try:
@@ -118,14 +122,17 @@ def step(
 
 
 def rollout(
-    model: Model, qpos, qvel, ctrl, *, out=None, dtype=None, device: str = "cpu"
+    model: Model, qpos, qvel, ctrl, *, out=None, counts=None, dtype=None, device: str = "cpu"
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """T steps driven by ctrl (E, T, nu), one row of controls per step.
 
     Returns (qpos (E, T, nq), qvel (E, T, nv), status (E,) uint32) with the state after each
-    step. An environment whose status turns non-zero stops and repeats its last state.
+    step. An environment whose status gets a stopping bit (STATUS_NAN_*) stops and repeats its
+    last state; STATUS_CONTACT_OVERFLOW and STATUS_LCP_NOT_CONVERGED are warnings.
     ``out=(qpos_out, qvel_out)`` writes the trajectories into the caller's C-contiguous arrays
     of those shapes and the call's dtype (reused across calls, no allocation) and returns them.
+    ``counts``, an int32 array (E, T, 3), receives per step the number of contacts, of constraint
+    rows and of rows warm-started from the previous step's impulses.
     """
     args = _Args(model, qpos, dtype)
     nstep = np.shape(ctrl)[1] if np.ndim(ctrl) == 3 else None
@@ -142,7 +149,15 @@ def rollout(
                 raise ValueError(
                     f"phalanx: {name} must be a writeable C-contiguous {args.dtype} array of "
                     f"shape {_expected(dims)}")
-    return _phalanx.rollout(model, args.qpos, args.qvel(qvel), ctrl, qpos_out, qvel_out, device)
+    if counts is not None:
+        dims = [("E", args.batch), ("T", nstep), ("3", 3)]
+        if not (isinstance(counts, np.ndarray) and counts.dtype == np.int32
+                and counts.shape == tuple(d for _, d in dims) and counts.flags.c_contiguous
+                and counts.flags.writeable):
+            raise ValueError(f"phalanx: counts must be a writeable C-contiguous int32 array of "
+                             f"shape {_expected(dims)}")
+    return _phalanx.rollout(model, args.qpos, args.qvel(qvel), ctrl, qpos_out, qvel_out, counts,
+                            device)
 
 
 def step_vjp(

@@ -39,6 +39,12 @@ enum StatusBit : unsigned {
   kStatusNanState = 1u << 0,  // qpos or qvel held NaN/Inf at the start of a step
   kStatusNanCtrl = 1u << 1,   // ctrl held NaN/Inf
   kStatusNanResult = 1u << 2, // the step produced NaN/Inf (divergence)
+  kStatusContactOverflow = 1u << 3,  // more contacts than the capacity: the extra ones were
+                                     // not resolved this step (Data counts them)
+  kStatusLcpNotConverged = 1u << 4,  // the LCP residual stayed above the tolerance
 };
+// bits after which an environment stops stepping (its state is not trustworthy); overflow and
+// convergence bits are warnings and the environment goes on
+constexpr unsigned kStatusStopMask = kStatusNanState | kStatusNanCtrl | kStatusNanResult;
 
 }  // namespace phx

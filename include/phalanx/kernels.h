@@ -8,10 +8,28 @@
 
 namespace phx {
 
-// scratch scalars one environment needs
+// scratch one environment's forward kernels need: the workspace and, when the model has
+// constraint rows, the constraint workspace after it
 template <class T>
-PHX_HD long scratch_size(const ModelView<T>& m) {
-  return Workspace<T>::size(m.nbody, m.njnt, m.nv);
+PHX_HD ScratchSize scratch_size(const ModelView<T>& m) {
+  ScratchSize s{Workspace<T>::size(m.nbody, m.njnt, m.nv), 0};
+  if (m.nefcmax > 0) {
+    ScratchSize c = ConstraintWorkspace<T>::size(m);
+    s.reals += c.reals;
+    s.ints += c.ints;
+  }
+  return s;
+}
+
+// one step of environment e: with contacts and limits when the model has constraint rows
+template <class T>
+PHX_HD unsigned step_env(const ModelView<T>& m, int e, T* qpos, T* qvel, const T* ctrl,
+                         Workspace<T>& w, Scratch<T> scratch, const ContactData<T>& con) {
+  if (m.nefcmax == 0) return step(m, qpos, qvel, ctrl, w);
+  ConstraintWorkspace<T> c = ConstraintWorkspace<T>::carve(
+      m, scratch.reals + Workspace<T>::size(m.nbody, m.njnt, m.nv), scratch.ints);
+  ContactView<T> cv = con.env(m, e);
+  return step_constrained(m, qpos, qvel, ctrl, w, c, cv);
 }
 
 template <class T>
@@ -29,19 +47,21 @@ struct StepKernel {
   const T* ctrl;     // (nenv x nu)
   unsigned* status;  // (nenv) OR-ed with the step's status bits
   int nstep;
+  ContactData<T> con;  // contacts and constraint impulses (unused without constraints)
 
-  PHX_HD void operator()(int e, T* scratch) const {
-    Workspace<T> w = make_workspace(m, scratch);
+  PHX_HD void operator()(int e, Scratch<T> scratch) const {
+    Workspace<T> w = make_workspace(m, scratch.reals);
     unsigned s = 0;
-    for (int t = 0; t < nstep && !s; ++t) {
-      s |= step(m, qpos + long(e) * m.nq, qvel + long(e) * m.nv, ctrl + long(e) * m.nu, w);
+    for (int t = 0; t < nstep && !(s & kStatusStopMask); ++t) {
+      s |= step_env(m, e, qpos + long(e) * m.nq, qvel + long(e) * m.nv, ctrl + long(e) * m.nu, w,
+                    scratch, con);
     }
     status[e] |= s;
   }
 };
 
 // T steps with a control sequence, recording the states after each step. An environment
-// whose status turns non-zero stops and repeats its last state.
+// whose status gets a stopping bit (non-finite values) stops and repeats its last state.
 template <class T>
 struct RolloutKernel {
   using Scalar = T;
@@ -53,19 +73,28 @@ struct RolloutKernel {
   T* qvel_out;       // (nenv x nstep x nv), may be null
   unsigned* status;  // (nenv)
   int nstep;
+  ContactData<T> con;  // contacts and constraint impulses (unused without constraints)
+  int* counts_out;     // (nenv x nstep x 3) contacts, constraint rows and warm-started rows
+                       // of each step, may be null
 
-  PHX_HD void operator()(int e, T* scratch) const {
-    Workspace<T> w = make_workspace(m, scratch);
+  PHX_HD void operator()(int e, Scratch<T> scratch) const {
+    Workspace<T> w = make_workspace(m, scratch.reals);
     T* q = qpos + long(e) * m.nq;
     T* v = qvel + long(e) * m.nv;
     unsigned s = status[e];
     for (int t = 0; t < nstep; ++t) {
-      if (!s) s |= step(m, q, v, ctrl + (long(e) * nstep + t) * m.nu, w);
+      if (!(s & kStatusStopMask)) s |= step_env(m, e, q, v, ctrl + (long(e) * nstep + t) * m.nu, w, scratch, con);
       if (qpos_out) {
         for (int i = 0; i < m.nq; ++i) qpos_out[(long(e) * nstep + t) * m.nq + i] = q[i];
       }
       if (qvel_out) {
         for (int i = 0; i < m.nv; ++i) qvel_out[(long(e) * nstep + t) * m.nv + i] = v[i];
+      }
+      if (counts_out) {
+        int* c = counts_out + 3 * (long(e) * nstep + t);
+        c[0] = m.nefcmax ? con.ncon[e] : 0;
+        c[1] = m.nefcmax ? con.nefc[e] : 0;
+        c[2] = m.nefcmax ? con.nwarm[e] : 0;
       }
     }
     status[e] = s;
@@ -80,8 +109,8 @@ struct MassMatrixKernel {
   const T* qpos;  // (nenv x nq)
   T* M;           // (nenv x nv x nv)
 
-  PHX_HD void operator()(int e, T* scratch) const {
-    Workspace<T> w = make_workspace(m, scratch);
+  PHX_HD void operator()(int e, Scratch<T> scratch) const {
+    Workspace<T> w = make_workspace(m, scratch.reals);
     kinematics(m, qpos + long(e) * m.nq, w);
     com_pos(m, w);
     crba(m, w, M + long(e) * m.nv * m.nv);
@@ -97,8 +126,8 @@ struct BiasKernel {
   const T* qvel;  // (nenv x nv)
   T* bias;        // (nenv x nv)
 
-  PHX_HD void operator()(int e, T* scratch) const {
-    Workspace<T> w = make_workspace(m, scratch);
+  PHX_HD void operator()(int e, Scratch<T> scratch) const {
+    Workspace<T> w = make_workspace(m, scratch.reals);
     kinematics(m, qpos + long(e) * m.nq, w);
     com_pos(m, w);
     com_vel(m, qvel + long(e) * m.nv, w);
@@ -117,8 +146,8 @@ struct ForwardDynamicsKernel {
   const T* ctrl;  // (nenv x nu)
   T* qacc;        // (nenv x nv)
 
-  PHX_HD void operator()(int e, T* scratch) const {
-    Workspace<T> w = make_workspace(m, scratch);
+  PHX_HD void operator()(int e, Scratch<T> scratch) const {
+    Workspace<T> w = make_workspace(m, scratch.reals);
     forward_dynamics(m, qpos + long(e) * m.nq, qvel + long(e) * m.nv, ctrl + long(e) * m.nu, T(0),
                      w, qacc + long(e) * m.nv);
   }
@@ -135,8 +164,8 @@ struct InverseDynamicsKernel {
   const T* qacc;  // (nenv x nv)
   T* tau;         // (nenv x nv)
 
-  PHX_HD void operator()(int e, T* scratch) const {
-    Workspace<T> w = make_workspace(m, scratch);
+  PHX_HD void operator()(int e, Scratch<T> scratch) const {
+    Workspace<T> w = make_workspace(m, scratch.reals);
     const T* q = qpos + long(e) * m.nq;
     const T* v = qvel + long(e) * m.nv;
     const T* a = qacc + long(e) * m.nv;
@@ -150,10 +179,12 @@ struct InverseDynamicsKernel {
   }
 };
 
-// scratch scalars of one environment's reverse pass: a workspace and an adjoint workspace
+// scratch of one environment's reverse pass: a workspace and an adjoint workspace
 template <class T>
-PHX_HD long adjoint_scratch_size(const ModelView<T>& m) {
-  return scratch_size(m) + AdjWorkspace<T>::size(m.nbody, m.njnt, m.nv);
+PHX_HD ScratchSize adjoint_scratch_size(const ModelView<T>& m) {
+  ScratchSize s = scratch_size(m);
+  s.reals += AdjWorkspace<T>::size(m.nbody, m.njnt, m.nv);
+  return s;
 }
 
 // vector-Jacobian product of one step: (adj_qpos_next, adj_qvel_next) at (qpos, qvel, ctrl)
@@ -172,10 +203,10 @@ struct StepAdjointKernel {
   T* adj_ctrl;             // (nenv x nu), overwritten
   ModelAdjoint<T> adj_model;  // per-env arrays (nenv x field size), overwritten
 
-  PHX_HD void operator()(int e, T* scratch) const {
-    Workspace<T> w = make_workspace(m, scratch);
+  PHX_HD void operator()(int e, Scratch<T> scratch) const {
+    Workspace<T> w = make_workspace(m, scratch.reals);
     AdjWorkspace<T> a =
-        AdjWorkspace<T>::carve(scratch + scratch_size(m), m.nbody, m.njnt, m.nv);
+        AdjWorkspace<T>::carve(scratch.reals + scratch_size(m).reals, m.nbody, m.njnt, m.nv);
     T* gq = adj_qpos + long(e) * m.nq;
     T* gv = adj_qvel + long(e) * m.nv;
     T* gc = adj_ctrl + long(e) * m.nu;

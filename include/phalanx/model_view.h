@@ -15,6 +15,17 @@ struct ModelView {
   // options
   T timestep;
   T gravity[3];
+  int contact;         // detect and resolve contacts (0 or 1)
+  int limit;           // enforce joint limits (0 or 1)
+  int lcp_iterations;  // projected Gauss-Seidel sweeps
+  T lcp_tolerance;     // residual tolerance of the LCP
+  T erp;               // fraction of penetration removed per step
+  T slop;              // penetration left uncorrected
+
+  // capacities of one environment
+  int npair;    // candidate geom pairs
+  int nconmax;  // contacts
+  int nefcmax;  // constraint rows: 3 per contact plus one per limited hinge or slide joint
 
   // configuration
   const T* qpos0;        // (nq)
@@ -42,6 +53,8 @@ struct ModelView {
   const T* jnt_pos;        // (njnt x 3)
   const T* jnt_axis;       // (njnt x 3)
   const T* jnt_stiffness;  // (njnt)
+  const int* jnt_limited;  // (njnt)
+  const T* jnt_range;      // (njnt x 2)
 
   // dofs
   const int* dof_bodyid;    // (nv)
@@ -49,6 +62,18 @@ struct ModelView {
   const int* dof_parentid;  // (nv)
   const T* dof_armature;    // (nv)
   const T* dof_damping;     // (nv)
+
+  // geoms
+  const int* geom_type;        // (ngeom)
+  const int* geom_bodyid;      // (ngeom)
+  const int* geom_condim;      // (ngeom)
+  const T* geom_size;          // (ngeom x 3)
+  const T* geom_pos;           // (ngeom x 3)
+  const T* geom_quat;          // (ngeom x 4)
+  const T* geom_friction;      // (ngeom x 3)
+  const T* geom_rbound;        // (ngeom)
+  const T* geom_restitution;   // (ngeom)
+  const int* pair_geom;        // (npair x 2)
 
   // actuators
   const int* actuator_trnid;        // (nu)

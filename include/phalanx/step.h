@@ -3,6 +3,7 @@
 #pragma once
 
 #include "phalanx/aba.h"
+#include "phalanx/constraint.h"
 #include "phalanx/integrate.h"
 #include "phalanx/smooth.h"
 
@@ -46,6 +47,96 @@ PHX_HD unsigned step(const ModelView<T>& m, T* qpos, T* qvel, const T* ctrl, Wor
   T dt = m.timestep;
   forward_dynamics(m, qpos, qvel, ctrl, dt, w, w.qacc);
   for (int d = 0; d < m.nv; ++d) qvel[d] += dt * w.qacc[d];
+  integrate_pos(m, qpos, qvel, dt);
+
+  if (!all_finite(qpos, m.nq) || !all_finite(qvel, m.nv)) status |= kStatusNanResult;
+  return status;
+}
+
+// A step with contacts and joint limits (constraint.h): the same Euler step with the
+// constraint impulses f of the boxed LCP added to the velocity,
+//   qvel' = vfree + M^-1 J^T f,  vfree = qvel + dt M^-1 (qfrc - c),  qpos' = qpos (+) dt qvel',
+// M with armature and dt * damping (implicit damping as in step()). Without active rows this
+// is step() itself. Contacts and impulses are left in cv for the host and the next step's
+// warm start.
+template <class T>
+PHX_HD unsigned step_constrained(const ModelView<T>& m, T* qpos, T* qvel, const T* ctrl,
+                                 Workspace<T>& w, ConstraintWorkspace<T>& c, ContactView<T>& cv) {
+  unsigned status = 0;
+  if (!all_finite(qpos, m.nq) || !all_finite(qvel, m.nv)) status |= kStatusNanState;
+  if (!all_finite(ctrl, m.nu)) status |= kStatusNanCtrl;
+  if (status) return status;
+  T dt = m.timestep;
+  int nv = m.nv;
+
+  // the previous rows, for warm starting
+  int nprev = *cv.nefc;
+  for (int r = 0; r < nprev; ++r) {
+    c.key_prev[r] = cv.efc_key[r];
+    c.f_prev[r] = cv.efc_force[r];
+  }
+
+  // positions and velocities, contacts and rows
+  kinematics(m, qpos, w);
+  com_pos(m, w);
+  com_vel(m, qvel, w);
+  *cv.ncon = 0;
+  *cv.overflow = 0;
+  *cv.nwarm = 0;
+  if (m.contact && m.nconmax > 0) {
+    geom_poses(m, w, c);
+    detect_contacts(m, c, cv);
+    if (*cv.overflow) status |= kStatusContactOverflow;
+  }
+  int nrow = build_rows(m, qpos, qvel, w, c, cv);
+
+  // applied forces
+  passive(m, qpos, qvel, w.qfrc);
+  actuation(m, ctrl, w.qfrc);
+  for (int d = 0; d < nv; ++d) w.armature[d] = m.dof_armature[d] + dt * m.dof_damping[d];
+
+  if (nrow == 0) {
+    aba(m, qvel, w.qfrc, w.armature, true, w, w.qacc);
+    for (int d = 0; d < nv; ++d) qvel[d] += dt * w.qacc[d];
+  } else {
+    // unconstrained velocity through the factor of M + diag(armature + dt damping)
+    crba(m, w, c.L);
+    for (int d = 0; d < nv; ++d) c.L[d * nv + d] += dt * m.dof_damping[d];
+    if (!cholesky(c.L, nv)) return status | kStatusNanResult;
+    rnea(m, qvel, static_cast<const T*>(nullptr), w, c.bias);
+    for (int d = 0; d < nv; ++d) c.tmp[d] = w.qfrc[d] - c.bias[d];
+    cholesky_solve(c.L, nv, c.tmp);
+    for (int d = 0; d < nv; ++d) c.vfree[d] = qvel[d] + dt * c.tmp[d];
+
+    // the LCP, warm started from the rows that persist
+    delassus(m, nrow, c);
+    T* f = cv.efc_force;
+    int nwarm = 0;
+    for (int r = 0; r < nrow; ++r) {
+      f[r] = T(0);
+      for (int k = 0; k < nprev; ++k) {
+        if (c.key_prev[k] == cv.efc_key[r]) {
+          f[r] = c.f_prev[k];
+          ++nwarm;
+          break;
+        }
+      }
+    }
+    *cv.nwarm = nwarm;
+    T residual = solve_lcp(m, nrow, c, f);
+    if (!(residual <= m.lcp_tolerance)) status |= kStatusLcpNotConverged;
+
+    // qvel' = vfree + L^-T (Y^T f), with Y = L^-1 J^T
+    for (int d = 0; d < nv; ++d) c.tmp[d] = T(0);
+    for (int r = 0; r < nrow; ++r)
+      for (int d = 0; d < nv; ++d) c.tmp[d] += f[r] * c.Y[long(r) * nv + d];
+    for (int i = nv - 1; i >= 0; --i) {
+      T v = c.tmp[i];
+      for (int k = i + 1; k < nv; ++k) v -= c.L[k * nv + i] * c.tmp[k];
+      c.tmp[i] = v / c.L[i * nv + i];
+    }
+    for (int d = 0; d < nv; ++d) qvel[d] = c.vfree[d] + c.tmp[d];
+  }
   integrate_pos(m, qpos, qvel, dt);
 
   if (!all_finite(qpos, m.nq) || !all_finite(qvel, m.nv)) status |= kStatusNanResult;

@@ -7,6 +7,19 @@
 
 namespace phx {
 
+// how much private scratch one environment's kernel needs: scalars and integers
+struct ScratchSize {
+  long reals = 0;
+  long ints = 0;
+};
+
+// one environment's scratch blocks, handed to a kernel by the backend
+template <class T>
+struct Scratch {
+  T* reals;
+  int* ints;
+};
+
 template <class T>
 struct Workspace {
   // kinematics

@@ -153,7 +153,7 @@ struct HostModel {
       return ints.back().data();
     };
     view = build_view<T>(m, real, integer);
-    scratch.resize(scratch_size(view));
+    scratch.resize(scratch_size(view).reals);
     w = make_workspace(view, scratch.data());
   }
 };

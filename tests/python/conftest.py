@@ -30,6 +30,9 @@ def rng() -> np.random.Generator:
 
 @pytest.fixture
 def humanoid():
-    """the humanoid (nq 28, nv 27, nu 21: a free joint and 21 hinges), loaded afresh so that a
-    test may change its options"""
-    return phalanx.load_model(HUMANOID)  # installed by scripts/setup.sh (libmujoco-samples)
+    """the humanoid (nq 28, nv 27, nu 21: a free joint and 21 hinges) without contacts and joint
+    limits (the smooth dynamics these tests check), loaded afresh so that a test may change its
+    options"""
+    model = phalanx.load_model(HUMANOID)  # installed by scripts/setup.sh (libmujoco-samples)
+    model.contact = model.limit = False
+    return model

@@ -54,12 +54,13 @@ MODELS = (
 
 
 class Pair:
-    """The same file loaded by Phalanx and by MuJoCo, MuJoCo's constraints disabled."""
+    """The same file loaded by Phalanx and by MuJoCo, constraints disabled in both."""
 
     def __init__(self, path: Path | None):
         if path is None or not path.exists():
             pytest.fail(f"{path} is missing")
         self.model = phalanx.load_model(path)
+        self.model.contact = self.model.limit = False
         self.mj = mujoco.MjModel.from_xml_path(str(path))
         self.mj.opt.disableflags |= (
             mujoco.mjtDisableBit.mjDSBL_CONTACT

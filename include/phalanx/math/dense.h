@@ -58,4 +58,169 @@ PHX_HD void adj_cholesky_solve(const T* L, int n, const T* x, const T* adj_x, T*
   }
 }
 
+// Householder reflector H = I - tau v v^T with v[0] = 1 that maps x (len entries, stride apart)
+// to beta e_0 (LAPACK's dlarfg): beta overwrites x[0], v[1..] overwrite x[1..]. Returns tau,
+// zero when x[1..] is already zero (H = I).
+template <class T>
+PHX_HD T householder(T* x, int len, int stride) {
+  T xnorm2(0);
+  for (int i = 1; i < len; ++i) xnorm2 += x[i * stride] * x[i * stride];
+  if (!(xnorm2 > T(0))) return T(0);
+  T alpha = x[0];
+  T norm = sqrt(alpha * alpha + xnorm2);
+  T beta = alpha > T(0) ? -norm : norm;
+  T scale = T(1) / (alpha - beta);
+  for (int i = 1; i < len; ++i) x[i * stride] *= scale;
+  x[0] = beta;
+  return (beta - alpha) / beta;
+}
+
+// y <- H y for the reflector (v, tau) of householder(): v[0] = 1 is implied, v[1..] are read
+// from v (stride vstride), y has len entries stride ystride.
+template <class T>
+PHX_HD void apply_householder(const T* v, int vstride, T tau, T* y, int len, int ystride) {
+  T w = y[0];
+  for (int i = 1; i < len; ++i) w += v[i * vstride] * y[i * ystride];
+  w *= tau;
+  y[0] -= w;
+  for (int i = 1; i < len; ++i) y[i * ystride] -= w * v[i * vstride];
+}
+
+// Complete orthogonal decomposition of a square n x n matrix K, for minimum-norm least-squares
+// solves of rank-deficient systems (LAPACK's xGELSY; Golub & Van Loan, Matrix Computations,
+// 4th ed., section 5.5.2):
+//   K P = Q [R1; 0]        Householder QR with column pivoting, stopped at the numerical rank r
+//                          (the first step whose largest remaining column norm is at most
+//                          rank_tol times |R_00|); R1 is r x n
+//   R1^T = W [U; 0]        Householder QR of R1^T (n x r), U r x r upper triangular
+// so K = Q [U^T 0; 0 0] W^T P^T and K^+ = P W [U^-T 0; 0 0] Q^T.
+template <class T>
+struct Cod {
+  int n = 0;     // matrix size
+  int rank = 0;  // numerical rank r
+  T* qr;         // n x n: R1 on and above the diagonal (rows < r), Householder vectors of Q below
+  T* w;          // n x n, first r columns used: U on and above the diagonal, vectors of W below
+  T* tau_q;      // n: Householder coefficients of Q
+  T* tau_w;      // n: Householder coefficients of W
+  T* work;       // n: permutation buffer
+  int* perm;     // n: column k of K P is column perm[k] of K
+};
+
+// scratch of cod_bind: scalars and ints
+PHX_HD constexpr int cod_scratch_size(int n) {
+  return 2 * n * n + 3 * n;
+}
+PHX_HD constexpr int cod_iscratch_size(int n) {
+  return n;
+}
+
+// a Cod of size n over caller scratch (cod_scratch_size(n) scalars, cod_iscratch_size(n) ints)
+template <class T>
+PHX_HD Cod<T> cod_bind(int n, T* scratch, int* iscratch) {
+  Cod<T> c;
+  c.n = n;
+  c.qr = scratch;
+  c.w = c.qr + n * n;
+  c.tau_q = c.w + n * n;
+  c.tau_w = c.tau_q + n;
+  c.work = c.tau_w + n;
+  c.perm = iscratch;
+  return c;
+}
+
+// Factor K (n x n row-major, read only) into c; returns the numerical rank.
+template <class T>
+PHX_HD int cod_factor(Cod<T>& c, const T* K, T rank_tol) {
+  const int n = c.n;
+  T* qr = c.qr;
+  for (int i = 0; i < n * n; ++i) qr[i] = K[i];
+  for (int j = 0; j < n; ++j) c.perm[j] = j;
+  // pivoted qr: bring the largest remaining column forward, reflect it onto the diagonal
+  c.rank = 0;
+  T r00(0);
+  for (int k = 0; k < n; ++k) {
+    int jmax = k;
+    T cmax(-1);
+    for (int j = k; j < n; ++j) {
+      T s(0);
+      for (int i = k; i < n; ++i) s += qr[i * n + j] * qr[i * n + j];
+      if (s > cmax) {
+        cmax = s;
+        jmax = j;
+      }
+    }
+    if (!(cmax > T(0))) break;
+    T cnorm = sqrt(cmax);
+    if (k == 0) {
+      r00 = cnorm;
+    } else if (cnorm <= rank_tol * r00) {
+      break;
+    }
+    if (jmax != k) {
+      for (int i = 0; i < n; ++i) {
+        T t = qr[i * n + k];
+        qr[i * n + k] = qr[i * n + jmax];
+        qr[i * n + jmax] = t;
+      }
+      int t = c.perm[k];
+      c.perm[k] = c.perm[jmax];
+      c.perm[jmax] = t;
+    }
+    T* col = qr + k * n + k;
+    c.tau_q[k] = householder(col, n - k, n);
+    for (int j = k + 1; j < n; ++j) apply_householder(col, n, c.tau_q[k], col + (j - k), n - k, n);
+    c.rank = k + 1;
+  }
+  // qr of R1^T (n x r) into the first r columns of w
+  const int r = c.rank;
+  for (int i = 0; i < n; ++i)
+    for (int j = 0; j < r; ++j) c.w[i * n + j] = i >= j ? qr[j * n + i] : T(0);
+  for (int k = 0; k < r; ++k) {
+    T* col = c.w + k * n + k;
+    c.tau_w[k] = householder(col, n - k, n);
+    for (int j = k + 1; j < r; ++j) apply_householder(col, n, c.tau_w[k], col + (j - k), n - k, n);
+  }
+  return r;
+}
+
+// x <- K^+ x, the minimum-norm least-squares solution of K y = x:
+// y = P W [U^-T (Q^T x)_r; 0]
+template <class T>
+PHX_HD void cod_solve(const Cod<T>& c, T* x) {
+  const int n = c.n, r = c.rank;
+  // Q^T x (only the first r reflectors touch the first r entries)
+  for (int k = 0; k < r; ++k) apply_householder(c.qr + k * n + k, n, c.tau_q[k], x + k, n - k, 1);
+  // U^T u = (Q^T x)_r, forward substitution (U^T is lower triangular)
+  for (int i = 0; i < r; ++i) {
+    T s = x[i];
+    for (int j = 0; j < i; ++j) s -= c.w[j * n + i] * x[j];
+    x[i] = s / c.w[i * n + i];
+  }
+  for (int i = r; i < n; ++i) x[i] = T(0);
+  // W [u; 0], then undo the column permutation
+  for (int k = r - 1; k >= 0; --k)
+    apply_householder(c.w + k * n + k, n, c.tau_w[k], x + k, n - k, 1);
+  for (int i = 0; i < n; ++i) c.work[i] = x[i];
+  for (int i = 0; i < n; ++i) x[c.perm[i]] = c.work[i];
+}
+
+// x <- K^+T x = (K^T)^+ x, the minimum-norm least-squares solution of K^T y = x:
+// y = Q [U^-1 (W^T P^T x)_r; 0]
+template <class T>
+PHX_HD void cod_solve_transpose(const Cod<T>& c, T* x) {
+  const int n = c.n, r = c.rank;
+  for (int i = 0; i < n; ++i) c.work[i] = x[i];
+  for (int i = 0; i < n; ++i) x[i] = c.work[c.perm[i]];
+  for (int k = 0; k < r; ++k) apply_householder(c.w + k * n + k, n, c.tau_w[k], x + k, n - k, 1);
+  // U u = (W^T P^T x)_r, back substitution
+  for (int i = r - 1; i >= 0; --i) {
+    T s = x[i];
+    for (int j = i + 1; j < r; ++j) s -= c.w[i * n + j] * x[j];
+    x[i] = s / c.w[i * n + i];
+  }
+  for (int i = r; i < n; ++i) x[i] = T(0);
+  for (int k = r - 1; k >= 0; --k)
+    apply_householder(c.qr + k * n + k, n, c.tau_q[k], x + k, n - k, 1);
+}
+
 }  // namespace phx

@@ -1,0 +1,109 @@
+"""Humanoid with contacts: Phalanx float32 (projected Gauss-Seidel) against MuJoCo in one run.
+
+MuJoCo's humanoid.xml as it is (floor and self-collision as the model declares them, joint
+limits on), E environments by T steps of random controls from the model's standing pose, both CPU
+cores: Phalanx through phalanx.rollout, MuJoCo through mujoco.rollout with one MjData per thread.
+Besides env-steps/s (median of the repeats) it reports contacts per step, constraint rows, PGS
+sweeps and the fraction of rows warm-started from the previous step. Results go to JSON.
+
+    .venv/bin/python bench/bench_humanoid_contact.py [--envs 4096] [--steps 1000] [--repeats 3]
+"""
+
+import argparse
+import os
+import platform
+import statistics
+import time
+
+import mujoco
+import numpy as np
+
+import phalanx
+from _common import HUMANOID, RESULTS, time_mujoco, write_result
+
+def time_phalanx(model, ctrl, chunk):
+    nenv, nstep, _ = ctrl.shape
+    qpos = np.repeat(model.qpos0[None].astype(np.float32), nenv, axis=0)
+    qvel = np.zeros((nenv, model.nv), np.float32)
+    ctrl = ctrl.astype(np.float32)
+    out = (np.empty((nenv, chunk, model.nq), np.float32),
+           np.empty((nenv, chunk, model.nv), np.float32))
+    counts = np.empty((nenv, chunk, 3), np.int32)
+    totals = np.zeros(3)
+    flags = 0
+    start = time.perf_counter()
+    for t0 in range(0, nstep, chunk):
+        c = np.ascontiguousarray(ctrl[:, t0:t0 + chunk])
+        n = c.shape[1]
+        full = n == chunk
+        qs, vs, status = phalanx.rollout(model, qpos, qvel, c, out=out if full else None,
+                                         counts=counts if full else None)
+        qpos, qvel = qs[:, n - 1].copy(), vs[:, n - 1].copy()
+        if full:
+            totals += counts.reshape(-1, 3).sum(axis=0)
+        flags |= int(np.bitwise_or.reduce(status))
+    elapsed = time.perf_counter() - start
+    if flags & (phalanx.STATUS_NAN_STATE | phalanx.STATUS_NAN_CTRL | phalanx.STATUS_NAN_RESULT):
+        raise RuntimeError("phalanx: non-finite state in some environments")
+    return elapsed, totals / (nenv * nstep), flags
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--envs", type=int, default=4096)
+    parser.add_argument("--steps", type=int, default=1000)
+    parser.add_argument("--chunk", type=int, default=100)
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--threads", type=int, default=os.cpu_count())
+    parser.add_argument("--out", default=os.path.join(RESULTS, "humanoid_contact.json"))
+    args = parser.parse_args()
+
+    mj_model = mujoco.MjModel.from_xml_path(HUMANOID)
+    model = phalanx.load_model(HUMANOID)
+    rng = np.random.default_rng(0)
+    ctrl = rng.uniform(-1.0, 1.0, size=(args.envs, args.steps, model.nu))
+    env_steps = args.envs * args.steps
+
+    times = {"phalanx_float32": [], "mujoco": []}
+    stats = flags = None
+    for r in range(args.repeats):
+        elapsed, stats, flags = time_phalanx(model, ctrl, args.chunk)
+        times["phalanx_float32"].append(elapsed)
+        times["mujoco"].append(time_mujoco(mj_model, ctrl, args.chunk, args.threads))
+        print(f"repeat {r + 1}/{args.repeats}: " + ", ".join(
+            f"{k} {env_steps / v[-1]:,.0f} env-steps/s" for k, v in times.items()), flush=True)
+
+    median = {k: statistics.median(v) for k, v in times.items()}
+    rate = {k: env_steps / v for k, v in median.items()}
+    ncon, nefc, nwarm = stats
+    result = {
+        "benchmark": "humanoid with contacts (floor and self-collision) and joint limits",
+        "model": HUMANOID,
+        "envs": args.envs,
+        "steps": args.steps,
+        "threads": args.threads,
+        "repeats": args.repeats,
+        "machine": platform.processor() or platform.machine(),
+        "median_seconds": median,
+        "env_steps_per_second": rate,
+        "ratio_float32_vs_mujoco": rate["phalanx_float32"] / rate["mujoco"],
+        "contacts_per_step": ncon,
+        "lcp_rows_per_step": nefc,
+        "pgs_sweeps": model.lcp_iterations,
+        "warm_start_row_fraction": nwarm / nefc if nefc else 0.0,
+        "status_bits_seen": flags,
+        "bytes_per_env_float32": phalanx.bytes_per_env(model, dtype=np.float32),
+    }
+    print()
+    print(f"humanoid with contacts, {args.envs} envs x {args.steps} steps, {args.threads} threads, "
+          f"median of {args.repeats}")
+    for k in times:
+        print(f"  {k:16s} {rate[k]:>14,.0f} env-steps/s   ({median[k]:.2f} s)")
+    print(f"  ratio float32 / MuJoCo: {result['ratio_float32_vs_mujoco']:.2f}x (target >= 1.5x)")
+    print(f"  contacts per step {ncon:.2f}, LCP rows {nefc:.2f}, PGS sweeps "
+          f"{model.lcp_iterations}, rows warm-started {100 * result['warm_start_row_fraction']:.1f}%")
+    write_result(result, args.out)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,319 @@
+// Contacts and joint limits as rows of a velocity-level boxed LCP (SEEDS.md part A):
+//   v = A f + b,  A = J M^-1 J^T,  b = J v_free + corrections,
+// with f the constraint impulses, v the constrained velocities after the step, and M the
+// joint-space inertia with armature and implicit damping (M + diag(armature + dt damping)), so
+// that the contact step and the contact-free step integrate the same dynamics.
+//
+// Rows, in this order: for each contact its normal and, when either geom has condim > 1, two
+// friction rows along the tangents of contact_frame(normal) bounded by +-mu f_normal (a
+// four-sided friction pyramid; torsional and rolling friction of condim 4 and 6 are not
+// modelled); then one row per active limit of a hinge or slide joint.
+//
+// Corrections in b: restitution e (the larger of the two geoms') asks an approaching contact
+// to leave with at least e times its approach speed (Newton's law, v+ >= -e v-); penetration
+// beyond `slop` is removed at the rate erp / dt (Baumgarte stabilisation). A contact takes the
+// stronger of the two, not their sum, so that the push-out of the penetration a fast impact
+// leaves behind does not add energy to the bounce.
+#pragma once
+
+#include "phalanx/collision/narrowphase.h"
+#include "phalanx/kinematics.h"
+#include "phalanx/lcp.h"
+#include "phalanx/math/dense.h"
+
+namespace phx {
+
+// One environment's contacts and constraint rows, kept in Data between steps (warm start)
+// and readable by the host. Sizes use the model's nconmax and nefcmax.
+template <class T>
+struct ContactView {
+  int* ncon;       // number of contacts                                  (1)
+  int* overflow;   // contacts found beyond nconmax in the last step      (1)
+  T* pos;          // contact point in world                              (nconmax x 3)
+  T* frame;        // normal (geom1 -> geom2), tangent 1, tangent 2       (nconmax x 9)
+  T* dist;         // signed distance, negative when penetrating          (nconmax)
+  int* geom;       // the two geoms, lower geom type first as in MuJoCo   (nconmax x 2)
+  int* nefc;       // number of constraint rows                           (1)
+  int* nwarm;      // rows warm-started from the previous step's impulse  (1)
+  T* efc_force;    // impulse of each row (N s or N m s)                  (nefcmax)
+  int* efc_key;    // identity of a row across steps, for warm starting   (nefcmax)
+};
+
+// The contact arrays of all environments, env-major; env() gives one environment's view.
+template <class T>
+struct ContactData {
+  int* ncon;       // (nenv)
+  int* overflow;   // (nenv)
+  T* pos;          // (nenv x nconmax x 3)
+  T* frame;        // (nenv x nconmax x 9)
+  T* dist;         // (nenv x nconmax)
+  int* geom;       // (nenv x nconmax x 2)
+  int* nefc;       // (nenv)
+  int* nwarm;      // (nenv)
+  T* efc_force;    // (nenv x nefcmax)
+  int* efc_key;    // (nenv x nefcmax)
+
+  PHX_HD ContactView<T> env(const ModelView<T>& m, int e) const {
+    long c = m.nconmax, r = m.nefcmax;
+    return {ncon + e,     overflow + e,      pos + e * c * 3,   frame + e * c * 9, dist + e * c,
+            geom + e * c * 2, nefc + e,     nwarm + e,         efc_force + e * r, efc_key + e * r};
+  }
+};
+
+// Scratch of the constraint pipeline, carved after the Workspace.
+template <class T>
+struct ConstraintWorkspace {
+  T* geom_xpos;   // (ngeom x 3)
+  T* geom_xmat;   // (ngeom x 9)
+  T* L;           // Cholesky factor of M + diag(armature + dt damping)  (nv x nv)
+  T* bias;        // c(q, qvel)                                          (nv)
+  T* vfree;       // velocity after the step without constraints         (nv)
+  T* tmp;         // (nv)
+  T* J;           // row Jacobians                                       (nefcmax x nv)
+  T* Y;           // L^-1 J^T, stored by row                             (nefcmax x nv)
+  T* A;           // Delassus matrix J M^-1 J^T                          (nefcmax x nefcmax)
+  T* b;           // (nefcmax)
+  T* lo;          // fixed lower bounds                                  (nefcmax)
+  T* hi;          // fixed upper bounds                                  (nefcmax)
+  T* mu;          // friction coefficient of friction rows               (nefcmax)
+  T* f_prev;      // impulses of the previous step                       (nefcmax)
+  T* lcp;         // LCP solver scratch                                  (lcp_scratch_size)
+  int* findex;    // normal row of a friction row, -1 otherwise          (nefcmax)
+  int* key_prev;  // efc_key of the previous step                        (nefcmax)
+  int* ilcp;      // LCP solver integer scratch                          (lcp_iscratch_size)
+
+  PHX_HD static ScratchSize size(const ModelView<T>& m) {
+    long ne = m.nefcmax, nv = m.nv;
+    return {m.ngeom * 12L + nv * nv + 3 * nv + 2 * ne * nv + ne * ne + 5 * ne +
+                lcp_scratch_size(m.nefcmax),
+            2 * ne + lcp_iscratch_size(m.nefcmax)};
+  }
+
+  PHX_HD static ConstraintWorkspace carve(const ModelView<T>& m, T* p, int* q) {
+    ConstraintWorkspace c;
+    long ne = m.nefcmax, nv = m.nv;
+    auto take = [&p](long n) { T* r = p; p += n; return r; };
+    c.geom_xpos = take(3L * m.ngeom);
+    c.geom_xmat = take(9L * m.ngeom);
+    c.L = take(nv * nv);
+    c.bias = take(nv);
+    c.vfree = take(nv);
+    c.tmp = take(nv);
+    c.J = take(ne * nv);
+    c.Y = take(ne * nv);
+    c.A = take(ne * ne);
+    c.b = take(ne);
+    c.lo = take(ne);
+    c.hi = take(ne);
+    c.mu = take(ne);
+    c.f_prev = take(ne);
+    c.lcp = take(lcp_scratch_size(m.nefcmax));
+    c.findex = q;
+    c.key_prev = q + ne;
+    c.ilcp = q + 2 * ne;
+    return c;
+  }
+};
+
+// world poses of the geoms from the body frames
+template <class T>
+PHX_HD void geom_poses(const ModelView<T>& m, const Workspace<T>& w, ConstraintWorkspace<T>& c) {
+  for (int g = 0; g < m.ngeom; ++g) {
+    int b = m.geom_bodyid[g];
+    Mat3<T> R = Mat3<T>::load(w.xmat + 9 * b);
+    (Vec3<T>::load(w.xpos + 3 * b) + R * Vec3<T>::load(m.geom_pos + 3 * g)).store(c.geom_xpos + 3 * g);
+    (R * to_mat(Quat<T>::load(m.geom_quat + 4 * g))).store(c.geom_xmat + 9 * g);
+  }
+}
+
+// Broadphase and narrowphase: the candidate pairs in model order, a bounding-sphere test,
+// then the pair function with the lower geom type first. Contacts beyond nconmax are counted
+// in *overflow and not stored.
+template <class T>
+PHX_HD void detect_contacts(const ModelView<T>& m, const ConstraintWorkspace<T>& c,
+                            ContactView<T>& cv) {
+  int ncon = 0, overflow = 0;
+  for (int k = 0; k < m.npair; ++k) {
+    int g1 = m.pair_geom[2 * k], g2 = m.pair_geom[2 * k + 1];
+    if (m.geom_type[g1] > m.geom_type[g2]) {
+      int t = g1;
+      g1 = g2;
+      g2 = t;
+    }
+    Vec3<T> p1 = Vec3<T>::load(c.geom_xpos + 3 * g1), p2 = Vec3<T>::load(c.geom_xpos + 3 * g2);
+    T r1 = m.geom_rbound[g1], r2 = m.geom_rbound[g2];
+    if (r1 > T(0) && r2 > T(0) && norm(p2 - p1) > r1 + r2) continue;  // planes have rbound 0
+    GeomFrame<T> f1{p1, Mat3<T>::load(c.geom_xmat + 9 * g1)};
+    GeomFrame<T> f2{p2, Mat3<T>::load(c.geom_xmat + 9 * g2)};
+    ContactPoint<T> pts[kMaxPairContacts];
+    int n = collide(m.geom_type[g1], f1, m.geom_size + 3 * g1, m.geom_type[g2], f2,
+                    m.geom_size + 3 * g2, T(0), pts);
+    for (int i = 0; i < n; ++i) {
+      if (ncon == m.nconmax) {
+        overflow += n - i;
+        break;
+      }
+      Vec3<T> t1, t2;
+      contact_frame(pts[i].normal, t1, t2);
+      pts[i].pos.store(cv.pos + 3 * ncon);
+      pts[i].normal.store(cv.frame + 9 * ncon);
+      t1.store(cv.frame + 9 * ncon + 3);
+      t2.store(cv.frame + 9 * ncon + 6);
+      cv.dist[ncon] = pts[i].dist;
+      cv.geom[2 * ncon] = g1;
+      cv.geom[2 * ncon + 1] = g2;
+      // a row key: pair, point within the pair (rows add 0, 1, 2)
+      cv.efc_key[ncon] = (k * kMaxPairContacts + i) * 3;
+      ++ncon;
+    }
+  }
+  *cv.ncon = ncon;
+  *cv.overflow = overflow;
+}
+
+// the last dof on the path from body b to the root, -1 if none
+template <class T>
+PHX_HD int last_dof(const ModelView<T>& m, int b) {
+  while (b > 0 && m.body_dofnum[b] == 0) b = m.body_parentid[b];
+  return b > 0 ? m.body_dofadr[b] + m.body_dofnum[b] - 1 : -1;
+}
+
+// row += sign * u . (velocity of the point p fixed to body b per unit qvel)
+template <class T>
+PHX_HD void add_point_jacobian(const ModelView<T>& m, const Workspace<T>& w, int b,
+                               const Vec3<T>& p, const Vec3<T>& u, T sign, T* row) {
+  Vec3<T> r = p - Vec3<T>::load(w.xpos + 3 * m.body_rootid[b]);
+  for (int d = last_dof(m, b); d >= 0; d = m.dof_parentid[d]) {
+    Vec6<T> s = Vec6<T>::load(w.cdof + 6 * d);
+    row[d] += sign * dot(u, s.lin() + cross(s.ang(), r));
+  }
+}
+
+// Rows of the contacts and active joint limits: J, bounds, friction links, and b without the
+// unconstrained velocity term. Returns the number of rows. Row keys of contacts were set by
+// detect_contacts in efc_key[contact]; this spreads them to the rows.
+template <class T>
+PHX_HD int build_rows(const ModelView<T>& m, const T* qpos, const T* qvel, const Workspace<T>& w,
+                      ConstraintWorkspace<T>& c, ContactView<T>& cv) {
+  const T inf = T(kLcpInf);
+  int ncon = *cv.ncon, nv = m.nv;
+  // contacts: count the rows first so that keys can be moved in place from the back
+  int nrow = 0;
+  for (int i = 0; i < ncon; ++i) {
+    int g1 = cv.geom[2 * i], g2 = cv.geom[2 * i + 1];
+    nrow += (m.geom_condim[g1] > 1 || m.geom_condim[g2] > 1) ? 3 : 1;
+  }
+  int row = nrow;
+  for (int i = ncon - 1; i >= 0; --i) {
+    int g1 = cv.geom[2 * i], g2 = cv.geom[2 * i + 1];
+    int nr = (m.geom_condim[g1] > 1 || m.geom_condim[g2] > 1) ? 3 : 1;
+    row -= nr;
+    int key = cv.efc_key[i];
+    Vec3<T> p = Vec3<T>::load(cv.pos + 3 * i);
+    int b1 = m.geom_bodyid[g1], b2 = m.geom_bodyid[g2];
+    T mu = m.geom_friction[3 * g1] > m.geom_friction[3 * g2] ? m.geom_friction[3 * g1]
+                                                                : m.geom_friction[3 * g2];
+    T e = m.geom_restitution[g1] > m.geom_restitution[g2] ? m.geom_restitution[g1]
+                                                            : m.geom_restitution[g2];
+    for (int k = 0; k < nr; ++k) {
+      int r = row + k;
+      T* J = c.J + long(r) * nv;
+      for (int d = 0; d < nv; ++d) J[d] = T(0);
+      Vec3<T> u = Vec3<T>::load(cv.frame + 9 * i + 3 * k);
+      add_point_jacobian(m, w, b2, p, u, T(1), J);
+      add_point_jacobian(m, w, b1, p, u, T(-1), J);
+      cv.efc_key[r] = key + k;
+      if (k == 0) {
+        // normal: v >= 0 after restitution and penetration corrections
+        c.lo[r] = T(0);
+        c.hi[r] = inf;
+        c.findex[r] = -1;
+        c.mu[r] = T(0);
+        T vn = T(0);
+        for (int d = 0; d < nv; ++d) vn += J[d] * qvel[d];
+        // the stronger of the two demands on the separating velocity (both terms <= 0)
+        T bounce = vn < T(0) ? e * vn : T(0);
+        T depth = cv.dist[i] + m.slop;
+        T push = depth < T(0) ? m.erp * depth / m.timestep : T(0);
+        c.b[r] = bounce < push ? bounce : push;
+      } else {
+        c.lo[r] = -inf;
+        c.hi[r] = inf;
+        c.findex[r] = row;
+        c.mu[r] = mu;
+        c.b[r] = T(0);
+      }
+    }
+  }
+
+  // joint limits of hinges and slides: one-sided rows on the dof
+  if (m.limit) {
+    for (int j = 0; j < m.njnt; ++j) {
+      int type = m.jnt_type[j];
+      if (!m.jnt_limited[j] || (type != kJointHinge && type != kJointSlide)) continue;
+      T q = qpos[m.jnt_qposadr[j]];
+      T lo = m.jnt_range[2 * j], hi = m.jnt_range[2 * j + 1];
+      T dist = q - lo < hi - q ? q - lo : hi - q;
+      if (!(dist < T(0))) continue;
+      T sign = q - lo < hi - q ? T(1) : T(-1);
+      T* J = c.J + long(nrow) * nv;
+      for (int d = 0; d < nv; ++d) J[d] = T(0);
+      J[m.jnt_dofadr[j]] = sign;
+      c.lo[nrow] = T(0);
+      c.hi[nrow] = inf;
+      c.findex[nrow] = -1;
+      c.mu[nrow] = T(0);
+      T depth = dist + m.slop;
+      c.b[nrow] = depth < T(0) ? m.erp * depth / m.timestep : T(0);
+      cv.efc_key[nrow] = -1 - 2 * j - (sign < T(0) ? 1 : 0);
+      ++nrow;
+    }
+  }
+  *cv.nefc = nrow;
+  return nrow;
+}
+
+// Delassus matrix and free velocity term: Y = L^-1 J^T (rows), A = Y^T Y, b += J vfree.
+template <class T>
+PHX_HD void delassus(const ModelView<T>& m, int nrow, ConstraintWorkspace<T>& c) {
+  int nv = m.nv;
+  for (int r = 0; r < nrow; ++r) {
+    const T* J = c.J + long(r) * nv;
+    T* y = c.Y + long(r) * nv;
+    T s = T(0);
+    for (int d = 0; d < nv; ++d) s += J[d] * c.vfree[d];
+    c.b[r] += s;
+    // forward substitution L y = J_r
+    for (int i = 0; i < nv; ++i) {
+      T v = J[i];
+      for (int k = 0; k < i; ++k) v -= c.L[i * nv + k] * y[k];
+      y[i] = v / c.L[i * nv + i];
+    }
+  }
+  for (int r = 0; r < nrow; ++r)
+    for (int q = 0; q <= r; ++q) {
+      T s = T(0);
+      const T* yr = c.Y + long(r) * nv;
+      const T* yq = c.Y + long(q) * nv;
+      for (int d = 0; d < nv; ++d) s += yr[d] * yq[d];
+      c.A[r * nrow + q] = s;
+      c.A[q * nrow + r] = s;
+    }
+}
+
+// Solve the LCP of the rows by projected Gauss-Seidel from the warm start in f; returns the
+// residual (lcp.h, lcp_residual) for the convergence status bit.
+template <class T>
+PHX_HD T solve_lcp(const ModelView<T>& m, int nrow, ConstraintWorkspace<T>& c, T* f) {
+  LcpProblem<T> p;
+  p.n = nrow;
+  p.A = c.A;
+  p.b = c.b;
+  p.lo = c.lo;
+  p.hi = c.hi;
+  p.mu = c.mu;
+  p.findex = c.findex;
+  return pgs(p, f, m.lcp_iterations, T(1));
+}
+
+}  // namespace phx

@@ -1,0 +1,647 @@
+// Boxed LCP of one environment: projected Gauss-Seidel and Dantzig pivoting solvers, Nimble's
+// row classification, stabilisation and warm start, and the adjoint of the solution map.
+//
+// Problem (n rows; A n x n row-major, symmetric PSD; b n): find f with v = A f + b and, per row,
+//   lo_i <= f_i <= hi_i  and  (f_i = lo_i, v_i >= 0) or (f_i = hi_i, v_i <= 0) or v_i = 0.
+// Friction rows use ODE's convention: findex[i] >= 0 names the normal row of row i, whose bounds
+// are -mu_i f_findex[i] <= f_i <= mu_i f_findex[i] (lo_i, hi_i ignored); findex[i] = -1 keeps
+// the fixed bounds lo_i, hi_i (contact normals and joint limits [0, kLcpInf)). A normal row
+// must have fixed bounds.
+//
+// "Nimble" is Werling et al., Fast and Feature-Complete Differentiable Physics for Articulated
+// Rigid Bodies with Contact, RSS 2021 (seeds 000 and 002; SEEDS.md part A). Its printed
+// formulas are corrected where cited: eq. 20 has the wrong sign on its second term, eq. 22 is
+// malformed, and appendix B drops the minus sign of f_C = -A_CC^-1 b_C.
+//
+// Every function is pure: no allocation, no exceptions, no recursion; scratch comes from the
+// caller, lcp_scratch_size(n) scalars and lcp_iscratch_size(n) ints serve every function here.
+#pragma once
+
+#include "phalanx/math/dense.h"
+
+namespace phx {
+
+// bounds at or beyond this magnitude are infinite (finite, so it is exact in float and double)
+constexpr double kLcpInf = 1e30;
+
+// One environment's problem; pointers into caller memory, shapes in rows.
+template <class T>
+struct LcpProblem {
+  int n = 0;                    // number of rows
+  const T* A = nullptr;         // n x n row-major, symmetric positive semidefinite
+  const T* b = nullptr;         // n
+  const T* lo = nullptr;        // n, lower bounds of rows with findex < 0 (-kLcpInf allowed)
+  const T* hi = nullptr;        // n, upper bounds of rows with findex < 0 (kLcpInf allowed)
+  const T* mu = nullptr;        // n, friction coefficients of rows with findex >= 0; may be null
+  const int* findex = nullptr;  // n, normal row of each friction row, -1 otherwise; null: all -1
+};
+
+// Classification of a row of a solution (Nimble section IV and appendix A).
+enum LcpClass : int {
+  kLcpClamping = 0,      // C: v = 0, f free between its bounds
+  kLcpSeparating = 1,    // S: f held at lo (v >= 0); also "held constant" in loss-driven classes
+  kLcpSeparatingHi = 2,  // S at the upper fixed bound: f = hi, v <= 0
+  kLcpBoundedHi = 3,     // B: friction row at +mu f_n (v <= 0)
+  kLcpBoundedLo = 4,     // B: friction row at -mu f_n (v >= 0)
+  kLcpClassMask = 7,     // the class without its flags
+  kLcpTied = 8,          // flag on C, S or B: f at a bound and v = 0 within tolerance (T)
+};
+
+// caller scratch for every function of this header
+PHX_HD constexpr int lcp_scratch_size(int n) {
+  return 3 * n * n + 9 * n;
+}
+PHX_HD constexpr int lcp_iscratch_size(int n) {
+  return 5 * n;
+}
+
+namespace detail {
+
+PHX_HD PHX_INLINE float lcp_eps(float) {
+  return 1e-6f;
+}
+PHX_HD PHX_INLINE double lcp_eps(double) {
+  return 1e-13;
+}
+
+template <class T>
+PHX_HD PHX_INLINE bool lcp_finite_bound(T x) {
+  return abs(x) < T(0.5 * kLcpInf);
+}
+
+template <class T>
+PHX_HD PHX_INLINE int lcp_findex(const LcpProblem<T>& p, int i) {
+  return p.findex ? p.findex[i] : -1;
+}
+
+// v_i = (A f + b)_i
+template <class T>
+PHX_HD PHX_INLINE T lcp_row_velocity(const LcpProblem<T>& p, const T* f, int i) {
+  T s = p.b[i];
+  for (int j = 0; j < p.n; ++j) s += p.A[i * p.n + j] * f[j];
+  return s;
+}
+
+// diagonal used to turn velocities into impulses (1 for a zero row)
+template <class T>
+PHX_HD PHX_INLINE T lcp_diag(const LcpProblem<T>& p, int i) {
+  T d = p.A[i * p.n + i];
+  return d > T(0) ? d : T(1);
+}
+
+}  // namespace detail
+
+// bounds of row i given the current solution f (friction rows follow their normal)
+template <class T>
+PHX_HD PHX_INLINE void lcp_bounds(const LcpProblem<T>& p, const T* f, int i, T& lo, T& hi) {
+  int k = detail::lcp_findex(p, i);
+  if (k >= 0) {
+    T h = p.mu[i] * (f[k] > T(0) ? f[k] : T(0));
+    lo = -h;
+    hi = h;
+  } else {
+    lo = p.lo[i];
+    hi = p.hi[i];
+  }
+}
+
+// Natural-map residual in velocity units: max_i A_ii |f_i - clamp(f_i - v_i / A_ii, lo_i, hi_i)|.
+// Zero exactly at a solution; it is the correction the next Gauss-Seidel step would make, so it
+// measures bound violation, complementarity and v = 0 on interior rows in one number.
+template <class T>
+PHX_HD T lcp_residual(const LcpProblem<T>& p, const T* f) {
+  T r(0);
+  for (int i = 0; i < p.n; ++i) {
+    T lo, hi;
+    lcp_bounds(p, f, i, lo, hi);
+    T d = detail::lcp_diag(p, i);
+    T v = detail::lcp_row_velocity(p, f, i);
+    T e = d * abs(f[i] - clamp(f[i] - v / d, lo, hi));
+    if (e > r) r = e;
+  }
+  return r;
+}
+
+// Projected Gauss-Seidel: `iterations` sweeps over the rows in index order, starting from the f
+// passed in (warm start), f_i <- clamp(f_i - omega v_i / A_ii, lo_i, hi_i) with friction bounds
+// from the current normal impulse; omega in (0, 2) is the over-relaxation (1: plain
+// Gauss-Seidel). Rows with A_ii <= 0 are left alone. Returns lcp_residual(p, f), which the
+// caller compares with its tolerance to set kStatusLcpNotConverged.
+template <class T>
+PHX_HD T pgs(const LcpProblem<T>& p, T* f, int iterations, T omega) {
+  const int n = p.n;
+  for (int it = 0; it < iterations; ++it) {
+    for (int i = 0; i < n; ++i) {
+      T aii = p.A[i * n + i];
+      if (!(aii > T(0))) continue;
+      T lo, hi;
+      lcp_bounds(p, f, i, lo, hi);
+      T v = detail::lcp_row_velocity(p, f, i);
+      f[i] = clamp(f[i] - omega * v / aii, lo, hi);
+    }
+  }
+  return lcp_residual(p, f);
+}
+
+namespace detail {
+
+enum DantzigState : int { kRowUnprocessed = 0, kRowClamped, kRowAtLo, kRowAtHi };
+
+// One pass of the boxed Dantzig pivoting method with fixed bounds lo, hi (Baraff, Fast contact
+// force computation for nonpenetrating rigid bodies, SIGGRAPH 1994, section 6; the method of
+// ODE's dLCP). Rows are brought in one at a time in index order; row d is driven (its impulse
+// moved, the clamped rows adjusting to keep v = 0) until v_d = 0 or f_d reaches a bound, each
+// blocking row changing set on the way. With ode_bounds, a friction row's bounds are set from
+// its normal's impulse when the row is brought in (ODE's rule); otherwise lo, hi are used as
+// given. Needs A_CC positive definite along the way (a small diagonal regulariser on A assures
+// it); returns false on a singular pivot or when the pivot budget runs out.
+template <class T>
+PHX_HD bool dantzig_pass(const LcpProblem<T>& p, T* f, T* lo, T* hi, bool ode_bounds, T* L, T* v,
+                         T* df, T* dv, T* rhs, int* state, int* cidx) {
+  const int n = p.n;
+  const T* A = p.A;
+  const T eps = T(lcp_eps(value(T(0))));
+  int budget = 4 * n * n + 16;
+  // start from f = 0 projected on the bounds; unprocessed rows keep their impulse
+  for (int i = 0; i < n; ++i) {
+    state[i] = kRowUnprocessed;
+    f[i] = lcp_findex(p, i) >= 0 ? T(0) : clamp(T(0), lo[i], hi[i]);
+  }
+  for (int i = 0; i < n; ++i) v[i] = lcp_row_velocity(p, f, i);
+
+  for (int d = 0; d < n; ++d) {
+    int k = lcp_findex(p, d);
+    if (ode_bounds && k >= 0) {
+      T h = p.mu[d] * (f[k] > T(0) ? f[k] : T(0));
+      lo[d] = -h;
+      hi[d] = h;
+    }
+    // rows already complementary at their current impulse join directly
+    T sigma;
+    if (v[d] > T(0)) {
+      if (f[d] <= lo[d]) {
+        state[d] = kRowAtLo;
+        continue;
+      }
+      sigma = T(-1);
+    } else if (v[d] < T(0)) {
+      if (f[d] >= hi[d]) {
+        state[d] = kRowAtHi;
+        continue;
+      }
+      sigma = T(1);
+    } else {
+      state[d] = f[d] <= lo[d] ? kRowAtLo : f[d] >= hi[d] ? kRowAtHi : kRowClamped;
+      continue;
+    }
+
+    for (;;) {
+      if (--budget < 0) return false;
+      // direction: df_d = sigma, df_C = -A_CC^-1 A_Cd sigma, others 0; dv = A df
+      int m = 0;
+      for (int i = 0; i < n; ++i)
+        if (state[i] == kRowClamped) cidx[m++] = i;
+      for (int a = 0; a < m; ++a)
+        for (int c = 0; c < m; ++c) L[a * m + c] = A[cidx[a] * n + cidx[c]];
+      if (m > 0 && !cholesky(L, m)) return false;
+      for (int a = 0; a < m; ++a) rhs[a] = -sigma * A[cidx[a] * n + d];
+      if (m > 0) cholesky_solve(L, m, rhs);
+      for (int i = 0; i < n; ++i) df[i] = T(0);
+      df[d] = sigma;
+      for (int a = 0; a < m; ++a) df[cidx[a]] = rhs[a];
+      for (int i = 0; i < n; ++i) {
+        T s(0);
+        for (int a = 0; a < m; ++a) s += A[i * n + cidx[a]] * df[cidx[a]];
+        dv[i] = s + A[i * n + d] * sigma;
+      }
+
+      // largest step before some row changes set; ties go to row d, then to the lowest index
+      T step = T(kLcpInf);
+      int block = -1, to = kRowUnprocessed;
+      T tiny = eps * lcp_diag(p, d);
+      if (sigma * dv[d] > tiny) {
+        step = -v[d] / dv[d];
+        block = d;
+        to = kRowClamped;
+      }
+      T bound = sigma > T(0) ? hi[d] : lo[d];
+      if (lcp_finite_bound(bound) && sigma * (bound - f[d]) < step) {
+        step = sigma * (bound - f[d]);
+        block = d;
+        to = sigma > T(0) ? kRowAtHi : kRowAtLo;
+      }
+      for (int i = 0; i < n; ++i) {
+        if (i == d) continue;
+        T s = T(kLcpInf);
+        int dest = kRowUnprocessed;
+        T tiny_i = eps * lcp_diag(p, i);
+        if (state[i] == kRowClamped) {
+          if (df[i] > T(0) && lcp_finite_bound(hi[i])) {
+            s = (hi[i] - f[i]) / df[i];
+            dest = kRowAtHi;
+          } else if (df[i] < T(0) && lcp_finite_bound(lo[i])) {
+            s = (lo[i] - f[i]) / df[i];
+            dest = kRowAtLo;
+          }
+        } else if (state[i] == kRowAtLo && dv[i] < -tiny_i) {
+          s = -v[i] / dv[i];
+          dest = kRowClamped;
+        } else if (state[i] == kRowAtHi && dv[i] > tiny_i) {
+          s = -v[i] / dv[i];
+          dest = kRowClamped;
+        }
+        if (dest != kRowUnprocessed && s < step) {
+          step = s;
+          block = i;
+          to = dest;
+        }
+      }
+      if (block < 0) return false;  // unbounded: A_CC singular along the direction
+      if (step < T(0)) step = T(0);
+
+      // move, then snap the blocking row exactly onto its new set
+      for (int i = 0; i < n; ++i) {
+        f[i] += step * df[i];
+        v[i] += step * dv[i];
+      }
+      state[block] = to;
+      if (to == kRowAtHi) f[block] = hi[block];
+      if (to == kRowAtLo) f[block] = lo[block];
+      if (to == kRowClamped) v[block] = T(0);
+      if (block == d) break;
+    }
+    // refresh v against drift
+    for (int i = 0; i < n; ++i) v[i] = lcp_row_velocity(p, f, i);
+  }
+  return true;
+}
+
+}  // namespace detail
+
+// Nimble's classification of the rows of a solution f (section IV-A, appendix A), with tol in
+// velocity units (impulse tolerance tol / A_ii):
+//   fixed rows:    S    f at lo and v > tol;   S-hi  f at hi and v < -tol;   else C
+//   friction rows: B    normal not C: held at +-mu f_n, side by the sign of v (f = 0 when f_n = 0)
+//                  B+   f at +mu f_n and v < -tol;   B-  f at -mu f_n and v > tol;   else C
+// A row at a bound with |v| <= tol is tied (T): it goes to C when tied_clamping (so that
+// stabilisation spreads load over redundant contacts by the minimum-norm rule, independent of
+// which solver found f), else to the bound's S or B class; either is a valid subgradient
+// (section IV-B). The kLcpTied flag is set on it. Normals are classified before their friction
+// rows. Returns the number of tied rows.
+template <class T>
+PHX_HD int lcp_classify(const LcpProblem<T>& p, const T* f, T tol, bool tied_clamping, int* cls) {
+  const int n = p.n;
+  int ntied = 0;
+  for (int pass = 0; pass < 2; ++pass) {
+    for (int i = 0; i < n; ++i) {
+      int k = detail::lcp_findex(p, i);
+      if ((pass == 0) != (k < 0)) continue;
+      T v = detail::lcp_row_velocity(p, f, i);
+      if (k >= 0 && (cls[k] & kLcpClassMask) != kLcpClamping) {
+        cls[i] = v < T(0) ? kLcpBoundedHi : kLcpBoundedLo;
+        continue;
+      }
+      T lo, hi;
+      lcp_bounds(p, f, i, lo, hi);
+      T tf = tol / detail::lcp_diag(p, i);
+      bool at_lo = f[i] - lo <= tf, at_hi = hi - f[i] <= tf;
+      int lo_class = k >= 0 ? kLcpBoundedLo : kLcpSeparating;
+      int hi_class = k >= 0 ? kLcpBoundedHi : kLcpSeparatingHi;
+      if (at_lo && v > tol) {
+        cls[i] = lo_class;
+      } else if (at_hi && v < -tol) {
+        cls[i] = hi_class;
+      } else if (at_lo || at_hi) {
+        // tied; the nearer bound names the side when not clamping
+        bool lower = f[i] - lo <= hi - f[i];
+        cls[i] = (tied_clamping ? kLcpClamping : (lower ? lo_class : hi_class)) | kLcpTied;
+        ++ntied;
+      } else {
+        cls[i] = kLcpClamping;
+      }
+    }
+  }
+  return ntied;
+}
+
+// Complementarity-aware classification (Nimble section IV-D), from the plain one and the loss
+// gradient with respect to the constraint velocities, dl_dv = J dl/dqd' (n; the caller forms it
+// from the gradient of the next velocity, as Nimble does):
+//   one-sided fixed rows (lo finite, hi infinite: contact normals, joint limits):
+//     dl/dv_i < 0 (the loss wants the contact to separate) -> S, held at its current impulse;
+//     dl/dv_i > 0 (the loss wants them closer)             -> C;  = 0 -> plain class
+//   other fixed rows keep their plain class;
+//   friction rows follow their normal: S when the normal went to S, else their plain class.
+// The caller runs adj_lcp with both classifications and keeps the one with the larger
+// ||dl/dqd||^2 + ||dl/dtau||^2 / dt (SEEDS.md part A).
+template <class T>
+PHX_HD void lcp_classify_loss(const LcpProblem<T>& p, const int* cls, const T* dl_dv,
+                              int* cls_loss) {
+  const int n = p.n;
+  for (int i = 0; i < n; ++i) {
+    cls_loss[i] = cls[i] & kLcpClassMask;
+    if (detail::lcp_findex(p, i) >= 0) continue;
+    bool one_sided = detail::lcp_finite_bound(p.lo[i]) && !detail::lcp_finite_bound(p.hi[i]);
+    if (!one_sided) continue;
+    if (dl_dv[i] < T(0)) cls_loss[i] = kLcpSeparating;
+    if (dl_dv[i] > T(0)) cls_loss[i] = kLcpClamping;
+  }
+  for (int i = 0; i < n; ++i) {
+    int k = detail::lcp_findex(p, i);
+    if (k >= 0 && cls_loss[k] == kLcpSeparating) cls_loss[i] = kLcpSeparating;
+  }
+}
+
+namespace detail {
+
+PHX_HD PHX_INLINE bool lcp_is_bounded(int c) {
+  c &= kLcpClassMask;
+  return c == kLcpBoundedHi || c == kLcpBoundedLo;
+}
+template <class T>
+PHX_HD PHX_INLINE T lcp_side(int c) {
+  return (c & kLcpClassMask) == kLcpBoundedHi ? T(1) : T(-1);
+}
+
+// clamping rows in index order: cidx[a] = row of the a-th, pos[i] = a or -1; returns their count
+template <class T>
+PHX_HD int lcp_gather(const LcpProblem<T>& p, const int* cls, int* cidx, int* pos) {
+  int m = 0;
+  for (int i = 0; i < p.n; ++i) {
+    pos[i] = -1;
+    if ((cls[i] & kLcpClassMask) == kLcpClamping) {
+      pos[i] = m;
+      cidx[m++] = i;
+    }
+  }
+  return m;
+}
+
+// a B row whose normal clamps follows it through E: f_j = s_j mu_j f_n(j)
+template <class T>
+PHX_HD PHX_INLINE int lcp_coupled_normal(const LcpProblem<T>& p, const int* cls, const int* pos,
+                                         int j) {
+  int k = lcp_findex(p, j);
+  return (k >= 0 && lcp_is_bounded(cls[j]) && pos[k] >= 0) ? k : -1;
+}
+
+// The linear system of a classification (Nimble eq. 13 with the friction coupling of
+// appendix A): K f_C = r with
+//   K = A_CC + A_CB E                       (m x m; not symmetric when friction couples)
+//   r = -(b_C + A_CN c_N)                   (m)
+// where B rows whose normal clamps are coupled through E (one entry s_j mu_j per row, in the
+// column of its normal), and every other non-clamping row j holds the constant c_j: fixed[j]
+// for S rows, s_j mu_j fixed[n(j)] for B rows whose normal does not clamp.
+template <class T>
+PHX_HD void lcp_set_system(const LcpProblem<T>& p, const int* cls, const T* fixed, const int* cidx,
+                           const int* pos, int m, T* K, T* r) {
+  const int n = p.n;
+  for (int a = 0; a < m; ++a) {
+    int i = cidx[a];
+    for (int c = 0; c < m; ++c) K[a * m + c] = p.A[i * n + cidx[c]];
+    r[a] = -p.b[i];
+  }
+  for (int j = 0; j < n; ++j) {
+    if (pos[j] >= 0) continue;
+    int k = lcp_coupled_normal(p, cls, pos, j);
+    if (k >= 0) {
+      T e = lcp_side<T>(cls[j]) * p.mu[j];
+      for (int a = 0; a < m; ++a) K[a * m + pos[k]] += p.A[cidx[a] * n + j] * e;
+    } else {
+      int kn = lcp_findex(p, j);
+      T c =
+          lcp_is_bounded(cls[j]) && kn >= 0 ? lcp_side<T>(cls[j]) * p.mu[j] * fixed[kn] : fixed[j];
+      for (int a = 0; a < m; ++a) r[a] -= p.A[cidx[a] * n + j] * c;
+    }
+  }
+}
+
+}  // namespace detail
+
+// Solve the LCP on a given classification and accept the result when feasible (Nimble
+// appendix B): f_C from K f_C = r (lcp_set_system; minimum-norm least squares through a complete
+// orthogonal decomposition when K is rank deficient, rank_tol relative to its largest pivot),
+// S rows at their bound (a friction row marked S keeps its impulse), B rows at s mu f_n. The
+// result is accepted when lcp_residual <= tol; then it overwrites f and true is returned,
+// otherwise f is left as it was. Used as the warm start: with the previous step's
+// classification, an accepted solve replaces the full solver (the paper reports > 95% hits).
+template <class T>
+PHX_HD bool lcp_solve_on_set(const LcpProblem<T>& p, const int* cls, T* f, T tol, T rank_tol,
+                             T* scratch, int* iscratch) {
+  const int n = p.n;
+  T* K = scratch;  // n x n
+  Cod<T> cod = cod_bind(n, K + n * n, iscratch);
+  T* fnew = K + n * n + cod_scratch_size(n);
+  T* r = fnew + n;
+  int* cidx = iscratch + cod_iscratch_size(n);
+  int* pos = cidx + n;
+  int m = detail::lcp_gather(p, cls, cidx, pos);
+  // constants of the non-clamping rows
+  for (int j = 0; j < n; ++j) {
+    int c = cls[j] & kLcpClassMask;
+    bool fixed_row = detail::lcp_findex(p, j) < 0;
+    fnew[j] = f[j];
+    if (fixed_row && c == kLcpSeparating) fnew[j] = p.lo[j];
+    if (fixed_row && c == kLcpSeparatingHi) fnew[j] = p.hi[j];
+  }
+  // clamping impulses, minimum norm (the stabilised solution)
+  if (m > 0) {
+    detail::lcp_set_system(p, cls, fnew, cidx, pos, m, K, r);
+    cod.n = m;
+    cod_factor(cod, K, rank_tol);
+    cod_solve(cod, r);
+    for (int a = 0; a < m; ++a) fnew[cidx[a]] = r[a];
+  }
+  // friction at its bound follows its normal
+  for (int j = 0; j < n; ++j) {
+    int k = detail::lcp_findex(p, j);
+    if (k >= 0 && detail::lcp_is_bounded(cls[j]))
+      fnew[j] = detail::lcp_side<T>(cls[j]) * p.mu[j] * fnew[k];
+  }
+  if (!(lcp_residual(p, fnew) <= tol)) return false;
+  for (int j = 0; j < n; ++j) f[j] = fnew[j];
+  return true;
+}
+
+// Dantzig (Baraff) pivoting for an exact small solve, with friction rows handled as in ODE and
+// then made exact. Each pass solves the boxed LCP with the friction bounds frozen (first pass:
+// set from the normal's impulse when the row is brought in, ODE's rule; later passes: mu_i f_n
+// from the previous pass), then reads the classification off the pivoting sets (friction rows
+// at a bound become B) and solves on it with the friction coupling f_B = s mu f_n exact
+// (lcp_solve_on_set); the first feasible result (lcp_residual <= tol) is returned. A plain fixed
+// point on the bounds converges only linearly in the normal-tangent coupling; this step lands on
+// the exact solution as soon as the sets are right, usually in the first or second pass. A pass
+// whose friction bounds are already consistent with its normals (to tol / A_ii) is accepted as
+// it is. f is output only. Needs A_CC positive definite along the pivoting path (regularise A,
+// or use pgs + stabilize). Returns false when no pass succeeded within max_passes.
+template <class T>
+PHX_HD bool dantzig(const LcpProblem<T>& p, T* f, T tol, T rank_tol, int max_passes, T* scratch,
+                    int* iscratch) {
+  const int n = p.n;
+  // pivoting scratch shares its space with lcp_solve_on_set; bounds and sets live past it
+  T* L = scratch;  // n x n
+  T* v = L + n * n;
+  T* df = v + n;
+  T* dv = df + n;
+  T* rhs = dv + n;
+  T* lo = scratch + 3 * n * n + 5 * n;
+  T* hi = lo + n;
+  int* cidx = iscratch;
+  int* state = iscratch + 3 * n;
+  int* cls = state + n;
+  for (int i = 0; i < n; ++i) {
+    lo[i] = detail::lcp_findex(p, i) >= 0 ? T(0) : p.lo[i];
+    hi[i] = detail::lcp_findex(p, i) >= 0 ? T(0) : p.hi[i];
+  }
+  for (int pass = 0; pass < max_passes; ++pass) {
+    if (!detail::dantzig_pass(p, f, lo, hi, pass == 0, L, v, df, dv, rhs, state, cidx))
+      return false;
+    // consistency of the frozen friction bounds with the final normal impulses
+    bool consistent = true;
+    for (int i = 0; i < n; ++i) {
+      int k = detail::lcp_findex(p, i);
+      if (k < 0) continue;
+      T h = p.mu[i] * (f[k] > T(0) ? f[k] : T(0));
+      T tf = tol / detail::lcp_diag(p, i);
+      bool at_bound = state[i] == detail::kRowAtLo || state[i] == detail::kRowAtHi;
+      if ((at_bound && abs(h - hi[i]) > tf) || abs(f[i]) > h + tf) consistent = false;
+      lo[i] = -h;
+      hi[i] = h;
+    }
+    if (consistent) return true;
+    // classification from the pivoting sets, then the exact coupled solve on it
+    for (int i = 0; i < n; ++i) {
+      int k = detail::lcp_findex(p, i);
+      int s = state[i];
+      if (k < 0) {
+        cls[i] = s == detail::kRowAtLo   ? kLcpSeparating
+                 : s == detail::kRowAtHi ? kLcpSeparatingHi
+                                         : kLcpClamping;
+      } else if (s == detail::kRowAtLo || s == detail::kRowAtHi ||
+                 state[k] != detail::kRowClamped) {
+        bool upper = s == detail::kRowAtHi || (s == detail::kRowClamped && v[i] < T(0));
+        cls[i] = upper ? kLcpBoundedHi : kLcpBoundedLo;
+      } else {
+        cls[i] = kLcpClamping;
+      }
+    }
+    if (lcp_solve_on_set(p, cls, f, tol, rank_tol, scratch, iscratch)) return true;
+  }
+  return false;
+}
+
+// Nimble's stabilisation (appendix B): classify a solver's f (tied rows clamping), re-solve on
+// that set for the exact, minimum-norm solution; if that is infeasible and some rows were tied,
+// classify them to their bound's side and try once more. On success f holds the stabilised
+// solution and cls its classification, for adj_lcp; on failure f is unchanged and cls is the
+// plain classification of f (tied rows clamping). Returns whether f was replaced.
+template <class T>
+PHX_HD bool stabilize(const LcpProblem<T>& p, T* f, int* cls, T tol, T rank_tol, T* scratch,
+                      int* iscratch) {
+  int ntied = lcp_classify(p, f, tol, true, cls);
+  if (lcp_solve_on_set(p, cls, f, tol, rank_tol, scratch, iscratch)) return true;
+  if (ntied == 0) return false;
+  lcp_classify(p, f, tol, false, cls);
+  if (lcp_solve_on_set(p, cls, f, tol, rank_tol, scratch, iscratch)) return true;
+  lcp_classify(p, f, tol, true, cls);
+  return false;
+}
+
+// Adjoint of the LCP solution map f*(A, b, mu) at a solution f with classification cls (plain
+// from stabilize, or loss-driven from lcp_classify_loss). With K, r of lcp_set_system, the
+// non-clamping rows held at their values in f:
+//   f_C = K^+ r,  f_B = s mu f_n (B rows),  f_S constant,
+// and Nimble eq. 20 corrected (the printed second term has the wrong sign) and extended to the
+// rank-deficient case in place of the malformed eq. 22, from the derivative of the
+// pseudo-inverse (Golub & Pereyra, SIAM J. Numer. Anal. 10, 1973) at a consistent system
+// (K f_C = r exactly):
+//   df_C = -K^+ (dK f_C - dr) + (I - K^+ K) dK^T K^+T f_C
+// (for invertible K the last term vanishes: df_C = -K^-1 (dK f_C + db_C + ...)). Reverse mode,
+// with g = adj_f_C + E^T adj_f_B, y = K^+T g, z = K^+T f_C, q = (I - K^+ K) g:
+//   adj_K = -y f_C^T + z q^T,  adj_r = y,
+// then adj_K and adj_r are spread onto the entries of A, b and mu that built them. S rows pass
+// no gradient. A loss-driven classification need not make K f_C = r consistent (a row moved to
+// C may have v != 0); the same formula is used then, which is Nimble's. Accumulates into adj_A (n x
+// n, entries as read: not symmetrised), adj_b (n) and adj_mu (n, nonzero on friction rows; may be
+// null when p.mu is).
+template <class T>
+PHX_HD void adj_lcp(const LcpProblem<T>& p, const T* f, const int* cls, const T* adj_f, T* adj_A,
+                    T* adj_b, T* adj_mu, T rank_tol, T* scratch, int* iscratch) {
+  const int n = p.n;
+  T* K = scratch;  // n x n
+  Cod<T> cod = cod_bind(n, K + n * n, iscratch);
+  T* r = K + n * n + cod_scratch_size(n);
+  T* g = r + n;
+  T* y = g + n;
+  T* z = y + n;
+  T* q = z + n;
+  T* t = q + n;
+  int* cidx = iscratch + cod_iscratch_size(n);
+  int* pos = cidx + n;
+  int m = detail::lcp_gather(p, cls, cidx, pos);
+
+  // B rows: f_j = s_j mu_j f_n(j), with f_n clamping (through E) or held
+  for (int a = 0; a < m; ++a) g[a] = adj_f[cidx[a]];
+  for (int j = 0; j < n; ++j) {
+    int k = detail::lcp_findex(p, j);
+    if (k < 0 || !detail::lcp_is_bounded(cls[j])) continue;
+    T s = detail::lcp_side<T>(cls[j]);
+    if (adj_mu) adj_mu[j] += s * f[k] * adj_f[j];
+    if (pos[k] >= 0) g[pos[k]] += s * p.mu[j] * adj_f[j];
+  }
+  if (m == 0) return;
+
+  // y = K^+T g, z = K^+T f_C, q = g - K^+ K g
+  detail::lcp_set_system(p, cls, f, cidx, pos, m, K, r);
+  cod.n = m;
+  cod_factor(cod, K, rank_tol);
+  for (int a = 0; a < m; ++a) {
+    y[a] = g[a];
+    z[a] = f[cidx[a]];
+    T s(0);
+    for (int c = 0; c < m; ++c) s += K[a * m + c] * g[c];
+    t[a] = s;
+  }
+  cod_solve_transpose(cod, y);
+  cod_solve_transpose(cod, z);
+  cod_solve(cod, t);
+  for (int a = 0; a < m; ++a) q[a] = g[a] - t[a];
+
+  // adj_K[a][c] = -y_a f_C,c + z_a q_c onto K = A_CC + A_CB E
+  for (int a = 0; a < m; ++a) {
+    int i = cidx[a];
+    for (int c = 0; c < m; ++c) adj_A[i * n + cidx[c]] += -y[a] * f[cidx[c]] + z[a] * q[c];
+  }
+  for (int j = 0; j < n; ++j) {
+    if (pos[j] >= 0) continue;
+    int k = detail::lcp_coupled_normal(p, cls, pos, j);
+    T s = detail::lcp_side<T>(cls[j]);
+    if (k >= 0) {
+      // coupled B row: K[:, pos[k]] += A[C, j] s mu_j
+      int c = pos[k];
+      T e = s * p.mu[j];
+      T dmu(0);
+      for (int a = 0; a < m; ++a) {
+        T ak = -y[a] * f[k] + z[a] * q[c];
+        adj_A[cidx[a] * n + j] += ak * e;
+        dmu += ak * p.A[cidx[a] * n + j];
+      }
+      if (adj_mu) adj_mu[j] += s * dmu;
+    } else {
+      // held row: r -= A[C, j] c_j, c_j = f_j (S) or s mu_j f_n(j) (B)
+      int kn = detail::lcp_findex(p, j);
+      bool held_b = detail::lcp_is_bounded(cls[j]) && kn >= 0;
+      T cj = held_b ? s * p.mu[j] * f[kn] : f[j];
+      T dc(0);
+      for (int a = 0; a < m; ++a) {
+        adj_A[cidx[a] * n + j] -= y[a] * cj;
+        dc -= y[a] * p.A[cidx[a] * n + j];
+      }
+      if (held_b && adj_mu) adj_mu[j] += s * f[kn] * dc;
+    }
+  }
+  // r = -b_C - ...
+  for (int a = 0; a < m; ++a) adj_b[cidx[a]] -= y[a];
+}
+
+}  // namespace phx
