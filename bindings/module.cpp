@@ -66,6 +66,11 @@ class PyModel {
     invalidate();
   }
 
+  void set_nconmax(int n) {
+    model_.nconmax = n;
+    invalidate();
+  }
+
   void set_gravity(const std::array<double, 3>& g) {
     for (double x : g) {
       if (!std::isfinite(x)) throw std::invalid_argument("phalanx: gravity must be finite");
@@ -355,7 +360,7 @@ py::tuple rollout(PyModel& pm, const CArray<T>& qpos, const CArray<T>& qvel, con
                                     : CArray<T>({py::ssize_t(E), nstep, py::ssize_t(m.nv)});
   require_shape(qpos_out, {E, nstep, m.nq}, "qpos_out");
   require_shape(qvel_out, {E, nstep, m.nv}, "qvel_out");
-  if (counts_arg) require_shape(*counts_arg, {E, nstep, 3}, "counts");
+  if (counts_arg) require_shape(*counts_arg, {E, nstep, phx::kNumCounts}, "counts");
   int* counts_ptr = counts_arg ? counts_arg->mutable_data() : nullptr;
   py::array_t<std::uint32_t> status(py::ssize_t{E});
   const T* q = qpos.data();
@@ -372,7 +377,8 @@ py::tuple rollout(PyModel& pm, const CArray<T>& qpos, const CArray<T>& qvel, con
     DeviceInput<T> d_ctrl(device, u, size_t(E) * nstep * m.nu);
     DeviceOutput<T> d_qpos_out(device, q_out, size_t(E) * nstep * m.nq);
     DeviceOutput<T> d_qvel_out(device, v_out, size_t(E) * nstep * m.nv);
-    DeviceOutput<int> d_counts(device, counts_ptr, counts_ptr ? size_t(E) * nstep * 3 : 0);
+    DeviceOutput<int> d_counts(device, counts_ptr,
+                               counts_ptr ? size_t(E) * nstep * phx::kNumCounts : 0);
     phx::rollout(*dm, data, d_ctrl.get(), int(nstep), d_qpos_out.get(), d_qvel_out.get(),
                  counts_ptr ? d_counts.get() : nullptr);
     d_qpos_out.finish();
@@ -494,6 +500,12 @@ PYBIND11_MODULE(_phalanx, mod) {
   mod.attr("STATUS_NAN_RESULT") = unsigned(phx::kStatusNanResult);
   mod.attr("STATUS_CONTACT_OVERFLOW") = unsigned(phx::kStatusContactOverflow);
   mod.attr("STATUS_LCP_NOT_CONVERGED") = unsigned(phx::kStatusLcpNotConverged);
+  mod.attr("COUNT_CONTACTS") = int(phx::kCountContacts);
+  mod.attr("COUNT_ROWS") = int(phx::kCountRows);
+  mod.attr("COUNT_WARM_ROWS") = int(phx::kCountWarmRows);
+  mod.attr("COUNT_SET_HIT") = int(phx::kCountSetHit);
+  mod.attr("COUNT_OVERFLOW") = int(phx::kCountOverflow);
+  mod.attr("NUM_COUNTS") = int(phx::kNumCounts);
 
   mod.def(
       "cuda_available", [] { return phx::cuda_available(); },
@@ -550,15 +562,42 @@ PYBIND11_MODULE(_phalanx, mod) {
           [](PyModel& pm, bool on) { pm.set_option(&phx::Options::limit, on); },
           "enforce joint limits (MuJoCo's mjDSBL_LIMIT when False)")
       .def_property(
+          "lcp_solver",
+          [](const PyModel& pm) {
+            static const char* names[] = {"pgs", "pgs_stabilized", "dantzig"};
+            return std::string(names[pm.model().opt.lcp_solver]);
+          },
+          [](PyModel& pm, const std::string& name) {
+            int k = name == "pgs" ? 0 : name == "pgs_stabilized" ? 1 : name == "dantzig" ? 2 : -1;
+            if (k < 0) {
+              throw std::invalid_argument("phalanx: lcp_solver must be 'pgs', 'pgs_stabilized' "
+                                          "or 'dantzig', got '" + name + "'");
+            }
+            pm.set_option(&phx::Options::lcp_solver, k);
+          },
+          "LCP solver: 'pgs' (projected Gauss-Seidel), 'pgs_stabilized' (then Nimble's exact "
+          "re-solve on the clamping set, warm-started from the previous set) or 'dantzig'")
+      .def_property(
+          "lcp_tolerance", [](const PyModel& pm) { return pm.model().opt.lcp_tolerance; },
+          [](PyModel& pm, double tol) {
+            if (!(tol > 0)) throw std::invalid_argument("phalanx: lcp_tolerance must be > 0");
+            pm.set_option(&phx::Options::lcp_tolerance, tol);
+          },
+          "LCP residual (velocity units) above which STATUS_LCP_NOT_CONVERGED is set")
+      .def_property(
+          "nconmax", [](const PyModel& pm) { return pm.model().nconmax; },
+          [](PyModel& pm, int n) {
+            if (n < 0) throw std::invalid_argument("phalanx: nconmax must be >= 0");
+            pm.set_nconmax(n);
+          },
+          "contacts each environment can hold; more set STATUS_CONTACT_OVERFLOW")
+      .def_property(
           "lcp_iterations", [](const PyModel& pm) { return pm.model().opt.lcp_iterations; },
           [](PyModel& pm, int n) {
             if (n < 1) throw std::invalid_argument("phalanx: lcp_iterations must be >= 1");
             pm.set_option(&phx::Options::lcp_iterations, n);
           },
           "projected Gauss-Seidel sweeps per step")
-      .def_property_readonly(
-          "nconmax", [](const PyModel& pm) { return pm.model().nconmax; },
-          "contacts each environment can hold")
       .def_property_readonly(
           "npair", [](const PyModel& pm) { return pm.model().npair; },
           "candidate geom pairs after filtering")

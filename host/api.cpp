@@ -61,6 +61,8 @@ Data<T>::Data(const DeviceModel<T>& model, int nenv)
   contact_geom = Buffer<int>(dev, 2 * con);
   nefc = Buffer<int>(dev, size_t(nenv));
   nwarm = Buffer<int>(dev, size_t(nenv));
+  set_hit = Buffer<int>(dev, size_t(nenv));
+  efc_class = Buffer<int>(dev, rows);
   efc_force = Buffer<T>(dev, rows);
   efc_key = Buffer<int>(dev, rows);
   std::vector<T> q0(size_t(nenv) * m.nq);
@@ -74,7 +76,8 @@ size_t Data<T>::bytes_per_env() const {
   size_t state = (qpos.size() + qvel.size() + ctrl.size()) * sizeof(T) + sizeof(unsigned) +
                  contact_pos.bytes() + contact_frame.bytes() + contact_dist.bytes() +
                  contact_geom.bytes() + efc_force.bytes() + efc_key.bytes() + ncon.bytes() +
-                 contact_overflow.bytes() + nefc.bytes() + nwarm.bytes();
+                 contact_overflow.bytes() + nefc.bytes() + nwarm.bytes() + set_hit.bytes() +
+                 efc_class.bytes();
   return state / size_t(nenv_) + size_t(scratch_.reals) * sizeof(T) +
          size_t(scratch_.ints) * sizeof(int);
 }

@@ -59,13 +59,15 @@ class Data {
   Buffer<int> contact_geom;      // (nenv x nconmax x 2)
   Buffer<int> nefc;              // (nenv)
   Buffer<int> nwarm;             // (nenv) rows warm-started in the last step
+  Buffer<int> set_hit;           // (nenv) the previous clamping set solved the last step
+  Buffer<int> efc_class;         // (nenv x nefcmax) LcpClass of each row
   Buffer<T> efc_force;           // (nenv x nefcmax) constraint impulses
   Buffer<int> efc_key;           // (nenv x nefcmax)
   ContactData<T> contacts() {
     return {ncon.data(),         contact_overflow.data(), contact_pos.data(),
             contact_frame.data(), contact_dist.data(),    contact_geom.data(),
-            nefc.data(),          nwarm.data(),           efc_force.data(),
-            efc_key.data()};
+            nefc.data(),          nwarm.data(),           set_hit.data(),
+            efc_class.data(),     efc_force.data(),       efc_key.data()};
   }
 
   // bytes of device memory per environment: state plus the workspace a step uses
@@ -83,9 +85,9 @@ template <class T>
 void step(const DeviceModel<T>& model, Data<T>& data, int nstep = 1);
 
 // nstep steps driven by d_ctrl (nenv x nstep x nu, on the device). Writes the state after each
-// step to d_qpos_out (nenv x nstep x nq) and d_qvel_out (nenv x nstep x nv), and the numbers of
-// contacts, constraint rows and warm-started rows to d_counts_out (nenv x nstep x 3), each when
-// non-null; data holds the final state.
+// step to d_qpos_out (nenv x nstep x nq) and d_qvel_out (nenv x nstep x nv), and per step the
+// counts kCountContacts.. to d_counts_out (nenv x nstep x kNumCounts), each when non-null;
+// data holds the final state.
 template <class T>
 void rollout(const DeviceModel<T>& model, Data<T>& data, const T* d_ctrl, int nstep,
              T* d_qpos_out, T* d_qvel_out, int* d_counts_out = nullptr);

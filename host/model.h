@@ -24,6 +24,8 @@ struct Options {
   // constraints
   bool contact = true;           // detect and resolve contacts
   bool limit = true;             // enforce joint limits
+  int lcp_solver = 0;            // LcpSolver: 0 PGS, 1 PGS then Nimble's stabilisation on the
+                                 // clamping set, 2 Dantzig pivoting then stabilisation
   int lcp_iterations = 30;       // projected Gauss-Seidel sweeps per step
   double lcp_tolerance = 1e-6;   // residual above which an env's kStatusLcpNotConverged is set
   double erp = 0.2;              // fraction of a penetration removed per step (Baumgarte)

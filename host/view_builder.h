@@ -22,6 +22,7 @@ ModelView<T> build_view(const Model& m, Real&& real, Integer&& integer) {
   for (int i = 0; i < 3; ++i) w.gravity[i] = T(m.opt.gravity[i]);
   w.contact = m.opt.contact ? 1 : 0;
   w.limit = m.opt.limit ? 1 : 0;
+  w.lcp_solver = m.opt.lcp_solver;
   w.lcp_iterations = m.opt.lcp_iterations;
   w.lcp_tolerance = T(m.opt.lcp_tolerance);
   w.erp = T(m.opt.erp);

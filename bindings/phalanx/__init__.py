@@ -24,6 +24,12 @@ import numpy as np
 
 from . import _phalanx
 from ._phalanx import (
+    COUNT_CONTACTS,
+    COUNT_OVERFLOW,
+    COUNT_ROWS,
+    COUNT_SET_HIT,
+    COUNT_WARM_ROWS,
+    NUM_COUNTS,
     STATUS_CONTACT_OVERFLOW,
     STATUS_LCP_NOT_CONVERGED,
     STATUS_NAN_CTRL,
@@ -50,6 +56,12 @@ __all__ = [
     "STATUS_NAN_RESULT",
     "STATUS_CONTACT_OVERFLOW",
     "STATUS_LCP_NOT_CONVERGED",
+    "COUNT_CONTACTS",
+    "COUNT_ROWS",
+    "COUNT_WARM_ROWS",
+    "COUNT_SET_HIT",
+    "COUNT_OVERFLOW",
+    "NUM_COUNTS",
 ]
 
 try:
@@ -131,8 +143,10 @@ def rollout(
     last state; STATUS_CONTACT_OVERFLOW and STATUS_LCP_NOT_CONVERGED are warnings.
     ``out=(qpos_out, qvel_out)`` writes the trajectories into the caller's C-contiguous arrays
     of those shapes and the call's dtype (reused across calls, no allocation) and returns them.
-    ``counts``, an int32 array (E, T, 3), receives per step the number of contacts, of constraint
-    rows and of rows warm-started from the previous step's impulses.
+    ``counts``, an int32 array (E, T, NUM_COUNTS), receives per step the numbers indexed by
+    COUNT_CONTACTS, COUNT_ROWS (constraint rows), COUNT_WARM_ROWS (rows warm-started from the
+    previous impulses), COUNT_SET_HIT (1 when the previous clamping set solved the LCP) and
+    COUNT_OVERFLOW (contacts beyond model.nconmax, not resolved).
     """
     args = _Args(model, qpos, dtype)
     nstep = np.shape(ctrl)[1] if np.ndim(ctrl) == 3 else None
@@ -150,7 +164,7 @@ def rollout(
                     f"phalanx: {name} must be a writeable C-contiguous {args.dtype} array of "
                     f"shape {_expected(dims)}")
     if counts is not None:
-        dims = [("E", args.batch), ("T", nstep), ("3", 3)]
+        dims = [("E", args.batch), ("T", nstep), ("NUM_COUNTS", NUM_COUNTS)]
         if not (isinstance(counts, np.ndarray) and counts.dtype == np.int32
                 and counts.shape == tuple(d for _, d in dims) and counts.flags.c_contiguous
                 and counts.flags.writeable):

@@ -34,6 +34,11 @@ PHX_HD constexpr int joint_nv(int type) {
   return type == kJointFree ? 6 : type == kJointBall ? 3 : 1;
 }
 
+// How a step solves its LCP (Options::lcp_solver). The stabilised modes re-solve exactly on the
+// clamping set (Nimble), first trying the previous step's set as a warm start, and keep the row
+// classification that the LCP adjoint needs.
+enum LcpSolver : int { kLcpPgs = 0, kLcpPgsStabilized = 1, kLcpDantzig = 2 };
+
 // Per-environment status bits, set by device code and read by the host.
 enum StatusBit : unsigned {
   kStatusNanState = 1u << 0,  // qpos or qvel held NaN/Inf at the start of a step
@@ -46,5 +51,15 @@ enum StatusBit : unsigned {
 // bits after which an environment stops stepping (its state is not trustworthy); overflow and
 // convergence bits are warnings and the environment goes on
 constexpr unsigned kStatusStopMask = kStatusNanState | kStatusNanCtrl | kStatusNanResult;
+
+// per-step counts a rollout can record
+enum RolloutCount : int {
+  kCountContacts = 0,  // contacts found
+  kCountRows,          // constraint rows
+  kCountWarmRows,      // rows warm-started from the previous step's impulse
+  kCountSetHit,        // 1 when the previous clamping set solved the LCP (stabilised solvers)
+  kCountOverflow,      // contacts beyond nconmax, not resolved
+  kNumCounts
+};
 
 }  // namespace phx

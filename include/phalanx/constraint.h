@@ -35,6 +35,8 @@ struct ContactView {
   int* geom;       // the two geoms, lower geom type first as in MuJoCo   (nconmax x 2)
   int* nefc;       // number of constraint rows                           (1)
   int* nwarm;      // rows warm-started from the previous step's impulse  (1)
+  int* set_hit;    // 1 when the previous clamping set solved this step's LCP (1)
+  int* efc_class;  // LcpClass of each row (stabilised solvers)           (nefcmax)
   T* efc_force;    // impulse of each row (N s or N m s)                  (nefcmax)
   int* efc_key;    // identity of a row across steps, for warm starting   (nefcmax)
 };
@@ -50,13 +52,16 @@ struct ContactData {
   int* geom;       // (nenv x nconmax x 2)
   int* nefc;       // (nenv)
   int* nwarm;      // (nenv)
+  int* set_hit;    // (nenv)
+  int* efc_class;  // (nenv x nefcmax)
   T* efc_force;    // (nenv x nefcmax)
   int* efc_key;    // (nenv x nefcmax)
 
   PHX_HD ContactView<T> env(const ModelView<T>& m, int e) const {
     long c = m.nconmax, r = m.nefcmax;
-    return {ncon + e,     overflow + e,      pos + e * c * 3,   frame + e * c * 9, dist + e * c,
-            geom + e * c * 2, nefc + e,     nwarm + e,         efc_force + e * r, efc_key + e * r};
+    return {ncon + e,         overflow + e,      pos + e * c * 3,   frame + e * c * 9,
+            dist + e * c,     geom + e * c * 2,  nefc + e,          nwarm + e,
+            set_hit + e,      efc_class + e * r, efc_force + e * r, efc_key + e * r};
   }
 };
 
@@ -80,13 +85,14 @@ struct ConstraintWorkspace {
   T* lcp;         // LCP solver scratch                                  (lcp_scratch_size)
   int* findex;    // normal row of a friction row, -1 otherwise          (nefcmax)
   int* key_prev;  // efc_key of the previous step                        (nefcmax)
+  int* class_prev;  // efc_class of the previous step                    (nefcmax)
   int* ilcp;      // LCP solver integer scratch                          (lcp_iscratch_size)
 
   PHX_HD static ScratchSize size(const ModelView<T>& m) {
     long ne = m.nefcmax, nv = m.nv;
     return {m.ngeom * 12L + nv * nv + 3 * nv + 2 * ne * nv + ne * ne + 5 * ne +
                 lcp_scratch_size(m.nefcmax),
-            2 * ne + lcp_iscratch_size(m.nefcmax)};
+            3 * ne + lcp_iscratch_size(m.nefcmax)};
   }
 
   PHX_HD static ConstraintWorkspace carve(const ModelView<T>& m, T* p, int* q) {
@@ -110,7 +116,8 @@ struct ConstraintWorkspace {
     c.lcp = take(lcp_scratch_size(m.nefcmax));
     c.findex = q;
     c.key_prev = q + ne;
-    c.ilcp = q + 2 * ne;
+    c.class_prev = q + 2 * ne;
+    c.ilcp = q + 3 * ne;
     return c;
   }
 };
@@ -301,10 +308,9 @@ PHX_HD void delassus(const ModelView<T>& m, int nrow, ConstraintWorkspace<T>& c)
     }
 }
 
-// Solve the LCP of the rows by projected Gauss-Seidel from the warm start in f; returns the
-// residual (lcp.h, lcp_residual) for the convergence status bit.
+// the LCP of the rows as lcp.h sees it
 template <class T>
-PHX_HD T solve_lcp(const ModelView<T>& m, int nrow, ConstraintWorkspace<T>& c, T* f) {
+PHX_HD LcpProblem<T> lcp_problem(int nrow, const ConstraintWorkspace<T>& c) {
   LcpProblem<T> p;
   p.n = nrow;
   p.A = c.A;
@@ -313,7 +319,48 @@ PHX_HD T solve_lcp(const ModelView<T>& m, int nrow, ConstraintWorkspace<T>& c, T
   p.hi = c.hi;
   p.mu = c.mu;
   p.findex = c.findex;
-  return pgs(p, f, m.lcp_iterations, T(1));
+  return p;
+}
+
+// relative pivot below which the clamping-set system counts as rank deficient
+template <class T>
+PHX_HD T lcp_rank_tol() {
+  return T(1e4) * T(detail::lcp_eps(value(T(0))));
+}
+
+// Solve the LCP of the rows from the warm start in f, as m.lcp_solver says:
+// - kLcpPgs: projected Gauss-Seidel, fixed sweeps;
+// - kLcpPgsStabilized / kLcpDantzig: first the previous step's clamping set (classes of the rows
+//   with the same key in class_prev, new rows clamping) solved exactly and accepted when
+//   feasible (Nimble's warm start, *hit = 1); otherwise PGS or Dantzig pivoting, then the exact
+//   re-solve on the clamping set they found (stabilisation). cls receives the row classes.
+// Returns the residual (lcp_residual) for the convergence status bit.
+template <class T>
+PHX_HD T solve_lcp(const ModelView<T>& m, int nrow, int nprev, ConstraintWorkspace<T>& c,
+                   const int* key, T* f, int* cls, int* hit) {
+  LcpProblem<T> p = lcp_problem(nrow, c);
+  *hit = 0;
+  if (m.lcp_solver == kLcpPgs) return pgs(p, f, m.lcp_iterations, T(1));
+  T tol = m.lcp_tolerance, rank_tol = lcp_rank_tol<T>();
+  if (nprev > 0) {
+    for (int r = 0; r < nrow; ++r) {
+      cls[r] = kLcpClamping;
+      for (int k = 0; k < nprev; ++k) {
+        if (c.key_prev[k] == key[r]) {
+          cls[r] = c.class_prev[k] & kLcpClassMask;
+          break;
+        }
+      }
+    }
+    if (lcp_solve_on_set(p, cls, f, tol, rank_tol, c.lcp, c.ilcp)) {
+      *hit = 1;
+      return lcp_residual(p, f);
+    }
+  }
+  bool solved = m.lcp_solver == kLcpDantzig && dantzig(p, f, tol, rank_tol, 4, c.lcp, c.ilcp);
+  if (!solved) pgs(p, f, m.lcp_iterations, T(1));
+  stabilize(p, f, cls, tol, rank_tol, c.lcp, c.ilcp);
+  return lcp_residual(p, f);
 }
 
 }  // namespace phx

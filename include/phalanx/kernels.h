@@ -74,8 +74,7 @@ struct RolloutKernel {
   unsigned* status;  // (nenv)
   int nstep;
   ContactData<T> con;  // contacts and constraint impulses (unused without constraints)
-  int* counts_out;     // (nenv x nstep x 3) contacts, constraint rows and warm-started rows
-                       // of each step, may be null
+  int* counts_out;     // (nenv x nstep x kNumCounts) counts of each step, may be null
 
   PHX_HD void operator()(int e, Scratch<T> scratch) const {
     Workspace<T> w = make_workspace(m, scratch.reals);
@@ -91,10 +90,13 @@ struct RolloutKernel {
         for (int i = 0; i < m.nv; ++i) qvel_out[(long(e) * nstep + t) * m.nv + i] = v[i];
       }
       if (counts_out) {
-        int* c = counts_out + 3 * (long(e) * nstep + t);
-        c[0] = m.nefcmax ? con.ncon[e] : 0;
-        c[1] = m.nefcmax ? con.nefc[e] : 0;
-        c[2] = m.nefcmax ? con.nwarm[e] : 0;
+        int* c = counts_out + kNumCounts * (long(e) * nstep + t);
+        bool on = m.nefcmax > 0;
+        c[kCountContacts] = on ? con.ncon[e] : 0;
+        c[kCountRows] = on ? con.nefc[e] : 0;
+        c[kCountWarmRows] = on ? con.nwarm[e] : 0;
+        c[kCountSetHit] = on ? con.set_hit[e] : 0;
+        c[kCountOverflow] = on ? con.overflow[e] : 0;
       }
     }
     status[e] = s;

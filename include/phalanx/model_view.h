@@ -17,6 +17,7 @@ struct ModelView {
   T gravity[3];
   int contact;         // detect and resolve contacts (0 or 1)
   int limit;           // enforce joint limits (0 or 1)
+  int lcp_solver;      // LcpSolver
   int lcp_iterations;  // projected Gauss-Seidel sweeps
   T lcp_tolerance;     // residual tolerance of the LCP
   T erp;               // fraction of penetration removed per step

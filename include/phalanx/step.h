@@ -74,6 +74,7 @@ PHX_HD unsigned step_constrained(const ModelView<T>& m, T* qpos, T* qvel, const 
   for (int r = 0; r < nprev; ++r) {
     c.key_prev[r] = cv.efc_key[r];
     c.f_prev[r] = cv.efc_force[r];
+    c.class_prev[r] = cv.efc_class[r];
   }
 
   // positions and velocities, contacts and rows
@@ -83,6 +84,7 @@ PHX_HD unsigned step_constrained(const ModelView<T>& m, T* qpos, T* qvel, const 
   *cv.ncon = 0;
   *cv.overflow = 0;
   *cv.nwarm = 0;
+  *cv.set_hit = 0;
   if (m.contact && m.nconmax > 0) {
     geom_poses(m, w, c);
     detect_contacts(m, c, cv);
@@ -123,7 +125,7 @@ PHX_HD unsigned step_constrained(const ModelView<T>& m, T* qpos, T* qvel, const 
       }
     }
     *cv.nwarm = nwarm;
-    T residual = solve_lcp(m, nrow, c, f);
+    T residual = solve_lcp(m, nrow, nprev, c, cv.efc_key, f, cv.efc_class, cv.set_hit);
     if (!(residual <= m.lcp_tolerance)) status |= kStatusLcpNotConverged;
 
     // qvel' = vfree + L^-T (Y^T f), with Y = L^-1 J^T

@@ -11,8 +11,9 @@ mjc_SphereSphere, mjc_SphereCapsule, mjc_SphereBox, mjc_CapsuleCapsule, mjc_Caps
 separating-axis mjc_BoxBox) and Phalanx implements the same algorithms, so the tolerance is
 1e-9 absolute on unit-scale geometry: both evaluate the same formulas in double, arranged
 differently (e.g. a unit vector by division rather than by a reciprocal), which differs by
-round-off amplified at worst by the conditioning of a closest-point solve (observed < 1e-12).
-Margin is 0 in MuJoCo's model and in the calls.
+round-off amplified at worst by the conditioning of a closest-point solve (observed up to
+2e-12, in capsule-box).
+Margin is 0 (MuJoCo's default) except in test_margin_keeps_separated_contacts_like_mujoco.
 
 Pose sets per pair: uniformly random orientations with centre offsets around contact
 distance, plus structured sets that reach the special branches: nearly axis-aligned poses
@@ -131,14 +132,9 @@ def padded(size) -> np.ndarray:
     return np.array(list(size) + [0.0] * (3 - len(size)))
 
 
-def compare(type1, size1, type2, size2, kind, spread, seed, min_contacts, min_multi=0):
-    """run one pose set through both and assert contact-by-contact agreement; returns the
-    worst difference and the contact statistics"""
-    rng = np.random.default_rng(seed)
-    p1, q1, p2, q2 = poses(kind, rng, NPOSE, spread)
-    x1, r1, x2, r2, ref = mujoco_contacts(type1, size1, type2, size2, p1, q1, p2, q2)
-    count, pos, normal, dist = _phalanx.collide_pairs(type1, padded(size1), x1, r1, type2,
-                                                      padded(size2), x2, r2, 0.0)
+def assert_same_contacts(ref, count, pos, normal, dist) -> float:
+    """the same number of contacts per pose, and, matched as sets by position, equal pos, normal
+    and dist to TOL; returns the worst difference"""
     counts_mj = np.array([len(c) for c in ref])
     mismatch = np.flatnonzero(counts_mj != count)
     assert mismatch.size == 0, (
@@ -148,7 +144,7 @@ def compare(type1, size1, type2, size2, kind, spread, seed, min_contacts, min_mu
     for e, cons in enumerate(ref):
         free = list(range(count[e]))
         for rp, rn, rd in cons:
-            # match as sets: the nearest unmatched Phalanx contact
+            # the nearest unmatched Phalanx contact
             k = min(free, key=lambda k: np.linalg.norm(pos[e, k] - rp))
             free.remove(k)
             err = max(np.abs(pos[e, k] - rp).max(), np.abs(normal[e, k] - rn).max(),
@@ -157,10 +153,22 @@ def compare(type1, size1, type2, size2, kind, spread, seed, min_contacts, min_mu
             assert err <= TOL, (
                 f"pose {e}: MuJoCo pos {rp} normal {rn} dist {rd}; "
                 f"Phalanx pos {pos[e, k]} normal {normal[e, k]} dist {dist[e, k]}")
+    return worst
+
+
+def compare(type1, size1, type2, size2, kind, spread, seed, min_contacts, min_multi=0):
+    """run one pose set through both and assert contact-by-contact agreement; returns the
+    worst difference and the contact counts"""
+    rng = np.random.default_rng(seed)
+    p1, q1, p2, q2 = poses(kind, rng, NPOSE, spread)
+    x1, r1, x2, r2, ref = mujoco_contacts(type1, size1, type2, size2, p1, q1, p2, q2)
+    count, pos, normal, dist = _phalanx.collide_pairs(type1, padded(size1), x1, r1, type2,
+                                                      padded(size2), x2, r2, 0.0)
+    worst = assert_same_contacts(ref, count, pos, normal, dist)
     # the pose set reached what it was built for
-    assert counts_mj.sum() >= min_contacts, f"only {counts_mj.sum()} contacts"
-    assert (counts_mj >= 2).sum() >= min_multi, f"only {(counts_mj >= 2).sum()} multi-point poses"
-    return worst, counts_mj
+    assert count.sum() >= min_contacts, f"only {count.sum()} contacts"
+    assert (count >= 2).sum() >= min_multi, f"only {(count >= 2).sum()} multi-point poses"
+    return worst, count
 
 
 # (name, type1, size1, type2, size2, pose kind, centre spread, min contacts, min multi-point poses)
@@ -218,24 +226,18 @@ def test_box_box_reaches_full_manifolds_and_edge_contacts():
     x1, r1, x2, r2, ref = mujoco_contacts(BOX, size, BOX, size, p1, q1, p2, q2)
     count, pos, normal, dist = _phalanx.collide_pairs(BOX, padded(size), x1, r1, BOX,
                                                       padded(size), x2, r2)
-    assert np.array_equal(count, [len(c) for c in ref])
+    assert_same_contacts(ref, count, pos, normal, dist)
     assert (count == 8).sum() > n // 2
     # edge-edge: random orientations, single contacts with a normal off every face
     p1, q1, p2, q2 = poses("random", rng, NPOSE, 0.6)
     x1, r1, x2, r2, ref = mujoco_contacts(BOX, size, BOX, size, p1, q1, p2, q2)
     count, pos, normal, dist = _phalanx.collide_pairs(BOX, padded(size), x1, r1, BOX,
                                                       padded(size), x2, r2)
-    assert np.array_equal(count, [len(c) for c in ref])
+    assert_same_contacts(ref, count, pos, normal, dist)
     single = np.flatnonzero(count == 1)
     faces = np.concatenate([r1[single], r2[single]], 2)  # (n, 3, 6) face normals as columns
     align = np.abs(np.einsum("ni,nij->nj", normal[single, 0], faces)).max(1)
-    edge = single[align < 0.999]
-    assert edge.size > 50
-    for e in edge:
-        rp, rn, rd = ref[e][0]
-        np.testing.assert_allclose(pos[e, 0], rp, atol=TOL)
-        np.testing.assert_allclose(normal[e, 0], rn, atol=TOL)
-        assert abs(dist[e, 0] - rd) <= TOL
+    assert (align < 0.999).sum() > 50
 
 
 def test_margin_keeps_separated_contacts_like_mujoco():

@@ -2,7 +2,7 @@
 // followed by its adjoint. Conventions, signatures and the adjoint contract are those of
 // collision/primitives.h; the algorithms are MuJoCo's (engine_collision_primitive.c:
 // mjc_PlaneBox; engine_collision_box.c: mjraw_SphereBox, mjraw_CapsuleBox, and the
-// separating-axis mjc_BoxBox of MuJoCo 3.12), so the manifolds agree contact by contact.
+// separating-axis mjc_BoxBox of MuJoCo 3.12 and 4.0), so the manifolds agree contact by contact.
 //
 // A box's face normal is a column of its rotation matrix: it depends on the box's rotation only,
 // not on where on the face the contact lies (Nimble's rule for polygonal faces). Edge and corner

@@ -71,8 +71,8 @@ PHX_HD PHX_INLINE void adj_normalize(const Vec3<T>& u, T len, Vec3<T>& adj_v,
 // pos = c1 + (r1 + dist / 2) n. Coincident centres take n from z1 x z2, the z axes of the two
 // geoms (the normal of two crossing capsule axes), and +x when those are parallel too.
 // SEEDS.md part A quotes Nimble's p = (r2 c1 + r1 c2) / (r1 + r2), which divides the centre line
-// in the ratio of the radii; it agrees with MuJoCo's midway point at dist = 0 and differs by
-// dist (r1 - r2) / (2 (r1 + r2)) along n in penetration. Phalanx keeps MuJoCo's point, so that
+// in the ratio of the radii; it agrees with MuJoCo's midway point at dist = 0, and in general
+// p_mujoco - p_nimble = dist (r2 - r1) / (2 (r1 + r2)) n. Phalanx keeps MuJoCo's point, so that
 // contacts compare with MuJoCo's one by one.
 template <class T>
 PHX_HD int sphere_sphere_raw(const Vec3<T>& c1, T r1, const Vec3<T>& c2, T r2, const Vec3<T>& z1,
