@@ -583,7 +583,15 @@ PYBIND11_MODULE(_phalanx, mod) {
             if (!(tol > 0)) throw std::invalid_argument("phalanx: lcp_tolerance must be > 0");
             pm.set_option(&phx::Options::lcp_tolerance, tol);
           },
-          "LCP residual (velocity units) above which STATUS_LCP_NOT_CONVERGED is set")
+          "velocity tolerance (m/s) of row classification and of accepting exact re-solves")
+      .def_property(
+          "lcp_residual_limit",
+          [](const PyModel& pm) { return pm.model().opt.lcp_residual_limit; },
+          [](PyModel& pm, double tol) {
+            if (!(tol > 0)) throw std::invalid_argument("phalanx: lcp_residual_limit must be > 0");
+            pm.set_option(&phx::Options::lcp_residual_limit, tol);
+          },
+          "LCP residual (m/s) above which a step sets STATUS_LCP_NOT_CONVERGED")
       .def_property(
           "nconmax", [](const PyModel& pm) { return pm.model().nconmax; },
           [](PyModel& pm, int n) {

@@ -27,7 +27,10 @@ struct Options {
   int lcp_solver = 0;            // LcpSolver: 0 PGS, 1 PGS then Nimble's stabilisation on the
                                  // clamping set, 2 Dantzig pivoting then stabilisation
   int lcp_iterations = 30;       // projected Gauss-Seidel sweeps per step
-  double lcp_tolerance = 1e-6;   // residual above which an env's kStatusLcpNotConverged is set
+  double lcp_tolerance = 1e-6;   // velocity tolerance (m/s) of row classification and of
+                                 // accepting an exact re-solve (stabilised solvers)
+  double lcp_residual_limit = 1e-3;  // LCP residual (m/s) above which a step sets
+                                     // kStatusLcpNotConverged
   double erp = 0.2;              // fraction of a penetration removed per step (Baumgarte)
   double slop = 1e-3;            // penetration (m or rad) left uncorrected, avoids jitter
 };

@@ -25,6 +25,7 @@ ModelView<T> build_view(const Model& m, Real&& real, Integer&& integer) {
   w.lcp_solver = m.opt.lcp_solver;
   w.lcp_iterations = m.opt.lcp_iterations;
   w.lcp_tolerance = T(m.opt.lcp_tolerance);
+  w.lcp_residual_limit = T(m.opt.lcp_residual_limit);
   w.erp = T(m.opt.erp);
   w.slop = T(m.opt.slop);
   w.npair = m.npair;

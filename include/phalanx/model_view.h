@@ -19,7 +19,8 @@ struct ModelView {
   int limit;           // enforce joint limits (0 or 1)
   int lcp_solver;      // LcpSolver
   int lcp_iterations;  // projected Gauss-Seidel sweeps
-  T lcp_tolerance;     // residual tolerance of the LCP
+  T lcp_tolerance;     // velocity tolerance of classification and exact re-solves
+  T lcp_residual_limit;  // residual above which kStatusLcpNotConverged is set
   T erp;               // fraction of penetration removed per step
   T slop;              // penetration left uncorrected
 

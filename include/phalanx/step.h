@@ -126,7 +126,7 @@ PHX_HD unsigned step_constrained(const ModelView<T>& m, T* qpos, T* qvel, const 
     }
     *cv.nwarm = nwarm;
     T residual = solve_lcp(m, nrow, nprev, c, cv.efc_key, f, cv.efc_class, cv.set_hit);
-    if (!(residual <= m.lcp_tolerance)) status |= kStatusLcpNotConverged;
+    if (!(residual <= m.lcp_residual_limit)) status |= kStatusLcpNotConverged;
 
     // qvel' = vfree + L^-T (Y^T f), with Y = L^-1 J^T
     for (int d = 0; d < nv; ++d) c.tmp[d] = T(0);

@@ -1,0 +1,435 @@
+// Adjoint (vector-Jacobian product) of one constrained step, step_constrained in step.h:
+// contacts and joint limits through the velocity-level boxed LCP (constraint.h, lcp.h).
+//
+// Forward (M = M(q) + diag(armature + dt damping), the matrix factored in c.L):
+//   vfree = qvel + dt M^-1 (qfrc - c),  A = J M^-1 J^T,  b = J vfree + corr,
+//   f = LCP(A, b, bounds, mu),  qvel' = vfree + M^-1 J^T f,  qpos' = qpos (+) dt qvel'.
+// Reverse, with g the adjoint of qvel' (after the adjoint of the position integration),
+// lam = M^-1 g, Z = M^-1 J^T and G = adj_A:
+//   adj_f = J lam,  adj_J += f lam^T,  adj_M -= lam (qvel' - vfree)^T,  adj_vfree += g;
+//   adj_lcp: adj_f -> adj_A, adj_b, adj_mu (Nimble's gradient on the solution's classification);
+//   A, b: adj_J += (G + G^T) Z^T + adj_b vfree^T,  adj_M -= Z G Z^T,  adj_vfree += J^T adj_b;
+//   corr (the branch build_rows took): bounce rows  corr = e J_r qvel,
+//          push rows corr = erp (dist + slop) / dt,  limit rows dist = +-(q - bound);
+//   vfree: adj_qvel += adj_vfree, mu2 = M^-1 adj_vfree, adj_qfrc = dt mu2, adj_c = -dt mu2,
+//          adj_M -= mu2 (vfree - qvel)^T;
+//   adj_M -> adj_crba (+ armature, + dt damping), adj_c -> adj_rnea, adj_qfrc -> adj_passive,
+//   adj_actuation; adj_J -> adj_add_point_jacobian -> contact point, normal and tangents
+//   (adj_contact_frame) -> adj_collide -> geom frames -> adj_geom_poses -> body frames;
+//   then adj_com_vel, adj_com_pos, adj_kinematics, as adj_forward_dynamics.
+//
+// Exactness. The LCP's gradient is that of the solution map on the classification of the rows,
+// which is exact when f solves the LCP exactly on that classification: use lcp_solver =
+// kLcpPgsStabilized or kLcpDantzig (both end in the exact re-solve on the clamping set, and
+// leave the classification in efc_class). With kLcpPgs the rows are classified here
+// (lcp_classify, tied rows clamping) and the gradient is that of the stabilised solution on the
+// classification of the PGS answer, evaluated at the PGS impulses: close to, not equal to, the
+// derivative of what PGS returned. Contact appearance and disappearance, class changes and the
+// narrowphase's feature choices are not differentiated (derivatives are those of the branch
+// taken); contacts lost to nconmax overflow get no gradient.
+#pragma once
+
+#include "phalanx/step.h"
+
+namespace phx {
+
+// ---- adjoints of the constraint.h helpers ------------------------------------------------
+
+// Adjoint of geom_poses: from the adjoints of the geom frames (adj_geom_xpos ngeom x 3,
+// adj_geom_xmat ngeom x 9) to those of the body frames in a (xpos, xmat), accumulated.
+//   geom_xpos = xpos_b + R_b geom_pos,  geom_xmat = R_b Q_g  =>
+//   adj_xpos_b += adj_gpos,  adj_R_b += adj_gpos geom_pos^T + adj_gmat Q_g^T
+template <class T>
+PHX_HD void adj_geom_poses(const ModelView<T>& m, const T* adj_geom_xpos, const T* adj_geom_xmat,
+                           AdjWorkspace<T>& a) {
+  for (int g = 0; g < m.ngeom; ++g) {
+    int b = m.geom_bodyid[g];
+    Vec3<T> adj_p = Vec3<T>::load(adj_geom_xpos + 3 * g);
+    Mat3<T> adj_G = Mat3<T>::load(adj_geom_xmat + 9 * g);
+    Mat3<T> Q = to_mat(Quat<T>::load(m.geom_quat + 4 * g));
+    Vec3<T> gpos = Vec3<T>::load(m.geom_pos + 3 * g);
+    for (int i = 0; i < 3; ++i)
+      for (int j = 0; j < 3; ++j) {
+        T s = adj_p[i] * gpos[j];
+        for (int k = 0; k < 3; ++k) s += adj_G.m[3 * i + k] * Q.m[3 * j + k];
+        a.xmat[9 * b + 3 * i + j] += s;
+      }
+    adj_p.add_to(a.xpos + 3 * b);
+  }
+}
+
+// Adjoint of add_point_jacobian: from adj_row (nv, the adjoint of every entry of the row) to
+// adj_p, adj_u (accumulated) and to the adjoints of cdof and of the root body's xpos in a.
+// Per dof d on the path: row_d += sign u . t,  t = s_lin + s_ang x r,  r = p - xpos[root].
+template <class T>
+PHX_HD void adj_add_point_jacobian(const ModelView<T>& m, const Workspace<T>& w, int b,
+                                   const Vec3<T>& p, const Vec3<T>& u, T sign, const T* adj_row,
+                                   AdjWorkspace<T>& a, Vec3<T>& adj_p, Vec3<T>& adj_u) {
+  int root = m.body_rootid[b];
+  Vec3<T> r = p - Vec3<T>::load(w.xpos + 3 * root);
+  Vec3<T> adj_r;
+  for (int d = last_dof(m, b); d >= 0; d = m.dof_parentid[d]) {
+    Vec6<T> s = Vec6<T>::load(w.cdof + 6 * d);
+    T g = sign * adj_row[d];
+    adj_u += g * (s.lin() + cross(s.ang(), r));
+    // u . (s_ang x r) = s_ang . (r x u) = r . (u x s_ang)
+    Vec3<T> adj_t = g * u, adj_ang = cross(r, adj_t);
+    adj_r += cross(adj_t, s.ang());
+    for (int i = 0; i < 3; ++i) {
+      a.cdof[6 * d + i] += adj_ang[i];
+      a.cdof[6 * d + 3 + i] += adj_t[i];
+    }
+  }
+  adj_p += adj_r;
+  (-adj_r).add_to(a.xpos + 3 * root);
+}
+
+// Adjoint of delassus for the rows' A = J M^-1 J^T and b = J vfree + corrections, with M the
+// matrix factored in c.L: from adj_A (nrow x nrow, entries as read) and adj_b (nrow) to adj_J
+// (nrow x nv), adj_vfree (nv) and adj_M (nv x nv), all accumulated. With Z_r = M^-1 J_r and
+// G = adj_A:  adj_J_r += sum_q (G_rq + G_qr) Z_q + adj_b_r vfree,  adj_M -= Z^T G Z,
+// adj_vfree += J^T adj_b. Z (nrow x nv) and tmp (nv) are scratch; Z is left holding M^-1 J^T.
+template <class T>
+PHX_HD void adj_delassus(const ModelView<T>& m, int nrow, const ConstraintWorkspace<T>& c,
+                         const T* adj_A, const T* adj_b, T* Z, T* tmp, T* adj_J, T* adj_vfree,
+                         T* adj_M) {
+  int nv = m.nv;
+  // Z_r = L^-T Y_r, Y_r = L^-1 J_r
+  for (int r = 0; r < nrow; ++r) {
+    T* z = Z + long(r) * nv;
+    const T* y = c.Y + long(r) * nv;
+    for (int i = nv - 1; i >= 0; --i) {
+      T v = y[i];
+      for (int k = i + 1; k < nv; ++k) v -= c.L[k * nv + i] * z[k];
+      z[i] = v / c.L[i * nv + i];
+    }
+  }
+  for (int r = 0; r < nrow; ++r) {
+    T* aj = adj_J + long(r) * nv;
+    const T* J = c.J + long(r) * nv;
+    const T* zr = Z + long(r) * nv;
+    // (G Z)_r: into adj_J_r and adj_M
+    for (int d = 0; d < nv; ++d) tmp[d] = T(0);
+    for (int q = 0; q < nrow; ++q) {
+      T gq = adj_A[r * nrow + q];
+      const T* zq = Z + long(q) * nv;
+      for (int d = 0; d < nv; ++d) tmp[d] += gq * zq[d];
+    }
+    for (int i = 0; i < nv; ++i) {
+      aj[i] += tmp[i];
+      for (int k = 0; k < nv; ++k) adj_M[i * nv + k] -= zr[i] * tmp[k];
+    }
+    // (G^T Z)_r
+    for (int q = 0; q < nrow; ++q) {
+      T gq = adj_A[q * nrow + r];
+      const T* zq = Z + long(q) * nv;
+      for (int d = 0; d < nv; ++d) aj[d] += gq * zq[d];
+    }
+    // b_r = J_r . vfree + ...
+    for (int d = 0; d < nv; ++d) {
+      aj[d] += adj_b[r] * c.vfree[d];
+      adj_vfree[d] += adj_b[r] * J[d];
+    }
+  }
+}
+
+// Adjoints of the contact parameters of the model, per environment; a null pointer skips it.
+template <class T>
+struct ContactModelAdjoint {
+  T* geom_friction = nullptr;     // (ngeom x 3) only the sliding coefficient, column 0, is used
+  T* geom_restitution = nullptr;  // (ngeom)
+};
+
+// Scratch of adj_step_constrained, carved like ConstraintWorkspace (sizes from the model's nq,
+// nv, ngeom, nconmax and nefcmax).
+template <class T>
+struct AdjConstraintWorkspace {
+  T* qpos_next;      // replayed qpos'                                      (nq)
+  T* qvel_next;      // replayed qvel'                                      (nv)
+  T* g;              // adjoint of qvel'                                    (nv)
+  T* lam;            // M^-1 g, then M^-1 adj_vfree                          (nv)
+  T* adj_vfree;      // (nv)
+  T* adj_qfrc;       // (nv)
+  T* adj_bias;       // adjoint of c(q, qvel)                               (nv)
+  T* tmp;            // (nv)
+  T* adj_M;          // (nv x nv)
+  T* Z;              // M^-1 J^T by rows                                    (nefcmax x nv)
+  T* adj_J;          // (nefcmax x nv)
+  T* adj_A;          // (nefcmax x nefcmax)
+  T* adj_b;          // (nefcmax)
+  T* adj_f;          // (nefcmax)
+  T* adj_mu;         // (nefcmax)
+  T* adj_pos;        // adjoint of each contact point                       (nconmax x 3)
+  T* adj_frame;      // adjoint of each contact frame (normal, t1, t2)      (nconmax x 9)
+  T* adj_dist;       // (nconmax)
+  T* adj_geom_xpos;  // (ngeom x 3)
+  T* adj_geom_xmat;  // (ngeom x 9)
+  int* cls;          // row classes used by adj_lcp                         (nefcmax)
+
+  PHX_HD static ScratchSize size(const ModelView<T>& m) {
+    long ne = m.nefcmax, nv = m.nv, nc = m.nconmax;
+    return {m.nq + 7 * nv + nv * nv + 2 * ne * nv + ne * ne + 3 * ne + 13 * nc + 12L * m.ngeom,
+            ne};
+  }
+
+  PHX_HD static AdjConstraintWorkspace carve(const ModelView<T>& m, T* p, int* q) {
+    AdjConstraintWorkspace s;
+    long ne = m.nefcmax, nv = m.nv, nc = m.nconmax;
+    auto take = [&p](long n) { T* r = p; p += n; return r; };
+    s.qpos_next = take(m.nq);
+    s.qvel_next = take(nv);
+    s.g = take(nv);
+    s.lam = take(nv);
+    s.adj_vfree = take(nv);
+    s.adj_qfrc = take(nv);
+    s.adj_bias = take(nv);
+    s.tmp = take(nv);
+    s.adj_M = take(nv * nv);
+    s.Z = take(ne * nv);
+    s.adj_J = take(ne * nv);
+    s.adj_A = take(ne * ne);
+    s.adj_b = take(ne);
+    s.adj_f = take(ne);
+    s.adj_mu = take(ne);
+    s.adj_pos = take(3 * nc);
+    s.adj_frame = take(9 * nc);
+    s.adj_dist = take(nc);
+    s.adj_geom_xpos = take(3L * m.ngeom);
+    s.adj_geom_xmat = take(9L * m.ngeom);
+    s.cls = q;
+    return s;
+  }
+};
+
+// rows of contact i (3 with friction, 1 without), as build_rows lays them out
+template <class T>
+PHX_HD PHX_INLINE int contact_rows(const ModelView<T>& m, const int* geom, int i) {
+  return (m.geom_condim[geom[2 * i]] > 1 || m.geom_condim[geom[2 * i + 1]] > 1) ? 3 : 1;
+}
+
+// the geom whose coefficient a pair uses (the larger; the second on a tie, as build_rows)
+template <class T>
+PHX_HD PHX_INLINE int pair_max_geom(const T* coef, int stride, int g1, int g2) {
+  return coef[stride * g1] > coef[stride * g2] ? g1 : g2;
+}
+
+// Adjoint of the contact rows' Jacobians and of the contact geometry: from adj_J (rows x nv) and
+// the adjoints of the contacts' dist in s.adj_dist, through add_point_jacobian, contact_frame,
+// collide and geom_poses, to the adjoints of cdof and of the body frames in a. Uses the
+// contacts in cv and the geom frames in c as the forward left them.
+template <class T>
+PHX_HD void adj_contact_rows(const ModelView<T>& m, const Workspace<T>& w,
+                             const ConstraintWorkspace<T>& c, const ContactView<T>& cv,
+                             AdjConstraintWorkspace<T>& s, AdjWorkspace<T>& a) {
+  int ncon = *cv.ncon, nv = m.nv;
+  for (int i = 0; i < 3 * ncon; ++i) s.adj_pos[i] = T(0);
+  for (int i = 0; i < 9 * ncon; ++i) s.adj_frame[i] = T(0);
+  for (int i = 0; i < 3 * m.ngeom; ++i) s.adj_geom_xpos[i] = T(0);
+  for (int i = 0; i < 9 * m.ngeom; ++i) s.adj_geom_xmat[i] = T(0);
+
+  // J_r = u . (velocity of p on body 2 - on body 1), u the normal or a tangent
+  for (int i = 0, row = 0; i < ncon; ++i) {
+    int nr = contact_rows(m, cv.geom, i);
+    int b1 = m.geom_bodyid[cv.geom[2 * i]], b2 = m.geom_bodyid[cv.geom[2 * i + 1]];
+    Vec3<T> p = Vec3<T>::load(cv.pos + 3 * i), adj_p;
+    for (int k = 0; k < nr; ++k, ++row) {
+      Vec3<T> u = Vec3<T>::load(cv.frame + 9 * i + 3 * k), adj_u;
+      const T* adj_row = s.adj_J + long(row) * nv;
+      adj_add_point_jacobian(m, w, b2, p, u, T(1), adj_row, a, adj_p, adj_u);
+      adj_add_point_jacobian(m, w, b1, p, u, T(-1), adj_row, a, adj_p, adj_u);
+      adj_u.add_to(s.adj_frame + 9 * i + 3 * k);
+    }
+    adj_p.add_to(s.adj_pos + 3 * i);
+    // tangents from the normal
+    if (nr == 3) {
+      Vec3<T> adj_n;
+      adj_contact_frame(Vec3<T>::load(cv.frame + 9 * i), adj_n,
+                        Vec3<T>::load(s.adj_frame + 9 * i + 3),
+                        Vec3<T>::load(s.adj_frame + 9 * i + 6));
+      adj_n.add_to(s.adj_frame + 9 * i);
+    }
+  }
+
+  // narrowphase, one geom pair at a time: a pair's contacts are consecutive in cv
+  for (int i0 = 0; i0 < ncon;) {
+    int g1 = cv.geom[2 * i0], g2 = cv.geom[2 * i0 + 1];
+    int n = 1;
+    while (i0 + n < ncon && n < kMaxPairContacts && cv.geom[2 * (i0 + n)] == g1 &&
+           cv.geom[2 * (i0 + n) + 1] == g2)
+      ++n;
+    ContactPoint<T> pts[kMaxPairContacts], adj[kMaxPairContacts];
+    for (int k = 0; k < n; ++k) {
+      int i = i0 + k;
+      pts[k].pos = Vec3<T>::load(cv.pos + 3 * i);
+      pts[k].normal = Vec3<T>::load(cv.frame + 9 * i);
+      pts[k].dist = cv.dist[i];
+      adj[k].pos = Vec3<T>::load(s.adj_pos + 3 * i);
+      adj[k].normal = Vec3<T>::load(s.adj_frame + 9 * i);
+      adj[k].dist = s.adj_dist[i];
+    }
+    GeomFrame<T> f1{Vec3<T>::load(c.geom_xpos + 3 * g1), Mat3<T>::load(c.geom_xmat + 9 * g1)};
+    GeomFrame<T> f2{Vec3<T>::load(c.geom_xpos + 3 * g2), Mat3<T>::load(c.geom_xmat + 9 * g2)};
+    GeomFrame<T> adj_f1, adj_f2;
+    T adj_size1[3] = {}, adj_size2[3] = {};  // geom sizes carry no gradient here
+    adj_collide(m.geom_type[g1], f1, m.geom_size + 3 * g1, m.geom_type[g2], f2,
+                m.geom_size + 3 * g2, T(0), pts, n, adj, adj_f1, adj_size1, adj_f2, adj_size2);
+    adj_f1.pos.add_to(s.adj_geom_xpos + 3 * g1);
+    adj_f2.pos.add_to(s.adj_geom_xpos + 3 * g2);
+    for (int k = 0; k < 9; ++k) {
+      s.adj_geom_xmat[9 * g1 + k] += adj_f1.rot.m[k];
+      s.adj_geom_xmat[9 * g2 + k] += adj_f2.rot.m[k];
+    }
+    i0 += n;
+  }
+  adj_geom_poses(m, s.adj_geom_xpos, s.adj_geom_xmat, a);
+}
+
+// Adjoint of one step_constrained: replays the forward from (qpos, qvel, ctrl) and the previous
+// step's rows in cv (efc_key, efc_force, efc_class and nefc as they were before the forward
+// step, for the same warm start), then maps (adj_qpos_next, adj_qvel_next) to adj_qpos,
+// adj_qvel, adj_ctrl, the model parameters of adj_model (body_mass, body_inertia, dof_damping,
+// dof_armature, jnt_stiffness, actuator_gear) and the contact parameters of adj_contact
+// (sliding friction and restitution of each geom, through the pair's maximum), all accumulated.
+// Inputs are not modified; w, c and cv are left as the forward step leaves them (cv holds this
+// step's contacts and rows). Returns the status bits of the replayed step; when it stops (NaN
+// state or result, singular mass matrix) nothing is accumulated.
+template <class T>
+PHX_HD unsigned adj_step_constrained(const ModelView<T>& m, const T* qpos, const T* qvel,
+                                     const T* ctrl, Workspace<T>& w, ConstraintWorkspace<T>& c,
+                                     ContactView<T>& cv, AdjWorkspace<T>& a,
+                                     AdjConstraintWorkspace<T>& s, const T* adj_qpos_next,
+                                     const T* adj_qvel_next, T* adj_qpos, T* adj_qvel,
+                                     T* adj_ctrl, const ModelAdjoint<T>& adj_model,
+                                     const ContactModelAdjoint<T>& adj_contact) {
+  const int nv = m.nv;
+  const T dt = m.timestep;
+
+  // replay the forward step
+  for (int i = 0; i < m.nq; ++i) s.qpos_next[i] = qpos[i];
+  for (int d = 0; d < nv; ++d) s.qvel_next[d] = qvel[d];
+  unsigned status = step_constrained(m, s.qpos_next, s.qvel_next, ctrl, w, c, cv);
+  if (status & kStatusStopMask) return status;
+  const int nrow = *cv.nefc;
+  if (nrow == 0) {
+    // no rows: the step was step() itself
+    adj_step(m, qpos, qvel, ctrl, w, a, adj_qpos_next, adj_qvel_next, adj_qpos, adj_qvel,
+             adj_ctrl, adj_model);
+    return status;
+  }
+  a.zero(m.nbody, m.njnt, m.nv);
+  const T* f = cv.efc_force;
+
+  // qpos' = qpos (+) dt qvel': g = adj_qvel'
+  for (int d = 0; d < nv; ++d) s.g[d] = adj_qvel_next[d];
+  adj_integrate_pos(m, qpos, s.qvel_next, dt, adj_qpos_next, adj_qpos, s.g);
+
+  // qvel' = vfree + M^-1 J^T f
+  for (int i = 0; i < nv * nv; ++i) s.adj_M[i] = T(0);
+  for (long i = 0; i < long(nrow) * nv; ++i) s.adj_J[i] = T(0);
+  for (int i = 0; i < nrow * nrow; ++i) s.adj_A[i] = T(0);
+  for (int r = 0; r < nrow; ++r) s.adj_b[r] = s.adj_mu[r] = T(0);
+  for (int d = 0; d < nv; ++d) {
+    s.lam[d] = s.g[d];
+    s.adj_vfree[d] = s.g[d];
+  }
+  cholesky_solve(c.L, nv, s.lam);
+  for (int i = 0; i < nv; ++i)
+    for (int k = 0; k < nv; ++k) s.adj_M[i * nv + k] -= s.lam[i] * (s.qvel_next[k] - c.vfree[k]);
+  for (int r = 0; r < nrow; ++r) {
+    const T* J = c.J + long(r) * nv;
+    T* aj = s.adj_J + long(r) * nv;
+    T v = T(0);
+    for (int d = 0; d < nv; ++d) {
+      v += J[d] * s.lam[d];
+      aj[d] += f[r] * s.lam[d];
+    }
+    s.adj_f[r] = v;
+  }
+
+  // the LCP on its classification (classified here after plain PGS)
+  LcpProblem<T> p = lcp_problem(nrow, c);
+  if (m.lcp_solver == kLcpPgs) {
+    lcp_classify(p, f, m.lcp_tolerance, true, s.cls);
+  } else {
+    for (int r = 0; r < nrow; ++r) s.cls[r] = cv.efc_class[r];
+  }
+  adj_lcp(p, f, s.cls, s.adj_f, s.adj_A, s.adj_b, s.adj_mu, lcp_rank_tol<T>(), c.lcp, c.ilcp);
+
+  // A = J M^-1 J^T, b = J vfree + corr
+  adj_delassus(m, nrow, c, s.adj_A, s.adj_b, s.Z, s.tmp, s.adj_J, s.adj_vfree, s.adj_M);
+
+  // corrections of the contact rows (the branch build_rows took) and friction coefficients
+  int ncon = *cv.ncon, row = 0;
+  for (int i = 0; i < ncon; ++i) {
+    int nr = contact_rows(m, cv.geom, i);
+    int g1 = cv.geom[2 * i], g2 = cv.geom[2 * i + 1];
+    const T* J = c.J + long(row) * nv;
+    T* aj = s.adj_J + long(row) * nv;
+    T ab = s.adj_b[row];
+    int ge = pair_max_geom(m.geom_restitution, 1, g1, g2);
+    T e = m.geom_restitution[ge];
+    T vn = T(0);
+    for (int d = 0; d < nv; ++d) vn += J[d] * qvel[d];
+    T bounce = vn < T(0) ? e * vn : T(0);
+    T depth = cv.dist[i] + m.slop;
+    T push = depth < T(0) ? m.erp * depth / dt : T(0);
+    s.adj_dist[i] = T(0);
+    if (bounce < push) {
+      // corr = e J_r qvel
+      for (int d = 0; d < nv; ++d) {
+        aj[d] += e * ab * qvel[d];
+        adj_qvel[d] += e * ab * J[d];
+      }
+      if (adj_contact.geom_restitution) adj_contact.geom_restitution[ge] += vn * ab;
+    } else if (depth < T(0)) {
+      // corr = erp (dist + slop) / dt
+      s.adj_dist[i] = m.erp / dt * ab;
+    }
+    if (adj_contact.geom_friction) {
+      int gf = pair_max_geom(m.geom_friction, 3, g1, g2);
+      for (int k = 1; k < nr; ++k) adj_contact.geom_friction[3 * gf] += s.adj_mu[row + k];
+    }
+    row += nr;
+  }
+  // joint limits: J constant, corr = erp (dist + slop) / dt with dist = +-(q - bound)
+  for (int r = row; r < nrow; ++r) {
+    int key = -1 - cv.efc_key[r];
+    int j = key / 2;
+    T sign = key % 2 ? T(-1) : T(1);
+    int qa = m.jnt_qposadr[j];
+    T q = qpos[qa], lo = m.jnt_range[2 * j], hi = m.jnt_range[2 * j + 1];
+    T dist = sign > T(0) ? q - lo : hi - q;
+    if (dist + m.slop < T(0)) adj_qpos[qa] += sign * m.erp / dt * s.adj_b[r];
+  }
+
+  // vfree = qvel + dt M^-1 (qfrc - c)
+  for (int d = 0; d < nv; ++d) {
+    adj_qvel[d] += s.adj_vfree[d];
+    s.lam[d] = s.adj_vfree[d];
+  }
+  cholesky_solve(c.L, nv, s.lam);
+  for (int d = 0; d < nv; ++d) {
+    s.adj_qfrc[d] = dt * s.lam[d];
+    s.adj_bias[d] = -dt * s.lam[d];
+  }
+  for (int i = 0; i < nv; ++i)
+    for (int k = 0; k < nv; ++k) s.adj_M[i * nv + k] -= s.lam[i] * (c.vfree[k] - qvel[k]);
+
+  // M = crba (with armature) + dt diag(damping): adj_crba first, while a.cinert is clean
+  adj_crba(m, w, a, s.adj_M, adj_model);
+  if (adj_model.dof_damping)
+    for (int d = 0; d < nv; ++d) adj_model.dof_damping[d] += dt * s.adj_M[d * nv + d];
+  adj_rnea(m, qvel, static_cast<const T*>(nullptr), w, a, s.adj_bias, adj_qvel,
+           static_cast<T*>(nullptr));
+  adj_passive(m, qpos, qvel, s.adj_qfrc, adj_qpos, adj_qvel, adj_model);
+  adj_actuation(m, ctrl, s.adj_qfrc, adj_ctrl, adj_model);
+
+  // contact geometry, then the kinematic chain
+  adj_contact_rows(m, w, c, cv, s, a);
+  adj_com_vel(m, qvel, w, a, adj_qvel);
+  adj_com_pos(m, w, a, adj_model);
+  adj_kinematics(m, qpos, w, a, adj_qpos);
+  return status;
+}
+
+}  // namespace phx
