@@ -310,6 +310,26 @@ TEST_P(ContactAdjoint, DISABLED_ArmPushesBox) {
   EXPECT_LE(gradcheck("arm_box", in, 1e-6), 1e-6);
 }
 
+// The same arm pushing the box in the air (no floor contacts, so the LCP is not degenerate):
+// covers a contact normal that turns with q (the sphere-box face normal follows the box's yaw).
+TEST_P(ContactAdjoint, ArmPushesFloatingBox) {
+  Inputs in = at_rest(
+      scene("<body pos='0 0 1.1'><joint name='j1' type='hinge' axis='0 0 1' damping='0.2'/>"
+            "<geom type='capsule' fromto='0 0 0 0.3 0 0' size='0.02' mass='1'/>"
+            "<body pos='0.3 0 0'><joint name='j2' type='hinge' axis='0 0 1' damping='0.1'/>"
+            "<geom type='capsule' fromto='0 0 0 0.3 0 0' size='0.02' mass='0.5'/>"
+            "<geom type='sphere' pos='0.3 0 0' size='0.05' mass='0.2'/></body></body>"
+            "<body pos='0.6 0.1495 1.0985' quat='0.999 0 0 0.0447'><freejoint/>"
+            "<geom type='box' size='.1 .1 .1' mass='1'/></body>",
+            "<actuator><motor joint='j1' gear='3'/><motor joint='j2' gear='1'/></actuator>"),
+      GetParam());
+  in.model.geom_friction = {0.8, 0, 0, 0.9, 0, 0, 0.9, 0, 0, 0.6, 0, 0, 0.7, 0, 0};
+  in.model.geom_restitution = {0.1, 0.0, 0.0, 0.3, 0.2};
+  in.x.qvel = {0.5, 0.1, 0.0, 0.0, -0.01, 0.0, 0.0, 0.0};
+  in.x.ctrl = {0.5, -0.2};
+  EXPECT_LE(gradcheck("arm_floating_box", in, 1e-6), 1e-6);
+}
+
 INSTANTIATE_TEST_SUITE_P(Solvers, ContactAdjoint,
                          ::testing::Values(int(kLcpDantzig), int(kLcpPgsStabilized)),
                          [](const auto& info) {
