@@ -84,7 +84,9 @@ class PyModel {
     static const std::pair<const char*, std::vector<double> phx::Model::*> fields[] = {
         {"body_mass", &phx::Model::body_mass},         {"body_inertia", &phx::Model::body_inertia},
         {"dof_damping", &phx::Model::dof_damping},     {"dof_armature", &phx::Model::dof_armature},
-        {"jnt_stiffness", &phx::Model::jnt_stiffness}, {"actuator_gear", &phx::Model::actuator_gear}};
+        {"jnt_stiffness", &phx::Model::jnt_stiffness}, {"actuator_gear", &phx::Model::actuator_gear},
+        {"geom_friction", &phx::Model::geom_friction},
+        {"geom_restitution", &phx::Model::geom_restitution}};
     for (const auto& [field_name, field] : fields) {
       if (name != field_name) continue;
       std::vector<double>& v = model_.*field;
@@ -110,7 +112,8 @@ class PyModel {
     }
     throw std::invalid_argument("phalanx: '" + name +
                                 "' is not a settable parameter (body_mass, body_inertia, "
-                                "dof_damping, dof_armature, jnt_stiffness, actuator_gear)");
+                                "dof_damping, dof_armature, jnt_stiffness, actuator_gear, "
+                                "geom_friction, geom_restitution)");
   }
 
   template <class T>
@@ -412,13 +415,15 @@ py::dict step_vjp(PyModel& pm, const CArray<T>& qpos, const CArray<T>& qvel, con
   py::dict result;
   CArray<T> gq = out({m.nq}), gv = out({m.nv}), gc = out({m.nu}), gmass = out({m.nbody}),
             ginertia = out({m.nbody, 3}), gdamping = out({m.nv}), garmature = out({m.nv}),
-            gstiffness = out({m.njnt}), ggear = out({m.nu});
+            gstiffness = out({m.njnt}), ggear = out({m.nu}), gfriction = out({m.ngeom, 3}),
+            grestitution = out({m.ngeom});
   // device copies of the inputs and outputs, then one launch
   const T* in[5] = {qpos.data(), qvel.data(), ctrl.data(), adj_qpos_next.data(),
                     adj_qvel_next.data()};
   size_t in_n[5] = {size_t(m.nq), size_t(m.nv), size_t(m.nu), size_t(m.nq), size_t(m.nv)};
-  CArray<T>* outs[9] = {&gq, &gv, &gc, &gmass, &ginertia, &gdamping, &garmature, &gstiffness,
-                        &ggear};
+  CArray<T>* outs[11] = {&gq,        &gv,        &gc,         &gmass,
+                         &ginertia,  &gdamping,  &garmature,  &gstiffness,
+                         &ggear,     &gfriction, &grestitution};
   std::vector<T*> out_ptr;
   for (CArray<T>* o : outs) out_ptr.push_back(o->mutable_data());
   if (E > 0) {
@@ -426,16 +431,18 @@ py::dict step_vjp(PyModel& pm, const CArray<T>& qpos, const CArray<T>& qvel, con
     std::vector<std::unique_ptr<DeviceInput<T>>> d_in;
     for (int i = 0; i < 5; ++i)
       d_in.push_back(std::make_unique<DeviceInput<T>>(device, in[i], size_t(E) * in_n[i]));
-    size_t out_n[9] = {size_t(m.nq), size_t(m.nv),  size_t(m.nu),   size_t(m.nbody),
-                       size_t(3 * m.nbody), size_t(m.nv), size_t(m.nv), size_t(m.njnt),
-                       size_t(m.nu)};
+    size_t out_n[11] = {size_t(m.nq),        size_t(m.nv),       size_t(m.nu),
+                        size_t(m.nbody),     size_t(3 * m.nbody), size_t(m.nv),
+                        size_t(m.nv),        size_t(m.njnt),     size_t(m.nu),
+                        size_t(3 * m.ngeom), size_t(m.ngeom)};
     std::vector<std::unique_ptr<DeviceOutput<T>>> d_out;
-    for (int i = 0; i < 9; ++i)
+    for (int i = 0; i < 11; ++i)
       d_out.push_back(std::make_unique<DeviceOutput<T>>(device, out_ptr[i], size_t(E) * out_n[i]));
     phx::ModelAdjoint<T> am{d_out[3]->get(), d_out[4]->get(), d_out[5]->get(),
                             d_out[6]->get(), d_out[7]->get(), d_out[8]->get()};
+    phx::ContactModelAdjoint<T> ac{d_out[9]->get(), d_out[10]->get()};
     phx::step_vjp(*dm, E, d_in[0]->get(), d_in[1]->get(), d_in[2]->get(), d_in[3]->get(),
-                  d_in[4]->get(), d_out[0]->get(), d_out[1]->get(), d_out[2]->get(), am);
+                  d_in[4]->get(), d_out[0]->get(), d_out[1]->get(), d_out[2]->get(), am, ac);
     for (auto& o : d_out) o->finish();
   }
   result["qpos"] = gq;
@@ -447,6 +454,8 @@ py::dict step_vjp(PyModel& pm, const CArray<T>& qpos, const CArray<T>& qvel, con
   result["dof_armature"] = garmature;
   result["jnt_stiffness"] = gstiffness;
   result["actuator_gear"] = ggear;
+  result["geom_friction"] = gfriction;
+  result["geom_restitution"] = grestitution;
   return result;
 }
 
@@ -611,8 +620,8 @@ PYBIND11_MODULE(_phalanx, mod) {
           "candidate geom pairs after filtering")
       .def("set_parameter", &PyModel::set_parameter, py::arg("name"), py::arg("values"),
            "Replace one parameter array (body_mass, body_inertia, dof_damping, dof_armature, "
-           "jnt_stiffness, actuator_gear) with values of the same size; compiled copies are "
-           "rebuilt on next use.")
+           "jnt_stiffness, actuator_gear, geom_friction, geom_restitution) with values of the "
+           "same size; compiled copies are rebuilt on next use.")
       .def_property_readonly("body_names", [](const PyModel& pm) { return pm.model().body_names; })
       .def_property_readonly("joint_names", [](const PyModel& pm) { return pm.model().jnt_names; })
       .def_property_readonly("geom_names", [](const PyModel& pm) { return pm.model().geom_names; })
@@ -686,6 +695,9 @@ PYBIND11_MODULE(_phalanx, mod) {
   def_array(cls, "geom_quat", &M::geom_quat, 4, "orientation offset in body frame (ngeom, 4)");
   def_array(cls, "geom_friction", &M::geom_friction, 3, "sliding, torsional, rolling (ngeom, 3)");
   def_array(cls, "geom_rbound", &M::geom_rbound, 0, "bounding sphere radius, 0 = inf (ngeom,)");
+  def_array(cls, "geom_restitution", &M::geom_restitution, 0,
+            "coefficient of restitution; a pair uses the larger (ngeom,)");
+  def_array(cls, "pair_geom", &M::pair_geom, 2, "candidate collision pairs (npair, 2)");
   def_array(cls, "exclude_bodies", &M::exclude_bodies, 2, "excluded body pairs (nexclude, 2)");
   def_array(cls, "actuator_trnid", &M::actuator_trnid, 0, "transmission joint id (nu,)");
   def_array(cls, "actuator_ctrllimited", &M::actuator_ctrllimited, 0, "is ctrl clamped (nu,)");

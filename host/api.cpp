@@ -143,10 +143,14 @@ void inverse_dynamics(const DeviceModel<T>& model, int nenv, const T* d_qpos, co
 template <class T>
 void step_vjp(const DeviceModel<T>& model, int nenv, const T* d_qpos, const T* d_qvel,
               const T* d_ctrl, const T* d_adj_qpos_next, const T* d_adj_qvel_next, T* d_adj_qpos,
-              T* d_adj_qvel, T* d_adj_ctrl, const ModelAdjoint<T>& d_adj_model) {
+              T* d_adj_qvel, T* d_adj_ctrl, const ModelAdjoint<T>& d_adj_model,
+              const ContactModelAdjoint<T>& d_adj_contact) {
   check_nenv(nenv);
-  StepAdjointKernel<T> k{model.view(), d_qpos,     d_qvel,     d_ctrl,     d_adj_qpos_next,
-                         d_adj_qvel_next, d_adj_qpos, d_adj_qvel, d_adj_ctrl, d_adj_model};
+  if (nenv == 0) return;
+  Data<T> replay(model, nenv);  // cold-start contact storage of the replayed step
+  StepAdjointKernel<T> k{model.view(),     d_qpos,        d_qvel,          d_ctrl,
+                         d_adj_qpos_next,  d_adj_qvel_next, d_adj_qpos,    d_adj_qvel,
+                         d_adj_ctrl,       d_adj_model,   d_adj_contact,   replay.contacts()};
   launch(model.device(), nenv, k, adjoint_scratch_size(model.view()));
 }
 
@@ -162,7 +166,8 @@ void step_vjp(const DeviceModel<T>& model, int nenv, const T* d_qpos, const T* d
   template void inverse_dynamics<T>(const DeviceModel<T>&, int, const T*, const T*,       \
                                     const T*, T*);                                        \
   template void step_vjp<T>(const DeviceModel<T>&, int, const T*, const T*, const T*,     \
-                            const T*, const T*, T*, T*, T*, const ModelAdjoint<T>&);
+                            const T*, const T*, T*, T*, T*, const ModelAdjoint<T>&,       \
+                            const ContactModelAdjoint<T>&);
 PHX_INSTANTIATE_API(float)
 PHX_INSTANTIATE_API(double)
 #undef PHX_INSTANTIATE_API

@@ -178,15 +178,21 @@ def step_vjp(
     model: Model, qpos, qvel, ctrl, adj_qpos_next, adj_qvel_next, *, dtype=None,
     device: str = "cpu"
 ) -> dict[str, np.ndarray]:
-    """Vector-Jacobian product of one contact-free step at (qpos, qvel, ctrl).
+    """Vector-Jacobian product of one step at (qpos, qvel, ctrl).
 
     Given the gradients of a loss with respect to the next state, adj_qpos_next (E, nq) and
     adj_qvel_next (E, nv), returns a dict of the gradients with respect to ``qpos`` (E, nq),
     ``qvel`` (E, nv), ``ctrl`` (E, nu) and, per environment, the model parameters
     ``body_mass`` (E, nbody), ``body_inertia`` (E, nbody, 3), ``dof_damping`` (E, nv),
-    ``dof_armature`` (E, nv), ``jnt_stiffness`` (E, njnt) and ``actuator_gear`` (E, nu); sum
+    ``dof_armature`` (E, nv), ``jnt_stiffness`` (E, njnt), ``actuator_gear`` (E, nu),
+    ``geom_friction`` (E, ngeom, 3; sliding column) and ``geom_restitution`` (E, ngeom); sum
     over E for a parameter shared by all environments. Quaternion coordinates are
     differentiated as the four numbers stored in qpos (the step normalises them).
+
+    With contacts or joint limits the step is replayed from a cold start (no warm start from a
+    previous step) and differentiated through the LCP on its clamping set (Nimble); the result
+    is exact for ``model.lcp_solver`` "pgs_stabilized" or "dantzig" at states where no contact
+    appears, vanishes or changes class under a small perturbation.
     """
     args = _Args(model, qpos, dtype)
     adj_qpos_next = args.array("adj_qpos_next", adj_qpos_next, ("nq", model.nq))

@@ -4,6 +4,7 @@
 // (nenv, n) array starts at e * n.
 #pragma once
 
+#include "phalanx/constraint_adjoint.h"
 #include "phalanx/step.h"
 
 namespace phx {
@@ -181,16 +182,24 @@ struct InverseDynamicsKernel {
   }
 };
 
-// scratch of one environment's reverse pass: a workspace and an adjoint workspace
+// scratch of one environment's reverse pass: the forward scratch (workspace, constraint
+// workspace) followed by the adjoint workspace and, with constraints, its constraint part
 template <class T>
 PHX_HD ScratchSize adjoint_scratch_size(const ModelView<T>& m) {
   ScratchSize s = scratch_size(m);
   s.reals += AdjWorkspace<T>::size(m.nbody, m.njnt, m.nv);
+  if (m.nefcmax > 0) {
+    ScratchSize c = AdjConstraintWorkspace<T>::size(m);
+    s.reals += c.reals;
+    s.ints += c.ints;
+  }
   return s;
 }
 
 // vector-Jacobian product of one step: (adj_qpos_next, adj_qvel_next) at (qpos, qvel, ctrl)
-// -> adjoints of the inputs and, per environment, of the model parameters (null skips one)
+// -> adjoints of the inputs and, per environment, of the model parameters (null skips one).
+// With contacts or limits the step is replayed from a cold start (no warm-start rows in con,
+// which must be zeroed) and differentiated by adj_step_constrained.
 template <class T>
 struct StepAdjointKernel {
   using Scalar = T;
@@ -203,12 +212,14 @@ struct StepAdjointKernel {
   T* adj_qpos;             // (nenv x nq), overwritten
   T* adj_qvel;             // (nenv x nv), overwritten
   T* adj_ctrl;             // (nenv x nu), overwritten
-  ModelAdjoint<T> adj_model;  // per-env arrays (nenv x field size), overwritten
+  ModelAdjoint<T> adj_model;          // per-env arrays (nenv x field size), overwritten
+  ContactModelAdjoint<T> adj_contact; // per-env arrays (nenv x field size), overwritten
+  ContactData<T> con;                 // contact storage of the replay (with constraints)
 
   PHX_HD void operator()(int e, Scratch<T> scratch) const {
+    long forward = Workspace<T>::size(m.nbody, m.njnt, m.nv);
+    long adjoint = AdjWorkspace<T>::size(m.nbody, m.njnt, m.nv);
     Workspace<T> w = make_workspace(m, scratch.reals);
-    AdjWorkspace<T> a =
-        AdjWorkspace<T>::carve(scratch.reals + scratch_size(m).reals, m.nbody, m.njnt, m.nv);
     T* gq = adj_qpos + long(e) * m.nq;
     T* gv = adj_qvel + long(e) * m.nv;
     T* gc = adj_ctrl + long(e) * m.nu;
@@ -228,8 +239,29 @@ struct StepAdjointKernel {
                        slice(adj_model.dof_armature, m.nv),
                        slice(adj_model.jnt_stiffness, m.njnt),
                        slice(adj_model.actuator_gear, m.nu)};
-    adj_step(m, qpos + long(e) * m.nq, qvel + long(e) * m.nv, ctrl + long(e) * m.nu, w, a,
-             adj_qpos_next + long(e) * m.nq, adj_qvel_next + long(e) * m.nv, gq, gv, gc, am);
+    ContactModelAdjoint<T> ac{slice(adj_contact.geom_friction, 3 * m.ngeom),
+                              slice(adj_contact.geom_restitution, m.ngeom)};
+    const T* q = qpos + long(e) * m.nq;
+    const T* v = qvel + long(e) * m.nv;
+    const T* u = ctrl + long(e) * m.nu;
+    const T* gq_next = adj_qpos_next + long(e) * m.nq;
+    const T* gv_next = adj_qvel_next + long(e) * m.nv;
+    if (m.nefcmax == 0) {
+      AdjWorkspace<T> a = AdjWorkspace<T>::carve(scratch.reals + forward, m.nbody, m.njnt, m.nv);
+      adj_step(m, q, v, u, w, a, gq_next, gv_next, gq, gv, gc, am);
+      return;
+    }
+    // reals: workspace, constraint workspace, adjoint workspace, adjoint constraint workspace;
+    // ints: constraint workspace, adjoint constraint workspace
+    ScratchSize cs = ConstraintWorkspace<T>::size(m);
+    ConstraintWorkspace<T> c =
+        ConstraintWorkspace<T>::carve(m, scratch.reals + forward, scratch.ints);
+    AdjWorkspace<T> a =
+        AdjWorkspace<T>::carve(scratch.reals + forward + cs.reals, m.nbody, m.njnt, m.nv);
+    AdjConstraintWorkspace<T> s = AdjConstraintWorkspace<T>::carve(
+        m, scratch.reals + forward + cs.reals + adjoint, scratch.ints + cs.ints);
+    ContactView<T> cv = con.env(m, e);
+    adj_step_constrained(m, q, v, u, w, c, cv, a, s, gq_next, gv_next, gq, gv, gc, am, ac);
   }
 };
 

@@ -127,3 +127,58 @@ def test_velocity_jacobian_matches_mujoco_finite_differences(humanoid, rng):
     # and the velocity-velocity block d qvel'/d qvel
     np.testing.assert_allclose(g["qvel"], A[nv:, nv:], rtol=1e-5,
                                atol=1e-6 * np.abs(g["qvel"]).max())
+
+
+SLIDING_SPHERE = """<mujoco><option timestep='0.002'/><worldbody>
+  <geom name='floor' type='plane' size='10 10 .1' friction='0.6'/>
+  <body pos='0 0 0.0995'><freejoint/><geom type='sphere' size='.1' mass='1.3'
+    friction='0.5'/></body>
+</worldbody></mujoco>"""
+
+
+@pytest.mark.parametrize("solver", ["dantzig", "pgs_stabilized"])
+def test_contact_step_vjp_matches_central_differences(tmp_path, rng, solver):
+    # a sphere sliding on the floor (friction at its bound) with a push-out row: one step's
+    # gradient through the LCP (Nimble) against central differences of phalanx.step, both from
+    # a cold start, for the state, and the contact parameters friction and restitution
+    path = tmp_path / "sphere.xml"
+    path.write_text(SLIDING_SPHERE)
+    model = phalanx.load_model(path)
+    model.lcp_solver = solver
+    model.lcp_tolerance = 1e-9
+    model.set_parameter("geom_restitution", np.array([0.3, 0.2]))
+    qpos = model.qpos0[None].copy()
+    qvel = np.array([[1.0, 0.3, -0.2, 0.5, -1.0, 0.2]])
+    ctrl = np.zeros((1, 0))
+    wq = rng.standard_normal((1, model.nq))
+    wv = rng.standard_normal((1, model.nv))
+
+    def loss(q=qpos, v=qvel):
+        q1, v1, status = phalanx.step(model, q, v, ctrl)
+        assert not status.any()
+        return float((wq * q1).sum() + (wv * v1).sum())
+
+    g = phalanx.step_vjp(model, qpos, qvel, ctrl, wq, wv)
+    for name, x, grad in [("qpos", qpos, g["qpos"]), ("qvel", qvel, g["qvel"])]:
+        d = rng.standard_normal(x.shape)
+        key = "q" if name == "qpos" else "v"
+        fd = directional_fd(lambda y, key=key: loss(**{key: y}), x, d)
+        assert float((grad * d).sum()) == pytest.approx(fd, rel=1e-6, abs=1e-8), name
+    for param, column in [("geom_friction", 0), ("geom_restitution", None)]:
+        p0 = np.array(getattr(model, param), dtype=np.float64)
+        d = np.zeros_like(p0)
+        if column is None:
+            d[:] = rng.uniform(0.5, 1.0, d.shape)
+        else:
+            d[:, column] = rng.uniform(0.5, 1.0, d.shape[0])
+
+        def f(p, param=param, p0=p0):
+            model.set_parameter(param, p)
+            try:
+                return loss()
+            finally:
+                model.set_parameter(param, p0)
+
+        fd = directional_fd(f, p0, d, h=1e-6)
+        ad = float((g[param].sum(axis=0) * d).sum())
+        assert ad == pytest.approx(fd, rel=1e-6, abs=1e-8), param
