@@ -1558,8 +1558,9 @@ int MjcfReader::compile_joint(JointRec& j) {
     if (s.range[0] >= s.range[1] && s.type != kJointBall) {
       fail(j.node, what + ": range[0] must be smaller than range[1]");
     }
-    if (s.range[0] != 0 && s.type == kJointBall) {
-      fail(j.node, what + ": range[0] must be 0 for a ball joint");
+    if (s.type == kJointBall) {
+      // the cone limit of a ball joint has no constraint row yet; refuse rather than ignore
+      fail(j.node, what + ": limits of ball joints are not supported");
     }
     if (compiler_.degree && (s.type == kJointHinge || s.type == kJointBall)) {
       if (s.range[0] != 0) s.range[0] *= kPi / 180.0;

@@ -632,6 +632,11 @@ TEST(MjcfErrors, UnsupportedPhysics) {
       "<mujoco><worldbody><body name='a'><geom size='1'/></body></worldbody>"
       "<equality><weld body1='a'/></equality></mujoco>",
       {"equality weld", "equality constraints are not supported"});
+  // a limited ball joint would otherwise move freely past its cone
+  expect_error(
+      "<mujoco><worldbody><body><joint type='ball' range='0 45'/><geom size='1'/></body>"
+      "</worldbody></mujoco>",
+      {"limits of ball joints are not supported"});
 }
 
 TEST(MjcfErrors, BadValues) {
