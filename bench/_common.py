@@ -1,5 +1,6 @@
 """Shared pieces of the Python benchmarks: the MuJoCo baseline and result files."""
 
+import argparse
 import json
 import os
 import time
@@ -35,3 +36,15 @@ def write_result(result, path):
     with open(path, "w") as f:
         json.dump(result, f, indent=2)
     print(f"  written to {path}")
+
+
+def parse_args(description, result_file):
+    """The options every humanoid benchmark takes."""
+    parser = argparse.ArgumentParser(description=description)
+    parser.add_argument("--envs", type=int, default=4096)
+    parser.add_argument("--steps", type=int, default=1000)
+    parser.add_argument("--chunk", type=int, default=100)
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--threads", type=int, default=os.cpu_count())
+    parser.add_argument("--out", default=os.path.join(RESULTS, result_file))
+    return parser.parse_args()

@@ -9,8 +9,6 @@ repeated and the median is reported. Results are printed and written as JSON.
     .venv/bin/python bench/bench_humanoid.py [--envs 4096] [--steps 1000] [--repeats 3]
 """
 
-import argparse
-import os
 import platform
 import statistics
 import time
@@ -19,7 +17,7 @@ import mujoco
 import numpy as np
 
 import phalanx
-from _common import HUMANOID, RESULTS, time_mujoco, write_result
+from _common import HUMANOID, parse_args, time_mujoco, write_result
 
 def random_controls(rng, nenv, nstep, nu):
     return rng.uniform(-1.0, 1.0, size=(nenv, nstep, nu))
@@ -46,14 +44,7 @@ def time_phalanx(model, qpos0, ctrl, chunk, dtype):
 
 
 def main():
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--envs", type=int, default=4096)
-    parser.add_argument("--steps", type=int, default=1000)
-    parser.add_argument("--chunk", type=int, default=100)
-    parser.add_argument("--repeats", type=int, default=3)
-    parser.add_argument("--threads", type=int, default=os.cpu_count())
-    parser.add_argument("--out", default=os.path.join(RESULTS, "humanoid_contact_free.json"))
-    args = parser.parse_args()
+    args = parse_args(__doc__.splitlines()[0], "humanoid_contact_free.json")
 
     mj_model = mujoco.MjModel.from_xml_path(HUMANOID)
     mj_model.opt.disableflags |= int(mujoco.mjtDisableBit.mjDSBL_CONTACT)

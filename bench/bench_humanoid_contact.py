@@ -9,8 +9,6 @@ sweeps and the fraction of rows warm-started from the previous step. Results go 
     .venv/bin/python bench/bench_humanoid_contact.py [--envs 4096] [--steps 1000] [--repeats 3]
 """
 
-import argparse
-import os
 import platform
 import statistics
 import time
@@ -19,7 +17,7 @@ import mujoco
 import numpy as np
 
 import phalanx
-from _common import HUMANOID, RESULTS, time_mujoco, write_result
+from _common import HUMANOID, parse_args, time_mujoco, write_result
 
 def time_phalanx(model, ctrl, chunk):
     nenv, nstep, _ = ctrl.shape
@@ -53,14 +51,7 @@ def time_phalanx(model, ctrl, chunk):
 
 
 def main():
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--envs", type=int, default=4096)
-    parser.add_argument("--steps", type=int, default=1000)
-    parser.add_argument("--chunk", type=int, default=100)
-    parser.add_argument("--repeats", type=int, default=3)
-    parser.add_argument("--threads", type=int, default=os.cpu_count())
-    parser.add_argument("--out", default=os.path.join(RESULTS, "humanoid_contact.json"))
-    args = parser.parse_args()
+    args = parse_args(__doc__.splitlines()[0], "humanoid_contact.json")
 
     mj_model = mujoco.MjModel.from_xml_path(HUMANOID)
     model = phalanx.load_model(HUMANOID)
