@@ -333,7 +333,8 @@ PHX_HD T lcp_rank_tol() {
 // - kLcpPgsStabilized / kLcpDantzig: first the previous step's clamping set (classes of the rows
 //   with the same key in class_prev, new rows clamping) solved exactly and accepted when
 //   feasible (Nimble's warm start, *hit = 1); otherwise PGS or Dantzig pivoting, then the exact
-//   re-solve on the clamping set they found (stabilisation). cls receives the row classes.
+//   re-solve on the clamping set they found (stabilisation). When PGS's set gives no exact
+//   solution, Dantzig pivoting follows. cls receives the row classes.
 // Returns the residual (lcp_residual) for the convergence status bit.
 template <class T>
 PHX_HD T solve_lcp(const ModelView<T>& m, int nrow, int nprev, ConstraintWorkspace<T>& c,
@@ -352,14 +353,24 @@ PHX_HD T solve_lcp(const ModelView<T>& m, int nrow, int nprev, ConstraintWorkspa
         }
       }
     }
-    if (lcp_solve_on_set(p, cls, f, tol, rank_tol, c.lcp, c.ilcp)) {
+    if (lcp_solve_on_set_repaired(p, cls, f, tol, rank_tol, c.lcp, c.ilcp)) {
       *hit = 1;
       return lcp_residual(p, f);
     }
   }
-  bool solved = m.lcp_solver == kLcpDantzig && dantzig(p, f, tol, rank_tol, 4, c.lcp, c.ilcp);
+  bool pivot_first = m.lcp_solver == kLcpDantzig;
+  bool solved = pivot_first && dantzig(p, f, tol, rank_tol, 4, c.lcp, c.ilcp);
   if (!solved) pgs(p, f, m.lcp_iterations, T(1));
-  stabilize(p, f, cls, tol, rank_tol, c.lcp, c.ilcp);
+  if (stabilize(p, f, cls, tol, rank_tol, c.lcp, c.ilcp) || pivot_first) return lcp_residual(p, f);
+  // PGS's classification did not give an exact solution (too few sweeps on an ill-conditioned
+  // or degenerate set): Dantzig pivoting, keeping PGS's impulses if it fails (c.f_prev is free
+  // once the warm start has been read)
+  for (int r = 0; r < nrow; ++r) c.f_prev[r] = f[r];
+  if (dantzig(p, f, tol, rank_tol, 4, c.lcp, c.ilcp)) {
+    stabilize(p, f, cls, tol, rank_tol, c.lcp, c.ilcp);
+  } else {
+    for (int r = 0; r < nrow; ++r) f[r] = c.f_prev[r];
+  }
   return lcp_residual(p, f);
 }
 

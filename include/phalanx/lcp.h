@@ -418,35 +418,34 @@ PHX_HD void lcp_set_system(const LcpProblem<T>& p, const int* cls, const T* fixe
 
 }  // namespace detail
 
-// Solve the LCP on a given classification and accept the result when feasible (Nimble
-// appendix B): f_C from K f_C = r (lcp_set_system; minimum-norm least squares through a complete
-// orthogonal decomposition when K is rank deficient, rank_tol relative to its largest pivot),
-// S rows at their bound (a friction row marked S keeps its impulse), B rows at s mu f_n. The
-// result is accepted when lcp_residual <= tol; then it overwrites f and true is returned,
-// otherwise f is left as it was. Used as the warm start: with the previous step's
-// classification, an accepted solve replaces the full solver (the paper reports > 95% hits).
+namespace detail {
+
+// The solution on a classification (Nimble appendix B), written to fnew: f_C from K f_C = r
+// (lcp_set_system; minimum-norm least squares through a complete orthogonal decomposition when K
+// is rank deficient, rank_tol relative to its largest pivot), S rows at their bound (a friction
+// row marked S keeps its impulse in f), B rows at s mu f_n. scratch: K, the decomposition and r
+// (lcp_scratch_size(n) minus the n entries of fnew, which the caller places after them).
 template <class T>
-PHX_HD bool lcp_solve_on_set(const LcpProblem<T>& p, const int* cls, T* f, T tol, T rank_tol,
-                             T* scratch, int* iscratch) {
+PHX_HD void lcp_set_solution(const LcpProblem<T>& p, const int* cls, const T* f, T* fnew,
+                             T rank_tol, T* scratch, int* iscratch) {
   const int n = p.n;
   T* K = scratch;  // n x n
   Cod<T> cod = cod_bind(n, K + n * n, iscratch);
-  T* fnew = K + n * n + cod_scratch_size(n);
-  T* r = fnew + n;
+  T* r = K + n * n + cod_scratch_size(n) + n;
   int* cidx = iscratch + cod_iscratch_size(n);
   int* pos = cidx + n;
-  int m = detail::lcp_gather(p, cls, cidx, pos);
+  int m = lcp_gather(p, cls, cidx, pos);
   // constants of the non-clamping rows
   for (int j = 0; j < n; ++j) {
     int c = cls[j] & kLcpClassMask;
-    bool fixed_row = detail::lcp_findex(p, j) < 0;
+    bool fixed_row = lcp_findex(p, j) < 0;
     fnew[j] = f[j];
     if (fixed_row && c == kLcpSeparating) fnew[j] = p.lo[j];
     if (fixed_row && c == kLcpSeparatingHi) fnew[j] = p.hi[j];
   }
   // clamping impulses, minimum norm (the stabilised solution)
   if (m > 0) {
-    detail::lcp_set_system(p, cls, fnew, cidx, pos, m, K, r);
+    lcp_set_system(p, cls, fnew, cidx, pos, m, K, r);
     cod.n = m;
     cod_factor(cod, K, rank_tol);
     cod_solve(cod, r);
@@ -454,9 +453,70 @@ PHX_HD bool lcp_solve_on_set(const LcpProblem<T>& p, const int* cls, T* f, T tol
   }
   // friction at its bound follows its normal
   for (int j = 0; j < n; ++j) {
-    int k = detail::lcp_findex(p, j);
-    if (k >= 0 && detail::lcp_is_bounded(cls[j]))
-      fnew[j] = detail::lcp_side<T>(cls[j]) * p.mu[j] * fnew[k];
+    int k = lcp_findex(p, j);
+    if (k >= 0 && lcp_is_bounded(cls[j])) fnew[j] = lcp_side<T>(cls[j]) * p.mu[j] * fnew[k];
+  }
+}
+
+// where fnew lives in the scratch of lcp_set_solution
+template <class T>
+PHX_HD PHX_INLINE T* lcp_set_fnew(int n, T* scratch) {
+  return scratch + n * n + cod_scratch_size(n);
+}
+
+}  // namespace detail
+
+// Solve the LCP on a given classification (detail::lcp_set_solution) and accept the result when
+// feasible: when lcp_residual <= tol it overwrites f and true is returned, otherwise f is left as
+// it was. Used as the warm start: with the previous step's classification, an accepted solve
+// replaces the full solver (Nimble reports > 95% hits).
+template <class T>
+PHX_HD bool lcp_solve_on_set(const LcpProblem<T>& p, const int* cls, T* f, T tol, T rank_tol,
+                             T* scratch, int* iscratch) {
+  T* fnew = detail::lcp_set_fnew(p.n, scratch);
+  detail::lcp_set_solution(p, cls, f, fnew, rank_tol, scratch, iscratch);
+  if (!(lcp_residual(p, fnew) <= tol)) return false;
+  for (int j = 0; j < p.n; ++j) f[j] = fnew[j];
+  return true;
+}
+
+// lcp_solve_on_set with a repair of the classification for degenerate problems. When A_CC is
+// rank deficient the clamping rows have a family of solutions, and the minimum-norm one may
+// leave the bounds that another member respects: a capsule lying on a plane has two equal
+// friction rows along its axis, and the even split exceeds mu f_n at the lighter-loaded end.
+// Then the clamping row with the largest bound violation (in velocity units, A_ii times the
+// excess, above tol) is moved to the bound it crossed (S for fixed rows, B for friction rows,
+// flagged kLcpTied: its velocity is zero) and the set re-solved, at most n times. The final
+// classification is written to cls whether or not the result is accepted; f as in
+// lcp_solve_on_set.
+template <class T>
+PHX_HD bool lcp_solve_on_set_repaired(const LcpProblem<T>& p, int* cls, T* f, T tol, T rank_tol,
+                                      T* scratch, int* iscratch) {
+  const int n = p.n;
+  T* fnew = detail::lcp_set_fnew(n, scratch);
+  for (int step = 0; step <= n; ++step) {
+    detail::lcp_set_solution(p, cls, f, fnew, rank_tol, scratch, iscratch);
+    int worst = -1, worst_class = 0;
+    T worst_excess = tol;
+    for (int i = 0; i < n; ++i) {
+      if ((cls[i] & kLcpClassMask) != kLcpClamping) continue;
+      T lo, hi;
+      lcp_bounds(p, fnew, i, lo, hi);
+      T d = detail::lcp_diag(p, i);
+      bool friction = detail::lcp_findex(p, i) >= 0;
+      if (d * (lo - fnew[i]) > worst_excess) {
+        worst = i;
+        worst_excess = d * (lo - fnew[i]);
+        worst_class = friction ? kLcpBoundedLo : kLcpSeparating;
+      }
+      if (d * (fnew[i] - hi) > worst_excess) {
+        worst = i;
+        worst_excess = d * (fnew[i] - hi);
+        worst_class = friction ? kLcpBoundedHi : kLcpSeparatingHi;
+      }
+    }
+    if (worst < 0) break;
+    cls[worst] = worst_class | kLcpTied;
   }
   if (!(lcp_residual(p, fnew) <= tol)) return false;
   for (int j = 0; j < n; ++j) f[j] = fnew[j];
@@ -531,18 +591,22 @@ PHX_HD bool dantzig(const LcpProblem<T>& p, T* f, T tol, T rank_tol, int max_pas
 }
 
 // Nimble's stabilisation (appendix B): classify a solver's f (tied rows clamping), re-solve on
-// that set for the exact, minimum-norm solution; if that is infeasible and some rows were tied,
-// classify them to their bound's side and try once more. On success f holds the stabilised
+// that set for the exact, minimum-norm solution (with lcp_solve_on_set_repaired's repair of
+// degenerate sets); if that is infeasible and some rows were tied, classify them to their
+// bound's side and try once more. On success f holds the stabilised
 // solution and cls its classification, for adj_lcp; on failure f is unchanged and cls is the
 // plain classification of f (tied rows clamping). Returns whether f was replaced.
 template <class T>
 PHX_HD bool stabilize(const LcpProblem<T>& p, T* f, int* cls, T tol, T rank_tol, T* scratch,
                       int* iscratch) {
   int ntied = lcp_classify(p, f, tol, true, cls);
-  if (lcp_solve_on_set(p, cls, f, tol, rank_tol, scratch, iscratch)) return true;
-  if (ntied == 0) return false;
+  if (lcp_solve_on_set_repaired(p, cls, f, tol, rank_tol, scratch, iscratch)) return true;
+  if (ntied == 0) {
+    lcp_classify(p, f, tol, true, cls);
+    return false;
+  }
   lcp_classify(p, f, tol, false, cls);
-  if (lcp_solve_on_set(p, cls, f, tol, rank_tol, scratch, iscratch)) return true;
+  if (lcp_solve_on_set_repaired(p, cls, f, tol, rank_tol, scratch, iscratch)) return true;
   lcp_classify(p, f, tol, true, cls);
   return false;
 }

@@ -343,13 +343,13 @@ TEST(Lcp, BoxOnFourContactsRestsAndSlides) {
   }
 }
 
-TEST(Lcp, StabilizeFallsBackWhenTiedRowsMakeTheMinimumNormInfeasible) {
+TEST(Lcp, StabilizeRepairsAMinimumNormThatLeavesTheBounds) {
   // 2 dofs, M = I, contacts J = [1 0; 0 1; 1 1], b = J u, u = (-1, -0.1): every f >= 0 with
-  // J^T f = (1, 0.1) solves the LCP. At f = (1, 0.1, 0) the third row is tied (f = 0, v = 0);
-  // with it clamping, the minimum-norm split J (J^T J)^-1 (1, 0.1) = (0.633, -0.267, 0.367)
-  // pulls on row 1, so stabilize takes the tied row to its bound (S) and keeps the exact
-  // solution with that classification. Dantzig finds the other vertex, (0.9, 0, 0.1), where
-  // row 1 is the tied one.
+  // J^T f = (1, 0.1) solves the LCP. From f = (1, 0.1, 0) the third row is tied (f = 0, v = 0)
+  // and goes to C; the minimum-norm split J (J^T J)^-1 (1, 0.1) = (0.633, -0.267, 0.367) pulls
+  // on row 1, so the repair moves row 1 to its bound (S, tied) and the set's solution is the
+  // vertex (0.9, 0, 0.1). Dantzig finds that vertex itself, where row 1 is tied; its minimum-norm
+  // re-solve is repaired the same way. Both starts end on one solution and one classification.
   const double J[3][2] = {{1, 0}, {0, 1}, {1, 1}}, u[2] = {-1, -0.1};
   Problem<> p(3);
   for (int i = 0; i < 3; ++i) {
@@ -357,21 +357,22 @@ TEST(Lcp, StabilizeFallsBackWhenTiedRowsMakeTheMinimumNormInfeasible) {
     p.b[i] = J[i][0] * u[0] + J[i][1] * u[1];
   }
   Work<double> w(3);
-  std::vector<int> cls(3);
+  std::vector<int> cls(3), cls_dz(3);
   std::vector<double> f = {1.0, 0.1, 0.0};
   ASSERT_TRUE(stabilize(p.view(), f.data(), cls.data(), 1e-12, 1e-10, w.s.data(), w.is.data()));
-  EXPECT_NEAR(f[0], 1.0, 1e-15);
-  EXPECT_NEAR(f[1], 0.1, 1e-15);
-  EXPECT_EQ(f[2], 0.0);
-  EXPECT_EQ(cls, (std::vector<int>{kLcpClamping, kLcpClamping, kLcpSeparating | kLcpTied}));
+  EXPECT_NEAR(f[0], 0.9, 1e-15);
+  EXPECT_EQ(f[1], 0.0);
+  EXPECT_NEAR(f[2], 0.1, 1e-15);
+  EXPECT_EQ(cls, (std::vector<int>{kLcpClamping, kLcpSeparating | kLcpTied,
+                                   kLcpClamping | kLcpTied}));
 
   std::vector<double> g(3, 0.0);
   ASSERT_TRUE(dantzig(p.view(), g.data(), 1e-12, 1e-10, 2, w.s.data(), w.is.data()));
-  ASSERT_TRUE(stabilize(p.view(), g.data(), cls.data(), 1e-12, 1e-10, w.s.data(), w.is.data()));
-  EXPECT_NEAR(g[0], 0.9, 1e-15);
-  EXPECT_EQ(g[1], 0.0);
-  EXPECT_NEAR(g[2], 0.1, 1e-15);
-  EXPECT_EQ(cls, (std::vector<int>{kLcpClamping, kLcpSeparating | kLcpTied, kLcpClamping}));
+  ASSERT_TRUE(stabilize(p.view(), g.data(), cls_dz.data(), 1e-12, 1e-10, w.s.data(), w.is.data()));
+  for (int i = 0; i < 3; ++i) {
+    EXPECT_NEAR(g[i], f[i], 1e-15);
+    EXPECT_EQ(cls_dz[i] & kLcpClassMask, cls[i] & kLcpClassMask);
+  }
 }
 
 // <adj, d inputs> of adj_lcp for perturbations dA, db, dmu
