@@ -399,7 +399,7 @@ py::tuple rollout(PyModel& pm, const CArray<T>& qpos, const CArray<T>& qvel, con
 template <class T>
 py::dict step_vjp(PyModel& pm, const CArray<T>& qpos, const CArray<T>& qvel, const CArray<T>& ctrl,
                   const CArray<T>& adj_qpos_next, const CArray<T>& adj_qvel_next,
-                  const std::string& device_name) {
+                  int contact_gradient, const std::string& device_name) {
   Device device = phx::parse_device(device_name);
   auto dm = pm.compiled<T>(device);
   const phx::Model& m = dm->model();
@@ -442,7 +442,8 @@ py::dict step_vjp(PyModel& pm, const CArray<T>& qpos, const CArray<T>& qvel, con
                             d_out[6]->get(), d_out[7]->get(), d_out[8]->get()};
     phx::ContactModelAdjoint<T> ac{d_out[9]->get(), d_out[10]->get()};
     phx::step_vjp(*dm, E, d_in[0]->get(), d_in[1]->get(), d_in[2]->get(), d_in[3]->get(),
-                  d_in[4]->get(), d_out[0]->get(), d_out[1]->get(), d_out[2]->get(), am, ac);
+                  d_in[4]->get(), d_out[0]->get(), d_out[1]->get(), d_out[2]->get(), am, ac,
+                  contact_gradient);
     for (auto& o : d_out) o->finish();
   }
   result["qpos"] = gq;
@@ -509,6 +510,8 @@ PYBIND11_MODULE(_phalanx, mod) {
   mod.attr("STATUS_NAN_RESULT") = unsigned(phx::kStatusNanResult);
   mod.attr("STATUS_CONTACT_OVERFLOW") = unsigned(phx::kStatusContactOverflow);
   mod.attr("STATUS_LCP_NOT_CONVERGED") = unsigned(phx::kStatusLcpNotConverged);
+  mod.attr("GRAD_COMPLEMENTARITY_AWARE") = int(phx::kGradComplementarityAware);
+  mod.attr("GRAD_BOUNCE_CORRECTION") = int(phx::kGradBounceCorrection);
   mod.attr("COUNT_CONTACTS") = int(phx::kCountContacts);
   mod.attr("COUNT_ROWS") = int(phx::kCountRows);
   mod.attr("COUNT_WARM_ROWS") = int(phx::kCountWarmRows);
@@ -727,7 +730,8 @@ PYBIND11_MODULE(_phalanx, mod) {
   def_query(mod, "step_vjp", &step_vjp<float>, &step_vjp<double>,
             "vector-Jacobian product of one step -> dict of adjoints", py::arg("qpos").noconvert(),
             py::arg("qvel").noconvert(), py::arg("ctrl").noconvert(),
-            py::arg("adj_qpos_next").noconvert(), py::arg("adj_qvel_next").noconvert());
+            py::arg("adj_qpos_next").noconvert(), py::arg("adj_qvel_next").noconvert(),
+            py::arg("contact_gradient"));
   mod.def("bytes_per_env_float32", &bytes_per_env<float>, py::arg("model"),
           py::arg("device") = "cpu");
   mod.def("bytes_per_env_float64", &bytes_per_env<double>, py::arg("model"),

@@ -144,14 +144,20 @@ template <class T>
 void step_vjp(const DeviceModel<T>& model, int nenv, const T* d_qpos, const T* d_qvel,
               const T* d_ctrl, const T* d_adj_qpos_next, const T* d_adj_qvel_next, T* d_adj_qpos,
               T* d_adj_qvel, T* d_adj_ctrl, const ModelAdjoint<T>& d_adj_model,
-              const ContactModelAdjoint<T>& d_adj_contact) {
+              const ContactModelAdjoint<T>& d_adj_contact, int contact_gradient) {
   check_nenv(nenv);
+  constexpr int kAllGradFlags = kGradComplementarityAware | kGradBounceCorrection;
+  if (contact_gradient < -1 || (contact_gradient > 0 && (contact_gradient & ~kAllGradFlags)))
+    throw std::invalid_argument("phalanx: contact_gradient has unknown flags: " +
+                                std::to_string(contact_gradient));
   if (nenv == 0) return;
   Data<T> replay(model, nenv);  // cold-start contact storage of the replayed step
-  StepAdjointKernel<T> k{model.view(),     d_qpos,        d_qvel,          d_ctrl,
+  ModelView<T> view = model.view();
+  if (contact_gradient >= 0) view.contact_gradient = contact_gradient;
+  StepAdjointKernel<T> k{view,     d_qpos,        d_qvel,          d_ctrl,
                          d_adj_qpos_next,  d_adj_qvel_next, d_adj_qpos,    d_adj_qvel,
                          d_adj_ctrl,       d_adj_model,   d_adj_contact,   replay.contacts()};
-  launch(model.device(), nenv, k, adjoint_scratch_size(model.view()));
+  launch(model.device(), nenv, k, adjoint_scratch_size(view));
 }
 
 #define PHX_INSTANTIATE_API(T)                                                            \
@@ -167,7 +173,7 @@ void step_vjp(const DeviceModel<T>& model, int nenv, const T* d_qpos, const T* d
                                     const T*, T*);                                        \
   template void step_vjp<T>(const DeviceModel<T>&, int, const T*, const T*, const T*,     \
                             const T*, const T*, T*, T*, T*, const ModelAdjoint<T>&,       \
-                            const ContactModelAdjoint<T>&);
+                            const ContactModelAdjoint<T>&, int);
 PHX_INSTANTIATE_API(float)
 PHX_INSTANTIATE_API(double)
 #undef PHX_INSTANTIATE_API

@@ -109,17 +109,19 @@ template <class T>
 void inverse_dynamics(const DeviceModel<T>& model, int nenv, const T* d_qpos, const T* d_qvel,
                       const T* d_qacc, T* d_tau);
 
-// Vector-Jacobian product of one step of nenv environments (contact-free): given the adjoints
+// Vector-Jacobian product of one step of nenv environments: given the adjoints
 // of the next state, the adjoints of qpos, qvel, ctrl and, per environment, of the model
 // parameters in adj_model (nenv x field size each; null pointers are skipped). All device
 // arrays; outputs are overwritten.
 // With contacts or limits the step is replayed from a cold start (no warm start) and the
 // adjoint is exact for the stabilised LCP solvers; d_adj_contact receives geom friction and
 // restitution adjoints (nenv x ngeom x 3 and nenv x ngeom; null pointers are skipped).
+// contact_gradient: ContactGradient flags for this call (-1: the model's
+// opt.contact_gradient); other bits are an std::invalid_argument.
 template <class T>
 void step_vjp(const DeviceModel<T>& model, int nenv, const T* d_qpos, const T* d_qvel,
               const T* d_ctrl, const T* d_adj_qpos_next, const T* d_adj_qvel_next, T* d_adj_qpos,
               T* d_adj_qvel, T* d_adj_ctrl, const ModelAdjoint<T>& d_adj_model,
-              const ContactModelAdjoint<T>& d_adj_contact = {});
+              const ContactModelAdjoint<T>& d_adj_contact = {}, int contact_gradient = -1);
 
 }  // namespace phx

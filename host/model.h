@@ -31,6 +31,8 @@ struct Options {
                                  // accepting an exact re-solve (stabilised solvers)
   double lcp_residual_limit = 1e-3;  // LCP residual (m/s) above which a step sets
                                      // kStatusLcpNotConverged
+  int contact_gradient = 0;      // ContactGradient flags of step_vjp: complementarity-aware
+                                 // classification, elastic-bounce correction
   double erp = 0.2;              // fraction of a penetration removed per step (Baumgarte)
   double slop = 1e-3;            // penetration (m or rad) left uncorrected, avoids jitter
 };

@@ -26,6 +26,7 @@ ModelView<T> build_view(const Model& m, Real&& real, Integer&& integer) {
   w.lcp_iterations = m.opt.lcp_iterations;
   w.lcp_tolerance = T(m.opt.lcp_tolerance);
   w.lcp_residual_limit = T(m.opt.lcp_residual_limit);
+  w.contact_gradient = m.opt.contact_gradient;
   w.erp = T(m.opt.erp);
   w.slop = T(m.opt.slop);
   w.npair = m.npair;

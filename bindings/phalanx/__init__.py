@@ -176,7 +176,7 @@ def rollout(
 
 def step_vjp(
     model: Model, qpos, qvel, ctrl, adj_qpos_next, adj_qvel_next, *, dtype=None,
-    device: str = "cpu"
+    complementarity_aware: bool = False, bounce_correction: bool = False, device: str = "cpu"
 ) -> dict[str, np.ndarray]:
     """Vector-Jacobian product of one step at (qpos, qvel, ctrl).
 
@@ -193,12 +193,21 @@ def step_vjp(
     previous step) and differentiated through the LCP on its clamping set (Nimble); the result
     is exact for ``model.lcp_solver`` "pgs_stabilized" or "dantzig" at states where no contact
     appears, vanishes or changes class under a small perturbation.
+
+    Nimble's options (both off by default, which differentiates the branch the step took):
+    ``complementarity_aware`` also differentiates the LCP on the loss-driven classification
+    (a contact the loss wants to open is held at its impulse) and keeps whichever gives the
+    larger gradient, so a robot resting on the ground gets a gradient towards lifting off;
+    ``bounce_correction`` makes d qpos'/d(qpos, qvel) at a bouncing contact continuous time's
+    -e (restitution) instead of the discrete step's +1, along the contact normal.
     """
     args = _Args(model, qpos, dtype)
     adj_qpos_next = args.array("adj_qpos_next", adj_qpos_next, ("nq", model.nq))
     adj_qvel_next = args.array("adj_qvel_next", adj_qvel_next, ("nv", model.nv))
+    flags = (_phalanx.GRAD_COMPLEMENTARITY_AWARE if complementarity_aware else 0) | (
+        _phalanx.GRAD_BOUNCE_CORRECTION if bounce_correction else 0)
     return _phalanx.step_vjp(model, args.qpos, args.qvel(qvel), args.ctrl(ctrl), adj_qpos_next,
-                             adj_qvel_next, device)
+                             adj_qvel_next, flags, device)
 
 
 def bytes_per_env(model: Model, *, dtype=np.float64, device: str = "cpu") -> int:

@@ -39,6 +39,15 @@ PHX_HD constexpr int joint_nv(int type) {
 // classification that the LCP adjoint needs.
 enum LcpSolver : int { kLcpPgs = 0, kLcpPgsStabilized = 1, kLcpDantzig = 2 };
 
+// Options of the gradient through contacts (flags of Options::contact_gradient and of a
+// step_vjp call; SEEDS.md part A). 0 differentiates the branch the forward step took.
+enum ContactGradient : int {
+  kGradComplementarityAware = 1 << 0,  // also the loss-driven row classification; keep the one
+                                       // with the larger gradient (Nimble section IV-D)
+  kGradBounceCorrection = 1 << 1,      // dq'/dq of a bouncing contact is -e, continuous time's
+                                       // value, instead of the discrete step's +1
+};
+
 // Per-environment status bits, set by device code and read by the host.
 enum StatusBit : unsigned {
   kStatusNanState = 1u << 0,  // qpos or qvel held NaN/Inf at the start of a step

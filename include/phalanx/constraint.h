@@ -196,6 +196,23 @@ PHX_HD void add_point_jacobian(const ModelView<T>& m, const Workspace<T>& w, int
   }
 }
 
+// The demand of a contact's normal row on its separating velocity after the step, given vn = J
+// qvel before it: restitution's bounce e vn when approaching and Baumgarte's push-out
+// erp (dist + slop) / dt when deeper than the slop; both are <= 0 and the stronger (smaller)
+// is b's correction.
+template <class T>
+struct NormalCorrection {
+  T bounce, push;
+  PHX_HD bool bounces() const { return bounce < push; }
+  PHX_HD T value() const { return bounces() ? bounce : push; }
+};
+
+template <class T>
+PHX_HD PHX_INLINE NormalCorrection<T> normal_correction(const ModelView<T>& m, T vn, T e, T dist) {
+  T depth = dist + m.slop;
+  return {vn < T(0) ? e * vn : T(0), depth < T(0) ? m.erp * depth / m.timestep : T(0)};
+}
+
 // Rows of the contacts and active joint limits: J, bounds, friction links, and b without the
 // unconstrained velocity term. Returns the number of rows. Row keys of contacts were set by
 // detect_contacts in efc_key[contact]; this spreads them to the rows.
@@ -238,11 +255,7 @@ PHX_HD int build_rows(const ModelView<T>& m, const T* qpos, const T* qvel, const
         c.mu[r] = T(0);
         T vn = T(0);
         for (int d = 0; d < nv; ++d) vn += J[d] * qvel[d];
-        // the stronger of the two demands on the separating velocity (both terms <= 0)
-        T bounce = vn < T(0) ? e * vn : T(0);
-        T depth = cv.dist[i] + m.slop;
-        T push = depth < T(0) ? m.erp * depth / m.timestep : T(0);
-        c.b[r] = bounce < push ? bounce : push;
+        c.b[r] = normal_correction(m, vn, e, cv.dist[i]).value();
       } else {
         c.lo[r] = -inf;
         c.hi[r] = inf;

@@ -26,7 +26,9 @@
 // classification of the PGS answer, evaluated at the PGS impulses: close to, not equal to, the
 // derivative of what PGS returned. Contact appearance and disappearance, class changes and the
 // narrowphase's feature choices are not differentiated (derivatives are those of the branch
-// taken); contacts lost to nconmax overflow get no gradient.
+// taken); contacts lost to nconmax overflow get no gradient. Two options of Nimble change that
+// choice where it stalls optimisation: the complementarity-aware classification and the
+// elastic-bounce correction (m.contact_gradient, see adj_step_constrained).
 #pragma once
 
 #include "phalanx/step.h"
@@ -164,12 +166,19 @@ struct AdjConstraintWorkspace {
   T* adj_dist;       // (nconmax)
   T* adj_geom_xpos;  // (ngeom x 3)
   T* adj_geom_xmat;  // (ngeom x 9)
+  T* u;             // adjoint of qvel' through qpos' alone (bounce correction) (nv)
+  T* hold_qpos;      // adjoints the bounce correction replaces             (nq)
+  T* hold_qvel;      // (nv)
+  T* dl_dv;          // loss gradient per row, J g (complementarity-aware)  (nefcmax)
+  T* score;          // ||adj_vfree||^2 + dt ||M^-1 adj_vfree||^2 per classification (2)
   int* cls;          // row classes used by adj_lcp                         (nefcmax)
+  int* cls_loss;     // loss-driven classes                                 (nefcmax)
 
   PHX_HD static ScratchSize size(const ModelView<T>& m) {
     long ne = m.nefcmax, nv = m.nv, nc = m.nconmax;
-    return {m.nq + 7 * nv + nv * nv + 2 * ne * nv + ne * ne + 3 * ne + 13 * nc + 12L * m.ngeom,
-            ne};
+    return {2 * m.nq + 10 * nv + nv * nv + 2 * ne * nv + ne * ne + 4 * ne + 13 * nc +
+                12L * m.ngeom + 2,
+            2 * ne};
   }
 
   PHX_HD static AdjConstraintWorkspace carve(const ModelView<T>& m, T* p, int* q) {
@@ -196,7 +205,13 @@ struct AdjConstraintWorkspace {
     s.adj_dist = take(nc);
     s.adj_geom_xpos = take(3L * m.ngeom);
     s.adj_geom_xmat = take(9L * m.ngeom);
+    s.u = take(nv);
+    s.hold_qpos = take(m.nq);
+    s.hold_qvel = take(nv);
+    s.dl_dv = take(ne);
+    s.score = take(2);
     s.cls = q;
+    s.cls_loss = q + ne;
     return s;
   }
 };
@@ -284,76 +299,80 @@ PHX_HD void adj_contact_rows(const ModelView<T>& m, const Workspace<T>& w,
   adj_geom_poses(m, s.adj_geom_xpos, s.adj_geom_xmat, a);
 }
 
-// Adjoint of one step_constrained: replays the forward from (qpos, qvel, ctrl) and the previous
-// step's rows in cv (efc_key, efc_force, efc_class and nefc as they were before the forward
-// step, for the same warm start), then maps (adj_qpos_next, adj_qvel_next) to adj_qpos,
-// adj_qvel, adj_ctrl, the model parameters of adj_model (body_mass, body_inertia, dof_damping,
-// dof_armature, jnt_stiffness, actuator_gear) and the contact parameters of adj_contact
-// (sliding friction and restitution of each geom, through the pair's maximum), all accumulated.
-// Inputs are not modified; w, c and cv are left as the forward step leaves them (cv holds this
-// step's contacts and rows). Returns the status bits of the replayed step; when it stops (NaN
-// state or result, singular mass matrix) nothing is accumulated.
+namespace detail {
+
+// adj_vfree of a classification: adj_lcp into s.adj_A, s.adj_b, s.adj_mu (zeroed first), then
+// s.adj_vfree = g + J^T adj_b (the part of adj_delassus that reaches vfree); returns Nimble's
+// score ||dl/dqd||^2 + ||dl/dtau||^2 / dt with dl/dqd ~ adj_vfree and dl/dtau = dt M^-1 adj_vfree.
 template <class T>
-PHX_HD unsigned adj_step_constrained(const ModelView<T>& m, const T* qpos, const T* qvel,
+PHX_HD T adj_lcp_score(const ModelView<T>& m, int nrow, const LcpProblem<T>& p, const T* f,
+                       const int* cls, ConstraintWorkspace<T>& c, AdjConstraintWorkspace<T>& s) {
+  const int nv = m.nv;
+  for (int i = 0; i < nrow * nrow; ++i) s.adj_A[i] = T(0);
+  for (int r = 0; r < nrow; ++r) s.adj_b[r] = s.adj_mu[r] = T(0);
+  adj_lcp(p, f, cls, s.adj_f, s.adj_A, s.adj_b, s.adj_mu, lcp_rank_tol<T>(), c.lcp, c.ilcp);
+  for (int d = 0; d < nv; ++d) s.tmp[d] = s.g[d];
+  for (int r = 0; r < nrow; ++r)
+    for (int d = 0; d < nv; ++d) s.tmp[d] += c.J[long(r) * nv + d] * s.adj_b[r];
+  T score(0);
+  for (int d = 0; d < nv; ++d) score += s.tmp[d] * s.tmp[d];
+  cholesky_solve(c.L, nv, s.tmp);
+  for (int d = 0; d < nv; ++d) score += m.timestep * s.tmp[d] * s.tmp[d];
+  return score;
+}
+
+// The adjoint of qvel' = vfree + M^-1 J^T f onward, with g = adjoint of qvel' in s.g: to
+// adj_qpos, adj_qvel, adj_ctrl and the model and contact parameters, accumulated. The forward
+// step's results are in w, c and cv; a is zeroed here.
+template <class T>
+PHX_HD void adj_constrained_velocity(const ModelView<T>& m, const T* qpos, const T* qvel,
                                      const T* ctrl, Workspace<T>& w, ConstraintWorkspace<T>& c,
-                                     ContactView<T>& cv, AdjWorkspace<T>& a,
-                                     AdjConstraintWorkspace<T>& s, const T* adj_qpos_next,
-                                     const T* adj_qvel_next, T* adj_qpos, T* adj_qvel,
+                                     const ContactView<T>& cv, AdjWorkspace<T>& a,
+                                     AdjConstraintWorkspace<T>& s, T* adj_qpos, T* adj_qvel,
                                      T* adj_ctrl, const ModelAdjoint<T>& adj_model,
                                      const ContactModelAdjoint<T>& adj_contact) {
-  const int nv = m.nv;
+  const int nv = m.nv, nrow = *cv.nefc;
   const T dt = m.timestep;
-
-  // replay the forward step
-  for (int i = 0; i < m.nq; ++i) s.qpos_next[i] = qpos[i];
-  for (int d = 0; d < nv; ++d) s.qvel_next[d] = qvel[d];
-  unsigned status = step_constrained(m, s.qpos_next, s.qvel_next, ctrl, w, c, cv);
-  if (status & kStatusStopMask) return status;
-  const int nrow = *cv.nefc;
-  if (nrow == 0) {
-    // no rows: the step was step() itself
-    adj_step(m, qpos, qvel, ctrl, w, a, adj_qpos_next, adj_qvel_next, adj_qpos, adj_qvel,
-             adj_ctrl, adj_model);
-    return status;
-  }
-  a.zero(m.nbody, m.njnt, m.nv);
   const T* f = cv.efc_force;
-
-  // qpos' = qpos (+) dt qvel': g = adj_qvel'
-  for (int d = 0; d < nv; ++d) s.g[d] = adj_qvel_next[d];
-  adj_integrate_pos(m, qpos, s.qvel_next, dt, adj_qpos_next, adj_qpos, s.g);
+  a.zero(m.nbody, m.njnt, m.nv);
 
   // qvel' = vfree + M^-1 J^T f
   for (int i = 0; i < nv * nv; ++i) s.adj_M[i] = T(0);
   for (long i = 0; i < long(nrow) * nv; ++i) s.adj_J[i] = T(0);
-  for (int i = 0; i < nrow * nrow; ++i) s.adj_A[i] = T(0);
-  for (int r = 0; r < nrow; ++r) s.adj_b[r] = s.adj_mu[r] = T(0);
-  for (int d = 0; d < nv; ++d) {
-    s.lam[d] = s.g[d];
-    s.adj_vfree[d] = s.g[d];
-  }
+  for (int d = 0; d < nv; ++d) s.lam[d] = s.g[d];
   cholesky_solve(c.L, nv, s.lam);
   for (int i = 0; i < nv; ++i)
     for (int k = 0; k < nv; ++k) s.adj_M[i * nv + k] -= s.lam[i] * (s.qvel_next[k] - c.vfree[k]);
   for (int r = 0; r < nrow; ++r) {
     const T* J = c.J + long(r) * nv;
     T* aj = s.adj_J + long(r) * nv;
-    T v = T(0);
+    T v = T(0), gv = T(0);
     for (int d = 0; d < nv; ++d) {
       v += J[d] * s.lam[d];
+      gv += J[d] * s.g[d];
       aj[d] += f[r] * s.lam[d];
     }
     s.adj_f[r] = v;
+    s.dl_dv[r] = gv;
   }
 
-  // the LCP on its classification (classified here after plain PGS)
+  // the LCP on its classification (classified here after plain PGS); with the
+  // complementarity-aware option also on the loss-driven one, keeping the larger score
   LcpProblem<T> p = lcp_problem(nrow, c);
   if (m.lcp_solver == kLcpPgs) {
     lcp_classify(p, f, m.lcp_tolerance, true, s.cls);
   } else {
     for (int r = 0; r < nrow; ++r) s.cls[r] = cv.efc_class[r];
   }
-  adj_lcp(p, f, s.cls, s.adj_f, s.adj_A, s.adj_b, s.adj_mu, lcp_rank_tol<T>(), c.lcp, c.ilcp);
+  const int* cls = s.cls;
+  if (m.contact_gradient & kGradComplementarityAware) {
+    lcp_classify_loss(p, s.cls, s.dl_dv, s.cls_loss);
+    s.score[0] = adj_lcp_score(m, nrow, p, f, s.cls, c, s);
+    s.score[1] = adj_lcp_score(m, nrow, p, f, s.cls_loss, c, s);
+    if (s.score[1] > s.score[0]) cls = s.cls_loss;
+  }
+  adj_lcp_score(m, nrow, p, f, cls, c, s);
+  for (int d = 0; d < nv; ++d) s.adj_vfree[d] = s.g[d];
 
   // A = J M^-1 J^T, b = J vfree + corr
   adj_delassus(m, nrow, c, s.adj_A, s.adj_b, s.Z, s.tmp, s.adj_J, s.adj_vfree, s.adj_M);
@@ -370,18 +389,16 @@ PHX_HD unsigned adj_step_constrained(const ModelView<T>& m, const T* qpos, const
     T e = m.geom_restitution[ge];
     T vn = T(0);
     for (int d = 0; d < nv; ++d) vn += J[d] * qvel[d];
-    T bounce = vn < T(0) ? e * vn : T(0);
-    T depth = cv.dist[i] + m.slop;
-    T push = depth < T(0) ? m.erp * depth / dt : T(0);
+    NormalCorrection<T> corr = normal_correction(m, vn, e, cv.dist[i]);
     s.adj_dist[i] = T(0);
-    if (bounce < push) {
+    if (corr.bounces()) {
       // corr = e J_r qvel
       for (int d = 0; d < nv; ++d) {
         aj[d] += e * ab * qvel[d];
         adj_qvel[d] += e * ab * J[d];
       }
       if (adj_contact.geom_restitution) adj_contact.geom_restitution[ge] += vn * ab;
-    } else if (depth < T(0)) {
+    } else if (corr.push < T(0)) {
       // corr = erp (dist + slop) / dt
       s.adj_dist[i] = m.erp / dt * ab;
     }
@@ -429,6 +446,142 @@ PHX_HD unsigned adj_step_constrained(const ModelView<T>& m, const T* qpos, const
   adj_com_vel(m, qvel, w, a, adj_qvel);
   adj_com_pos(m, w, a, adj_model);
   adj_kinematics(m, qpos, w, a, adj_qpos);
+}
+
+// The contacts that bounced in the forward step: the bounce branch of build_rows (e J qvel below
+// the push-out) with the normal row clamping. Their rows go to rows (normal row indices) and
+// their restitution to e; returns their count.
+template <class T>
+PHX_HD int bouncing_contacts(const ModelView<T>& m, const T* qvel, const ConstraintWorkspace<T>& c,
+                             const ContactView<T>& cv, const int* cls, int* rows, T* e) {
+  int n = 0, row = 0;
+  for (int i = 0; i < *cv.ncon; ++i) {
+    int g1 = cv.geom[2 * i], g2 = cv.geom[2 * i + 1];
+    T ei = m.geom_restitution[pair_max_geom(m.geom_restitution, 1, g1, g2)];
+    T vn = T(0);
+    for (int d = 0; d < m.nv; ++d) vn += c.J[long(row) * m.nv + d] * qvel[d];
+    if (normal_correction(m, vn, ei, cv.dist[i]).bounces() &&
+        (cls[row] & kLcpClassMask) == kLcpClamping) {
+      rows[n] = row;
+      e[n++] = ei;
+    }
+    row += contact_rows(m, cv.geom, i);
+  }
+  return n;
+}
+
+}  // namespace detail
+
+// Adjoint of one step_constrained: replays the forward from (qpos, qvel, ctrl) and the previous
+// step's rows in cv (efc_key, efc_force, efc_class and nefc as they were before the forward
+// step, for the same warm start), then maps (adj_qpos_next, adj_qvel_next) to adj_qpos,
+// adj_qvel, adj_ctrl, the model parameters of adj_model (body_mass, body_inertia, dof_damping,
+// dof_armature, jnt_stiffness, actuator_gear) and the contact parameters of adj_contact
+// (sliding friction and restitution of each geom, through the pair's maximum), all accumulated.
+// Inputs are not modified; w, c and cv are left as the forward step leaves them (cv holds this
+// step's contacts and rows). Returns the status bits of the replayed step; when it stops (NaN
+// state or result, singular mass matrix) nothing is accumulated.
+//
+// m.contact_gradient selects Nimble's options (SEEDS.md part A):
+// - kGradComplementarityAware: the LCP adjoint also runs on the loss-driven classification
+//   (lcp_classify_loss with dl/dv = J adj_qvel'), and the classification with the larger
+//   ||adj_vfree||^2 + dt ||M^-1 adj_vfree||^2 is kept (Nimble's ||dl/dqd||^2 + ||dl/dtau||^2 / dt,
+//   evaluated at vfree, where the classification enters).
+// - kGradBounceCorrection: when contacts bounced (bouncing_contacts), the Jacobian of qpos' with
+//   respect to the state is replaced, in tangent coordinates, by X = I + sum_k lam_k J_k^T J_k,
+//   the matrix nearest the identity (Frobenius) with J_i X J_i^T / |J_i|^2 = -e_i for each
+//   bouncing normal row J_i: sum_k lam_k (J_i . J_k)^2 = -(1 + e_i) |J_i|^2. Then dq'/dq = X and
+//   dq'/dqd = dt X; the velocity Jacobians and all parameter and control gradients are those of
+//   the step. In reverse: with u = dt (dq'/dqd')^T adj_qpos' (adj_integrate_pos), adj_qvel gets
+//   X^T u and adj_qpos its direct term plus (X - I)^T u / dt mapped to qpos (a quaternion's
+//   tangent adjoint w gives 2 q (0, w)), in place of the step's (dqd'/d(q, qd))^T u.
+template <class T>
+PHX_HD unsigned adj_step_constrained(const ModelView<T>& m, const T* qpos, const T* qvel,
+                                     const T* ctrl, Workspace<T>& w, ConstraintWorkspace<T>& c,
+                                     ContactView<T>& cv, AdjWorkspace<T>& a,
+                                     AdjConstraintWorkspace<T>& s, const T* adj_qpos_next,
+                                     const T* adj_qvel_next, T* adj_qpos, T* adj_qvel,
+                                     T* adj_ctrl, const ModelAdjoint<T>& adj_model,
+                                     const ContactModelAdjoint<T>& adj_contact) {
+  const int nv = m.nv;
+  const T dt = m.timestep;
+
+  // replay the forward step
+  for (int i = 0; i < m.nq; ++i) s.qpos_next[i] = qpos[i];
+  for (int d = 0; d < nv; ++d) s.qvel_next[d] = qvel[d];
+  unsigned status = step_constrained(m, s.qpos_next, s.qvel_next, ctrl, w, c, cv);
+  if (status & kStatusStopMask) return status;
+  const int nrow = *cv.nefc;
+  if (nrow == 0) {
+    // no rows: the step was step() itself
+    adj_step(m, qpos, qvel, ctrl, w, a, adj_qpos_next, adj_qvel_next, adj_qpos, adj_qvel,
+             adj_ctrl, adj_model);
+    return status;
+  }
+
+  // qpos' = qpos (+) dt qvel': u = dt P^T adj_qpos', the direct term into adj_qpos
+  for (int d = 0; d < nv; ++d) s.u[d] = T(0);
+  adj_integrate_pos(m, qpos, s.qvel_next, dt, adj_qpos_next, adj_qpos, s.u);
+
+  // bouncing contacts (c.lcp is free until the LCP adjoint)
+  int* brow = c.ilcp;
+  T* be = c.lcp;
+  int nb = 0;
+  if (m.contact_gradient & kGradBounceCorrection) {
+    for (int r = 0; r < nrow; ++r) s.cls[r] = cv.efc_class[r];
+    if (m.lcp_solver == kLcpPgs) lcp_classify(lcp_problem(nrow, c), cv.efc_force,
+                                              m.lcp_tolerance, true, s.cls);
+    nb = detail::bouncing_contacts(m, qvel, c, cv, s.cls, brow, be);
+  }
+  if (nb == 0) {
+    for (int d = 0; d < nv; ++d) s.g[d] = adj_qvel_next[d] + s.u[d];
+    detail::adj_constrained_velocity(m, qpos, qvel, ctrl, w, c, cv, a, s, adj_qpos, adj_qvel,
+                                     adj_ctrl, adj_model, adj_contact);
+    return status;
+  }
+
+  // bounce correction: the step's adjoint of adj_qvel' alone, then of u with its state
+  // adjoints held apart and replaced by X's
+  for (int d = 0; d < nv; ++d) s.g[d] = adj_qvel_next[d];
+  detail::adj_constrained_velocity(m, qpos, qvel, ctrl, w, c, cv, a, s, adj_qpos, adj_qvel,
+                                   adj_ctrl, adj_model, adj_contact);
+  for (int i = 0; i < m.nq; ++i) s.hold_qpos[i] = T(0);
+  for (int d = 0; d < nv; ++d) {
+    s.hold_qvel[d] = T(0);
+    s.g[d] = s.u[d];
+  }
+  detail::adj_constrained_velocity(m, qpos, qvel, ctrl, w, c, cv, a, s, s.hold_qpos, s.hold_qvel,
+                                   adj_ctrl, adj_model, adj_contact);
+  // the bouncing rows again (the LCP adjoint used c.lcp), then lam from G lam = rhs,
+  // G_ik = (J_i . J_k)^2, rhs_i = -(1 + e_i) |J_i|^2 (minimum norm: equal
+  // rows make G singular); c.lcp past the restitutions holds G, its decomposition and rhs
+  detail::bouncing_contacts(m, qvel, c, cv, s.cls, brow, be);
+  T* G = be + nb;
+  Cod<T> cod = cod_bind(nb, G + nb * nb, brow + nb);
+  T* lam = G + nb * nb + cod_scratch_size(nb);
+  for (int i = 0; i < nb; ++i) {
+    const T* Ji = c.J + long(brow[i]) * nv;
+    for (int k = 0; k < nb; ++k) {
+      const T* Jk = c.J + long(brow[k]) * nv;
+      T dot(0);
+      for (int d = 0; d < nv; ++d) dot += Ji[d] * Jk[d];
+      G[i * nb + k] = dot * dot;
+      if (i == k) lam[i] = -(T(1) + be[i]) * dot;
+    }
+  }
+  cod_factor(cod, G, lcp_rank_tol<T>());
+  cod_solve(cod, lam);
+  // (X - I)^T u = sum_k lam_k J_k (J_k . u): X^T u into adj_qvel, / dt into the tangent of qpos
+  for (int d = 0; d < nv; ++d) s.tmp[d] = T(0);
+  for (int k = 0; k < nb; ++k) {
+    const T* Jk = c.J + long(brow[k]) * nv;
+    T ju(0);
+    for (int d = 0; d < nv; ++d) ju += Jk[d] * s.u[d];
+    for (int d = 0; d < nv; ++d) s.tmp[d] += lam[k] * ju * Jk[d];
+  }
+  for (int d = 0; d < nv; ++d) adj_qvel[d] += s.u[d] + s.tmp[d];
+  for (int d = 0; d < nv; ++d) s.tmp[d] /= dt;
+  adj_tangent_to_qpos(m, qpos, s.tmp, adj_qpos);
   return status;
 }
 

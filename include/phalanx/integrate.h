@@ -63,4 +63,33 @@ PHX_HD void adj_integrate_pos(const ModelView<T>& m, const T* qpos, const T* qve
   }
 }
 
+// Adjoint of the map from a change dq of qpos to its tangent displacement (hinge and slide
+// coordinates as they are, a ball or free rotation's local rotation vector 2 Im(conj(q) dq),
+// the inverse of integrate_pos to first order): from the tangent adjoint w (nv) into adj_qpos
+// (nq), accumulated. For a unit quaternion q the rotation part gives adj_q += 2 q (0, w).
+template <class T>
+PHX_HD void adj_tangent_to_qpos(const ModelView<T>& m, const T* qpos, const T* w, T* adj_qpos) {
+  for (int j = 0; j < m.njnt; ++j) {
+    int qa = m.jnt_qposadr[j], da = m.jnt_dofadr[j];
+    switch (m.jnt_type[j]) {
+      case kJointFree:
+        for (int i = 0; i < 3; ++i) adj_qpos[qa + i] += w[da + i];
+        qa += 3;
+        da += 3;
+        [[fallthrough]];
+      case kJointBall: {
+        Vec3<T> v = Vec3<T>::load(w + da);
+        Quat<T> g = Quat<T>::load(qpos + qa) * Quat<T>{T(0), v.x, v.y, v.z};
+        adj_qpos[qa] += T(2) * g.w;
+        adj_qpos[qa + 1] += T(2) * g.x;
+        adj_qpos[qa + 2] += T(2) * g.y;
+        adj_qpos[qa + 3] += T(2) * g.z;
+        break;
+      }
+      default:
+        adj_qpos[qa] += w[da];
+    }
+  }
+}
+
 }  // namespace phx

@@ -21,6 +21,7 @@ struct ModelView {
   int lcp_iterations;  // projected Gauss-Seidel sweeps
   T lcp_tolerance;     // velocity tolerance of classification and exact re-solves
   T lcp_residual_limit;  // residual above which kStatusLcpNotConverged is set
+  int contact_gradient;  // ContactGradient flags of the step adjoint
   T erp;               // fraction of penetration removed per step
   T slop;              // penetration left uncorrected
 

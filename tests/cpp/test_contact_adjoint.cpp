@@ -335,8 +335,9 @@ TEST(ContactAdjointDegenerate, ArmPushesBoxOnFloor) {
 // Nimble's one-dof bounce: a ball on a vertical slide hits the floor with restitution e. At the
 // bounce step qvel' = -e qvel (the row clamps: J qvel' = -e J qvel), so in discrete time
 //   dqvel'/dqvel = -e,  dqpos'/dqvel = -e dt,  dqpos'/dqpos = 1
-// (the position passes through; continuous time would give -e, SEEDS.md part A).
-TEST(ContactAdjointBounce, OneDofDiscreteTime) {
+// (the position passes through). With kGradBounceCorrection dqpos'/dqpos is continuous time's
+// -e and dqpos'/dqvel = dt X = -e dt; the velocity Jacobians are unchanged (SEEDS.md part A).
+TEST(ContactAdjointBounce, OneDof) {
   const double e = 0.8, dt = 0.002;
   Model model = load_mjcf_string(
       "<mujoco><option timestep='0.002' gravity='0 0 0'/><worldbody>"
@@ -350,15 +351,84 @@ TEST(ContactAdjointBounce, OneDofDiscreteTime) {
   Result y = forward(in);
   ASSERT_EQ(y.nefc, 1);
   EXPECT_NEAR(y.qvel[0], 2.0 * e, 1e-12);
-  auto g = adjoint(in, {1.0}, {0.0});  // d qpos' / d(qpos, qvel)
-  auto gv = adjoint(in, {0.0}, {1.0});  // d qvel' / d(qpos, qvel)
-  std::printf("  one-dof bounce: dq'/dq = %.6g, dq'/dqd = %.6g, dqd'/dq = %.6g, dqd'/dqd = %.6g\n",
-              g[0][0], g[1][0], gv[0][0], gv[1][0]);
-  EXPECT_NEAR(g[0][0], 1.0, 1e-12);
-  EXPECT_NEAR(g[1][0], -e * dt, 1e-12);
-  EXPECT_NEAR(gv[0][0], 0.0, 1e-12);
-  EXPECT_NEAR(gv[1][0], -e, 1e-12);
+  for (int flags : {0, int(kGradBounceCorrection)}) {
+    in.model.opt.contact_gradient = flags;
+    auto g = adjoint(in, {1.0}, {0.0});   // d qpos' / d(qpos, qvel)
+    auto gv = adjoint(in, {0.0}, {1.0});  // d qvel' / d(qpos, qvel)
+    std::printf("  one-dof bounce, flags %d: dq'/dq = %.6g, dq'/dqd = %.6g, dqd'/dq = %.6g, "
+                "dqd'/dqd = %.6g\n", flags, g[0][0], g[1][0], gv[0][0], gv[1][0]);
+    double x = flags ? -e : 1.0;
+    EXPECT_NEAR(g[0][0], x, 1e-12);
+    EXPECT_NEAR(g[1][0], -e * dt, 1e-12);
+    EXPECT_NEAR(gv[0][0], 0.0, 1e-12);
+    EXPECT_NEAR(gv[1][0], -e, 1e-12);
+  }
+  in.model.opt.contact_gradient = 0;
   EXPECT_LE(gradcheck("bounce_1dof", in, 1e-6), 1e-6);
+}
+
+// A free sphere bouncing with spin and sliding: the normal row is J = e_z (the contact point is
+// straight below the centre, so no angular part), hence X = I - (1 + e) e_z e_z^T. Through
+// qpos' alone (wq = e_z or e_x, wv = 0): adj_qpos = X^T wq on the position, 0 on the quaternion,
+// adj_qvel = dt X^T wq; the control and parameter gradients are those of the plain adjoint.
+TEST(ContactAdjointBounce, FreeSphereCorrection) {
+  const double e = 0.5, dt = 0.002;
+  Inputs in = at_rest(scene("<body pos='0 0 0.0999'><freejoint/>"
+                            "<geom type='sphere' size='.1' mass='1'/></body>"),
+                      kLcpPgsStabilized);
+  in.model.geom_restitution[1] = e;
+  in.x.qvel = {0.2, -0.1, -2.0, 0.1, 0.2, 0.0};
+  for (int axis : {0, 2}) {
+    std::vector<double> wq(7, 0.0), wv(6, 0.0);
+    wq[axis] = 1.0;
+    in.model.opt.contact_gradient = 0;
+    auto plain = adjoint(in, wq, wv);
+    in.model.opt.contact_gradient = kGradBounceCorrection;
+    auto corr = adjoint(in, wq, wv);
+    double x = axis == 2 ? -e : 1.0;
+    for (int i = 0; i < 7; ++i) EXPECT_NEAR(corr[0][i], i == axis ? x : 0.0, 1e-12) << i;
+    for (int i = 0; i < 6; ++i) EXPECT_NEAR(corr[1][i], i == axis ? x * dt : 0.0, 1e-12) << i;
+    for (size_t k = 2; k < plain.size(); ++k)
+      for (size_t i = 0; i < plain[k].size(); ++i)
+        EXPECT_NEAR(corr[k][i], plain[k][i], 1e-12 * (1 + std::abs(plain[k][i]))) << k << " " << i;
+    if (axis == 2) {
+      EXPECT_GT(std::abs(plain[0][2] - x), 0.5);  // the plain value is near +1
+    }
+  }
+}
+
+// Nimble's circle on a linear actuator: a ball on a vertical slide rests on the floor (inside
+// the slop, so no push-out), its motor pushing up with less than its weight; loss = -qpos' (the
+// loss wants it higher). The contact absorbs a small change of the motor force, so the plain
+// gradient d loss / d ctrl is 0. The complementarity-aware classification holds the contact's
+// impulse (dl/dv = J dl/dqvel' = -dt < 0: the loss wants it to separate), giving
+//   d qpos' / d ctrl = dt^2 gear / m,  d loss / d ctrl = -dt^2 gear / m.
+TEST(ContactAdjointComplementarityAware, RestingBallOnActuator) {
+  const double dt = 0.002, gear = 2.0, m = 1.5;
+  Inputs in = at_rest(
+      load_mjcf_string("<mujoco><option timestep='0.002'/><worldbody>"
+                       "<geom type='plane' size='10 10 .1' condim='1'/><body>"
+                       "<joint name='z' type='slide' axis='0 0 1'/>"
+                       "<geom type='sphere' size='.1' mass='1.5' pos='0 0 0.1' condim='1'/>"
+                       "</body></worldbody><actuator><motor joint='z' gear='2'/></actuator>"
+                       "</mujoco>"),
+      kLcpDantzig);
+  in.x.qpos = {-0.0005};
+  in.x.ctrl = {0.3};  // 0.6 N up against 14.7 N of weight
+  Result y = forward(in);
+  ASSERT_EQ(y.nefc, 1);
+  EXPECT_NEAR(y.qvel[0], 0.0, 1e-12);  // resting: the contact clamps
+  in.model.opt.contact_gradient = 0;
+  auto plain = adjoint(in, {-1.0}, {0.0});
+  in.model.opt.contact_gradient = kGradComplementarityAware;
+  auto aware = adjoint(in, {-1.0}, {0.0});
+  std::printf("  resting ball: plain dl/dctrl %.3g, complementarity-aware %.6g (analytic %.6g)\n",
+              plain[2][0], aware[2][0], -dt * dt * gear / m);
+  EXPECT_NEAR(plain[2][0], 0.0, 1e-15);
+  EXPECT_NEAR(aware[2][0], -dt * dt * gear / m, 1e-15);
+  // the loss wanting the ball lower (loss = +qpos') agrees with the contact: plain kept
+  auto down = adjoint(in, {1.0}, {0.0});
+  EXPECT_NEAR(down[2][0], 0.0, 1e-15);
 }
 
 }  // namespace

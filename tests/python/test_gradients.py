@@ -1,4 +1,4 @@
-"""Gradients of contact-free steps through the Python API.
+"""Gradients of steps through the Python API.
 
 A loss on the state after T steps is back-propagated by chaining phalanx.step_vjp; the result
 must equal central differences of phalanx.rollout (rtol 1e-6, double). The one-step derivative
@@ -182,3 +182,42 @@ def test_contact_step_vjp_matches_central_differences(tmp_path, rng, solver):
         fd = directional_fd(f, p0, d, h=1e-6)
         ad = float((g[param].sum(axis=0) * d).sum())
         assert ad == pytest.approx(fd, rel=1e-6, abs=1e-8), param
+
+
+BALL_ON_SLIDE = """<mujoco><option timestep='0.002' gravity='0 0 {g}'/><worldbody>
+  <geom type='plane' size='10 10 .1' condim='1'/>
+  <body><joint name='z' type='slide' axis='0 0 1'/>
+    <geom type='sphere' size='.1' mass='1.5' pos='0 0 0.1' condim='1'/></body>
+</worldbody><actuator><motor joint='z' gear='2'/></actuator></mujoco>"""
+
+
+def test_contact_gradient_options(tmp_path):
+    # Nimble's unit cases through step_vjp's options, against their closed forms (SEEDS.md
+    # part A); dt = 0.002, m = 1.5, gear = 2
+    dt, m, gear, e = 0.002, 1.5, 2.0, 0.8
+    path = tmp_path / "bounce.xml"
+    path.write_text(BALL_ON_SLIDE.format(g=0))
+    model = phalanx.load_model(path)
+    model.lcp_solver = "dantzig"
+    model.set_parameter("geom_restitution", np.array([0.0, e]))
+    # bounce: qvel' = -e qvel; d qpos'/d qpos is 1 in discrete time, -e with the correction
+    q, v, u = np.array([[-2e-4]]), np.array([[-2.0]]), np.zeros((1, 1))
+    _, v1, _ = phalanx.step(model, q, v, u)
+    assert v1[0, 0] == pytest.approx(2.0 * e, abs=1e-12)
+    one, zero = np.ones((1, 1)), np.zeros((1, 1))
+    plain = phalanx.step_vjp(model, q, v, u, one, zero)
+    corrected = phalanx.step_vjp(model, q, v, u, one, zero, bounce_correction=True)
+    assert plain["qpos"][0, 0] == pytest.approx(1.0, abs=1e-12)
+    assert corrected["qpos"][0, 0] == pytest.approx(-e, abs=1e-12)
+    assert corrected["qvel"][0, 0] == pytest.approx(-e * dt, abs=1e-12)
+
+    # resting on the floor, pushed up by less than its weight; loss = -qpos': the plain
+    # gradient to ctrl is 0, the complementarity-aware one -dt^2 gear / m
+    path.write_text(BALL_ON_SLIDE.format(g=-9.81))
+    model = phalanx.load_model(path)
+    model.lcp_solver = "dantzig"
+    q, u = np.array([[-5e-4]]), np.array([[0.3]])
+    plain = phalanx.step_vjp(model, q, zero, u, -one, zero)
+    aware = phalanx.step_vjp(model, q, zero, u, -one, zero, complementarity_aware=True)
+    assert plain["ctrl"][0, 0] == pytest.approx(0.0, abs=1e-15)
+    assert aware["ctrl"][0, 0] == pytest.approx(-dt * dt * gear / m, rel=1e-12)
