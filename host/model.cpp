@@ -178,6 +178,32 @@ void Model::compute_pairs() {
   if (nconmax <= 0) nconmax = static_cast<int>(std::min<long>(capacity, std::max(32, 4 * ngeom)));
 }
 
+void Model::check_collision_support() const {
+  if (!opt.contact) return;
+  static const char* kTypeNames[] = {"plane",    "hfield", "sphere", "capsule",
+                                     "ellipsoid", "cylinder", "box",  "mesh"};
+  auto supported = [](int t) {
+    return t == kGeomPlane || t == kGeomSphere || t == kGeomCapsule || t == kGeomBox;
+  };
+  auto describe = [&](int g) {
+    std::string n = geom_names.size() > size_t(g) && !geom_names[g].empty()
+                        ? "'" + geom_names[g] + "'"
+                        : "#" + std::to_string(g);
+    return "geom " + n + " (" + kTypeNames[geom_type[g]] + ")";
+  };
+  for (int p = 0; p < npair; p++) {
+    int g1 = pair_geom[2 * p], g2 = pair_geom[2 * p + 1];
+    int bad = !supported(geom_type[g1]) ? g1 : !supported(geom_type[g2]) ? g2 : -1;
+    if (bad < 0) continue;
+    throw std::invalid_argument(
+        "phalanx: " + describe(bad) + " may collide with " + describe(bad == g1 ? g2 : g1) +
+        ", but " + kTypeNames[geom_type[bad]] +
+        " collisions are not implemented yet (plane, sphere, capsule and box are); give it "
+        "contype=\"0\" conaffinity=\"0\", replace it by a capsule or box, or turn contacts off "
+        "(model.contact = False)");
+  }
+}
+
 void Model::validate() const {
   // counts
   check_size(body_parentid, "body_parentid", nbody);

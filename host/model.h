@@ -134,6 +134,10 @@ struct Model {
   // Check every count against the array sizes and every index against its range.
   // Throws std::invalid_argument naming the first inconsistent field.
   void validate() const;
+  // With opt.contact, throws std::invalid_argument naming the first candidate pair (pair_geom)
+  // whose geom type has no collision function yet (height field, ellipsoid, cylinder, mesh):
+  // such a pair is never silently skipped. Called when the model is compiled for a device.
+  void check_collision_support() const;
 
   // Fill the derived arrays (rootid, adr/num fields, dof arrays, qposadr/dofadr, counts) from
   // body_parentid, jnt_bodyid, jnt_type and geom_bodyid. Loaders call this last.

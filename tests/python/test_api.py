@@ -341,3 +341,23 @@ def test_bad_model_path_raises(tmp_path):
 
 def test_cuda_available_is_bool():
     assert isinstance(phalanx.cuda_available(), bool)
+
+
+def test_unsupported_collision_geom_is_an_error_with_contacts_on(tmp_path):
+    # a colliding cylinder is never silently skipped: stepping with contacts on names it; with
+    # contacts off (or contype = conaffinity = 0) the model steps, here as a free fall:
+    # qvel' = g dt, qpos' = qpos + g dt^2 (semi-implicit Euler)
+    path = tmp_path / "cylinder.xml"
+    path.write_text("<mujoco><worldbody><geom type='plane' size='1 1 .1'/>"
+                    "<body pos='0 0 1'><freejoint/><geom name='can' type='cylinder' size='.1 .2'/>"
+                    "</body></worldbody></mujoco>")
+    model = phalanx.load_model(path)
+    qpos, qvel, ctrl = model.qpos0[None], np.zeros((1, model.nv)), np.zeros((1, 0))
+    with pytest.raises(ValueError, match="geom 'can' \\(cylinder\\) may collide.*not implemented"):
+        phalanx.step(model, qpos, qvel, ctrl)
+    model.contact = False
+    q1, v1, status = phalanx.step(model, qpos, qvel, ctrl)
+    dt, g = model.timestep, model.gravity[2]
+    assert status[0] == 0
+    assert v1[0, 2] == pytest.approx(g * dt, rel=1e-12)
+    assert q1[0, 2] == pytest.approx(1.0 + g * dt * dt, rel=1e-12)

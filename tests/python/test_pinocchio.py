@@ -114,6 +114,7 @@ class Pair:
             pytest.fail(f"{path} is missing")
         path = strip_unsupported(path, tmp_dir)
         self.model = m = phalanx.load_model(path)
+        m.contact = False  # rigid-body dynamics only (collision cylinders are not implemented)
         self.pin = p = pin.buildModelFromUrdf(str(path))
         assert p.nv == m.nv
         # per Phalanx joint: (qpos address, Pinocchio q address, Pinocchio nq); and the Pinocchio
