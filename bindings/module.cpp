@@ -343,13 +343,166 @@ py::tuple step(PyModel& pm, const CArray<T>& qpos, const CArray<T>& qvel, const 
 }
 
 // T steps driven by ctrl (E, T, nu) -> (qpos (E, T, nq), qvel (E, T, nv), status (E,))
+// The per-environment parameter gradients of step_vjp and Tape.backward: the numpy arrays
+// (E, ...) made with the GIL held, then bind() (GIL released) gives the device outputs the
+// kernels fill and finish() copies them back.
+template <class T>
+class ParameterGrads {
+ public:
+  ParameterGrads(const phx::Model& m, int E) {
+    auto add = [&](const char* name, std::vector<py::ssize_t> dims, size_t n) {
+      dims.insert(dims.begin(), py::ssize_t(E));
+      arrays_.push_back({name, CArray<T>(dims), size_t(E) * n});
+    };
+    add("body_mass", {m.nbody}, m.nbody);
+    add("body_inertia", {m.nbody, 3}, 3 * size_t(m.nbody));
+    add("dof_damping", {m.nv}, m.nv);
+    add("dof_armature", {m.nv}, m.nv);
+    add("jnt_stiffness", {m.njnt}, m.njnt);
+    add("actuator_gear", {m.nu}, m.nu);
+    add("geom_friction", {m.ngeom, 3}, 3 * size_t(m.ngeom));
+    add("geom_restitution", {m.ngeom}, m.ngeom);
+  }
+  void bind(Device device) {
+    for (Entry& a : arrays_)
+      out_.push_back(std::make_unique<DeviceOutput<T>>(device, a.array.mutable_data(), a.n));
+  }
+  phx::ModelAdjoint<T> model_adjoint() {
+    return {out_[0]->get(), out_[1]->get(), out_[2]->get(),
+            out_[3]->get(), out_[4]->get(), out_[5]->get()};
+  }
+  phx::ContactModelAdjoint<T> contact_adjoint() { return {out_[6]->get(), out_[7]->get()}; }
+  void finish() {
+    for (auto& o : out_) o->finish();
+  }
+  void into(py::dict& d) const {
+    for (const Entry& a : arrays_) d[a.name] = a.array;
+  }
+
+ private:
+  struct Entry {
+    const char* name;
+    CArray<T> array;
+    size_t n;
+  };
+  std::vector<Entry> arrays_;
+  std::vector<std::unique_ptr<DeviceOutput<T>>> out_;
+};
+
+// phalanx.Tape: records a rollout (phalanx.rollout(..., tape=)) for its backward pass. Holds the
+// compiled model it was recorded with, so later option changes do not affect the replay.
+class PyTape {
+ public:
+  PyTape(int every, std::int64_t budget) : every_(every), budget_(budget) {
+    if (every < 0) throw std::invalid_argument("phalanx: checkpoint_every must be >= 0");
+    if (budget < 0) throw std::invalid_argument("phalanx: memory_budget must be >= 0");
+  }
+
+  template <class T>
+  struct Recording {
+    std::shared_ptr<const phx::DeviceModel<T>> model;
+    std::unique_ptr<phx::Tape<T>> tape;
+  };
+
+  // a fresh tape for a rollout on dm (drops what was recorded before)
+  template <class T>
+  phx::Tape<T>* start(std::shared_ptr<const phx::DeviceModel<T>> dm, Device device) {
+    f32_ = {};
+    f64_ = {};
+    device_ = device;
+    Recording<T>& r = recording<T>();
+    r.model = std::move(dm);
+    r.tape = std::make_unique<phx::Tape<T>>(every_, size_t(budget_));
+    return r.tape.get();
+  }
+
+  template <class T>
+  Recording<T>& recording() {
+    if constexpr (std::is_same_v<T, float>) {
+      return f32_;
+    } else {
+      return f64_;
+    }
+  }
+
+  bool recorded() const {
+    return (f32_.tape && f32_.tape->recorded()) || (f64_.tape && f64_.tape->recorded());
+  }
+  template <class F>
+  auto visit(F f) const {
+    return f64_.tape ? f(*f64_.tape) : f(*f32_.tape);
+  }
+  int every() const { return recorded() ? visit([](auto& t) { return t.every(); }) : every_; }
+  int nstep() const { return recorded() ? visit([](auto& t) { return t.nstep(); }) : 0; }
+  int nenv() const { return recorded() ? visit([](auto& t) { return t.nenv(); }) : 0; }
+  size_t nbytes() const { return recorded() ? visit([](auto& t) { return t.bytes(); }) : 0; }
+  py::object dtype() const {
+    if (!recorded()) return py::none();
+    return py::module_::import("numpy").attr(f64_.tape ? "float64" : "float32");
+  }
+  Device device() const { return device_; }
+
+ private:
+  int every_;
+  std::int64_t budget_;
+  Device device_ = Device::kCpu;
+  Recording<float> f32_;
+  Recording<double> f64_;
+};
+
+// Tape.backward for the tape's scalar type -> dict of gradients: qpos (E, nq), qvel (E, nv),
+// ctrl (E, T, nu) and ParameterGrads
+template <class T>
+py::dict tape_backward(PyTape& pt, std::optional<CArray<T>> adj_qpos_out,
+                       std::optional<CArray<T>> adj_qvel_out, int contact_gradient) {
+  PyTape::Recording<T>& r = pt.recording<T>();
+  if (!r.tape || !r.tape->recorded())
+    throw std::logic_error("phalanx: this tape holds no rollout of this dtype; pass tape= to "
+                           "phalanx.rollout first");
+  const phx::Model& m = r.model->model();
+  int E = r.tape->nenv(), nstep = r.tape->nstep();
+  if (adj_qpos_out) require_shape(*adj_qpos_out, {E, nstep, m.nq}, "adj_qpos");
+  if (adj_qvel_out) require_shape(*adj_qvel_out, {E, nstep, m.nv}, "adj_qvel");
+  CArray<T> gq({py::ssize_t(E), py::ssize_t(m.nq)}), gv({py::ssize_t(E), py::ssize_t(m.nv)}),
+      gc({py::ssize_t(E), py::ssize_t(nstep), py::ssize_t(m.nu)});
+  ParameterGrads<T> params(m, E);
+  Device device = pt.device();
+  const T* aq = adj_qpos_out ? adj_qpos_out->data() : nullptr;
+  const T* av = adj_qvel_out ? adj_qvel_out->data() : nullptr;
+  T* pq = gq.mutable_data();
+  T* pv = gv.mutable_data();
+  T* pc = gc.mutable_data();
+  {
+    py::gil_scoped_release nogil;
+    DeviceInput<T> d_aq(device, aq, aq ? size_t(E) * nstep * m.nq : 0);
+    DeviceInput<T> d_av(device, av, av ? size_t(E) * nstep * m.nv : 0);
+    DeviceOutput<T> d_gq(device, pq, size_t(E) * m.nq), d_gv(device, pv, size_t(E) * m.nv),
+        d_gc(device, pc, size_t(E) * nstep * m.nu);
+    params.bind(device);
+    phx::rollout_backward(*r.model, *r.tape, aq ? d_aq.get() : nullptr, av ? d_av.get() : nullptr,
+                          d_gq.get(), d_gv.get(), d_gc.get(), params.model_adjoint(),
+                          params.contact_adjoint(), contact_gradient);
+    d_gq.finish();
+    d_gv.finish();
+    d_gc.finish();
+    params.finish();
+  }
+  py::dict result;
+  result["qpos"] = gq;
+  result["qvel"] = gv;
+  result["ctrl"] = gc;
+  params.into(result);
+  return result;
+}
+
 template <class T>
 py::tuple rollout(PyModel& pm, const CArray<T>& qpos, const CArray<T>& qvel, const CArray<T>& ctrl,
                   std::optional<CArray<T>> qpos_out_arg, std::optional<CArray<T>> qvel_out_arg,
                   std::optional<py::array_t<int, py::array::c_style>> counts_arg,
-                  const std::string& device_name) {
+                  PyTape* py_tape, const std::string& device_name) {
   Device device = phx::parse_device(device_name);
   auto dm = pm.compiled<T>(device);
+  phx::Tape<T>* tape = py_tape ? py_tape->start<T>(dm, device) : nullptr;
   const phx::Model& m = dm->model();
   int E = batch_size(qpos, m.nq);
   require_shape(qvel, {E, m.nv}, "qvel");
@@ -383,7 +536,7 @@ py::tuple rollout(PyModel& pm, const CArray<T>& qpos, const CArray<T>& qvel, con
     DeviceOutput<int> d_counts(device, counts_ptr,
                                counts_ptr ? size_t(E) * nstep * phx::kNumCounts : 0);
     phx::rollout(*dm, data, d_ctrl.get(), int(nstep), d_qpos_out.get(), d_qvel_out.get(),
-                 counts_ptr ? d_counts.get() : nullptr);
+                 counts_ptr ? d_counts.get() : nullptr, tape);
     d_qpos_out.finish();
     d_qvel_out.finish();
     if (counts_ptr) d_counts.finish();
@@ -413,50 +566,35 @@ py::dict step_vjp(PyModel& pm, const CArray<T>& qpos, const CArray<T>& qvel, con
     return CArray<T>(dims);
   };
   py::dict result;
-  CArray<T> gq = out({m.nq}), gv = out({m.nv}), gc = out({m.nu}), gmass = out({m.nbody}),
-            ginertia = out({m.nbody, 3}), gdamping = out({m.nv}), garmature = out({m.nv}),
-            gstiffness = out({m.njnt}), ggear = out({m.nu}), gfriction = out({m.ngeom, 3}),
-            grestitution = out({m.ngeom});
+  CArray<T> gq = out({m.nq}), gv = out({m.nv}), gc = out({m.nu});
+  ParameterGrads<T> params(m, E);
   // device copies of the inputs and outputs, then one launch
   const T* in[5] = {qpos.data(), qvel.data(), ctrl.data(), adj_qpos_next.data(),
                     adj_qvel_next.data()};
   size_t in_n[5] = {size_t(m.nq), size_t(m.nv), size_t(m.nu), size_t(m.nq), size_t(m.nv)};
-  CArray<T>* outs[11] = {&gq,        &gv,        &gc,         &gmass,
-                         &ginertia,  &gdamping,  &garmature,  &gstiffness,
-                         &ggear,     &gfriction, &grestitution};
-  std::vector<T*> out_ptr;
-  for (CArray<T>* o : outs) out_ptr.push_back(o->mutable_data());
+  T* pq = gq.mutable_data();
+  T* pv = gv.mutable_data();
+  T* pc = gc.mutable_data();
   if (E > 0) {
     py::gil_scoped_release nogil;
     std::vector<std::unique_ptr<DeviceInput<T>>> d_in;
     for (int i = 0; i < 5; ++i)
       d_in.push_back(std::make_unique<DeviceInput<T>>(device, in[i], size_t(E) * in_n[i]));
-    size_t out_n[11] = {size_t(m.nq),        size_t(m.nv),       size_t(m.nu),
-                        size_t(m.nbody),     size_t(3 * m.nbody), size_t(m.nv),
-                        size_t(m.nv),        size_t(m.njnt),     size_t(m.nu),
-                        size_t(3 * m.ngeom), size_t(m.ngeom)};
-    std::vector<std::unique_ptr<DeviceOutput<T>>> d_out;
-    for (int i = 0; i < 11; ++i)
-      d_out.push_back(std::make_unique<DeviceOutput<T>>(device, out_ptr[i], size_t(E) * out_n[i]));
-    phx::ModelAdjoint<T> am{d_out[3]->get(), d_out[4]->get(), d_out[5]->get(),
-                            d_out[6]->get(), d_out[7]->get(), d_out[8]->get()};
-    phx::ContactModelAdjoint<T> ac{d_out[9]->get(), d_out[10]->get()};
+    DeviceOutput<T> d_gq(device, pq, size_t(E) * m.nq), d_gv(device, pv, size_t(E) * m.nv),
+        d_gc(device, pc, size_t(E) * m.nu);
+    params.bind(device);
     phx::step_vjp(*dm, E, d_in[0]->get(), d_in[1]->get(), d_in[2]->get(), d_in[3]->get(),
-                  d_in[4]->get(), d_out[0]->get(), d_out[1]->get(), d_out[2]->get(), am, ac,
-                  contact_gradient);
-    for (auto& o : d_out) o->finish();
+                  d_in[4]->get(), d_gq.get(), d_gv.get(), d_gc.get(), params.model_adjoint(),
+                  params.contact_adjoint(), contact_gradient);
+    d_gq.finish();
+    d_gv.finish();
+    d_gc.finish();
+    params.finish();
   }
   result["qpos"] = gq;
   result["qvel"] = gv;
   result["ctrl"] = gc;
-  result["body_mass"] = gmass;
-  result["body_inertia"] = ginertia;
-  result["dof_damping"] = gdamping;
-  result["dof_armature"] = garmature;
-  result["jnt_stiffness"] = gstiffness;
-  result["actuator_gear"] = ggear;
-  result["geom_friction"] = gfriction;
-  result["geom_restitution"] = grestitution;
+  params.into(result);
   return result;
 }
 
@@ -726,7 +864,20 @@ PYBIND11_MODULE(_phalanx, mod) {
             py::arg("qvel").noconvert(), py::arg("ctrl").noconvert(),
             py::arg("qpos_out").noconvert() = py::none(),
             py::arg("qvel_out").noconvert() = py::none(),
-            py::arg("counts").noconvert() = py::none());
+            py::arg("counts").noconvert() = py::none(), py::arg("tape") = nullptr);
+  py::class_<PyTape>(mod, "Tape", "a rollout's checkpoints for its backward pass")
+      .def(py::init<int, std::int64_t>(), py::arg("checkpoint_every") = 0,
+           py::arg("memory_budget") = 0)
+      .def_property_readonly("recorded", &PyTape::recorded)
+      .def_property_readonly("checkpoint_every", &PyTape::every)
+      .def_property_readonly("nstep", &PyTape::nstep)
+      .def_property_readonly("nenv", &PyTape::nenv)
+      .def_property_readonly("nbytes", &PyTape::nbytes)
+      .def_property_readonly("dtype", &PyTape::dtype)
+      .def("_backward_float32", &tape_backward<float>, py::arg("adj_qpos").noconvert(),
+           py::arg("adj_qvel").noconvert(), py::arg("contact_gradient"))
+      .def("_backward_float64", &tape_backward<double>, py::arg("adj_qpos").noconvert(),
+           py::arg("adj_qvel").noconvert(), py::arg("contact_gradient"));
   def_query(mod, "step_vjp", &step_vjp<float>, &step_vjp<double>,
             "vector-Jacobian product of one step -> dict of adjoints", py::arg("qpos").noconvert(),
             py::arg("qvel").noconvert(), py::arg("ctrl").noconvert(),

@@ -1,5 +1,7 @@
 #include "host/api.h"
 
+#include <algorithm>
+#include <cmath>
 #include <stdexcept>
 #include <string>
 
@@ -99,11 +101,83 @@ void step(const DeviceModel<T>& model, Data<T>& data, int nstep) {
 }
 
 template <class T>
+Tape<T>::Tape(int every, size_t budget_bytes) : every_request_(every), budget_(budget_bytes) {
+  if (every < 0) throw std::invalid_argument("phalanx: a tape's checkpoint spacing must be >= 0");
+}
+
+template <class T>
+size_t Tape<T>::bytes_for(const ModelView<T>& m, int nenv, int nstep, int every) {
+  size_t record = TapeRecords<T>::record_reals(m) * sizeof(T) +
+                  TapeRecords<T>::record_ints(m) * sizeof(int);
+  size_t nseg = (size_t(nstep) + every - 1) / every, nseg_buf = every > 1 ? size_t(every) : 0;
+  return size_t(nenv) * ((nseg + nseg_buf) * record + size_t(nstep) * m.nu * sizeof(T) +
+                         sizeof(unsigned));
+}
+
+template <class T>
+size_t Tape<T>::bytes() const {
+  return check_reals_.bytes() + check_ints_.bytes() + seg_reals_.bytes() + seg_ints_.bytes() +
+         ctrl_.bytes() + status_.bytes();
+}
+
+template <class T>
+void Tape<T>::allocate(const DeviceModel<T>& model, int nenv, int nstep, const T* d_ctrl) {
+  const ModelView<T>& m = model.view();
+  int every = every_request_;
+  if (every == 0 && budget_ > 0) {
+    // every step if it fits, else the spacing of least memory (near sqrt(nstep))
+    every = 1;
+    if (bytes_for(m, nenv, nstep, 1) > budget_) {
+      int best = 1;
+      for (int k = 2; k <= nstep; ++k)
+        if (bytes_for(m, nenv, nstep, k) < bytes_for(m, nenv, nstep, best)) best = k;
+      size_t need = bytes_for(m, nenv, nstep, best);
+      if (need > budget_) {
+        throw std::invalid_argument(
+            "phalanx: a tape of " + std::to_string(nenv) + " environments x " +
+            std::to_string(nstep) + " steps needs at least " + std::to_string(need) +
+            " bytes (a checkpoint every " + std::to_string(best) + " steps); the budget is " +
+            std::to_string(budget_) + " bytes");
+      }
+      every = best;
+    }
+  } else if (every == 0) {
+    every = int(std::ceil(std::sqrt(double(nstep))));
+  }
+  every = std::max(1, std::min(every, nstep));
+  size_t nseg = (size_t(nstep) + every - 1) / every, seg = every > 1 ? size_t(every) : 0;
+  size_t rr = TapeRecords<T>::record_reals(m), ri = TapeRecords<T>::record_ints(m);
+  Device dev = model.device();
+  check_reals_ = Buffer<T>(dev, size_t(nenv) * nseg * rr);
+  check_ints_ = Buffer<int>(dev, size_t(nenv) * nseg * ri);
+  seg_reals_ = Buffer<T>(dev, size_t(nenv) * seg * rr);
+  seg_ints_ = Buffer<int>(dev, size_t(nenv) * seg * ri);
+  ctrl_ = Buffer<T>(dev, size_t(nenv) * nstep * m.nu);
+  if (ctrl_.size()) detail::device_copy(dev, ctrl_.data(), dev, d_ctrl, ctrl_.bytes());
+  status_ = Buffer<unsigned>(dev, size_t(nenv));
+  every_ = every;
+  nstep_ = nstep;
+  nenv_ = nenv;
+  model_ = &model;
+}
+
+template <class T>
+TapeView<T> Tape<T>::view() {
+  return {every_, nstep_, check_reals_.data(), check_ints_.data(), seg_reals_.data(),
+          seg_ints_.data(), status_.data()};
+}
+
+template <class T>
 void rollout(const DeviceModel<T>& model, Data<T>& data, const T* d_ctrl, int nstep,
-             T* d_qpos_out, T* d_qvel_out, int* d_counts_out) {
+             T* d_qpos_out, T* d_qvel_out, int* d_counts_out, Tape<T>* tape) {
   if (nstep < 0) throw std::invalid_argument("phalanx: nstep must be >= 0");
+  TapeView<T> tv{};
+  if (tape && nstep > 0) {
+    tape->allocate(model, data.nenv(), nstep, d_ctrl);
+    tv = tape->view();
+  }
   RolloutKernel<T> k{model.view(), data.qpos.data(), data.qvel.data(), d_ctrl, d_qpos_out,
-                     d_qvel_out, data.status.data(), nstep, data.contacts(), d_counts_out};
+                     d_qvel_out, data.status.data(), nstep, data.contacts(), d_counts_out, tv};
   launch(model.device(), data.nenv(), k, model.scratch_size());
   for (double& t : data.time) t += nstep * model.model().opt.timestep;
 }
@@ -141,23 +215,52 @@ void inverse_dynamics(const DeviceModel<T>& model, int nenv, const T* d_qpos, co
          model.scratch_size());
 }
 
+namespace {
+// the model's view with the ContactGradient flags of one call (-1: the model's own)
+template <class T>
+ModelView<T> gradient_view(const DeviceModel<T>& model, int contact_gradient) {
+  constexpr int kAllGradFlags = kGradComplementarityAware | kGradBounceCorrection;
+  if (contact_gradient < -1 || (contact_gradient > 0 && (contact_gradient & ~kAllGradFlags)))
+    throw std::invalid_argument("phalanx: contact_gradient has unknown flags: " +
+                                std::to_string(contact_gradient));
+  ModelView<T> view = model.view();
+  if (contact_gradient >= 0) view.contact_gradient = contact_gradient;
+  return view;
+}
+}  // namespace
+
 template <class T>
 void step_vjp(const DeviceModel<T>& model, int nenv, const T* d_qpos, const T* d_qvel,
               const T* d_ctrl, const T* d_adj_qpos_next, const T* d_adj_qvel_next, T* d_adj_qpos,
               T* d_adj_qvel, T* d_adj_ctrl, const ModelAdjoint<T>& d_adj_model,
               const ContactModelAdjoint<T>& d_adj_contact, int contact_gradient) {
   check_nenv(nenv);
-  constexpr int kAllGradFlags = kGradComplementarityAware | kGradBounceCorrection;
-  if (contact_gradient < -1 || (contact_gradient > 0 && (contact_gradient & ~kAllGradFlags)))
-    throw std::invalid_argument("phalanx: contact_gradient has unknown flags: " +
-                                std::to_string(contact_gradient));
+  ModelView<T> view = gradient_view(model, contact_gradient);
   if (nenv == 0) return;
   Data<T> replay(model, nenv);  // cold-start contact storage of the replayed step
-  ModelView<T> view = model.view();
-  if (contact_gradient >= 0) view.contact_gradient = contact_gradient;
   StepAdjointKernel<T> k{view,     d_qpos,        d_qvel,          d_ctrl,
                          d_adj_qpos_next,  d_adj_qvel_next, d_adj_qpos,    d_adj_qvel,
                          d_adj_ctrl,       d_adj_model,   d_adj_contact,   replay.contacts()};
+  launch(model.device(), nenv, k, adjoint_scratch_size(view));
+}
+
+template <class T>
+void rollout_backward(const DeviceModel<T>& model, Tape<T>& tape, const T* d_adj_qpos_out,
+                      const T* d_adj_qvel_out, T* d_adj_qpos, T* d_adj_qvel, T* d_adj_ctrl,
+                      const ModelAdjoint<T>& d_adj_model,
+                      const ContactModelAdjoint<T>& d_adj_contact, int contact_gradient) {
+  if (!tape.recorded())
+    throw std::logic_error("phalanx: the tape holds no rollout; pass it to rollout() first");
+  if (tape.model() != &model)
+    throw std::logic_error("phalanx: the tape was recorded with another model");
+  ModelView<T> view = gradient_view(model, contact_gradient);
+  int nenv = tape.nenv();
+  const Model& m = model.model();
+  Data<T> replay(model, nenv);  // contact storage of the replayed steps
+  Buffer<T> buf(model.device(), size_t(nenv) * 3 * (m.nq + m.nv));
+  RolloutAdjointKernel<T> k{view,        tape.view(), tape.ctrl(),   d_adj_qpos_out,
+                            d_adj_qvel_out, d_adj_qpos, d_adj_qvel, d_adj_ctrl,
+                            d_adj_model, d_adj_contact, replay.contacts(), buf.data()};
   launch(model.device(), nenv, k, adjoint_scratch_size(view));
 }
 
@@ -165,7 +268,12 @@ void step_vjp(const DeviceModel<T>& model, int nenv, const T* d_qpos, const T* d
   template class DeviceModel<T>;                                                          \
   template class Data<T>;                                                                 \
   template void step<T>(const DeviceModel<T>&, Data<T>&, int);                            \
-  template void rollout<T>(const DeviceModel<T>&, Data<T>&, const T*, int, T*, T*, int*);     \
+  template class Tape<T>;                                                                 \
+  template void rollout<T>(const DeviceModel<T>&, Data<T>&, const T*, int, T*, T*, int*,      \
+                           Tape<T>*);                                                         \
+  template void rollout_backward<T>(const DeviceModel<T>&, Tape<T>&, const T*, const T*, T*,  \
+                                    T*, T*, const ModelAdjoint<T>&,                           \
+                                    const ContactModelAdjoint<T>&, int);                      \
   template void mass_matrix<T>(const DeviceModel<T>&, int, const T*, T*);                 \
   template void bias_forces<T>(const DeviceModel<T>&, int, const T*, const T*, T*);       \
   template void forward_dynamics<T>(const DeviceModel<T>&, int, const T*, const T*,       \

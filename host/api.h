@@ -10,6 +10,7 @@
 #include "host/model.h"
 #include "phalanx/model_view.h"
 #include "phalanx/constraint_adjoint.h"
+#include "phalanx/tape.h"
 #include "phalanx/workspace.h"
 
 namespace phx {
@@ -80,6 +81,42 @@ class Data {
   ScratchSize scratch_;
 };
 
+// The tape of a rollout (include/phalanx/tape.h): a checkpoint of each environment's state and
+// warm start every `every()` steps, a copy of the controls, and the backward pass's segment
+// buffers. Pass it to rollout() to record, then call rollout_backward().
+template <class T>
+class Tape {
+ public:
+  // every > 0: a checkpoint every that many steps (1: every step, no recomputation);
+  // every = 0: chosen when recording, from budget_bytes when it is > 0 (every step if that
+  // fits, else about sqrt(nstep) steps per segment; std::invalid_argument when even the
+  // smallest tape does not fit), else ceil(sqrt(nstep)).
+  explicit Tape(int every = 0, size_t budget_bytes = 0);
+
+  bool recorded() const { return nstep_ > 0; }
+  int every() const { return every_; }
+  int nstep() const { return nstep_; }
+  int nenv() const { return nenv_; }
+  // bytes of device memory the tape holds (checkpoints, segment buffers, controls)
+  size_t bytes() const;
+  // bytes a tape of nenv x nstep with a checkpoint every `every` steps would hold
+  static size_t bytes_for(const ModelView<T>& m, int nenv, int nstep, int every);
+
+  // used by rollout() and rollout_backward()
+  void allocate(const DeviceModel<T>& model, int nenv, int nstep, const T* d_ctrl);
+  TapeView<T> view();
+  const T* ctrl() const { return ctrl_.data(); }
+  const DeviceModel<T>* model() const { return model_; }
+
+ private:
+  int every_request_, every_ = 0, nstep_ = 0, nenv_ = 0;
+  size_t budget_;
+  const DeviceModel<T>* model_ = nullptr;
+  Buffer<T> check_reals_, seg_reals_, ctrl_;
+  Buffer<int> check_ints_, seg_ints_;
+  Buffer<unsigned> status_;
+};
+
 // nstep steps of every environment with ctrl held; status bits accumulate
 template <class T>
 void step(const DeviceModel<T>& model, Data<T>& data, int nstep = 1);
@@ -88,9 +125,25 @@ void step(const DeviceModel<T>& model, Data<T>& data, int nstep = 1);
 // step to d_qpos_out (nenv x nstep x nq) and d_qvel_out (nenv x nstep x nv), and per step the
 // counts kCountContacts.. to d_counts_out (nenv x nstep x kNumCounts), each when non-null;
 // data holds the final state.
+// With a tape, records it (replacing what it held) for rollout_backward.
 template <class T>
 void rollout(const DeviceModel<T>& model, Data<T>& data, const T* d_ctrl, int nstep,
-             T* d_qpos_out, T* d_qvel_out, int* d_counts_out = nullptr);
+             T* d_qpos_out, T* d_qvel_out, int* d_counts_out = nullptr, Tape<T>* tape = nullptr);
+
+// The backward pass of a taped rollout: from d_adj_qpos_out (nenv x nstep x nq) and
+// d_adj_qvel_out (nenv x nstep x nv), the loss gradients with respect to the state after each
+// step (either may be null: zero), to the gradients of the initial state (d_adj_qpos nenv x nq,
+// d_adj_qvel nenv x nv), of every control (d_adj_ctrl nenv x nstep x nu) and, per environment,
+// of the parameters in adj_model and adj_contact (null pointers are skipped); outputs are
+// overwritten. Gradients are bit-identical for every checkpoint spacing. Environments whose
+// rollout stopped get zeros. std::logic_error when the tape recorded nothing or for another
+// model. contact_gradient: ContactGradient flags (-1: the model's).
+template <class T>
+void rollout_backward(const DeviceModel<T>& model, Tape<T>& tape, const T* d_adj_qpos_out,
+                      const T* d_adj_qvel_out, T* d_adj_qpos, T* d_adj_qvel, T* d_adj_ctrl,
+                      const ModelAdjoint<T>& d_adj_model,
+                      const ContactModelAdjoint<T>& d_adj_contact = {},
+                      int contact_gradient = -1);
 
 // Functional queries on device arrays of nenv environments.
 // M(q) with armature                                    -> d_M    (nenv x nv x nv)

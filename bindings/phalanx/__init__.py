@@ -49,6 +49,7 @@ __all__ = [
     "step",
     "rollout",
     "step_vjp",
+    "Tape",
     "bytes_per_env",
     "cuda_available",
     "STATUS_NAN_STATE",
@@ -134,7 +135,8 @@ def step(
 
 
 def rollout(
-    model: Model, qpos, qvel, ctrl, *, out=None, counts=None, dtype=None, device: str = "cpu"
+    model: Model, qpos, qvel, ctrl, *, out=None, counts=None, tape: Tape | None = None,
+    dtype=None, device: str = "cpu"
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """T steps driven by ctrl (E, T, nu), one row of controls per step.
 
@@ -147,6 +149,8 @@ def rollout(
     COUNT_CONTACTS, COUNT_ROWS (constraint rows), COUNT_WARM_ROWS (rows warm-started from the
     previous impulses), COUNT_SET_HIT (1 when the previous clamping set solved the LCP) and
     COUNT_OVERFLOW (contacts beyond model.nconmax, not resolved).
+    ``tape``, a phalanx.Tape, records the rollout for ``tape.backward`` (replacing what the tape
+    held before).
     """
     args = _Args(model, qpos, dtype)
     nstep = np.shape(ctrl)[1] if np.ndim(ctrl) == 3 else None
@@ -170,8 +174,49 @@ def rollout(
                 and counts.flags.writeable):
             raise ValueError(f"phalanx: counts must be a writeable C-contiguous int32 array of "
                              f"shape {_expected(dims)}")
+    if tape is not None and not isinstance(tape, _phalanx.Tape):
+        raise TypeError("phalanx: tape must be a phalanx.Tape")
     return _phalanx.rollout(model, args.qpos, args.qvel(qvel), ctrl, qpos_out, qvel_out, counts,
-                            device)
+                            tape, device)
+
+
+class Tape(_phalanx.Tape):
+    """Checkpoints of a rollout for its backward pass (reverse-mode gradients of a whole rollout).
+
+    ``phalanx.rollout(..., tape=tape)`` records: every ``checkpoint_every`` steps the state and
+    the contact warm start of each environment, and the controls. ``tape.backward`` then
+    recomputes each segment from its checkpoint and walks it backward, so memory grows as
+    T / K + K records per environment instead of T. ``checkpoint_every=1`` keeps every step (no
+    recomputation); ``0`` (the default) picks ceil(sqrt(T)), or, with ``memory_budget`` in
+    bytes, every step when that fits and otherwise the spacing of least memory (a budget too
+    small even for that is a ValueError). Gradients are bit-identical for every spacing.
+    ``nbytes`` is the memory the recorded tape holds.
+    """
+
+    def backward(self, adj_qpos=None, adj_qvel=None, *, complementarity_aware: bool = False,
+                 bounce_correction: bool = False) -> dict[str, np.ndarray]:
+        """Gradients of a loss L through the recorded rollout.
+
+        adj_qpos (E, T, nq) and adj_qvel (E, T, nv) are dL/d(state after each step), as
+        rollout returned it; None is zero. Returns a dict: ``qpos`` (E, nq) and ``qvel``
+        (E, nv) for the initial state, ``ctrl`` (E, T, nu) and the per-environment parameter
+        gradients of step_vjp (sum over E for parameters shared by all environments). The
+        contact options are those of step_vjp. Environments whose rollout stopped (a
+        STATUS_NAN_* bit) get zeros.
+        """
+        if not self.recorded:
+            raise RuntimeError("phalanx: this tape holds no rollout; record one with "
+                               "phalanx.rollout(..., tape=tape) first")
+        dtype = np.dtype(self.dtype)
+        arrays = []
+        for name, a in [("adj_qpos", adj_qpos), ("adj_qvel", adj_qvel)]:
+            if a is not None:
+                a = np.ascontiguousarray(a, dtype=dtype)
+            arrays.append(a)
+        flags = (_phalanx.GRAD_COMPLEMENTARITY_AWARE if complementarity_aware else 0) | (
+            _phalanx.GRAD_BOUNCE_CORRECTION if bounce_correction else 0)
+        method = self._backward_float64 if dtype == np.float64 else self._backward_float32
+        return method(arrays[0], arrays[1], flags)
 
 
 def step_vjp(

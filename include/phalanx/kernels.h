@@ -6,6 +6,7 @@
 
 #include "phalanx/constraint_adjoint.h"
 #include "phalanx/step.h"
+#include "phalanx/tape.h"
 
 namespace phx {
 
@@ -76,13 +77,18 @@ struct RolloutKernel {
   int nstep;
   ContactData<T> con;  // contacts and constraint impulses (unused without constraints)
   int* counts_out;     // (nenv x nstep x kNumCounts) counts of each step, may be null
+  TapeView<T> tape;    // checkpoints every tape.every steps; tape.every = 0: none
 
   PHX_HD void operator()(int e, Scratch<T> scratch) const {
     Workspace<T> w = make_workspace(m, scratch.reals);
     T* q = qpos + long(e) * m.nq;
     T* v = qvel + long(e) * m.nv;
     unsigned s = status[e];
+    ContactView<T> cv{};
+    if (m.nefcmax > 0) cv = con.env(m, e);
     for (int t = 0; t < nstep; ++t) {
+      if (tape.every > 0 && t % tape.every == 0)
+        tape.checkpoints(m, e).save(m, t / tape.every, q, v, cv);
       if (!(s & kStatusStopMask)) s |= step_env(m, e, q, v, ctrl + (long(e) * nstep + t) * m.nu, w, scratch, con);
       if (qpos_out) {
         for (int i = 0; i < m.nq; ++i) qpos_out[(long(e) * nstep + t) * m.nq + i] = q[i];
@@ -101,6 +107,7 @@ struct RolloutKernel {
       }
     }
     status[e] = s;
+    if (tape.every > 0) tape.status[e] = s;
   }
 };
 
@@ -196,10 +203,68 @@ PHX_HD ScratchSize adjoint_scratch_size(const ModelView<T>& m) {
   return s;
 }
 
+// One environment's scratch for a step adjoint, carved as adjoint_scratch_size lays it out:
+// reals: workspace, constraint workspace, adjoint workspace, adjoint constraint workspace;
+// ints: constraint workspace, adjoint constraint workspace (the constraint parts only when the
+// model has rows).
+template <class T>
+struct AdjointScratch {
+  Workspace<T> w;
+  ConstraintWorkspace<T> c{};
+  AdjWorkspace<T> a;
+  AdjConstraintWorkspace<T> s{};
+
+  PHX_HD AdjointScratch(const ModelView<T>& m, Scratch<T> scratch) {
+    long forward = Workspace<T>::size(m.nbody, m.njnt, m.nv);
+    w = make_workspace(m, scratch.reals);
+    if (m.nefcmax == 0) {
+      a = AdjWorkspace<T>::carve(scratch.reals + forward, m.nbody, m.njnt, m.nv);
+      return;
+    }
+    long adjoint = AdjWorkspace<T>::size(m.nbody, m.njnt, m.nv);
+    ScratchSize cs = ConstraintWorkspace<T>::size(m);
+    c = ConstraintWorkspace<T>::carve(m, scratch.reals + forward, scratch.ints);
+    a = AdjWorkspace<T>::carve(scratch.reals + forward + cs.reals, m.nbody, m.njnt, m.nv);
+    s = AdjConstraintWorkspace<T>::carve(m, scratch.reals + forward + cs.reals + adjoint,
+                                         scratch.ints + cs.ints);
+  }
+};
+
+// environment e's slices of per-environment parameter adjoint arrays, zeroed (null stays null)
+template <class T>
+PHX_HD void env_parameter_adjoints(const ModelView<T>& m, int e, const ModelAdjoint<T>& all,
+                                   const ContactModelAdjoint<T>& all_contact, ModelAdjoint<T>& am,
+                                   ContactModelAdjoint<T>& ac) {
+  auto slice = [e](T* p, int n) {
+    if (!p) return static_cast<T*>(nullptr);
+    T* r = p + long(e) * n;
+    for (int i = 0; i < n; ++i) r[i] = T(0);
+    return r;
+  };
+  am = {slice(all.body_mass, m.nbody),     slice(all.body_inertia, 3 * m.nbody),
+        slice(all.dof_damping, m.nv),      slice(all.dof_armature, m.nv),
+        slice(all.jnt_stiffness, m.njnt),  slice(all.actuator_gear, m.nu)};
+  ac = {slice(all_contact.geom_friction, 3 * m.ngeom), slice(all_contact.geom_restitution, m.ngeom)};
+}
+
+// the adjoint of one step of an environment (step_env's), accumulated into gq, gv, gc, am, ac;
+// cv holds the warm start the step inherited (unused without constraint rows)
+template <class T>
+PHX_HD unsigned adj_step_env(const ModelView<T>& m, const T* q, const T* v, const T* u,
+                             AdjointScratch<T>& x, ContactView<T>& cv, const T* gq_next,
+                             const T* gv_next, T* gq, T* gv, T* gc, const ModelAdjoint<T>& am,
+                             const ContactModelAdjoint<T>& ac) {
+  if (m.nefcmax == 0) {
+    adj_step(m, q, v, u, x.w, x.a, gq_next, gv_next, gq, gv, gc, am);
+    return 0;
+  }
+  return adj_step_constrained(m, q, v, u, x.w, x.c, cv, x.a, x.s, gq_next, gv_next, gq, gv, gc,
+                              am, ac);
+}
+
 // vector-Jacobian product of one step: (adj_qpos_next, adj_qvel_next) at (qpos, qvel, ctrl)
 // -> adjoints of the inputs and, per environment, of the model parameters (null skips one).
-// With contacts or limits the step is replayed from a cold start (no warm-start rows in con,
-// which must be zeroed) and differentiated by adj_step_constrained.
+// The step is replayed from the warm start in con (a cold start when it holds no rows).
 template <class T>
 struct StepAdjointKernel {
   using Scalar = T;
@@ -217,51 +282,97 @@ struct StepAdjointKernel {
   ContactData<T> con;                 // contact storage of the replay (with constraints)
 
   PHX_HD void operator()(int e, Scratch<T> scratch) const {
-    long forward = Workspace<T>::size(m.nbody, m.njnt, m.nv);
-    long adjoint = AdjWorkspace<T>::size(m.nbody, m.njnt, m.nv);
-    Workspace<T> w = make_workspace(m, scratch.reals);
+    AdjointScratch<T> x(m, scratch);
     T* gq = adj_qpos + long(e) * m.nq;
     T* gv = adj_qvel + long(e) * m.nv;
     T* gc = adj_ctrl + long(e) * m.nu;
     for (int i = 0; i < m.nq; ++i) gq[i] = T(0);
     for (int i = 0; i < m.nv; ++i) gv[i] = T(0);
     for (int i = 0; i < m.nu; ++i) gc[i] = T(0);
-    // this environment's slice of each parameter adjoint, zeroed
-    auto slice = [e](T* p, int n) {
-      if (!p) return static_cast<T*>(nullptr);
-      T* r = p + long(e) * n;
-      for (int i = 0; i < n; ++i) r[i] = T(0);
-      return r;
-    };
-    ModelAdjoint<T> am{slice(adj_model.body_mass, m.nbody),
-                       slice(adj_model.body_inertia, 3 * m.nbody),
-                       slice(adj_model.dof_damping, m.nv),
-                       slice(adj_model.dof_armature, m.nv),
-                       slice(adj_model.jnt_stiffness, m.njnt),
-                       slice(adj_model.actuator_gear, m.nu)};
-    ContactModelAdjoint<T> ac{slice(adj_contact.geom_friction, 3 * m.ngeom),
-                              slice(adj_contact.geom_restitution, m.ngeom)};
-    const T* q = qpos + long(e) * m.nq;
-    const T* v = qvel + long(e) * m.nv;
-    const T* u = ctrl + long(e) * m.nu;
-    const T* gq_next = adj_qpos_next + long(e) * m.nq;
-    const T* gv_next = adj_qvel_next + long(e) * m.nv;
-    if (m.nefcmax == 0) {
-      AdjWorkspace<T> a = AdjWorkspace<T>::carve(scratch.reals + forward, m.nbody, m.njnt, m.nv);
-      adj_step(m, q, v, u, w, a, gq_next, gv_next, gq, gv, gc, am);
-      return;
+    ModelAdjoint<T> am;
+    ContactModelAdjoint<T> ac;
+    env_parameter_adjoints(m, e, adj_model, adj_contact, am, ac);
+    ContactView<T> cv{};
+    if (m.nefcmax > 0) cv = con.env(m, e);
+    adj_step_env(m, qpos + long(e) * m.nq, qvel + long(e) * m.nv, ctrl + long(e) * m.nu, x, cv,
+                 adj_qpos_next + long(e) * m.nq, adj_qvel_next + long(e) * m.nv, gq, gv, gc, am,
+                 ac);
+  }
+};
+
+// The backward pass of a rollout recorded on a tape (tape.h): from the loss gradients with
+// respect to every step's state to those of the initial state, of every step's control and,
+// per environment, of the model parameters. Segments are taken last to first: recomputed
+// forward from their checkpoint into the segment buffer (skipped when every step is a
+// checkpoint), then walked backward with adj_step_env from each step's record. An environment
+// whose rollout stopped (a stopping status bit) gets zero gradients.
+template <class T>
+struct RolloutAdjointKernel {
+  using Scalar = T;
+  ModelView<T> m;
+  TapeView<T> tape;
+  const T* ctrl;          // (nenv x nstep x nu) the rollout's controls
+  const T* adj_qpos_out;  // (nenv x nstep x nq) dL / d(qpos after each step), may be null
+  const T* adj_qvel_out;  // (nenv x nstep x nv), may be null
+  T* adj_qpos;            // (nenv x nq) dL / d(initial qpos), overwritten
+  T* adj_qvel;            // (nenv x nv)
+  T* adj_ctrl;            // (nenv x nstep x nu), overwritten
+  ModelAdjoint<T> adj_model;          // per-env arrays (nenv x field size), overwritten
+  ContactModelAdjoint<T> adj_contact; // per-env arrays (nenv x field size), overwritten
+  ContactData<T> con;                 // contact storage of the replay
+  T* buf;                             // (nenv x 3 (nq + nv)) state and adjoint scratch
+
+  PHX_HD void operator()(int e, Scratch<T> scratch) const {
+    const int nq = m.nq, nv = m.nv, nu = m.nu, T_ = tape.nstep, K = tape.every;
+    AdjointScratch<T> x(m, scratch);
+    T* q = buf + long(e) * 3 * (nq + nv);
+    T* v = q + nq;
+    T* gq = v + nv;  // adjoint of the state after the current step
+    T* gv = gq + nq;
+    T* hq = gv + nv;  // adjoint of the state before it
+    T* hv = hq + nq;
+    for (int i = 0; i < nq; ++i) gq[i] = T(0);
+    for (int i = 0; i < nv; ++i) gv[i] = T(0);
+    for (long i = 0; i < long(T_) * nu; ++i) adj_ctrl[long(e) * T_ * nu + i] = T(0);
+    ModelAdjoint<T> am;
+    ContactModelAdjoint<T> ac;
+    env_parameter_adjoints(m, e, adj_model, adj_contact, am, ac);
+    if (!(tape.status[e] & kStatusStopMask)) {
+      ContactView<T> cv{};
+      if (m.nefcmax > 0) cv = con.env(m, e);
+      TapeRecords<T> check = tape.checkpoints(m, e);
+      for (int seg = tape.nseg() - 1; seg >= 0; --seg) {
+        int t0 = seg * K, t1 = t0 + K < T_ ? t0 + K : T_;
+        // the records of this segment's steps: the checkpoints themselves when K = 1
+        TapeRecords<T> rec = check;
+        int base = seg;
+        if (K > 1) {
+          rec = tape.segment(m, e);
+          base = 0;
+          check.load(m, seg, q, v, cv);
+          for (int t = t0; t < t1; ++t) {
+            rec.save(m, t - t0, q, v, cv);
+            if (t + 1 < t1) step_env(m, e, q, v, ctrl + (long(e) * T_ + t) * nu, x.w, scratch, con);
+          }
+        }
+        for (int t = t1 - 1; t >= t0; --t) {
+          long st = long(e) * T_ + t;
+          if (adj_qpos_out)
+            for (int i = 0; i < nq; ++i) gq[i] += adj_qpos_out[st * nq + i];
+          if (adj_qvel_out)
+            for (int i = 0; i < nv; ++i) gv[i] += adj_qvel_out[st * nv + i];
+          rec.load(m, base + t - t0, q, v, cv);
+          for (int i = 0; i < nq; ++i) hq[i] = T(0);
+          for (int i = 0; i < nv; ++i) hv[i] = T(0);
+          adj_step_env(m, q, v, ctrl + st * nu, x, cv, gq, gv, hq, hv, adj_ctrl + st * nu, am,
+                       ac);
+          for (int i = 0; i < nq; ++i) gq[i] = hq[i];
+          for (int i = 0; i < nv; ++i) gv[i] = hv[i];
+        }
+      }
     }
-    // reals: workspace, constraint workspace, adjoint workspace, adjoint constraint workspace;
-    // ints: constraint workspace, adjoint constraint workspace
-    ScratchSize cs = ConstraintWorkspace<T>::size(m);
-    ConstraintWorkspace<T> c =
-        ConstraintWorkspace<T>::carve(m, scratch.reals + forward, scratch.ints);
-    AdjWorkspace<T> a =
-        AdjWorkspace<T>::carve(scratch.reals + forward + cs.reals, m.nbody, m.njnt, m.nv);
-    AdjConstraintWorkspace<T> s = AdjConstraintWorkspace<T>::carve(
-        m, scratch.reals + forward + cs.reals + adjoint, scratch.ints + cs.ints);
-    ContactView<T> cv = con.env(m, e);
-    adj_step_constrained(m, q, v, u, w, c, cv, a, s, gq_next, gv_next, gq, gv, gc, am, ac);
+    for (int i = 0; i < nq; ++i) adj_qpos[long(e) * nq + i] = gq[i];
+    for (int i = 0; i < nv; ++i) adj_qvel[long(e) * nv + i] = gv[i];
   }
 };
 
@@ -273,6 +384,7 @@ struct StepAdjointKernel {
   X(BiasKernel<float>) X(BiasKernel<double>)                            \
   X(ForwardDynamicsKernel<float>) X(ForwardDynamicsKernel<double>)      \
   X(InverseDynamicsKernel<float>) X(InverseDynamicsKernel<double>)      \
-  X(StepAdjointKernel<float>) X(StepAdjointKernel<double>)
+  X(StepAdjointKernel<float>) X(StepAdjointKernel<double>)            \
+  X(RolloutAdjointKernel<float>) X(RolloutAdjointKernel<double>)
 
 }  // namespace phx

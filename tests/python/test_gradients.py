@@ -221,3 +221,92 @@ def test_contact_gradient_options(tmp_path):
     aware = phalanx.step_vjp(model, q, zero, u, -one, zero, complementarity_aware=True)
     assert plain["ctrl"][0, 0] == pytest.approx(0.0, abs=1e-15)
     assert aware["ctrl"][0, 0] == pytest.approx(-dt * dt * gear / m, rel=1e-12)
+
+
+SPHERE_AND_PENDULUM = """<mujoco><option timestep='0.002'/><worldbody>
+  <geom name='floor' type='plane' size='10 10 .1' friction='0.6'/>
+  <body pos='0 0 0.0995'><freejoint/><geom type='sphere' size='.1' mass='1.3'
+    friction='0.5'/></body>
+  <body pos='2 0 1'><joint name='hinge' type='hinge' axis='0 1 0' damping='0.05'/>
+    <geom type='capsule' fromto='0 0 0 0.4 0 0' size='0.03' mass='0.7' contype='0'
+      conaffinity='0'/></body>
+</worldbody><actuator><motor joint='hinge' gear='1.5'/></actuator></mujoco>"""
+
+
+@pytest.fixture
+def taped_scene(tmp_path, rng):
+    # a sphere sliding on the floor for 50 steps (one contact mode throughout) beside a
+    # motor-driven pendulum: state, control and contact-parameter gradients in one model
+    path = tmp_path / "scene.xml"
+    path.write_text(SPHERE_AND_PENDULUM)
+    model = phalanx.load_model(path)
+    model.lcp_solver = "pgs_stabilized"
+    model.lcp_tolerance = 1e-9
+    E, T = 2, 50
+    qpos = np.repeat(model.qpos0[None], E, 0)
+    qpos[:, 7] = [0.1, -0.2]
+    qvel = np.array([[1.0, 0.3, -0.05, 0.5, -1.0, 0.2, 0.4], [1.2, -0.2, 0.0, -0.3, 0.8, 0.1, -0.6]])
+    ctrl = 0.5 * rng.uniform(-1, 1, (E, T, model.nu))
+    wq, wv = rng.standard_normal((E, T, model.nq)), rng.standard_normal((E, T, model.nv))
+    return model, qpos, qvel, ctrl, wq, wv
+
+
+def test_tape_backward_matches_central_differences(taped_scene, rng):
+    model, qpos, qvel, ctrl, wq, wv = taped_scene
+
+    def loss(q=qpos, v=qvel, u=ctrl):
+        qs, vs, status = phalanx.rollout(model, q, v, u)
+        assert not status.any()
+        return float((wq * qs).sum() + (wv * vs).sum())
+
+    tape = phalanx.Tape()
+    qs, vs, _ = phalanx.rollout(model, qpos, qvel, ctrl, tape=tape)
+    assert tape.recorded and tape.checkpoint_every == 8 and tape.nstep == 50
+    assert float((wq * qs).sum() + (wv * vs).sum()) == loss()  # the tape does not change it
+    g = tape.backward(wq, wv)
+    assert g["qpos"].shape == qpos.shape and g["ctrl"].shape == ctrl.shape
+    for name, x in [("q", qpos), ("v", qvel), ("u", ctrl)]:
+        d = rng.standard_normal(x.shape)
+        fd = directional_fd(lambda y, name=name: loss(**{name: y}), x, d)
+        key = {"q": "qpos", "v": "qvel", "u": "ctrl"}[name]
+        assert float((g[key] * d).sum()) == pytest.approx(fd, rel=1e-6, abs=1e-8), key
+    # a shared parameter: the per-environment gradients summed
+    mass = np.array(model.body_mass)
+    d = np.zeros_like(mass)
+    d[1:] = rng.uniform(0.5, 1.0, d.size - 1)
+
+    def f(p):
+        model.set_parameter("body_mass", p)
+        try:
+            return loss()
+        finally:
+            model.set_parameter("body_mass", mass)
+
+    fd = directional_fd(f, mass, d, h=1e-6)
+    assert float((g["body_mass"].sum(axis=0) * d).sum()) == pytest.approx(fd, rel=1e-6)
+
+
+def test_tape_checkpoints_do_not_change_gradients(taped_scene):
+    model, qpos, qvel, ctrl, wq, wv = taped_scene
+    grads, nbytes = [], []
+    for every in [1, 5, 0]:
+        tape = phalanx.Tape(checkpoint_every=every)
+        phalanx.rollout(model, qpos, qvel, ctrl, tape=tape)
+        grads.append(tape.backward(wq, wv))
+        nbytes.append(tape.nbytes)
+    for g in grads[1:]:
+        for key in grads[0]:
+            np.testing.assert_array_equal(g[key], grads[0][key])  # bit for bit
+    assert nbytes[2] < nbytes[0] / 2  # sqrt(T) spacing against a checkpoint per step
+
+
+def test_tape_errors(taped_scene):
+    model, qpos, qvel, ctrl, wq, wv = taped_scene
+    with pytest.raises(RuntimeError, match="holds no rollout"):
+        phalanx.Tape().backward(wq, wv)
+    with pytest.raises(ValueError, match="needs at least"):
+        phalanx.rollout(model, qpos, qvel, ctrl, tape=phalanx.Tape(memory_budget=1000))
+    tape = phalanx.Tape()
+    phalanx.rollout(model, qpos, qvel, ctrl, tape=tape)
+    with pytest.raises(ValueError, match="adj_qpos"):
+        tape.backward(wq[:, :10], wv)

@@ -1,0 +1,234 @@
+// Checkpointed tapes (tape.h, rollout_backward): gradients of a whole rollout with contacts
+// against central differences in double, identical for every checkpoint spacing, deterministic
+// forwards, the memory a tape reports, and clear errors for a missing or too small tape.
+//
+// The scene keeps its contact mode for the whole rollout (T = 50, 0.1 s): a sphere sliding and
+// spinning on the floor (friction at its bound, a push-out row) next to a motor-driven pendulum
+// that touches nothing, so one model exercises the constrained adjoint for the state, the
+// controls, the masses and the contact parameters.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <functional>
+#include <random>
+
+#include "host/api.h"
+
+namespace phx {
+namespace {
+
+constexpr int kEnvs = 3, kSteps = 50;
+
+Model scene() {
+  Model m = load_mjcf_string(
+      "<mujoco><option timestep='0.002'/><worldbody>"
+      "<geom name='floor' type='plane' size='10 10 .1' friction='0.6'/>"
+      "<body pos='0 0 0.0995'><freejoint/><geom type='sphere' size='.1' mass='1.3' "
+      "friction='0.5'/></body>"
+      "<body pos='2 0 1'><joint name='hinge' type='hinge' axis='0 1 0' damping='0.05'/>"
+      "<geom type='capsule' fromto='0 0 0 0.4 0 0' size='0.03' mass='0.7' contype='0' "
+      "conaffinity='0'/></body></worldbody>"
+      "<actuator><motor joint='hinge' gear='1.5'/></actuator></mujoco>");
+  m.opt.lcp_solver = kLcpPgsStabilized;
+  m.opt.lcp_tolerance = 1e-9;
+  m.geom_restitution = {0.3, 0.2, 0.1};
+  return m;
+}
+
+// the inputs of a rollout and the loss weights on every state
+struct Problem {
+  std::vector<double> qpos, qvel, ctrl, wq, wv;
+};
+
+Problem problem(const Model& m) {
+  std::mt19937 rng(11);
+  std::uniform_real_distribution<double> u(-1, 1);
+  Problem p;
+  for (int e = 0; e < kEnvs; ++e) {
+    std::vector<double> q = m.qpos0, v(m.nv);
+    q[7] = 0.2 * u(rng);                                   // pendulum angle
+    v = {1.0 + 0.2 * e, 0.3 * u(rng), -0.05, 0.5 * u(rng), -1.0, 0.2, 0.5 * u(rng)};
+    p.qpos.insert(p.qpos.end(), q.begin(), q.end());
+    p.qvel.insert(p.qvel.end(), v.begin(), v.end());
+  }
+  for (int i = 0; i < kEnvs * kSteps * m.nu; ++i) p.ctrl.push_back(0.5 * u(rng));
+  for (int i = 0; i < kEnvs * kSteps * m.nq; ++i) p.wq.push_back(u(rng));
+  for (int i = 0; i < kEnvs * kSteps * m.nv; ++i) p.wv.push_back(u(rng));
+  return p;
+}
+
+struct Forward {
+  std::vector<double> qpos, qvel;
+  std::vector<unsigned> status;
+};
+
+Forward run(const DeviceModel<double>& dm, const Problem& p, Tape<double>* tape = nullptr) {
+  const Model& m = dm.model();
+  Data<double> data(dm, kEnvs);
+  data.qpos.upload(p.qpos.data(), p.qpos.size());
+  data.qvel.upload(p.qvel.data(), p.qvel.size());
+  Buffer<double> ctrl(Device::kCpu, p.ctrl), qs(Device::kCpu, size_t(kEnvs) * kSteps * m.nq),
+      vs(Device::kCpu, size_t(kEnvs) * kSteps * m.nv);
+  rollout(dm, data, ctrl.data(), kSteps, qs.data(), vs.data(), nullptr, tape);
+  return {qs.to_host(), vs.to_host(), data.status.to_host()};
+}
+
+double loss(const Forward& f, const Problem& p) {
+  double l = 0;
+  for (size_t i = 0; i < f.qpos.size(); ++i) l += p.wq[i] * f.qpos[i];
+  for (size_t i = 0; i < f.qvel.size(); ++i) l += p.wv[i] * f.qvel[i];
+  return l;
+}
+
+// gradients of the loss: initial qpos, qvel, controls, per-env body_mass, geom_friction
+struct Grad {
+  std::vector<double> qpos, qvel, ctrl, mass, friction, restitution;
+};
+
+Grad backward(const DeviceModel<double>& dm, Tape<double>& tape, const Problem& p,
+              int contact_gradient = -1) {
+  const Model& m = dm.model();
+  Buffer<double> wq(Device::kCpu, p.wq), wv(Device::kCpu, p.wv);
+  Buffer<double> gq(Device::kCpu, size_t(kEnvs) * m.nq), gv(Device::kCpu, size_t(kEnvs) * m.nv),
+      gc(Device::kCpu, size_t(kEnvs) * kSteps * m.nu),
+      gmass(Device::kCpu, size_t(kEnvs) * m.nbody),
+      gfric(Device::kCpu, size_t(kEnvs) * 3 * m.ngeom),
+      grest(Device::kCpu, size_t(kEnvs) * m.ngeom);
+  ModelAdjoint<double> am{gmass.data()};
+  ContactModelAdjoint<double> ac{gfric.data(), grest.data()};
+  rollout_backward(dm, tape, wq.data(), wv.data(), gq.data(), gv.data(), gc.data(), am, ac,
+                   contact_gradient);
+  return {gq.to_host(),    gv.to_host(),   gc.to_host(),
+          gmass.to_host(), gfric.to_host(), grest.to_host()};
+}
+
+bool same_bits(const std::vector<double>& a, const std::vector<double>& b) {
+  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(double)) == 0;
+}
+
+TEST(Tape, ForwardIsDeterministicAndTapeDoesNotChangeIt) {
+  Model m = scene();
+  DeviceModel<double> dm(m, Device::kCpu);
+  Problem p = problem(m);
+  Tape<double> tape(7);
+  Forward a = run(dm, p), b = run(dm, p), c = run(dm, p, &tape);
+  EXPECT_TRUE(same_bits(a.qpos, b.qpos) && same_bits(a.qvel, b.qvel));
+  EXPECT_TRUE(same_bits(a.qpos, c.qpos) && same_bits(a.qvel, c.qvel));
+  for (unsigned s : a.status) EXPECT_EQ(s & kStatusStopMask, 0u);
+}
+
+TEST(Tape, GradientsAreBitIdenticalForEveryCheckpointSpacing) {
+  Model m = scene();
+  DeviceModel<double> dm(m, Device::kCpu);
+  Problem p = problem(m);
+  Tape<double> full(1);
+  run(dm, p, &full);
+  Grad ref = backward(dm, full, p);
+  for (int every : {2, 7, 0, 50, 80}) {
+    Tape<double> tape(every);
+    run(dm, p, &tape);
+    Grad g = backward(dm, tape, p);
+    EXPECT_TRUE(same_bits(g.qpos, ref.qpos) && same_bits(g.qvel, ref.qvel) &&
+                same_bits(g.ctrl, ref.ctrl) && same_bits(g.mass, ref.mass) &&
+                same_bits(g.friction, ref.friction) && same_bits(g.restitution, ref.restitution))
+        << "every " << every << " (" << tape.every() << ")";
+  }
+  // the memory reported: sqrt(T) spacing needs far less than a checkpoint per step
+  Tape<double> sq;
+  run(dm, p, &sq);
+  EXPECT_EQ(sq.every(), 8);  // ceil(sqrt(50))
+  EXPECT_EQ(sq.bytes(), Tape<double>::bytes_for(dm.view(), kEnvs, kSteps, 8));
+  EXPECT_EQ(full.bytes(), Tape<double>::bytes_for(dm.view(), kEnvs, kSteps, 1));
+  EXPECT_LT(2 * sq.bytes(), full.bytes());
+  std::printf("  tape bytes: every step %zu, every 8 steps %zu\n", full.bytes(), sq.bytes());
+}
+
+// central differences of the rollout loss along random directions of each input
+TEST(Tape, RolloutGradientMatchesCentralDifferences) {
+  Model m = scene();
+  DeviceModel<double> dm(m, Device::kCpu);
+  Problem p = problem(m);
+  Tape<double> tape;
+  run(dm, p, &tape);
+  Grad g = backward(dm, tape, p);
+  std::mt19937 rng(5);
+  std::uniform_real_distribution<double> u(-1, 1);
+  const double h = 1e-6;
+  auto check = [&](const char* name, std::vector<double>& x, const std::vector<double>& grad,
+                   const std::function<double()>& f, size_t first = 0) {
+    std::vector<double> d(x.size(), 0.0);
+    for (size_t i = first; i < d.size(); ++i) d[i] = u(rng);
+    std::vector<double> x0 = x;
+    for (size_t i = 0; i < x.size(); ++i) x[i] = x0[i] + h * d[i];
+    double lp = f();
+    for (size_t i = 0; i < x.size(); ++i) x[i] = x0[i] - h * d[i];
+    double lm = f();
+    x = x0;
+    double fd = (lp - lm) / (2 * h), ad = 0;
+    for (size_t i = 0; i < x.size(); ++i) ad += grad[i] * d[i];
+    std::printf("  %-16s adjoint % .10e central difference % .10e\n", name, ad, fd);
+    EXPECT_NEAR(ad, fd, 1e-6 * std::abs(fd) + 1e-9) << name;
+  };
+  auto rollout_loss = [&]() { return loss(run(dm, p), p); };
+  check("qpos", p.qpos, g.qpos, rollout_loss);
+  check("qvel", p.qvel, g.qvel, rollout_loss);
+  check("ctrl", p.ctrl, g.ctrl, rollout_loss);
+  // shared parameters: the per-environment gradients summed
+  auto shared = [&](const std::vector<double>& per_env, size_t n) {
+    std::vector<double> s(n, 0.0);
+    for (int e = 0; e < kEnvs; ++e)
+      for (size_t i = 0; i < n; ++i) s[i] += per_env[e * n + i];
+    return s;
+  };
+  auto model_loss = [&](const Model& changed) {
+    DeviceModel<double> dm2(changed, Device::kCpu);
+    return loss(run(dm2, p), p);
+  };
+  Model m2 = m;
+  check("body_mass", m2.body_mass, shared(g.mass, m.nbody), [&] { return model_loss(m2); }, 1);
+  // the sliding coefficient only (the other columns carry no gradient)
+  std::vector<double> mu = {m.geom_friction[0], m.geom_friction[3], m.geom_friction[6]};
+  std::vector<double> gmu, gf = shared(g.friction, 3 * m.ngeom);
+  for (int k = 0; k < 3; ++k) gmu.push_back(gf[3 * k]);
+  check("geom_friction", mu, gmu, [&] {
+    for (int k = 0; k < 3; ++k) m2.geom_friction[3 * k] = mu[k];
+    return model_loss(m2);
+  });
+  check("geom_restitution", m2.geom_restitution, shared(g.restitution, m.ngeom),
+        [&] { return model_loss(m2); });
+}
+
+TEST(Tape, BackwardWithoutARecordingOrWithAnotherModelIsAnError) {
+  Model m = scene();
+  DeviceModel<double> dm(m, Device::kCpu), other(m, Device::kCpu);
+  Problem p = problem(m);
+  Tape<double> tape;
+  EXPECT_THROW(backward(dm, tape, p), std::logic_error);
+  run(dm, p, &tape);
+  EXPECT_THROW(backward(other, tape, p), std::logic_error);
+}
+
+TEST(Tape, MemoryBudgetChoosesTheSpacingOrFailsClearly) {
+  Model m = scene();
+  DeviceModel<double> dm(m, Device::kCpu);
+  Problem p = problem(m);
+  size_t every_step = Tape<double>::bytes_for(dm.view(), kEnvs, kSteps, 1);
+  Tape<double> roomy(0, every_step);
+  run(dm, p, &roomy);
+  EXPECT_EQ(roomy.every(), 1);
+  Tape<double> tight(0, every_step / 2);
+  run(dm, p, &tight);
+  EXPECT_GT(tight.every(), 1);
+  EXPECT_LE(tight.bytes(), every_step / 2);
+  Tape<double> tiny(0, 1000);
+  try {
+    run(dm, p, &tiny);
+    FAIL() << "a 1000-byte budget cannot hold a tape";
+  } catch (const std::invalid_argument& e) {
+    EXPECT_NE(std::string(e.what()).find("needs at least"), std::string::npos) << e.what();
+  }
+}
+
+}  // namespace
+}  // namespace phx
