@@ -450,6 +450,41 @@ class PyTape {
   Recording<double> f64_;
 };
 
+// one-step Jacobians -> (jac (E, nq + nv, nq + 2 nv + nu), jac_param (E, nq + nv, nparam) or None)
+template <class T>
+py::tuple step_jacobian(PyModel& pm, const CArray<T>& qpos, const CArray<T>& qvel,
+                        const CArray<T>& ctrl, bool parameters, int contact_gradient,
+                        const std::string& device_name) {
+  Device device = phx::parse_device(device_name);
+  auto dm = pm.compiled<T>(device);
+  const phx::Model& m = dm->model();
+  int E = batch_size(qpos, m.nq);
+  require_shape(qvel, {E, m.nv}, "qvel");
+  require_shape(ctrl, {E, m.nu}, "ctrl");
+  py::ssize_t rows = m.nq + m.nv, cols = m.nq + 2 * m.nv + m.nu,
+              np = phx::jacobian_nparam(dm->view());
+  CArray<T> jac({py::ssize_t(E), rows, cols});
+  std::optional<CArray<T>> jac_param;
+  if (parameters) jac_param = CArray<T>({py::ssize_t(E), rows, np});
+  const T* in[3] = {qpos.data(), qvel.data(), ctrl.data()};
+  size_t in_n[3] = {size_t(m.nq), size_t(m.nv), size_t(m.nu)};
+  T* pj = jac.mutable_data();
+  T* pp = parameters ? jac_param->mutable_data() : nullptr;
+  if (E > 0) {
+    py::gil_scoped_release nogil;
+    std::vector<std::unique_ptr<DeviceInput<T>>> d_in;
+    for (int i = 0; i < 3; ++i)
+      d_in.push_back(std::make_unique<DeviceInput<T>>(device, in[i], size_t(E) * in_n[i]));
+    DeviceOutput<T> d_jac(device, pj, size_t(E) * rows * cols);
+    DeviceOutput<T> d_par(device, pp, pp ? size_t(E) * rows * np : 0);
+    phx::step_jacobian(*dm, E, d_in[0]->get(), d_in[1]->get(), d_in[2]->get(), d_jac.get(),
+                       pp ? d_par.get() : nullptr, contact_gradient);
+    d_jac.finish();
+    if (pp) d_par.finish();
+  }
+  return py::make_tuple(jac, jac_param ? py::object(*jac_param) : py::none());
+}
+
 // Tape.backward for the tape's scalar type -> dict of gradients: qpos (E, nq), qvel (E, nv),
 // ctrl (E, T, nu) and ParameterGrads
 template <class T>
@@ -878,6 +913,10 @@ PYBIND11_MODULE(_phalanx, mod) {
            py::arg("adj_qvel").noconvert(), py::arg("contact_gradient"))
       .def("_backward_float64", &tape_backward<double>, py::arg("adj_qpos").noconvert(),
            py::arg("adj_qvel").noconvert(), py::arg("contact_gradient"));
+  def_query(mod, "step_jacobian", &step_jacobian<float>, &step_jacobian<double>,
+            "-> (jac (E, nq + nv, nq + 2 nv + nu), jac_param (E, nq + nv, nparam) or None)",
+            py::arg("qpos").noconvert(), py::arg("qvel").noconvert(), py::arg("ctrl").noconvert(),
+            py::arg("parameters"), py::arg("contact_gradient"));
   def_query(mod, "step_vjp", &step_vjp<float>, &step_vjp<double>,
             "vector-Jacobian product of one step -> dict of adjoints", py::arg("qpos").noconvert(),
             py::arg("qvel").noconvert(), py::arg("ctrl").noconvert(),

@@ -245,6 +245,20 @@ void step_vjp(const DeviceModel<T>& model, int nenv, const T* d_qpos, const T* d
 }
 
 template <class T>
+void step_jacobian(const DeviceModel<T>& model, int nenv, const T* d_qpos, const T* d_qvel,
+                   const T* d_ctrl, T* d_jac, T* d_jac_param, int contact_gradient) {
+  check_nenv(nenv);
+  ModelView<T> view = gradient_view(model, contact_gradient);
+  if (nenv == 0) return;
+  const Model& m = model.model();
+  Data<T> replay(model, nenv);
+  Buffer<T> seed(model.device(), size_t(nenv) * (m.nq + m.nv));
+  StepJacobianKernel<T> k{view,  d_qpos, d_qvel, d_ctrl, d_jac, d_jac_param, replay.contacts(),
+                          seed.data()};
+  launch(model.device(), nenv, k, adjoint_scratch_size(view));
+}
+
+template <class T>
 void rollout_backward(const DeviceModel<T>& model, Tape<T>& tape, const T* d_adj_qpos_out,
                       const T* d_adj_qvel_out, T* d_adj_qpos, T* d_adj_qvel, T* d_adj_ctrl,
                       const ModelAdjoint<T>& d_adj_model,
@@ -271,6 +285,8 @@ void rollout_backward(const DeviceModel<T>& model, Tape<T>& tape, const T* d_adj
   template class Tape<T>;                                                                 \
   template void rollout<T>(const DeviceModel<T>&, Data<T>&, const T*, int, T*, T*, int*,      \
                            Tape<T>*);                                                         \
+  template void step_jacobian<T>(const DeviceModel<T>&, int, const T*, const T*, const T*, T*, \
+                                 T*, int);                                                   \
   template void rollout_backward<T>(const DeviceModel<T>&, Tape<T>&, const T*, const T*, T*,  \
                                     T*, T*, const ModelAdjoint<T>&,                           \
                                     const ContactModelAdjoint<T>&, int);                      \

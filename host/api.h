@@ -130,6 +130,17 @@ template <class T>
 void rollout(const DeviceModel<T>& model, Data<T>& data, const T* d_ctrl, int nstep,
              T* d_qpos_out, T* d_qvel_out, int* d_counts_out = nullptr, Tape<T>* tape = nullptr);
 
+// One-step Jacobians of nenv environments at (qpos, qvel, ctrl), from the adjoints (a reverse
+// pass per output row, each replaying the step from a cold start, as step_vjp):
+// d_jac (nenv x (nq + nv) x (nq + 2 nv + nu)): rows qpos', qvel'; columns qpos, qvel, ctrl and
+// qfrc, a generalized force added to the applied ones (Nimble's dqd'/dtau). d_jac_param (nenv x
+// (nq + nv) x jacobian_nparam(view), may be null): columns body_mass, body_inertia, dof_damping,
+// dof_armature, jnt_stiffness, actuator_gear, geom_friction, geom_restitution, flattened in that
+// order. contact_gradient as in step_vjp.
+template <class T>
+void step_jacobian(const DeviceModel<T>& model, int nenv, const T* d_qpos, const T* d_qvel,
+                   const T* d_ctrl, T* d_jac, T* d_jac_param = nullptr, int contact_gradient = -1);
+
 // The backward pass of a taped rollout: from d_adj_qpos_out (nenv x nstep x nq) and
 // d_adj_qvel_out (nenv x nstep x nv), the loss gradients with respect to the state after each
 // step (either may be null: zero), to the gradients of the initial state (d_adj_qpos nenv x nq,

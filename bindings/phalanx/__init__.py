@@ -49,6 +49,8 @@ __all__ = [
     "step",
     "rollout",
     "step_vjp",
+    "step_jacobians",
+    "step_jacobians_fd",
     "Tape",
     "bytes_per_env",
     "cuda_available",
@@ -253,6 +255,108 @@ def step_vjp(
         _phalanx.GRAD_BOUNCE_CORRECTION if bounce_correction else 0)
     return _phalanx.step_vjp(model, args.qpos, args.qvel(qvel), args.ctrl(ctrl), adj_qpos_next,
                              adj_qvel_next, flags, device)
+
+
+_PARAMETERS = [("body_mass", lambda m: (m.nbody,)), ("body_inertia", lambda m: (m.nbody, 3)),
+               ("dof_damping", lambda m: (m.nv,)), ("dof_armature", lambda m: (m.nv,)),
+               ("jnt_stiffness", lambda m: (m.njnt,)), ("actuator_gear", lambda m: (m.nu,)),
+               ("geom_friction", lambda m: (m.ngeom, 3)),
+               ("geom_restitution", lambda m: (m.ngeom,))]
+
+
+def step_jacobians(
+    model: Model, qpos, qvel, ctrl, *, parameters: bool = False, dtype=None,
+    complementarity_aware: bool = False, bounce_correction: bool = False, device: str = "cpu"
+) -> dict[str, np.ndarray]:
+    """The one-step Jacobians of SEEDS.md part A at (qpos, qvel, ctrl), batched over E.
+
+    Computed from the adjoints (a reverse pass per entry of the next state, each replaying the
+    step from a cold start as phalanx.step does). Returns ``dqpos_dqpos`` (E, nq, nq),
+    ``dqpos_dqvel`` (E, nq, nv), ``dqvel_dqpos`` (E, nv, nq), ``dqvel_dqvel`` (E, nv, nv),
+    ``dqpos_dctrl`` / ``dqvel_dctrl`` (E, n, nu), and ``dqpos_dqfrc`` / ``dqvel_dqfrc`` (E, n, nv)
+    with respect to a generalized force added to the step's (Nimble's dqd'/dtau). With
+    ``parameters=True`` also ``parameters``: a dict of the model parameters of step_vjp, each
+    (E, nq + nv, *shape) with rows (qpos', qvel'). Quaternion coordinates are differentiated
+    as the numbers stored in qpos. The contact options are those of step_vjp.
+    """
+    args = _Args(model, qpos, dtype)
+    flags = (_phalanx.GRAD_COMPLEMENTARITY_AWARE if complementarity_aware else 0) | (
+        _phalanx.GRAD_BOUNCE_CORRECTION if bounce_correction else 0)
+    jac, jac_param = _phalanx.step_jacobian(model, args.qpos, args.qvel(qvel), args.ctrl(ctrl),
+                                            parameters, flags, device)
+    nq, nv, nu = model.nq, model.nv, model.nu
+    cols = {"qpos": slice(0, nq), "qvel": slice(nq, nq + nv), "ctrl": slice(nq + nv, nq + nv + nu),
+            "qfrc": slice(nq + nv + nu, nq + 2 * nv + nu)}
+    rows = {"qpos": slice(0, nq), "qvel": slice(nq, nq + nv)}
+    out = {f"d{r}_d{c}": jac[:, rs, cs] for r, rs in rows.items() for c, cs in cols.items()}
+    if parameters:
+        out["parameters"], k = {}, 0
+        for name, shape in _PARAMETERS:
+            shape = shape(model)
+            n = int(np.prod(shape))
+            out["parameters"][name] = jac_param[:, :, k:k + n].reshape(
+                jac_param.shape[0], nq + nv, *shape)
+            k += n
+    return out
+
+
+def step_jacobians_fd(
+    model: Model, qpos, qvel, ctrl, *, method: str = "central", h: float = 1e-6
+) -> dict[str, np.ndarray]:
+    """Reference one-step Jacobians by finite differences of phalanx.step in double: the state
+    and control blocks of step_jacobians (no qfrc or parameter blocks). ``method`` is
+    "central" (step h) or "ridders" (Ridders' extrapolation from h0 = 1e3 h, shrinking by 1.4,
+    keeping per entry the estimate of least estimated error; Numerical Recipes, section 5.7).
+    Each input column is perturbed in all E environments at once."""
+    if method not in ("central", "ridders"):
+        raise ValueError(f"phalanx: method must be 'central' or 'ridders', got {method!r}")
+    x = [np.array(qpos, dtype=np.float64), np.array(qvel, dtype=np.float64),
+         np.array(ctrl, dtype=np.float64)]
+    E, nq, nv = x[0].shape[0], model.nq, model.nv
+
+    def f(xs):
+        q, v, _ = step(model, xs[0], xs[1], xs[2])
+        return np.concatenate([q, v], axis=1)
+
+    def central(block, col, hh):
+        xp = [a.copy() for a in x]
+        xm = [a.copy() for a in x]
+        xp[block][:, col] += hh
+        xm[block][:, col] -= hh
+        return (f(xp) - f(xm)) / (2 * hh)
+
+    def ridders(block, col):
+        con, con2, ntab, safe = 1.4, 1.4 * 1.4, 10, 2.0
+        hh = 1e3 * h
+        a = [[None] * ntab for _ in range(ntab)]
+        a[0][0] = central(block, col, hh)
+        best = a[0][0].copy()
+        err = np.full(best.shape, np.inf)
+        for i in range(1, ntab):
+            hh /= con
+            a[0][i] = central(block, col, hh)
+            fac = con2
+            for j in range(1, i + 1):
+                a[j][i] = (a[j - 1][i] * fac - a[j - 1][i - 1]) / (fac - 1)
+                fac *= con2
+                errt = np.maximum(np.abs(a[j][i] - a[j - 1][i]), np.abs(a[j][i] - a[j - 1][i - 1]))
+                better = errt <= err
+                err = np.where(better, errt, err)
+                best = np.where(better, a[j][i], best)
+            if np.all(np.abs(a[i][i] - a[i - 1][i - 1]) >= safe * err):
+                break
+        return best
+
+    blocks = []
+    for block, n in enumerate([nq, nv, model.nu]):
+        cols = [central(block, c, h) if method == "central" else ridders(block, c)
+                for c in range(n)]
+        blocks.append(np.stack(cols, axis=2) if n else np.zeros((E, nq + nv, 0)))
+    out = {}
+    for r, rs in {"qpos": slice(0, nq), "qvel": slice(nq, nq + nv)}.items():
+        for c, b in zip(["qpos", "qvel", "ctrl"], blocks):
+            out[f"d{r}_d{c}"] = b[:, rs, :]
+    return out
 
 
 def bytes_per_env(model: Model, *, dtype=np.float64, device: str = "cpu") -> int:

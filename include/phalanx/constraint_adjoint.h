@@ -142,6 +142,14 @@ struct ContactModelAdjoint {
   T* geom_restitution = nullptr;  // (ngeom)
 };
 
+// Number of differentiable parameters (the columns of a parameter Jacobian): body_mass, body_inertia (3 per body),
+// dof_damping, dof_armature, jnt_stiffness, actuator_gear, geom_friction (3 per geom),
+// geom_restitution, in that order.
+template <class T>
+PHX_HD int jacobian_nparam(const ModelView<T>& m) {
+  return 4 * m.nbody + 2 * m.nv + m.njnt + m.nu + 4 * m.ngeom;
+}
+
 // Scratch of adj_step_constrained, carved like ConstraintWorkspace (sizes from the model's nq,
 // nv, ngeom, nconmax and nefcmax).
 template <class T>
@@ -322,15 +330,16 @@ PHX_HD T adj_lcp_score(const ModelView<T>& m, int nrow, const LcpProblem<T>& p, 
 }
 
 // The adjoint of qvel' = vfree + M^-1 J^T f onward, with g = adjoint of qvel' in s.g: to
-// adj_qpos, adj_qvel, adj_ctrl and the model and contact parameters, accumulated. The forward
-// step's results are in w, c and cv; a is zeroed here.
+// adj_qpos, adj_qvel, adj_ctrl, the model and contact parameters and adj_qfrc (a generalized
+// force added to the applied ones; may be null), accumulated. The forward step's results are in
+// w, c and cv; a is zeroed here.
 template <class T>
 PHX_HD void adj_constrained_velocity(const ModelView<T>& m, const T* qpos, const T* qvel,
                                      const T* ctrl, Workspace<T>& w, ConstraintWorkspace<T>& c,
                                      const ContactView<T>& cv, AdjWorkspace<T>& a,
                                      AdjConstraintWorkspace<T>& s, T* adj_qpos, T* adj_qvel,
                                      T* adj_ctrl, const ModelAdjoint<T>& adj_model,
-                                     const ContactModelAdjoint<T>& adj_contact) {
+                                     const ContactModelAdjoint<T>& adj_contact, T* adj_qfrc) {
   const int nv = m.nv, nrow = *cv.nefc;
   const T dt = m.timestep;
   const T* f = cv.efc_force;
@@ -429,6 +438,8 @@ PHX_HD void adj_constrained_velocity(const ModelView<T>& m, const T* qpos, const
     s.adj_qfrc[d] = dt * s.lam[d];
     s.adj_bias[d] = -dt * s.lam[d];
   }
+  if (adj_qfrc)
+    for (int d = 0; d < nv; ++d) adj_qfrc[d] += s.adj_qfrc[d];
   for (int i = 0; i < nv; ++i)
     for (int k = 0; k < nv; ++k) s.adj_M[i * nv + k] -= s.lam[i] * (c.vfree[k] - qvel[k]);
 
@@ -477,7 +488,8 @@ PHX_HD int bouncing_contacts(const ModelView<T>& m, const T* qvel, const Constra
 // step, for the same warm start), then maps (adj_qpos_next, adj_qvel_next) to adj_qpos,
 // adj_qvel, adj_ctrl, the model parameters of adj_model (body_mass, body_inertia, dof_damping,
 // dof_armature, jnt_stiffness, actuator_gear) and the contact parameters of adj_contact
-// (sliding friction and restitution of each geom, through the pair's maximum), all accumulated.
+// (sliding friction and restitution of each geom, through the pair's maximum) and adj_qfrc (a
+// generalized force added to the applied ones; may be null), all accumulated.
 // Inputs are not modified; w, c and cv are left as the forward step leaves them (cv holds this
 // step's contacts and rows). Returns the status bits of the replayed step; when it stops (NaN
 // state or result, singular mass matrix) nothing is accumulated.
@@ -502,7 +514,8 @@ PHX_HD unsigned adj_step_constrained(const ModelView<T>& m, const T* qpos, const
                                      AdjConstraintWorkspace<T>& s, const T* adj_qpos_next,
                                      const T* adj_qvel_next, T* adj_qpos, T* adj_qvel,
                                      T* adj_ctrl, const ModelAdjoint<T>& adj_model,
-                                     const ContactModelAdjoint<T>& adj_contact) {
+                                     const ContactModelAdjoint<T>& adj_contact,
+                                     T* adj_qfrc = nullptr) {
   const int nv = m.nv;
   const T dt = m.timestep;
 
@@ -515,7 +528,7 @@ PHX_HD unsigned adj_step_constrained(const ModelView<T>& m, const T* qpos, const
   if (nrow == 0) {
     // no rows: the step was step() itself
     adj_step(m, qpos, qvel, ctrl, w, a, adj_qpos_next, adj_qvel_next, adj_qpos, adj_qvel,
-             adj_ctrl, adj_model);
+             adj_ctrl, adj_model, adj_qfrc);
     return status;
   }
 
@@ -536,7 +549,7 @@ PHX_HD unsigned adj_step_constrained(const ModelView<T>& m, const T* qpos, const
   if (nb == 0) {
     for (int d = 0; d < nv; ++d) s.g[d] = adj_qvel_next[d] + s.u[d];
     detail::adj_constrained_velocity(m, qpos, qvel, ctrl, w, c, cv, a, s, adj_qpos, adj_qvel,
-                                     adj_ctrl, adj_model, adj_contact);
+                                     adj_ctrl, adj_model, adj_contact, adj_qfrc);
     return status;
   }
 
@@ -544,14 +557,14 @@ PHX_HD unsigned adj_step_constrained(const ModelView<T>& m, const T* qpos, const
   // adjoints held apart and replaced by X's
   for (int d = 0; d < nv; ++d) s.g[d] = adj_qvel_next[d];
   detail::adj_constrained_velocity(m, qpos, qvel, ctrl, w, c, cv, a, s, adj_qpos, adj_qvel,
-                                   adj_ctrl, adj_model, adj_contact);
+                                   adj_ctrl, adj_model, adj_contact, adj_qfrc);
   for (int i = 0; i < m.nq; ++i) s.hold_qpos[i] = T(0);
   for (int d = 0; d < nv; ++d) {
     s.hold_qvel[d] = T(0);
     s.g[d] = s.u[d];
   }
   detail::adj_constrained_velocity(m, qpos, qvel, ctrl, w, c, cv, a, s, s.hold_qpos, s.hold_qvel,
-                                   adj_ctrl, adj_model, adj_contact);
+                                   adj_ctrl, adj_model, adj_contact, adj_qfrc);
   // the bouncing rows again (the LCP adjoint used c.lcp), then lam from G lam = rhs,
   // G_ik = (J_i . J_k)^2, rhs_i = -(1 + e_i) |J_i|^2 (minimum norm: equal
   // rows make G singular); c.lcp past the restitutions holds G, its decomposition and rhs

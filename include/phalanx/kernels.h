@@ -247,19 +247,20 @@ PHX_HD void env_parameter_adjoints(const ModelView<T>& m, int e, const ModelAdjo
   ac = {slice(all_contact.geom_friction, 3 * m.ngeom), slice(all_contact.geom_restitution, m.ngeom)};
 }
 
-// the adjoint of one step of an environment (step_env's), accumulated into gq, gv, gc, am, ac;
-// cv holds the warm start the step inherited (unused without constraint rows)
+// the adjoint of one step of an environment (step_env's), accumulated into gq, gv, gc, am, ac
+// and gf (the adjoint of an added generalized force; may be null); cv holds the warm start the
+// step inherited (unused without constraint rows)
 template <class T>
 PHX_HD unsigned adj_step_env(const ModelView<T>& m, const T* q, const T* v, const T* u,
                              AdjointScratch<T>& x, ContactView<T>& cv, const T* gq_next,
                              const T* gv_next, T* gq, T* gv, T* gc, const ModelAdjoint<T>& am,
-                             const ContactModelAdjoint<T>& ac) {
+                             const ContactModelAdjoint<T>& ac, T* gf = nullptr) {
   if (m.nefcmax == 0) {
-    adj_step(m, q, v, u, x.w, x.a, gq_next, gv_next, gq, gv, gc, am);
+    adj_step(m, q, v, u, x.w, x.a, gq_next, gv_next, gq, gv, gc, am, gf);
     return 0;
   }
   return adj_step_constrained(m, q, v, u, x.w, x.c, cv, x.a, x.s, gq_next, gv_next, gq, gv, gc,
-                              am, ac);
+                              am, ac, gf);
 }
 
 // vector-Jacobian product of one step: (adj_qpos_next, adj_qvel_next) at (qpos, qvel, ctrl)
@@ -297,6 +298,55 @@ struct StepAdjointKernel {
     adj_step_env(m, qpos + long(e) * m.nq, qvel + long(e) * m.nv, ctrl + long(e) * m.nu, x, cv,
                  adj_qpos_next + long(e) * m.nq, adj_qvel_next + long(e) * m.nv, gq, gv, gc, am,
                  ac);
+  }
+};
+
+// One-step Jacobians from the adjoints: one reverse pass per output row (the entries of qpos',
+// then of qvel') with a unit seed, each replaying the step from a cold start. Row r of
+// jac (nenv x (nq + nv) x (nq + nv + nu + nv)) holds d out_r / d(qpos, qvel, ctrl, qfrc), qfrc a
+// generalized force added to the step's applied forces; row r of jac_param (nenv x (nq + nv) x
+// jacobian_nparam, may be null) holds d out_r / d(parameters).
+template <class T>
+struct StepJacobianKernel {
+  using Scalar = T;
+  ModelView<T> m;
+  const T* qpos;  // (nenv x nq)
+  const T* qvel;  // (nenv x nv)
+  const T* ctrl;  // (nenv x nu)
+  T* jac;         // (nenv x (nq + nv) x (nq + 2 nv + nu)), overwritten
+  T* jac_param;   // (nenv x (nq + nv) x jacobian_nparam), overwritten; may be null
+  ContactData<T> con;  // contact storage of the replays
+  T* seed;             // (nenv x (nq + nv)) scratch
+
+  PHX_HD void operator()(int e, Scratch<T> scratch) const {
+    const int rows = m.nq + m.nv, cols = m.nq + 2 * m.nv + m.nu, np = jacobian_nparam(m);
+    AdjointScratch<T> x(m, scratch);
+    T* w = seed + long(e) * rows;
+    ContactView<T> cv{};
+    if (m.nefcmax > 0) cv = con.env(m, e);
+    for (int r = 0; r < rows; ++r) {
+      for (int i = 0; i < rows; ++i) w[i] = T(i == r);
+      T* row = jac + (long(e) * rows + r) * cols;
+      for (int i = 0; i < cols; ++i) row[i] = T(0);
+      ModelAdjoint<T> am{};
+      ContactModelAdjoint<T> ac{};
+      if (jac_param) {
+        T* p = jac_param + (long(e) * rows + r) * np;
+        for (int i = 0; i < np; ++i) p[i] = T(0);
+        am = {p,
+              p + m.nbody,
+              p + 4 * m.nbody,
+              p + 4 * m.nbody + m.nv,
+              p + 4 * m.nbody + 2 * m.nv,
+              p + 4 * m.nbody + 2 * m.nv + m.njnt};
+        T* pc = p + 4 * m.nbody + 2 * m.nv + m.njnt + m.nu;
+        ac = {pc, pc + 3 * m.ngeom};
+      }
+      if (m.nefcmax > 0) *cv.nefc = 0;  // cold start, as step() from Python
+      adj_step_env(m, qpos + long(e) * m.nq, qvel + long(e) * m.nv, ctrl + long(e) * m.nu, x, cv,
+                   w, w + m.nq, row, row + m.nq, row + m.nq + m.nv, am, ac,
+                   row + m.nq + m.nv + m.nu);
+    }
   }
 };
 
@@ -385,6 +435,7 @@ struct RolloutAdjointKernel {
   X(ForwardDynamicsKernel<float>) X(ForwardDynamicsKernel<double>)      \
   X(InverseDynamicsKernel<float>) X(InverseDynamicsKernel<double>)      \
   X(StepAdjointKernel<float>) X(StepAdjointKernel<double>)            \
-  X(RolloutAdjointKernel<float>) X(RolloutAdjointKernel<double>)
+  X(RolloutAdjointKernel<float>) X(RolloutAdjointKernel<double>)        \
+  X(StepJacobianKernel<float>) X(StepJacobianKernel<double>)
 
 }  // namespace phx

@@ -183,12 +183,13 @@ PHX_HD void adj_forward_dynamics(const ModelView<T>& m, const T* qpos, const T* 
 
 // Adjoint (vector-Jacobian product) of one step: replays the forward from (qpos, qvel, ctrl)
 // and maps (adj_qpos_next, adj_qvel_next) to adj_qpos, adj_qvel, adj_ctrl and the parameter
-// adjoints, all accumulated. Inputs are not modified.
+// adjoints, all accumulated; adj_qfrc (may be null) receives the adjoint of a generalized force
+// added to the step's applied forces. Inputs are not modified.
 template <class T>
 PHX_HD void adj_step(const ModelView<T>& m, const T* qpos, const T* qvel, const T* ctrl,
                      Workspace<T>& w, AdjWorkspace<T>& a, const T* adj_qpos_next,
                      const T* adj_qvel_next, T* adj_qpos, T* adj_qvel, T* adj_ctrl,
-                     const ModelAdjoint<T>& adj_model) {
+                     const ModelAdjoint<T>& adj_model, T* adj_qfrc = nullptr) {
   T dt = m.timestep;
   forward_dynamics(m, qpos, qvel, ctrl, dt, w, w.qacc);
   for (int d = 0; d < m.nv; ++d) a.qvel_next[d] = qvel[d] + dt * w.qacc[d];
@@ -202,6 +203,8 @@ PHX_HD void adj_step(const ModelView<T>& m, const T* qpos, const T* qvel, const 
   }
   adj_forward_dynamics(m, qpos, qvel, ctrl, dt, w.qacc, w, a, a.qacc, adj_qpos, adj_qvel, adj_ctrl,
                        adj_model);
+  if (adj_qfrc)
+    for (int d = 0; d < m.nv; ++d) adj_qfrc[d] += a.lambda[d];
 }
 
 }  // namespace phx

@@ -310,3 +310,37 @@ def test_tape_errors(taped_scene):
     phalanx.rollout(model, qpos, qvel, ctrl, tape=tape)
     with pytest.raises(ValueError, match="adj_qpos"):
         tape.backward(wq[:, :10], wv)
+
+
+def test_step_jacobians_match_finite_differences_and_identities(taped_scene, rng):
+    # one-step Jacobians from the adjoints (a contact step: sliding sphere, actuated pendulum)
+    # against central differences and Ridders' extrapolation of phalanx.step, plus identities
+    model, qpos, qvel, ctrl, _, _ = taped_scene
+    u = ctrl[:, 0]
+    jac = phalanx.step_jacobians(model, qpos, qvel, u, parameters=True)
+    central = phalanx.step_jacobians_fd(model, qpos, qvel, u, method="central")
+    ridders = phalanx.step_jacobians_fd(model, qpos, qvel, u, method="ridders")
+    for key, ref in central.items():
+        scale = np.abs(ref).max() + 1e-12
+        np.testing.assert_allclose(jac[key], ref, rtol=0, atol=1e-6 * scale, err_msg=key)
+        np.testing.assert_allclose(jac[key], ridders[key], rtol=0, atol=1e-6 * scale,
+                                   err_msg=key)
+    # the motor (gear 1.5) on the hinge (dof 6) is a generalized force on that dof
+    np.testing.assert_allclose(jac["dqvel_dctrl"][:, :, 0], 1.5 * jac["dqvel_dqfrc"][:, :, 6],
+                               rtol=1e-12, atol=1e-15)
+    # semi-implicit Euler: qpos' = qpos + dt qvel' on the hinge, so its qpos row is dt times the
+    # qvel row plus the identity
+    dt = model.timestep
+    np.testing.assert_allclose(jac["dqpos_dqvel"][:, 7, :], dt * jac["dqvel_dqvel"][:, 6, :],
+                               rtol=1e-12, atol=1e-15)
+    # rows contracted with weights equal step_vjp, parameters included
+    wq, wv = rng.standard_normal((2, model.nq)), rng.standard_normal((2, model.nv))
+    g = phalanx.step_vjp(model, qpos, qvel, u, wq, wv)
+    w = np.concatenate([wq, wv], axis=1)
+    for key, block in [("qpos", "dqpos_dqpos"), ("qvel", "dqpos_dqvel")]:
+        other = block.replace("dqpos_", "dqvel_")
+        both = np.einsum("ei,eij->ej", wq, jac[block]) + np.einsum("ei,eij->ej", wv, jac[other])
+        np.testing.assert_allclose(both, g[key], rtol=1e-10, atol=1e-12)
+    for name, rows in jac["parameters"].items():
+        np.testing.assert_allclose(np.einsum("ei,ei...->e...", w, rows), g[name], rtol=1e-10,
+                                   atol=1e-12, err_msg=name)
