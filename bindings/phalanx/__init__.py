@@ -307,34 +307,36 @@ def step_jacobians_fd(
     and control blocks of step_jacobians (no qfrc or parameter blocks). ``method`` is
     "central" (step h) or "ridders" (Ridders' extrapolation from h0 = 1e3 h, shrinking by 1.4,
     keeping per entry the estimate of least estimated error; Numerical Recipes, section 5.7).
-    Each input column is perturbed in all E environments at once."""
+    All perturbed states of one step size go to phalanx.step as one batch."""
     if method not in ("central", "ridders"):
         raise ValueError(f"phalanx: method must be 'central' or 'ridders', got {method!r}")
     x = [np.array(qpos, dtype=np.float64), np.array(qvel, dtype=np.float64),
          np.array(ctrl, dtype=np.float64)]
-    E, nq, nv = x[0].shape[0], model.nq, model.nv
+    E, nq, nv, nu = x[0].shape[0], model.nq, model.nv, model.nu
+    ncol = nq + nv + nu
 
-    def f(xs):
-        q, v, _ = step(model, xs[0], xs[1], xs[2])
-        return np.concatenate([q, v], axis=1)
+    def central(hh):
+        # (E, nq + nv, ncol): one batch of 2 ncol E perturbed steps
+        z = np.concatenate(x, axis=1)                       # (E, ncol)
+        d = np.concatenate([np.eye(ncol), -np.eye(ncol)])   # (2 ncol, ncol)
+        zs = (z[None] + hh * d[:, None, :]).reshape(-1, ncol)
+        q, v, _ = step(model, np.ascontiguousarray(zs[:, :nq]),
+                       np.ascontiguousarray(zs[:, nq:nq + nv]),
+                       np.ascontiguousarray(zs[:, nq + nv:]))
+        y = np.concatenate([q, v], axis=1).reshape(2, ncol, E, nq + nv)
+        return ((y[0] - y[1]) / (2 * hh)).transpose(1, 2, 0)
 
-    def central(block, col, hh):
-        xp = [a.copy() for a in x]
-        xm = [a.copy() for a in x]
-        xp[block][:, col] += hh
-        xm[block][:, col] -= hh
-        return (f(xp) - f(xm)) / (2 * hh)
-
-    def ridders(block, col):
+    if method == "central":
+        jac = central(h)
+    else:
         con, con2, ntab, safe = 1.4, 1.4 * 1.4, 10, 2.0
         hh = 1e3 * h
         a = [[None] * ntab for _ in range(ntab)]
-        a[0][0] = central(block, col, hh)
-        best = a[0][0].copy()
-        err = np.full(best.shape, np.inf)
+        a[0][0] = jac = central(hh)
+        err = np.full(jac.shape, np.inf)
         for i in range(1, ntab):
             hh /= con
-            a[0][i] = central(block, col, hh)
+            a[0][i] = central(hh)
             fac = con2
             for j in range(1, i + 1):
                 a[j][i] = (a[j - 1][i] * fac - a[j - 1][i - 1]) / (fac - 1)
@@ -342,20 +344,14 @@ def step_jacobians_fd(
                 errt = np.maximum(np.abs(a[j][i] - a[j - 1][i]), np.abs(a[j][i] - a[j - 1][i - 1]))
                 better = errt <= err
                 err = np.where(better, errt, err)
-                best = np.where(better, a[j][i], best)
+                jac = np.where(better, a[j][i], jac)
             if np.all(np.abs(a[i][i] - a[i - 1][i - 1]) >= safe * err):
                 break
-        return best
-
-    blocks = []
-    for block, n in enumerate([nq, nv, model.nu]):
-        cols = [central(block, c, h) if method == "central" else ridders(block, c)
-                for c in range(n)]
-        blocks.append(np.stack(cols, axis=2) if n else np.zeros((E, nq + nv, 0)))
     out = {}
     for r, rs in {"qpos": slice(0, nq), "qvel": slice(nq, nq + nv)}.items():
-        for c, b in zip(["qpos", "qvel", "ctrl"], blocks):
-            out[f"d{r}_d{c}"] = b[:, rs, :]
+        for c, cs in {"qpos": slice(0, nq), "qvel": slice(nq, nq + nv),
+                      "ctrl": slice(nq + nv, ncol)}.items():
+            out[f"d{r}_d{c}"] = jac[:, rs, cs]
     return out
 
 

@@ -1,0 +1,114 @@
+"""Nimble's Table III on one CPU core: time for the one-step Jacobians, analytic against finite
+differences, with the paper's figures beside ours.
+
+For each model at a state in contact, the time of phalanx.step_jacobians (all of dq'/dq, dq'/dqd,
+dqd'/dq, dqd'/dqd, dqd'/dtau and the ctrl blocks, from the adjoints) against
+phalanx.step_jacobians_fd with central differences and with Ridders' extrapolation (each step
+size one batched phalanx.step call of all perturbed states). On the humanoid, MuJoCo's own
+finite-difference derivatives (mujoco.mjd_transitionFD, centred) run in the same script. Medians
+of --repeats timed calls; the worst entry-wise difference to central differences is printed too.
+
+    .venv/bin/python bench/bench_jacobians.py [--repeats 20]
+
+Werling et al. (RSS 2021), Table III, analytic vs central differences on one core: Atlas (33 dof,
+12 contacts) 8.53 ms vs 749 ms (87.8x); Half Cheetah (9 dof, 2 contacts) 0.395 vs 8.64 ms;
+Jump-Worm (5 dof) 0.256 vs 3.82 ms; Catapult (5 dof) 0.265 vs 4.36 ms.
+"""
+
+import os
+
+os.environ.setdefault("OMP_NUM_THREADS", "1")  # one core, as the paper; before phalanx loads
+
+import argparse
+import statistics
+import time
+
+import mujoco
+import numpy as np
+
+import phalanx
+from _common import HUMANOID, RESULTS, write_result
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+MODELS = os.path.join(ROOT, "examples", "models")
+
+# name, path, paper (analytic ms, central-difference ms) or None, seconds to settle first
+CASES = [
+    ("cartpole", os.path.join(MODELS, "cartpole.xml"), None, 0.0),
+    ("half_cheetah", os.path.join(MODELS, "half_cheetah_planar.xml"), (0.395, 8.64), 0.0),
+    ("jump_worm", os.path.join(MODELS, "jump_worm.xml"), (0.256, 3.82), 0.0),
+    ("catapult", os.path.join(MODELS, "catapult.xml"), (0.265, 4.36), 0.0),
+    ("humanoid", HUMANOID, (8.53, 749.0), 1.5),
+]
+
+
+def median_ms(f, repeats):
+    f()  # warm up (compiles the model on first use)
+    times = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        f()
+        times.append(1e3 * (time.perf_counter() - start))
+    return statistics.median(times)
+
+
+def state_in_contact(model, settle):
+    """qpos0 at rest, or for the humanoid a lying pose after `settle` seconds on the floor."""
+    qpos = model.qpos0[None].copy()
+    qvel = np.zeros((1, model.nv))
+    if settle > 0:
+        qpos[0, 2] = 0.3
+        qpos[0, 3:7] = [np.cos(np.pi / 4), 0.0, np.sin(np.pi / 4), 0.0]  # lying on its back
+        n = int(settle / model.timestep)
+        qs, vs, _ = phalanx.rollout(model, qpos, qvel, np.zeros((1, n, model.nu)))
+        qpos, qvel = qs[:, -1].copy(), vs[:, -1].copy()
+    return qpos, qvel, np.zeros((1, model.nu))
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--repeats", type=int, default=20)
+    parser.add_argument("--out", default=os.path.join(RESULTS, "jacobians.json"))
+    args = parser.parse_args()
+    rows = []
+    print(f"one-step Jacobians, one core, median of {args.repeats}")
+    print(f"  {'model':<13} {'nv':>3} {'ncon':>4} {'analytic':>10} {'central':>10} {'ridders':>10}"
+          f" {'speedup':>8} {'paper':>8}  max |analytic - central| / max |central|")
+    for name, path, paper, settle in CASES:
+        model = phalanx.load_model(path)
+        model.lcp_solver = "pgs_stabilized"
+        q, v, u = state_in_contact(model, settle)
+        counts = np.empty((1, 1, phalanx.NUM_COUNTS), np.int32)
+        phalanx.rollout(model, q, v, u[:, None], counts=counts)
+        ncon = int(counts[0, 0, phalanx.COUNT_CONTACTS])
+        t_an = median_ms(lambda: phalanx.step_jacobians(model, q, v, u), args.repeats)
+        t_cd = median_ms(lambda: phalanx.step_jacobians_fd(model, q, v, u), args.repeats)
+        t_rd = median_ms(lambda: phalanx.step_jacobians_fd(model, q, v, u, method="ridders"),
+                         max(3, args.repeats // 5))
+        jac = phalanx.step_jacobians(model, q, v, u)
+        ref = phalanx.step_jacobians_fd(model, q, v, u)
+        scale = max(np.abs(r).max() for r in ref.values())
+        err = max(np.abs(jac[k] - r).max() for k, r in ref.items()) / scale
+        speed = t_cd / t_an
+        paper_speed = f"{paper[1] / paper[0]:.1f}x" if paper else "-"
+        print(f"  {name:<13} {model.nv:>3} {ncon:>4} {t_an:>8.3f}ms {t_cd:>8.3f}ms {t_rd:>8.3f}ms"
+              f" {speed:>7.1f}x {paper_speed:>8}  {err:.1e}")
+        rows.append({"model": name, "nv": model.nv, "contacts": ncon, "analytic_ms": t_an,
+                     "central_ms": t_cd, "ridders_ms": t_rd, "speedup": speed,
+                     "paper_ms": paper, "rel_diff_central": err})
+        if name == "humanoid":
+            mj = mujoco.MjModel.from_xml_path(path)
+            d = mujoco.MjData(mj)
+            d.qpos[:], d.qvel[:] = q[0], v[0]
+            A = np.zeros((2 * mj.nv + mj.na, 2 * mj.nv + mj.na))
+            B = np.zeros((2 * mj.nv + mj.na, mj.nu))
+            t_mj = median_ms(lambda: mujoco.mjd_transitionFD(mj, d, 1e-6, 1, A, B, None, None),
+                             args.repeats)
+            print(f"  {'':<13} MuJoCo mjd_transitionFD (centred): {t_mj:.3f} ms, "
+                  f"{t_mj / t_an:.2f}x the analytic time")
+            rows[-1]["mujoco_transitionFD_ms"] = t_mj
+    write_result({"threads": 1, "repeats": args.repeats, "models": rows}, args.out)
+
+
+if __name__ == "__main__":
+    main()
