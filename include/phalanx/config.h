@@ -2,12 +2,17 @@
 #pragma once
 
 // PHX_HD marks a function that compiles for the host and, under nvcc, for the device.
+// PHX_DEVICE_NOINLINE keeps a large stage a device function of its own, called by every kernel
+// that uses it, so that ptxas compiles it once instead of once per kernel (no effect on the
+// host, where inlining is left to the compiler).
 #if defined(__CUDACC__)
 #define PHX_HD __host__ __device__
 #define PHX_INLINE __forceinline__
+#define PHX_DEVICE_NOINLINE __noinline__
 #else
 #define PHX_HD
 #define PHX_INLINE inline __attribute__((always_inline))
+#define PHX_DEVICE_NOINLINE
 #endif
 
 namespace phx {

@@ -25,8 +25,9 @@ PHX_HD ScratchSize scratch_size(const ModelView<T>& m) {
 
 // one step of environment e: with contacts and limits when the model has constraint rows
 template <class T>
-PHX_HD unsigned step_env(const ModelView<T>& m, int e, T* qpos, T* qvel, const T* ctrl,
-                         Workspace<T>& w, Scratch<T> scratch, const ContactData<T>& con) {
+PHX_HD PHX_DEVICE_NOINLINE unsigned step_env(const ModelView<T>& m, int e, T* qpos, T* qvel,
+                                             const T* ctrl, Workspace<T>& w, Scratch<T> scratch,
+                                             const ContactData<T>& con) {
   if (m.nefcmax == 0) return step(m, qpos, qvel, ctrl, w);
   ConstraintWorkspace<T> c = ConstraintWorkspace<T>::carve(
       m, scratch.reals + Workspace<T>::size(m.nbody, m.njnt, m.nv), scratch.ints);
@@ -251,10 +252,13 @@ PHX_HD void env_parameter_adjoints(const ModelView<T>& m, int e, const ModelAdjo
 // and gf (the adjoint of an added generalized force; may be null); cv holds the warm start the
 // step inherited (unused without constraint rows)
 template <class T>
-PHX_HD unsigned adj_step_env(const ModelView<T>& m, const T* q, const T* v, const T* u,
-                             AdjointScratch<T>& x, ContactView<T>& cv, const T* gq_next,
-                             const T* gv_next, T* gq, T* gv, T* gc, const ModelAdjoint<T>& am,
-                             const ContactModelAdjoint<T>& ac, T* gf = nullptr) {
+PHX_HD PHX_DEVICE_NOINLINE unsigned adj_step_env(const ModelView<T>& m, const T* q, const T* v,
+                                                 const T* u, AdjointScratch<T>& x,
+                                                 ContactView<T>& cv, const T* gq_next,
+                                                 const T* gv_next, T* gq, T* gv, T* gc,
+                                                 const ModelAdjoint<T>& am,
+                                                 const ContactModelAdjoint<T>& ac,
+                                                 T* gf = nullptr) {
   if (m.nefcmax == 0) {
     adj_step(m, q, v, u, x.w, x.a, gq_next, gv_next, gq, gv, gc, am, gf);
     return 0;

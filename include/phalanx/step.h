@@ -60,8 +60,10 @@ PHX_HD unsigned step(const ModelView<T>& m, T* qpos, T* qvel, const T* ctrl, Wor
 // is step() itself. Contacts and impulses are left in cv for the host and the next step's
 // warm start.
 template <class T>
-PHX_HD unsigned step_constrained(const ModelView<T>& m, T* qpos, T* qvel, const T* ctrl,
-                                 Workspace<T>& w, ConstraintWorkspace<T>& c, ContactView<T>& cv) {
+PHX_HD PHX_DEVICE_NOINLINE unsigned step_constrained(const ModelView<T>& m, T* qpos, T* qvel,
+                                                     const T* ctrl, Workspace<T>& w,
+                                                     ConstraintWorkspace<T>& c,
+                                                     ContactView<T>& cv) {
   unsigned status = 0;
   if (!all_finite(qpos, m.nq) || !all_finite(qvel, m.nv)) status |= kStatusNanState;
   if (!all_finite(ctrl, m.nu)) status |= kStatusNanCtrl;

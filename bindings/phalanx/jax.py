@@ -1,0 +1,251 @@
+"""JAX transformations for Phalanx: one step and a whole rollout as ``jax.custom_vjp`` functions.
+
+    import jax, phalanx, phalanx.jax as pj
+    jax.config.update("jax_enable_x64", True)      # for float64
+    qpos1, qvel1 = pj.step(model, qpos, qvel, ctrl)               # (E, nq), (E, nv)
+    grad = jax.grad(lambda u: loss(*pj.rollout(model, qpos0, qvel0, u)))(ctrl_seq)
+
+The simulation runs on the host through ``jax.pure_callback`` and the NumPy API, so the
+functions work eagerly, under ``jax.jit`` and with ``jax.grad`` / ``jax.vjp`` (reverse mode
+only: forward-mode ``jax.jvp`` is not defined for a custom_vjp). ``jax.vmap`` runs the callback
+once per mapped element (``vmap_method="sequential"``); the functions are already batched over
+the E environments, which is the fast way. Arrays on an accelerator are copied to the host and
+back. float32 and float64 are supported (the dtype of ``qpos``; ``qvel`` and ``ctrl`` must have
+the same dtype); float64 needs ``jax_enable_x64``.
+
+Shapes and dtypes are checked when the function is traced and raise ``ValueError`` naming the
+expected shape. An environment whose step sets a stopping status bit (``STATUS_NAN_*``) raises
+``RuntimeError`` inside the callback, which JAX re-raises (as ``jax.errors.JaxRuntimeError``
+under ``jit``, with the message naming the environments).
+
+``params`` maps parameter names (``PARAMETERS``) to arrays of the model's shape, shared by all
+environments, with gradients summed over them. Unlike ``phalanx.torch``, the model is not left
+changed: the callback sets the parameters, runs, and puts back what it found, so the functions
+stay pure (JAX may reorder, repeat or drop callbacks).
+
+The backward of ``step`` calls ``phalanx.step_vjp``; the backward of ``rollout`` keeps only the
+inputs as residuals and re-runs the rollout with a ``phalanx.Tape`` inside the callback, then
+calls ``tape.backward``: the forward stores nothing beyond the inputs and the trajectory.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+from collections.abc import Mapping
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+import phalanx
+
+__all__ = ["step", "rollout", "PARAMETERS"]
+
+PARAMETERS = tuple(name for name, _ in phalanx._PARAMETERS)
+_SHAPES = dict(phalanx._PARAMETERS)  # name -> (lambda model: shape)
+_STOP = phalanx.STATUS_NAN_STATE | phalanx.STATUS_NAN_CTRL | phalanx.STATUS_NAN_RESULT
+_FLOATS = (np.dtype(np.float32), np.dtype(np.float64))
+
+
+def step(model: phalanx.Model, qpos, qvel, ctrl, params: Mapping | None = None, *,
+         complementarity_aware: bool = False, bounce_correction: bool = False):
+    """One differentiable step: (qpos (E, nq), qvel (E, nv), ctrl (E, nu)) -> (qpos', qvel').
+
+    ``params``: optional dict name -> array of the model's shape (see the module docstring);
+    the model is restored after the call. The contact-gradient options are those of
+    ``phalanx.step_vjp``.
+    """
+    qpos, qvel, ctrl, params = _check(model, qpos, qvel, ctrl, params, rollout=False)
+    options = (bool(complementarity_aware), bool(bounce_correction))
+    return _step(model, options, qpos, qvel, ctrl, params)
+
+
+def rollout(model: phalanx.Model, qpos0, qvel0, ctrl, params: Mapping | None = None, *,
+            checkpoint_every: int = 0, memory_budget: int = 0,
+            complementarity_aware: bool = False, bounce_correction: bool = False):
+    """T differentiable steps driven by ctrl (E, T, nu) -> (qpos (E, T, nq), qvel (E, T, nv)).
+
+    The backward re-runs the rollout onto ``phalanx.Tape(checkpoint_every, memory_budget)``
+    and calls ``tape.backward``. ``params`` as in ``step``.
+    """
+    qpos0, qvel0, ctrl, params = _check(model, qpos0, qvel0, ctrl, params, rollout=True)
+    options = (int(checkpoint_every), int(memory_budget), bool(complementarity_aware),
+               bool(bounce_correction))
+    return _rollout(model, options, qpos0, qvel0, ctrl, params)
+
+
+# ---- one step ----
+
+@functools.partial(jax.custom_vjp, nondiff_argnums=(0, 1))
+def _step(model, options, qpos, qvel, ctrl, params):
+    return _step_fwd(model, options, qpos, qvel, ctrl, params)[0]
+
+
+def _step_fwd(model, options, qpos, qvel, ctrl, params):
+    def host(qpos, qvel, ctrl, params):
+        with _model_parameters(model, params):
+            q1, v1, status = phalanx.step(model, *_arrays(qpos, qvel, ctrl))
+        _check_status(status, "step")
+        return q1, v1
+
+    out = _callback(host, (_like(qpos), _like(qvel)), qpos, qvel, ctrl, params)
+    return out, (qpos, qvel, ctrl, params)
+
+
+def _step_bwd(model, options, residuals, cotangents):
+    qpos, qvel, ctrl, params = residuals
+    complementarity_aware, bounce_correction = options
+
+    def host(qpos, qvel, ctrl, params, adj_qpos, adj_qvel):
+        q, v, u, aq, av = _arrays(qpos, qvel, ctrl, adj_qpos, adj_qvel)
+        with _model_parameters(model, params):
+            g = phalanx.step_vjp(model, q, v, u, aq, av,
+                                 complementarity_aware=complementarity_aware,
+                                 bounce_correction=bounce_correction)
+        return _grads(g, q.dtype, params)
+
+    adj = [jnp.asarray(c, qpos.dtype) for c in cotangents]
+    shapes = (_like(qpos), _like(qvel), _like(ctrl), {n: _like(p) for n, p in params.items()})
+    return _callback(host, shapes, qpos, qvel, ctrl, params, *adj)
+
+
+_step.defvjp(_step_fwd, _step_bwd)
+
+
+# ---- rollout ----
+
+@functools.partial(jax.custom_vjp, nondiff_argnums=(0, 1))
+def _rollout(model, options, qpos0, qvel0, ctrl, params):
+    return _rollout_fwd(model, options, qpos0, qvel0, ctrl, params)[0]
+
+
+def _rollout_fwd(model, options, qpos0, qvel0, ctrl, params):
+    def host(qpos0, qvel0, ctrl, params):
+        with _model_parameters(model, params):
+            qs, vs, status = phalanx.rollout(model, *_arrays(qpos0, qvel0, ctrl))
+        _check_status(status, "rollout")
+        return qs, vs
+
+    E, T = ctrl.shape[:2]
+    shapes = (jax.ShapeDtypeStruct((E, T, model.nq), qpos0.dtype),
+              jax.ShapeDtypeStruct((E, T, model.nv), qpos0.dtype))
+    out = _callback(host, shapes, qpos0, qvel0, ctrl, params)
+    return out, (qpos0, qvel0, ctrl, params)
+
+
+def _rollout_bwd(model, options, residuals, cotangents):
+    qpos0, qvel0, ctrl, params = residuals
+    checkpoint_every, memory_budget, complementarity_aware, bounce_correction = options
+
+    def host(qpos0, qvel0, ctrl, params, adj_qpos, adj_qvel):
+        q, v, u, aq, av = _arrays(qpos0, qvel0, ctrl, adj_qpos, adj_qvel)
+        tape = phalanx.Tape(checkpoint_every=checkpoint_every, memory_budget=memory_budget)
+        with _model_parameters(model, params):
+            _, _, status = phalanx.rollout(model, q, v, u, tape=tape)
+        _check_status(status, "rollout")
+        g = tape.backward(aq, av, complementarity_aware=complementarity_aware,
+                          bounce_correction=bounce_correction)
+        return _grads(g, q.dtype, params)
+
+    adj = [jnp.asarray(c, qpos0.dtype) for c in cotangents]
+    shapes = (_like(qpos0), _like(qvel0), _like(ctrl), {n: _like(p) for n, p in params.items()})
+    return _callback(host, shapes, qpos0, qvel0, ctrl, params, *adj)
+
+
+_rollout.defvjp(_rollout_fwd, _rollout_bwd)
+
+
+# ---- helpers ----
+
+def _callback(host, shapes, *args):
+    return jax.pure_callback(host, shapes, *args, vmap_method="sequential")
+
+
+def _like(x):
+    return jax.ShapeDtypeStruct(x.shape, x.dtype)
+
+
+def _arrays(*xs):
+    """C-contiguous numpy arrays of the callback's arguments (no copy when they already are)"""
+    return [np.ascontiguousarray(x) for x in xs]
+
+
+def _grads(g, dtype, params):
+    out = (g["qpos"].astype(dtype, copy=False), g["qvel"].astype(dtype, copy=False),
+           g["ctrl"].astype(dtype, copy=False),
+           {n: g[n].sum(axis=0).astype(np.asarray(p).dtype) for n, p in params.items()})
+    return out
+
+
+def _check(model, qpos, qvel, ctrl, params, rollout):
+    """the arguments as jax arrays, their shapes and dtypes checked (at trace time)"""
+    if not isinstance(model, phalanx.Model):
+        raise TypeError(f"phalanx.jax: model must be a phalanx.Model, got {type(model).__name__}")
+    qpos, qvel, ctrl = jnp.asarray(qpos), jnp.asarray(qvel), jnp.asarray(ctrl)
+    dtype = np.dtype(qpos.dtype)
+    if dtype not in _FLOATS:
+        raise ValueError(f"phalanx.jax: qpos must be float32 or float64, got {dtype} (float64 "
+                         "needs jax.config.update('jax_enable_x64', True))")
+    E = qpos.shape[0] if qpos.ndim == 2 else None
+    T = ctrl.shape[1] if rollout and ctrl.ndim == 3 else None
+    specs = [("qpos", qpos, [("E", E), ("nq", model.nq)]),
+             ("qvel", qvel, [("E", E), ("nv", model.nv)]),
+             ("ctrl", ctrl, [("E", E)] + ([("T", T)] if rollout else []) + [("nu", model.nu)])]
+    for name, x, dims in specs:
+        if np.dtype(x.dtype) != dtype:
+            raise ValueError(f"phalanx.jax: {name} must have dtype {dtype} (the dtype of qpos), "
+                             f"got {x.dtype}")
+        if x.shape != tuple(n for _, n in dims):
+            symbols = ", ".join(s for s, _ in dims)
+            sizes = ", ".join(s if n is None else str(n) for s, n in dims)
+            raise ValueError(f"phalanx.jax: {name} must have shape ({symbols}) = ({sizes}), "
+                             f"got {x.shape}")
+    checked = {}
+    for name, value in ({} if params is None else params).items():
+        if name not in _SHAPES:
+            raise ValueError(f"phalanx.jax: unknown parameter {name!r}; the differentiable "
+                             f"parameters are {', '.join(PARAMETERS)}")
+        value = jnp.asarray(value)
+        shape = tuple(_SHAPES[name](model))
+        if value.shape != shape:
+            raise ValueError(f"phalanx.jax: params[{name!r}] must have the model's shape "
+                             f"{shape}, got {value.shape}")
+        if np.dtype(value.dtype) not in _FLOATS:
+            raise ValueError(f"phalanx.jax: params[{name!r}] must be float32 or float64, got "
+                             f"{value.dtype}")
+        checked[name] = value
+    return qpos, qvel, ctrl, checked
+
+
+@contextlib.contextmanager
+def _model_parameters(model, values):
+    """set the model parameters in ``values`` where they differ, and restore them on exit"""
+    changed = {}
+    try:
+        for name, value in values.items():
+            value = np.asarray(value, dtype=np.float64)
+            current = np.array(getattr(model, name))  # a copy: the attribute is a view
+            if not np.array_equal(current, value):
+                changed[name] = current
+                model.set_parameter(name, value)
+        yield
+    finally:
+        for name, value in changed.items():
+            model.set_parameter(name, value)
+
+
+def _check_status(status: np.ndarray, what: str) -> None:
+    stopped = np.flatnonzero(status & _STOP)
+    if stopped.size == 0:
+        return
+    causes = []
+    for e in stopped[:10]:
+        bits = [label for bit, label in [(phalanx.STATUS_NAN_STATE, "NaN/inf state"),
+                                         (phalanx.STATUS_NAN_CTRL, "NaN/inf ctrl"),
+                                         (phalanx.STATUS_NAN_RESULT, "NaN/inf result")]
+                if status[e] & bit]
+        causes.append(f"{e} ({', '.join(bits)})")
+    more = f" and {stopped.size - 10} more" if stopped.size > 10 else ""
+    raise RuntimeError(f"phalanx.jax: the {what} stopped in {stopped.size} of {status.size} "
+                       f"environment(s): {'; '.join(causes)}{more}")
