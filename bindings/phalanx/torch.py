@@ -21,7 +21,12 @@ not reported here; call ``phalanx.step`` / ``phalanx.rollout`` directly to read 
 The backward passes call ``phalanx.step_vjp`` (one step) and ``phalanx.Tape.backward`` (a
 rollout): gradients are exact for smooth dynamics and, through contacts, on the clamping set of
 the LCP (use ``model.lcp_solver = "pgs_stabilized"`` or ``"dantzig"``); see ``phalanx.step_vjp``
-for ``complementarity_aware`` and ``bounce_correction``. Double backward is not supported.
+for ``complementarity_aware`` and ``bounce_correction``. Double backward and the torch.func
+transforms (vmap, jacrev, jvp) are not supported; ``torch.autograd.functional.jacobian`` (one
+backward per output) works.
+
+Parameters (``params``) may be float32 or float64 tensors of any requires_grad; the model stores
+their values as float64 (a float32 value is stored exactly as that float32 number).
 """
 
 from __future__ import annotations
