@@ -1,6 +1,13 @@
-# Turns nvcc's `-Xptxas=-v` output into one line per kernel and architecture:
+# Turns nvcc's `-Xptxas=-v` output (the *.ptxas files cmake/ptxas_capture.sh leaves under DIR)
+# into one line per kernel and architecture:
 #   sm_90  registers  spill_stores spill_loads  stack  kernel
-file(STRINGS ${IN} lines)
+file(GLOB_RECURSE inputs ${DIR}/*.ptxas)
+list(SORT inputs)
+set(lines "")
+foreach(f IN LISTS inputs)
+  file(STRINGS ${f} part)
+  list(APPEND lines ${part})
+endforeach()
 set(out "# ptxas resource usage per kernel (from nvcc -Xptxas=-v)\n")
 string(APPEND out "# arch  regs  spill_st  spill_ld  stack_bytes  kernel\n")
 set(kernel "")

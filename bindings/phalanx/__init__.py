@@ -59,6 +59,7 @@ __all__ = [
     "STATUS_NAN_RESULT",
     "STATUS_CONTACT_OVERFLOW",
     "STATUS_LCP_NOT_CONVERGED",
+    "raise_if_stopped",
     "COUNT_CONTACTS",
     "COUNT_ROWS",
     "COUNT_WARM_ROWS",
@@ -73,6 +74,26 @@ except importlib.metadata.PackageNotFoundError:  # imported from a build tree
     __version__ = "0+unknown"
 
 _FLOAT_DTYPES = (np.dtype(np.float32), np.dtype(np.float64))
+
+
+_STOPPED = STATUS_NAN_STATE | STATUS_NAN_CTRL | STATUS_NAN_RESULT
+
+
+def raise_if_stopped(status, what: str = "step") -> None:
+    """Raise RuntimeError naming the environments whose status has a stopping bit (a NaN or
+    inf in the state, the control or the result) and the causes; return quietly otherwise.
+    Contact overflow and an unconverged LCP do not stop an environment and are not raised."""
+    status = np.asarray(status)
+    stopped = np.flatnonzero(status & _STOPPED)
+    if stopped.size == 0:
+        return
+    labels = [(STATUS_NAN_STATE, "NaN/inf state"), (STATUS_NAN_CTRL, "NaN/inf ctrl"),
+              (STATUS_NAN_RESULT, "NaN/inf result")]
+    causes = [f"{e} ({', '.join(label for bit, label in labels if status[e] & bit)})"
+              for e in stopped[:10]]
+    more = f" and {stopped.size - 10} more" if stopped.size > 10 else ""
+    raise RuntimeError(f"phalanx: the {what} stopped in {stopped.size} of {status.size} "
+                       f"environment(s): {'; '.join(causes)}{more}")
 
 
 def load_model(path: str | os.PathLike) -> Model:

@@ -44,7 +44,6 @@ __all__ = ["step", "rollout", "PARAMETERS"]
 
 PARAMETERS = tuple(name for name, _ in phalanx._PARAMETERS)
 _SHAPES = dict(phalanx._PARAMETERS)  # name -> (lambda model: shape)
-_STOP = phalanx.STATUS_NAN_STATE | phalanx.STATUS_NAN_CTRL | phalanx.STATUS_NAN_RESULT
 _FLOATS = (np.dtype(np.float32), np.dtype(np.float64))
 
 
@@ -86,7 +85,7 @@ def _step_fwd(model, options, qpos, qvel, ctrl, params):
     def host(qpos, qvel, ctrl, params):
         with _model_parameters(model, params):
             q1, v1, status = phalanx.step(model, *_arrays(qpos, qvel, ctrl))
-        _check_status(status, "step")
+        phalanx.raise_if_stopped(status, "step")
         return q1, v1
 
     out = _callback(host, (_like(qpos), _like(qvel)), qpos, qvel, ctrl, params)
@@ -124,7 +123,7 @@ def _rollout_fwd(model, options, qpos0, qvel0, ctrl, params):
     def host(qpos0, qvel0, ctrl, params):
         with _model_parameters(model, params):
             qs, vs, status = phalanx.rollout(model, *_arrays(qpos0, qvel0, ctrl))
-        _check_status(status, "rollout")
+        phalanx.raise_if_stopped(status, "rollout")
         return qs, vs
 
     E, T = ctrl.shape[:2]
@@ -143,7 +142,7 @@ def _rollout_bwd(model, options, residuals, cotangents):
         tape = phalanx.Tape(checkpoint_every=checkpoint_every, memory_budget=memory_budget)
         with _model_parameters(model, params):
             _, _, status = phalanx.rollout(model, q, v, u, tape=tape)
-        _check_status(status, "rollout")
+        phalanx.raise_if_stopped(status, "rollout")
         g = tape.backward(aq, av, complementarity_aware=complementarity_aware,
                           bounce_correction=bounce_correction)
         return _grads(g, q.dtype, params)
@@ -234,18 +233,3 @@ def _model_parameters(model, values):
         for name, value in changed.items():
             model.set_parameter(name, value)
 
-
-def _check_status(status: np.ndarray, what: str) -> None:
-    stopped = np.flatnonzero(status & _STOP)
-    if stopped.size == 0:
-        return
-    causes = []
-    for e in stopped[:10]:
-        bits = [label for bit, label in [(phalanx.STATUS_NAN_STATE, "NaN/inf state"),
-                                         (phalanx.STATUS_NAN_CTRL, "NaN/inf ctrl"),
-                                         (phalanx.STATUS_NAN_RESULT, "NaN/inf result")]
-                if status[e] & bit]
-        causes.append(f"{e} ({', '.join(bits)})")
-    more = f" and {stopped.size - 10} more" if stopped.size > 10 else ""
-    raise RuntimeError(f"phalanx.jax: the {what} stopped in {stopped.size} of {status.size} "
-                       f"environment(s): {'; '.join(causes)}{more}")

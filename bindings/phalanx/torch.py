@@ -45,7 +45,6 @@ __all__ = ["step", "rollout", "PARAMETERS"]
 # the differentiable model parameters (names of model.set_parameter and step_vjp's gradients)
 PARAMETERS = tuple(name for name, _ in phalanx._PARAMETERS)
 _SHAPES = dict(phalanx._PARAMETERS)  # name -> (lambda model: shape)
-_STOP = phalanx.STATUS_NAN_STATE | phalanx.STATUS_NAN_CTRL | phalanx.STATUS_NAN_RESULT
 _FLOATS = (torch.float32, torch.float64)
 
 
@@ -96,7 +95,7 @@ class _Step(torch.autograd.Function):
     def forward(ctx, model, options, names, qpos, qvel, ctrl, *values):
         _set_parameters(model, names, values)
         q1, v1, status = phalanx.step(model, _numpy(qpos), _numpy(qvel), _numpy(ctrl))
-        _check_status(status, "step")
+        phalanx.raise_if_stopped(status, "step")
         ctx.model, ctx.options, ctx.names = model, options, names
         ctx.param_dtypes = [v.dtype for v in values]
         if any(ctx.needs_input_grad):
@@ -129,7 +128,7 @@ class _Rollout(torch.autograd.Function):
             tape = phalanx.Tape(checkpoint_every=checkpoint_every, memory_budget=memory_budget)
         qs, vs, status = phalanx.rollout(model, _numpy(qpos0), _numpy(qvel0), _numpy(ctrl),
                                          tape=tape)
-        _check_status(status, "rollout")
+        phalanx.raise_if_stopped(status, "rollout")
         ctx.tape, ctx.options, ctx.names = tape, options, names
         ctx.param_dtypes = [v.dtype for v in values]
         ctx.dtype = qpos0.dtype
@@ -235,18 +234,3 @@ def _adjoint(adj, like):
         return np.zeros(tuple(like.shape), dtype=_numpy(like).dtype)
     return _numpy(adj.to(like.dtype))
 
-
-def _check_status(status: np.ndarray, what: str) -> None:
-    stopped = np.flatnonzero(status & _STOP)
-    if stopped.size == 0:
-        return
-    causes = []
-    for e in stopped[:10]:
-        bits = [label for bit, label in [(phalanx.STATUS_NAN_STATE, "NaN/inf state"),
-                                         (phalanx.STATUS_NAN_CTRL, "NaN/inf ctrl"),
-                                         (phalanx.STATUS_NAN_RESULT, "NaN/inf result")]
-                if status[e] & bit]
-        causes.append(f"{e} ({', '.join(bits)})")
-    more = f" and {stopped.size - 10} more" if stopped.size > 10 else ""
-    raise RuntimeError(f"phalanx.torch: the {what} stopped in {stopped.size} of {status.size} "
-                       f"environment(s): {'; '.join(causes)}{more}")

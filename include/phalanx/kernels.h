@@ -430,16 +430,23 @@ struct RolloutAdjointKernel {
   }
 };
 
-// every kernel instantiated by the backends, for each scalar type
-#define PHX_FOR_EACH_KERNEL(X)                                          \
+// every kernel instantiated by the backends, for each scalar type, in the groups the CUDA
+// backend compiles as separate translation units (cuda/kernels_*.cu)
+#define PHX_FORWARD_KERNELS(X)                                          \
   X(StepKernel<float>) X(StepKernel<double>)                            \
   X(RolloutKernel<float>) X(RolloutKernel<double>)                      \
   X(MassMatrixKernel<float>) X(MassMatrixKernel<double>)                \
   X(BiasKernel<float>) X(BiasKernel<double>)                            \
   X(ForwardDynamicsKernel<float>) X(ForwardDynamicsKernel<double>)      \
-  X(InverseDynamicsKernel<float>) X(InverseDynamicsKernel<double>)      \
-  X(StepAdjointKernel<float>) X(StepAdjointKernel<double>)            \
-  X(RolloutAdjointKernel<float>) X(RolloutAdjointKernel<double>)        \
-  X(StepJacobianKernel<float>) X(StepJacobianKernel<double>)
+  X(InverseDynamicsKernel<float>) X(InverseDynamicsKernel<double>)
+#define PHX_STEP_ADJOINT_KERNELS(X) X(StepAdjointKernel<float>) X(StepAdjointKernel<double>)
+#define PHX_ROLLOUT_ADJOINT_KERNELS(X) \
+  X(RolloutAdjointKernel<float>) X(RolloutAdjointKernel<double>)
+#define PHX_STEP_JACOBIAN_KERNELS(X) X(StepJacobianKernel<float>) X(StepJacobianKernel<double>)
+#define PHX_FOR_EACH_KERNEL(X)  \
+  PHX_FORWARD_KERNELS(X)        \
+  PHX_STEP_ADJOINT_KERNELS(X)   \
+  PHX_ROLLOUT_ADJOINT_KERNELS(X) \
+  PHX_STEP_JACOBIAN_KERNELS(X)
 
 }  // namespace phx

@@ -36,3 +36,25 @@ def humanoid():
     model = phalanx.load_model(HUMANOID)  # installed by scripts/setup.sh (libmujoco-samples)
     model.contact = model.limit = False
     return model
+
+
+SPHERE_AND_PENDULUM = """<mujoco><option timestep='0.002'/><worldbody>
+  <geom name='floor' type='plane' size='10 10 .1' friction='0.6'/>
+  <body pos='0 0 0.0995'><freejoint/><geom type='sphere' size='.1' mass='1.3'
+    friction='0.5'/></body>
+  <body pos='2 0 1'><joint name='hinge' type='hinge' axis='0 1 0' damping='0.05'/>
+    <geom type='capsule' fromto='0 0 0 0.4 0 0' size='0.03' mass='0.7' contype='0'
+      conaffinity='0'/></body>
+</worldbody><actuator><motor joint='hinge' gear='1.5'/></actuator></mujoco>"""
+
+
+@pytest.fixture
+def sphere_and_pendulum(tmp_path):
+    """a sphere that slides on the floor (one contact) beside a motor-driven pendulum, with
+    the stabilised PGS solver at a tight tolerance: the scene of the gradient tests"""
+    path = tmp_path / "sphere_and_pendulum.xml"
+    path.write_text(SPHERE_AND_PENDULUM)
+    model = phalanx.load_model(path)
+    model.lcp_solver = "pgs_stabilized"
+    model.lcp_tolerance = 1e-9
+    return model

@@ -223,25 +223,11 @@ def test_contact_gradient_options(tmp_path):
     assert aware["ctrl"][0, 0] == pytest.approx(-dt * dt * gear / m, rel=1e-12)
 
 
-SPHERE_AND_PENDULUM = """<mujoco><option timestep='0.002'/><worldbody>
-  <geom name='floor' type='plane' size='10 10 .1' friction='0.6'/>
-  <body pos='0 0 0.0995'><freejoint/><geom type='sphere' size='.1' mass='1.3'
-    friction='0.5'/></body>
-  <body pos='2 0 1'><joint name='hinge' type='hinge' axis='0 1 0' damping='0.05'/>
-    <geom type='capsule' fromto='0 0 0 0.4 0 0' size='0.03' mass='0.7' contype='0'
-      conaffinity='0'/></body>
-</worldbody><actuator><motor joint='hinge' gear='1.5'/></actuator></mujoco>"""
-
-
 @pytest.fixture
-def taped_scene(tmp_path, rng):
+def taped_scene(sphere_and_pendulum, rng):
     # a sphere sliding on the floor for 50 steps (one contact mode throughout) beside a
     # motor-driven pendulum: state, control and contact-parameter gradients in one model
-    path = tmp_path / "scene.xml"
-    path.write_text(SPHERE_AND_PENDULUM)
-    model = phalanx.load_model(path)
-    model.lcp_solver = "pgs_stabilized"
-    model.lcp_tolerance = 1e-9
+    model = sphere_and_pendulum
     E, T = 2, 50
     qpos = np.repeat(model.qpos0[None], E, 0)
     qpos[:, 7] = [0.1, -0.2]

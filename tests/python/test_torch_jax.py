@@ -30,26 +30,11 @@ jax.config.update("jax_enable_x64", True)
 MODELS = Path(__file__).resolve().parents[2] / "examples" / "models"
 GRADCHECK = dict(eps=1e-6, atol=1e-7, rtol=1e-6)
 
-# the scene of test_gradients.py
-SPHERE_AND_PENDULUM = """<mujoco><option timestep='0.002'/><worldbody>
-  <geom name='floor' type='plane' size='10 10 .1' friction='0.6'/>
-  <body pos='0 0 0.0995'><freejoint/><geom type='sphere' size='.1' mass='1.3'
-    friction='0.5'/></body>
-  <body pos='2 0 1'><joint name='hinge' type='hinge' axis='0 1 0' damping='0.05'/>
-    <geom type='capsule' fromto='0 0 0 0.4 0 0' size='0.03' mass='0.7' contype='0'
-      conaffinity='0'/></body>
-</worldbody><actuator><motor joint='hinge' gear='1.5'/></actuator></mujoco>"""
-
-
 @pytest.fixture
-def scene(tmp_path, rng):
+def scene(sphere_and_pendulum, rng):
     """the sliding sphere and the pendulum: model, qpos (2, 8), qvel (2, 7), ctrl (2, 50, 1) in
     double (states away from contact-mode switches, see test_gradients.taped_scene)"""
-    path = tmp_path / "scene.xml"
-    path.write_text(SPHERE_AND_PENDULUM)
-    model = phalanx.load_model(path)
-    model.lcp_solver = "pgs_stabilized"
-    model.lcp_tolerance = 1e-9
+    model = sphere_and_pendulum
     qpos = np.repeat(model.qpos0[None], 2, 0)
     qpos[:, 7] = [0.1, -0.2]
     qvel = np.array([[1.0, 0.3, -0.05, 0.5, -1.0, 0.2, 0.4],
