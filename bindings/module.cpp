@@ -24,6 +24,7 @@
 #include <utility>
 #include <vector>
 
+#include "bindings/dlpack.h"
 #include "bindings/submodules.h"
 #include "host/api.h"
 
@@ -32,6 +33,8 @@ namespace py = pybind11;
 namespace {
 
 using phx::Device;
+using phx::bindings::shape_string;
+using phx::bindings::TensorRef;
 
 // a C-contiguous numpy array of T
 template <class T>
@@ -79,41 +82,45 @@ class PyModel {
     invalidate();
   }
 
-  // replace a differentiable parameter array (the fields step_vjp returns adjoints for)
+  // replace a differentiable parameter (phx::Param): values of the field's shape (shared by
+  // all environments) or with a leading batch dimension (one copy per environment)
   void set_parameter(const std::string& name, const CArrayD& values) {
-    static const std::pair<const char*, std::vector<double> phx::Model::*> fields[] = {
-        {"body_mass", &phx::Model::body_mass},         {"body_inertia", &phx::Model::body_inertia},
-        {"dof_damping", &phx::Model::dof_damping},     {"dof_armature", &phx::Model::dof_armature},
-        {"jnt_stiffness", &phx::Model::jnt_stiffness}, {"actuator_gear", &phx::Model::actuator_gear},
-        {"geom_friction", &phx::Model::geom_friction},
-        {"geom_restitution", &phx::Model::geom_restitution}};
-    for (const auto& [field_name, field] : fields) {
-      if (name != field_name) continue;
-      std::vector<double>& v = model_.*field;
-      if (size_t(values.size()) != v.size()) {
-        throw std::invalid_argument("phalanx: " + name + " must have " + std::to_string(v.size()) +
-                                    " entries, got " + std::to_string(values.size()));
-      }
-      for (py::ssize_t i = 0; i < values.size(); ++i) {
-        if (!std::isfinite(values.data()[i])) {
-          throw std::invalid_argument("phalanx: " + name + " must be finite");
-        }
-      }
-      std::vector<double> old = v;
-      v.assign(values.data(), values.data() + values.size());
-      try {
-        model_.validate();
-      } catch (...) {
-        v = std::move(old);
-        throw;
-      }
-      invalidate();
-      return;
+    int k = phx::Model::param_index(name);
+    std::vector<py::ssize_t> shape = param_shape(k);
+    std::vector<py::ssize_t> got(values.shape(), values.shape() + values.ndim());
+    bool shared = got == shape;
+    bool batched = got.size() == shape.size() + 1 && got[0] >= 1 &&
+                   std::equal(shape.begin(), shape.end(), got.begin() + 1);
+    if (!shared && !batched) {
+      std::string batch = "(nbatch";
+      for (py::ssize_t n : shape) batch += ", " + std::to_string(n);
+      throw std::invalid_argument("phalanx: " + name + " must have shape " + shape_string(shape) +
+                                  " (shared) or " + batch + ") (per environment), got " +
+                                  shape_string(got));
     }
-    throw std::invalid_argument("phalanx: '" + name +
-                                "' is not a settable parameter (body_mass, body_inertia, "
-                                "dof_damping, dof_armature, jnt_stiffness, actuator_gear, "
-                                "geom_friction, geom_restitution)");
+    model_.set_parameter(name, std::vector<double>(values.data(), values.data() + values.size()));
+    invalidate();
+  }
+
+  // the values of a parameter: the field's shape when shared, else (nbatch, *shape)
+  py::array_t<double> parameter(const std::string& name) const {
+    int k = phx::Model::param_index(name);
+    std::vector<py::ssize_t> shape = param_shape(k);
+    const std::vector<double>* v = &model_.param_field(k);
+    if (int n = model_.param_nbatch(k); n > 1) {
+      shape.insert(shape.begin(), n);
+      v = &model_.param_batch[k];
+    }
+    py::array_t<double> a(shape);
+    std::copy(v->begin(), v->end(), a.mutable_data());
+    return a;
+  }
+
+  // the shape of one copy of parameter k: (count,) or (count, width)
+  std::vector<py::ssize_t> param_shape(int k) const {
+    py::ssize_t n = py::ssize_t(model_.param_size(k)), w = phx::param_width(k);
+    if (w == 1) return {n};
+    return {n / w, w};
   }
 
   template <class T>
@@ -142,15 +149,6 @@ class PyModel {
   std::array<std::shared_ptr<const phx::DeviceModel<float>>, 2> f32_;
   std::array<std::shared_ptr<const phx::DeviceModel<double>>, 2> f64_;
 };
-
-// "(4, 28)"
-std::string shape_string(const std::vector<py::ssize_t>& shape) {
-  std::ostringstream s;
-  s << "(";
-  for (size_t i = 0; i < shape.size(); ++i) s << (i ? ", " : "") << shape[i];
-  s << (shape.size() == 1 ? ",)" : ")");
-  return s.str();
-}
 
 // throw std::invalid_argument unless a has exactly this shape
 void require_shape(const py::array& a, const std::vector<py::ssize_t>& shape, const char* name) {
@@ -350,28 +348,25 @@ template <class T>
 class ParameterGrads {
  public:
   ParameterGrads(const phx::Model& m, int E) {
-    auto add = [&](const char* name, std::vector<py::ssize_t> dims, size_t n) {
-      dims.insert(dims.begin(), py::ssize_t(E));
-      arrays_.push_back({name, CArray<T>(dims), size_t(E) * n});
-    };
-    add("body_mass", {m.nbody}, m.nbody);
-    add("body_inertia", {m.nbody, 3}, 3 * size_t(m.nbody));
-    add("dof_damping", {m.nv}, m.nv);
-    add("dof_armature", {m.nv}, m.nv);
-    add("jnt_stiffness", {m.njnt}, m.njnt);
-    add("actuator_gear", {m.nu}, m.nu);
-    add("geom_friction", {m.ngeom, 3}, 3 * size_t(m.ngeom));
-    add("geom_restitution", {m.ngeom}, m.ngeom);
+    for (int k = 0; k < phx::kNumParams; ++k) {
+      py::ssize_t n = py::ssize_t(m.param_size(k)), w = phx::param_width(k);
+      std::vector<py::ssize_t> dims = {py::ssize_t(E), n / w};
+      if (w > 1) dims.push_back(w);
+      arrays_.push_back({phx::kParamNames[k], CArray<T>(dims), size_t(E) * size_t(n)});
+    }
   }
   void bind(Device device) {
     for (Entry& a : arrays_)
       out_.push_back(std::make_unique<DeviceOutput<T>>(device, a.array.mutable_data(), a.n));
   }
   phx::ModelAdjoint<T> model_adjoint() {
-    return {out_[0]->get(), out_[1]->get(), out_[2]->get(),
-            out_[3]->get(), out_[4]->get(), out_[5]->get()};
+    adjoints();
+    return model_;
   }
-  phx::ContactModelAdjoint<T> contact_adjoint() { return {out_[6]->get(), out_[7]->get()}; }
+  phx::ContactModelAdjoint<T> contact_adjoint() {
+    adjoints();
+    return contact_;
+  }
   void finish() {
     for (auto& o : out_) o->finish();
   }
@@ -387,6 +382,13 @@ class ParameterGrads {
   };
   std::vector<Entry> arrays_;
   std::vector<std::unique_ptr<DeviceOutput<T>>> out_;
+  phx::ModelAdjoint<T> model_;
+  phx::ContactModelAdjoint<T> contact_;
+  // the device arrays of the bound outputs, in Param order
+  void adjoints() {
+    for (int k = 0; k < phx::kNumParams; ++k)
+      phx::param_adjoint(model_, contact_, k) = out_[size_t(k)]->get();
+  }
 };
 
 // phalanx.Tape: records a rollout (phalanx.rollout(..., tape=)) for its backward pass. Holds the
@@ -633,6 +635,223 @@ py::dict step_vjp(PyModel& pm, const CArray<T>& qpos, const CArray<T>& qvel, con
   return result;
 }
 
+// ---- the same calls on tensors the caller allocated (torch, jax, cupy or numpy through
+// DLPack), run on the device the tensors live on, inputs read and outputs written in place ----
+
+// the tensors of one call (None: an empty TensorRef): all on one device, of one float type,
+// those of the first given
+struct TensorArgs {
+  std::vector<TensorRef> refs;
+  Device device = Device::kCpu;
+  int bits = 0;
+  explicit TensorArgs(std::initializer_list<std::pair<py::handle, const char*>> args) {
+    for (const auto& [obj, name] : args) {
+      if (obj.is_none()) {
+        refs.emplace_back();
+        continue;
+      }
+      refs.push_back(phx::bindings::import_tensor(obj, name));
+      const TensorRef& t = refs.back();
+      if (bits == 0) {
+        device = t.device;
+        bits = t.kind == 'f' ? t.bits : 0;
+        if (bits != 32 && bits != 64)
+          throw std::invalid_argument(std::string("phalanx: ") + name +
+                                      " must be float32 or float64");
+      } else if (t.device != device) {
+        throw std::invalid_argument(std::string("phalanx: ") + name + " is on " +
+                                    phx::device_name(t.device) + ", the other arguments on " +
+                                    phx::device_name(device));
+      }
+    }
+  }
+  const TensorRef& operator[](size_t i) const { return refs[i]; }
+};
+
+// copy a state between a tensor and Data on the tensors' device
+template <class T>
+void copy_to(Device d, T* dst, const T* src, size_t n) {
+  phx::detail::device_copy(d, dst, d, src, n * sizeof(T));
+}
+
+// the compiled model and the one-step inputs (qpos, qvel, ctrl) of a call's first tensors
+template <class T>
+struct StepArgs {
+  std::shared_ptr<const phx::DeviceModel<T>> dm;
+  std::int64_t E;
+  const T *q, *v, *u;
+  StepArgs(PyModel& pm, const TensorArgs& a) : dm(pm.compiled<T>(a.device)) {
+    const phx::Model& m = dm->model();
+    E = a[0].shape.empty() ? 0 : a[0].shape[0];
+    q = a[0].as<T>("qpos", {E, m.nq});
+    v = a[1].as<T>("qvel", {E, m.nv});
+    u = a[2].as<T>("ctrl", {E, m.nu});
+  }
+};
+
+template <class T>
+void step_into_t(PyModel& pm, const TensorArgs& a, int nstep) {
+  StepArgs<T> in(pm, a);
+  const phx::Model& m = in.dm->model();
+  auto [dm, E, q, v, u] = in;
+  T* q1 = a[3].as<T>("qpos_out", {E, m.nq});
+  T* v1 = a[4].as<T>("qvel_out", {E, m.nv});
+  auto* status = reinterpret_cast<unsigned*>(a[5].as<std::int32_t>("status_out", {E}));
+  if (E == 0) return;
+  py::gil_scoped_release nogil;
+  phx::Data<T> data(*dm, int(E));
+  copy_to(a.device, data.qpos.data(), q, size_t(E) * m.nq);
+  copy_to(a.device, data.qvel.data(), v, size_t(E) * m.nv);
+  copy_to(a.device, data.ctrl.data(), u, size_t(E) * m.nu);
+  phx::step(*dm, data, nstep);
+  copy_to(a.device, q1, data.qpos.data(), size_t(E) * m.nq);
+  copy_to(a.device, v1, data.qvel.data(), size_t(E) * m.nv);
+  copy_to(a.device, status, data.status.data(), size_t(E));
+}
+
+void step_into(PyModel& pm, py::handle qpos, py::handle qvel, py::handle ctrl, py::handle qpos_out,
+               py::handle qvel_out, py::handle status_out, int nstep) {
+  if (nstep < 0) throw std::invalid_argument("phalanx: nstep must be >= 0");
+  TensorArgs a({{qpos, "qpos"}, {qvel, "qvel"}, {ctrl, "ctrl"}, {qpos_out, "qpos_out"},
+                {qvel_out, "qvel_out"}, {status_out, "status_out"}});
+  a.bits == 32 ? step_into_t<float>(pm, a, nstep) : step_into_t<double>(pm, a, nstep);
+}
+
+template <class T>
+void rollout_into_t(PyModel& pm, const TensorArgs& a, PyTape* py_tape) {
+  auto dm = pm.compiled<T>(a.device);
+  const phx::Model& m = dm->model();
+  std::int64_t E = a[0].shape.empty() ? 0 : a[0].shape[0];
+  std::int64_t nstep = a[2].shape.size() == 3 ? a[2].shape[1] : 0;
+  if (nstep > INT_MAX) throw std::invalid_argument("phalanx: too many steps");
+  const T* q = a[0].as<T>("qpos", {E, m.nq});
+  const T* v = a[1].as<T>("qvel", {E, m.nv});
+  const T* u = a[2].as<T>("ctrl", {E, nstep, m.nu});
+  T* qs = a[3].as<T>("qpos_out", {E, nstep, m.nq});
+  T* vs = a[4].as<T>("qvel_out", {E, nstep, m.nv});
+  auto* status = reinterpret_cast<unsigned*>(a[5].as<std::int32_t>("status_out", {E}));
+  phx::Tape<T>* tape = py_tape ? py_tape->start<T>(dm, a.device) : nullptr;
+  if (E == 0) return;
+  py::gil_scoped_release nogil;
+  phx::Data<T> data(*dm, int(E));
+  copy_to(a.device, data.qpos.data(), q, size_t(E) * m.nq);
+  copy_to(a.device, data.qvel.data(), v, size_t(E) * m.nv);
+  phx::rollout(*dm, data, u, int(nstep), qs, vs, nullptr, tape);
+  copy_to(a.device, status, data.status.data(), size_t(E));
+}
+
+void rollout_into(PyModel& pm, py::handle qpos, py::handle qvel, py::handle ctrl,
+                  py::handle qpos_out, py::handle qvel_out, py::handle status_out, PyTape* tape) {
+  TensorArgs a({{qpos, "qpos"}, {qvel, "qvel"}, {ctrl, "ctrl"}, {qpos_out, "qpos_out"},
+                {qvel_out, "qvel_out"}, {status_out, "status_out"}});
+  a.bits == 32 ? rollout_into_t<float>(pm, a, tape) : rollout_into_t<double>(pm, a, tape);
+}
+
+// gradient outputs: grads maps "qpos", "qvel", "ctrl" and parameter names to tensors (E, ...)
+// to overwrite; absent names are not computed
+template <class T>
+struct GradTensors {
+  T* state[3] = {};
+  phx::ModelAdjoint<T> model;
+  phx::ContactModelAdjoint<T> contact;
+  std::vector<TensorRef> keep;
+
+  GradTensors(const py::dict& grads, const phx::Model& m, Device device, std::int64_t E,
+              std::int64_t nstep) {
+    auto take = [&](const char* name, std::vector<std::int64_t> shape) -> T* {
+      if (!grads.contains(name)) return nullptr;
+      keep.push_back(phx::bindings::import_tensor(grads[name], name));
+      if (keep.back().device != device)
+        throw std::invalid_argument(std::string("phalanx: gradient ") + name +
+                                    " is on another device than the inputs");
+      return keep.back().as<T>(name, shape);
+    };
+    state[0] = take("qpos", {E, m.nq});
+    state[1] = take("qvel", {E, m.nv});
+    state[2] = nstep < 0 ? take("ctrl", {E, m.nu}) : take("ctrl", {E, nstep, m.nu});
+    for (int k = 0; k < phx::kNumParams; ++k) {
+      std::int64_t n = std::int64_t(m.param_size(k)), w = phx::param_width(k);
+      std::vector<std::int64_t> shape = {E, n / w};
+      if (w > 1) shape.push_back(w);
+      phx::param_adjoint(model, contact, k) = take(phx::kParamNames[k], shape);
+    }
+    for (const auto& item : grads) {
+      std::string key = py::str(item.first);
+      bool known = key == "qpos" || key == "qvel" || key == "ctrl";
+      for (int k = 0; k < phx::kNumParams; ++k) known = known || key == phx::kParamNames[k];
+      if (!known) throw std::invalid_argument("phalanx: unknown gradient '" + key + "'");
+    }
+  }
+};
+
+template <class T>
+void step_vjp_into_t(PyModel& pm, const TensorArgs& a, const py::dict& grads,
+                     int contact_gradient) {
+  StepArgs<T> in(pm, a);
+  const phx::Model& m = in.dm->model();
+  auto [dm, E, q, v, u] = in;
+  const T* aq = a[3].as<T>("adj_qpos_next", {E, m.nq});
+  const T* av = a[4].as<T>("adj_qvel_next", {E, m.nv});
+  GradTensors<T> g(grads, m, a.device, E, -1);
+  if (E == 0) return;
+  py::gil_scoped_release nogil;
+  // the kernel writes every state gradient: scratch for those not asked for
+  phx::Buffer<T> spare(a.device, size_t(E) * (m.nq + m.nv + m.nu));
+  T* gq = g.state[0] ? g.state[0] : spare.data();
+  T* gv = g.state[1] ? g.state[1] : spare.data() + size_t(E) * m.nq;
+  T* gc = g.state[2] ? g.state[2] : spare.data() + size_t(E) * (m.nq + m.nv);
+  phx::step_vjp(*dm, int(E), q, v, u, aq, av, gq, gv, gc, g.model, g.contact, contact_gradient);
+}
+
+void step_vjp_into(PyModel& pm, py::handle qpos, py::handle qvel, py::handle ctrl,
+                   py::handle adj_qpos_next, py::handle adj_qvel_next, const py::dict& grads,
+                   int contact_gradient) {
+  TensorArgs a({{qpos, "qpos"}, {qvel, "qvel"}, {ctrl, "ctrl"}, {adj_qpos_next, "adj_qpos_next"},
+                {adj_qvel_next, "adj_qvel_next"}});
+  a.bits == 32 ? step_vjp_into_t<float>(pm, a, grads, contact_gradient)
+               : step_vjp_into_t<double>(pm, a, grads, contact_gradient);
+}
+
+template <class T>
+void tape_backward_into_t(PyTape& pt, const TensorArgs& a, const py::dict& grads,
+                          int contact_gradient) {
+  PyTape::Recording<T>& r = pt.recording<T>();
+  if (!r.tape || !r.tape->recorded())
+    throw std::logic_error("phalanx: this tape holds no rollout of this dtype; pass tape= to "
+                           "phalanx.rollout first");
+  const phx::Model& m = r.model->model();
+  std::int64_t E = r.tape->nenv(), nstep = r.tape->nstep();
+  if (a.device != pt.device())
+    throw std::invalid_argument("phalanx: the loss gradients are on another device than the "
+                                "tape's rollout");
+  const T* aq = a[0].data ? a[0].as<T>("adj_qpos", {E, nstep, m.nq}) : nullptr;
+  const T* av = a[1].data ? a[1].as<T>("adj_qvel", {E, nstep, m.nv}) : nullptr;
+  GradTensors<T> g(grads, m, pt.device(), E, nstep);
+  py::gil_scoped_release nogil;
+  phx::Buffer<T> spare(pt.device(), size_t(E) * (m.nq + m.nv + nstep * m.nu));
+  T* gq = g.state[0] ? g.state[0] : spare.data();
+  T* gv = g.state[1] ? g.state[1] : spare.data() + size_t(E) * m.nq;
+  T* gc = g.state[2] ? g.state[2] : spare.data() + size_t(E) * (m.nq + m.nv);
+  phx::rollout_backward(*r.model, *r.tape, aq, av, gq, gv, gc, g.model, g.contact,
+                        contact_gradient);
+}
+
+void tape_backward_into(PyTape& pt, py::handle adj_qpos, py::handle adj_qvel,
+                        const py::dict& grads, int contact_gradient) {
+  if (adj_qpos.is_none() && adj_qvel.is_none())
+    throw std::invalid_argument("phalanx: give adj_qpos, adj_qvel or both");
+  if (!pt.recorded())
+    throw std::logic_error("phalanx: this tape holds no rollout; pass tape= to phalanx.rollout "
+                           "first");
+  TensorArgs a({{adj_qpos, "adj_qpos"}, {adj_qvel, "adj_qvel"}});
+  // the float type is the tape's
+  bool f64 = pt.dtype().is(py::module_::import("numpy").attr("float64"));
+  if ((a.bits == 64) != f64)
+    throw std::invalid_argument("phalanx: the loss gradients must have the tape's dtype");
+  f64 ? tape_backward_into_t<double>(pt, a, grads, contact_gradient)
+      : tape_backward_into_t<float>(pt, a, grads, contact_gradient);
+}
+
 // bytes of device memory one environment uses: state plus the workspace of a step
 template <class T>
 size_t bytes_per_env(PyModel& pm, const std::string& device_name) {
@@ -691,6 +910,10 @@ PYBIND11_MODULE(_phalanx, mod) {
   mod.attr("COUNT_SET_HIT") = int(phx::kCountSetHit);
   mod.attr("COUNT_OVERFLOW") = int(phx::kCountOverflow);
   mod.attr("NUM_COUNTS") = int(phx::kNumCounts);
+  py::list params;
+  for (int k = 0; k < phx::kNumParams; ++k)
+    params.append(py::make_tuple(phx::kParamNames[k], phx::param_width(k)));
+  mod.attr("PARAMETERS") = params;  // (name, numbers per entity) in Param order
 
   mod.def(
       "cuda_available", [] { return phx::cuda_available(); },
@@ -795,9 +1018,16 @@ PYBIND11_MODULE(_phalanx, mod) {
           "npair", [](const PyModel& pm) { return pm.model().npair; },
           "candidate geom pairs after filtering")
       .def("set_parameter", &PyModel::set_parameter, py::arg("name"), py::arg("values"),
-           "Replace one parameter array (body_mass, body_inertia, dof_damping, dof_armature, "
-           "jnt_stiffness, actuator_gear, geom_friction, geom_restitution) with values of the "
-           "same size; compiled copies are rebuilt on next use.")
+           "Replace a model parameter (PARAMETERS: body_mass, body_inertia, dof_damping, "
+           "dof_armature, jnt_stiffness, actuator_gear, body_ipos, geom_friction, "
+           "geom_restitution, geom_size). values of the field's shape are shared by all "
+           "environments; with a leading dimension nbatch they are per environment: "
+           "environment e uses values[e % nbatch]. Checked like a loaded model (finite; masses, "
+           "inertias and friction >= 0; restitution in [0, 1]; used sizes > 0); compiled "
+           "copies are rebuilt on next use.")
+      .def("parameter", &PyModel::parameter, py::arg("name"),
+           "A copy of a model parameter: the field's shape when shared by all environments, "
+           "(nbatch, *shape) when set per environment.")
       .def_property_readonly("body_names", [](const PyModel& pm) { return pm.model().body_names; })
       .def_property_readonly("joint_names", [](const PyModel& pm) { return pm.model().jnt_names; })
       .def_property_readonly("geom_names", [](const PyModel& pm) { return pm.model().geom_names; })
@@ -922,6 +1152,21 @@ PYBIND11_MODULE(_phalanx, mod) {
             py::arg("qvel").noconvert(), py::arg("ctrl").noconvert(),
             py::arg("adj_qpos_next").noconvert(), py::arg("adj_qvel_next").noconvert(),
             py::arg("contact_gradient"));
+  // tensors through DLPack, on their own device, no host round trip (phalanx.torch uses these)
+  mod.def("step_into", &step_into, py::arg("model"), py::arg("qpos"), py::arg("qvel"),
+          py::arg("ctrl"), py::arg("qpos_out"), py::arg("qvel_out"), py::arg("status_out"),
+          py::arg("nstep") = 1,
+          "step on DLPack tensors (float32/64; status_out int32), outputs overwritten");
+  mod.def("rollout_into", &rollout_into, py::arg("model"), py::arg("qpos"), py::arg("qvel"),
+          py::arg("ctrl"), py::arg("qpos_out"), py::arg("qvel_out"), py::arg("status_out"),
+          py::arg("tape") = nullptr, "rollout on DLPack tensors, outputs overwritten");
+  mod.def("step_vjp_into", &step_vjp_into, py::arg("model"), py::arg("qpos"), py::arg("qvel"),
+          py::arg("ctrl"), py::arg("adj_qpos_next"), py::arg("adj_qvel_next"), py::arg("grads"),
+          py::arg("contact_gradient"),
+          "step_vjp on DLPack tensors into the gradient tensors of grads (name -> tensor)");
+  mod.def("tape_backward_into", &tape_backward_into, py::arg("tape"), py::arg("adj_qpos"),
+          py::arg("adj_qvel"), py::arg("grads"), py::arg("contact_gradient"),
+          "Tape.backward on DLPack tensors into the gradient tensors of grads");
   mod.def("bytes_per_env_float32", &bytes_per_env<float>, py::arg("model"),
           py::arg("device") = "cpu");
   mod.def("bytes_per_env_float64", &bytes_per_env<double>, py::arg("model"),

@@ -27,6 +27,11 @@ DeviceModel<T>::DeviceModel(const Model& model, Device device) : model_(model), 
   };
 
   view_ = build_view<T>(model_, real, integer);
+  // per-environment parameters: the copies replace the shared field
+  for (int k = 0; k < kNumParams; ++k) {
+    view_.param_nbatch[k] = model_.param_nbatch(k);
+    if (view_.param_nbatch[k] > 1) param_field(view_, k) = real(model_.param_batch[k]);
+  }
 }
 
 template <class T>

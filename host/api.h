@@ -130,13 +130,12 @@ template <class T>
 void rollout(const DeviceModel<T>& model, Data<T>& data, const T* d_ctrl, int nstep,
              T* d_qpos_out, T* d_qvel_out, int* d_counts_out = nullptr, Tape<T>* tape = nullptr);
 
-// One-step Jacobians of nenv environments at (qpos, qvel, ctrl), from the adjoints (a reverse
-// pass per output row, each replaying the step from a cold start, as step_vjp):
+// One-step Jacobians of nenv environments at (qpos, qvel, ctrl), from the adjoints (one replay
+// of the step from a cold start, as step_vjp, then a reverse pass per output row reusing it):
 // d_jac (nenv x (nq + nv) x (nq + 2 nv + nu)): rows qpos', qvel'; columns qpos, qvel, ctrl and
 // qfrc, a generalized force added to the applied ones (Nimble's dqd'/dtau). d_jac_param (nenv x
-// (nq + nv) x jacobian_nparam(view), may be null): columns body_mass, body_inertia, dof_damping,
-// dof_armature, jnt_stiffness, actuator_gear, geom_friction, geom_restitution, flattened in that
-// order. contact_gradient as in step_vjp.
+// (nq + nv) x jacobian_nparam(view), may be null): columns the parameters in Param order
+// (model_view.h), each flattened. contact_gradient as in step_vjp.
 template <class T>
 void step_jacobian(const DeviceModel<T>& model, int nenv, const T* d_qpos, const T* d_qvel,
                    const T* d_ctrl, T* d_jac, T* d_jac_param = nullptr, int contact_gradient = -1);
@@ -178,8 +177,9 @@ void inverse_dynamics(const DeviceModel<T>& model, int nenv, const T* d_qpos, co
 // parameters in adj_model (nenv x field size each; null pointers are skipped). All device
 // arrays; outputs are overwritten.
 // With contacts or limits the step is replayed from a cold start (no warm start) and the
-// adjoint is exact for the stabilised LCP solvers; d_adj_contact receives geom friction and
-// restitution adjoints (nenv x ngeom x 3 and nenv x ngeom; null pointers are skipped).
+// adjoint is exact for the stabilised LCP solvers; d_adj_contact receives geom friction,
+// restitution and size adjoints (nenv x ngeom x 3, nenv x ngeom, nenv x ngeom x 3; null
+// pointers are skipped).
 // contact_gradient: ContactGradient flags for this call (-1: the model's
 // opt.contact_gradient); other bits are an std::invalid_argument.
 template <class T>

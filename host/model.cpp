@@ -3,6 +3,8 @@
 
 #include <algorithm>
 #include <cctype>
+#include <cmath>
+#include <sstream>
 #include <stdexcept>
 #include <string>
 
@@ -130,9 +132,7 @@ void Model::finalize() {
 
   // bounding sphere radii from type and size
   check_size(geom_size, "geom_size", 3 * static_cast<size_t>(ngeom));
-  geom_rbound.assign(ngeom, 0);
-  for (int g = 0; g < ngeom; g++)
-    geom_rbound[g] = phx::geom_rbound(geom_type[g], &geom_size[3 * g]);
+  update_rbound();
   if (geom_restitution.size() != static_cast<size_t>(ngeom)) geom_restitution.assign(ngeom, 0);
 
   // candidate collision pairs and the contact capacity
@@ -263,9 +263,6 @@ void Model::validate() const {
   check_size(geom_friction, "geom_friction", 3 * ng);
   check_size(geom_rbound, "geom_rbound", ng);
   check_size(geom_restitution, "geom_restitution", ng);
-  for (double e : geom_restitution) {
-    if (!(e >= 0 && e <= 1)) invalid("geom_restitution", "entries must lie in [0, 1]");
-  }
   check_size(pair_geom, "pair_geom", 2 * static_cast<size_t>(npair));
   check_range(pair_geom, "pair_geom", 0, std::max(ngeom, 1));
   if (nconmax < 0) invalid("nconmax", "must be >= 0");
@@ -311,8 +308,107 @@ void Model::validate() const {
   check_range(exclude_bodies, "exclude_bodies", 0, nbody);
   check_range(actuator_trnid, "actuator_trnid", 0, njnt);
   check_range(actuator_ctrllimited, "actuator_ctrllimited", 0, 2);
-  for (int i = 0; i < nbody; i++) {
-    if (body_mass[i] < 0) invalid("body_mass", "entry " + std::to_string(i) + " is negative");
+  for (int k = 0; k < kNumParams; ++k) {
+    check_param_values(k, param_field(k), 1);
+    const std::vector<double>& batch = param_batch[k];
+    if (batch.empty()) continue;
+    size_t n = param_size(k);
+    if (n == 0 || batch.size() % n != 0 || batch.size() / n < 2)
+      invalid(std::string("param_batch[") + kParamNames[k] + "]",
+              "holds " + std::to_string(batch.size()) + " values, expected nbatch >= 2 copies of " +
+                  std::to_string(n));
+    check_param_values(k, batch, int(batch.size() / n));
+  }
+}
+
+int Model::param_index(const std::string& name) {
+  std::string names;
+  for (int k = 0; k < kNumParams; ++k) {
+    if (name == kParamNames[k]) return k;
+    names += (k ? ", " : "") + std::string(kParamNames[k]);
+  }
+  throw std::invalid_argument("phalanx: '" + name + "' is not a model parameter (" + names + ")");
+}
+
+const std::vector<double>& Model::param_field(int k) const {
+  switch (k) {
+    case kParamBodyMass: return body_mass;
+    case kParamBodyInertia: return body_inertia;
+    case kParamDofDamping: return dof_damping;
+    case kParamDofArmature: return dof_armature;
+    case kParamJntStiffness: return jnt_stiffness;
+    case kParamActuatorGear: return actuator_gear;
+    case kParamBodyIpos: return body_ipos;
+    case kParamGeomFriction: return geom_friction;
+    case kParamGeomRestitution: return geom_restitution;
+    default: return geom_size;
+  }
+}
+
+size_t Model::param_size(int k) const {
+  return size_t(param_count(*this, k)) * param_width(k);
+}
+
+int Model::param_nbatch(int k) const {
+  return param_batch[k].empty() ? 1 : int(param_batch[k].size() / param_size(k));
+}
+
+void Model::check_param_values(int k, const std::vector<double>& values, int ncopy) const {
+  const std::string field = kParamNames[k];
+  size_t n = param_size(k);
+  for (size_t i = 0; i < values.size(); ++i) {
+    double x = values[i];
+    size_t entry = n ? i % n : 0;
+    std::ostringstream value;
+    value << x;
+    std::string where = "entry " + std::to_string(entry) +
+                        (ncopy > 1 ? " of copy " + std::to_string(i / n) : "") + " is " +
+                        value.str();
+    if (!std::isfinite(x)) invalid(field, where + ", expected a finite number");
+    // values that leave the step ill-posed (negative damping, armature or stiffness only
+    // make a system unstable, and gradient checks perturb them about 0)
+    bool nonneg = k == kParamBodyMass || k == kParamBodyInertia || k == kParamGeomFriction;
+    if (nonneg && x < 0) invalid(field, where + ", expected >= 0");
+    if (k == kParamGeomRestitution && !(x >= 0 && x <= 1))
+      invalid(field, where + ", expected a value in [0, 1]");
+    if (k == kParamGeomSize) {
+      // the sizes a geom type uses must be positive (plane: none; sphere: radius; capsule:
+      // radius and half-length; box: three half-sizes)
+      int g = int(entry / 3), c = int(entry % 3), t = geom_type[g];
+      int used = t == kGeomSphere ? 1 : t == kGeomCapsule ? 2 : t == kGeomBox ? 3 : 0;
+      if (c < used && !(x > 0)) invalid(field, where + ", expected > 0");
+    }
+  }
+}
+
+void Model::set_parameter(const std::string& name, const std::vector<double>& values) {
+  int k = param_index(name);
+  size_t n = param_size(k);
+  if (values.empty() || (n ? values.size() % n != 0 : true)) {
+    throw std::invalid_argument("phalanx: " + name + " must hold " + std::to_string(n) +
+                                " values (one copy, shared) or a multiple of that (one copy per "
+                                "environment), got " + std::to_string(values.size()));
+  }
+  int ncopy = int(values.size() / n);
+  check_param_values(k, values, ncopy);
+  std::vector<double>& field = const_cast<std::vector<double>&>(param_field(k));
+  field.assign(values.begin(), values.begin() + long(n));
+  if (ncopy > 1) {
+    param_batch[k] = values;
+  } else {
+    param_batch[k].clear();
+  }
+  if (k == kParamGeomSize) update_rbound();
+}
+
+void Model::update_rbound() {
+  geom_rbound.assign(ngeom, 0);
+  int ncopy = param_nbatch(kParamGeomSize);
+  for (int c = 0; c < ncopy; ++c) {
+    const double* size = ncopy > 1 ? &param_batch[kParamGeomSize][size_t(c) * 3 * ngeom]
+                                   : geom_size.data();
+    for (int g = 0; g < ngeom; g++)
+      geom_rbound[g] = std::max(geom_rbound[g], phx::geom_rbound(geom_type[g], size + 3 * g));
   }
 }
 

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "phalanx/config.h"
+#include "phalanx/model_view.h"
 
 namespace phx {
 
@@ -131,6 +132,31 @@ struct Model {
   // naming it and where it first appeared ("light (humanoid.xml:53), 2 times").
   std::vector<std::string> ignored;
 
+  // Per-environment values of the differentiable parameters (ARCHITECTURE.md section 3), in
+  // Param order (include/phalanx/model_view.h): param_batch[k] is empty, and the field above is
+  // shared by all environments, or holds nbatch >= 2 copies of that field one after the other,
+  // of which environment e reads copy e % nbatch. The field above keeps copy 0. Set with
+  // set_parameter.
+  std::array<std::vector<double>, kNumParams> param_batch;
+
+  // Replace parameter `name` (kParamNames) with `values`: one copy of the field (shared by all
+  // environments; clears a per-environment batch) or nbatch >= 2 copies one after the other
+  // (per environment). Values are checked as validate() checks the field (finite, masses,
+  // inertias and friction >= 0, restitution in [0, 1], used sizes > 0); on error, an
+  // std::invalid_argument naming the parameter, the entry and the copy, and the model is
+  // unchanged. Updates geom_rbound after a change of geom_size (the largest over copies).
+  void set_parameter(const std::string& name, const std::vector<double>& values);
+  // Param index of a parameter name; std::invalid_argument listing the names otherwise
+  static int param_index(const std::string& name);
+  // the field of parameter k and the numbers in one copy of it
+  const std::vector<double>& param_field(int k) const;
+  size_t param_size(int k) const;
+  // copies of parameter k: 1 when shared
+  int param_nbatch(int k) const;
+  // throw std::invalid_argument naming the first value of parameter k that validate() rejects
+  // (ncopy: copies in values, for the message)
+  void check_param_values(int k, const std::vector<double>& values, int ncopy) const;
+
   // Check every count against the array sizes and every index against its range.
   // Throws std::invalid_argument naming the first inconsistent field.
   void validate() const;
@@ -146,6 +172,8 @@ struct Model {
   // Recompute pair_geom, npair and (when 0) nconmax from the geoms; finalize calls it, and
   // callers that change contype, conaffinity or exclusions call it again.
   void compute_pairs();
+  // geom_rbound from geom_type and geom_size (the largest over per-environment copies)
+  void update_rbound();
 
   // Lookup by name; -1 when absent.
   int body_id(const std::string& name) const;

@@ -14,6 +14,7 @@ Wrong shapes and dtypes raise ``ValueError`` naming the expected shape, e.g.
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import importlib.metadata
 import operator
@@ -60,6 +61,8 @@ __all__ = [
     "STATUS_CONTACT_OVERFLOW",
     "STATUS_LCP_NOT_CONVERGED",
     "raise_if_stopped",
+    "model_parameters",
+    "PARAMETERS",
     "COUNT_CONTACTS",
     "COUNT_ROWS",
     "COUNT_WARM_ROWS",
@@ -253,9 +256,11 @@ def step_vjp(
     ``qvel`` (E, nv), ``ctrl`` (E, nu) and, per environment, the model parameters
     ``body_mass`` (E, nbody), ``body_inertia`` (E, nbody, 3), ``dof_damping`` (E, nv),
     ``dof_armature`` (E, nv), ``jnt_stiffness`` (E, njnt), ``actuator_gear`` (E, nu),
-    ``geom_friction`` (E, ngeom, 3; sliding column) and ``geom_restitution`` (E, ngeom); sum
-    over E for a parameter shared by all environments. Quaternion coordinates are
-    differentiated as the four numbers stored in qpos (the step normalises them).
+    ``body_ipos`` (E, nbody, 3; centres of mass), ``geom_friction`` (E, ngeom, 3; sliding
+    column), ``geom_restitution`` (E, ngeom) and ``geom_size`` (E, ngeom, 3; through the contact
+    geometry only, not through masses); sum over E for a parameter shared by all environments.
+    Quaternion coordinates are differentiated as the four numbers stored in qpos (the step
+    normalises them).
 
     With contacts or joint limits the step is replayed from a cold start (no warm start from a
     previous step) and differentiated through the LCP on its clamping set (Nimble); the result
@@ -278,11 +283,18 @@ def step_vjp(
                              adj_qvel_next, flags, device)
 
 
-_PARAMETERS = [("body_mass", lambda m: (m.nbody,)), ("body_inertia", lambda m: (m.nbody, 3)),
-               ("dof_damping", lambda m: (m.nv,)), ("dof_armature", lambda m: (m.nv,)),
-               ("jnt_stiffness", lambda m: (m.njnt,)), ("actuator_gear", lambda m: (m.nu,)),
-               ("geom_friction", lambda m: (m.ngeom, 3)),
-               ("geom_restitution", lambda m: (m.ngeom,))]
+# the differentiable parameters in the core's order (phx::Param), each with its shape in a model
+_COUNT = {"body": "nbody", "dof": "nv", "jnt": "njnt", "actuator": "nu", "geom": "ngeom"}
+
+
+def _parameter_shape(name: str, width: int):
+    count = _COUNT[name.split("_")[0]]
+    return lambda m: (getattr(m, count),) if width == 1 else (getattr(m, count), width)
+
+
+_PARAMETERS = [(name, _parameter_shape(name, width)) for name, width in _phalanx.PARAMETERS]
+# names of the differentiable model parameters (model.set_parameter, gradients)
+PARAMETERS = tuple(name for name, _ in _PARAMETERS)
 
 
 def step_jacobians(
@@ -291,8 +303,9 @@ def step_jacobians(
 ) -> dict[str, np.ndarray]:
     """The one-step Jacobians of SEEDS.md part A at (qpos, qvel, ctrl), batched over E.
 
-    Computed from the adjoints (a reverse pass per entry of the next state, each replaying the
-    step from a cold start as phalanx.step does). Returns ``dqpos_dqpos`` (E, nq, nq),
+    Computed from the adjoints: the step is replayed once from a cold start (as phalanx.step
+    runs it), then one reverse pass per entry of the next state reuses that replay; each row
+    equals step_vjp with that unit seed bit for bit. Returns ``dqpos_dqpos`` (E, nq, nq),
     ``dqpos_dqvel`` (E, nq, nv), ``dqvel_dqpos`` (E, nv, nq), ``dqvel_dqvel`` (E, nv, nv),
     ``dqpos_dctrl`` / ``dqvel_dctrl`` (E, n, nu), and ``dqpos_dqfrc`` / ``dqvel_dqfrc`` (E, n, nv)
     with respect to a generalized force added to the step's (Nimble's dqd'/dtau). With
@@ -374,6 +387,25 @@ def step_jacobians_fd(
                       "ctrl": slice(nq + nv, ncol)}.items():
             out[f"d{r}_d{c}"] = jac[:, rs, cs]
     return out
+
+
+@contextlib.contextmanager
+def model_parameters(model: Model, values: dict):
+    """Context manager: set the model parameters in ``values`` (name -> array, as
+    model.set_parameter takes it) where they differ from the model's, and restore the old
+    values on exit."""
+    changed = {}
+    try:
+        for name, value in values.items():
+            value = np.asarray(value, dtype=np.float64)
+            current = model.parameter(name)
+            if not np.array_equal(current, value):
+                changed[name] = current
+                model.set_parameter(name, value)
+        yield
+    finally:
+        for name, value in changed.items():
+            model.set_parameter(name, value)
 
 
 def bytes_per_env(model: Model, *, dtype=np.float64, device: str = "cpu") -> int:

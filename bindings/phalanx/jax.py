@@ -30,7 +30,6 @@ calls ``tape.backward``: the forward stores nothing beyond the inputs and the tr
 
 from __future__ import annotations
 
-import contextlib
 import functools
 from collections.abc import Mapping
 
@@ -42,7 +41,7 @@ import phalanx
 
 __all__ = ["step", "rollout", "PARAMETERS"]
 
-PARAMETERS = tuple(name for name, _ in phalanx._PARAMETERS)
+PARAMETERS = phalanx.PARAMETERS
 _SHAPES = dict(phalanx._PARAMETERS)  # name -> (lambda model: shape)
 _FLOATS = (np.dtype(np.float32), np.dtype(np.float64))
 
@@ -83,7 +82,7 @@ def _step(model, options, qpos, qvel, ctrl, params):
 
 def _step_fwd(model, options, qpos, qvel, ctrl, params):
     def host(qpos, qvel, ctrl, params):
-        with _model_parameters(model, params):
+        with phalanx.model_parameters(model, params):
             q1, v1, status = phalanx.step(model, *_arrays(qpos, qvel, ctrl))
         phalanx.raise_if_stopped(status, "step")
         return q1, v1
@@ -98,7 +97,7 @@ def _step_bwd(model, options, residuals, cotangents):
 
     def host(qpos, qvel, ctrl, params, adj_qpos, adj_qvel):
         q, v, u, aq, av = _arrays(qpos, qvel, ctrl, adj_qpos, adj_qvel)
-        with _model_parameters(model, params):
+        with phalanx.model_parameters(model, params):
             g = phalanx.step_vjp(model, q, v, u, aq, av,
                                  complementarity_aware=complementarity_aware,
                                  bounce_correction=bounce_correction)
@@ -121,7 +120,7 @@ def _rollout(model, options, qpos0, qvel0, ctrl, params):
 
 def _rollout_fwd(model, options, qpos0, qvel0, ctrl, params):
     def host(qpos0, qvel0, ctrl, params):
-        with _model_parameters(model, params):
+        with phalanx.model_parameters(model, params):
             qs, vs, status = phalanx.rollout(model, *_arrays(qpos0, qvel0, ctrl))
         phalanx.raise_if_stopped(status, "rollout")
         return qs, vs
@@ -140,7 +139,7 @@ def _rollout_bwd(model, options, residuals, cotangents):
     def host(qpos0, qvel0, ctrl, params, adj_qpos, adj_qvel):
         q, v, u, aq, av = _arrays(qpos0, qvel0, ctrl, adj_qpos, adj_qvel)
         tape = phalanx.Tape(checkpoint_every=checkpoint_every, memory_budget=memory_budget)
-        with _model_parameters(model, params):
+        with phalanx.model_parameters(model, params):
             _, _, status = phalanx.rollout(model, q, v, u, tape=tape)
         phalanx.raise_if_stopped(status, "rollout")
         g = tape.backward(aq, av, complementarity_aware=complementarity_aware,
@@ -216,20 +215,4 @@ def _check(model, qpos, qvel, ctrl, params, rollout):
         checked[name] = value
     return qpos, qvel, ctrl, checked
 
-
-@contextlib.contextmanager
-def _model_parameters(model, values):
-    """set the model parameters in ``values`` where they differ, and restore them on exit"""
-    changed = {}
-    try:
-        for name, value in values.items():
-            value = np.asarray(value, dtype=np.float64)
-            current = np.array(getattr(model, name))  # a copy: the attribute is a view
-            if not np.array_equal(current, value):
-                changed[name] = current
-                model.set_parameter(name, value)
-        yield
-    finally:
-        for name, value in changed.items():
-            model.set_parameter(name, value)
 

@@ -6,22 +6,24 @@ functions of the state, the controls and (optionally) the model parameters.
     qs, vs = pt.rollout(model, qpos0, qvel0, ctrl_seq, params={"body_mass": mass})
     loss(qs, vs).backward()          # grads of qpos0, qvel0, ctrl_seq (E, T, nu) and mass
 
-Inputs are CPU tensors of shape (E, n), float32 or float64 (the dtype of ``qpos``; ``qvel`` and
-``ctrl`` must have the same dtype). They are handed to the NumPy API without a copy when they are
-C-contiguous; results are new tensors. Tensors on another device raise ``ValueError``: the CUDA
-path of Phalanx needs a GPU build (PHX_CUDA=ON) and is not wired to torch yet, so move the
-tensors with ``.cpu()``. Wrong shapes raise the ``ValueError`` of the NumPy API naming the
-expected shape, e.g. ``ctrl must have shape (E, nu) = (2, 1)``.
+Inputs are tensors of shape (E, n), float32 or float64 (the dtype of ``qpos``; ``qvel`` and
+``ctrl`` must have the same dtype), all on the CPU or all on one CUDA device. They reach the
+kernels through DLPack without a copy (C-contiguous tensors; others are made contiguous first),
+and the results, new tensors on the same device, are written by the kernels in place: no host
+round trip on either device. CUDA tensors need a build with the CUDA backend and a GPU (else
+``RuntimeError``); other devices raise ``ValueError``. Wrong shapes raise ``ValueError`` naming
+the expected shape, e.g. ``ctrl must have shape (E, nu) = (2, 1)``.
 
 An environment whose step sets a stopping status bit (``phalanx.STATUS_NAN_STATE``,
 ``STATUS_NAN_CTRL``, ``STATUS_NAN_RESULT``) makes the call raise ``RuntimeError`` naming the
 environments. The warning bits (``STATUS_CONTACT_OVERFLOW``, ``STATUS_LCP_NOT_CONVERGED``) are
 not reported here; call ``phalanx.step`` / ``phalanx.rollout`` directly to read them.
 
-The backward passes call ``phalanx.step_vjp`` (one step) and ``phalanx.Tape.backward`` (a
-rollout): gradients are exact for smooth dynamics and, through contacts, on the clamping set of
-the LCP (use ``model.lcp_solver = "pgs_stabilized"`` or ``"dantzig"``); see ``phalanx.step_vjp``
-for ``complementarity_aware`` and ``bounce_correction``. Double backward and the torch.func
+The backward passes are ``phalanx.step_vjp`` (one step) and ``phalanx.Tape.backward`` (a
+rollout), computing only the gradients autograd asks for. They are exact for smooth dynamics
+and, through contacts, on the clamping set of the LCP (use ``model.lcp_solver =
+"pgs_stabilized"`` or ``"dantzig"``); see ``phalanx.step_vjp`` for ``complementarity_aware``
+and ``bounce_correction``. Double backward and the torch.func
 transforms (vmap, jacrev, jvp) are not supported; ``torch.autograd.functional.jacobian`` (one
 backward per output) works.
 
@@ -31,7 +33,6 @@ their values as float64 (a float32 value is stored exactly as that float32 numbe
 
 from __future__ import annotations
 
-import contextlib
 from collections.abc import Mapping
 
 import numpy as np
@@ -39,11 +40,12 @@ import torch
 from torch.autograd.function import once_differentiable
 
 import phalanx
+from phalanx import _phalanx
 
 __all__ = ["step", "rollout", "PARAMETERS"]
 
 # the differentiable model parameters (names of model.set_parameter and step_vjp's gradients)
-PARAMETERS = tuple(name for name, _ in phalanx._PARAMETERS)
+PARAMETERS = phalanx.PARAMETERS
 _SHAPES = dict(phalanx._PARAMETERS)  # name -> (lambda model: shape)
 _FLOATS = (torch.float32, torch.float64)
 
@@ -54,9 +56,10 @@ def step(model: phalanx.Model, qpos: torch.Tensor, qvel: torch.Tensor, ctrl: tor
          bounce_correction: bool = False) -> tuple[torch.Tensor, torch.Tensor]:
     """One differentiable step: (qpos (E, nq), qvel (E, nv), ctrl (E, nu)) -> (qpos', qvel').
 
-    ``params`` maps parameter names (``PARAMETERS``: body_mass, body_inertia, dof_damping,
-    dof_armature, jnt_stiffness, actuator_gear, geom_friction, geom_restitution) to tensors of
-    the model's shape for that parameter (e.g. body_mass (nbody,)), shared by all environments.
+    ``params`` maps parameter names (``phalanx.PARAMETERS``: body_mass, body_inertia,
+    dof_damping, dof_armature, jnt_stiffness, actuator_gear, body_ipos, geom_friction,
+    geom_restitution, geom_size) to tensors of the model's shape for that parameter (e.g.
+    body_mass (nbody,)), shared by all environments.
     **The forward writes them into the model with model.set_parameter**, so the model keeps
     them afterwards (later calls without ``params`` use them). Their gradients are summed over
     the environments. The backward differentiates at the parameters the forward ran with, even
@@ -65,7 +68,7 @@ def step(model: phalanx.Model, qpos: torch.Tensor, qvel: torch.Tensor, ctrl: tor
     masses), which limits finite-difference checks to the other entries.
     """
     names, values = _params(model, params)
-    qpos, qvel, ctrl = _state(qpos, qvel, ctrl, ctrl_ndim=2)
+    qpos, qvel, ctrl = _state(model, qpos, qvel, ctrl, ctrl_ndim=2)
     options = (bool(complementarity_aware), bool(bounce_correction))
     return _Step.apply(model, options, names, qpos, qvel, ctrl, *values)
 
@@ -84,7 +87,7 @@ def rollout(model: phalanx.Model, qpos0: torch.Tensor, qvel0: torch.Tensor, ctrl
     the tape holds the model it recorded, so the backward is unaffected by later changes.
     """
     names, values = _params(model, params)
-    qpos0, qvel0, ctrl = _state(qpos0, qvel0, ctrl, ctrl_ndim=3)
+    qpos0, qvel0, ctrl = _state(model, qpos0, qvel0, ctrl, ctrl_ndim=3)
     options = (int(checkpoint_every), int(memory_budget), bool(complementarity_aware),
                bool(bounce_correction))
     return _Rollout.apply(model, options, names, qpos0, qvel0, ctrl, *values)
@@ -94,28 +97,30 @@ class _Step(torch.autograd.Function):
     @staticmethod
     def forward(ctx, model, options, names, qpos, qvel, ctrl, *values):
         _set_parameters(model, names, values)
-        q1, v1, status = phalanx.step(model, _numpy(qpos), _numpy(qvel), _numpy(ctrl))
-        phalanx.raise_if_stopped(status, "step")
+        E = qpos.shape[0]
+        q1, v1 = _empty(qpos, (E, model.nq)), _empty(qpos, (E, model.nv))
+        status = _empty(qpos, (E,), torch.int32)
+        _phalanx.step_into(model, _dl(qpos), _dl(qvel), _dl(ctrl), q1, v1, status, 1)
+        phalanx.raise_if_stopped(_status(status), "step")
         ctx.model, ctx.options, ctx.names = model, options, names
         ctx.param_dtypes = [v.dtype for v in values]
         if any(ctx.needs_input_grad):
             # every parameter as the forward saw it, so that the backward linearises there
-            ctx.snapshot = {n: np.array(getattr(model, n)) for n in PARAMETERS}
+            ctx.snapshot = {n: model.parameter(n) for n in PARAMETERS}
             ctx.save_for_backward(qpos, qvel, ctrl)
-        return torch.from_numpy(q1), torch.from_numpy(v1)
+        return q1, v1
 
     @staticmethod
     @once_differentiable
     def backward(ctx, adj_qpos, adj_qvel):
         qpos, qvel, ctrl = ctx.saved_tensors
-        complementarity_aware, bounce_correction = ctx.options
-        adj_q = _adjoint(adj_qpos, qpos)
-        adj_v = _adjoint(adj_qvel, qvel)
-        with _model_parameters(ctx.model, ctx.snapshot):
-            g = phalanx.step_vjp(ctx.model, _numpy(qpos), _numpy(qvel), _numpy(ctrl), adj_q,
-                                 adj_v, complementarity_aware=complementarity_aware,
-                                 bounce_correction=bounce_correction)
-        return (None, None, None, *_grads(ctx, g))
+        grads = _grad_tensors(ctx, qpos, ctrl.shape)
+        with phalanx.model_parameters(ctx.model, ctx.snapshot):
+            _phalanx.step_vjp_into(ctx.model, _dl(qpos), _dl(qvel), _dl(ctrl),
+                                   _dl(_adjoint(adj_qpos, qpos, ctx.model.nq)),
+                                   _dl(_adjoint(adj_qvel, qpos, ctx.model.nv)), grads,
+                                   _flags(*ctx.options))
+        return (None, None, None, *_grads(ctx, grads))
 
 
 class _Rollout(torch.autograd.Function):
@@ -126,57 +131,107 @@ class _Rollout(torch.autograd.Function):
         tape = None
         if any(ctx.needs_input_grad):
             tape = phalanx.Tape(checkpoint_every=checkpoint_every, memory_budget=memory_budget)
-        qs, vs, status = phalanx.rollout(model, _numpy(qpos0), _numpy(qvel0), _numpy(ctrl),
-                                         tape=tape)
-        phalanx.raise_if_stopped(status, "rollout")
-        ctx.tape, ctx.options, ctx.names = tape, options, names
+        E, T = ctrl.shape[:2]
+        qs, vs = _empty(qpos0, (E, T, model.nq)), _empty(qpos0, (E, T, model.nv))
+        status = _empty(qpos0, (E,), torch.int32)
+        _phalanx.rollout_into(model, _dl(qpos0), _dl(qvel0), _dl(ctrl), qs, vs, status, tape)
+        phalanx.raise_if_stopped(_status(status), "rollout")
+        ctx.model, ctx.tape, ctx.options, ctx.names = model, tape, options, names
         ctx.param_dtypes = [v.dtype for v in values]
-        ctx.dtype = qpos0.dtype
-        return torch.from_numpy(qs), torch.from_numpy(vs)
+        ctx.like, ctx.ctrl_shape = qpos0.detach(), ctrl.shape
+        return qs, vs
 
     @staticmethod
     @once_differentiable
     def backward(ctx, adj_qpos, adj_qvel):
-        complementarity_aware, bounce_correction = ctx.options[2:]
-        g = ctx.tape.backward(
-            None if adj_qpos is None else _numpy(adj_qpos.to(ctx.dtype)),
-            None if adj_qvel is None else _numpy(adj_qvel.to(ctx.dtype)),
-            complementarity_aware=complementarity_aware, bounce_correction=bounce_correction)
-        return (None, None, None, *_grads(ctx, g))
+        grads = _grad_tensors(ctx, ctx.like, ctx.ctrl_shape)
+        dtype = ctx.like.dtype
+        _phalanx.tape_backward_into(
+            ctx.tape, None if adj_qpos is None else _dl(adj_qpos.to(dtype)),
+            None if adj_qvel is None else _dl(adj_qvel.to(dtype)), grads,
+            _flags(*ctx.options[2:]))
+        return (None, None, None, *_grads(ctx, grads))
 
 
-def _grads(ctx, g):
-    """the gradients of (qpos, qvel, ctrl, *params) from a step_vjp / tape.backward dict"""
-    out = [torch.from_numpy(g["qpos"]), torch.from_numpy(g["qvel"]), torch.from_numpy(g["ctrl"])]
+def _dl(t: torch.Tensor) -> torch.Tensor:
+    """a tensor DLPack can export: detached (no autograd history) and C-contiguous"""
+    return t.detach().contiguous()
+
+
+def _empty(like: torch.Tensor, shape, dtype=None) -> torch.Tensor:
+    return torch.empty(shape, dtype=like.dtype if dtype is None else dtype, device=like.device)
+
+
+def _status(status: torch.Tensor) -> np.ndarray:
+    return status.cpu().numpy().view(np.uint32)
+
+
+def _flags(complementarity_aware: bool, bounce_correction: bool) -> int:
+    return (_phalanx.GRAD_COMPLEMENTARITY_AWARE if complementarity_aware else 0) | (
+        _phalanx.GRAD_BOUNCE_CORRECTION if bounce_correction else 0)
+
+
+def _adjoint(adj, like, n):
+    """the adjoint of an output (zeros for None) in the inputs' dtype and device"""
+    if adj is None:
+        return torch.zeros((like.shape[0], n), dtype=like.dtype, device=like.device)
+    return adj.to(like.dtype)
+
+
+def _grad_tensors(ctx, like, ctrl_shape):
+    """the gradient tensors the backward fills: those autograd asks for (inputs after model,
+    options and names: qpos, qvel, ctrl, then the parameters), per environment"""
+    E, model = like.shape[0], ctx.model
+    need = ctx.needs_input_grad[3:]
+    shapes = {"qpos": (E, model.nq), "qvel": (E, model.nv), "ctrl": tuple(ctrl_shape)}
+    grads = {name: _empty(like, shape) for (name, shape), wanted in zip(shapes.items(), need)
+             if wanted}
+    for name, wanted in zip(ctx.names, need[3:]):
+        if wanted:
+            grads[name] = _empty(like, (E, *_SHAPES[name](model)))
+    return grads
+
+
+def _grads(ctx, grads):
+    """the gradients of (qpos, qvel, ctrl, *params) from the filled tensors; a parameter shared
+    by every environment gets the sum of theirs"""
+    out = [grads.get(name) for name in ("qpos", "qvel", "ctrl")]
     for name, dtype in zip(ctx.names, ctx.param_dtypes):
-        out.append(torch.from_numpy(g[name].sum(axis=0)).to(dtype))  # shared by every env
+        out.append(grads[name].sum(dim=0).to(dtype) if name in grads else None)
     return out
 
 
-def _state(qpos, qvel, ctrl, ctrl_ndim):
-    """check the state arguments' type, device and dtype (the NumPy API checks shapes)"""
+def _state(model, qpos, qvel, ctrl, ctrl_ndim):
+    """check the state arguments' type, device, dtype and shape"""
     tensors = {"qpos": qpos, "qvel": qvel, "ctrl": ctrl}
     for name, t in tensors.items():
         _check_tensor(name, t)
-    dtype = qpos.dtype
     for name, t in tensors.items():
-        if t.dtype != dtype:
-            raise ValueError(f"phalanx.torch: {name} must have dtype {dtype} (the dtype of "
+        if t.dtype != qpos.dtype:
+            raise ValueError(f"phalanx.torch: {name} must have dtype {qpos.dtype} (the dtype of "
                              f"qpos), got {t.dtype}")
-    if ctrl.dim() != ctrl_ndim:
-        shape = "(E, nu)" if ctrl_ndim == 2 else "(E, T, nu)"
-        raise ValueError(f"phalanx.torch: ctrl must have shape {shape}, got {tuple(ctrl.shape)}")
+        if t.device != qpos.device:
+            raise ValueError(f"phalanx.torch: {name} is on device '{t.device}', qpos on "
+                             f"'{qpos.device}'")
+    E = qpos.shape[0] if qpos.dim() == 2 else None
+    T = ctrl.shape[1] if ctrl.dim() == 3 else None
+    ctrl_dims = [("E", E), ("nu", model.nu)] if ctrl_ndim == 2 else [("E", E), ("T", T),
+                                                                      ("nu", model.nu)]
+    for name, t, dims in [("qpos", qpos, [("E", E), ("nq", model.nq)]),
+                          ("qvel", qvel, [("E", E), ("nv", model.nv)]), ("ctrl", ctrl, ctrl_dims)]:
+        if E is None or tuple(t.shape) != tuple(n for _, n in dims):
+            raise ValueError(f"phalanx.torch: {name} must have shape {phalanx._expected(dims)}, "
+                             f"got {tuple(t.shape)}")
     return qpos, qvel, ctrl
 
 
 def _check_tensor(name, t):
     if not isinstance(t, torch.Tensor):
         raise TypeError(f"phalanx.torch: {name} must be a torch.Tensor, got {type(t).__name__}")
-    if t.device.type != "cpu":
+    if t.device.type not in ("cpu", "cuda"):
         raise ValueError(
-            f"phalanx.torch: {name} is on device '{t.device}', but phalanx.torch runs on the CPU "
-            "only; move it with .cpu() (the CUDA path needs a GPU build of Phalanx, "
-            "PHX_CUDA=ON, and is not wired to torch yet)")
+            f"phalanx.torch: {name} is on device '{t.device}'; phalanx.torch takes CPU and CUDA "
+            "tensors (move it with .cpu() or .cuda())")
     if t.dtype not in _FLOATS:
         raise ValueError(f"phalanx.torch: {name} must be float32 or float64, got {t.dtype}")
 
@@ -206,31 +261,4 @@ def _params(model, params):
 def _set_parameters(model, names, values):
     for name, value in zip(names, values):
         model.set_parameter(name, value.detach().numpy().astype(np.float64))
-
-
-@contextlib.contextmanager
-def _model_parameters(model, values):
-    """set the model parameters in ``values`` where they differ, and restore them on exit"""
-    changed = {}
-    try:
-        for name, value in values.items():
-            current = np.array(getattr(model, name))  # a copy: the attribute is a view
-            if not np.array_equal(current, value):
-                changed[name] = current
-                model.set_parameter(name, value)
-        yield
-    finally:
-        for name, value in changed.items():
-            model.set_parameter(name, value)
-
-
-def _numpy(t: torch.Tensor) -> np.ndarray:
-    """a C-contiguous numpy view of a CPU tensor (a copy only when it is not contiguous)"""
-    return t.detach().contiguous().numpy()
-
-
-def _adjoint(adj, like):
-    if adj is None:
-        return np.zeros(tuple(like.shape), dtype=_numpy(like).dtype)
-    return _numpy(adj.to(like.dtype))
 

@@ -140,14 +140,33 @@ template <class T>
 struct ContactModelAdjoint {
   T* geom_friction = nullptr;     // (ngeom x 3) only the sliding coefficient, column 0, is used
   T* geom_restitution = nullptr;  // (ngeom)
+  T* geom_size = nullptr;         // (ngeom x 3) through the contact geometry only
 };
 
-// Number of differentiable parameters (the columns of a parameter Jacobian): body_mass, body_inertia (3 per body),
-// dof_damping, dof_armature, jnt_stiffness, actuator_gear, geom_friction (3 per geom),
-// geom_restitution, in that order.
+// the adjoint array of parameter k (Param) in am or ac
+template <class T>
+PHX_HD T*& param_adjoint(ModelAdjoint<T>& am, ContactModelAdjoint<T>& ac, int k) {
+  switch (k) {
+    case kParamBodyMass: return am.body_mass;
+    case kParamBodyInertia: return am.body_inertia;
+    case kParamDofDamping: return am.dof_damping;
+    case kParamDofArmature: return am.dof_armature;
+    case kParamJntStiffness: return am.jnt_stiffness;
+    case kParamActuatorGear: return am.actuator_gear;
+    case kParamBodyIpos: return am.body_ipos;
+    case kParamGeomFriction: return ac.geom_friction;
+    case kParamGeomRestitution: return ac.geom_restitution;
+    default: return ac.geom_size;
+  }
+}
+
+// Number of differentiable parameters (the columns of a parameter Jacobian): every Param,
+// one copy each, in Param order.
 template <class T>
 PHX_HD int jacobian_nparam(const ModelView<T>& m) {
-  return 4 * m.nbody + 2 * m.nv + m.njnt + m.nu + 4 * m.ngeom;
+  long n = 0;
+  for (int k = 0; k < kNumParams; ++k) n += param_size(m, k);
+  return int(n);
 }
 
 // Scratch of adj_step_constrained, carved like ConstraintWorkspace (sizes from the model's nq,
@@ -238,12 +257,14 @@ PHX_HD PHX_INLINE int pair_max_geom(const T* coef, int stride, int g1, int g2) {
 
 // Adjoint of the contact rows' Jacobians and of the contact geometry: from adj_J (rows x nv) and
 // the adjoints of the contacts' dist in s.adj_dist, through add_point_jacobian, contact_frame,
-// collide and geom_poses, to the adjoints of cdof and of the body frames in a. Uses the
-// contacts in cv and the geom frames in c as the forward left them.
+// collide and geom_poses, to the adjoints of cdof and of the body frames in a and of the geom
+// sizes in adj_contact. Uses the contacts in cv and the geom frames in c as the forward left
+// them.
 template <class T>
 PHX_HD void adj_contact_rows(const ModelView<T>& m, const Workspace<T>& w,
                              const ConstraintWorkspace<T>& c, const ContactView<T>& cv,
-                             AdjConstraintWorkspace<T>& s, AdjWorkspace<T>& a) {
+                             AdjConstraintWorkspace<T>& s, AdjWorkspace<T>& a,
+                             const ContactModelAdjoint<T>& adj_contact) {
   int ncon = *cv.ncon, nv = m.nv;
   for (int i = 0; i < 3 * ncon; ++i) s.adj_pos[i] = T(0);
   for (int i = 0; i < 9 * ncon; ++i) s.adj_frame[i] = T(0);
@@ -293,9 +314,14 @@ PHX_HD void adj_contact_rows(const ModelView<T>& m, const Workspace<T>& w,
     GeomFrame<T> f1{Vec3<T>::load(c.geom_xpos + 3 * g1), Mat3<T>::load(c.geom_xmat + 9 * g1)};
     GeomFrame<T> f2{Vec3<T>::load(c.geom_xpos + 3 * g2), Mat3<T>::load(c.geom_xmat + 9 * g2)};
     GeomFrame<T> adj_f1, adj_f2;
-    T adj_size1[3] = {}, adj_size2[3] = {};  // geom sizes carry no gradient here
+    T adj_size1[3] = {}, adj_size2[3] = {};
     adj_collide(m.geom_type[g1], f1, m.geom_size + 3 * g1, m.geom_type[g2], f2,
                 m.geom_size + 3 * g2, T(0), pts, n, adj, adj_f1, adj_size1, adj_f2, adj_size2);
+    if (adj_contact.geom_size)
+      for (int k = 0; k < 3; ++k) {
+        adj_contact.geom_size[3 * g1 + k] += adj_size1[k];
+        adj_contact.geom_size[3 * g2 + k] += adj_size2[k];
+      }
     adj_f1.pos.add_to(s.adj_geom_xpos + 3 * g1);
     adj_f2.pos.add_to(s.adj_geom_xpos + 3 * g2);
     for (int k = 0; k < 9; ++k) {
@@ -453,7 +479,7 @@ PHX_HD void adj_constrained_velocity(const ModelView<T>& m, const T* qpos, const
   adj_actuation(m, ctrl, s.adj_qfrc, adj_ctrl, adj_model);
 
   // contact geometry, then the kinematic chain
-  adj_contact_rows(m, w, c, cv, s, a);
+  adj_contact_rows(m, w, c, cv, s, a, adj_contact);
   adj_com_vel(m, qvel, w, a, adj_qvel);
   adj_com_pos(m, w, a, adj_model);
   adj_kinematics(m, qpos, w, a, adj_qpos);
@@ -483,53 +509,28 @@ PHX_HD int bouncing_contacts(const ModelView<T>& m, const T* qvel, const Constra
 
 }  // namespace detail
 
-// Adjoint of one step_constrained: replays the forward from (qpos, qvel, ctrl) and the previous
-// step's rows in cv (efc_key, efc_force, efc_class and nefc as they were before the forward
-// step, for the same warm start), then maps (adj_qpos_next, adj_qvel_next) to adj_qpos,
-// adj_qvel, adj_ctrl, the model parameters of adj_model (body_mass, body_inertia, dof_damping,
-// dof_armature, jnt_stiffness, actuator_gear) and the contact parameters of adj_contact
-// (sliding friction and restitution of each geom, through the pair's maximum) and adj_qfrc (a
-// generalized force added to the applied ones; may be null), all accumulated.
-// Inputs are not modified; w, c and cv are left as the forward step leaves them (cv holds this
-// step's contacts and rows). Returns the status bits of the replayed step; when it stops (NaN
-// state or result, singular mass matrix) nothing is accumulated.
-//
-// m.contact_gradient selects Nimble's options (SEEDS.md part A):
-// - kGradComplementarityAware: the LCP adjoint also runs on the loss-driven classification
-//   (lcp_classify_loss with dl/dv = J adj_qvel'), and the classification with the larger
-//   ||adj_vfree||^2 + dt ||M^-1 adj_vfree||^2 is kept (Nimble's ||dl/dqd||^2 + ||dl/dtau||^2 / dt,
-//   evaluated at vfree, where the classification enters).
-// - kGradBounceCorrection: when contacts bounced (bouncing_contacts), the Jacobian of qpos' with
-//   respect to the state is replaced, in tangent coordinates, by X = I + sum_k lam_k J_k^T J_k,
-//   the matrix nearest the identity (Frobenius) with J_i X J_i^T / |J_i|^2 = -e_i for each
-//   bouncing normal row J_i: sum_k lam_k (J_i . J_k)^2 = -(1 + e_i) |J_i|^2. Then dq'/dq = X and
-//   dq'/dqd = dt X; the velocity Jacobians and all parameter and control gradients are those of
-//   the step. In reverse: with u = dt (dq'/dqd')^T adj_qpos' (adj_integrate_pos), adj_qvel gets
-//   X^T u and adj_qpos its direct term plus (X - I)^T u / dt mapped to qpos (a quaternion's
-//   tangent adjoint w gives 2 q (0, w)), in place of the step's (dqd'/d(q, qd))^T u.
+// The reverse part of adj_step_constrained (below, with the options it implements), after
+// step_constrained has run from (qpos, qvel, ctrl) into s.qpos_next, s.qvel_next, w, c and cv
+// (and did not stop). It leaves those unchanged, so it may run again with other seeds: one
+// replay serves every row of a Jacobian.
 template <class T>
-PHX_HD unsigned adj_step_constrained(const ModelView<T>& m, const T* qpos, const T* qvel,
-                                     const T* ctrl, Workspace<T>& w, ConstraintWorkspace<T>& c,
-                                     ContactView<T>& cv, AdjWorkspace<T>& a,
-                                     AdjConstraintWorkspace<T>& s, const T* adj_qpos_next,
-                                     const T* adj_qvel_next, T* adj_qpos, T* adj_qvel,
-                                     T* adj_ctrl, const ModelAdjoint<T>& adj_model,
-                                     const ContactModelAdjoint<T>& adj_contact,
-                                     T* adj_qfrc = nullptr) {
+PHX_HD void adj_step_constrained_replayed(const ModelView<T>& m, const T* qpos, const T* qvel,
+                                          const T* ctrl, Workspace<T>& w,
+                                          ConstraintWorkspace<T>& c, const ContactView<T>& cv,
+                                          AdjWorkspace<T>& a, AdjConstraintWorkspace<T>& s,
+                                          const T* adj_qpos_next, const T* adj_qvel_next,
+                                          T* adj_qpos, T* adj_qvel, T* adj_ctrl,
+                                          const ModelAdjoint<T>& adj_model,
+                                          const ContactModelAdjoint<T>& adj_contact,
+                                          T* adj_qfrc) {
   const int nv = m.nv;
   const T dt = m.timestep;
-
-  // replay the forward step
-  for (int i = 0; i < m.nq; ++i) s.qpos_next[i] = qpos[i];
-  for (int d = 0; d < nv; ++d) s.qvel_next[d] = qvel[d];
-  unsigned status = step_constrained(m, s.qpos_next, s.qvel_next, ctrl, w, c, cv);
-  if (status & kStatusStopMask) return status;
   const int nrow = *cv.nefc;
   if (nrow == 0) {
     // no rows: the step was step() itself
     adj_step(m, qpos, qvel, ctrl, w, a, adj_qpos_next, adj_qvel_next, adj_qpos, adj_qvel,
              adj_ctrl, adj_model, adj_qfrc);
-    return status;
+    return;
   }
 
   // qpos' = qpos (+) dt qvel': u = dt P^T adj_qpos', the direct term into adj_qpos
@@ -550,7 +551,7 @@ PHX_HD unsigned adj_step_constrained(const ModelView<T>& m, const T* qpos, const
     for (int d = 0; d < nv; ++d) s.g[d] = adj_qvel_next[d] + s.u[d];
     detail::adj_constrained_velocity(m, qpos, qvel, ctrl, w, c, cv, a, s, adj_qpos, adj_qvel,
                                      adj_ctrl, adj_model, adj_contact, adj_qfrc);
-    return status;
+    return;
   }
 
   // bounce correction: the step's adjoint of adj_qvel' alone, then of u with its state
@@ -595,6 +596,49 @@ PHX_HD unsigned adj_step_constrained(const ModelView<T>& m, const T* qpos, const
   for (int d = 0; d < nv; ++d) adj_qvel[d] += s.u[d] + s.tmp[d];
   for (int d = 0; d < nv; ++d) s.tmp[d] /= dt;
   adj_tangent_to_qpos(m, qpos, s.tmp, adj_qpos);
+}
+
+// Adjoint of one step_constrained: replays the forward from (qpos, qvel, ctrl) and the previous
+// step's rows in cv (efc_key, efc_force, efc_class and nefc as they were before the forward
+// step, for the same warm start), then maps (adj_qpos_next, adj_qvel_next) to adj_qpos,
+// adj_qvel, adj_ctrl, the model parameters of adj_model (body_mass, body_inertia, dof_damping,
+// dof_armature, jnt_stiffness, actuator_gear, body_ipos) and the contact parameters of
+// adj_contact (sliding friction and restitution of each geom, through the pair's maximum, and
+// geom sizes through the contact geometry) and adj_qfrc (a
+// generalized force added to the applied ones; may be null), all accumulated.
+// Inputs are not modified; w, c and cv are left as the forward step leaves them (cv holds this
+// step's contacts and rows). Returns the status bits of the replayed step; when it stops (NaN
+// state or result, singular mass matrix) nothing is accumulated.
+//
+// m.contact_gradient selects Nimble's options (SEEDS.md part A):
+// - kGradComplementarityAware: the LCP adjoint also runs on the loss-driven classification
+//   (lcp_classify_loss with dl/dv = J adj_qvel'), and the classification with the larger
+//   ||adj_vfree||^2 + dt ||M^-1 adj_vfree||^2 is kept (Nimble's ||dl/dqd||^2 + ||dl/dtau||^2 / dt,
+//   evaluated at vfree, where the classification enters).
+// - kGradBounceCorrection: when contacts bounced (bouncing_contacts), the Jacobian of qpos' with
+//   respect to the state is replaced, in tangent coordinates, by X = I + sum_k lam_k J_k^T J_k,
+//   the matrix nearest the identity (Frobenius) with J_i X J_i^T / |J_i|^2 = -e_i for each
+//   bouncing normal row J_i: sum_k lam_k (J_i . J_k)^2 = -(1 + e_i) |J_i|^2. Then dq'/dq = X and
+//   dq'/dqd = dt X; the velocity Jacobians and all parameter and control gradients are those of
+//   the step. In reverse: with u = dt (dq'/dqd')^T adj_qpos' (adj_integrate_pos), adj_qvel gets
+//   X^T u and adj_qpos its direct term plus (X - I)^T u / dt mapped to qpos (a quaternion's
+//   tangent adjoint w gives 2 q (0, w)), in place of the step's (dqd'/d(q, qd))^T u.
+template <class T>
+PHX_HD unsigned adj_step_constrained(const ModelView<T>& m, const T* qpos, const T* qvel,
+                                     const T* ctrl, Workspace<T>& w, ConstraintWorkspace<T>& c,
+                                     ContactView<T>& cv, AdjWorkspace<T>& a,
+                                     AdjConstraintWorkspace<T>& s, const T* adj_qpos_next,
+                                     const T* adj_qvel_next, T* adj_qpos, T* adj_qvel,
+                                     T* adj_ctrl, const ModelAdjoint<T>& adj_model,
+                                     const ContactModelAdjoint<T>& adj_contact,
+                                     T* adj_qfrc = nullptr) {
+  // replay the forward step
+  for (int i = 0; i < m.nq; ++i) s.qpos_next[i] = qpos[i];
+  for (int d = 0; d < m.nv; ++d) s.qvel_next[d] = qvel[d];
+  unsigned status = step_constrained(m, s.qpos_next, s.qvel_next, ctrl, w, c, cv);
+  if (status & kStatusStopMask) return status;
+  adj_step_constrained_replayed(m, qpos, qvel, ctrl, w, c, cv, a, s, adj_qpos_next, adj_qvel_next,
+                                adj_qpos, adj_qvel, adj_ctrl, adj_model, adj_contact, adj_qfrc);
   return status;
 }
 

@@ -44,7 +44,7 @@ PHX_HD Workspace<T> make_workspace(const ModelView<T>& m, T* scratch) {
 template <class T>
 struct StepKernel {
   using Scalar = T;
-  ModelView<T> m;
+  ModelView<T> model;  // env_view gives each environment its parameters
   T* qpos;           // (nenv x nq)
   T* qvel;           // (nenv x nv)
   const T* ctrl;     // (nenv x nu)
@@ -53,6 +53,7 @@ struct StepKernel {
   ContactData<T> con;  // contacts and constraint impulses (unused without constraints)
 
   PHX_HD void operator()(int e, Scratch<T> scratch) const {
+    const ModelView<T> m = env_view(model, e);
     Workspace<T> w = make_workspace(m, scratch.reals);
     unsigned s = 0;
     for (int t = 0; t < nstep && !(s & kStatusStopMask); ++t) {
@@ -68,7 +69,7 @@ struct StepKernel {
 template <class T>
 struct RolloutKernel {
   using Scalar = T;
-  ModelView<T> m;
+  ModelView<T> model;  // env_view gives each environment its parameters
   T* qpos;           // (nenv x nq) initial state in, final state out
   T* qvel;           // (nenv x nv)
   const T* ctrl;     // (nenv x nstep x nu)
@@ -81,6 +82,7 @@ struct RolloutKernel {
   TapeView<T> tape;    // checkpoints every tape.every steps; tape.every = 0: none
 
   PHX_HD void operator()(int e, Scratch<T> scratch) const {
+    const ModelView<T> m = env_view(model, e);
     Workspace<T> w = make_workspace(m, scratch.reals);
     T* q = qpos + long(e) * m.nq;
     T* v = qvel + long(e) * m.nv;
@@ -116,11 +118,12 @@ struct RolloutKernel {
 template <class T>
 struct MassMatrixKernel {
   using Scalar = T;
-  ModelView<T> m;
+  ModelView<T> model;  // env_view gives each environment its parameters
   const T* qpos;  // (nenv x nq)
   T* M;           // (nenv x nv x nv)
 
   PHX_HD void operator()(int e, Scratch<T> scratch) const {
+    const ModelView<T> m = env_view(model, e);
     Workspace<T> w = make_workspace(m, scratch.reals);
     kinematics(m, qpos + long(e) * m.nq, w);
     com_pos(m, w);
@@ -132,12 +135,13 @@ struct MassMatrixKernel {
 template <class T>
 struct BiasKernel {
   using Scalar = T;
-  ModelView<T> m;
+  ModelView<T> model;  // env_view gives each environment its parameters
   const T* qpos;  // (nenv x nq)
   const T* qvel;  // (nenv x nv)
   T* bias;        // (nenv x nv)
 
   PHX_HD void operator()(int e, Scratch<T> scratch) const {
+    const ModelView<T> m = env_view(model, e);
     Workspace<T> w = make_workspace(m, scratch.reals);
     kinematics(m, qpos + long(e) * m.nq, w);
     com_pos(m, w);
@@ -151,13 +155,14 @@ struct BiasKernel {
 template <class T>
 struct ForwardDynamicsKernel {
   using Scalar = T;
-  ModelView<T> m;
+  ModelView<T> model;  // env_view gives each environment its parameters
   const T* qpos;  // (nenv x nq)
   const T* qvel;  // (nenv x nv)
   const T* ctrl;  // (nenv x nu)
   T* qacc;        // (nenv x nv)
 
   PHX_HD void operator()(int e, Scratch<T> scratch) const {
+    const ModelView<T> m = env_view(model, e);
     Workspace<T> w = make_workspace(m, scratch.reals);
     forward_dynamics(m, qpos + long(e) * m.nq, qvel + long(e) * m.nv, ctrl + long(e) * m.nu, T(0),
                      w, qacc + long(e) * m.nv);
@@ -169,13 +174,14 @@ struct ForwardDynamicsKernel {
 template <class T>
 struct InverseDynamicsKernel {
   using Scalar = T;
-  ModelView<T> m;
+  ModelView<T> model;  // env_view gives each environment its parameters
   const T* qpos;  // (nenv x nq)
   const T* qvel;  // (nenv x nv)
   const T* qacc;  // (nenv x nv)
   T* tau;         // (nenv x nv)
 
   PHX_HD void operator()(int e, Scratch<T> scratch) const {
+    const ModelView<T> m = env_view(model, e);
     Workspace<T> w = make_workspace(m, scratch.reals);
     const T* q = qpos + long(e) * m.nq;
     const T* v = qvel + long(e) * m.nv;
@@ -236,16 +242,15 @@ template <class T>
 PHX_HD void env_parameter_adjoints(const ModelView<T>& m, int e, const ModelAdjoint<T>& all,
                                    const ContactModelAdjoint<T>& all_contact, ModelAdjoint<T>& am,
                                    ContactModelAdjoint<T>& ac) {
-  auto slice = [e](T* p, int n) {
-    if (!p) return static_cast<T*>(nullptr);
-    T* r = p + long(e) * n;
-    for (int i = 0; i < n; ++i) r[i] = T(0);
-    return r;
-  };
-  am = {slice(all.body_mass, m.nbody),     slice(all.body_inertia, 3 * m.nbody),
-        slice(all.dof_damping, m.nv),      slice(all.dof_armature, m.nv),
-        slice(all.jnt_stiffness, m.njnt),  slice(all.actuator_gear, m.nu)};
-  ac = {slice(all_contact.geom_friction, 3 * m.ngeom), slice(all_contact.geom_restitution, m.ngeom)};
+  ModelAdjoint<T> all_model = all;
+  ContactModelAdjoint<T> all_con = all_contact;
+  for (int k = 0; k < kNumParams; ++k) {
+    T* p = param_adjoint(all_model, all_con, k);
+    long n = param_size(m, k);
+    T*& r = param_adjoint(am, ac, k);
+    r = p ? p + e * n : nullptr;
+    for (long i = 0; r && i < n; ++i) r[i] = T(0);
+  }
 }
 
 // the adjoint of one step of an environment (step_env's), accumulated into gq, gv, gc, am, ac
@@ -273,7 +278,7 @@ PHX_HD PHX_DEVICE_NOINLINE unsigned adj_step_env(const ModelView<T>& m, const T*
 template <class T>
 struct StepAdjointKernel {
   using Scalar = T;
-  ModelView<T> m;
+  ModelView<T> model;  // env_view gives each environment its parameters
   const T* qpos;           // (nenv x nq)
   const T* qvel;           // (nenv x nv)
   const T* ctrl;           // (nenv x nu)
@@ -287,6 +292,7 @@ struct StepAdjointKernel {
   ContactData<T> con;                 // contact storage of the replay (with constraints)
 
   PHX_HD void operator()(int e, Scratch<T> scratch) const {
+    const ModelView<T> m = env_view(model, e);
     AdjointScratch<T> x(m, scratch);
     T* gq = adj_qpos + long(e) * m.nq;
     T* gv = adj_qvel + long(e) * m.nv;
@@ -305,15 +311,16 @@ struct StepAdjointKernel {
   }
 };
 
-// One-step Jacobians from the adjoints: one reverse pass per output row (the entries of qpos',
-// then of qvel') with a unit seed, each replaying the step from a cold start. Row r of
-// jac (nenv x (nq + nv) x (nq + nv + nu + nv)) holds d out_r / d(qpos, qvel, ctrl, qfrc), qfrc a
-// generalized force added to the step's applied forces; row r of jac_param (nenv x (nq + nv) x
-// jacobian_nparam, may be null) holds d out_r / d(parameters).
+// One-step Jacobians from the adjoints: the step is replayed once from a cold start, then one
+// reverse pass per output row (the entries of qpos', then of qvel') with a unit seed reuses it
+// (adj_step_constrained_replayed). Row r of jac (nenv x (nq + nv) x (nq + nv + nu + nv)) holds
+// d out_r / d(qpos, qvel, ctrl, qfrc), qfrc a generalized force added to the step's applied
+// forces; row r of jac_param (nenv x (nq + nv) x jacobian_nparam, may be null) holds
+// d out_r / d(parameters) in Param order.
 template <class T>
 struct StepJacobianKernel {
   using Scalar = T;
-  ModelView<T> m;
+  ModelView<T> model;  // env_view gives each environment its parameters
   const T* qpos;  // (nenv x nq)
   const T* qvel;  // (nenv x nv)
   const T* ctrl;  // (nenv x nu)
@@ -323,11 +330,24 @@ struct StepJacobianKernel {
   T* seed;             // (nenv x (nq + nv)) scratch
 
   PHX_HD void operator()(int e, Scratch<T> scratch) const {
+    const ModelView<T> m = env_view(model, e);
     const int rows = m.nq + m.nv, cols = m.nq + 2 * m.nv + m.nu, np = jacobian_nparam(m);
     AdjointScratch<T> x(m, scratch);
     T* w = seed + long(e) * rows;
+    const T* q = qpos + long(e) * m.nq;
+    const T* v = qvel + long(e) * m.nv;
+    const T* u = ctrl + long(e) * m.nu;
     ContactView<T> cv{};
-    if (m.nefcmax > 0) cv = con.env(m, e);
+    bool stopped = false;
+    if (m.nefcmax > 0) {
+      // the replay every row reuses: cold start, as step() from Python
+      cv = con.env(m, e);
+      *cv.nefc = 0;
+      for (int i = 0; i < m.nq; ++i) x.s.qpos_next[i] = q[i];
+      for (int i = 0; i < m.nv; ++i) x.s.qvel_next[i] = v[i];
+      stopped = step_constrained(m, x.s.qpos_next, x.s.qvel_next, u, x.w, x.c, cv) &
+                kStatusStopMask;
+    }
     for (int r = 0; r < rows; ++r) {
       for (int i = 0; i < rows; ++i) w[i] = T(i == r);
       T* row = jac + (long(e) * rows + r) * cols;
@@ -337,19 +357,17 @@ struct StepJacobianKernel {
       if (jac_param) {
         T* p = jac_param + (long(e) * rows + r) * np;
         for (int i = 0; i < np; ++i) p[i] = T(0);
-        am = {p,
-              p + m.nbody,
-              p + 4 * m.nbody,
-              p + 4 * m.nbody + m.nv,
-              p + 4 * m.nbody + 2 * m.nv,
-              p + 4 * m.nbody + 2 * m.nv + m.njnt};
-        T* pc = p + 4 * m.nbody + 2 * m.nv + m.njnt + m.nu;
-        ac = {pc, pc + 3 * m.ngeom};
+        for (int k = 0; k < kNumParams; p += param_size(m, k), ++k) param_adjoint(am, ac, k) = p;
       }
-      if (m.nefcmax > 0) *cv.nefc = 0;  // cold start, as step() from Python
-      adj_step_env(m, qpos + long(e) * m.nq, qvel + long(e) * m.nv, ctrl + long(e) * m.nu, x, cv,
-                   w, w + m.nq, row, row + m.nq, row + m.nq + m.nv, am, ac,
-                   row + m.nq + m.nv + m.nu);
+      if (stopped) continue;  // zero rows, as step_vjp gives
+      if (m.nefcmax == 0) {
+        adj_step(m, q, v, u, x.w, x.a, w, w + m.nq, row, row + m.nq, row + m.nq + m.nv, am,
+                 row + m.nq + m.nv + m.nu);
+      } else {
+        adj_step_constrained_replayed(m, q, v, u, x.w, x.c, cv, x.a, x.s, w, w + m.nq, row,
+                                      row + m.nq, row + m.nq + m.nv, am, ac,
+                                      row + m.nq + m.nv + m.nu);
+      }
     }
   }
 };
@@ -363,7 +381,7 @@ struct StepJacobianKernel {
 template <class T>
 struct RolloutAdjointKernel {
   using Scalar = T;
-  ModelView<T> m;
+  ModelView<T> model;  // env_view gives each environment its parameters
   TapeView<T> tape;
   const T* ctrl;          // (nenv x nstep x nu) the rollout's controls
   const T* adj_qpos_out;  // (nenv x nstep x nq) dL / d(qpos after each step), may be null
@@ -377,6 +395,7 @@ struct RolloutAdjointKernel {
   T* buf;                             // (nenv x 3 (nq + nv)) state and adjoint scratch
 
   PHX_HD void operator()(int e, Scratch<T> scratch) const {
+    const ModelView<T> m = env_view(model, e);
     const int nq = m.nq, nv = m.nv, nu = m.nu, T_ = tape.nstep, K = tape.every;
     AdjointScratch<T> x(m, scratch);
     T* q = buf + long(e) * 3 * (nq + nv);

@@ -357,6 +357,8 @@ PHX_HD void adj_com_pos(const ModelView<T>& m, const Workspace<T>& w, AdjWorkspa
         adj_R(i, k) = s;
       }
     Vec3<T> adj_c = mass * (T(2) * trG * c - T(2) * Gc) + mass * g.h;
+    // c = xpos + R ipos - reference
+    if (adj_model.body_ipos) mul_transpose(R, adj_c).add_to(adj_model.body_ipos + 3 * b);
     add_outer(adj_R, adj_c, ipos);
     add_to(a.xmat + 9 * b, adj_R);
     adj_c.add_to(a.xpos + 3 * b);

@@ -7,6 +7,32 @@
 
 namespace phx {
 
+// The differentiable model parameters, in the order of every parameter list: gradients,
+// parameter-Jacobian columns and per-environment values.
+enum Param : int {
+  kParamBodyMass,         // body_mass         (nbody)
+  kParamBodyInertia,      // body_inertia      (nbody x 3)
+  kParamDofDamping,       // dof_damping       (nv)
+  kParamDofArmature,      // dof_armature      (nv)
+  kParamJntStiffness,     // jnt_stiffness     (njnt)
+  kParamActuatorGear,     // actuator_gear     (nu)
+  kParamBodyIpos,         // body_ipos         (nbody x 3)
+  kParamGeomFriction,     // geom_friction     (ngeom x 3)
+  kParamGeomRestitution,  // geom_restitution  (ngeom)
+  kParamGeomSize,         // geom_size         (ngeom x 3)
+  kNumParams
+};
+inline constexpr const char* kParamNames[kNumParams] = {
+    "body_mass",     "body_inertia", "dof_damping",   "dof_armature",     "jnt_stiffness",
+    "actuator_gear", "body_ipos",    "geom_friction", "geom_restitution", "geom_size"};
+// numbers per entity (body, dof, joint, actuator or geom) of parameter k
+PHX_HD constexpr int param_width(int k) {
+  return k == kParamBodyInertia || k == kParamBodyIpos || k == kParamGeomFriction ||
+                 k == kParamGeomSize
+             ? 3
+             : 1;
+}
+
 template <class T>
 struct ModelView {
   // counts
@@ -79,10 +105,69 @@ struct ModelView {
   const int* pair_geom;        // (npair x 2)
 
   // actuators
+  // per-environment parameters (ARCHITECTURE.md section 3): parameter k holds
+  // param_nbatch[k] copies one after the other and environment e reads copy
+  // e % param_nbatch[k] (see env_view); 0 or 1: one copy shared by all environments
+  int param_nbatch[kNumParams];
+
   const int* actuator_trnid;        // (nu)
   const int* actuator_ctrllimited;  // (nu)
   const T* actuator_gear;           // (nu)
   const T* actuator_ctrlrange;      // (nu x 2)
 };
+
+// the entities parameter k has one entry (of param_width(k) numbers) for, in any struct with
+// the counts (ModelView, the host's Model)
+template <class M>
+PHX_HD int param_count(const M& m, int k) {
+  switch (k) {
+    case kParamBodyMass:
+    case kParamBodyInertia:
+    case kParamBodyIpos:
+      return m.nbody;
+    case kParamDofDamping:
+    case kParamDofArmature:
+      return m.nv;
+    case kParamJntStiffness:
+      return m.njnt;
+    case kParamActuatorGear:
+      return m.nu;
+    default:
+      return m.ngeom;
+  }
+}
+
+// numbers in one copy of parameter k
+template <class T>
+PHX_HD long param_size(const ModelView<T>& m, int k) {
+  return long(param_count(m, k)) * param_width(k);
+}
+
+// the field of parameter k
+template <class T>
+PHX_HD const T*& param_field(ModelView<T>& m, int k) {
+  switch (k) {
+    case kParamBodyMass: return m.body_mass;
+    case kParamBodyInertia: return m.body_inertia;
+    case kParamDofDamping: return m.dof_damping;
+    case kParamDofArmature: return m.dof_armature;
+    case kParamJntStiffness: return m.jnt_stiffness;
+    case kParamActuatorGear: return m.actuator_gear;
+    case kParamBodyIpos: return m.body_ipos;
+    case kParamGeomFriction: return m.geom_friction;
+    case kParamGeomRestitution: return m.geom_restitution;
+    default: return m.geom_size;
+  }
+}
+
+// the model as environment e sees it: each per-environment parameter points at copy
+// e % param_nbatch[k]. Kernels call this first and hand the result to the stage functions.
+template <class T>
+PHX_HD ModelView<T> env_view(const ModelView<T>& m, int e) {
+  ModelView<T> r = m;
+  for (int k = 0; k < kNumParams; ++k)
+    if (m.param_nbatch[k] > 1) param_field(r, k) += (e % m.param_nbatch[k]) * param_size(m, k);
+  return r;
+}
 
 }  // namespace phx

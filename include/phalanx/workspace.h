@@ -148,6 +148,7 @@ struct ModelAdjoint {
   T* dof_armature = nullptr;   // (nv)
   T* jnt_stiffness = nullptr;  // (njnt)
   T* actuator_gear = nullptr;  // (nu)
+  T* body_ipos = nullptr;      // (nbody x 3)
 };
 
 }  // namespace phx

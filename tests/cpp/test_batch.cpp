@@ -179,6 +179,124 @@ TEST(Batch, StepVjpMatchesSingleEnvironmentAdjoint) {
   }
 }
 
+// per-environment parameters: environment e steps with copy e % nbatch of each batched
+// parameter, exactly as a model holding that copy alone, and its step adjoint matches too
+TEST(Batch, PerEnvironmentParametersMatchSeparateModels) {
+  Model model = test::random_mechanism(6);
+  const int nbatch = 3;
+  std::mt19937 rng(11);
+  std::uniform_real_distribution<double> u(0.6, 1.4);
+  // nbatch copies of each of five parameters, scaled or shifted per copy
+  std::vector<std::pair<const char*, std::vector<double>>> batches;
+  for (const char* name : {"body_mass", "body_inertia", "dof_damping", "actuator_gear"}) {
+    std::vector<double> base = model.param_field(Model::param_index(name)), all;
+    for (int c = 0; c < nbatch; ++c)
+      for (double x : base) all.push_back(x * u(rng));
+    batches.push_back({name, all});
+  }
+  std::vector<double> ipos;
+  for (int c = 0; c < nbatch; ++c)
+    for (double x : model.body_ipos) ipos.push_back(x + 0.05 * (u(rng) - 1));
+  batches.push_back({"body_ipos", ipos});
+
+  Model batched = model;
+  for (auto& [name, values] : batches) batched.set_parameter(name, values);
+  batched.validate();
+  DeviceModel<double> dm(batched, Device::kCpu);
+  for (auto& [name, values] : batches)
+    EXPECT_EQ(dm.view().param_nbatch[Model::param_index(name)], nbatch) << name;
+
+  Batch b = random_batch(model, 9);
+  Data<double> data(dm, kEnvs);
+  data.qpos.upload(b.qpos.data(), b.qpos.size());
+  data.qvel.upload(b.qvel.data(), b.qvel.size());
+  data.ctrl.upload(b.ctrl.data(), b.ctrl.size());
+  step(dm, data, 3);
+  std::vector<double> q = data.qpos.to_host(), v = data.qvel.to_host();
+  std::vector<double> gq(kEnvs * model.nq, 0.3), gv(kEnvs * model.nv, -0.2);
+  std::vector<double> aq(kEnvs * model.nq), av(kEnvs * model.nv), ac(kEnvs * model.nu),
+      amass(kEnvs * model.nbody), aipos(kEnvs * 3 * model.nbody);
+  ModelAdjoint<double> am;
+  am.body_mass = amass.data();
+  am.body_ipos = aipos.data();
+  step_vjp(dm, kEnvs, b.qpos.data(), b.qvel.data(), b.ctrl.data(), gq.data(), gv.data(), aq.data(),
+           av.data(), ac.data(), am);
+
+  for (int e = 0; e < kEnvs; ++e) {
+    // a model holding environment e's copy of every batched parameter
+    Model one = model;
+    for (auto& [name, values] : batches) {
+      size_t n = one.param_size(Model::param_index(name));
+      auto first = values.begin() + long((e % nbatch) * n);
+      one.set_parameter(name, std::vector<double>(first, first + long(n)));
+    }
+    DeviceModel<double> dm1(one, Device::kCpu);
+    EXPECT_EQ(dm1.view().param_nbatch[kParamBodyMass], 1);
+    Data<double> d1(dm1, 1);
+    d1.qpos.upload(&b.qpos[e * model.nq], model.nq);
+    d1.qvel.upload(&b.qvel[e * model.nv], model.nv);
+    d1.ctrl.upload(&b.ctrl[e * model.nu], model.nu);
+    step(dm1, d1, 3);
+    std::vector<double> q1 = d1.qpos.to_host(), v1 = d1.qvel.to_host();
+    for (int i = 0; i < model.nq; ++i) ASSERT_EQ(q[e * model.nq + i], q1[i]) << "env " << e;
+    for (int i = 0; i < model.nv; ++i) ASSERT_EQ(v[e * model.nv + i], v1[i]) << "env " << e;
+
+    std::vector<double> aq1(model.nq), av1(model.nv), ac1(model.nu), amass1(model.nbody),
+        aipos1(3 * model.nbody);
+    ModelAdjoint<double> am1;
+    am1.body_mass = amass1.data();
+    am1.body_ipos = aipos1.data();
+    step_vjp(dm1, 1, &b.qpos[e * model.nq], &b.qvel[e * model.nv], &b.ctrl[e * model.nu],
+             &gq[e * model.nq], &gv[e * model.nv], aq1.data(), av1.data(), ac1.data(), am1);
+    for (int i = 0; i < model.nv; ++i) EXPECT_EQ(av[e * model.nv + i], av1[i]) << "env " << e;
+    for (int i = 0; i < model.nbody; ++i) EXPECT_EQ(amass[e * model.nbody + i], amass1[i]);
+    for (int i = 0; i < 3 * model.nbody; ++i) EXPECT_EQ(aipos[e * 3 * model.nbody + i], aipos1[i]);
+  }
+}
+
+TEST(Batch, PerEnvironmentParametersAreChecked) {
+  Model model = test::random_mechanism(3);
+  const std::vector<double> mass = model.body_mass;
+  size_t n = mass.size();
+  // not a whole number of copies
+  std::vector<double> bad(2 * n + 1, 1.0);
+  EXPECT_THROW(model.set_parameter("body_mass", bad), std::invalid_argument);
+  // a negative mass in the second copy: named, and the model is unchanged
+  std::vector<double> two = mass;
+  two.insert(two.end(), mass.begin(), mass.end());
+  two[n + 1] = -1;
+  try {
+    model.set_parameter("body_mass", two);
+    FAIL() << "a negative mass was accepted";
+  } catch (const std::invalid_argument& e) {
+    EXPECT_NE(std::string(e.what()).find("entry 1 of copy 1"), std::string::npos) << e.what();
+  }
+  EXPECT_EQ(model.body_mass, mass);
+  EXPECT_TRUE(model.param_batch[kParamBodyMass].empty());
+  EXPECT_THROW(model.set_parameter("body_color", mass), std::invalid_argument);
+  // one copy clears a batch
+  two[n + 1] = 2.0;
+  model.set_parameter("body_mass", two);
+  EXPECT_EQ(model.param_nbatch(kParamBodyMass), 2);
+  model.set_parameter("body_mass", mass);
+  EXPECT_EQ(model.param_nbatch(kParamBodyMass), 1);
+}
+
+TEST(Batch, PerEnvironmentGeomSizesWidenTheBoundingSpheres) {
+  Model model = load_mjcf_string(
+      "<mujoco><worldbody><body><freejoint/><geom type='sphere' size='0.1'/></body>"
+      "<body pos='1 0 0'><freejoint/><geom type='box' size='0.1 0.2 0.3'/></body>"
+      "</worldbody></mujoco>");
+  std::vector<double> sizes = model.geom_size;
+  std::vector<double> batch = sizes;
+  for (double x : sizes) batch.push_back(2 * x);
+  model.set_parameter("geom_size", batch);
+  EXPECT_DOUBLE_EQ(model.geom_rbound[0], 0.2);
+  EXPECT_DOUBLE_EQ(model.geom_rbound[1], 2 * std::sqrt(0.01 + 0.04 + 0.09));
+  batch[3 * 1 + 1] = 0;  // a box half-size of 0 in copy 0
+  EXPECT_THROW(model.set_parameter("geom_size", batch), std::invalid_argument);
+}
+
 // without a GPU, choosing CUDA is a clear error; with one, CUDA matches the CPU
 TEST(Batch, CudaIsAClearErrorWithoutGpuAndMatchesCpuWithOne) {
   Model model = test::random_mechanism(9);

@@ -86,7 +86,9 @@ struct Inputs {
             {"dof_armature", &model.dof_armature},
             {"actuator_gear", &model.actuator_gear},
             {"geom_friction", &model.geom_friction},
-            {"geom_restitution", &model.geom_restitution}};
+            {"geom_restitution", &model.geom_restitution},
+            {"body_ipos", &model.body_ipos},
+            {"geom_size", &model.geom_size}};
   }
 };
 
@@ -121,8 +123,10 @@ std::vector<std::vector<double>> adjoint(Inputs in, const std::vector<double>& w
   for (auto& [name, v] : vg) std::fill(v->begin(), v->end(), 0.0);
   ModelAdjoint<double> am{g.model.body_mass.data(),    g.model.body_inertia.data(),
                           g.model.dof_damping.data(),  g.model.dof_armature.data(),
-                          g.model.jnt_stiffness.data(), g.model.actuator_gear.data()};
-  ContactModelAdjoint<double> ac{g.model.geom_friction.data(), g.model.geom_restitution.data()};
+                          g.model.jnt_stiffness.data(), g.model.actuator_gear.data(),
+                          g.model.body_ipos.data()};
+  ContactModelAdjoint<double> ac{g.model.geom_friction.data(), g.model.geom_restitution.data(),
+                                 g.model.geom_size.data()};
   unsigned st = adj_step_constrained(m, in.x.qpos.data(), in.x.qvel.data(), in.x.ctrl.data(),
                                      env.hm.w, env.c, env.cs.view, env.a, env.s, wq.data(),
                                      wv.data(), g.x.qpos.data(), g.x.qvel.data(), g.x.ctrl.data(),

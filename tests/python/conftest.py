@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib.util
+import sys
 import warnings
 from pathlib import Path
 
@@ -58,3 +59,19 @@ def sphere_and_pendulum(tmp_path):
     model.lcp_solver = "pgs_stabilized"
     model.lcp_tolerance = 1e-9
     return model
+
+
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
+
+
+def load_example(name: str):
+    """the module examples/<name>.py (the examples directory is not a package; its shared
+    helpers, examples/_shared.py, are found through sys.path as when an example runs)"""
+    if str(EXAMPLES) not in sys.path:
+        sys.path.insert(0, str(EXAMPLES))
+    spec = importlib.util.spec_from_file_location(f"phalanx_example_{name}",
+                                                  EXAMPLES / f"{name}.py")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module
+    spec.loader.exec_module(module)
+    return module

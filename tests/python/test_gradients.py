@@ -17,7 +17,7 @@ from phalanx.testing import random_state
 
 T = 20
 PARAMS = ["body_mass", "body_inertia", "dof_damping", "dof_armature", "jnt_stiffness",
-          "actuator_gear"]
+          "actuator_gear", "body_ipos"]
 
 
 def loss_and_grad(model, qpos, qvel, ctrl, wq, wv):
@@ -164,10 +164,13 @@ def test_contact_step_vjp_matches_central_differences(tmp_path, rng, solver):
         key = "q" if name == "qpos" else "v"
         fd = directional_fd(lambda y, key=key: loss(**{key: y}), x, d)
         assert float((grad * d).sum()) == pytest.approx(fd, rel=1e-6, abs=1e-8), name
-    for param, column in [("geom_friction", 0), ("geom_restitution", None)]:
+    # friction: the sliding column; restitution; size: the sphere's radius (the contact depth)
+    for param, column in [("geom_friction", 0), ("geom_restitution", None), ("geom_size", 0)]:
         p0 = np.array(getattr(model, param), dtype=np.float64)
         d = np.zeros_like(p0)
-        if column is None:
+        if param == "geom_size":
+            d[1, 0] = 1.0
+        elif column is None:
             d[:] = rng.uniform(0.5, 1.0, d.shape)
         else:
             d[:, column] = rng.uniform(0.5, 1.0, d.shape[0])
@@ -330,3 +333,15 @@ def test_step_jacobians_match_finite_differences_and_identities(taped_scene, rng
     for name, rows in jac["parameters"].items():
         np.testing.assert_allclose(np.einsum("ei,ei...->e...", w, rows), g[name], rtol=1e-10,
                                    atol=1e-12, err_msg=name)
+    # each row is the step_vjp of its unit seed bit for bit: the one replay the rows share
+    # leaves the forward state as a fresh replay would
+    for r in range(model.nq + model.nv):
+        seed = np.zeros((2, model.nq + model.nv))
+        seed[:, r] = 1
+        g = phalanx.step_vjp(model, qpos, qvel, u, seed[:, :model.nq], seed[:, model.nq:])
+        block = "dqpos_" if r < model.nq else "dqvel_"
+        i = r if r < model.nq else r - model.nq
+        for key in ("qpos", "qvel", "ctrl"):
+            np.testing.assert_array_equal(jac[block + "d" + key][:, i], g[key])
+        for name, rows in jac["parameters"].items():
+            np.testing.assert_array_equal(rows[:, r], g[name], err_msg=name)

@@ -260,8 +260,8 @@ def test_torch_errors(scene):
     q, v, u, us = tensors(qpos, qvel, ctrl[:, 0], ctrl)
     # another device: "meta" tensors stand in for CUDA ones on a machine without a GPU
     meta = torch.empty(2, 8, dtype=torch.float64, device="meta")
-    with pytest.raises(ValueError, match=r"qpos is on device 'meta'.*CPU only.*\.cpu\(\).*GPU "
-                                         r"build"):
+    with pytest.raises(ValueError, match=r"qpos is on device 'meta'; phalanx.torch takes CPU and "
+                                         r"CUDA tensors"):
         pt.step(model, meta, v, u)
     with pytest.raises(ValueError, match="params\\['body_mass'\\] is on device 'meta'"):
         pt.rollout(model, q, v, us, {"body_mass": torch.empty(3, device="meta")})
@@ -297,7 +297,7 @@ def test_torch_errors(scene):
         pt.step(model, qpos, v, u)
     # a rejected parameter value leaves the model unchanged
     mass = np.array(model.body_mass)
-    with pytest.raises(ValueError, match="negative"):
+    with pytest.raises(ValueError, match=r"body_mass: entry 1 is -1, expected >= 0"):
         pt.step(model, q, v, u, {"body_mass": torch.tensor([0.0, -1.0, 1.0])})
     np.testing.assert_array_equal(model.body_mass, mass)
 

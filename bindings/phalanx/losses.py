@@ -1,0 +1,136 @@
+"""Built-in rollout losses and a one-call loss-and-gradient of a rollout.
+
+A loss maps the trajectories of a rollout, ``qs`` (E, T, nq) and ``vs`` (E, T, nv) (the state
+after each step, as phalanx.rollout returns them) and the controls ``ctrl`` (E, T, nu), to one
+value per environment (E,) and its gradients with respect to those three arrays. Losses add:
+``StateCost(...) + ControlCost(...)``. ``value_and_grad`` runs the rollout on a tape, evaluates
+the loss and returns its gradients with respect to the initial state, the controls and the
+model parameters.
+
+    loss = losses.StateCost(qpos_target=q_goal, terminal_qpos_weight=100.0) + \
+           losses.ControlCost(weight=1e-3)
+    value, grads = losses.value_and_grad(model, qpos, qvel, ctrl, loss)
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+import phalanx
+
+__all__ = ["Loss", "StateCost", "ControlCost", "value_and_grad"]
+
+
+class Loss:
+    """Base class: subclasses define ``evaluate(qs, vs, ctrl) -> (value (E,), dq, dv, du)``,
+    the gradients shaped like qs, vs and ctrl (None for zero)."""
+
+    def evaluate(self, qs, vs, ctrl):
+        raise NotImplementedError
+
+    def __call__(self, qs, vs, ctrl):
+        value, dq, dv, du = self.evaluate(qs, vs, ctrl)
+        zeros = np.zeros_like
+        return (value, zeros(qs) if dq is None else dq, zeros(vs) if dv is None else dv,
+                zeros(ctrl) if du is None else du)
+
+    def __add__(self, other: Loss) -> Loss:
+        if not isinstance(other, Loss):
+            return NotImplemented
+        return _Sum(self, other)
+
+
+class _Sum(Loss):
+    def __init__(self, a: Loss, b: Loss):
+        self.a, self.b = a, b
+
+    def evaluate(self, qs, vs, ctrl):
+        va, qa, wa, ua = self.a(qs, vs, ctrl)
+        vb, qb, wb, ub = self.b(qs, vs, ctrl)
+        return va + vb, qa + qb, wa + wb, ua + ub
+
+
+def _weights(w, n, name):
+    w = np.asarray(w, dtype=np.float64)
+    if w.ndim > 1 or (w.ndim == 1 and w.shape[0] != n):
+        raise ValueError(f"phalanx: {name} must be a scalar or have shape ({n},), got {w.shape}")
+    if not np.all(np.isfinite(w)) or np.any(w < 0):
+        raise ValueError(f"phalanx: {name} must be finite and >= 0")
+    return np.broadcast_to(w, (n,))
+
+
+class StateCost(Loss):
+    """Quadratic tracking of qpos and qvel, running and terminal:
+
+        L = sum_{t < T-1} 1/2 (|x_t - x*|^2_W + |v_t - v*|^2_V)
+            + 1/2 (|x_T-1 - x*|^2_Wf + |v_T-1 - v*|^2_Vf)
+
+    per environment, with diagonal weights W = qpos_weight, V = qvel_weight (running) and
+    Wf = terminal_qpos_weight, Vf = terminal_qvel_weight (scalars or per coordinate, >= 0).
+    Targets are (nq,) / (nv,), (E, n) or (E, T, n); None is zero. Quaternion coordinates are
+    compared as the four stored numbers."""
+
+    def __init__(self, qpos_target=None, qvel_target=None, *, qpos_weight=0.0, qvel_weight=0.0,
+                 terminal_qpos_weight=0.0, terminal_qvel_weight=0.0):
+        self.targets = (qpos_target, qvel_target)
+        self.weights = (qpos_weight, qvel_weight, terminal_qpos_weight, terminal_qvel_weight)
+
+    def evaluate(self, qs, vs, ctrl):
+        value = np.zeros(qs.shape[0])
+        grads = []
+        for x, target, w, wf, name in [
+                (qs, self.targets[0], self.weights[0], self.weights[2], "qpos"),
+                (vs, self.targets[1], self.weights[1], self.weights[3], "qvel")]:
+            E, T, n = x.shape
+            w = _weights(w, n, f"{name}_weight")
+            wf = _weights(wf, n, f"terminal_{name}_weight")
+            target = np.zeros(n) if target is None else np.asarray(target, dtype=np.float64)
+            if target.ndim == 2:
+                target = target[:, None, :]
+            try:
+                err = x - np.broadcast_to(target, x.shape)
+            except ValueError:
+                raise ValueError(f"phalanx: {name}_target must have shape ({n},), (E, {n}) or "
+                                 f"(E, T, {n}) = ({E}, {T}, {n}), got {target.shape}") from None
+            weight = np.broadcast_to(w, (T, n)).copy()
+            weight[-1] = wf
+            g = weight * err
+            value += 0.5 * (g * err).sum(axis=(1, 2))
+            grads.append(g.astype(x.dtype))
+        return value, grads[0], grads[1], None
+
+
+class ControlCost(Loss):
+    """Control effort, 1/2 sum_t |u_t|^2_W with diagonal weight W (scalar or (nu,), >= 0)."""
+
+    def __init__(self, weight=1.0):
+        self.weight = weight
+
+    def evaluate(self, qs, vs, ctrl):
+        w = _weights(self.weight, ctrl.shape[2], "weight")
+        g = w * ctrl
+        return 0.5 * (g * ctrl).sum(axis=(1, 2)), None, None, g.astype(ctrl.dtype)
+
+
+def value_and_grad(model, qpos, qvel, ctrl, loss: Loss, *, tape: phalanx.Tape | None = None,
+                   complementarity_aware: bool = False, bounce_correction: bool = False,
+                   dtype=None, device: str = "cpu"):
+    """Roll out (qpos, qvel, ctrl (E, T, nu)) on a tape, evaluate ``loss`` and back-propagate.
+
+    Returns (value (E,), grads) with grads as ``Tape.backward`` gives them (initial ``qpos``,
+    ``qvel``, ``ctrl`` including the loss's direct control term, and the per-environment model
+    parameters) plus ``qs``, ``vs`` (the trajectories) and ``status``. An environment whose
+    rollout stopped raises RuntimeError (phalanx.raise_if_stopped). ``tape`` (default a new
+    phalanx.Tape()) sets the checkpoint spacing.
+    """
+    tape = phalanx.Tape() if tape is None else tape
+    qs, vs, status = phalanx.rollout(model, qpos, qvel, ctrl, tape=tape, dtype=dtype,
+                                     device=device)
+    phalanx.raise_if_stopped(status, "rollout")
+    u = np.asarray(ctrl, dtype=qs.dtype)
+    value, dq, dv, du = loss(qs, vs, u)
+    grads = tape.backward(dq, dv, complementarity_aware=complementarity_aware,
+                          bounce_correction=bounce_correction)
+    grads["ctrl"] = grads["ctrl"] + du
+    grads.update(qs=qs, vs=vs, status=status)
+    return value, grads
