@@ -896,6 +896,7 @@ void def_query(py::module_& m, const char* name, F32 f32, F64 f64, const char* d
 PYBIND11_MODULE(_phalanx, mod) {
   mod.doc() = "Phalanx C++ core; use the phalanx package, which checks arguments.";
   phx::bindings::register_collision(mod);
+  phx::bindings::register_planner(mod);
 
   mod.attr("STATUS_NAN_STATE") = unsigned(phx::kStatusNanState);
   mod.attr("STATUS_NAN_CTRL") = unsigned(phx::kStatusNanCtrl);

@@ -8,4 +8,7 @@ namespace phx::bindings {
 // collision pair functions exposed for tests and tools (bindings/collision.cpp)
 void register_collision(pybind11::module_& mod);
 
+// the planners' per-problem functions on host arrays (bindings/planner.cpp)
+void register_planner(pybind11::module_& mod);
+
 }  // namespace phx::bindings

@@ -108,12 +108,6 @@ PHX_HD PHX_INLINE void uniform01_pair(uint64_t seed, uint32_t env, uint32_t step
   u1 = uniform01_from_bits(block_word(hi, i + 1), block_word(lo, i + 1));
 }
 
-PHX_HD PHX_INLINE float log(float x) {
-  return ::logf(x);
-}
-PHX_HD PHX_INLINE double log(double x) {
-  return ::log(x);
-}
 
 }  // namespace detail
 
@@ -144,7 +138,7 @@ PHX_HD PHX_INLINE T standard_normal(uint64_t seed, uint32_t env, uint32_t step, 
                                     uint32_t stream = 0) {
   T u0, u1;
   detail::uniform01_pair(seed, env, step, dim, stream, u0, u1);
-  T r = sqrt(T(-2) * detail::log(u0));
+  T r = sqrt(T(-2) * log(u0));
   T theta = T(6.283185307179586) * u1;
   return (dim & 1u) ? r * sin(theta) : r * cos(theta);
 }

@@ -14,6 +14,10 @@ PHX_HD PHX_INLINE float sin(float x) { return ::sinf(x); }
 PHX_HD PHX_INLINE double sin(double x) { return ::sin(x); }
 PHX_HD PHX_INLINE float cos(float x) { return ::cosf(x); }
 PHX_HD PHX_INLINE double cos(double x) { return ::cos(x); }
+PHX_HD PHX_INLINE float exp(float x) { return ::expf(x); }
+PHX_HD PHX_INLINE double exp(double x) { return ::exp(x); }
+PHX_HD PHX_INLINE float log(float x) { return ::logf(x); }
+PHX_HD PHX_INLINE double log(double x) { return ::log(x); }
 PHX_HD PHX_INLINE float atan2(float y, float x) { return ::atan2f(y, x); }
 PHX_HD PHX_INLINE double atan2(double y, double x) { return ::atan2(y, x); }
 PHX_HD PHX_INLINE float abs(float x) { return ::fabsf(x); }

@@ -1,0 +1,96 @@
+// Python access to the planners' per-problem functions of include/phalanx/planner.h on host
+// arrays, one problem after another: the weights, elites and noise that phalanx.control builds
+// on, and what the tests compare with numpy.
+#include <pybind11/numpy.h>
+
+#include <cmath>
+#include <cstdint>
+#include <stdexcept>
+#include <string>
+
+#include "bindings/submodules.h"
+#include "phalanx/planner.h"
+
+namespace py = pybind11;
+
+namespace phx::bindings {
+
+namespace {
+
+template <class T>
+using CArray = py::array_t<T, py::array::c_style>;
+
+// (N, K) costs
+template <class T>
+void check_costs(const CArray<T>& cost) {
+  if (cost.ndim() != 2)
+    throw std::invalid_argument("phalanx: costs must have shape (N, K) (problems, samples), "
+                                "got " + std::to_string(cost.ndim()) + " dimensions");
+}
+
+// MPPI weights per problem -> (weights (N, K), ok (N,)); a problem with a NaN cost, no finite
+// cost or a bad temperature gets ok = False and NaN weights
+template <class T>
+py::tuple mppi_weights_py(const CArray<T>& cost, double lambda) {
+  check_costs(cost);
+  py::ssize_t N = cost.shape(0), K = cost.shape(1);
+  CArray<T> w({N, K});
+  py::array_t<bool> ok(N);
+  for (py::ssize_t p = 0; p < N; ++p) {
+    T* wp = w.mutable_data(p);
+    bool good = phx::mppi_weights(cost.data(p), int(K), T(lambda), wp);
+    if (!good)
+      for (py::ssize_t k = 0; k < K; ++k) wp[k] = T(NAN);
+    ok.mutable_data()[p] = good;
+  }
+  return py::make_tuple(w, ok);
+}
+
+// indices of the n lowest costs per problem, ascending, ties by index -> (N, n) int32
+template <class T>
+CArray<std::int32_t> smallest_indices_py(const CArray<T>& cost, int n) {
+  check_costs(cost);
+  py::ssize_t N = cost.shape(0), K = cost.shape(1);
+  if (n < 1 || n > K)
+    throw std::invalid_argument("phalanx: the number of elites must be in [1, K] = [1, " +
+                                std::to_string(K) + "], got " + std::to_string(n));
+  CArray<std::int32_t> idx({N, py::ssize_t(n)});
+  for (py::ssize_t p = 0; p < N; ++p)
+    phx::smallest_indices(cost.data(p), int(K), n, idx.mutable_data(p));
+  return idx;
+}
+
+// the noise of samples first .. first + count - 1 -> (count, H, nu)
+template <class T>
+CArray<T> planner_noise_py(std::uint64_t seed, std::uint32_t first, int count,
+                           std::uint32_t stream, int H, const CArray<T>& sigma, double beta) {
+  if (sigma.ndim() != 1) throw std::invalid_argument("phalanx: sigma must have shape (nu,)");
+  if (count < 0 || H < 0) throw std::invalid_argument("phalanx: count and H must be >= 0");
+  if (!(beta >= 0 && beta < 1)) throw std::invalid_argument("phalanx: beta must be in [0, 1)");
+  int nu = int(sigma.shape(0));
+  CArray<T> eps({py::ssize_t(count), py::ssize_t(H), py::ssize_t(nu)});
+  for (int s = 0; s < count; ++s)
+    phx::planner_noise(seed, first + std::uint32_t(s), stream, H, nu, sigma.data(), T(beta),
+                       eps.mutable_data(s));
+  return eps;
+}
+
+template <class T>
+void define(py::module_& mod) {
+  mod.def("mppi_weights", &mppi_weights_py<T>, py::arg("costs").noconvert(), py::arg("lam"),
+          "MPPI weights exp(-(c - min c) / lam), normalised per problem -> (w (N, K), ok (N,))");
+  mod.def("smallest_indices", &smallest_indices_py<T>, py::arg("costs").noconvert(),
+          py::arg("n"), "indices of the n lowest costs per problem (stable) -> (N, n) int32");
+  mod.def("planner_noise", &planner_noise_py<T>, py::arg("seed"), py::arg("first"),
+          py::arg("count"), py::arg("stream"), py::arg("H"), py::arg("sigma").noconvert(),
+          py::arg("beta"), "Philox noise of samples first.. -> (count, H, nu)");
+}
+
+}  // namespace
+
+void register_planner(py::module_& mod) {
+  define<float>(mod);
+  define<double>(mod);
+}
+
+}  // namespace phx::bindings

@@ -1,0 +1,134 @@
+// The per-problem arithmetic of the sampling planners, MPPI (Williams et al., "Information
+// theoretic MPC for model-based reinforcement learning", ICRA 2017) and the cross-entropy
+// method (CEM): drawing the control samples of one planning problem from counter-based noise,
+// turning their costs into weights or elites, and updating the plan. A planning problem has a
+// nominal plan u (H x nu) and K samples; sample k is the plan u + eps_k clamped to the control
+// range. Rollouts of the samples are ordinary environments (kernels.h); these functions run
+// one thread per sample (sampling) or per problem (weights, elites, updates).
+#pragma once
+
+#include "phalanx/math/scalar.h"
+#include "phalanx/random.h"
+
+namespace phx {
+
+// Noise of one sample, eps (H x nu): per actuator sigma_i, time-correlated by a first-order
+// filter that keeps the marginal variance sigma_i^2,
+//   eps_0 = sigma n_0,   eps_t = beta eps_{t-1} + sqrt(1 - beta^2) sigma n_t,
+// with n standard normals addressed (seed, env = sample, step = t, dim = i, stream) (random.h):
+// the same on every device and for every launch order. beta = 0 is white noise.
+template <class T>
+PHX_HD void planner_noise(uint64_t seed, uint32_t sample, uint32_t stream, int H, int nu,
+                          const T* sigma, T beta, T* eps) {
+  T gain = sqrt(T(1) - beta * beta);
+  for (int t = 0; t < H; ++t)
+    for (int i = 0; i < nu; ++i) {
+      T n = sigma[i] * standard_normal<T>(seed, sample, uint32_t(t), uint32_t(i), stream);
+      eps[t * nu + i] = t == 0 ? n : beta * eps[(t - 1) * nu + i] + gain * n;
+    }
+}
+
+// the controls of a sample, clamp(u + eps) per actuator range (lo, hi; lo >= hi: unlimited);
+// eps is overwritten with the perturbation actually applied (ctrl - u), which the update uses
+template <class T>
+PHX_HD void planner_controls(int H, int nu, const T* u, const T* lo, const T* hi, T* eps,
+                             T* ctrl) {
+  for (int t = 0; t < H; ++t)
+    for (int i = 0; i < nu; ++i) {
+      int j = t * nu + i;
+      T c = u[j] + eps[j];
+      if (lo[i] < hi[i]) c = clamp(c, lo[i], hi[i]);
+      ctrl[j] = c;
+      eps[j] = c - u[j];
+    }
+}
+
+// MPPI's weights of K costs: w_k = exp(-(c_k - c_min) / lambda) / sum_j exp(-(c_j - c_min) /
+// lambda). Subtracting the minimum keeps every exponent <= 0 and the best sample's term 1, so
+// no cost range overflows or leaves the sum 0; +inf costs get weight 0. Returns false, with w
+// untouched, when a cost is NaN, no cost is finite or lambda is not positive and finite.
+template <class T>
+PHX_HD bool mppi_weights(const T* cost, int K, T lambda, T* w) {
+  if (!(lambda > T(0)) || !isfinite(lambda) || K <= 0) return false;
+  T cmin = cost[0];
+  for (int k = 0; k < K; ++k) {
+    if (cost[k] != cost[k]) return false;  // NaN
+    if (cost[k] < cmin) cmin = cost[k];
+  }
+  if (!isfinite(cmin)) return false;
+  T sum(0);
+  for (int k = 0; k < K; ++k) {
+    w[k] = isfinite(cost[k]) ? exp(-(cost[k] - cmin) / lambda) : T(0);
+    sum += w[k];
+  }
+  for (int k = 0; k < K; ++k) w[k] /= sum;
+  return true;
+}
+
+// MPPI's update of the plan: u += sum_k w_k eps_k (eps: K x (H x nu)), then clamped
+template <class T>
+PHX_HD void mppi_update(int K, int H, int nu, const T* w, const T* eps, const T* lo, const T* hi,
+                        T* u) {
+  for (int j = 0; j < H * nu; ++j) {
+    T du(0);
+    for (int k = 0; k < K; ++k) du += w[k] * eps[long(k) * H * nu + j];
+    u[j] += du;
+    int i = j % nu;
+    if (lo[i] < hi[i]) u[j] = clamp(u[j], lo[i], hi[i]);
+  }
+}
+
+// The indices of the n lowest of K costs in increasing order of cost, ties by index (so the
+// result equals a stable argsort's first n); NaN costs rank last. Insertion into a sorted
+// prefix, O(K n): deterministic and without scratch beyond idx (n entries).
+template <class T>
+PHX_HD void smallest_indices(const T* cost, int K, int n, int* idx) {
+  auto less = [cost](int a, int b) {
+    T ca = cost[a], cb = cost[b];
+    bool na = ca != ca, nb = cb != cb;
+    if (na || nb) return !na && nb ? true : (na == nb && a < b);
+    return ca < cb || (ca == cb && a < b);
+  };
+  int m = 0;
+  for (int k = 0; k < K; ++k) {
+    if (m == n && !less(k, idx[n - 1])) continue;
+    int p = m < n ? m++ : n - 1;
+    while (p > 0 && less(k, idx[p - 1])) {
+      idx[p] = idx[p - 1];
+      --p;
+    }
+    idx[p] = k;
+  }
+}
+
+// CEM's refit on the elites (indices of the n best samples, controls ctrl: K x (H x nu)):
+// mean and standard deviation of the elite controls per entry, blended with the previous ones,
+//   u = alpha u + (1 - alpha) mean,   sigma = alpha sigma + (1 - alpha) std,
+// sigma floored at sigma_min so that sampling never collapses entirely.
+template <class T>
+PHX_HD void cem_refit(int H, int nu, const T* ctrl, const int* elite, int n, T alpha, T sigma_min,
+                      T* u, T* sigma) {
+  for (int j = 0; j < H * nu; ++j) {
+    T mean(0), var(0);
+    for (int e = 0; e < n; ++e) mean += ctrl[long(elite[e]) * H * nu + j];
+    mean /= T(n);
+    for (int e = 0; e < n; ++e) {
+      T d = ctrl[long(elite[e]) * H * nu + j] - mean;
+      var += d * d;
+    }
+    T sd = sqrt(var / T(n));
+    u[j] = alpha * u[j] + (T(1) - alpha) * mean;
+    T s = alpha * sigma[j] + (T(1) - alpha) * sd;
+    sigma[j] = s > sigma_min ? s : sigma_min;
+  }
+}
+
+// the warm start of the next planning step: the plan shifted one step earlier, its last step
+// repeated
+template <class T>
+PHX_HD void plan_shift(int H, int nu, T* u) {
+  for (int t = 0; t + 1 < H; ++t)
+    for (int i = 0; i < nu; ++i) u[t * nu + i] = u[(t + 1) * nu + i];
+}
+
+}  // namespace phx
