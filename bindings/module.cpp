@@ -9,6 +9,7 @@
 // RuntimeError.
 #include <pybind11/numpy.h>
 #include <pybind11/pybind11.h>
+#include <omp.h>
 #include <pybind11/stl.h>
 
 #include <array>
@@ -406,9 +407,15 @@ class PyTape {
     std::unique_ptr<phx::Tape<T>> tape;
   };
 
-  // a fresh tape for a rollout on dm (drops what was recorded before)
+  // a fresh tape for a rollout of nenv x nstep on dm (drops what was recorded before); an empty
+  // rollout is an error that leaves the recording as it was
   template <class T>
-  phx::Tape<T>* start(std::shared_ptr<const phx::DeviceModel<T>> dm, Device device) {
+  phx::Tape<T>* start(std::shared_ptr<const phx::DeviceModel<T>> dm, Device device,
+                      std::int64_t nenv, std::int64_t nstep) {
+    if (nenv <= 0 || nstep <= 0)
+      throw std::invalid_argument("phalanx: a tape records at least one environment and one "
+                                  "step; this rollout has " + std::to_string(nenv) + " x " +
+                                  std::to_string(nstep) + " (the tape keeps what it held)");
     f32_ = {};
     f64_ = {};
     device_ = device;
@@ -539,13 +546,13 @@ py::tuple rollout(PyModel& pm, const CArray<T>& qpos, const CArray<T>& qvel, con
                   PyTape* py_tape, const std::string& device_name) {
   Device device = phx::parse_device(device_name);
   auto dm = pm.compiled<T>(device);
-  phx::Tape<T>* tape = py_tape ? py_tape->start<T>(dm, device) : nullptr;
   const phx::Model& m = dm->model();
   int E = batch_size(qpos, m.nq);
   require_shape(qvel, {E, m.nv}, "qvel");
   py::ssize_t nstep = ctrl.ndim() == 3 ? ctrl.shape(1) : 0;
   require_shape(ctrl, {E, nstep, m.nu}, "ctrl");
   if (nstep > INT_MAX) throw std::invalid_argument("phalanx: too many steps");
+  phx::Tape<T>* tape = py_tape ? py_tape->start<T>(dm, device, E, nstep) : nullptr;
   // outputs: the caller's arrays when given (reused across calls), else new ones
   CArray<T> qpos_out = qpos_out_arg ? *qpos_out_arg
                                     : CArray<T>({py::ssize_t(E), nstep, py::ssize_t(m.nq)});
@@ -730,7 +737,7 @@ void rollout_into_t(PyModel& pm, const TensorArgs& a, PyTape* py_tape) {
   T* qs = a[3].as<T>("qpos_out", {E, nstep, m.nq});
   T* vs = a[4].as<T>("qvel_out", {E, nstep, m.nv});
   auto* status = reinterpret_cast<unsigned*>(a[5].as<std::int32_t>("status_out", {E}));
-  phx::Tape<T>* tape = py_tape ? py_tape->start<T>(dm, a.device) : nullptr;
+  phx::Tape<T>* tape = py_tape ? py_tape->start<T>(dm, a.device, E, nstep) : nullptr;
   if (E == 0) return;
   py::gil_scoped_release nogil;
   phx::Data<T> data(*dm, int(E));
@@ -916,6 +923,18 @@ PYBIND11_MODULE(_phalanx, mod) {
     params.append(py::make_tuple(phx::kParamNames[k], phx::param_width(k)));
   mod.attr("PARAMETERS") = params;  // (name, numbers per entity) in Param order
 
+  mod.def(
+      "set_num_threads",
+      [](int n) {
+        if (n < 1) throw std::invalid_argument("phalanx: the number of threads must be >= 1");
+        omp_set_num_threads(n);
+      },
+      py::arg("n"),
+      "Threads of the CPU backend's later calls from this Python thread (OpenMP's "
+      "omp_set_num_threads; OMP_NUM_THREADS sets the initial value).");
+  mod.def(
+      "num_threads", [] { return omp_get_max_threads(); },
+      "Threads the CPU backend's next call from this Python thread uses.");
   mod.def(
       "cuda_available", [] { return phx::cuda_available(); },
       "True when the CUDA backend was built and a GPU is visible.");

@@ -38,10 +38,14 @@ from ._phalanx import (
     STATUS_NAN_STATE,
     Model,
     cuda_available,
+    num_threads,
+    set_num_threads,
 )
+from .simulator import Simulator
 
 __all__ = [
     "Model",
+    "Simulator",
     "load_model",
     "mass_matrix",
     "bias_forces",
@@ -55,6 +59,8 @@ __all__ = [
     "Tape",
     "bytes_per_env",
     "cuda_available",
+    "num_threads",
+    "set_num_threads",
     "STATUS_NAN_STATE",
     "STATUS_NAN_CTRL",
     "STATUS_NAN_RESULT",

@@ -299,6 +299,11 @@ def test_tape_errors(taped_scene):
     phalanx.rollout(model, qpos, qvel, ctrl, tape=tape)
     with pytest.raises(ValueError, match="adj_qpos"):
         tape.backward(wq[:, :10], wv)
+    # an empty rollout cannot be recorded, and the tape keeps its rollout
+    with pytest.raises(ValueError, match=r"at least one environment and one step; this rollout "
+                                         r"has 2 x 0 \(the tape keeps what it held\)"):
+        phalanx.rollout(model, qpos, qvel, ctrl[:, :0], tape=tape)
+    assert tape.nstep == ctrl.shape[1]
 
 
 def test_step_jacobians_match_finite_differences_and_identities(taped_scene, rng):
