@@ -696,8 +696,93 @@ struct StepArgs {
   }
 };
 
+// The contact storage of a batch of environments (the previous step's rows and impulses, the
+// warm start of the next) kept across step_into / rollout_into calls, as phx::Data keeps it in
+// C++: phalanx.Simulator holds one, so T calls of one step equal one T-step rollout. Rebuilt
+// (a cold start) when the batch size, scalar type, device or contact capacity changes.
+class PyWarmStart {
+ public:
+  template <class T>
+  phx::Data<T>& data(const phx::DeviceModel<T>& dm, int nenv) {
+    const phx::ModelView<T>& v = dm.view();
+    auto& slot = this->slot<T>();
+    if (!slot || slot->nenv() != nenv || device_ != dm.device() || nconmax_ != v.nconmax ||
+        nefcmax_ != v.nefcmax) {
+      f32_.reset();
+      f64_.reset();
+      slot = std::make_unique<phx::Data<T>>(dm, nenv);
+      device_ = dm.device();
+      nconmax_ = v.nconmax;
+      nefcmax_ = v.nefcmax;
+    }
+    slot->clear_status();  // a call reports its own status bits
+    return *slot;
+  }
+
+  // forget the rows of these environments: their next step starts cold (after a reset)
+  void cold_start(const py::array_t<std::int64_t, py::array::c_style | py::array::forcecast>& ids) {
+    visit([&](auto& d) {
+      for (py::ssize_t i = 0; i < ids.size(); ++i) {
+        std::int64_t e = ids.data()[i];
+        if (e < 0 || e >= d.nenv())
+          throw std::invalid_argument("phalanx: environment " + std::to_string(e) +
+                                      " out of range [0, " + std::to_string(d.nenv()) + ")");
+        phx::detail::device_zero(device_, d.nefc.data() + e, sizeof(int));
+      }
+    });
+  }
+
+  // rows each environment holds now (nefc), for tests and tools; empty before the first call
+  py::array_t<int> rows() const {
+    py::array_t<int> out{py::ssize_t{nenv()}};
+    cvisit([&](const auto& d) { d.nefc.download(out.mutable_data(), size_t(d.nenv())); });
+    return out;
+  }
+
+ private:
+  template <class T>
+  std::unique_ptr<phx::Data<T>>& slot() {
+    if constexpr (std::is_same_v<T, float>) {
+      return f32_;
+    } else {
+      return f64_;
+    }
+  }
+  template <class F>
+  void visit(F f) {
+    if (f32_) f(*f32_);
+    if (f64_) f(*f64_);
+  }
+  template <class F>
+  void cvisit(F f) const {
+    if (f32_) f(*f32_);
+    if (f64_) f(*f64_);
+  }
+  int nenv() const { return f32_ ? f32_->nenv() : f64_ ? f64_->nenv() : 0; }
+
+  std::unique_ptr<phx::Data<float>> f32_;
+  std::unique_ptr<phx::Data<double>> f64_;
+  Device device_ = Device::kCpu;
+  int nconmax_ = -1, nefcmax_ = -1;
+};
+
+// the Data of one call: the warm start's when given (contacts persist), else a fresh one
 template <class T>
-void step_into_t(PyModel& pm, const TensorArgs& a, int nstep) {
+struct CallData {
+  std::optional<phx::Data<T>> own;
+  phx::Data<T>* data;
+  CallData(const phx::DeviceModel<T>& dm, int nenv, PyWarmStart* ws) {
+    if (ws) {
+      data = &ws->data(dm, nenv);
+    } else {
+      own.emplace(dm, nenv);
+      data = &*own;
+    }
+  }
+};
+
+template <class T>
+void step_into_t(PyModel& pm, const TensorArgs& a, int nstep, PyWarmStart* ws) {
   StepArgs<T> in(pm, a);
   const phx::Model& m = in.dm->model();
   auto [dm, E, q, v, u] = in;
@@ -706,7 +791,8 @@ void step_into_t(PyModel& pm, const TensorArgs& a, int nstep) {
   auto* status = reinterpret_cast<unsigned*>(a[5].as<std::int32_t>("status_out", {E}));
   if (E == 0) return;
   py::gil_scoped_release nogil;
-  phx::Data<T> data(*dm, int(E));
+  CallData<T> call(*dm, int(E), ws);
+  phx::Data<T>& data = *call.data;
   copy_to(a.device, data.qpos.data(), q, size_t(E) * m.nq);
   copy_to(a.device, data.qvel.data(), v, size_t(E) * m.nv);
   copy_to(a.device, data.ctrl.data(), u, size_t(E) * m.nu);
@@ -717,15 +803,15 @@ void step_into_t(PyModel& pm, const TensorArgs& a, int nstep) {
 }
 
 void step_into(PyModel& pm, py::handle qpos, py::handle qvel, py::handle ctrl, py::handle qpos_out,
-               py::handle qvel_out, py::handle status_out, int nstep) {
+               py::handle qvel_out, py::handle status_out, int nstep, PyWarmStart* ws) {
   if (nstep < 0) throw std::invalid_argument("phalanx: nstep must be >= 0");
   TensorArgs a({{qpos, "qpos"}, {qvel, "qvel"}, {ctrl, "ctrl"}, {qpos_out, "qpos_out"},
                 {qvel_out, "qvel_out"}, {status_out, "status_out"}});
-  a.bits == 32 ? step_into_t<float>(pm, a, nstep) : step_into_t<double>(pm, a, nstep);
+  a.bits == 32 ? step_into_t<float>(pm, a, nstep, ws) : step_into_t<double>(pm, a, nstep, ws);
 }
 
 template <class T>
-void rollout_into_t(PyModel& pm, const TensorArgs& a, PyTape* py_tape) {
+void rollout_into_t(PyModel& pm, const TensorArgs& a, PyTape* py_tape, PyWarmStart* ws) {
   auto dm = pm.compiled<T>(a.device);
   const phx::Model& m = dm->model();
   std::int64_t E = a[0].shape.empty() ? 0 : a[0].shape[0];
@@ -740,7 +826,8 @@ void rollout_into_t(PyModel& pm, const TensorArgs& a, PyTape* py_tape) {
   phx::Tape<T>* tape = py_tape ? py_tape->start<T>(dm, a.device, E, nstep) : nullptr;
   if (E == 0) return;
   py::gil_scoped_release nogil;
-  phx::Data<T> data(*dm, int(E));
+  CallData<T> call(*dm, int(E), ws);
+  phx::Data<T>& data = *call.data;
   copy_to(a.device, data.qpos.data(), q, size_t(E) * m.nq);
   copy_to(a.device, data.qvel.data(), v, size_t(E) * m.nv);
   phx::rollout(*dm, data, u, int(nstep), qs, vs, nullptr, tape);
@@ -748,10 +835,11 @@ void rollout_into_t(PyModel& pm, const TensorArgs& a, PyTape* py_tape) {
 }
 
 void rollout_into(PyModel& pm, py::handle qpos, py::handle qvel, py::handle ctrl,
-                  py::handle qpos_out, py::handle qvel_out, py::handle status_out, PyTape* tape) {
+                  py::handle qpos_out, py::handle qvel_out, py::handle status_out, PyTape* tape,
+                  PyWarmStart* ws) {
   TensorArgs a({{qpos, "qpos"}, {qvel, "qvel"}, {ctrl, "ctrl"}, {qpos_out, "qpos_out"},
                 {qvel_out, "qvel_out"}, {status_out, "status_out"}});
-  a.bits == 32 ? rollout_into_t<float>(pm, a, tape) : rollout_into_t<double>(pm, a, tape);
+  a.bits == 32 ? rollout_into_t<float>(pm, a, tape, ws) : rollout_into_t<double>(pm, a, tape, ws);
 }
 
 // gradient outputs: grads maps "qpos", "qvel", "ctrl" and parameter names to tensors (E, ...)
@@ -1175,11 +1263,19 @@ PYBIND11_MODULE(_phalanx, mod) {
   // tensors through DLPack, on their own device, no host round trip (phalanx.torch uses these)
   mod.def("step_into", &step_into, py::arg("model"), py::arg("qpos"), py::arg("qvel"),
           py::arg("ctrl"), py::arg("qpos_out"), py::arg("qvel_out"), py::arg("status_out"),
-          py::arg("nstep") = 1,
-          "step on DLPack tensors (float32/64; status_out int32), outputs overwritten");
+          py::arg("nstep") = 1, py::arg("warm_start") = nullptr,
+          "step on DLPack tensors (float32/64; status_out int32), outputs overwritten; with a "
+          "WarmStart the contact rows persist across calls");
   mod.def("rollout_into", &rollout_into, py::arg("model"), py::arg("qpos"), py::arg("qvel"),
           py::arg("ctrl"), py::arg("qpos_out"), py::arg("qvel_out"), py::arg("status_out"),
-          py::arg("tape") = nullptr, "rollout on DLPack tensors, outputs overwritten");
+          py::arg("tape") = nullptr, py::arg("warm_start") = nullptr,
+          "rollout on DLPack tensors, outputs overwritten");
+  py::class_<PyWarmStart>(mod, "WarmStart",
+                          "contact rows kept across step_into / rollout_into calls of one batch")
+      .def(py::init<>())
+      .def("cold_start", &PyWarmStart::cold_start, py::arg("env_ids"),
+           "forget the rows of these environments (their next step starts cold)")
+      .def("rows", &PyWarmStart::rows, "constraint rows each environment holds (nefc)");
   mod.def("step_vjp_into", &step_vjp_into, py::arg("model"), py::arg("qpos"), py::arg("qvel"),
           py::arg("ctrl"), py::arg("adj_qpos_next"), py::arg("adj_qvel_next"), py::arg("grads"),
           py::arg("contact_gradient"),

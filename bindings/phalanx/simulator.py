@@ -22,11 +22,11 @@ its state at the last finite one, later steps leave its state and time unchanged
 are recorded but do not freeze. ``time`` (E,) float64 is the simulated time since each
 environment's reset (a call in which an environment stops counts in full).
 
-Contacts. Each ``step`` call starts the contact solver cold (the functional API keeps no warm
-start between calls; inside a call with ``nstep > 1`` and inside ``rollout`` each step is warm
-started from the previous one). Without contacts and limits rows, ``T`` calls of ``step`` and
-one ``rollout`` of T steps give identical results; with contacts they agree only to the
-solver's tolerance, and chaotic systems then drift apart.
+Contacts. The simulator keeps each environment's contact rows and impulses between calls (a
+``_phalanx.WarmStart``), so every step is warm-started from the previous one as inside one
+rollout: T calls of ``step`` and one ``rollout`` of T steps give identical results, contacts
+included. ``reset`` starts the reset environments' contact solver cold. (On ``device="cuda"``
+the calls go through the NumPy API, which starts every call cold.)
 
 Parameters. ``set_parameter``, ``randomize`` and ``restore_parameters`` write the model's
 parameters (``phalanx.PARAMETERS``) with ``model.set_parameter``, per environment or shared.
@@ -112,6 +112,7 @@ class Simulator:
         self._status = np.zeros(E, np.uint32)
         self._time = np.zeros(E, np.float64)
         self._call_status = np.zeros(E, np.int32)  # step_into writes int32
+        self._warm = _phalanx.WarmStart()  # contact rows carried from call to call
         # the parameters as the model holds them now (shared or nbatch copies): what
         # randomize scales and restore_parameters puts back
         self._nominal = {name: model.parameter(name) for name in phalanx.PARAMETERS}
@@ -197,7 +198,7 @@ class Simulator:
         frozen, kept = self._freeze()
         if self._device == "cpu":
             _phalanx.step_into(self._model, self._qpos, self._qvel, self._ctrl, self._qpos,
-                               self._qvel, self._call_status, nstep)
+                               self._qvel, self._call_status, nstep, self._warm)
             call_status = self._call_status.view(np.uint32)
         else:
             qpos, qvel, call_status = self._phalanx.step(
@@ -229,7 +230,7 @@ class Simulator:
             qs = np.empty((E, T, self._model.nq), self._dtype)
             vs = np.empty((E, T, self._model.nv), self._dtype)
             _phalanx.rollout_into(self._model, self._qpos, self._qvel, ctrl, qs, vs,
-                                  self._call_status, tape)
+                                  self._call_status, tape, self._warm)
             call_status = self._call_status.view(np.uint32)
         else:
             qs, vs, call_status = self._phalanx.rollout(
@@ -269,6 +270,7 @@ class Simulator:
         self._ctrl[ids] = 0
         self._status[ids] = 0
         self._time[ids] = 0
+        self._warm.cold_start(ids)
 
     # --- parameters ---------------------------------------------------------------------
 

@@ -63,6 +63,34 @@ def test_step_with_contacts_equals_functional_step(rng):
     np.testing.assert_array_equal(sim.status, s1)
 
 
+def test_steps_carry_the_contact_warm_start_like_a_rollout(rng):
+    # the humanoid falling onto the floor for 120 steps: one step per call warm-starts each
+    # contact solve from the previous call's impulses, exactly as inside one rollout
+    model = phalanx.load_model(HUMANOID)
+    E, T = 3, 120
+    ctrl = rng.uniform(-1, 1, (E, T, model.nu))
+    sim = phalanx.Simulator(model, E)
+    sim.qpos[:, 2] = 1.0
+    q0, v0 = sim.qpos.copy(), sim.qvel.copy()
+    rows = np.zeros((T, E), np.int32)
+    for t in range(T):
+        sim.step(ctrl[:, t])
+        rows[t] = sim._warm.rows()
+    qs, vs, status = phalanx.rollout(model, q0, v0, ctrl)
+    assert (rows > 0).sum(axis=0).min() > T // 4  # in contact for much of the run
+    np.testing.assert_array_equal(sim.qpos, qs[:, -1])
+    np.testing.assert_array_equal(sim.qvel, vs[:, -1])
+    np.testing.assert_array_equal(sim.status, status)
+    # a reset starts those environments cold: its next step equals a fresh functional step
+    before = sim._warm.rows()
+    sim.reset(env_ids=[1], qpos=qs[1, -1], qvel=vs[1, -1])
+    after = sim._warm.rows()
+    assert after[1] == 0 and (after[[0, 2]] == before[[0, 2]]).all()
+    sim.step(ctrl[:, -1])
+    q1, v1, _ = phalanx.step(model, qs[1:2, -1], vs[1:2, -1], ctrl[1:2, -1])
+    np.testing.assert_array_equal(sim.qpos[1], q1[0])
+
+
 def test_assignment_copies_into_the_same_arrays(cartpole):
     sim = phalanx.Simulator(cartpole, 2)
     q = sim.qpos
