@@ -38,7 +38,7 @@ CASES = [
     ("half_cheetah", os.path.join(MODELS, "half_cheetah_planar.xml"), (0.395, 8.64), 0.0),
     ("jump_worm", os.path.join(MODELS, "jump_worm.xml"), (0.256, 3.82), 0.0),
     ("catapult", os.path.join(MODELS, "catapult.xml"), (0.265, 4.36), 0.0),
-    ("humanoid", HUMANOID, (8.53, 749.0), 1.5),
+    ("humanoid", HUMANOID, (8.53, 749.0), 0.25),
 ]
 
 
@@ -53,7 +53,10 @@ def median_ms(f, repeats):
 
 
 def state_in_contact(model, settle):
-    """qpos0 at rest, or for the humanoid a lying pose after `settle` seconds on the floor."""
+    """qpos0 at rest, or for the humanoid dropped on its back from 0.3 m, `settle` seconds later:
+    0.25 s is just after landing, 10 contacts with no rows tied or at a class boundary (longer
+    settling leaves it resting with tied rows, where the Jacobian is not defined and finite
+    differences mix the classes on either side)."""
     qpos = model.qpos0[None].copy()
     qvel = np.zeros((1, model.nv))
     if settle > 0:
