@@ -15,6 +15,8 @@ import mujoco
 import phalanx
 from phalanx.testing import random_state
 
+from conftest import HUMANOID
+
 T = 20
 PARAMS = ["body_mass", "body_inertia", "dof_damping", "dof_armature", "jnt_stiffness",
           "actuator_gear", "body_ipos"]
@@ -350,3 +352,23 @@ def test_step_jacobians_match_finite_differences_and_identities(taped_scene, rng
             np.testing.assert_array_equal(jac[block + "d" + key][:, i], g[key])
         for name, rows in jac["parameters"].items():
             np.testing.assert_array_equal(rows[:, r], g[name], err_msg=name)
+
+
+def test_humanoid_jacobians_just_after_landing():
+    # MuJoCo's humanoid dropped on its back, 0.25 s later: 10 contacts with friction, none tied
+    # (bench_jacobians.py's state); all state and control Jacobians against central differences
+    model = phalanx.load_model(HUMANOID)
+    model.lcp_solver = "pgs_stabilized"
+    qpos = model.qpos0[None].copy()
+    qpos[0, 2] = 0.3
+    qpos[0, 3:7] = [np.cos(np.pi / 4), 0.0, np.sin(np.pi / 4), 0.0]
+    qs, vs, _ = phalanx.rollout(model, qpos, np.zeros((1, model.nv)),
+                                np.zeros((1, 50, model.nu)))
+    q, v, u = qs[:, -1].copy(), vs[:, -1].copy(), np.zeros((1, model.nu))
+    counts = np.zeros((1, 1, phalanx.NUM_COUNTS), np.int32)
+    phalanx.rollout(model, q, v, u[:, None], counts=counts)
+    assert counts[0, 0, phalanx.COUNT_CONTACTS] == 10
+    jac = phalanx.step_jacobians(model, q, v, u)
+    ref = phalanx.step_jacobians_fd(model, q, v, u)
+    for key, fd in ref.items():
+        np.testing.assert_allclose(jac[key], fd, rtol=0, atol=1e-6 * np.abs(fd).max(), err_msg=key)
