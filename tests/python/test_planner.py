@@ -94,3 +94,29 @@ def test_planner_noise_has_the_stated_statistics():
     d = np.abs(e32 - eps[:500])
     assert np.median(d) < 1e-6
     np.testing.assert_allclose(e32, eps[:500], rtol=5e-3, atol=1e-5)
+
+
+def test_update_and_refit_bindings(rng):
+    # mppi_update and cem_refit of planner.h on host arrays against numpy, and their shape checks
+    N, K, H, nu = 2, 6, 3, 2
+    u = rng.uniform(-0.5, 0.5, (N, H, nu))
+    eps = rng.standard_normal((N, K, H, nu))
+    w, _ = _phalanx.mppi_weights(rng.uniform(0, 3, (N, K)), 0.7)
+    lo, hi = np.array([-1.0, 0.0]), np.array([1.0, 0.0])  # actuator 1 unlimited
+    expect = u + np.einsum("nk,nkhu->nhu", w, eps)
+    expect[..., 0] = np.clip(expect[..., 0], -1, 1)
+    got = u.copy()
+    _phalanx.mppi_update(got, w, eps, lo, hi)
+    np.testing.assert_allclose(got, expect, rtol=1e-14, atol=1e-15)
+    elites = np.array([[4, 1], [0, 5]], dtype=np.int32)
+    sigma = np.full((N, H, nu), 0.2)
+    mean, std = u.copy(), sigma.copy()
+    _phalanx.cem_refit(mean, std, eps, elites, 0.3, 0.05)
+    chosen = np.stack([eps[p, elites[p]] for p in range(N)])
+    np.testing.assert_allclose(mean, 0.3 * u + 0.7 * chosen.mean(axis=1), rtol=1e-14)
+    np.testing.assert_allclose(std, np.maximum(0.3 * sigma + 0.7 * chosen.std(axis=1), 0.05),
+                               rtol=1e-14)
+    with pytest.raises(ValueError, match="eps has the wrong shape"):
+        _phalanx.mppi_update(got, w, np.ascontiguousarray(eps[:, :, :2]), lo, hi)
+    with pytest.raises(ValueError, match="elite index is outside"):
+        _phalanx.cem_refit(mean, std, eps, elites + K, 0.3, 0.05)
