@@ -153,10 +153,11 @@ void Tape<T>::allocate(const DeviceModel<T>& model, int nenv, int nstep, const T
   size_t nseg = (size_t(nstep) + every - 1) / every, seg = every > 1 ? size_t(every) : 0;
   size_t rr = TapeRecords<T>::record_reals(m), ri = TapeRecords<T>::record_ints(m);
   Device dev = model.device();
-  check_reals_ = Buffer<T>(dev, size_t(nenv) * nseg * rr);
-  check_ints_ = Buffer<int>(dev, size_t(nenv) * nseg * ri);
-  seg_reals_ = Buffer<T>(dev, size_t(nenv) * seg * rr);
-  seg_ints_ = Buffer<int>(dev, size_t(nenv) * seg * ri);
+  // records are written before they are read, and only their used rows: not zeroed
+  check_reals_ = Buffer<T>::uninitialized(dev, size_t(nenv) * nseg * rr);
+  check_ints_ = Buffer<int>::uninitialized(dev, size_t(nenv) * nseg * ri);
+  seg_reals_ = Buffer<T>::uninitialized(dev, size_t(nenv) * seg * rr);
+  seg_ints_ = Buffer<int>::uninitialized(dev, size_t(nenv) * seg * ri);
   ctrl_ = Buffer<T>(dev, size_t(nenv) * nstep * m.nu);
   if (ctrl_.size()) detail::device_copy(dev, ctrl_.data(), dev, d_ctrl, ctrl_.bytes());
   status_ = Buffer<unsigned>(dev, size_t(nenv));

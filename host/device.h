@@ -41,6 +41,15 @@ class Buffer {
     if (n_) p_ = static_cast<T*>(detail::device_alloc(device_, n_ * sizeof(T)));
     zero();
   }
+  // n elements left uninitialised: for storage the kernels write before they read (a tape's
+  // records, whose unused row slots are never touched, so their pages are never faulted in)
+  static Buffer uninitialized(Device device, size_t n) {
+    Buffer b;
+    b.device_ = device;
+    b.n_ = n;
+    if (n) b.p_ = static_cast<T*>(detail::device_alloc(device, n * sizeof(T)));
+    return b;
+  }
   Buffer(Device device, const std::vector<T>& host) : Buffer(device, host.size()) {
     upload(host.data(), host.size());
   }

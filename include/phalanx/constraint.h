@@ -322,6 +322,15 @@ PHX_HD void delassus(const ModelView<T>& m, int nrow, ConstraintWorkspace<T>& c)
 }
 
 // the LCP of the rows as lcp.h sees it
+// The impulses and classes a step's LCP produced, handed back to a replay of that step
+// (step_constrained's `known`); n rows, or force = null for none.
+template <class T>
+struct LcpSolution {
+  const T* force = nullptr;  // (n)
+  const int* cls = nullptr;  // (n) LcpClass flags
+  int n = -1;
+};
+
 template <class T>
 PHX_HD LcpProblem<T> lcp_problem(int nrow, const ConstraintWorkspace<T>& c) {
   LcpProblem<T> p;

@@ -608,7 +608,8 @@ PHX_HD void adj_step_constrained_replayed(const ModelView<T>& m, const T* qpos, 
 // generalized force added to the applied ones; may be null), all accumulated.
 // Inputs are not modified; w, c and cv are left as the forward step leaves them (cv holds this
 // step's contacts and rows). Returns the status bits of the replayed step; when it stops (NaN
-// state or result, singular mass matrix) nothing is accumulated.
+// state or result, singular mass matrix) nothing is accumulated. `known` is the step's LCP
+// solution when the caller has it (a tape's next record), see step_constrained.
 //
 // m.contact_gradient selects Nimble's options (SEEDS.md part A):
 // - kGradComplementarityAware: the LCP adjoint also runs on the loss-driven classification
@@ -631,11 +632,11 @@ PHX_HD unsigned adj_step_constrained(const ModelView<T>& m, const T* qpos, const
                                      const T* adj_qvel_next, T* adj_qpos, T* adj_qvel,
                                      T* adj_ctrl, const ModelAdjoint<T>& adj_model,
                                      const ContactModelAdjoint<T>& adj_contact,
-                                     T* adj_qfrc = nullptr) {
-  // replay the forward step
+                                     T* adj_qfrc = nullptr, LcpSolution<T> known = {}) {
+  // replay the forward step (without solving its LCP again when the solution is known)
   for (int i = 0; i < m.nq; ++i) s.qpos_next[i] = qpos[i];
   for (int d = 0; d < m.nv; ++d) s.qvel_next[d] = qvel[d];
-  unsigned status = step_constrained(m, s.qpos_next, s.qvel_next, ctrl, w, c, cv);
+  unsigned status = step_constrained(m, s.qpos_next, s.qvel_next, ctrl, w, c, cv, known);
   if (status & kStatusStopMask) return status;
   adj_step_constrained_replayed(m, qpos, qvel, ctrl, w, c, cv, a, s, adj_qpos_next, adj_qvel_next,
                                 adj_qpos, adj_qvel, adj_ctrl, adj_model, adj_contact, adj_qfrc);

@@ -263,13 +263,13 @@ PHX_HD PHX_DEVICE_NOINLINE unsigned adj_step_env(const ModelView<T>& m, const T*
                                                  const T* gv_next, T* gq, T* gv, T* gc,
                                                  const ModelAdjoint<T>& am,
                                                  const ContactModelAdjoint<T>& ac,
-                                                 T* gf = nullptr) {
+                                                 T* gf = nullptr, LcpSolution<T> known = {}) {
   if (m.nefcmax == 0) {
     adj_step(m, q, v, u, x.w, x.a, gq_next, gv_next, gq, gv, gc, am, gf);
     return 0;
   }
   return adj_step_constrained(m, q, v, u, x.w, x.c, cv, x.a, x.s, gq_next, gv_next, gq, gv, gc,
-                              am, ac, gf);
+                              am, ac, gf, known);
 }
 
 // vector-Jacobian product of one step: (adj_qpos_next, adj_qvel_next) at (qpos, qvel, ctrl)
@@ -435,10 +435,15 @@ struct RolloutAdjointKernel {
           if (adj_qvel_out)
             for (int i = 0; i < nv; ++i) gv[i] += adj_qvel_out[st * nv + i];
           rec.load(m, base + t - t0, q, v, cv);
+          // the step's own LCP solution is the next record's warm start: the replay skips
+          // the solver (the last step of the rollout has no next record and solves)
+          LcpSolution<T> known{};
+          if (m.nefcmax > 0 && t + 1 < t1) known = rec.solution(m, base + t + 1 - t0);
+          if (m.nefcmax > 0 && t + 1 == t1 && t1 < T_) known = check.solution(m, seg + 1);
           for (int i = 0; i < nq; ++i) hq[i] = T(0);
           for (int i = 0; i < nv; ++i) hv[i] = T(0);
           adj_step_env(m, q, v, ctrl + st * nu, x, cv, gq, gv, hq, hv, adj_ctrl + st * nu, am,
-                       ac);
+                       ac, static_cast<T*>(nullptr), known);
           for (int i = 0; i < nq; ++i) gq[i] = hq[i];
           for (int i = 0; i < nv; ++i) gv[i] = hv[i];
         }
