@@ -24,15 +24,16 @@ import numpy as np
 
 import phalanx
 import phalanx.control
+import phalanx.costs
 
 MODEL = Path(__file__).resolve().parent / "models" / "cartpole.xml"
 UPRIGHT = 0.2  # rad: |wrapped angle| below this counts as upright
 
 
-def make_cost(model) -> phalanx.control.Cost:
+def make_cost(model) -> phalanx.costs.Cost:
     """(1 - cos angle) on the hinge (wraps), the cart near the centre, mild velocity and
     control penalties, integrated over the horizon, plus a terminal state term"""
-    return phalanx.control.QuadraticCost(
+    return phalanx.costs.Quadratic(
         model, qpos_weight=[0.5, 5.0], qvel_weight=[0.05, 0.02], ctrl_weight=0.05,
         angle_coords=[1], terminal_weight=10.0, dt=model.timestep)
 

@@ -10,6 +10,8 @@
 #include "host/model.h"
 #include "phalanx/model_view.h"
 #include "phalanx/constraint_adjoint.h"
+#include "phalanx/cost.h"
+#include "phalanx/planner.h"
 #include "phalanx/tape.h"
 #include "phalanx/workspace.h"
 
@@ -187,5 +189,72 @@ void step_vjp(const DeviceModel<T>& model, int nenv, const T* d_qpos, const T* d
               const T* d_ctrl, const T* d_adj_qpos_next, const T* d_adj_qvel_next, T* d_adj_qpos,
               T* d_adj_qvel, T* d_adj_ctrl, const ModelAdjoint<T>& d_adj_model,
               const ContactModelAdjoint<T>& d_adj_contact = {}, int contact_gradient = -1);
+
+// ---- costs and sampling planners (host/planner.cpp) -----------------------------------------
+
+// The terms of a cost (include/phalanx/cost.h) checked against a model and copied onto its
+// device: ints (nterm x kCostTermInts: kind, index, axis), reals (nterm x kCostTermReals:
+// target, weight, terminal weight). std::invalid_argument names the first bad term (unknown
+// kind, index or axis out of range, a non-finite number, a centre-of-mass term on a massless
+// model).
+template <class T>
+class DeviceCost {
+ public:
+  DeviceCost(const DeviceModel<T>& model, const std::vector<int>& ints,
+             const std::vector<double>& reals);
+  CostView<T> view() const { return {nterm_, ints_.data(), reals_.data()}; }
+  int nterm() const { return nterm_; }
+
+ private:
+  int nterm_ = 0;
+  Buffer<int> ints_;
+  Buffer<T> reals_;
+};
+
+// The cost of nenv stored rollouts of nstep steps, d_qs (nenv x nstep x nq), d_vs (nenv x nstep
+// x nv), d_us (nenv x nstep x nu) -> d_value (nenv); with d_adj_qs non-null also its gradients
+// with respect to every state and control (same shapes; all three or none).
+template <class T>
+void trajectory_cost(const DeviceModel<T>& model, const DeviceCost<T>& cost, int nenv, int nstep,
+                     const T* d_qs, const T* d_vs, const T* d_us, T* d_value,
+                     T* d_adj_qs = nullptr, T* d_adj_vs = nullptr, T* d_adj_us = nullptr);
+
+// The device arrays of nproblem x nsample planner samples and the two stages of a planning
+// iteration: rollouts() (noise, controls, rollouts and costs of all samples in one launch) and
+// an update (one thread per problem). The sample arrays stay valid until the next rollouts().
+template <class T>
+class PlannerBatch {
+ public:
+  PlannerBatch(const DeviceModel<T>& model, int nproblem, int nsample, int horizon);
+
+  int nproblem() const { return nproblem_; }
+  int nsample() const { return nsample_; }
+  int horizon() const { return horizon_; }
+
+  // The samples of one iteration from the problems' states d_qpos0 (nproblem x nq) and d_qvel0
+  // (nproblem x nv), plans d_plan and noise scales d_sigma (nproblem x horizon x nu) and the
+  // control range d_lo, d_hi (nu); spec's sizes must match the batch's.
+  // With record, the samples' trajectories go to qs and vs, e.g. for a cost evaluated
+  // elsewhere that then overwrites value.
+  void rollouts(const DeviceCost<T>& cost, const PlannerSpec& spec, const T* d_qpos0,
+                const T* d_qvel0, const T* d_plan, const T* d_sigma, const T* d_lo,
+                const T* d_hi, bool record = false);
+  // MPPI's update of the plans in place (planner.h); ok[p] = 0 where a problem had no weights
+  void update_mppi(T lambda, T* d_plan, const T* d_lo, const T* d_hi);
+  // CEM's refit of the plans and their noise scales in place on the nelite best samples
+  void update_cem(int nelite, T alpha, T sigma_min, T* d_plan, T* d_sigma);
+
+  Buffer<T> eps, ctrl, value;  // (nproblem x nsample x horizon x nu) twice, (nproblem x nsample)
+  Buffer<unsigned> status;     // (nproblem x nsample)
+  Buffer<T> weight;            // (nproblem x nsample) MPPI's last weights
+  Buffer<int> elite;           // (nproblem x nelite) CEM's last elites
+  Buffer<int> ok;              // (nproblem)
+  Buffer<T> qs, vs;            // (nproblem x nsample x horizon x nq / nv) when recorded
+
+ private:
+  const DeviceModel<T>* model_;
+  int nproblem_, nsample_, horizon_;
+  Data<T> samples_;  // the samples' states and contacts
+};
 
 }  // namespace phx

@@ -1,11 +1,14 @@
-"""Built-in rollout losses and a one-call loss-and-gradient of a rollout.
+"""Rollout losses and a one-call loss-and-gradient of a rollout.
 
-A loss maps the trajectories of a rollout, ``qs`` (E, T, nq) and ``vs`` (E, T, nv) (the state
-after each step, as phalanx.rollout returns them) and the controls ``ctrl`` (E, T, nu), to one
-value per environment (E,) and its gradients with respect to those three arrays. Losses add:
-``StateCost(...) + ControlCost(...)``. ``value_and_grad`` runs the rollout on a tape, evaluates
-the loss and returns its gradients with respect to the initial state, the controls and the
-model parameters.
+A loss is a ``phalanx.costs.Cost``: it maps the trajectories of a rollout, ``qs`` (E, T, nq) and
+``vs`` (E, T, nv) (the state after each step, as phalanx.rollout returns them) and the controls
+``ctrl`` (E, T, nu) to one value per environment (E,), and ``value_and_grad`` gives its
+gradients with respect to those three arrays. The built-in terms of ``phalanx.costs`` (state,
+body and centre-of-mass tracking, evaluated in the kernels) are losses as they are; this module
+adds tracking with per-environment and per-step targets (``StateCost``) and control effort
+(``ControlCost``) in numpy. Losses add: ``StateCost(...) + ControlCost(...)``.
+``value_and_grad`` runs the rollout on a tape, evaluates the loss and returns its gradients
+with respect to the initial state, the controls and the model parameters.
 
     loss = losses.StateCost(qpos_target=q_goal, terminal_qpos_weight=100.0) + \
            losses.ControlCost(weight=1e-3)
@@ -18,36 +21,18 @@ import numpy as np
 
 import phalanx
 
+from .costs import Cost
+
 __all__ = ["Loss", "StateCost", "ControlCost", "value_and_grad"]
 
+Loss = Cost  # a loss is a cost with a gradient
 
-class Loss:
-    """Base class: subclasses define ``evaluate(qs, vs, ctrl) -> (value (E,), dq, dv, du)``,
-    the gradients shaped like qs, vs and ctrl (None for zero)."""
 
-    def evaluate(self, qs, vs, ctrl):
-        raise NotImplementedError
+class _NumpyLoss(Cost):
+    """a loss defined by ``value_and_grad``; its value is the first output"""
 
     def __call__(self, qs, vs, ctrl):
-        value, dq, dv, du = self.evaluate(qs, vs, ctrl)
-        zeros = np.zeros_like
-        return (value, zeros(qs) if dq is None else dq, zeros(vs) if dv is None else dv,
-                zeros(ctrl) if du is None else du)
-
-    def __add__(self, other: Loss) -> Loss:
-        if not isinstance(other, Loss):
-            return NotImplemented
-        return _Sum(self, other)
-
-
-class _Sum(Loss):
-    def __init__(self, a: Loss, b: Loss):
-        self.a, self.b = a, b
-
-    def evaluate(self, qs, vs, ctrl):
-        va, qa, wa, ua = self.a(qs, vs, ctrl)
-        vb, qb, wb, ub = self.b(qs, vs, ctrl)
-        return va + vb, qa + qb, wa + wb, ua + ub
+        return self.value_and_grad(qs, vs, ctrl)[0]
 
 
 def _weights(w, n, name):
@@ -59,7 +44,7 @@ def _weights(w, n, name):
     return np.broadcast_to(w, (n,))
 
 
-class StateCost(Loss):
+class StateCost(_NumpyLoss):
     """Quadratic tracking of qpos and qvel, running and terminal:
 
         L = sum_{t < T-1} 1/2 (|x_t - x*|^2_W + |v_t - v*|^2_V)
@@ -75,7 +60,7 @@ class StateCost(Loss):
         self.targets = (qpos_target, qvel_target)
         self.weights = (qpos_weight, qvel_weight, terminal_qpos_weight, terminal_qvel_weight)
 
-    def evaluate(self, qs, vs, ctrl):
+    def value_and_grad(self, qs, vs, ctrl):
         value = np.zeros(qs.shape[0])
         grads = []
         for x, target, w, wf, name in [
@@ -97,22 +82,23 @@ class StateCost(Loss):
             g = weight * err
             value += 0.5 * (g * err).sum(axis=(1, 2))
             grads.append(g.astype(x.dtype))
-        return value, grads[0], grads[1], None
+        return value, grads[0], grads[1], np.zeros_like(ctrl)
 
 
-class ControlCost(Loss):
+class ControlCost(_NumpyLoss):
     """Control effort, 1/2 sum_t |u_t|^2_W with diagonal weight W (scalar or (nu,), >= 0)."""
 
     def __init__(self, weight=1.0):
         self.weight = weight
 
-    def evaluate(self, qs, vs, ctrl):
+    def value_and_grad(self, qs, vs, ctrl):
         w = _weights(self.weight, ctrl.shape[2], "weight")
         g = w * ctrl
-        return 0.5 * (g * ctrl).sum(axis=(1, 2)), None, None, g.astype(ctrl.dtype)
+        return (0.5 * (g * ctrl).sum(axis=(1, 2)), np.zeros_like(qs), np.zeros_like(vs),
+                g.astype(ctrl.dtype))
 
 
-def value_and_grad(model, qpos, qvel, ctrl, loss: Loss, *, tape: phalanx.Tape | None = None,
+def value_and_grad(model, qpos, qvel, ctrl, loss: Cost, *, tape: phalanx.Tape | None = None,
                    complementarity_aware: bool = False, bounce_correction: bool = False,
                    dtype=None, device: str = "cpu"):
     """Roll out (qpos, qvel, ctrl (E, T, nu)) on a tape, evaluate ``loss`` and back-propagate.
@@ -128,7 +114,7 @@ def value_and_grad(model, qpos, qvel, ctrl, loss: Loss, *, tape: phalanx.Tape | 
                                      device=device)
     phalanx.raise_if_stopped(status, "rollout")
     u = np.asarray(ctrl, dtype=qs.dtype)
-    value, dq, dv, du = loss(qs, vs, u)
+    value, dq, dv, du = loss.value_and_grad(qs, vs, u)
     grads = tape.backward(dq, dv, complementarity_aware=complementarity_aware,
                           bounce_correction=bounce_correction)
     grads["ctrl"] = grads["ctrl"] + du

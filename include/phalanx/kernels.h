@@ -5,6 +5,8 @@
 #pragma once
 
 #include "phalanx/constraint_adjoint.h"
+#include "phalanx/cost.h"
+#include "phalanx/planner.h"
 #include "phalanx/step.h"
 #include "phalanx/tape.h"
 
@@ -454,6 +456,144 @@ struct RolloutAdjointKernel {
   }
 };
 
+// ---- costs and sampling planners (cost.h, planner.h) ----------------------------------------
+
+// The cost of each of nenv stored rollouts (trajectory_cost) and, when adj_qs is non-null, its
+// gradients with respect to every state and control (adj_trajectory_cost). Scratch: a
+// workspace, then an adjoint workspace (cost_scratch_size).
+template <class T>
+struct TrajectoryCostKernel {
+  using Scalar = T;
+  ModelView<T> model;
+  CostView<T> cost;
+  int nstep;
+  const T* qs;    // (nenv x nstep x nq)
+  const T* vs;    // (nenv x nstep x nv)
+  const T* us;    // (nenv x nstep x nu)
+  T* value;       // (nenv)
+  T* adj_qs;      // (nenv x nstep x nq), may be null: no gradients
+  T* adj_vs;      // (nenv x nstep x nv)
+  T* adj_us;      // (nenv x nstep x nu)
+
+  PHX_HD void operator()(int e, Scratch<T> scratch) const {
+    const ModelView<T> m = env_view(model, e);
+    Workspace<T> w = make_workspace(m, scratch.reals);
+    long q0 = long(e) * nstep * m.nq, v0 = long(e) * nstep * m.nv, u0 = long(e) * nstep * m.nu;
+    value[e] = trajectory_cost(m, cost, nstep, qs + q0, vs + v0, us + u0, w);
+    if (!adj_qs) return;
+    AdjWorkspace<T> a = AdjWorkspace<T>::carve(
+        scratch.reals + Workspace<T>::size(m.nbody, m.njnt, m.nv), m.nbody, m.njnt, m.nv);
+    adj_trajectory_cost(m, cost, nstep, qs + q0, vs + v0, us + u0, w, a, adj_qs + q0,
+                        adj_vs + v0, adj_us + u0);
+  }
+};
+
+template <class T>
+PHX_HD ScratchSize cost_scratch_size(const ModelView<T>& m) {
+  return {Workspace<T>::size(m.nbody, m.njnt, m.nv) + AdjWorkspace<T>::size(m.nbody, m.njnt, m.nv),
+          0};
+}
+
+// One planning iteration's samples, one thread per sample: its noise, its controls clamp(u +
+// eps), its rollout from the problem's state (contacts start cold) and its cost, accumulated
+// step by step (running terms on the state after each step, terminal terms on the last), and
+// optionally its trajectory (for costs evaluated elsewhere). A sample whose physics stops costs
+// +inf and repeats its last state.
+template <class T>
+struct PlannerRolloutKernel {
+  using Scalar = T;
+  ModelView<T> model;
+  CostView<T> cost;
+  PlannerSpec spec;
+  const T* qpos0;    // (nproblem x nq)
+  const T* qvel0;    // (nproblem x nv)
+  const T* plan;     // (nproblem x horizon x nu)
+  const T* sigma;    // (nproblem x horizon x nu) noise scale per entry
+  const T* lo;       // (nu) control range (lo >= hi: unlimited)
+  const T* hi;       // (nu)
+  T* qpos;           // (nsamples x nq) scratch state
+  T* qvel;           // (nsamples x nv)
+  T* eps;            // (nsamples x horizon x nu) perturbation applied
+  T* ctrl;           // (nsamples x horizon x nu)
+  T* value;          // (nsamples) cost
+  unsigned* status;  // (nsamples)
+  ContactData<T> con;
+  T* qs_out;         // (nsamples x horizon x nq) state after each step, may be null
+  T* vs_out;         // (nsamples x horizon x nv), may be null
+
+  PHX_HD void operator()(int s, Scratch<T> scratch) const {
+    const ModelView<T> m = env_view(model, s);
+    Workspace<T> w = make_workspace(m, scratch.reals);
+    int p = s / spec.nsample, k = s % spec.nsample, H = spec.horizon, nu = m.nu;
+    long u0 = long(s) * H * nu;
+    const T* up = plan + long(p) * H * nu;
+    const T* sd = sigma + long(p) * H * nu;
+    planner_noise(spec.seed, uint32_t(s), spec.stream, H, nu, static_cast<const T*>(nullptr),
+                  T(spec.beta), eps + u0);
+    for (int j = 0; j < H * nu; ++j)
+      eps[u0 + j] = spec.include_nominal && k == 0 ? T(0) : sd[j] * eps[u0 + j];
+    planner_controls(H, nu, up, lo, hi, eps + u0, ctrl + u0);
+    T* q = qpos + long(s) * m.nq;
+    T* v = qvel + long(s) * m.nv;
+    for (int i = 0; i < m.nq; ++i) q[i] = qpos0[long(p) * m.nq + i];
+    for (int i = 0; i < m.nv; ++i) v[i] = qvel0[long(p) * m.nv + i];
+    if (m.nefcmax > 0) con.nefc[s] = 0;  // cold start
+    unsigned st = 0;
+    T c(0);
+    for (int t = 0; t < H; ++t) {
+      const T* u = ctrl + u0 + long(t) * nu;
+      if (!(st & kStatusStopMask)) {
+        st |= step_env(m, s, q, v, u, w, scratch, con);
+        if (cost.nterm) c += stage_cost(m, cost, q, v, u, T(1), t == H - 1 ? T(1) : T(0), w);
+      }
+      if (qs_out)
+        for (int i = 0; i < m.nq; ++i) qs_out[(long(s) * H + t) * m.nq + i] = q[i];
+      if (vs_out)
+        for (int i = 0; i < m.nv; ++i) vs_out[(long(s) * H + t) * m.nv + i] = v[i];
+    }
+    status[s] = st;
+    value[s] = (st & kStatusStopMask) || c != c ? T(INFINITY) : c;
+  }
+};
+
+// One planning iteration's update, one thread per problem: MPPI's weights and update of the
+// plan (nelite = 0), or CEM's elites and refit of the plan and its std (nelite > 0). ok[p] = 0
+// when MPPI has no weights (a NaN cost, no finite cost); the plan is then left unchanged.
+template <class T>
+struct PlannerUpdateKernel {
+  using Scalar = T;
+  int nsample, horizon, nu;
+  int nelite;         // 0: MPPI
+  T lambda;           // MPPI's temperature
+  T alpha, std_min;   // CEM's smoothing and floor
+  const T* value;     // (nproblem x nsample)
+  const T* eps;       // (nproblem x nsample x horizon x nu)
+  const T* ctrl;      // (nproblem x nsample x horizon x nu)
+  const T* lo;        // (nu)
+  const T* hi;        // (nu)
+  T* plan;            // (nproblem x horizon x nu) updated in place
+  T* sigma;           // (nproblem x horizon x nu) CEM's std, updated in place
+  T* weight;          // (nproblem x nsample) MPPI's weights
+  int* elite;         // (nproblem x nelite) CEM's elites
+  int* ok;            // (nproblem)
+
+  PHX_HD void operator()(int p, Scratch<T>) const {
+    long n = long(horizon) * nu, K = nsample;
+    const T* c = value + p * K;
+    if (nelite == 0) {
+      ok[p] = mppi_weights(c, nsample, lambda, weight + p * K);
+      if (ok[p]) mppi_update(nsample, horizon, nu, weight + p * K, eps + p * K * n, lo, hi,
+                             plan + p * n);
+      return;
+    }
+    int* idx = elite + long(p) * nelite;
+    smallest_indices(c, nsample, nelite, idx);
+    cem_refit(horizon, nu, ctrl + p * K * n, idx, nelite, alpha, std_min, plan + p * n,
+              sigma + p * n);
+    ok[p] = 1;
+  }
+};
+
 // every kernel instantiated by the backends, for each scalar type, in the groups the CUDA
 // backend compiles as separate translation units (cuda/kernels_*.cu)
 #define PHX_FORWARD_KERNELS(X)                                          \
@@ -467,8 +607,13 @@ struct RolloutAdjointKernel {
 #define PHX_ROLLOUT_ADJOINT_KERNELS(X) \
   X(RolloutAdjointKernel<float>) X(RolloutAdjointKernel<double>)
 #define PHX_STEP_JACOBIAN_KERNELS(X) X(StepJacobianKernel<float>) X(StepJacobianKernel<double>)
+#define PHX_PLANNER_KERNELS(X)                                          \
+  X(TrajectoryCostKernel<float>) X(TrajectoryCostKernel<double>)        \
+  X(PlannerRolloutKernel<float>) X(PlannerRolloutKernel<double>)        \
+  X(PlannerUpdateKernel<float>) X(PlannerUpdateKernel<double>)
 #define PHX_FOR_EACH_KERNEL(X)  \
   PHX_FORWARD_KERNELS(X)        \
+  PHX_PLANNER_KERNELS(X)        \
   PHX_STEP_ADJOINT_KERNELS(X)   \
   PHX_ROLLOUT_ADJOINT_KERNELS(X) \
   PHX_STEP_JACOBIAN_KERNELS(X)

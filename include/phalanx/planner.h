@@ -12,18 +12,32 @@
 
 namespace phx {
 
+// What a planning iteration's sampling stage needs to know: nproblem problems of nsample
+// samples, plans of horizon rows; the noise of sample s = p * nsample + k is keyed (seed, s,
+// stream) (planner_noise), filtered by beta and scaled per entry by the problem's std.
+struct PlannerSpec {
+  int nproblem = 1;
+  int nsample = 1;
+  int horizon = 1;
+  uint64_t seed = 0;
+  uint32_t stream = 0;
+  double beta = 0;
+  bool include_nominal = true;  // sample 0 of each problem is the plan itself
+};
+
 // Noise of one sample, eps (H x nu): per actuator sigma_i, time-correlated by a first-order
 // filter that keeps the marginal variance sigma_i^2,
 //   eps_0 = sigma n_0,   eps_t = beta eps_{t-1} + sqrt(1 - beta^2) sigma n_t,
 // with n standard normals addressed (seed, env = sample, step = t, dim = i, stream) (random.h):
-// the same on every device and for every launch order. beta = 0 is white noise.
+// the same on every device and for every launch order. beta = 0 is white noise; sigma null is
+// unit noise.
 template <class T>
 PHX_HD void planner_noise(uint64_t seed, uint32_t sample, uint32_t stream, int H, int nu,
                           const T* sigma, T beta, T* eps) {
   T gain = sqrt(T(1) - beta * beta);
   for (int t = 0; t < H; ++t)
     for (int i = 0; i < nu; ++i) {
-      T n = sigma[i] * standard_normal<T>(seed, sample, uint32_t(t), uint32_t(i), stream);
+      T n = (sigma ? sigma[i] : T(1)) * standard_normal<T>(seed, sample, uint32_t(t), uint32_t(i), stream);
       eps[t * nu + i] = t == 0 ? n : beta * eps[(t - 1) * nu + i] + gain * n;
     }
 }

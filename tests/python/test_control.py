@@ -16,6 +16,7 @@ import pytest
 
 import phalanx
 import phalanx.control as control
+import phalanx.costs as costs
 from phalanx import _phalanx
 
 from conftest import load_example
@@ -30,7 +31,7 @@ def cartpole():
 
 
 def swing_cost(model):
-    return control.QuadraticCost(model, qpos_weight=[0.5, 5.0], qvel_weight=[0.05, 0.02],
+    return costs.Quadratic(model, qpos_weight=[0.5, 5.0], qvel_weight=[0.05, 0.02],
                                  ctrl_weight=0.05, angle_coords=[1], terminal_weight=10.0,
                                  dt=model.timestep)
 
@@ -43,11 +44,11 @@ def numpy_costs(model, cost, qpos, qvel, ctrl):
     return cost(qs, vs, ctrl.reshape(N * K, H, nu)).reshape(N, K)
 
 
-def test_quadratic_cost_matches_a_loop_and_wraps_angles():
+def test_quadratic_cost_matches_a_loop_and_wraps_angles(cartpole):
     rng = np.random.default_rng(3)
     M, T = 4, 6
     qs, vs, u = rng.normal(size=(M, T, 2)), rng.normal(size=(M, T, 2)), rng.normal(size=(M, T, 1))
-    cost = control.QuadraticCost(qpos_target=[0.1, 0.0], qpos_weight=[1.0, 3.0],
+    cost = costs.Quadratic(cartpole, qpos_target=[0.1, 0.0], qpos_weight=[1.0, 3.0],
                                  qvel_weight=[0.5, 0.25], ctrl_weight=0.2, ctrl_target=0.3,
                                  terminal_weight=7.0, angle_coords=[1], dt=0.01)
     ref = np.zeros(M)
@@ -63,7 +64,7 @@ def test_quadratic_cost_matches_a_loop_and_wraps_angles():
     shifted[..., 1] += 2 * np.pi  # a full turn costs nothing on an angle coordinate
     np.testing.assert_allclose(cost(shifted, vs, u), ref, rtol=1e-9)
     # composition: weights and sums
-    extra = control.CallableCost(lambda q, v, c: np.abs(c).sum(axis=(1, 2)))
+    extra = costs.CallableCost(lambda q, v, c: np.abs(c).sum(axis=(1, 2)))
     np.testing.assert_allclose((2.0 * cost + extra)(qs, vs, u),
                                2 * ref + np.abs(u).sum(axis=(1, 2)), rtol=1e-12)
 
@@ -177,7 +178,7 @@ def test_nan_costs_and_wrong_shapes_raise(cartpole):
     with pytest.raises(ValueError, match=r"qs must have shape \(M, T, nq\) = \(M, T, 2\)"):
         swing_cost(cartpole)(np.zeros((3, 4, 5)), np.zeros((3, 4, 2)), np.zeros((3, 4, 1)))
     with pytest.raises(ValueError, match=r"angle_coords must index qpos"):
-        control.QuadraticCost(cartpole, angle_coords=[2])
+        costs.Quadratic(cartpole, angle_coords=[2])
 
 
 def test_cem_refit_equals_numpy(cartpole):

@@ -1,0 +1,195 @@
+// What the extension's source files share: the Python-side Model (a loaded phx::Model with its
+// compiled DeviceModels), shape checks, and the staging of numpy arrays to and from a device.
+#pragma once
+
+#include <pybind11/numpy.h>
+#include <pybind11/pybind11.h>
+
+#include <array>
+#include <climits>
+#include <cmath>
+#include <memory>
+#include <stdexcept>
+#include <string>
+#include <type_traits>
+#include <utility>
+#include <vector>
+
+#include "bindings/dlpack.h"
+#include "host/api.h"
+
+namespace phx::bindings {
+
+namespace py = pybind11;
+
+// a C-contiguous numpy array of T
+template <class T>
+using CArray = py::array_t<T, py::array::c_style>;
+using CArrayD = py::array_t<double, py::array::c_style | py::array::forcecast>;
+
+// A loaded model and its compiled copies, one per (scalar type, device), built on first use.
+// The compiled copies bake in the options, so changing timestep or gravity drops them. Callers
+// hold the GIL while they touch the cache and keep a shared_ptr to the copy they run on, so a
+// change in another thread never frees a model under a running call.
+class PyModel {
+ public:
+  explicit PyModel(phx::Model model) : model_(std::move(model)) {}
+
+  const phx::Model& model() const { return model_; }
+
+  void set_timestep(double dt) {
+    if (!(std::isfinite(dt) && dt > 0)) {
+      throw std::invalid_argument("phalanx: timestep must be positive and finite, got " +
+                                  std::to_string(dt));
+    }
+    model_.opt.timestep = dt;
+    invalidate();
+  }
+
+  // constraint switches and LCP settings (Options in host/model.h)
+  template <class V>
+  void set_option(V phx::Options::*field, V value) {
+    model_.opt.*field = value;
+    invalidate();
+  }
+
+  void set_nconmax(int n) {
+    model_.nconmax = n;
+    invalidate();
+  }
+
+  void set_gravity(const std::array<double, 3>& g) {
+    for (double x : g) {
+      if (!std::isfinite(x)) throw std::invalid_argument("phalanx: gravity must be finite");
+    }
+    model_.opt.gravity = g;
+    invalidate();
+  }
+
+  // replace a differentiable parameter (phx::Param): values of the field's shape (shared by
+  // all environments) or with a leading batch dimension (one copy per environment)
+  void set_parameter(const std::string& name, const CArrayD& values) {
+    int k = phx::Model::param_index(name);
+    std::vector<py::ssize_t> shape = param_shape(k);
+    std::vector<py::ssize_t> got(values.shape(), values.shape() + values.ndim());
+    bool shared = got == shape;
+    bool batched = got.size() == shape.size() + 1 && got[0] >= 1 &&
+                   std::equal(shape.begin(), shape.end(), got.begin() + 1);
+    if (!shared && !batched) {
+      std::string batch = "(nbatch";
+      for (py::ssize_t n : shape) batch += ", " + std::to_string(n);
+      throw std::invalid_argument("phalanx: " + name + " must have shape " + shape_string(shape) +
+                                  " (shared) or " + batch + ") (per environment), got " +
+                                  shape_string(got));
+    }
+    model_.set_parameter(name, std::vector<double>(values.data(), values.data() + values.size()));
+    invalidate();
+  }
+
+  // the values of a parameter: the field's shape when shared, else (nbatch, *shape)
+  py::array_t<double> parameter(const std::string& name) const {
+    int k = phx::Model::param_index(name);
+    std::vector<py::ssize_t> shape = param_shape(k);
+    const std::vector<double>* v = &model_.param_field(k);
+    if (int n = model_.param_nbatch(k); n > 1) {
+      shape.insert(shape.begin(), n);
+      v = &model_.param_batch[k];
+    }
+    py::array_t<double> a(shape);
+    std::copy(v->begin(), v->end(), a.mutable_data());
+    return a;
+  }
+
+  // the shape of one copy of parameter k: (count,) or (count, width)
+  std::vector<py::ssize_t> param_shape(int k) const {
+    py::ssize_t n = py::ssize_t(model_.param_size(k)), w = phx::param_width(k);
+    if (w == 1) return {n};
+    return {n / w, w};
+  }
+
+  template <class T>
+  std::shared_ptr<const phx::DeviceModel<T>> compiled(Device device) {
+    auto& slot = cache<T>()[device == Device::kCpu ? 0 : 1];
+    if (!slot) slot = std::make_shared<const phx::DeviceModel<T>>(model_, device);
+    return slot;
+  }
+
+ private:
+  template <class T>
+  auto& cache() {
+    if constexpr (std::is_same_v<T, float>) {
+      return f32_;
+    } else {
+      return f64_;
+    }
+  }
+  void invalidate() {
+    f32_ = {};
+    f64_ = {};
+  }
+
+  phx::Model model_;
+  // indexed by device: 0 cpu, 1 cuda
+  std::array<std::shared_ptr<const phx::DeviceModel<float>>, 2> f32_;
+  std::array<std::shared_ptr<const phx::DeviceModel<double>>, 2> f64_;
+};
+
+// throw std::invalid_argument unless a has exactly this shape
+inline void require_shape(const py::array& a, const std::vector<py::ssize_t>& shape, const char* name) {
+  std::vector<py::ssize_t> got(a.shape(), a.shape() + a.ndim());
+  if (got != shape) {
+    throw std::invalid_argument(std::string("phalanx: ") + name + " must have shape " +
+                                shape_string(shape) + ", got " + shape_string(got));
+  }
+}
+
+// the number of environments: the leading dimension of qpos, which must be (E, nq)
+inline int batch_size(const py::array& qpos, int nq) {
+  if (qpos.ndim() != 2 || qpos.shape(1) != nq) {
+    require_shape(qpos, {qpos.ndim() ? qpos.shape(0) : 0, nq}, "qpos");
+  }
+  if (qpos.shape(0) > INT_MAX) throw std::invalid_argument("phalanx: too many environments");
+  return int(qpos.shape(0));
+}
+
+// An input array as the device sees it: the numpy buffer itself on the CPU, a copy on CUDA.
+template <class T>
+class DeviceInput {
+ public:
+  DeviceInput(Device device, const T* host, size_t n) : p_(host) {
+    if (device != Device::kCpu) {
+      buffer_ = phx::Buffer<T>(device, n);
+      buffer_.upload(host, n);
+      p_ = buffer_.data();
+    }
+  }
+  const T* get() const { return p_; }
+
+ private:
+  phx::Buffer<T> buffer_;
+  const T* p_;
+};
+
+// An output array: the numpy buffer itself on the CPU; on CUDA a device buffer that finish()
+// copies back.
+template <class T>
+class DeviceOutput {
+ public:
+  DeviceOutput(Device device, T* host, size_t n) : host_(host), p_(host) {
+    if (device != Device::kCpu) {
+      buffer_ = phx::Buffer<T>(device, n);
+      p_ = buffer_.data();
+    }
+  }
+  T* get() { return p_; }
+  void finish() {
+    if (buffer_.size()) buffer_.download(host_, buffer_.size());
+  }
+
+ private:
+  phx::Buffer<T> buffer_;
+  T* host_;
+  T* p_;
+};
+
+}  // namespace phx::bindings
