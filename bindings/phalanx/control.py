@@ -58,12 +58,25 @@ def _positive_int(name, value) -> int:
 
 
 class _Planner:
-    """What MPPI and CEM share: the plans, sampling, the batched rollout and the costs."""
+    """What MPPI and CEM share: the plans, sampling, the batched rollout and the costs.
+
+    Options of both (keywords): ``cost`` a phalanx.costs.Cost or a function (qs, vs, ctrl) ->
+    (M,) (required); ``noise_smoothing`` beta in [0, 1), the time correlation of the noise
+    (its marginal standard deviation stays sigma; default 0); ``seed`` of the Philox noise
+    (default 0); ``num_problems`` N independent problems (e.g. N environments controlled at
+    once; default 1); ``include_nominal``: sample 0 of every problem is the unperturbed plan,
+    so a good plan is never lost and its cost is reported in ``last_nominal_cost`` (default
+    True); ``initial_plan`` (H, nu) or (N, H, nu), default zeros (clipped to ctrlrange);
+    ``iterations`` per ``plan`` call by default; ``gradient_steps`` G >= 0 (default 0) and
+    ``gradient_step`` alpha (default 0.5): gradient-refined sampling, see ``refine``;
+    ``dtype`` of the rollouts (default float64); ``device`` "cpu" or "cuda".
+    """
 
     _name = "planner"
 
-    def __init__(self, model, horizon, num_samples, sigma, *, noise_smoothing, seed, cost,
-                 num_problems, include_nominal, initial_plan, iterations, dtype, device):
+    def __init__(self, model, horizon, num_samples, sigma, *, cost, noise_smoothing=0.0,
+                 seed=0, num_problems=1, include_nominal=True, initial_plan=None, iterations=1,
+                 gradient_steps=0, gradient_step=0.5, dtype=np.float64, device="cpu"):
         self.model = model
         self.horizon = _positive_int("horizon", horizon)
         self.num_samples = _positive_int("num_samples", num_samples)
@@ -91,6 +104,15 @@ class _Planner:
                              f"{seed!r}")
         self.seed = int(seed)
         self.cost = costs.as_cost(cost)
+        if isinstance(gradient_steps, bool) or not isinstance(gradient_steps, numbers.Integral) \
+                or gradient_steps < 0:
+            raise ValueError(f"phalanx.control: gradient_steps must be an integer >= 0, got "
+                             f"{gradient_steps!r}")
+        self.gradient_steps = int(gradient_steps)
+        self.gradient_step = float(gradient_step)
+        if not (np.isfinite(self.gradient_step) and self.gradient_step > 0):
+            raise ValueError(f"phalanx.control: gradient_step must be positive, got "
+                             f"{gradient_step!r}")
         self.include_nominal = bool(include_nominal)
         rng = np.asarray(model.actuator_ctrlrange, dtype=np.float64).reshape(nu, 2)
         limited = np.asarray(getattr(model, "actuator_ctrllimited", np.ones(nu)), bool)
@@ -130,6 +152,7 @@ class _Planner:
         self._iteration = 0
         self._batch = getattr(self, "_batch", None)  # the device arrays, kept across resets
         self.last_costs = None  # (N, K) costs of the last iteration's samples
+        self.last_refined_cost = None  # (N,) cost of each plan after the gradient steps
         self.last_nominal_cost = None  # (N,) cost of each plan before that iteration (if
         # include_nominal: sample 0)
 
@@ -159,6 +182,8 @@ class _Planner:
         qpos, qvel, flat = self._states(qpos, qvel)
         for _ in range(iterations):
             self._iterate(qpos, qvel)
+            if self.gradient_steps:
+                self.last_refined_cost = self.refine(qpos, qvel, self.gradient_steps)
         out = self._u.copy() if full else self._u[:, 0].copy()
         return out[0] if flat else out
 
@@ -247,6 +272,46 @@ class _Planner:
     def _iterate(self, qpos, qvel):
         raise NotImplementedError
 
+    def refine(self, qpos, qvel, steps: int = 1) -> np.ndarray:
+        """Gradient-refined sampling: ``steps`` gradient steps on every plan from the states
+        qpos (N, nq), qvel (N, nv), through the rollout's adjoint (a taped rollout of the N
+        plans, the cost's gradient with respect to the trajectory, ``Tape.backward``). A step
+        moves each plan against its gradient g, scaled so that its largest entry moves by
+        ``gradient_step`` * sigma, and tries that step and its halves 1/2, 1/4, 1/8 in one
+        batched rollout; a problem keeps the cheapest candidate if it beats its plan (else the
+        plan stays). The cost must have a gradient (``phalanx.costs`` terms, or a
+        CallableCost with ``grad_fn``). Returns the plans' costs after the steps, (N,).
+        ``plan`` runs this after each sampling iteration when ``gradient_steps`` > 0."""
+        from . import Tape, rollout
+
+        qpos, qvel, _ = self._states(qpos, qvel)
+        N, H, nu = self.num_problems, self.horizon, self.model.nu
+        fractions = np.array([1.0, 0.5, 0.25, 0.125])
+        scale = self.gradient_step * np.asarray(self._noise_scale(), dtype=np.float64)
+        value = None
+        for _ in range(_positive_int("steps", steps)):
+            tape = Tape(checkpoint_every=1)
+            qs, vs, status = rollout(self.model, qpos, qvel, self._u, tape=tape,
+                                     device=self.device)
+            value, dq, dv, du = self.cost.value_and_grad(qs, vs, self._u)
+            value = np.where((np.asarray(status) & _STOPPED) != 0, np.inf, value)
+            g = np.asarray(tape.backward(dq, dv)["ctrl"], dtype=np.float64) + du
+            top = np.abs(g).reshape(N, -1).max(axis=1)[:, None, None]
+            direction = np.divide(g, top, out=np.zeros_like(g), where=top > 0)
+            trial = self._clip(self._u[None] - fractions[:, None, None, None] * scale[None]
+                               * direction[None]).astype(self.dtype)  # (4, N, H, nu)
+            trial = trial.transpose(1, 0, 2, 3).reshape(N * 4, H, nu)
+            qs, vs, status = rollout(self.model, np.repeat(qpos, 4, 0), np.repeat(qvel, 4, 0),
+                                     trial, device=self.device)
+            c = np.asarray(self.cost(qs, vs, trial), dtype=np.float64)
+            c = np.where((np.asarray(status) & _STOPPED) != 0, np.inf, c).reshape(N, 4)
+            best = c.argmin(axis=1)
+            better = c[np.arange(N), best] < value
+            chosen = trial.reshape(N, 4, H, nu)[np.arange(N), best]
+            self._u = np.where(better[:, None, None], chosen, self._u)
+            value = np.where(better, c[np.arange(N), best], value)
+        return value
+
 
 class MPPI(_Planner):
     """Model predictive path integral control (Williams et al. 2017) for N problems.
@@ -254,14 +319,9 @@ class MPPI(_Planner):
     ``model``: a phalanx.Model; ``horizon`` H control steps of model.timestep; ``num_samples``
     K per problem and iteration; ``sigma`` the noise standard deviation, a scalar or (nu,);
     ``temperature`` lambda of the weights exp(-(c - min c) / lambda) (in the units of the
-    cost); ``noise_smoothing`` beta in [0, 1), the time correlation of the noise (marginal
-    standard deviation stays sigma); ``seed`` of the Philox noise; ``cost`` a
-    phalanx.control.Cost or a function (qs, vs, ctrl) -> (M,); ``num_problems`` N independent
-    problems (e.g. N environments controlled at once); ``include_nominal``: sample 0 of every
-    problem is the unperturbed plan (so a good plan is never lost and its cost is reported in
-    ``last_nominal_cost``); ``initial_plan`` (H, nu) or (N, H, nu), default zeros (clipped to
-    ctrlrange); ``iterations`` per ``plan`` call by default; ``dtype`` of the rollouts;
-    ``device`` of the rollouts ("cpu" or "cuda").
+    cost). The keyword options (``cost``, ``noise_smoothing``, ``seed``, ``num_problems``,
+    ``include_nominal``, ``initial_plan``, ``iterations``, ``gradient_steps``,
+    ``gradient_step``, ``dtype``, ``device``) are those of both planners (see ``_Planner``).
 
     After an iteration ``last_costs`` (N, K) and ``last_weights`` (N, K) hold its costs and
     weights.
@@ -269,19 +329,14 @@ class MPPI(_Planner):
 
     _name = "MPPI"
 
-    def __init__(self, model, horizon: int, num_samples: int, sigma, temperature: float, *,
-                 noise_smoothing: float = 0.0, seed: int = 0, cost, num_problems: int = 1,
-                 include_nominal: bool = True, initial_plan=None, iterations: int = 1,
-                 dtype=np.float64, device: str = "cpu"):
+    def __init__(self, model, horizon: int, num_samples: int, sigma, temperature: float,
+                 **options):
         lam = float(temperature)
         if not (np.isfinite(lam) and lam > 0):
             raise ValueError(f"phalanx.control.MPPI: temperature must be positive and finite, "
                              f"got {temperature!r}")
         self.temperature = lam
-        super().__init__(model, horizon, num_samples, sigma, noise_smoothing=noise_smoothing,
-                         seed=seed, cost=cost, num_problems=num_problems,
-                         include_nominal=include_nominal, initial_plan=initial_plan,
-                         iterations=iterations, dtype=dtype, device=device)
+        super().__init__(model, horizon, num_samples, sigma, **options)
 
     def reset(self) -> None:
         super().reset()
@@ -315,16 +370,15 @@ class CEM(_Planner):
     standard deviation (scalar or (nu,)), restored by ``shift`` and ``reset``;
     ``noise_smoothing`` correlates the unit noise in time; ``iterations`` per ``plan`` call
     by default (CEM needs several). The other arguments are MPPI's. The plan returned is the
-    mean. ``std`` (N, H, nu) is the current standard deviation.
+    mean. ``std`` (N, H, nu) is the current standard deviation. The other keyword options are
+    MPPI's (see ``_Planner``).
     """
 
     _name = "CEM"
 
     def __init__(self, model, horizon: int, num_samples: int, num_elites: int, sigma, *,
                  smoothing: float = 0.1, sigma_min: float = 0.05, iterations: int = 3,
-                 noise_smoothing: float = 0.0, seed: int = 0, cost, num_problems: int = 1,
-                 include_nominal: bool = True, initial_plan=None, dtype=np.float64,
-                 device: str = "cpu"):
+                 **options):
         self.num_elites = _positive_int("num_elites", num_elites)
         if self.num_elites > num_samples:
             raise ValueError(f"phalanx.control.CEM: num_elites must be in [1, num_samples] = "
@@ -335,10 +389,7 @@ class CEM(_Planner):
         self.sigma_min = float(sigma_min)
         if not (np.isfinite(self.sigma_min) and self.sigma_min >= 0):
             raise ValueError(f"phalanx.control.CEM: sigma_min must be >= 0, got {sigma_min}")
-        super().__init__(model, horizon, num_samples, sigma, noise_smoothing=noise_smoothing,
-                         seed=seed, cost=cost, num_problems=num_problems,
-                         include_nominal=include_nominal, initial_plan=initial_plan,
-                         iterations=iterations, dtype=dtype, device=device)
+        super().__init__(model, horizon, num_samples, sigma, iterations=iterations, **options)
 
     def reset(self) -> None:
         super().reset()
