@@ -4,6 +4,7 @@
 // kernels on the model's device (host/api.h), which phalanx.control runs on.
 #include <pybind11/numpy.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <memory>
@@ -274,6 +275,7 @@ class PyPlannerBatch {
                                  n * sizeof(T));
       }
       batch_->update_cem(nelite, T(alpha), T(sigma_min), d_plan.get(), d_sigma.get());
+      nelite_ = nelite;
       d_plan.finish();
       d_sigma.finish();
     }
@@ -305,9 +307,14 @@ class PyPlannerBatch {
   CArray<T> weights() const {
     return download(batch_->weight, {batch_->nproblem(), batch_->nsample()});
   }
+  // the last CEM update's elites (N, nelite), best first
   CArray<int> elites() const {
-    py::ssize_t N = batch_->nproblem();
-    return download(batch_->elite, {N, N ? py::ssize_t(batch_->elite.size()) / N : 0});
+    py::ssize_t N = batch_->nproblem(), K = batch_->nsample();
+    CArray<int> all = download(batch_->elite, {N, K});
+    CArray<int> out({N, py::ssize_t(nelite_)});
+    for (py::ssize_t p = 0; p < N; ++p)
+      std::copy(all.data(p), all.data(p) + nelite_, out.mutable_data(p));
+    return out;
   }
 
  private:
@@ -318,6 +325,7 @@ class PyPlannerBatch {
   phx::Device device_;
   std::shared_ptr<const phx::DeviceModel<T>> dm_;
   std::unique_ptr<phx::PlannerBatch<T>> batch_;
+  int nelite_ = 0;
 };
 
 template <class T>

@@ -24,7 +24,7 @@ struct ScratchPool {
     return d_block;
   }
 };
-ScratchPool g_reals, g_ints;
+ScratchPool g_reals, g_ints, g_temp;
 
 }  // namespace
 
@@ -37,6 +37,7 @@ void check(cudaError_t status, const char* what) {
 
 void* scratch_reals(size_t bytes) { return g_reals.get(bytes); }
 void* scratch_ints(size_t bytes) { return g_ints.get(bytes); }
+void* scratch_temp(size_t bytes) { return g_temp.get(bytes); }
 
 int device_count(std::string* error) {
   int n = 0;

@@ -17,6 +17,7 @@ void check(cudaError_t status, const char* what);
 // growing device blocks reused across launches (cuda/backend.cu)
 void* scratch_reals(size_t bytes);
 void* scratch_ints(size_t bytes);
+void* scratch_temp(size_t bytes);  // temporary storage of CUB's algorithms
 
 template <class Kernel, class T>
 __global__ void env_kernel(Kernel kernel, int nenv, T* d_reals, int* d_ints, ScratchSize size) {

@@ -221,7 +221,9 @@ void trajectory_cost(const DeviceModel<T>& model, const DeviceCost<T>& cost, int
 
 // The device arrays of nproblem x nsample planner samples and the two stages of a planning
 // iteration: rollouts() (noise, controls, rollouts and costs of all samples in one launch) and
-// an update (one thread per problem). The sample arrays stay valid until the next rollouts().
+// an update: per-problem reductions or sorts of the costs (one thread per problem on the CPU,
+// CUB's segmented reductions and sort on CUDA), then kernels per sample and per plan entry.
+// The sample arrays stay valid until the next rollouts().
 template <class T>
 class PlannerBatch {
  public:
@@ -247,14 +249,24 @@ class PlannerBatch {
   Buffer<T> eps, ctrl, value;  // (nproblem x nsample x horizon x nu) twice, (nproblem x nsample)
   Buffer<unsigned> status;     // (nproblem x nsample)
   Buffer<T> weight;            // (nproblem x nsample) MPPI's last weights
-  Buffer<int> elite;           // (nproblem x nelite) CEM's last elites
+  Buffer<int> elite;           // (nproblem x nsample) CEM's last elites: the first nelite of
+                               // each row, best first
   Buffer<int> ok;              // (nproblem)
   Buffer<T> qs, vs;            // (nproblem x nsample x horizon x nq / nv) when recorded
 
  private:
+  // per-problem minimum or sum of an (nproblem x nsample) array into out (nproblem)
+  void reduce(const T* d_in, T* d_out, bool take_min);
+  // each problem's samples by ascending cost (the first n of each row of elite)
+  void smallest(int n);
+
   const DeviceModel<T>* model_;
   int nproblem_, nsample_, horizon_;
-  Data<T> samples_;  // the samples' states and contacts
+  Data<T> samples_;            // the samples' states and contacts
+  Buffer<T> cmin_, wsum_;      // (nproblem) MPPI's lowest cost and weight sum
+  Buffer<int> offsets_;        // (nproblem + 1) segment starts, for CUB
+  Buffer<int> index_;          // (nproblem x nsample) k of each sample, for CUB's sort
+  Buffer<T> sorted_;           // (nproblem x nsample) scratch of CUB's sort
 };
 
 }  // namespace phx

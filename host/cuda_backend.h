@@ -22,4 +22,18 @@ void zero(void* p, size_t bytes);
 template <class Kernel>
 void launch(int nenv, const Kernel& kernel, ScratchSize scratch);
 
+// CUB's segmented reductions and sort over nseg segments of len entries each, d_offsets
+// (nseg + 1) their starts (cuda/planner.cu): out[p] = min or sum of segment p; and the
+// indices within its segment of each segment's entries in ascending order of key, ties by
+// index (a stable sort of pairs; d_index_in holds k for entry p * len + k, d_keys_out is
+// scratch)
+template <class T>
+void segmented_reduce(const T* d_in, T* d_out, int nseg, const int* d_offsets, bool take_min);
+template <class T>
+void segmented_argsort(const T* d_keys, int nseg, int len, const int* d_offsets,
+                       const int* d_index_in, T* d_keys_out, int* d_index_out);
+#define PHX_INSTANTIATE_SEGMENTED(T)                                                        \
+  template void segmented_reduce<T>(const T*, T*, int, const int*, bool);                   \
+  template void segmented_argsort<T>(const T*, int, int, const int*, const int*, T*, int*);
+
 }  // namespace phx::cuda

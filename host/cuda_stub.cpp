@@ -31,4 +31,15 @@ void launch(int, const Kernel&, ScratchSize) {
 PHX_FOR_EACH_KERNEL(PHX_INSTANTIATE)
 #undef PHX_INSTANTIATE
 
+template <class T>
+void segmented_reduce(const T*, T*, int, const int*, bool) {
+  not_built();
+}
+template <class T>
+void segmented_argsort(const T*, int, int, const int*, const int*, T*, int*) {
+  not_built();
+}
+PHX_INSTANTIATE_SEGMENTED(float)
+PHX_INSTANTIATE_SEGMENTED(double)
+
 }  // namespace phx::cuda

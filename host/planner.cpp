@@ -5,6 +5,7 @@
 #include <string>
 
 #include "host/api.h"
+#include "host/cuda_backend.h"
 #include "phalanx/kernels.h"
 
 namespace phx {
@@ -93,7 +94,40 @@ PlannerBatch<T>::PlannerBatch(const DeviceModel<T>& model, int nproblem, int nsa
   value = Buffer<T>(dev, M);
   status = Buffer<unsigned>(dev, M);
   weight = Buffer<T>(dev, M);
+  elite = Buffer<int>(dev, M);
   ok = Buffer<int>(dev, size_t(nproblem));
+  cmin_ = Buffer<T>(dev, size_t(nproblem));
+  wsum_ = Buffer<T>(dev, size_t(nproblem));
+  if (dev == Device::kCuda) {
+    std::vector<int> offsets(size_t(nproblem) + 1), index(M);
+    for (int p = 0; p <= nproblem; ++p) offsets[size_t(p)] = p * nsample;
+    for (size_t s = 0; s < M; ++s) index[s] = int(s % size_t(nsample));
+    offsets_ = Buffer<int>(dev, offsets);
+    index_ = Buffer<int>(dev, index);
+    sorted_ = Buffer<T>(dev, M);
+  }
+}
+
+template <class T>
+void PlannerBatch<T>::reduce(const T* d_in, T* d_out, bool take_min) {
+  if (model_->device() == Device::kCuda) {
+    cuda::segmented_reduce(d_in, d_out, nproblem_, offsets_.data(), take_min);
+  } else {
+    launch(Device::kCpu, nproblem_, SegmentReduceKernel<T>{d_in, d_out, nsample_, take_min},
+           ScratchSize{});
+  }
+}
+
+template <class T>
+void PlannerBatch<T>::smallest(int n) {
+  if (model_->device() == Device::kCuda) {
+    cuda::segmented_argsort(value.data(), nproblem_, nsample_, offsets_.data(), index_.data(),
+                            sorted_.data(), elite.data());
+  } else {
+    launch(Device::kCpu, nproblem_, SegmentSmallestKernel<T>{value.data(), nsample_, n,
+                                                             elite.data()},
+           ScratchSize{});
+  }
 }
 
 template <class T>
@@ -135,12 +169,20 @@ template <class T>
 void PlannerBatch<T>::update_mppi(T lambda, T* d_plan, const T* d_lo, const T* d_hi) {
   if (!(lambda > T(0)) || !std::isfinite(double(lambda)))
     throw std::invalid_argument("phalanx: MPPI's temperature must be positive and finite");
-  int nu = model_->view().nu;
-  PlannerUpdateKernel<T> k{nsample_, horizon_,    nu,          0,       lambda,
-                           T(0),     T(0),        value.data(), eps.data(), ctrl.data(),
-                           d_lo,     d_hi,        d_plan,      nullptr, weight.data(),
-                           nullptr,  ok.data()};
-  launch(model_->device(), nproblem_, k, ScratchSize{});
+  Device dev = model_->device();
+  int M = nproblem_ * nsample_, nu = model_->view().nu;
+  reduce(value.data(), cmin_.data(), true);
+  launch(dev, M, MppiWeightKernel<T>{value.data(), cmin_.data(), lambda, nsample_, weight.data()},
+         ScratchSize{});
+  reduce(weight.data(), wsum_.data(), false);
+  launch(dev, M,
+         MppiNormalizeKernel<T>{cmin_.data(), wsum_.data(), lambda, nsample_, weight.data(),
+                                ok.data()},
+         ScratchSize{});
+  launch(dev, nproblem_ * horizon_ * nu,
+         MppiUpdateEntryKernel<T>{nsample_, horizon_, nu, weight.data(), eps.data(), ok.data(),
+                                  d_lo, d_hi, d_plan},
+         ScratchSize{});
 }
 
 template <class T>
@@ -150,14 +192,12 @@ void PlannerBatch<T>::update_cem(int nelite, T alpha, T sigma_min, T* d_plan, T*
                                 std::to_string(nsample_) + "]");
   if (!(alpha >= T(0) && alpha < T(1)) || !(sigma_min >= T(0)))
     throw std::invalid_argument("phalanx: CEM needs smoothing in [0, 1) and sigma_min >= 0");
-  if (elite.size() != size_t(nproblem_) * nelite)
-    elite = Buffer<int>(model_->device(), size_t(nproblem_) * nelite);
+  smallest(nelite);
   int nu = model_->view().nu;
-  PlannerUpdateKernel<T> k{nsample_, horizon_, nu,           nelite,     T(0),
-                           alpha,    sigma_min, value.data(), eps.data(), ctrl.data(),
-                           nullptr,  nullptr,   d_plan,       d_sigma,    weight.data(),
-                           elite.data(), ok.data()};
-  launch(model_->device(), nproblem_, k, ScratchSize{});
+  launch(model_->device(), nproblem_ * horizon_ * nu,
+         CemRefitEntryKernel<T>{nsample_, horizon_, nu, ctrl.data(), elite.data(), nelite, alpha,
+                                sigma_min, d_plan, d_sigma},
+         ScratchSize{});
 }
 
 #define PHX_INSTANTIATE_PLANNER(T)                                                           \

@@ -556,41 +556,118 @@ struct PlannerRolloutKernel {
   }
 };
 
-// One planning iteration's update, one thread per problem: MPPI's weights and update of the
-// plan (nelite = 0), or CEM's elites and refit of the plan and its std (nelite > 0). ok[p] = 0
-// when MPPI has no weights (a NaN cost, no finite cost); the plan is then left unchanged.
+// The update stage of a planning iteration, over arrays of nproblem segments of nsample samples
+// (host/planner.cpp sequences them): per-segment reductions and the K smallest costs (here one
+// thread per segment, for the CPU; CUB's segmented reductions and sorts on CUDA), then
+// per-sample weights and per-entry plan updates on the core's functions (planner.h).
+
+// out[p] = the minimum (NaN if any entry is NaN) or the sum of in[p * len .. p * len + len)
 template <class T>
-struct PlannerUpdateKernel {
+struct SegmentReduceKernel {
   using Scalar = T;
-  int nsample, horizon, nu;
-  int nelite;         // 0: MPPI
-  T lambda;           // MPPI's temperature
-  T alpha, std_min;   // CEM's smoothing and floor
-  const T* value;     // (nproblem x nsample)
-  const T* eps;       // (nproblem x nsample x horizon x nu)
-  const T* ctrl;      // (nproblem x nsample x horizon x nu)
-  const T* lo;        // (nu)
-  const T* hi;        // (nu)
-  T* plan;            // (nproblem x horizon x nu) updated in place
-  T* sigma;           // (nproblem x horizon x nu) CEM's std, updated in place
-  T* weight;          // (nproblem x nsample) MPPI's weights
-  int* elite;         // (nproblem x nelite) CEM's elites
-  int* ok;            // (nproblem)
+  const T* in;
+  T* out;
+  int len;
+  bool take_min;
 
   PHX_HD void operator()(int p, Scratch<T>) const {
-    long n = long(horizon) * nu, K = nsample;
-    const T* c = value + p * K;
-    if (nelite == 0) {
-      ok[p] = mppi_weights(c, nsample, lambda, weight + p * K);
-      if (ok[p]) mppi_update(nsample, horizon, nu, weight + p * K, eps + p * K * n, lo, hi,
-                             plan + p * n);
-      return;
+    const T* x = in + long(p) * len;
+    T r = x[0];
+    if (take_min) {
+      for (int k = 1; k < len && r == r; ++k) r = x[k] != x[k] ? x[k] : (x[k] < r ? x[k] : r);
+    } else {
+      for (int k = 1; k < len; ++k) r += x[k];
     }
-    int* idx = elite + long(p) * nelite;
-    smallest_indices(c, nsample, nelite, idx);
-    cem_refit(horizon, nu, ctrl + p * K * n, idx, nelite, alpha, std_min, plan + p * n,
-              sigma + p * n);
-    ok[p] = 1;
+    out[p] = r;
+  }
+};
+
+// the indices of the n smallest of each segment's len costs, ascending, ties by index
+// (smallest_indices), into the first n entries of row p of idx (rows of len)
+template <class T>
+struct SegmentSmallestKernel {
+  using Scalar = T;
+  const T* value;
+  int len, n;
+  int* idx;
+
+  PHX_HD void operator()(int p, Scratch<T>) const {
+    smallest_indices(value + long(p) * len, len, n, idx + long(p) * len);
+  }
+};
+
+// MPPI: the unnormalised weight of each sample (one thread per sample)
+template <class T>
+struct MppiWeightKernel {
+  using Scalar = T;
+  const T* value;  // (nproblem x nsample)
+  const T* cmin;   // (nproblem)
+  T lambda;
+  int nsample;
+  T* weight;       // (nproblem x nsample)
+
+  PHX_HD void operator()(int s, Scratch<T>) const {
+    weight[s] = mppi_weight(value[s], cmin[s / nsample], lambda);
+  }
+};
+
+// MPPI: weights divided by their problem's sum; ok[p] from the thread of sample 0
+template <class T>
+struct MppiNormalizeKernel {
+  using Scalar = T;
+  const T* cmin;  // (nproblem)
+  const T* wsum;  // (nproblem)
+  T lambda;
+  int nsample;
+  T* weight;      // (nproblem x nsample)
+  int* ok;        // (nproblem)
+
+  PHX_HD void operator()(int s, Scratch<T>) const {
+    int p = s / nsample;
+    bool good = mppi_weights_ok(cmin[p], lambda);
+    if (good) weight[s] /= wsum[p];
+    if (s % nsample == 0) ok[p] = good;
+  }
+};
+
+// MPPI: entry j of problem p's plan (one thread per entry), where the problem has weights
+template <class T>
+struct MppiUpdateEntryKernel {
+  using Scalar = T;
+  int nsample, horizon, nu;
+  const T* weight;  // (nproblem x nsample)
+  const T* eps;     // (nproblem x nsample x horizon x nu)
+  const int* ok;    // (nproblem)
+  const T* lo;      // (nu)
+  const T* hi;      // (nu)
+  T* plan;          // (nproblem x horizon x nu)
+
+  PHX_HD void operator()(int i, Scratch<T>) const {
+    long n = long(horizon) * nu;
+    int p = int(i / n), j = int(i % n);
+    if (!ok[p]) return;
+    plan[i] = mppi_update_entry(nsample, n, weight + long(p) * nsample,
+                                eps + long(p) * nsample * n + j, plan[i], lo[j % nu], hi[j % nu]);
+  }
+};
+
+// CEM: entry j of problem p's mean and std refit on its elites (one thread per entry)
+template <class T>
+struct CemRefitEntryKernel {
+  using Scalar = T;
+  int nsample, horizon, nu;
+  const T* ctrl;     // (nproblem x nsample x horizon x nu)
+  const int* elite;  // (nproblem x nsample): the first nelite of each row
+  int nelite;
+  T alpha, sigma_min;
+  T* plan;           // (nproblem x horizon x nu)
+  T* sigma;          // (nproblem x horizon x nu)
+
+  PHX_HD void operator()(int i, Scratch<T>) const {
+    long n = long(horizon) * nu;
+    int p = int(i / n), j = int(i % n);
+    cem_refit_entry(n, ctrl + long(p) * nsample * n + j, elite + long(p) * nsample, nelite, alpha,
+                    sigma_min, plan[i], sigma[i]);
   }
 };
 
@@ -610,7 +687,12 @@ struct PlannerUpdateKernel {
 #define PHX_PLANNER_KERNELS(X)                                          \
   X(TrajectoryCostKernel<float>) X(TrajectoryCostKernel<double>)        \
   X(PlannerRolloutKernel<float>) X(PlannerRolloutKernel<double>)        \
-  X(PlannerUpdateKernel<float>) X(PlannerUpdateKernel<double>)
+  X(SegmentReduceKernel<float>) X(SegmentReduceKernel<double>)          \
+  X(SegmentSmallestKernel<float>) X(SegmentSmallestKernel<double>)      \
+  X(MppiWeightKernel<float>) X(MppiWeightKernel<double>)                \
+  X(MppiNormalizeKernel<float>) X(MppiNormalizeKernel<double>)          \
+  X(MppiUpdateEntryKernel<float>) X(MppiUpdateEntryKernel<double>)      \
+  X(CemRefitEntryKernel<float>) X(CemRefitEntryKernel<double>)
 #define PHX_FOR_EACH_KERNEL(X)  \
   PHX_FORWARD_KERNELS(X)        \
   PHX_PLANNER_KERNELS(X)        \

@@ -57,39 +57,57 @@ PHX_HD void planner_controls(int H, int nu, const T* u, const T* lo, const T* hi
     }
 }
 
+// MPPI's unnormalised weight of a sample of cost c in a problem whose lowest cost is cmin:
+// exp(-(c - cmin) / lambda), 0 for an infinite cost
+template <class T>
+PHX_HD T mppi_weight(T c, T cmin, T lambda) {
+  return isfinite(c) ? exp(-(c - cmin) / lambda) : T(0);
+}
+
+// whether a problem's weights exist: lambda positive and finite, some finite cost (cmin)
+template <class T>
+PHX_HD bool mppi_weights_ok(T cmin, T lambda) {
+  return lambda > T(0) && isfinite(lambda) && isfinite(cmin);
+}
+
 // MPPI's weights of K costs: w_k = exp(-(c_k - c_min) / lambda) / sum_j exp(-(c_j - c_min) /
 // lambda). Subtracting the minimum keeps every exponent <= 0 and the best sample's term 1, so
 // no cost range overflows or leaves the sum 0; +inf costs get weight 0. Returns false, with w
 // untouched, when a cost is NaN, no cost is finite or lambda is not positive and finite.
 template <class T>
 PHX_HD bool mppi_weights(const T* cost, int K, T lambda, T* w) {
-  if (!(lambda > T(0)) || !isfinite(lambda) || K <= 0) return false;
+  if (K <= 0) return false;
   T cmin = cost[0];
   for (int k = 0; k < K; ++k) {
     if (cost[k] != cost[k]) return false;  // NaN
     if (cost[k] < cmin) cmin = cost[k];
   }
-  if (!isfinite(cmin)) return false;
+  if (!mppi_weights_ok(cmin, lambda)) return false;
   T sum(0);
   for (int k = 0; k < K; ++k) {
-    w[k] = isfinite(cost[k]) ? exp(-(cost[k] - cmin) / lambda) : T(0);
+    w[k] = mppi_weight(cost[k], cmin, lambda);
     sum += w[k];
   }
   for (int k = 0; k < K; ++k) w[k] /= sum;
   return true;
 }
 
+// entry j of MPPI's update of a plan: u_j + sum_k w_k eps_kj (eps_j: the samples' entry j, K
+// of them stride apart), clamped to [lo, hi] (lo >= hi: unlimited)
+template <class T>
+PHX_HD T mppi_update_entry(int K, long stride, const T* w, const T* eps_j, T u, T lo, T hi) {
+  T du(0);
+  for (int k = 0; k < K; ++k) du += w[k] * eps_j[long(k) * stride];
+  u += du;
+  return lo < hi ? clamp(u, lo, hi) : u;
+}
+
 // MPPI's update of the plan: u += sum_k w_k eps_k (eps: K x (H x nu)), then clamped
 template <class T>
 PHX_HD void mppi_update(int K, int H, int nu, const T* w, const T* eps, const T* lo, const T* hi,
                         T* u) {
-  for (int j = 0; j < H * nu; ++j) {
-    T du(0);
-    for (int k = 0; k < K; ++k) du += w[k] * eps[long(k) * H * nu + j];
-    u[j] += du;
-    int i = j % nu;
-    if (lo[i] < hi[i]) u[j] = clamp(u[j], lo[i], hi[i]);
-  }
+  for (int j = 0; j < H * nu; ++j)
+    u[j] = mppi_update_entry(K, long(H) * nu, w, eps + j, u[j], lo[j % nu], hi[j % nu]);
 }
 
 // The indices of the n lowest of K costs in increasing order of cost, ties by index (so the
@@ -118,23 +136,29 @@ PHX_HD void smallest_indices(const T* cost, int K, int n, int* idx) {
 // CEM's refit on the elites (indices of the n best samples, controls ctrl: K x (H x nu)):
 // mean and standard deviation of the elite controls per entry, blended with the previous ones,
 //   u = alpha u + (1 - alpha) mean,   sigma = alpha sigma + (1 - alpha) std,
-// sigma floored at sigma_min so that sampling never collapses entirely.
+// sigma floored at sigma_min so that sampling never collapses entirely. cem_refit_entry does
+// entry j (ctrl_j: the samples' entry j, stride apart).
+template <class T>
+PHX_HD void cem_refit_entry(long stride, const T* ctrl_j, const int* elite, int n, T alpha,
+                            T sigma_min, T& u, T& sigma) {
+  T mean(0), var(0);
+  for (int e = 0; e < n; ++e) mean += ctrl_j[long(elite[e]) * stride];
+  mean /= T(n);
+  for (int e = 0; e < n; ++e) {
+    T d = ctrl_j[long(elite[e]) * stride] - mean;
+    var += d * d;
+  }
+  T sd = sqrt(var / T(n));
+  u = alpha * u + (T(1) - alpha) * mean;
+  T s = alpha * sigma + (T(1) - alpha) * sd;
+  sigma = s > sigma_min ? s : sigma_min;
+}
+
 template <class T>
 PHX_HD void cem_refit(int H, int nu, const T* ctrl, const int* elite, int n, T alpha, T sigma_min,
                       T* u, T* sigma) {
-  for (int j = 0; j < H * nu; ++j) {
-    T mean(0), var(0);
-    for (int e = 0; e < n; ++e) mean += ctrl[long(elite[e]) * H * nu + j];
-    mean /= T(n);
-    for (int e = 0; e < n; ++e) {
-      T d = ctrl[long(elite[e]) * H * nu + j] - mean;
-      var += d * d;
-    }
-    T sd = sqrt(var / T(n));
-    u[j] = alpha * u[j] + (T(1) - alpha) * mean;
-    T s = alpha * sigma[j] + (T(1) - alpha) * sd;
-    sigma[j] = s > sigma_min ? s : sigma_min;
-  }
+  for (int j = 0; j < H * nu; ++j)
+    cem_refit_entry(long(H) * nu, ctrl + j, elite, n, alpha, sigma_min, u[j], sigma[j]);
 }
 
 // the warm start of the next planning step: the plan shifted one step earlier, its last step
