@@ -92,6 +92,39 @@ CArray<T> bias_forces(PyModel& pm, const CArray<T>& qpos, const CArray<T>& qvel,
   return bias;
 }
 
+// body frames and the centre of mass -> (xpos (E, nbody, 3), xquat (E, nbody, 4), com (E, 3),
+// com_vel (E, 3) or None without qvel)
+template <class T>
+py::tuple kinematics(PyModel& pm, const CArray<T>& qpos, const std::optional<CArray<T>>& qvel,
+                     const std::string& device_name) {
+  Device device = phx::parse_device(device_name);
+  auto dm = pm.compiled<T>(device);
+  const phx::Model& m = dm->model();
+  int E = batch_size(qpos, m.nq);
+  if (qvel) require_shape(*qvel, {E, m.nv}, "qvel");
+  py::ssize_t nb = m.nbody;
+  CArray<T> xpos({py::ssize_t(E), nb, py::ssize_t(3)}), xquat({py::ssize_t(E), nb, py::ssize_t(4)});
+  CArray<T> com({py::ssize_t(E), py::ssize_t(3)}), com_vel({py::ssize_t(qvel ? E : 0), py::ssize_t(3)});
+  const T* q = qpos.data();
+  const T* v = qvel ? qvel->data() : nullptr;
+  T *px = xpos.mutable_data(), *pq = xquat.mutable_data(), *pc = com.mutable_data(),
+    *pv = qvel ? com_vel.mutable_data() : nullptr;
+  {
+    py::gil_scoped_release nogil;
+    DeviceInput<T> d_qpos(device, q, size_t(E) * m.nq);
+    DeviceInput<T> d_qvel(device, v, v ? size_t(E) * m.nv : 0);
+    DeviceOutput<T> d_xpos(device, px, size_t(E) * nb * 3), d_xquat(device, pq, size_t(E) * nb * 4),
+        d_com(device, pc, size_t(E) * 3), d_com_vel(device, pv, v ? size_t(E) * 3 : 0);
+    phx::kinematics(*dm, E, d_qpos.get(), v ? d_qvel.get() : nullptr, d_xpos.get(), d_xquat.get(),
+                    d_com.get(), v ? d_com_vel.get() : nullptr);
+    d_xpos.finish();
+    d_xquat.finish();
+    d_com.finish();
+    d_com_vel.finish();
+  }
+  return py::make_tuple(xpos, xquat, com, qvel ? py::object(com_vel) : py::object(py::none()));
+}
+
 // qacc without constraints -> (E, nv)
 template <class T>
 CArray<T> forward_dynamics(PyModel& pm, const CArray<T>& qpos, const CArray<T>& qvel,
@@ -1062,6 +1095,9 @@ PYBIND11_MODULE(_phalanx, mod) {
             "M(q) with armature -> (E, nv, nv)", py::arg("qpos").noconvert());
   def_query(mod, "bias_forces", &bias_forces<float>, &bias_forces<double>, "c(q, qvel) -> (E, nv)",
             py::arg("qpos").noconvert(), py::arg("qvel").noconvert());
+  def_query(mod, "kinematics", &kinematics<float>, &kinematics<double>,
+            "-> (xpos (E, nbody, 3), xquat (E, nbody, 4), com (E, 3), com_vel (E, 3) or None)",
+            py::arg("qpos").noconvert(), py::arg("qvel").noconvert() = py::none());
   def_query(mod, "forward_dynamics", &forward_dynamics<float>, &forward_dynamics<double>,
             "qacc -> (E, nv)", py::arg("qpos").noconvert(), py::arg("qvel").noconvert(),
             py::arg("ctrl").noconvert());

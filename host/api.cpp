@@ -204,6 +204,15 @@ void bias_forces(const DeviceModel<T>& model, int nenv, const T* d_qpos, const T
 }
 
 template <class T>
+void kinematics(const DeviceModel<T>& model, int nenv, const T* d_qpos, const T* d_qvel,
+                T* d_xpos, T* d_xquat, T* d_com, T* d_com_vel) {
+  check_nenv(nenv);
+  launch(model.device(), nenv,
+         KinematicsKernel<T>{model.view(), d_qpos, d_qvel, d_xpos, d_xquat, d_com, d_com_vel},
+         model.scratch_size());
+}
+
+template <class T>
 void forward_dynamics(const DeviceModel<T>& model, int nenv, const T* d_qpos, const T* d_qvel,
                       const T* d_ctrl, T* d_qacc) {
   check_nenv(nenv);
@@ -298,6 +307,8 @@ void rollout_backward(const DeviceModel<T>& model, Tape<T>& tape, const T* d_adj
                                     const ContactModelAdjoint<T>&, int);                      \
   template void mass_matrix<T>(const DeviceModel<T>&, int, const T*, T*);                 \
   template void bias_forces<T>(const DeviceModel<T>&, int, const T*, const T*, T*);       \
+  template void kinematics<T>(const DeviceModel<T>&, int, const T*, const T*, T*, T*, T*,  \
+                              T*);                                                         \
   template void forward_dynamics<T>(const DeviceModel<T>&, int, const T*, const T*,       \
                                     const T*, T*);                                        \
   template void inverse_dynamics<T>(const DeviceModel<T>&, int, const T*, const T*,       \

@@ -49,6 +49,7 @@ __all__ = [
     "load_model",
     "mass_matrix",
     "bias_forces",
+    "kinematics",
     "forward_dynamics",
     "inverse_dynamics",
     "step",
@@ -127,6 +128,20 @@ def bias_forces(model: Model, qpos, qvel, *, dtype=None, device: str = "cpu") ->
     """Bias forces c(q, qvel): Coriolis, centrifugal and gravity (MuJoCo's qfrc_bias) -> (E, nv)."""
     args = _Args(model, qpos, dtype)
     return _phalanx.bias_forces(model, args.qpos, args.qvel(qvel), device)
+
+
+def kinematics(model: Model, qpos, qvel=None, *, dtype=None, device: str = "cpu") -> dict:
+    """Body frames and the centre of mass of E states -> dict with ``xpos`` (E, nbody, 3) and
+    ``xquat`` (E, nbody, 4) (MuJoCo's body frames in world, w x y z), ``com`` (E, 3) (the centre
+    of mass of all bodies, MuJoCo's subtree_com of the world) and, when qvel is given,
+    ``com_vel`` (E, 3) (its velocity, MuJoCo's subtree_linvel of the world)."""
+    args = _Args(model, qpos, dtype)
+    xpos, xquat, com, com_vel = _phalanx.kinematics(
+        model, args.qpos, None if qvel is None else args.qvel(qvel), device)
+    out = dict(xpos=xpos, xquat=xquat, com=com)
+    if com_vel is not None:
+        out["com_vel"] = com_vel
+    return out
 
 
 def forward_dynamics(

@@ -152,6 +152,31 @@ struct BiasKernel {
   }
 };
 
+// body frames and the centre of mass: xpos (nenv x nbody x 3), xquat (nenv x nbody x 4), com
+// (nenv x 3) and, when qvel is non-null, its velocity com_vel (nenv x 3) (cost.h)
+template <class T>
+struct KinematicsKernel {
+  using Scalar = T;
+  ModelView<T> model;  // env_view gives each environment its parameters
+  const T* qpos;       // (nenv x nq)
+  const T* qvel;       // (nenv x nv), may be null
+  T* xpos;
+  T* xquat;
+  T* com;
+  T* com_vel;          // may be null
+
+  PHX_HD void operator()(int e, Scratch<T> scratch) const {
+    const ModelView<T> m = env_view(model, e);
+    Workspace<T> w = make_workspace(m, scratch.reals);
+    cost_kinematics(m, kCostNeedsKinematics | kCostNeedsComPos | (qvel ? kCostNeedsComVel : 0),
+                    qpos + long(e) * m.nq, qvel ? qvel + long(e) * m.nv : nullptr, w);
+    for (int i = 0; i < 3 * m.nbody; ++i) xpos[long(e) * 3 * m.nbody + i] = w.xpos[i];
+    for (int i = 0; i < 4 * m.nbody; ++i) xquat[long(e) * 4 * m.nbody + i] = w.xquat[i];
+    com_position(m, w).store(com + 3L * e);
+    if (qvel) com_velocity(m, w).store(com_vel + 3L * e);
+  }
+};
+
 // qacc = (M + diag(armature))^-1 (passive + actuation - bias), MuJoCo's qacc without
 // constraints
 template <class T>
@@ -678,6 +703,7 @@ struct CemRefitEntryKernel {
   X(RolloutKernel<float>) X(RolloutKernel<double>)                      \
   X(MassMatrixKernel<float>) X(MassMatrixKernel<double>)                \
   X(BiasKernel<float>) X(BiasKernel<double>)                            \
+  X(KinematicsKernel<float>) X(KinematicsKernel<double>)                \
   X(ForwardDynamicsKernel<float>) X(ForwardDynamicsKernel<double>)      \
   X(InverseDynamicsKernel<float>) X(InverseDynamicsKernel<double>)
 #define PHX_STEP_ADJOINT_KERNELS(X) X(StepAdjointKernel<float>) X(StepAdjointKernel<double>)

@@ -208,3 +208,24 @@ def test_in_kernel_costs_equal_costs_of_recorded_trajectories(planner):
     eps, ctrl = fast.last_samples
     assert eps.shape == ctrl.shape == (3, 16, 30, 1)
     np.testing.assert_array_equal(eps[:, 0], 0)  # the nominal sample
+
+
+def test_kinematics_equals_mujoco(humanoid_pair):
+    """phalanx.kinematics: body frames, centre of mass and its velocity against MuJoCo's xpos,
+    xquat, subtree_com[0] and subtree_linvel[0] (the quantities the cost terms use)"""
+    model, mj = humanoid_pair
+    qs, vs, _ = random_trajectories(mj, 4, 1, seed=3)
+    qpos, qvel = qs[:, 0], vs[:, 0]
+    out = phalanx.kinematics(model, qpos, qvel)
+    d = mujoco.MjData(mj)
+    for e in range(len(qpos)):
+        d.qpos[:], d.qvel[:] = qpos[e], qvel[e]
+        mujoco.mj_forward(mj, d)
+        mujoco.mj_subtreeVel(mj, d)
+        np.testing.assert_allclose(out["xpos"][e], d.xpos, atol=1e-12)
+        np.testing.assert_allclose(out["xquat"][e], d.xquat, atol=1e-12)
+        np.testing.assert_allclose(out["com"][e], d.subtree_com[0], atol=1e-12)
+        np.testing.assert_allclose(out["com_vel"][e], d.subtree_linvel[0], atol=1e-12)
+    assert "com_vel" not in phalanx.kinematics(model, qpos)
+    with pytest.raises(ValueError, match=r"qvel must have shape \(E, nv\) = \(4, 27\)"):
+        phalanx.kinematics(model, qpos, qvel[:, :3])
