@@ -16,7 +16,7 @@ origin and still, the joints near the standing pose, and the torques small:
     BodyHeight(head, 1.5 m) + BodyUpright(torso) + ComPosition(xy = 0) + ComVelocity(xy = 0)
     + Quadratic(joints -> standing pose, joint velocities, torques)
 
-    .venv/bin/python examples/humanoid_mppi.py [--seconds 10] [--samples 128] [--horizon 100]
+    .venv/bin/python examples/humanoid_mppi.py [--seconds 10] [--samples 128] [--horizon 120]
                                                [--push 0.5] [--out examples/out]
 
 prints the head height and the planner's throughput as it goes, then the lowest head height,
@@ -63,7 +63,7 @@ def make_cost(model) -> costs.Cost:
                               ctrl_weight=0.1, dt=dt))
 
 
-def stand(seconds: float = 10.0, *, samples: int = 128, horizon: int = 100, sigma: float = 0.2,
+def stand(seconds: float = 10.0, *, samples: int = 128, horizon: int = 120, sigma: float = 0.2,
           temperature: float = 0.05, noise_smoothing: float = 0.9, push: float = 0.5,
           push_every: float = 2.0, seed: int = 0, log=print) -> dict:
     """Run the closed loop for ``seconds`` of simulated time; returns the time series (t, head
@@ -138,7 +138,7 @@ def main(argv=None) -> dict:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--seconds", type=float, default=10.0)
     parser.add_argument("--samples", type=int, default=128)
-    parser.add_argument("--horizon", type=int, default=100, help="planning steps of 5 ms")
+    parser.add_argument("--horizon", type=int, default=120, help="planning steps of 5 ms")
     parser.add_argument("--push", type=float, default=0.5, help="push size (m/s); 0: none")
     parser.add_argument("--push-every", type=float, default=2.0, help="seconds between pushes")
     parser.add_argument("--seed", type=int, default=0)
