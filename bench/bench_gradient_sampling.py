@@ -13,6 +13,14 @@ prints the plan cost reached within each time budget, the median over seeds.
 
 A cost at a budget is the best plan cost known at the end of the last iteration that finished
 within it ("-" when none finished). Sample-only and refined plans use the same noise seeds.
+
+Measured on the development machine (2 cores shared with other jobs, median of 3 seeds): on the
+cart-pole, one gradient step per iteration with 64 samples reaches 49.8 within 50 ms against 57.8
+to 148.6 for sampling alone, and 46.6 within 100 ms against 44.5 (256 samples) to 77.7; given
+400 ms or more, sampling alone goes lower (38.4 with 256 samples against 43.4): the gradient
+steps settle in the nearest local minimum while sampling keeps exploring. On the humanoid the
+refined plans are lower at every budget: 0.193 within 100 ms against 0.260, and 0.127 within
+800 ms against 0.211 (64 samples, one gradient step, against the best sampling-only setting).
 """
 
 from __future__ import annotations
