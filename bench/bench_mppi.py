@@ -1,23 +1,50 @@
 """MPPI iteration latency and rollout throughput: K samples x H steps on the humanoid and the
-cart-pole, on all CPU cores.
+cart-pole, on both CPU cores.
 
-One planning iteration of ``phalanx.control.MPPI`` is two kernel launches: sampling (noise,
-controls, rollout and in-kernel cost of every sample) and the update. This benchmark times
-``planner.plan(qpos, qvel)`` (one iteration) after a warm-up and, for comparison, a plain batched
-``phalanx.rollout`` of K x H controls from the same state (no noise, no cost, trajectories
-written out), so the planner's overhead over raw stepping shows. Throughput is K * H / time,
-in sampled env-steps per second. Medians of --repeats.
+One planning iteration of ``phalanx.control.MPPI`` is two kernel launches: sampling (the noise,
+controls, rollout and in-kernel cost of every sample) and the update (weights and the new plan).
+For each model this benchmark times, in one process and interleaved within every repeat:
 
-Models: MuJoCo's humanoid standing on the floor (the cost of examples/humanoid_mppi.py) and
-examples/models/cartpole.xml hanging (the cost of examples/cartpole_mppi.py).
+  iteration      ``planner.plan(qpos, qvel)`` with iterations=1, from a fixed state, after a
+                 warm-up iteration (the planner's device arrays are then allocated);
+  plain rollout  ``phalanx.rollout`` of the K x H controls that iteration sampled, from the same
+                 state, into preallocated trajectory buffers (no noise, no cost, no update, but
+                 the trajectories are written out), so that the planner's overhead over raw
+                 batched stepping shows as the ratio iteration / rollout;
 
-    .venv/bin/python bench/bench_mppi.py [--samples 1024] [--horizon 64] [--repeats 5]
-                                         [--dtype float32]
+and prints the medians (and fastest repeats) with the throughput K * H / time in sampled
+env-steps per second. Other processes may share the cores: the numbers are medians over
+--repeats and the load average before and after is printed with them.
 
-Measured on the development machine (2 cores, shared with another job), K = 1024, H = 64,
-float32: the humanoid 653 ms per iteration (100,345 env-steps/s; a plain rollout of the same
-controls 600 ms, so the planner adds 9 %: noise, in-kernel cost and update); the cart-pole
-19.8 ms (3.3 M env-steps/s, the same as the plain rollout).
+Models and costs (phalanx.costs terms, evaluated inside the sampling kernel):
+
+- MuJoCo's humanoid (/usr/share/mujoco/model/humanoid/humanoid.xml as it is: 27 dof, 21 motors,
+  contacts and joint limits on), standing: its reference pose lowered onto the floor and settled
+  for 10 steps of zero torque. Cost: ``Quadratic`` towards that standing pose, weighted on the
+  free joint's height and orientation (upright), lightly on the joints, velocities and torques.
+  sigma 0.2, lambda 0.05, noise smoothing 0.9 (the settings of examples/humanoid_mppi.py).
+- examples/models/cartpole.xml with the pole hanging (angle pi), the cost of
+  examples/cartpole_mppi.py (``make_cost``), sigma 0.3, lambda 1.0, noise smoothing 0.5.
+
+    .venv/bin/python bench/bench_mppi.py [--samples 1024] [--horizon 64] [--repeats 10]
+                                         [--dtype both|float32|float64] [--threads 2] [--quick]
+
+``--quick``: 256 samples x 16 steps, 3 repeats (seconds). The default run (both scalar types)
+takes about 25 s.
+
+Measured on this machine (2 cores, x86_64, 2 threads, nobody else's job running; load average
+1.8 -> 1.9 from this benchmark itself), K = 1024, H = 64, median of 10:
+
+  model                        dtype    iteration  env-steps/s   rollout  env-steps/s  iter/rollout
+  humanoid (27 dof, contacts)  float32    490.6 ms     133,590   473.0 ms     138,548      1.04x
+  humanoid (27 dof, contacts)  float64    519.1 ms     126,253   501.1 ms     130,786      1.04x
+  cart-pole                    float32     11.2 ms   5,853,208     9.4 ms   6,969,829      1.19x
+  cart-pole                    float64     12.8 ms   5,116,329    10.4 ms   6,283,063      1.23x
+
+The planner's overhead over a plain rollout of the same controls (noise, in-kernel cost, update)
+is 4 % on the humanoid and about 20 % on the cart-pole, whose steps are cheap. With another
+process keeping one core busy the same run gave the humanoid 1010 ms and the cart-pole 60 ms
+per iteration (two OpenMP threads on one free core): compare numbers of quiet runs only.
 """
 
 from __future__ import annotations
@@ -25,6 +52,7 @@ from __future__ import annotations
 import argparse
 import os
 import platform
+import statistics
 import sys
 import time
 from pathlib import Path
@@ -32,60 +60,148 @@ from pathlib import Path
 import numpy as np
 
 import phalanx
-import phalanx.control as control
+import phalanx.control
+import phalanx.costs as costs
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "examples"))
+from _common import HUMANOID
 
-import cartpole_mppi  # noqa: E402
-import humanoid_mppi  # noqa: E402
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "examples"))
+import cartpole_mppi  # noqa: E402  (the cart-pole model and its swing-up cost)
 
-
-def problems():
-    humanoid = phalanx.load_model(humanoid_mppi.HUMANOID)
-    cartpole = phalanx.load_model(cartpole_mppi.MODEL)
-    return [("humanoid (27 dof, contacts)", humanoid, humanoid_mppi.make_cost(humanoid),
-             humanoid_mppi.standing_pose(humanoid), 0.2, 0.05, 0.9),
-            ("cart-pole", cartpole, cartpole_mppi.make_cost(cartpole), np.array([0.0, np.pi]),
-             0.3, 1.0, 0.5)]
+SETTLE_STEPS = 10  # zero-torque steps that put the standing humanoid's feet into contact
 
 
-def median_time(fn, repeats):
-    fn()  # warm-up
-    times = []
-    for _ in range(repeats):
+class Problem:
+    """A model, its planning cost, the state planned from and the MPPI settings."""
+
+    def __init__(self, name, model, cost, qpos, qvel, sigma, temperature, smoothing):
+        self.name, self.model, self.cost = name, model, cost
+        self.qpos, self.qvel = qpos, qvel
+        self.sigma, self.temperature, self.smoothing = sigma, temperature, smoothing
+
+
+def humanoid_problem() -> Problem:
+    """The humanoid standing: reference pose lowered 0.2 m onto the floor, then settled"""
+    model = phalanx.load_model(HUMANOID)
+    stand = np.array(model.qpos0, dtype=np.float64)
+    stand[2] -= 0.2  # the reference pose floats 0.2 m above the floor
+    qs, vs, _ = phalanx.rollout(model, stand[None], np.zeros((1, model.nv)),
+                                np.zeros((1, SETTLE_STEPS, model.nu)))
+    # root height 100, root quaternion (upright) 10, the joints 1; velocities and torques light
+    qpos_weight = np.r_[0.0, 0.0, 100.0, np.full(4, 10.0), np.ones(model.nq - 7)]
+    cost = costs.Quadratic(model, qpos_target=stand, qpos_weight=qpos_weight, qvel_weight=0.01,
+                           ctrl_weight=0.01, terminal_weight=1.0, dt=model.timestep)
+    return Problem("humanoid (27 dof, contacts)", model, cost, qs[0, -1], vs[0, -1],
+                   sigma=0.2, temperature=0.05, smoothing=0.9)
+
+
+def cartpole_problem() -> Problem:
+    """The cart-pole with its pole hanging, at rest, and the swing-up cost of the example"""
+    model = phalanx.load_model(cartpole_mppi.MODEL)
+    return Problem("cart-pole", model, cartpole_mppi.make_cost(model), np.array([0.0, np.pi]),
+                   np.zeros(model.nv), sigma=0.3, temperature=1.0, smoothing=0.5)
+
+
+class Case:
+    """One problem at one scalar type: the planner, the rollout's inputs and output buffers,
+    and the wall times of every repeat."""
+
+    def __init__(self, problem: Problem, K: int, H: int, dtype):
+        self.problem, self.K, self.H, self.dtype = problem, K, H, np.dtype(dtype)
+        m = problem.model
+        self.planner = phalanx.control.MPPI(
+            m, H, K, problem.sigma, problem.temperature, cost=problem.cost,
+            noise_smoothing=problem.smoothing, seed=0, dtype=self.dtype)
+        self.qpos = problem.qpos[None].astype(self.dtype)
+        self.qvel = problem.qvel[None].astype(self.dtype)
+        self.qpos_k = np.repeat(self.qpos, K, axis=0)
+        self.qvel_k = np.repeat(self.qvel, K, axis=0)
+        self.out = (np.empty((K, H, m.nq), self.dtype), np.empty((K, H, m.nv), self.dtype))
+        self.times = {"iteration": [], "rollout": []}
+        self.stopped = 0.0  # the fraction of samples whose physics stopped (cost inf)
+
+    def iterate(self):
+        self.planner.plan(self.qpos, self.qvel, iterations=1)
+
+    def rollout(self):
+        ctrl = np.ascontiguousarray(self.planner.last_samples[1][0], dtype=self.dtype)
+        phalanx.rollout(self.problem.model, self.qpos_k, self.qvel_k, ctrl, out=self.out)
+
+    def timed(self, key, fn):
         start = time.perf_counter()
         fn()
-        times.append(time.perf_counter() - start)
-    return float(np.median(times))
+        self.times[key].append(time.perf_counter() - start)
+
+    def warm_up(self):
+        self.iterate()
+        self.rollout()
+
+    def repeat(self):
+        self.timed("iteration", self.iterate)
+        self.stopped = float(np.mean(np.isinf(self.planner.last_costs)))
+        self.timed("rollout", self.rollout)
+
+    def summary(self) -> dict:
+        med = {k: statistics.median(v) for k, v in self.times.items()}
+        fastest = {k: min(v) for k, v in self.times.items()}
+        steps = self.K * self.H
+        return dict(median=med, fastest=fastest, steps_per_s=steps / med["iteration"],
+                    rollout_steps_per_s=steps / med["rollout"],
+                    overhead=med["iteration"] / med["rollout"], stopped=self.stopped)
+
+
+def parse_args(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--samples", type=int, default=1024, help="K")
+    parser.add_argument("--horizon", type=int, default=64, help="H")
+    parser.add_argument("--repeats", type=int, default=10)
+    parser.add_argument("--dtype", choices=["float32", "float64", "both"], default="both")
+    parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--quick", action="store_true",
+                        help="256 samples x 16 steps, 3 repeats")
+    args = parser.parse_args(argv)
+    if args.quick:
+        args.samples, args.horizon, args.repeats = 256, 16, 3
+    return args
+
+
+def print_table(cases, K, H):
+    print(f"\n{'model':28s} {'dtype':7s} {'iteration':>10s} {'(fastest)':>10s} "
+          f"{'env-steps/s':>12s} {'rollout':>9s} {'env-steps/s':>12s} {'iter/rollout':>12s}")
+    for c in cases:
+        s = c.summary()
+        print(f"{c.problem.name:28s} {c.dtype.name:7s} {s['median']['iteration'] * 1e3:8.1f}ms "
+              f"{s['fastest']['iteration'] * 1e3:8.1f}ms {s['steps_per_s']:12,.0f} "
+              f"{s['median']['rollout'] * 1e3:7.1f}ms {s['rollout_steps_per_s']:12,.0f} "
+              f"{s['overhead']:11.2f}x")
+        if s["stopped"]:
+            print(f"  {c.problem.name}: {100 * s['stopped']:.1f} % of the samples stopped "
+                  f"(NaN/inf; cost inf)")
+    print(f"env-steps/s = K * H / time = {K} * {H} / time; rollout = plain phalanx.rollout of "
+          f"the same controls")
 
 
 def main(argv=None):
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--samples", type=int, default=1024)
-    parser.add_argument("--horizon", type=int, default=64)
-    parser.add_argument("--repeats", type=int, default=5)
-    parser.add_argument("--dtype", choices=["float32", "float64"], default="float32")
-    parser.add_argument("--threads", type=int, default=os.cpu_count())
-    args = parser.parse_args(argv)
+    args = parse_args(argv)
     phalanx.set_num_threads(args.threads)
-    dtype = np.dtype(args.dtype)
-    K, H = args.samples, args.horizon
-    print(f"MPPI, K = {K} samples x H = {H} steps, {args.dtype}, {phalanx.num_threads()} "
-          f"threads on {platform.processor() or platform.machine()} ({os.cpu_count()} cores); "
-          f"median of {args.repeats}")
-    print(f"\n{'model':28s} {'iteration':>10s} {'env-steps/s':>12s} {'plain rollout':>14s} "
-          f"{'env-steps/s':>12s} {'overhead':>9s}")
-    for name, model, cost, q0, sigma, lam, beta in problems():
-        planner = control.MPPI(model, H, K, sigma, lam, noise_smoothing=beta, seed=0, cost=cost,
-                               dtype=dtype)
-        qpos, qvel = q0[None].astype(dtype), np.zeros((1, model.nv), dtype)
-        t_plan = median_time(lambda: planner.plan(qpos, qvel), args.repeats)
-        qk, vk = np.repeat(qpos, K, 0), np.repeat(qvel, K, 0)
-        ctrl = planner.last_samples[1].reshape(K, H, model.nu).astype(dtype)
-        t_roll = median_time(lambda: phalanx.rollout(model, qk, vk, ctrl), args.repeats)
-        print(f"{name:28s} {t_plan * 1e3:8.1f}ms {K * H / t_plan:12,.0f} {t_roll * 1e3:12.1f}ms "
-              f"{K * H / t_roll:12,.0f} {t_plan / t_roll:8.2f}x")
+    dtypes = ["float32", "float64"] if args.dtype == "both" else [args.dtype]
+    load_before = os.getloadavg()[0]
+    cases = [Case(p, args.samples, args.horizon, dt)
+             for p in (humanoid_problem(), cartpole_problem()) for dt in dtypes]
+    for c in cases:
+        c.warm_up()
+    for r in range(args.repeats):
+        for c in cases:
+            c.repeat()
+        print(f"repeat {r + 1}/{args.repeats}: " + ", ".join(
+            f"{c.problem.name.split()[0]} {c.dtype.name} {c.times['iteration'][-1] * 1e3:.1f} / "
+            f"{c.times['rollout'][-1] * 1e3:.1f} ms" for c in cases), flush=True)
+    print(f"\nMPPI, K = {args.samples} samples x H = {args.horizon} steps, one iteration per "
+          f"plan call; {phalanx.num_threads()} threads on "
+          f"{platform.processor() or platform.machine()} ({os.cpu_count()} cores); median of "
+          f"{args.repeats} (load average {load_before:.2f} -> {os.getloadavg()[0]:.2f}; "
+          f"shared cores: noisy)")
+    print_table(cases, args.samples, args.horizon)
 
 
 if __name__ == "__main__":

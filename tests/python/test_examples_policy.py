@@ -1,10 +1,10 @@
-"""examples/policy_apg.py: policies trained by analytic policy gradients through
-phalanx.torch.step, on a small budget, and the window loss's gradient against central
-differences.
+"""examples/policy_apg.py: policies trained through phalanx.torch.step on a small budget, and the
+window loss's gradient against central differences.
 
-Measured on the development machine: the cart-pole's evaluation return goes from -0.85 to a best
-of about +0.2 within 150 windows (about 9 s), the half-cheetah's forward speed from -0.04 to a
-best above 1.3 m/s within 60 windows (about 3 s).
+Measured on the development machine (seed 0, one thread): 300 cart-pole iterations take the
+evaluation (mean reward per step over 5 s from hanging) from -1.20 to -0.21; 300 cheetah
+iterations take the mean forward speed over 3 s from 0.0001 to 0.72 m/s. The thresholds keep
+a margin below those.
 """
 
 from __future__ import annotations
@@ -13,48 +13,58 @@ import numpy as np
 import pytest
 import torch
 
+import phalanx
 from conftest import load_example
+
+
+CARTPOLE_ITERATIONS, CARTPOLE_GAIN = 300, 0.6
+CHEETAH_ITERATIONS, CHEETAH_SPEED = 300, 0.4  # m/s
 
 
 @pytest.fixture(scope="module")
 def apg():
     torch.set_num_threads(1)
+    phalanx.set_num_threads(1)
     return load_example("policy_apg")
 
 
 def test_window_loss_gradient_matches_central_differences(apg):
-    task = apg.Task("cartpole")
-    policy = apg.make_policy(task, 16, seed=3)
-    q, v = task.starts(4, torch.Generator().manual_seed(0))
+    """d(window loss)/d(policy parameters) along a random direction, 5 steps of the cart-pole
+    (no contacts) in float64, against a central difference"""
+    task = apg.CartPole()
+    torch.manual_seed(3)
+    policy, critic = apg.Policy(task, 16), apg.mlp(task.nobs, 16, 1)
+    q, v = task.random_starts(4, torch.Generator().manual_seed(0))
     params = list(policy.parameters())
-    loss, _, _ = apg.window_loss(task, policy, q, v, 5)
+    loss = apg.window_loss(task, policy, critic, q, v, 5, 0.99)[0]
     grads = torch.autograd.grad(loss, params)
     rng = np.random.default_rng(1)
-    direction = [torch.from_numpy(rng.standard_normal(p.shape)) for p in params]
+    direction = [torch.from_numpy(rng.standard_normal(tuple(p.shape))) for p in params]
     analytic = sum(float((g * d).sum()) for g, d in zip(grads, direction))
-    h = 1e-6
 
-    def shifted(sign):
+    def loss_at(shift):
         with torch.no_grad():
             for p, d in zip(params, direction):
-                p += sign * h * d
-            value = float(apg.window_loss(task, policy, q, v, 5)[0])
+                p += shift * d
+            value = float(apg.window_loss(task, policy, critic, q, v, 5, 0.99)[0])
             for p, d in zip(params, direction):
-                p -= sign * h * d
+                p -= shift * d
         return value
 
-    numeric = (shifted(1) - shifted(-1)) / (2 * h)
+    h = 1e-6
+    numeric = (loss_at(h) - loss_at(-h)) / (2 * h)
+    assert abs(analytic) > 1e-4  # a non-trivial gradient
     assert analytic == pytest.approx(numeric, rel=1e-6)
 
 
 def test_cartpole_policy_improves(apg):
-    r = apg.train("cartpole", 150, log=None)
-    assert r["initial"] < -0.8  # the untrained policy leaves the pole hanging
-    assert r["returns"].max() > r["initial"] + 0.8
+    r = apg.train("cartpole", CARTPOLE_ITERATIONS, log=None)
+    assert r["initial"] < -0.5  # the untrained policy leaves the pole hanging
+    assert r["final"] > r["initial"] + CARTPOLE_GAIN
 
 
 def test_cheetah_policy_runs_forward(apg):
-    r = apg.train("cheetah", 60, log=None)
-    assert abs(r["initial"]) < 0.1  # the untrained policy does not move
-    assert r["returns"].max() > 1.0  # m/s forward, less the effort term
-    assert r["final"] > 0.5
+    r = apg.train("cheetah", CHEETAH_ITERATIONS, log=None)
+    untrained = r["initial_summary"]["mean_speed"]
+    assert abs(untrained) < 0.1  # the untrained policy barely moves
+    assert r["summary"]["mean_speed"] > CHEETAH_SPEED > untrained + 0.2
