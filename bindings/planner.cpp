@@ -246,10 +246,7 @@ class PyPlannerBatch {
     {
       py::gil_scoped_release nogil;
       phx::Device dev = dm_->device();
-      DeviceOutput<T> d_plan(dev, plan.mutable_data(), size_t(N * H) * m.nu);
-      if (dev != phx::Device::kCpu)
-        phx::detail::device_copy(dev, d_plan.get(), phx::Device::kCpu, plan.data(),
-                                 size_t(N * H) * m.nu * sizeof(T));
+      DeviceOutput<T> d_plan(dev, plan.mutable_data(), size_t(N * H) * m.nu, true);
       DeviceInput<T> d_lo(dev, lo.data(), size_t(m.nu)), d_hi(dev, hi.data(), size_t(m.nu));
       batch_->update_mppi(T(lambda), d_plan.get(), d_lo.get(), d_hi.get());
       d_plan.finish();
@@ -268,12 +265,8 @@ class PyPlannerBatch {
       py::gil_scoped_release nogil;
       phx::Device dev = dm_->device();
       size_t n = size_t(N * H) * m.nu;
-      DeviceOutput<T> d_plan(dev, plan.mutable_data(), n), d_sigma(dev, sigma.mutable_data(), n);
-      if (dev != phx::Device::kCpu) {
-        phx::detail::device_copy(dev, d_plan.get(), phx::Device::kCpu, plan.data(), n * sizeof(T));
-        phx::detail::device_copy(dev, d_sigma.get(), phx::Device::kCpu, sigma.data(),
-                                 n * sizeof(T));
-      }
+      DeviceOutput<T> d_plan(dev, plan.mutable_data(), n, true),
+          d_sigma(dev, sigma.mutable_data(), n, true);
       batch_->update_cem(nelite, T(alpha), T(sigma_min), d_plan.get(), d_sigma.get());
       nelite_ = nelite;
       d_plan.finish();

@@ -171,13 +171,15 @@ class DeviceInput {
 };
 
 // An output array: the numpy buffer itself on the CPU; on CUDA a device buffer that finish()
-// copies back.
+// copies back (and that starts with the array's values when it is also an input).
 template <class T>
 class DeviceOutput {
  public:
-  DeviceOutput(Device device, T* host, size_t n) : host_(host), p_(host) {
+  // load: the array is also an input (updated in place), so its values go to the device
+  DeviceOutput(Device device, T* host, size_t n, bool load = false) : host_(host), p_(host) {
     if (device != Device::kCpu) {
       buffer_ = phx::Buffer<T>(device, n);
+      if (load) buffer_.upload(host, n);
       p_ = buffer_.data();
     }
   }

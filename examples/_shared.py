@@ -1,5 +1,5 @@
-"""Shared by the examples: Adam on numpy arrays, piecewise-linear control knots and the
-control panel of their plots."""
+"""Shared by the examples: Adam on numpy arrays, piecewise-linear control knots, the control
+panel of their plots, and angle wrapping."""
 
 from __future__ import annotations
 
@@ -46,3 +46,8 @@ def plot_controls(ax, t, ctrl, ctrl_init, names) -> None:
         ax.plot(t, ctrl_init[:, j], ":", color=line.get_color())
     ax.set(xlabel="t (s)", ylabel="ctrl", ylim=(-1.05, 1.05), title="controls (dotted: initial)")
     ax.legend(fontsize=8)
+
+
+def wrap(angle):
+    """angles into [-pi, pi)"""
+    return (np.asarray(angle) + np.pi) % (2 * np.pi) - np.pi

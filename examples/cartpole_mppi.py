@@ -25,6 +25,7 @@ import numpy as np
 import phalanx
 import phalanx.control
 import phalanx.costs
+from _shared import wrap
 
 MODEL = Path(__file__).resolve().parent / "models" / "cartpole.xml"
 UPRIGHT = 0.2  # rad: |wrapped angle| below this counts as upright
@@ -36,10 +37,6 @@ def make_cost(model) -> phalanx.costs.Cost:
     return phalanx.costs.Quadratic(
         model, qpos_weight=[0.5, 5.0], qvel_weight=[0.05, 0.02], ctrl_weight=0.05,
         angle_coords=[1], terminal_weight=10.0, dt=model.timestep)
-
-
-def wrap(angle):
-    return (np.asarray(angle) + np.pi) % (2 * np.pi) - np.pi
 
 
 def swing_up(seconds: float = 6.0, *, horizon: int = 80, samples: int = 256, sigma: float = 0.3,

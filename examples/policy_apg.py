@@ -64,15 +64,11 @@ import torch
 
 import phalanx
 import phalanx.torch as pt
+from _shared import wrap
 
 MODELS = Path(__file__).resolve().parent / "models"
 UPRIGHT = 0.3  # rad: |wrapped pole angle| below this counts as upright
 F64 = torch.float64
-
-
-def wrap(angle):
-    """angles into [-pi, pi)"""
-    return (np.asarray(angle) + np.pi) % (2 * np.pi) - np.pi
 
 
 class CartPole:

@@ -127,7 +127,8 @@ def test_composition_and_python_costs(humanoid_pair):
     _, bq, bv, bu = b.value_and_grad(qs, vs, us)
     np.testing.assert_allclose(dq, 2 * aq + bq, rtol=1e-13, atol=1e-15)
     np.testing.assert_allclose(du, us, rtol=1e-13)
-    np.testing.assert_allclose(-1.0 * a(qs, vs, us), -a(qs, vs, us))  # negative weights too
+    np.testing.assert_allclose((-1.0 * a)(qs, vs, us), -a(qs, vs, us), rtol=1e-15)  # negative
+    np.testing.assert_allclose((0.5 * a)(qs, vs, us), 0.5 * a(qs, vs, us), rtol=1e-15)
     with pytest.raises(NotImplementedError, match="has no gradient"):
         costs.CallableCost(lambda q, v, u: u.sum(axis=(1, 2))).value_and_grad(qs, vs, us)
 
