@@ -29,7 +29,15 @@ stamp=.venv/.requirements.stamp
 if [[ ! -f $stamp ]] || ! cmp -s scripts/requirements.txt "$stamp"; then
   echo "[setup] installing Python packages"
   .venv/bin/python -m pip install -q --upgrade pip
-  .venv/bin/python -m pip install -q -r scripts/requirements.txt
+  # torch pulls several GiB of wheels; a dropped connection resumes, and the whole install is
+  # retried (already downloaded wheels come from pip's cache) before giving up.
+  pip_opts=(-q --retries 10 --timeout 120 --resume-retries 30)
+  for attempt in 1 2 3; do
+    .venv/bin/python -m pip install "${pip_opts[@]}" -r scripts/requirements.txt && break
+    ((attempt < 3)) || { echo "[setup] pip install failed 3 times" >&2; exit 1; }
+    echo "[setup] pip install failed (attempt $attempt), retrying in 30 s" >&2
+    sleep 30
+  done
   cp scripts/requirements.txt "$stamp"
 fi
 
