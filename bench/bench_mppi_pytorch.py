@@ -22,9 +22,8 @@ pytorch_mppi calls its dynamics once per horizon step with all K states (K, 4) a
 one ``mujoco.rollout.Rollout.rollout(..., nstep=1)`` call per step on a persistent thread pool
 of --threads MjData (preallocated buffers). torch runs on one thread: its tensors are (K, 4), and
 with two intra-op threads on two busy cores each small op waited milliseconds for the second.
-torch and phalanx share the process's OpenMP runtime, and torch sets its thread count (1) there
-at its first parallel operation, which would leave Phalanx on one thread: ``use_threads`` lets
-that happen before giving Phalanx its threads. The closed loops run in lockstep (one control
+torch and phalanx share the process's OpenMP runtime; Phalanx keeps its own thread count, so
+torch's (1) does not reach it. The closed loops run in lockstep (one control
 step of each planner in turn), so that all see the same load from other processes.
 
 Differences between the two algorithms (pytorch_mppi 0.9 defaults, not tuned):
@@ -246,8 +245,7 @@ def use_threads(threads):
     """torch on one thread (its tensors are (K, 4): intra-op threads would only synchronise),
     Phalanx and the mujoco.rollout pool on ``threads``"""
     torch.set_num_threads(1)
-    torch.eye(2)  # torch's first parallel op sets the shared OpenMP thread count to 1 ...
-    phalanx.set_num_threads(threads)  # ... before this, which then holds for Phalanx
+    phalanx.set_num_threads(threads)
 
 
 def parse_args(argv=None):

@@ -9,7 +9,6 @@
 // RuntimeError.
 #include <pybind11/numpy.h>
 #include <pybind11/pybind11.h>
-#include <omp.h>
 #include <pybind11/stl.h>
 
 #include <array>
@@ -883,18 +882,11 @@ PYBIND11_MODULE(_phalanx, mod) {
     params.append(py::make_tuple(phx::kParamNames[k], phx::param_width(k)));
   mod.attr("PARAMETERS") = params;  // (name, numbers per entity) in Param order
 
-  mod.def(
-      "set_num_threads",
-      [](int n) {
-        if (n < 1) throw std::invalid_argument("phalanx: the number of threads must be >= 1");
-        omp_set_num_threads(n);
-      },
-      py::arg("n"),
-      "Threads of the CPU backend's later calls from this Python thread (OpenMP's "
-      "omp_set_num_threads; OMP_NUM_THREADS sets the initial value).");
-  mod.def(
-      "num_threads", [] { return omp_get_max_threads(); },
-      "Threads the CPU backend's next call from this Python thread uses.");
+  mod.def("set_num_threads", &phx::set_num_threads, py::arg("n"),
+          "Threads of the CPU backend's later calls (n >= 1). Phalanx keeps this count itself, "
+          "so torch or another library changing OpenMP's thread count does not change it; "
+          "OMP_NUM_THREADS sets the initial value.");
+  mod.def("num_threads", &phx::num_threads, "Threads the CPU backend's next call uses.");
   mod.def(
       "cuda_available", [] { return phx::cuda_available(); },
       "True when the CUDA backend was built and a GPU is visible.");

@@ -1,5 +1,8 @@
 #include "host/device.h"
 
+#include <omp.h>
+
+#include <atomic>
 #include <cstdlib>
 #include <cstring>
 #include <new>
@@ -32,6 +35,20 @@ void require_device(Device device) {
   if (device == Device::kCuda && !cuda_available(&why)) {
     throw std::runtime_error("phalanx: device 'cuda' is not available: " + why);
   }
+}
+
+namespace {
+std::atomic<int> g_num_threads{omp_get_max_threads()};
+}  // namespace
+
+int num_threads() { return g_num_threads.load(std::memory_order_relaxed); }
+
+void set_num_threads(int n) {
+  if (n < 1) {
+    throw std::invalid_argument("phalanx: the number of threads must be >= 1, got " +
+                                std::to_string(n));
+  }
+  g_num_threads.store(n, std::memory_order_relaxed);
 }
 
 namespace detail {

@@ -24,6 +24,13 @@ bool cuda_available(std::string* why = nullptr);
 // throws std::runtime_error when the device cannot be used
 void require_device(Device device);
 
+// Threads of the CPU backend's launches. Phalanx keeps its own count and passes it to every
+// parallel region, so a library sharing the process's OpenMP runtime (torch calls
+// omp_set_num_threads) cannot change it. It starts at OpenMP's default when the library loads
+// (OMP_NUM_THREADS, else the cores); set_num_threads(n < 1) throws std::invalid_argument.
+int num_threads();
+void set_num_threads(int n);
+
 // raw device memory operations (host memory on the CPU)
 namespace detail {
 void* device_alloc(Device device, size_t bytes);

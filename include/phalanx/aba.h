@@ -15,22 +15,23 @@ namespace phx {
 template <class T>
 PHX_HD void aba(const ModelView<T>& m, const T* qvel, const T* tau, const T* armature,
                 bool with_bias, Workspace<T>& w, T* qacc) {
-  // the children's contributions accumulate here, so start from zero
-  for (int i = 0; i < 36 * m.nbody; ++i) w.aba_IA[i] = T(0);
-  for (int i = 0; i < 6 * m.nbody; ++i) w.aba_pA[i] = T(0);
+  // each rigid body's inertia and bias force; the children's contributions add to them
+  for (int b = 1; b < m.nbody; ++b) {
+    Inertia<T> J = Inertia<T>::load(w.cinert + 10 * b);
+    Mat6<T>::from(J).store(w.aba_IA + 36 * b);
+    Vec6<T> pA;
+    if (with_bias) {
+      Vec6<T> v = Vec6<T>::load(w.cvel + 6 * b);
+      pA = cross_force(v, J * v);
+    }
+    pA.store(w.aba_pA + 6 * b);
+  }
 
   // backward: project each dof out of the articulated inertia, children before parents
   for (int b = m.nbody - 1; b > 0; --b) {
-    // the rigid body plus what its children passed up
-    Inertia<T> J = Inertia<T>::load(w.cinert + 10 * b);
-    Mat6<T> IA = Mat6<T>::from(J);
-    IA += Mat6<T>::load(w.aba_IA + 36 * b);
+    Mat6<T> IA = Mat6<T>::load(w.aba_IA + 36 * b);
     Vec6<T> pA = Vec6<T>::load(w.aba_pA + 6 * b);
-    if (with_bias) {
-      Vec6<T> v = Vec6<T>::load(w.cvel + 6 * b);
-      pA += cross_force(v, J * v);
-    }
-    int d0 = m.body_dofadr[b];
+    int d0 = m.body_dofadr[b], p = m.body_parentid[b];
     for (int d = d0 + m.body_dofnum[b] - 1; d >= d0; --d) {
       Vec6<T> S = Vec6<T>::load(w.cdof + 6 * d);
       // U = IA S and Y = IA c in one pass over IA (symmetric: row j is column j), with c the
@@ -48,13 +49,13 @@ PHX_HD void aba(const ModelView<T>& m, const T* qvel, const T* tau, const T* arm
       U.store(w.aba_U + 6 * d);
       w.aba_invD[d] = invD;
       w.aba_u[d] = u;
+      if (d == d0 && p == 0) break;  // nothing further up uses the projection
       // IA <- IA - U U^T / D; pA <- pA + IA c + U u / D, where the projected IA c is
       // Y - U (U . c) / D
       for (int r = 0; r < 6; ++r)
         for (int k = 0; k < 6; ++k) IA.m[6 * r + k] -= U.v[r] * U.v[k] * invD;
       pA += Y + ((u - dot(U, c)) * invD) * U;
     }
-    int p = m.body_parentid[b];
     if (p > 0) {
       (Mat6<T>::load(w.aba_IA + 36 * p) += IA).store(w.aba_IA + 36 * p);
       (Vec6<T>::load(w.aba_pA + 6 * p) + pA).store(w.aba_pA + 6 * p);

@@ -28,17 +28,25 @@ struct PlannerSpec {
 // Noise of one sample, eps (H x nu): per actuator sigma_i, time-correlated by a first-order
 // filter that keeps the marginal variance sigma_i^2,
 //   eps_0 = sigma n_0,   eps_t = beta eps_{t-1} + sqrt(1 - beta^2) sigma n_t,
-// with n standard normals addressed (seed, env = sample, step = t, dim = i, stream) (random.h):
-// the same on every device and for every launch order. beta = 0 is white noise; sigma null is
-// unit noise.
+// with n standard normals (random.h) addressed by env = sample and, four steps sharing one
+// generator block, step = floor(t / 4) and dim = 4 i + t mod 4 (stream as given): the same on
+// every device and for every launch order. beta = 0 is white noise; sigma null is unit noise.
+// The normals are drawn in float for either T: sampling needs no more precision, a float draw
+// costs half a double's, and float and double planners see the same noise.
 template <class T>
 PHX_HD void planner_noise(uint64_t seed, uint32_t sample, uint32_t stream, int H, int nu,
                           const T* sigma, T beta, T* eps) {
   T gain = sqrt(T(1) - beta * beta);
-  for (int t = 0; t < H; ++t)
+  for (int t0 = 0; t0 < H; t0 += 4)
     for (int i = 0; i < nu; ++i) {
-      T n = (sigma ? sigma[i] : T(1)) * standard_normal<T>(seed, sample, uint32_t(t), uint32_t(i), stream);
-      eps[t * nu + i] = t == 0 ? n : beta * eps[(t - 1) * nu + i] + gain * n;
+      float n[4];
+      standard_normal4(seed, sample, uint32_t(t0 / 4), uint32_t(i), stream, n);
+      T s = sigma ? sigma[i] : T(1);
+      for (int k = 0; k < 4 && t0 + k < H; ++k) {
+        int t = t0 + k;
+        T sn = s * T(n[k]);
+        eps[t * nu + i] = t == 0 ? sn : beta * eps[(t - 1) * nu + i] + gain * sn;
+      }
     }
 }
 

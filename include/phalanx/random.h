@@ -91,23 +91,40 @@ PHX_HD PHX_INLINE Philox4x32::Block sample_block(uint64_t seed, uint32_t env, ui
 // a double's low bits come from the block whose index has bit 31 set (unused by dims)
 constexpr uint32_t kLowBitsBlock = 0x80000000u;
 
-// the uniforms of the Box-Muller pair that holds dim: words dim & ~1 and dim | 1
-PHX_HD PHX_INLINE void uniform01_pair(uint64_t seed, uint32_t env, uint32_t step, uint32_t dim,
-                                      uint32_t stream, float& u0, float& u1) {
-  Philox4x32::Block b = sample_block(seed, env, step, dim >> 2, stream);
-  uint32_t i = dim & 2u;
-  u0 = uniform01_from_bits(block_word(b, i));
-  u1 = uniform01_from_bits(block_word(b, i + 1));
+// the uniforms of dims 4 block .. 4 block + 3: one block of words in float, a block of high
+// and one of low words in double
+PHX_HD PHX_INLINE void uniform01_block(uint64_t seed, uint32_t env, uint32_t step, uint32_t block,
+                                       uint32_t stream, float u[4]) {
+  Philox4x32::Block b = sample_block(seed, env, step, block, stream);
+  for (int k = 0; k < 4; ++k) u[k] = uniform01_from_bits(b.w[k]);
 }
-PHX_HD PHX_INLINE void uniform01_pair(uint64_t seed, uint32_t env, uint32_t step, uint32_t dim,
-                                      uint32_t stream, double& u0, double& u1) {
-  Philox4x32::Block hi = sample_block(seed, env, step, dim >> 2, stream);
-  Philox4x32::Block lo = sample_block(seed, env, step, (dim >> 2) | kLowBitsBlock, stream);
-  uint32_t i = dim & 2u;
-  u0 = uniform01_from_bits(block_word(hi, i), block_word(lo, i));
-  u1 = uniform01_from_bits(block_word(hi, i + 1), block_word(lo, i + 1));
+PHX_HD PHX_INLINE void uniform01_block(uint64_t seed, uint32_t env, uint32_t step, uint32_t block,
+                                       uint32_t stream, double u[4]) {
+  Philox4x32::Block hi = sample_block(seed, env, step, block, stream);
+  Philox4x32::Block lo = sample_block(seed, env, step, block | kLowBitsBlock, stream);
+  for (int k = 0; k < 4; ++k) u[k] = uniform01_from_bits(hi.w[k], lo.w[k]);
 }
 
+// the uniforms of the Box-Muller pair that holds dim: dims dim & ~1 and dim | 1
+template <class T>
+PHX_HD PHX_INLINE void uniform01_pair(uint64_t seed, uint32_t env, uint32_t step, uint32_t dim,
+                                      uint32_t stream, T& u0, T& u1) {
+  T u[4];
+  uniform01_block(seed, env, step, dim >> 2, stream, u);
+  bool upper = dim & 2u;
+  u0 = upper ? u[2] : u[0];
+  u1 = upper ? u[3] : u[1];
+}
+
+// Box-Muller's radius and angle of a pair of uniforms
+template <class T>
+PHX_HD PHX_INLINE T box_muller_radius(T u0) {
+  return sqrt(T(-2) * log(u0));
+}
+template <class T>
+PHX_HD PHX_INLINE T box_muller_angle(T u1) {
+  return T(6.283185307179586) * u1;
+}
 
 }  // namespace detail
 
@@ -138,9 +155,23 @@ PHX_HD PHX_INLINE T standard_normal(uint64_t seed, uint32_t env, uint32_t step, 
                                     uint32_t stream = 0) {
   T u0, u1;
   detail::uniform01_pair(seed, env, step, dim, stream, u0, u1);
-  T r = sqrt(T(-2) * log(u0));
-  T theta = T(6.283185307179586) * u1;
+  T r = detail::box_muller_radius(u0), theta = detail::box_muller_angle(u1);
   return (dim & 1u) ? r * sin(theta) : r * cos(theta);
+}
+
+// the normals of dims 4 block .. 4 block + 3 into n, each equal to standard_normal's, for a
+// quarter of the generator's work per normal (one Philox block per four words, one log per
+// pair)
+template <class T>
+PHX_HD PHX_INLINE void standard_normal4(uint64_t seed, uint32_t env, uint32_t step,
+                                        uint32_t block, uint32_t stream, T n[4]) {
+  T u[4];
+  detail::uniform01_block(seed, env, step, block, stream, u);
+  for (int k = 0; k < 4; k += 2) {
+    T r = detail::box_muller_radius(u[k]), theta = detail::box_muller_angle(u[k + 1]);
+    n[k] = r * cos(theta);
+    n[k + 1] = r * sin(theta);
+  }
 }
 
 }  // namespace phx

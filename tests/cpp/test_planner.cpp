@@ -12,6 +12,26 @@
 namespace phx {
 namespace {
 
+TEST(Planner, NoiseAddressesFourStepsPerGeneratorBlock) {
+  // white unit noise is the float normal at step floor(t / 4), dim 4 i + t mod 4; sigma
+  // scales it
+  const int H = 10, nu = 3;
+  std::vector<double> eps(H * nu), scaled(H * nu);
+  const double sigma[nu] = {0.5, 2.0, 3.0};
+  planner_noise<double>(17, 5, 1, H, nu, nullptr, 0.0, eps.data());
+  planner_noise<double>(17, 5, 1, H, nu, sigma, 0.0, scaled.data());
+  for (int t = 0; t < H; ++t)
+    for (int i = 0; i < nu; ++i) {
+      double n = standard_normal<float>(17, 5, uint32_t(t / 4), uint32_t(4 * i + t % 4), 1);
+      EXPECT_EQ(eps[t * nu + i], n);
+      EXPECT_EQ(scaled[t * nu + i], sigma[i] * n);
+    }
+  // a float planner draws the same noise
+  std::vector<float> eps32(H * nu);
+  planner_noise<float>(17, 5, 1, H, nu, nullptr, 0.0f, eps32.data());
+  for (int j = 0; j < H * nu; ++j) EXPECT_EQ(double(eps32[j]), eps[j]);
+}
+
 TEST(Planner, ControlsClampAndKeepTheAppliedPerturbation) {
   const int H = 3, nu = 2;
   std::vector<double> u = {0.5, 0.0, 0.9, 0.2, -0.9, 5.0};

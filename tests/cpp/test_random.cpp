@@ -118,6 +118,20 @@ TEST(Normal, BoxMullerPairsOfWords) {
   }
 }
 
+template <class T>
+void check_normal4() {
+  // four at once are the four single draws, bit for bit
+  for (uint32_t b = 0; b < 50; ++b) {
+    T n[4];
+    standard_normal4<T>(31, b, 3 * b, b % 7, 2, n);
+    for (uint32_t k = 0; k < 4; ++k) EXPECT_EQ(n[k], standard_normal<T>(31, b, 3 * b, 4 * (b % 7) + k, 2));
+  }
+}
+TEST(Normal, FourAtOnceEqualSingleDraws) {
+  check_normal4<float>();
+  check_normal4<double>();
+}
+
 // moments over 100 envs x 100 steps x 100 dims = 1e6 samples, asserted within 5 standard errors
 // (a false failure has probability about 6e-7 per check)
 constexpr uint32_t kN = 100;

@@ -353,3 +353,23 @@ def test_float32_agrees_with_float64(scene, rng):
                           rtol=1e-5 if i < 4 else 1e-4, what=name)
              for i, name in enumerate(names)]
     assert max(worst) > 1e-8  # the float32 path really computed in float32
+
+
+def test_torch_does_not_change_phalanx_threads():
+    """torch and Phalanx share the process's OpenMP runtime, and torch sets OpenMP's thread
+    count; Phalanx keeps its own, so its count and its results stay as set"""
+    model = phalanx.load_model(str(MODELS / "cartpole.xml"))
+    ctrl = np.random.default_rng(0).uniform(-1, 1, (64, 20, 1))
+    before = phalanx.num_threads()
+    try:
+        phalanx.set_num_threads(1)
+        one = phalanx.Simulator(model, 64).rollout(ctrl)
+        phalanx.set_num_threads(2)
+        torch.set_num_threads(1)
+        torch.randn(512, 512).sum()  # a parallel op: torch sets OpenMP's count to 1
+        assert phalanx.num_threads() == 2
+        two = phalanx.Simulator(model, 64).rollout(ctrl)
+        for a, b in zip(one, two):  # environments are independent of the thread split
+            np.testing.assert_array_equal(a, b)
+    finally:
+        phalanx.set_num_threads(before)

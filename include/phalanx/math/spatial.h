@@ -43,10 +43,11 @@ template <class T> PHX_HD PHX_INLINE Vec6<T> operator*(const T& s, Vec6<T> a) {
   for (int i = 0; i < 6; ++i) a.v[i] *= s;
   return a;
 }
+// summed as angular plus linear part, so that the two halves' products run in parallel
 template <class T> PHX_HD PHX_INLINE T dot(const Vec6<T>& a, const Vec6<T>& b) {
-  T s = T(0);
-  for (int i = 0; i < 6; ++i) s += a.v[i] * b.v[i];
-  return s;
+  T s0 = a.v[0] * b.v[0] + a.v[1] * b.v[1] + a.v[2] * b.v[2];
+  T s1 = a.v[3] * b.v[3] + a.v[4] * b.v[4] + a.v[5] * b.v[5];
+  return s0 + s1;
 }
 
 // motion cross product m1 x m2 (rate of change of m2 moving with velocity m1)
