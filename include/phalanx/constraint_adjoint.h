@@ -86,17 +86,12 @@ PHX_HD void adj_add_point_jacobian(const ModelView<T>& m, const Workspace<T>& w,
   (-adj_r).add_to(a.xpos + 3 * root);
 }
 
-// Adjoint of delassus for the rows' A = J M^-1 J^T and b = J vfree + corrections, with M the
-// matrix factored in c.L: from adj_A (nrow x nrow, entries as read) and adj_b (nrow) to adj_J
-// (nrow x nv), adj_vfree (nv) and adj_M (nv x nv), all accumulated. With Z_r = M^-1 J_r and
-// G = adj_A:  adj_J_r += sum_q (G_rq + G_qr) Z_q + adj_b_r vfree,  adj_M -= Z^T G Z,
-// adj_vfree += J^T adj_b. Z (nrow x nv) and tmp (nv) are scratch; Z is left holding M^-1 J^T.
+// Z = M^-1 J^T by rows (Z_r = L^-T Y_r with Y_r = L^-1 J_r, M factored in c.L), which the
+// adjoint of delassus needs: a function of the forward step alone, computed once per replay
+// (adj_constrained_prepare) for every reverse pass that follows.
 template <class T>
-PHX_HD void adj_delassus(const ModelView<T>& m, int nrow, const ConstraintWorkspace<T>& c,
-                         const T* adj_A, const T* adj_b, T* Z, T* tmp, T* adj_J, T* adj_vfree,
-                         T* adj_M) {
+PHX_HD void delassus_rows(const ModelView<T>& m, int nrow, const ConstraintWorkspace<T>& c, T* Z) {
   int nv = m.nv;
-  // Z_r = L^-T Y_r, Y_r = L^-1 J_r
   for (int r = 0; r < nrow; ++r) {
     T* z = Z + long(r) * nv;
     const T* y = c.Y + long(r) * nv;
@@ -106,33 +101,44 @@ PHX_HD void adj_delassus(const ModelView<T>& m, int nrow, const ConstraintWorksp
       z[i] = v / c.L[i * nv + i];
     }
   }
+}
+
+// Adjoint of delassus for the rows' A = J M^-1 J^T and b = J vfree + corrections, with M the
+// matrix factored in c.L: from adj_A (the LCP's, of rank two: G = z beta^T - y alpha^T) and
+// adj_b (nrow) to adj_J (nrow x nv), adj_vfree (nv) and adj_M (nv x nv), all accumulated. With
+// Z = M^-1 J^T by rows (delassus_rows):
+//   adj_J_r += sum_q (G_rq + G_qr) Z_q + adj_b_r vfree,  adj_M -= Z^T G Z,  adj_vfree += J^T adj_b,
+// evaluated through the factors: with Zy = Z^T y, Za = Z^T alpha, Zz = Z^T z, Zb = Z^T beta,
+//   sum_q G_rq Z_q = z_r Zb - y_r Za,  sum_q G_qr Z_q = beta_r Zz - alpha_r Zy,
+//   Z^T G Z = Zz Zb^T - Zy Za^T,
+// O(nrow nv + nv^2) in place of O(nrow^2 nv + nrow nv^2). proj (4 nv) is scratch.
+template <class T>
+PHX_HD void adj_delassus(const ModelView<T>& m, int nrow, const ConstraintWorkspace<T>& c,
+                         const T* Z, const LcpAdjointA<T>& G, const T* adj_b, T* proj, T* adj_J,
+                         T* adj_vfree, T* adj_M) {
+  int nv = m.nv;
+  T *Zy = proj, *Za = proj + nv, *Zz = proj + 2 * nv, *Zb = proj + 3 * nv;
+  for (int d = 0; d < 4 * nv; ++d) proj[d] = T(0);
+  for (int r = 0; r < nrow; ++r) {
+    const T* z = Z + long(r) * nv;
+    for (int d = 0; d < nv; ++d) {
+      Zy[d] += G.y[r] * z[d];
+      Za[d] += G.alpha[r] * z[d];
+      Zz[d] += G.z[r] * z[d];
+      Zb[d] += G.beta[r] * z[d];
+    }
+  }
   for (int r = 0; r < nrow; ++r) {
     T* aj = adj_J + long(r) * nv;
     const T* J = c.J + long(r) * nv;
-    const T* zr = Z + long(r) * nv;
-    // (G Z)_r: into adj_J_r and adj_M
-    for (int d = 0; d < nv; ++d) tmp[d] = T(0);
-    for (int q = 0; q < nrow; ++q) {
-      T gq = adj_A[r * nrow + q];
-      const T* zq = Z + long(q) * nv;
-      for (int d = 0; d < nv; ++d) tmp[d] += gq * zq[d];
-    }
-    for (int i = 0; i < nv; ++i) {
-      aj[i] += tmp[i];
-      for (int k = 0; k < nv; ++k) adj_M[i * nv + k] -= zr[i] * tmp[k];
-    }
-    // (G^T Z)_r
-    for (int q = 0; q < nrow; ++q) {
-      T gq = adj_A[q * nrow + r];
-      const T* zq = Z + long(q) * nv;
-      for (int d = 0; d < nv; ++d) aj[d] += gq * zq[d];
-    }
-    // b_r = J_r . vfree + ...
     for (int d = 0; d < nv; ++d) {
-      aj[d] += adj_b[r] * c.vfree[d];
+      aj[d] += G.z[r] * Zb[d] - G.y[r] * Za[d] + G.beta[r] * Zz[d] - G.alpha[r] * Zy[d] +
+               adj_b[r] * c.vfree[d];
       adj_vfree[d] += adj_b[r] * J[d];
     }
   }
+  for (int i = 0; i < nv; ++i)
+    for (int k = 0; k < nv; ++k) adj_M[i * nv + k] -= Zz[i] * Zb[k] - Zy[i] * Za[k];
 }
 
 // Adjoints of the contact parameters of the model, per environment; a null pointer skips it.
@@ -182,9 +188,10 @@ struct AdjConstraintWorkspace {
   T* adj_bias;       // adjoint of c(q, qvel)                               (nv)
   T* tmp;            // (nv)
   T* adj_M;          // (nv x nv)
-  T* Z;              // M^-1 J^T by rows                                    (nefcmax x nv)
+  T* Z;              // M^-1 J^T by rows, set by adj_constrained_prepare    (nefcmax x nv)
+  T* proj;           // adj_delassus's projections onto Z                   (4 nv)
   T* adj_J;          // (nefcmax x nv)
-  T* adj_A;          // (nefcmax x nefcmax)
+  LcpAdjointA<T> adj_A;  // adj_lcp's rank-two factors                      (4 x nefcmax)
   T* adj_b;          // (nefcmax)
   T* adj_f;          // (nefcmax)
   T* adj_mu;         // (nefcmax)
@@ -203,7 +210,7 @@ struct AdjConstraintWorkspace {
 
   PHX_HD static ScratchSize size(const ModelView<T>& m) {
     long ne = m.nefcmax, nv = m.nv, nc = m.nconmax;
-    return {2 * m.nq + 10 * nv + nv * nv + 2 * ne * nv + ne * ne + 4 * ne + 13 * nc +
+    return {2 * m.nq + 14 * nv + nv * nv + 2 * ne * nv + 8 * ne + 13 * nc +
                 12L * m.ngeom + 2,
             2 * ne};
   }
@@ -222,8 +229,9 @@ struct AdjConstraintWorkspace {
     s.tmp = take(nv);
     s.adj_M = take(nv * nv);
     s.Z = take(ne * nv);
+    s.proj = take(4 * nv);
     s.adj_J = take(ne * nv);
-    s.adj_A = take(ne * ne);
+    s.adj_A = {take(ne), take(ne), take(ne), take(ne)};
     s.adj_b = take(ne);
     s.adj_f = take(ne);
     s.adj_mu = take(ne);
@@ -342,7 +350,6 @@ template <class T>
 PHX_HD T adj_lcp_score(const ModelView<T>& m, int nrow, const LcpProblem<T>& p, const T* f,
                        const int* cls, ConstraintWorkspace<T>& c, AdjConstraintWorkspace<T>& s) {
   const int nv = m.nv;
-  for (int i = 0; i < nrow * nrow; ++i) s.adj_A[i] = T(0);
   for (int r = 0; r < nrow; ++r) s.adj_b[r] = s.adj_mu[r] = T(0);
   adj_lcp(p, f, cls, s.adj_f, s.adj_A, s.adj_b, s.adj_mu, lcp_rank_tol<T>(), c.lcp, c.ilcp);
   for (int d = 0; d < nv; ++d) s.tmp[d] = s.g[d];
@@ -410,7 +417,7 @@ PHX_HD void adj_constrained_velocity(const ModelView<T>& m, const T* qpos, const
   for (int d = 0; d < nv; ++d) s.adj_vfree[d] = s.g[d];
 
   // A = J M^-1 J^T, b = J vfree + corr
-  adj_delassus(m, nrow, c, s.adj_A, s.adj_b, s.Z, s.tmp, s.adj_J, s.adj_vfree, s.adj_M);
+  adj_delassus(m, nrow, c, s.Z, s.adj_A, s.adj_b, s.proj, s.adj_J, s.adj_vfree, s.adj_M);
 
   // corrections of the contact rows (the branch build_rows took) and friction coefficients
   int ncon = *cv.ncon, row = 0;
@@ -509,10 +516,18 @@ PHX_HD int bouncing_contacts(const ModelView<T>& m, const T* qvel, const Constra
 
 }  // namespace detail
 
+// What every reverse pass of a replayed constrained step shares, computed once after the replay
+// (step_constrained): Z = M^-1 J^T of its rows, into s.Z.
+template <class T>
+PHX_HD void adj_constrained_prepare(const ModelView<T>& m, const ConstraintWorkspace<T>& c,
+                                    const ContactView<T>& cv, AdjConstraintWorkspace<T>& s) {
+  delassus_rows(m, *cv.nefc, c, s.Z);
+}
+
 // The reverse part of adj_step_constrained (below, with the options it implements), after
 // step_constrained has run from (qpos, qvel, ctrl) into s.qpos_next, s.qvel_next, w, c and cv
-// (and did not stop). It leaves those unchanged, so it may run again with other seeds: one
-// replay serves every row of a Jacobian.
+// (and did not stop) and adj_constrained_prepare after it. It leaves those unchanged, so it
+// may run again with other seeds: one replay serves every row of a Jacobian.
 template <class T>
 PHX_HD void adj_step_constrained_replayed(const ModelView<T>& m, const T* qpos, const T* qvel,
                                           const T* ctrl, Workspace<T>& w,
@@ -638,6 +653,7 @@ PHX_HD unsigned adj_step_constrained(const ModelView<T>& m, const T* qpos, const
   for (int d = 0; d < m.nv; ++d) s.qvel_next[d] = qvel[d];
   unsigned status = step_constrained(m, s.qpos_next, s.qvel_next, ctrl, w, c, cv, known);
   if (status & kStatusStopMask) return status;
+  adj_constrained_prepare(m, c, cv, s);
   adj_step_constrained_replayed(m, qpos, qvel, ctrl, w, c, cv, a, s, adj_qpos_next, adj_qvel_next,
                                 adj_qpos, adj_qvel, adj_ctrl, adj_model, adj_contact, adj_qfrc);
   return status;

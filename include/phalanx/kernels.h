@@ -374,6 +374,7 @@ struct StepJacobianKernel {
       for (int i = 0; i < m.nv; ++i) x.s.qvel_next[i] = v[i];
       stopped = step_constrained(m, x.s.qpos_next, x.s.qvel_next, u, x.w, x.c, cv) &
                 kStatusStopMask;
+      if (!stopped) adj_constrained_prepare(m, x.c, cv, x.s);
     }
     for (int r = 0; r < rows; ++r) {
       for (int i = 0; i < rows; ++i) w[i] = T(i == r);

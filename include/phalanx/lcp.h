@@ -611,6 +611,18 @@ PHX_HD bool stabilize(const LcpProblem<T>& p, T* f, int* cls, T tol, T rank_tol,
   return false;
 }
 
+// The adjoint of A that adj_lcp gives, of rank two: adj_A[i][j] = z_i beta_j - y_i alpha_j, with
+// y and z zero off the clamping rows. Four arrays of n.
+template <class T>
+struct LcpAdjointA {
+  T* y;
+  T* alpha;
+  T* z;
+  T* beta;
+
+  PHX_HD T operator()(int i, int j) const { return z[i] * beta[j] - y[i] * alpha[j]; }
+};
+
 // Adjoint of the LCP solution map f*(A, b, mu) at a solution f with classification cls (plain
 // from stabilize, or loss-driven from lcp_classify_loss). With K, r of lcp_set_system, the
 // non-clamping rows held at their values in f:
@@ -625,12 +637,14 @@ PHX_HD bool stabilize(const LcpProblem<T>& p, T* f, int* cls, T tol, T rank_tol,
 //   adj_K = -y f_C^T + z q^T,  adj_r = y,
 // then adj_K and adj_r are spread onto the entries of A, b and mu that built them. S rows pass
 // no gradient. A loss-driven classification need not make K f_C = r consistent (a row moved to
-// C may have v != 0); the same formula is used then, which is Nimble's. Accumulates into adj_A (n x
-// n, entries as read: not symmetrised), adj_b (n) and adj_mu (n, nonzero on friction rows; may be
-// null when p.mu is).
+// C may have v != 0); the same formula is used then, which is Nimble's.
+// adj_A (entries as read: not symmetrised) has rank two, every entry being -y_a alpha_j +
+// z_a beta_j on a clamping row a: it is written (overwritten) as its factors, LcpAdjointA.
+// Accumulates into adj_b (n) and adj_mu (n, nonzero on friction rows; may be null when p.mu is).
 template <class T>
-PHX_HD void adj_lcp(const LcpProblem<T>& p, const T* f, const int* cls, const T* adj_f, T* adj_A,
-                    T* adj_b, T* adj_mu, T rank_tol, T* scratch, int* iscratch) {
+PHX_HD void adj_lcp(const LcpProblem<T>& p, const T* f, const int* cls, const T* adj_f,
+                    const LcpAdjointA<T>& adj_A, T* adj_b, T* adj_mu, T rank_tol, T* scratch,
+                    int* iscratch) {
   const int n = p.n;
   T* K = scratch;  // n x n
   Cod<T> cod = cod_bind(n, K + n * n, iscratch);
@@ -643,6 +657,7 @@ PHX_HD void adj_lcp(const LcpProblem<T>& p, const T* f, const int* cls, const T*
   int* cidx = iscratch + cod_iscratch_size(n);
   int* pos = cidx + n;
   int m = detail::lcp_gather(p, cls, cidx, pos);
+  for (int j = 0; j < n; ++j) adj_A.y[j] = adj_A.alpha[j] = adj_A.z[j] = adj_A.beta[j] = T(0);
 
   // B rows: f_j = s_j mu_j f_n(j), with f_n clamping (through E) or held
   for (int a = 0; a < m; ++a) g[a] = adj_f[cidx[a]];
@@ -674,7 +689,10 @@ PHX_HD void adj_lcp(const LcpProblem<T>& p, const T* f, const int* cls, const T*
   // adj_K[a][c] = -y_a f_C,c + z_a q_c onto K = A_CC + A_CB E
   for (int a = 0; a < m; ++a) {
     int i = cidx[a];
-    for (int c = 0; c < m; ++c) adj_A[i * n + cidx[c]] += -y[a] * f[cidx[c]] + z[a] * q[c];
+    adj_A.y[i] = y[a];
+    adj_A.z[i] = z[a];
+    adj_A.alpha[i] = f[i];
+    adj_A.beta[i] = q[a];
   }
   for (int j = 0; j < n; ++j) {
     if (pos[j] >= 0) continue;
@@ -684,23 +702,19 @@ PHX_HD void adj_lcp(const LcpProblem<T>& p, const T* f, const int* cls, const T*
       // coupled B row: K[:, pos[k]] += A[C, j] s mu_j
       int c = pos[k];
       T e = s * p.mu[j];
+      adj_A.alpha[j] = f[k] * e;
+      adj_A.beta[j] = q[c] * e;
       T dmu(0);
-      for (int a = 0; a < m; ++a) {
-        T ak = -y[a] * f[k] + z[a] * q[c];
-        adj_A[cidx[a] * n + j] += ak * e;
-        dmu += ak * p.A[cidx[a] * n + j];
-      }
+      for (int a = 0; a < m; ++a) dmu += (-y[a] * f[k] + z[a] * q[c]) * p.A[cidx[a] * n + j];
       if (adj_mu) adj_mu[j] += s * dmu;
     } else {
       // held row: r -= A[C, j] c_j, c_j = f_j (S) or s mu_j f_n(j) (B)
       int kn = detail::lcp_findex(p, j);
       bool held_b = detail::lcp_is_bounded(cls[j]) && kn >= 0;
       T cj = held_b ? s * p.mu[j] * f[kn] : f[j];
+      adj_A.alpha[j] = cj;
       T dc(0);
-      for (int a = 0; a < m; ++a) {
-        adj_A[cidx[a] * n + j] -= y[a] * cj;
-        dc -= y[a] * p.A[cidx[a] * n + j];
-      }
+      for (int a = 0; a < m; ++a) dc -= y[a] * p.A[cidx[a] * n + j];
       if (held_b && adj_mu) adj_mu[j] += s * f[kn] * dc;
     }
   }

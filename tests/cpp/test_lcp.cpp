@@ -380,11 +380,14 @@ double adjoint_dot(const Problem<>& p, const std::vector<double>& f, const std::
                    const std::vector<double>& adj_f, const std::vector<double>& dA,
                    const std::vector<double>& db, const std::vector<double>& dmu) {
   Work<double> w(p.n);
-  std::vector<double> aA(p.n * p.n, 0.0), ab(p.n, 0.0), amu(p.n, 0.0);
-  adj_lcp(p.view(), f.data(), cls.data(), adj_f.data(), aA.data(), ab.data(), amu.data(), 1e-10,
+  std::vector<double> factors(4 * p.n), ab(p.n, 0.0), amu(p.n, 0.0);
+  double* x = factors.data();
+  LcpAdjointA<double> aA{x, x + p.n, x + 2 * p.n, x + 3 * p.n};
+  adj_lcp(p.view(), f.data(), cls.data(), adj_f.data(), aA, ab.data(), amu.data(), 1e-10,
           w.s.data(), w.is.data());
   double s = 0;
-  for (int i = 0; i < p.n * p.n; ++i) s += aA[i] * dA[i];
+  for (int i = 0; i < p.n; ++i)
+    for (int j = 0; j < p.n; ++j) s += aA(i, j) * dA[i * p.n + j];
   for (int i = 0; i < p.n; ++i) s += ab[i] * db[i] + amu[i] * dmu[i];
   return s;
 }
@@ -605,8 +608,9 @@ TEST(Lcp, ComplementarityAwareClassificationFreesRestingContact) {
   // dl/dtau = (dl/dv' + adj_b) db/dtau with adj_f = dl/dv' A (v' = A f + b)
   auto dl_dtau = [&](const std::vector<int>& c) {
     Work<double> w(1);
-    double adj_f = dl_dv * p.A[0], adj_A = 0, adj_b = 0;
-    adj_lcp(p.view(), f.data(), c.data(), &adj_f, &adj_A, &adj_b, static_cast<double*>(nullptr),
+    double adj_f = dl_dv * p.A[0], factors[4], adj_b = 0;
+    LcpAdjointA<double> adj_A{factors, factors + 1, factors + 2, factors + 3};
+    adj_lcp(p.view(), f.data(), c.data(), &adj_f, adj_A, &adj_b, static_cast<double*>(nullptr),
             1e-10, w.s.data(), w.is.data());
     return (dl_dv + adj_b) * dt / m;
   };
