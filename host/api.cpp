@@ -270,7 +270,7 @@ void step_jacobian(const DeviceModel<T>& model, int nenv, const T* d_qpos, const
   Buffer<T> seed(model.device(), size_t(nenv) * (m.nq + m.nv));
   StepJacobianKernel<T> k{view,  d_qpos, d_qvel, d_ctrl, d_jac, d_jac_param, replay.contacts(),
                           seed.data()};
-  launch(model.device(), nenv, k, adjoint_scratch_size(view));
+  launch(model.device(), nenv, k, jacobian_scratch_size(view));
 }
 
 template <class T>

@@ -15,6 +15,10 @@
 #define PHX_DEVICE_NOINLINE
 #endif
 
+// PHX_RESTRICT on a local pointer promises the compiler that what it points to is reached through
+// no other pointer in its scope, so that loops over it vectorize (gcc, clang and nvcc).
+#define PHX_RESTRICT __restrict__
+
 namespace phx {
 
 // MuJoCo's numbering, so model arrays read the same in both libraries.

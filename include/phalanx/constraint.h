@@ -303,12 +303,9 @@ PHX_HD void delassus(const ModelView<T>& m, int nrow, ConstraintWorkspace<T>& c)
     T s = T(0);
     for (int d = 0; d < nv; ++d) s += J[d] * c.vfree[d];
     c.b[r] += s;
-    // forward substitution L y = J_r
-    for (int i = 0; i < nv; ++i) {
-      T v = J[i];
-      for (int k = 0; k < i; ++k) v -= c.L[i * nv + k] * y[k];
-      y[i] = v / c.L[i * nv + i];
-    }
+    // L y = J_r
+    for (int d = 0; d < nv; ++d) y[d] = J[d];
+    cholesky_solve_lower(c.L, nv, y);
   }
   for (int r = 0; r < nrow; ++r)
     for (int q = 0; q <= r; ++q) {

@@ -91,15 +91,11 @@ PHX_HD void adj_add_point_jacobian(const ModelView<T>& m, const Workspace<T>& w,
 // (adj_constrained_prepare) for every reverse pass that follows.
 template <class T>
 PHX_HD void delassus_rows(const ModelView<T>& m, int nrow, const ConstraintWorkspace<T>& c, T* Z) {
-  int nv = m.nv;
+  const int nv = m.nv;
   for (int r = 0; r < nrow; ++r) {
     T* z = Z + long(r) * nv;
-    const T* y = c.Y + long(r) * nv;
-    for (int i = nv - 1; i >= 0; --i) {
-      T v = y[i];
-      for (int k = i + 1; k < nv; ++k) v -= c.L[k * nv + i] * z[k];
-      z[i] = v / c.L[i * nv + i];
-    }
+    for (int d = 0; d < nv; ++d) z[d] = c.Y[long(r) * nv + d];
+    cholesky_solve_upper(c.L, nv, z);
   }
 }
 
@@ -116,29 +112,38 @@ template <class T>
 PHX_HD void adj_delassus(const ModelView<T>& m, int nrow, const ConstraintWorkspace<T>& c,
                          const T* Z, const LcpAdjointA<T>& G, const T* adj_b, T* proj, T* adj_J,
                          T* adj_vfree, T* adj_M) {
-  int nv = m.nv;
-  T *Zy = proj, *Za = proj + nv, *Zz = proj + 2 * nv, *Zb = proj + 3 * nv;
+  const int nv = m.nv;
+  T* PHX_RESTRICT Zy = proj;
+  T* PHX_RESTRICT Za = proj + nv;
+  T* PHX_RESTRICT Zz = proj + 2 * nv;
+  T* PHX_RESTRICT Zb = proj + 3 * nv;
   for (int d = 0; d < 4 * nv; ++d) proj[d] = T(0);
   for (int r = 0; r < nrow; ++r) {
-    const T* z = Z + long(r) * nv;
+    const T* PHX_RESTRICT z = Z + long(r) * nv;
+    const T y = G.y[r], alpha = G.alpha[r], zr = G.z[r], beta = G.beta[r];
     for (int d = 0; d < nv; ++d) {
-      Zy[d] += G.y[r] * z[d];
-      Za[d] += G.alpha[r] * z[d];
-      Zz[d] += G.z[r] * z[d];
-      Zb[d] += G.beta[r] * z[d];
+      Zy[d] += y * z[d];
+      Za[d] += alpha * z[d];
+      Zz[d] += zr * z[d];
+      Zb[d] += beta * z[d];
     }
   }
+  const T* PHX_RESTRICT vfree = c.vfree;
+  T* PHX_RESTRICT av = adj_vfree;
   for (int r = 0; r < nrow; ++r) {
-    T* aj = adj_J + long(r) * nv;
-    const T* J = c.J + long(r) * nv;
+    T* PHX_RESTRICT aj = adj_J + long(r) * nv;
+    const T* PHX_RESTRICT J = c.J + long(r) * nv;
+    const T y = G.y[r], alpha = G.alpha[r], zr = G.z[r], beta = G.beta[r], ab = adj_b[r];
     for (int d = 0; d < nv; ++d) {
-      aj[d] += G.z[r] * Zb[d] - G.y[r] * Za[d] + G.beta[r] * Zz[d] - G.alpha[r] * Zy[d] +
-               adj_b[r] * c.vfree[d];
-      adj_vfree[d] += adj_b[r] * J[d];
+      aj[d] += zr * Zb[d] - y * Za[d] + beta * Zz[d] - alpha * Zy[d] + ab * vfree[d];
+      av[d] += ab * J[d];
     }
   }
-  for (int i = 0; i < nv; ++i)
-    for (int k = 0; k < nv; ++k) adj_M[i * nv + k] -= Zz[i] * Zb[k] - Zy[i] * Za[k];
+  for (int i = 0; i < nv; ++i) {
+    T* PHX_RESTRICT row = adj_M + i * nv;
+    const T zz = Zz[i], zy = Zy[i];
+    for (int k = 0; k < nv; ++k) row[k] -= zz * Zb[k] - zy * Za[k];
+  }
 }
 
 // Adjoints of the contact parameters of the model, per environment; a null pointer skips it.
@@ -207,6 +212,11 @@ struct AdjConstraintWorkspace {
   T* score;          // ||adj_vfree||^2 + dt ||M^-1 adj_vfree||^2 per classification (2)
   int* cls;          // row classes used by adj_lcp                         (nefcmax)
   int* cls_loss;     // loss-driven classes                                 (nefcmax)
+  // The LCP adjoint's factorisation of the replay's own classification, computed once by
+  // adj_constrained_prepare when bound (bind_factor, over storage of factor_size): then every
+  // reverse pass of the replay reuses it. Unbound (K null) each pass factors in c.lcp.
+  LcpAdjointFactor<T> base{};
+  int* base_cls = nullptr;  // its classification                          (nefcmax)
 
   PHX_HD static ScratchSize size(const ModelView<T>& m) {
     long ne = m.nefcmax, nv = m.nv, nc = m.nconmax;
@@ -248,6 +258,16 @@ struct AdjConstraintWorkspace {
     s.cls = q;
     s.cls_loss = q + ne;
     return s;
+  }
+
+  // storage of bind_factor
+  PHX_HD static ScratchSize factor_size(const ModelView<T>& m) {
+    return {lcp_adjoint_factor_size(m.nefcmax), lcp_adjoint_factor_isize(m.nefcmax) + m.nefcmax};
+  }
+
+  PHX_HD void bind_factor(const ModelView<T>& m, T* p, int* q) {
+    base = lcp_adjoint_factor_bind(m.nefcmax, p, q);
+    base_cls = q + lcp_adjoint_factor_isize(m.nefcmax);
   }
 };
 
@@ -343,15 +363,34 @@ PHX_HD void adj_contact_rows(const ModelView<T>& m, const Workspace<T>& w,
 
 namespace detail {
 
-// adj_vfree of a classification: adj_lcp into s.adj_A, s.adj_b, s.adj_mu (zeroed first), then
-// s.adj_vfree = g + J^T adj_b (the part of adj_delassus that reaches vfree); returns Nimble's
-// score ||dl/dqd||^2 + ||dl/dtau||^2 / dt with dl/dqd ~ adj_vfree and dl/dtau = dt M^-1 adj_vfree.
+// The classification the LCP adjoint uses by default: the solver's (efc_class), or after plain
+// PGS the stabilised classification of its answer (lcp_classify, tied rows clamping).
 template <class T>
-PHX_HD T adj_lcp_score(const ModelView<T>& m, int nrow, const LcpProblem<T>& p, const T* f,
-                       const int* cls, ConstraintWorkspace<T>& c, AdjConstraintWorkspace<T>& s) {
+PHX_HD void replay_classification(const ModelView<T>& m, const LcpProblem<T>& p, const T* f,
+                                  const ContactView<T>& cv, int* cls) {
+  if (m.lcp_solver == kLcpPgs) {
+    lcp_classify(p, f, m.lcp_tolerance, true, cls);
+  } else {
+    for (int r = 0; r < p.n; ++r) cls[r] = cv.efc_class[r];
+  }
+}
+
+// adj_lcp of s.adj_f on the classification F holds into s.adj_A, s.adj_b, s.adj_mu (zeroed
+// first); c.lcp past F's own storage (bound for p.n rows) or all of it is scratch.
+template <class T>
+PHX_HD void adj_lcp_rows(const LcpProblem<T>& p, const T* f, const LcpAdjointFactor<T>& F,
+                         ConstraintWorkspace<T>& c, AdjConstraintWorkspace<T>& s) {
+  for (int r = 0; r < p.n; ++r) s.adj_b[r] = s.adj_mu[r] = T(0);
+  adj_lcp(p, f, F, s.adj_f, s.adj_A, s.adj_b, s.adj_mu, c.lcp + lcp_adjoint_factor_size(p.n));
+}
+
+// Nimble's score of the classification adj_lcp_rows just used: ||dl/dqd||^2 + ||dl/dtau||^2 / dt
+// with dl/dqd ~ adj_vfree = g + J^T adj_b (the part of adj_delassus that reaches vfree) and
+// dl/dtau = dt M^-1 adj_vfree.
+template <class T>
+PHX_HD T adj_lcp_score(const ModelView<T>& m, int nrow, const ConstraintWorkspace<T>& c,
+                       AdjConstraintWorkspace<T>& s) {
   const int nv = m.nv;
-  for (int r = 0; r < nrow; ++r) s.adj_b[r] = s.adj_mu[r] = T(0);
-  adj_lcp(p, f, cls, s.adj_f, s.adj_A, s.adj_b, s.adj_mu, lcp_rank_tol<T>(), c.lcp, c.ilcp);
   for (int d = 0; d < nv; ++d) s.tmp[d] = s.g[d];
   for (int r = 0; r < nrow; ++r)
     for (int d = 0; d < nv; ++d) s.tmp[d] += c.J[long(r) * nv + d] * s.adj_b[r];
@@ -378,42 +417,60 @@ PHX_HD void adj_constrained_velocity(const ModelView<T>& m, const T* qpos, const
   const T* f = cv.efc_force;
   a.zero(m.nbody, m.njnt, m.nv);
 
-  // qvel' = vfree + M^-1 J^T f
-  for (int i = 0; i < nv * nv; ++i) s.adj_M[i] = T(0);
-  for (long i = 0; i < long(nrow) * nv; ++i) s.adj_J[i] = T(0);
+  // qvel' = vfree + M^-1 J^T f: lam = M^-1 g, adj_M = -lam (qvel' - vfree)^T, adj_J = f lam^T,
+  // adj_f = J lam (adj_M and adj_J written here first)
   for (int d = 0; d < nv; ++d) s.lam[d] = s.g[d];
   cholesky_solve(c.L, nv, s.lam);
-  for (int i = 0; i < nv; ++i)
-    for (int k = 0; k < nv; ++k) s.adj_M[i * nv + k] -= s.lam[i] * (s.qvel_next[k] - c.vfree[k]);
-  for (int r = 0; r < nrow; ++r) {
-    const T* J = c.J + long(r) * nv;
-    T* aj = s.adj_J + long(r) * nv;
-    T v = T(0), gv = T(0);
-    for (int d = 0; d < nv; ++d) {
-      v += J[d] * s.lam[d];
-      gv += J[d] * s.g[d];
-      aj[d] += f[r] * s.lam[d];
+  {
+    const T* PHX_RESTRICT lam = s.lam;
+    const T* PHX_RESTRICT g = s.g;
+    T* PHX_RESTRICT dv = s.tmp;
+    for (int k = 0; k < nv; ++k) dv[k] = s.qvel_next[k] - c.vfree[k];
+    for (int i = 0; i < nv; ++i) {
+      T* PHX_RESTRICT row = s.adj_M + i * nv;
+      const T li = lam[i];
+      for (int k = 0; k < nv; ++k) row[k] = -li * dv[k];
     }
-    s.adj_f[r] = v;
-    s.dl_dv[r] = gv;
+    for (int r = 0; r < nrow; ++r) {
+      const T* PHX_RESTRICT J = c.J + long(r) * nv;
+      T* PHX_RESTRICT aj = s.adj_J + long(r) * nv;
+      const T fr = f[r];
+      T v = T(0), gv = T(0);
+      for (int d = 0; d < nv; ++d) {
+        v += J[d] * lam[d];
+        gv += J[d] * g[d];
+        aj[d] = fr * lam[d];
+      }
+      s.adj_f[r] = v;
+      s.dl_dv[r] = gv;
+    }
   }
 
-  // the LCP on its classification (classified here after plain PGS); with the
-  // complementarity-aware option also on the loss-driven one, keeping the larger score
+  // the LCP on its classification (factored once per replay when s.base is bound, else here
+  // in c.lcp); with the complementarity-aware option also on the loss-driven one, keeping the
+  // larger score
   LcpProblem<T> p = lcp_problem(nrow, c);
-  if (m.lcp_solver == kLcpPgs) {
-    lcp_classify(p, f, m.lcp_tolerance, true, s.cls);
-  } else {
-    for (int r = 0; r < nrow; ++r) s.cls[r] = cv.efc_class[r];
-  }
-  const int* cls = s.cls;
+  const bool cached = s.base.K != nullptr;
+  const int* cls = cached ? s.base_cls : s.cls;
+  if (!cached) replay_classification(m, p, f, cv, s.cls);
+  LcpAdjointFactor<T> F = cached ? s.base : lcp_adjoint_factor_bind(nrow, c.lcp, c.ilcp);
+  if (!cached) lcp_adjoint_factor(p, f, cls, lcp_rank_tol<T>(), F);
   if (m.contact_gradient & kGradComplementarityAware) {
-    lcp_classify_loss(p, s.cls, s.dl_dv, s.cls_loss);
-    s.score[0] = adj_lcp_score(m, nrow, p, f, s.cls, c, s);
-    s.score[1] = adj_lcp_score(m, nrow, p, f, s.cls_loss, c, s);
-    if (s.score[1] > s.score[0]) cls = s.cls_loss;
+    lcp_classify_loss(p, cls, s.dl_dv, s.cls_loss);
+    adj_lcp_rows(p, f, F, c, s);
+    s.score[0] = adj_lcp_score(m, nrow, c, s);
+    // the loss-driven classification's factors in c.lcp, kept there when it wins
+    LcpAdjointFactor<T> L = lcp_adjoint_factor_bind(nrow, c.lcp, c.ilcp);
+    lcp_adjoint_factor(p, f, s.cls_loss, lcp_rank_tol<T>(), L);
+    adj_lcp_rows(p, f, L, c, s);
+    s.score[1] = adj_lcp_score(m, nrow, c, s);
+    if (s.score[1] > s.score[0]) {
+      F = L;
+    } else if (!cached) {
+      lcp_adjoint_factor(p, f, cls, lcp_rank_tol<T>(), F);
+    }
   }
-  adj_lcp_score(m, nrow, p, f, cls, c, s);
+  adj_lcp_rows(p, f, F, c, s);
   for (int d = 0; d < nv; ++d) s.adj_vfree[d] = s.g[d];
 
   // A = J M^-1 J^T, b = J vfree + corr
@@ -473,8 +530,15 @@ PHX_HD void adj_constrained_velocity(const ModelView<T>& m, const T* qpos, const
   }
   if (adj_qfrc)
     for (int d = 0; d < nv; ++d) adj_qfrc[d] += s.adj_qfrc[d];
-  for (int i = 0; i < nv; ++i)
-    for (int k = 0; k < nv; ++k) s.adj_M[i * nv + k] -= s.lam[i] * (c.vfree[k] - qvel[k]);
+  {
+    T* PHX_RESTRICT dv = s.tmp;
+    for (int k = 0; k < nv; ++k) dv[k] = c.vfree[k] - qvel[k];
+    for (int i = 0; i < nv; ++i) {
+      T* PHX_RESTRICT row = s.adj_M + i * nv;
+      const T li = s.lam[i];
+      for (int k = 0; k < nv; ++k) row[k] -= li * dv[k];
+    }
+  }
 
   // M = crba (with armature) + dt diag(damping): adj_crba first, while a.cinert is clean
   adj_crba(m, w, a, s.adj_M, adj_model);
@@ -517,11 +581,16 @@ PHX_HD int bouncing_contacts(const ModelView<T>& m, const T* qvel, const Constra
 }  // namespace detail
 
 // What every reverse pass of a replayed constrained step shares, computed once after the replay
-// (step_constrained): Z = M^-1 J^T of its rows, into s.Z.
+// (step_constrained): Z = M^-1 J^T of its rows, into s.Z, and when s.base is bound the LCP
+// adjoint's factorisation of the replay's classification.
 template <class T>
 PHX_HD void adj_constrained_prepare(const ModelView<T>& m, const ConstraintWorkspace<T>& c,
                                     const ContactView<T>& cv, AdjConstraintWorkspace<T>& s) {
   delassus_rows(m, *cv.nefc, c, s.Z);
+  if (s.base.K == nullptr || *cv.nefc == 0) return;
+  LcpProblem<T> p = lcp_problem(*cv.nefc, c);
+  detail::replay_classification(m, p, cv.efc_force, cv, s.base_cls);
+  lcp_adjoint_factor(p, cv.efc_force, s.base_cls, lcp_rank_tol<T>(), s.base);
 }
 
 // The reverse part of adj_step_constrained (below, with the options it implements), after
@@ -557,9 +626,7 @@ PHX_HD void adj_step_constrained_replayed(const ModelView<T>& m, const T* qpos, 
   T* be = c.lcp;
   int nb = 0;
   if (m.contact_gradient & kGradBounceCorrection) {
-    for (int r = 0; r < nrow; ++r) s.cls[r] = cv.efc_class[r];
-    if (m.lcp_solver == kLcpPgs) lcp_classify(lcp_problem(nrow, c), cv.efc_force,
-                                              m.lcp_tolerance, true, s.cls);
+    detail::replay_classification(m, lcp_problem(nrow, c), cv.efc_force, cv, s.cls);
     nb = detail::bouncing_contacts(m, qvel, c, cv, s.cls, brow, be);
   }
   if (nb == 0) {

@@ -237,6 +237,18 @@ PHX_HD ScratchSize adjoint_scratch_size(const ModelView<T>& m) {
   return s;
 }
 
+// StepJacobianKernel's: a step adjoint's, then the LCP adjoint's factorisation its rows share
+template <class T>
+PHX_HD ScratchSize jacobian_scratch_size(const ModelView<T>& m) {
+  ScratchSize s = adjoint_scratch_size(m);
+  if (m.nefcmax > 0) {
+    ScratchSize f = AdjConstraintWorkspace<T>::factor_size(m);
+    s.reals += f.reals;
+    s.ints += f.ints;
+  }
+  return s;
+}
+
 // One environment's scratch for a step adjoint, carved as adjoint_scratch_size lays it out:
 // reals: workspace, constraint workspace, adjoint workspace, adjoint constraint workspace;
 // ints: constraint workspace, adjoint constraint workspace (the constraint parts only when the
@@ -360,6 +372,11 @@ struct StepJacobianKernel {
     const ModelView<T> m = env_view(model, e);
     const int rows = m.nq + m.nv, cols = m.nq + 2 * m.nv + m.nu, np = jacobian_nparam(m);
     AdjointScratch<T> x(m, scratch);
+    if (m.nefcmax > 0) {
+      // the LCP adjoint's factorisation, shared by the rows, past the adjoint scratch
+      ScratchSize used = adjoint_scratch_size(m);
+      x.s.bind_factor(m, scratch.reals + used.reals, scratch.ints + used.ints);
+    }
     T* w = seed + long(e) * rows;
     const T* q = qpos + long(e) * m.nq;
     const T* v = qvel + long(e) * m.nv;

@@ -623,9 +623,61 @@ struct LcpAdjointA {
   PHX_HD T operator()(int i, int j) const { return z[i] * beta[j] - y[i] * alpha[j]; }
 };
 
-// Adjoint of the LCP solution map f*(A, b, mu) at a solution f with classification cls (plain
-// from stabilize, or loss-driven from lcp_classify_loss). With K, r of lcp_set_system, the
-// non-clamping rows held at their values in f:
+// What the adjoint of the LCP solution map (adj_lcp, below) needs of a classification cls at a
+// solution f, independently of the adjoint it maps: the clamping set (cidx, pos), the system K of
+// lcp_set_system with its complete orthogonal decomposition, and z = K^+T f_C. Computed once
+// per classification (lcp_adjoint_factor), it serves every reverse pass through the same
+// solution: a one-step Jacobian's rows share one. Bound over caller scratch of
+// lcp_adjoint_factor_size(n) scalars and lcp_adjoint_factor_isize(n) ints.
+template <class T>
+struct LcpAdjointFactor {
+  int m = 0;      // clamping rows
+  const int* cls;  // the classification it was computed for (n)
+  int* cidx;      // clamping row of each column of K (m of n)
+  int* pos;       // column of row j in K, -1 off the clamping set (n)
+  T* K;           // m x m
+  T* z;           // K^+T f_C (m)
+  Cod<T> cod;     // of K
+};
+
+PHX_HD constexpr int lcp_adjoint_factor_size(int n) {
+  return n * n + cod_scratch_size(n) + 2 * n;
+}
+PHX_HD constexpr int lcp_adjoint_factor_isize(int n) {
+  return cod_iscratch_size(n) + 2 * n;
+}
+
+template <class T>
+PHX_HD LcpAdjointFactor<T> lcp_adjoint_factor_bind(int n, T* scratch, int* iscratch) {
+  LcpAdjointFactor<T> F;
+  F.K = scratch;
+  F.cod = cod_bind(n, F.K + n * n, iscratch);
+  F.z = F.K + n * n + cod_scratch_size(n);
+  F.cidx = iscratch + cod_iscratch_size(n);
+  F.pos = F.cidx + n;
+  return F;
+}
+
+// Factor classification cls of the solution f into F (bound for at least p.n rows); cls must
+// outlive F. The system's right-hand side is written to the last n scalars of F's scratch and
+// not used.
+template <class T>
+PHX_HD void lcp_adjoint_factor(const LcpProblem<T>& p, const T* f, const int* cls, T rank_tol,
+                               LcpAdjointFactor<T>& F) {
+  F.cls = cls;
+  F.m = detail::lcp_gather(p, cls, F.cidx, F.pos);
+  if (F.m == 0) return;
+  T* r = F.z + p.n;
+  detail::lcp_set_system(p, cls, f, F.cidx, F.pos, F.m, F.K, r);
+  F.cod.n = F.m;
+  cod_factor(F.cod, F.K, rank_tol);
+  for (int a = 0; a < F.m; ++a) F.z[a] = f[F.cidx[a]];
+  cod_solve_transpose(F.cod, F.z);
+}
+
+// Adjoint of the LCP solution map f*(A, b, mu) at a solution f with the classification F was
+// factored for (plain from stabilize, or loss-driven from lcp_classify_loss). With K, r of
+// lcp_set_system, the non-clamping rows held at their values in f:
 //   f_C = K^+ r,  f_B = s mu f_n (B rows),  f_S constant,
 // and Nimble eq. 20 corrected (the printed second term has the wrong sign) and extended to the
 // rank-deficient case in place of the malformed eq. 22, from the derivative of the
@@ -641,22 +693,17 @@ struct LcpAdjointA {
 // adj_A (entries as read: not symmetrised) has rank two, every entry being -y_a alpha_j +
 // z_a beta_j on a clamping row a: it is written (overwritten) as its factors, LcpAdjointA.
 // Accumulates into adj_b (n) and adj_mu (n, nonzero on friction rows; may be null when p.mu is).
+// scratch: 3 n scalars.
 template <class T>
-PHX_HD void adj_lcp(const LcpProblem<T>& p, const T* f, const int* cls, const T* adj_f,
-                    const LcpAdjointA<T>& adj_A, T* adj_b, T* adj_mu, T rank_tol, T* scratch,
-                    int* iscratch) {
-  const int n = p.n;
-  T* K = scratch;  // n x n
-  Cod<T> cod = cod_bind(n, K + n * n, iscratch);
-  T* r = K + n * n + cod_scratch_size(n);
-  T* g = r + n;
+PHX_HD void adj_lcp(const LcpProblem<T>& p, const T* f, const LcpAdjointFactor<T>& F,
+                    const T* adj_f, const LcpAdjointA<T>& adj_A, T* adj_b, T* adj_mu,
+                    T* scratch) {
+  const int n = p.n, m = F.m;
+  const int *cls = F.cls, *cidx = F.cidx, *pos = F.pos;
+  const T *K = F.K, *z = F.z;
+  T* g = scratch;
   T* y = g + n;
-  T* z = y + n;
-  T* q = z + n;
-  T* t = q + n;
-  int* cidx = iscratch + cod_iscratch_size(n);
-  int* pos = cidx + n;
-  int m = detail::lcp_gather(p, cls, cidx, pos);
+  T* q = y + n;
   for (int j = 0; j < n; ++j) adj_A.y[j] = adj_A.alpha[j] = adj_A.z[j] = adj_A.beta[j] = T(0);
 
   // B rows: f_j = s_j mu_j f_n(j), with f_n clamping (through E) or held
@@ -670,21 +717,16 @@ PHX_HD void adj_lcp(const LcpProblem<T>& p, const T* f, const int* cls, const T*
   }
   if (m == 0) return;
 
-  // y = K^+T g, z = K^+T f_C, q = g - K^+ K g
-  detail::lcp_set_system(p, cls, f, cidx, pos, m, K, r);
-  cod.n = m;
-  cod_factor(cod, K, rank_tol);
+  // y = K^+T g, q = g - K^+ K g
   for (int a = 0; a < m; ++a) {
     y[a] = g[a];
-    z[a] = f[cidx[a]];
     T s(0);
     for (int c = 0; c < m; ++c) s += K[a * m + c] * g[c];
-    t[a] = s;
+    q[a] = s;
   }
-  cod_solve_transpose(cod, y);
-  cod_solve_transpose(cod, z);
-  cod_solve(cod, t);
-  for (int a = 0; a < m; ++a) q[a] = g[a] - t[a];
+  cod_solve_transpose(F.cod, y);
+  cod_solve(F.cod, q);
+  for (int a = 0; a < m; ++a) q[a] = g[a] - q[a];
 
   // adj_K[a][c] = -y_a f_C,c + z_a q_c onto K = A_CC + A_CB E
   for (int a = 0; a < m; ++a) {
@@ -720,6 +762,17 @@ PHX_HD void adj_lcp(const LcpProblem<T>& p, const T* f, const int* cls, const T*
   }
   // r = -b_C - ...
   for (int a = 0; a < m; ++a) adj_b[cidx[a]] -= y[a];
+}
+
+// adj_lcp for a single use: factors cls into the caller's scratch first (lcp_scratch_size(n)
+// scalars, lcp_iscratch_size(n) ints, as every function of this header).
+template <class T>
+PHX_HD void adj_lcp(const LcpProblem<T>& p, const T* f, const int* cls, const T* adj_f,
+                    const LcpAdjointA<T>& adj_A, T* adj_b, T* adj_mu, T rank_tol, T* scratch,
+                    int* iscratch) {
+  LcpAdjointFactor<T> F = lcp_adjoint_factor_bind(p.n, scratch, iscratch);
+  lcp_adjoint_factor(p, f, cls, rank_tol, F);
+  adj_lcp(p, f, F, adj_f, adj_A, adj_b, adj_mu, scratch + lcp_adjoint_factor_size(p.n));
 }
 
 }  // namespace phx

@@ -146,11 +146,7 @@ PHX_HD PHX_DEVICE_NOINLINE unsigned step_constrained(const ModelView<T>& m, T* q
     for (int d = 0; d < nv; ++d) c.tmp[d] = T(0);
     for (int r = 0; r < nrow; ++r)
       for (int d = 0; d < nv; ++d) c.tmp[d] += f[r] * c.Y[long(r) * nv + d];
-    for (int i = nv - 1; i >= 0; --i) {
-      T v = c.tmp[i];
-      for (int k = i + 1; k < nv; ++k) v -= c.L[k * nv + i] * c.tmp[k];
-      c.tmp[i] = v / c.L[i * nv + i];
-    }
+    cholesky_solve_upper(c.L, nv, c.tmp);
     for (int d = 0; d < nv; ++d) qvel[d] = c.vfree[d] + c.tmp[d];
   }
   integrate_pos(m, qpos, qvel, dt);

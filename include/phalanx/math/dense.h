@@ -28,19 +28,35 @@ PHX_HD bool cholesky(T* A, int n) {
   return true;
 }
 
+// Solve L y = b in place (forward substitution) with the factor from cholesky().
+template <class T>
+PHX_HD void cholesky_solve_lower(const T* L, int n, T* b) {
+  for (int i = 0; i < n; ++i) {
+    const T* PHX_RESTRICT row = L + i * n;
+    T s = b[i];
+    for (int k = 0; k < i; ++k) s -= row[k] * b[k];
+    b[i] = s / row[i];
+  }
+}
+
+// Solve L^T x = y in place (back substitution) with the factor from cholesky(): by columns of
+// L^T, which are rows of L, so that the inner loop runs along memory.
+template <class T>
+PHX_HD void cholesky_solve_upper(const T* L, int n, T* b) {
+  for (int i = n - 1; i >= 0; --i) {
+    const T* PHX_RESTRICT row = L + i * n;
+    const T x = b[i] / row[i];
+    b[i] = x;
+    T* PHX_RESTRICT out = b;
+    for (int k = 0; k < i; ++k) out[k] -= row[k] * x;
+  }
+}
+
 // Solve L L^T x = b in place (x overwrites b) with the factor from cholesky().
 template <class T>
 PHX_HD void cholesky_solve(const T* L, int n, T* b) {
-  for (int i = 0; i < n; ++i) {
-    T s = b[i];
-    for (int k = 0; k < i; ++k) s -= L[i * n + k] * b[k];
-    b[i] = s / L[i * n + i];
-  }
-  for (int i = n - 1; i >= 0; --i) {
-    T s = b[i];
-    for (int k = i + 1; k < n; ++k) s -= L[k * n + i] * b[k];
-    b[i] = s / L[i * n + i];
-  }
+  cholesky_solve_lower(L, n, b);
+  cholesky_solve_upper(L, n, b);
 }
 
 // Adjoint of x = A^-1 b for symmetric A given its factor (implicit differentiation, as in
