@@ -326,7 +326,8 @@ def step_jacobians(
 
     Computed from the adjoints: the step is replayed once from a cold start (as phalanx.step
     runs it), then one reverse pass per entry of the next state reuses that replay; each row
-    equals step_vjp with that unit seed bit for bit. Returns ``dqpos_dqpos`` (E, nq, nq),
+    equals step_vjp with that unit seed to rounding (the rows share the factorisations that
+    step_vjp computes per call). Returns ``dqpos_dqpos`` (E, nq, nq),
     ``dqpos_dqvel`` (E, nq, nv), ``dqvel_dqpos`` (E, nv, nq), ``dqvel_dqvel`` (E, nv, nv),
     ``dqpos_dctrl`` / ``dqvel_dctrl`` (E, n, nu), and ``dqpos_dqfrc`` / ``dqvel_dqfrc`` (E, n, nv)
     with respect to a generalized force added to the step's (Nimble's dqd'/dtau). With

@@ -107,7 +107,9 @@ PHX_HD void delassus_rows(const ModelView<T>& m, int nrow, const ConstraintWorks
 // evaluated through the factors: with Zy = Z^T y, Za = Z^T alpha, Zz = Z^T z, Zb = Z^T beta,
 //   sum_q G_rq Z_q = z_r Zb - y_r Za,  sum_q G_qr Z_q = beta_r Zz - alpha_r Zy,
 //   Z^T G Z = Zz Zb^T - Zy Za^T,
-// O(nrow nv + nv^2) in place of O(nrow^2 nv + nrow nv^2). proj (4 nv) is scratch.
+// O(nrow nv + nv^2) in place of O(nrow^2 nv + nrow nv^2). The projections come from Z when a
+// Jacobian's many reverse passes share it (Z non-null), else as M^-1 (J^T y), ..., four solves.
+// proj (4 nv) is scratch.
 template <class T>
 PHX_HD void adj_delassus(const ModelView<T>& m, int nrow, const ConstraintWorkspace<T>& c,
                          const T* Z, const LcpAdjointA<T>& G, const T* adj_b, T* proj, T* adj_J,
@@ -118,8 +120,9 @@ PHX_HD void adj_delassus(const ModelView<T>& m, int nrow, const ConstraintWorksp
   T* PHX_RESTRICT Zz = proj + 2 * nv;
   T* PHX_RESTRICT Zb = proj + 3 * nv;
   for (int d = 0; d < 4 * nv; ++d) proj[d] = T(0);
+  const T* rows = Z ? Z : c.J;
   for (int r = 0; r < nrow; ++r) {
-    const T* PHX_RESTRICT z = Z + long(r) * nv;
+    const T* PHX_RESTRICT z = rows + long(r) * nv;
     const T y = G.y[r], alpha = G.alpha[r], zr = G.z[r], beta = G.beta[r];
     for (int d = 0; d < nv; ++d) {
       Zy[d] += y * z[d];
@@ -128,6 +131,8 @@ PHX_HD void adj_delassus(const ModelView<T>& m, int nrow, const ConstraintWorksp
       Zb[d] += beta * z[d];
     }
   }
+  if (!Z)
+    for (int k = 0; k < 4; ++k) cholesky_solve(c.L, nv, proj + k * nv);
   const T* PHX_RESTRICT vfree = c.vfree;
   T* PHX_RESTRICT av = adj_vfree;
   for (int r = 0; r < nrow; ++r) {
@@ -193,7 +198,6 @@ struct AdjConstraintWorkspace {
   T* adj_bias;       // adjoint of c(q, qvel)                               (nv)
   T* tmp;            // (nv)
   T* adj_M;          // (nv x nv)
-  T* Z;              // M^-1 J^T by rows, set by adj_constrained_prepare    (nefcmax x nv)
   T* proj;           // adj_delassus's projections onto Z                   (4 nv)
   T* adj_J;          // (nefcmax x nv)
   LcpAdjointA<T> adj_A;  // adj_lcp's rank-two factors                      (4 x nefcmax)
@@ -212,15 +216,17 @@ struct AdjConstraintWorkspace {
   T* score;          // ||adj_vfree||^2 + dt ||M^-1 adj_vfree||^2 per classification (2)
   int* cls;          // row classes used by adj_lcp                         (nefcmax)
   int* cls_loss;     // loss-driven classes                                 (nefcmax)
-  // The LCP adjoint's factorisation of the replay's own classification, computed once by
-  // adj_constrained_prepare when bound (bind_factor, over storage of factor_size): then every
-  // reverse pass of the replay reuses it. Unbound (K null) each pass factors in c.lcp.
+  // What the reverse passes of one replay share when there are many (a Jacobian's rows), bound
+  // over storage of factor_size by bind_factor and computed once by adj_constrained_prepare:
+  // the LCP adjoint's factorisation of the replay's own classification and Z = M^-1 J^T.
+  // Unbound (shared() false), each pass factors in c.lcp and solves for its projections.
   LcpAdjointFactor<T> base{};
   int* base_cls = nullptr;  // its classification                          (nefcmax)
+  T* Z = nullptr;           // M^-1 J^T by rows                              (nefcmax x nv)
 
   PHX_HD static ScratchSize size(const ModelView<T>& m) {
     long ne = m.nefcmax, nv = m.nv, nc = m.nconmax;
-    return {2 * m.nq + 14 * nv + nv * nv + 2 * ne * nv + 8 * ne + 13 * nc +
+    return {2 * m.nq + 14 * nv + nv * nv + ne * nv + 8 * ne + 13 * nc +
                 12L * m.ngeom + 2,
             2 * ne};
   }
@@ -238,7 +244,6 @@ struct AdjConstraintWorkspace {
     s.adj_bias = take(nv);
     s.tmp = take(nv);
     s.adj_M = take(nv * nv);
-    s.Z = take(ne * nv);
     s.proj = take(4 * nv);
     s.adj_J = take(ne * nv);
     s.adj_A = {take(ne), take(ne), take(ne), take(ne)};
@@ -262,13 +267,17 @@ struct AdjConstraintWorkspace {
 
   // storage of bind_factor
   PHX_HD static ScratchSize factor_size(const ModelView<T>& m) {
-    return {lcp_adjoint_factor_size(m.nefcmax), lcp_adjoint_factor_isize(m.nefcmax) + m.nefcmax};
+    return {lcp_adjoint_explicit_size(m.nefcmax) + long(m.nefcmax) * m.nv,
+            lcp_adjoint_explicit_isize(m.nefcmax) + m.nefcmax};
   }
 
   PHX_HD void bind_factor(const ModelView<T>& m, T* p, int* q) {
-    base = lcp_adjoint_factor_bind(m.nefcmax, p, q);
-    base_cls = q + lcp_adjoint_factor_isize(m.nefcmax);
+    base = lcp_adjoint_explicit_bind(m.nefcmax, p, q);
+    base_cls = q + lcp_adjoint_explicit_isize(m.nefcmax);
+    Z = p + lcp_adjoint_explicit_size(m.nefcmax);
   }
+
+  PHX_HD bool shared() const { return base.pinv_t != nullptr; }
 };
 
 // rows of contact i (3 with friction, 1 without), as build_rows lays them out
@@ -450,7 +459,7 @@ PHX_HD void adj_constrained_velocity(const ModelView<T>& m, const T* qpos, const
   // in c.lcp); with the complementarity-aware option also on the loss-driven one, keeping the
   // larger score
   LcpProblem<T> p = lcp_problem(nrow, c);
-  const bool cached = s.base.K != nullptr;
+  const bool cached = s.shared();
   const int* cls = cached ? s.base_cls : s.cls;
   if (!cached) replay_classification(m, p, f, cv, s.cls);
   LcpAdjointFactor<T> F = cached ? s.base : lcp_adjoint_factor_bind(nrow, c.lcp, c.ilcp);
@@ -474,7 +483,8 @@ PHX_HD void adj_constrained_velocity(const ModelView<T>& m, const T* qpos, const
   for (int d = 0; d < nv; ++d) s.adj_vfree[d] = s.g[d];
 
   // A = J M^-1 J^T, b = J vfree + corr
-  adj_delassus(m, nrow, c, s.Z, s.adj_A, s.adj_b, s.proj, s.adj_J, s.adj_vfree, s.adj_M);
+  adj_delassus(m, nrow, c, cached ? s.Z : static_cast<const T*>(nullptr), s.adj_A, s.adj_b,
+               s.proj, s.adj_J, s.adj_vfree, s.adj_M);
 
   // corrections of the contact rows (the branch build_rows took) and friction coefficients
   int ncon = *cv.ncon, row = 0;
@@ -580,17 +590,19 @@ PHX_HD int bouncing_contacts(const ModelView<T>& m, const T* qvel, const Constra
 
 }  // namespace detail
 
-// What every reverse pass of a replayed constrained step shares, computed once after the replay
-// (step_constrained): Z = M^-1 J^T of its rows, into s.Z, and when s.base is bound the LCP
-// adjoint's factorisation of the replay's classification.
+// What the many reverse passes of a replayed constrained step share (a Jacobian's rows, s.base
+// bound), computed once after the replay (step_constrained): Z = M^-1 J^T of its rows, into
+// s.Z, and the LCP adjoint's factorisation of the replay's classification. Nothing for a single
+// pass (s.base unbound), which is cheaper without them.
 template <class T>
-PHX_HD void adj_constrained_prepare(const ModelView<T>& m, const ConstraintWorkspace<T>& c,
+PHX_HD void adj_constrained_prepare(const ModelView<T>& m, ConstraintWorkspace<T>& c,
                                     const ContactView<T>& cv, AdjConstraintWorkspace<T>& s) {
+  if (!s.shared() || *cv.nefc == 0) return;
   delassus_rows(m, *cv.nefc, c, s.Z);
-  if (s.base.K == nullptr || *cv.nefc == 0) return;
   LcpProblem<T> p = lcp_problem(*cv.nefc, c);
   detail::replay_classification(m, p, cv.efc_force, cv, s.base_cls);
-  lcp_adjoint_factor(p, cv.efc_force, s.base_cls, lcp_rank_tol<T>(), s.base);
+  lcp_adjoint_factor_explicit(p, cv.efc_force, s.base_cls, lcp_rank_tol<T>(), s.base, c.lcp,
+                              c.ilcp);
 }
 
 // The reverse part of adj_step_constrained (below, with the options it implements), after

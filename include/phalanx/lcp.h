@@ -624,27 +624,40 @@ struct LcpAdjointA {
 };
 
 // What the adjoint of the LCP solution map (adj_lcp, below) needs of a classification cls at a
-// solution f, independently of the adjoint it maps: the clamping set (cidx, pos), the system K of
-// lcp_set_system with its complete orthogonal decomposition, and z = K^+T f_C. Computed once
-// per classification (lcp_adjoint_factor), it serves every reverse pass through the same
-// solution: a one-step Jacobian's rows share one. Bound over caller scratch of
-// lcp_adjoint_factor_size(n) scalars and lcp_adjoint_factor_isize(n) ints.
+// solution f, independently of the adjoint it maps: the clamping set (cidx, pos), and with K the
+// system of lcp_set_system, z = K^+T f_C and the means to apply K^+T and I - K^+ K. Two forms:
+// - factored (lcp_adjoint_factor): K and its complete orthogonal decomposition, solved per use;
+// - explicit (lcp_adjoint_factor_explicit): the matrices K^+T and I - K^+ K themselves, two
+//   matrix-vector products per use; built with 2m solves, worth it when many reverse passes
+//   share one solution (a one-step Jacobian's rows).
 template <class T>
 struct LcpAdjointFactor {
-  int m = 0;      // clamping rows
-  const int* cls;  // the classification it was computed for (n)
-  int* cidx;      // clamping row of each column of K (m of n)
-  int* pos;       // column of row j in K, -1 off the clamping set (n)
-  T* K;           // m x m
-  T* z;           // K^+T f_C (m)
-  Cod<T> cod;     // of K
+  int m = 0;                 // clamping rows
+  const int* cls = nullptr;  // the classification it was computed for (n)
+  int* cidx;                 // clamping row of each column of K (m of n)
+  int* pos;                  // column of row j in K, -1 off the clamping set (n)
+  T* z;                      // K^+T f_C (m)
+  // factored form
+  T* K = nullptr;  // m x m
+  Cod<T> cod;      // of K
+  // explicit form (null in the factored one)
+  T* pinv_t = nullptr;  // K^+T (m x m)
+  T* null_proj;         // I - K^+ K (m x m)
 };
 
+// storage of the factored form (lcp_adjoint_factor_bind)
 PHX_HD constexpr int lcp_adjoint_factor_size(int n) {
   return n * n + cod_scratch_size(n) + 2 * n;
 }
 PHX_HD constexpr int lcp_adjoint_factor_isize(int n) {
   return cod_iscratch_size(n) + 2 * n;
+}
+// storage of the explicit form (lcp_adjoint_explicit_bind)
+PHX_HD constexpr int lcp_adjoint_explicit_size(int n) {
+  return 2 * n * n + n;
+}
+PHX_HD constexpr int lcp_adjoint_explicit_isize(int n) {
+  return 2 * n;
 }
 
 template <class T>
@@ -658,9 +671,20 @@ PHX_HD LcpAdjointFactor<T> lcp_adjoint_factor_bind(int n, T* scratch, int* iscra
   return F;
 }
 
-// Factor classification cls of the solution f into F (bound for at least p.n rows); cls must
-// outlive F. The system's right-hand side is written to the last n scalars of F's scratch and
-// not used.
+template <class T>
+PHX_HD LcpAdjointFactor<T> lcp_adjoint_explicit_bind(int n, T* scratch, int* iscratch) {
+  LcpAdjointFactor<T> F;
+  F.pinv_t = scratch;
+  F.null_proj = scratch + n * n;
+  F.z = scratch + 2 * n * n;
+  F.cidx = iscratch;
+  F.pos = iscratch + n;
+  return F;
+}
+
+// Factor classification cls of the solution f into F (factored form, bound for at least p.n
+// rows); cls must outlive F. The system's right-hand side is written to the last n scalars of
+// F's storage and not used.
 template <class T>
 PHX_HD void lcp_adjoint_factor(const LcpProblem<T>& p, const T* f, const int* cls, T rank_tol,
                                LcpAdjointFactor<T>& F) {
@@ -675,8 +699,38 @@ PHX_HD void lcp_adjoint_factor(const LcpProblem<T>& p, const T* f, const int* cl
   cod_solve_transpose(F.cod, F.z);
 }
 
-// Adjoint of the LCP solution map f*(A, b, mu) at a solution f with the classification F was
-// factored for (plain from stabilize, or loss-driven from lcp_classify_loss). With K, r of
+// The explicit form of classification cls into E (bound by lcp_adjoint_explicit_bind for at
+// least p.n rows), through the factored form over caller scratch (lcp_scratch_size(p.n)
+// scalars, lcp_iscratch_size(p.n) ints); cls must outlive E.
+template <class T>
+PHX_HD void lcp_adjoint_factor_explicit(const LcpProblem<T>& p, const T* f, const int* cls,
+                                        T rank_tol, LcpAdjointFactor<T>& E, T* scratch,
+                                        int* iscratch) {
+  const int n = p.n;
+  LcpAdjointFactor<T> F = lcp_adjoint_factor_bind(n, scratch, iscratch);
+  lcp_adjoint_factor(p, f, cls, rank_tol, F);
+  const int m = F.m;
+  E.cls = cls;
+  E.m = m;
+  for (int j = 0; j < n; ++j) E.pos[j] = F.pos[j];
+  for (int a = 0; a < m; ++a) {
+    E.cidx[a] = F.cidx[a];
+    E.z[a] = F.z[a];
+  }
+  // column c of K^+T is K^+T e_c; column c of K^+ K is K^+ (column c of K)
+  T* x = scratch + lcp_adjoint_factor_size(n);
+  for (int c = 0; c < m; ++c) {
+    for (int a = 0; a < m; ++a) x[a] = T(a == c);
+    cod_solve_transpose(F.cod, x);
+    for (int a = 0; a < m; ++a) E.pinv_t[a * m + c] = x[a];
+    for (int a = 0; a < m; ++a) x[a] = F.K[a * m + c];
+    cod_solve(F.cod, x);
+    for (int a = 0; a < m; ++a) E.null_proj[a * m + c] = T(a == c) - x[a];
+  }
+}
+
+// Adjoint of the LCP solution map f*(A, b, mu) at a solution f with the classification F holds
+// (either form) (plain from stabilize, or loss-driven from lcp_classify_loss). With K, r of
 // lcp_set_system, the non-clamping rows held at their values in f:
 //   f_C = K^+ r,  f_B = s mu f_n (B rows),  f_S constant,
 // and Nimble eq. 20 corrected (the printed second term has the wrong sign) and extended to the
@@ -700,7 +754,7 @@ PHX_HD void adj_lcp(const LcpProblem<T>& p, const T* f, const LcpAdjointFactor<T
                     T* scratch) {
   const int n = p.n, m = F.m;
   const int *cls = F.cls, *cidx = F.cidx, *pos = F.pos;
-  const T *K = F.K, *z = F.z;
+  const T* z = F.z;
   T* g = scratch;
   T* y = g + n;
   T* q = y + n;
@@ -718,15 +772,30 @@ PHX_HD void adj_lcp(const LcpProblem<T>& p, const T* f, const LcpAdjointFactor<T
   if (m == 0) return;
 
   // y = K^+T g, q = g - K^+ K g
-  for (int a = 0; a < m; ++a) {
-    y[a] = g[a];
-    T s(0);
-    for (int c = 0; c < m; ++c) s += K[a * m + c] * g[c];
-    q[a] = s;
+  if (F.pinv_t) {
+    for (int a = 0; a < m; ++a) {
+      const T* PHX_RESTRICT P = F.pinv_t + a * m;
+      const T* PHX_RESTRICT N = F.null_proj + a * m;
+      T sy(0), sq(0);
+      for (int c = 0; c < m; ++c) {
+        sy += P[c] * g[c];
+        sq += N[c] * g[c];
+      }
+      y[a] = sy;
+      q[a] = sq;
+    }
+  } else {
+    const T* K = F.K;
+    for (int a = 0; a < m; ++a) {
+      y[a] = g[a];
+      T s(0);
+      for (int c = 0; c < m; ++c) s += K[a * m + c] * g[c];
+      q[a] = s;
+    }
+    cod_solve_transpose(F.cod, y);
+    cod_solve(F.cod, q);
+    for (int a = 0; a < m; ++a) q[a] = g[a] - q[a];
   }
-  cod_solve_transpose(F.cod, y);
-  cod_solve(F.cod, q);
-  for (int a = 0; a < m; ++a) q[a] = g[a] - q[a];
 
   // adj_K[a][c] = -y_a f_C,c + z_a q_c onto K = A_CC + A_CB E
   for (int a = 0; a < m; ++a) {

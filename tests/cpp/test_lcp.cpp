@@ -375,21 +375,42 @@ TEST(Lcp, StabilizeRepairsAMinimumNormThatLeavesTheBounds) {
   }
 }
 
-// <adj, d inputs> of adj_lcp for perturbations dA, db, dmu
+// <adj, d inputs> of adj_lcp for perturbations dA, db, dmu, with the factored form of the
+// factorisation (the single-use adj_lcp) or its explicit form (K^+T and I - K^+ K)
 double adjoint_dot(const Problem<>& p, const std::vector<double>& f, const std::vector<int>& cls,
                    const std::vector<double>& adj_f, const std::vector<double>& dA,
-                   const std::vector<double>& db, const std::vector<double>& dmu) {
+                   const std::vector<double>& db, const std::vector<double>& dmu,
+                   bool explicit_form) {
   Work<double> w(p.n);
   std::vector<double> factors(4 * p.n), ab(p.n, 0.0), amu(p.n, 0.0);
   double* x = factors.data();
   LcpAdjointA<double> aA{x, x + p.n, x + 2 * p.n, x + 3 * p.n};
-  adj_lcp(p.view(), f.data(), cls.data(), adj_f.data(), aA, ab.data(), amu.data(), 1e-10,
-          w.s.data(), w.is.data());
+  if (explicit_form) {
+    std::vector<double> store(lcp_adjoint_explicit_size(p.n)), tmp(3 * p.n);
+    std::vector<int> istore(lcp_adjoint_explicit_isize(p.n));
+    LcpAdjointFactor<double> E = lcp_adjoint_explicit_bind(p.n, store.data(), istore.data());
+    lcp_adjoint_factor_explicit(p.view(), f.data(), cls.data(), 1e-10, E, w.s.data(),
+                                w.is.data());
+    adj_lcp(p.view(), f.data(), E, adj_f.data(), aA, ab.data(), amu.data(), tmp.data());
+  } else {
+    adj_lcp(p.view(), f.data(), cls.data(), adj_f.data(), aA, ab.data(), amu.data(), 1e-10,
+            w.s.data(), w.is.data());
+  }
   double s = 0;
   for (int i = 0; i < p.n; ++i)
     for (int j = 0; j < p.n; ++j) s += aA(i, j) * dA[i * p.n + j];
   for (int i = 0; i < p.n; ++i) s += ab[i] * db[i] + amu[i] * dmu[i];
   return s;
+}
+
+// adjoint_dot of the factored form, checked against the explicit form to rounding
+double adjoint_dot(const Problem<>& p, const std::vector<double>& f, const std::vector<int>& cls,
+                   const std::vector<double>& adj_f, const std::vector<double>& dA,
+                   const std::vector<double>& db, const std::vector<double>& dmu) {
+  double factored = adjoint_dot(p, f, cls, adj_f, dA, db, dmu, false);
+  double explicit_form = adjoint_dot(p, f, cls, adj_f, dA, db, dmu, true);
+  EXPECT_NEAR(explicit_form, factored, 1e-11 * (1 + std::abs(factored)));
+  return factored;
 }
 
 Problem<> perturbed(const Problem<>& p, double h, const std::vector<double>& dA,
