@@ -47,6 +47,7 @@ PHX_HD void kinematics(const ModelView<T>& m, const T* qpos, Workspace<T>& w) {
         Vec3<T> axis = R * jaxis;
         anchor.store(w.xanchor + 3 * j);
         axis.store(w.xaxis + 3 * j);
+        quat.store(w.jnt_quat_in + 4 * j);
 
         switch (m.jnt_type[j]) {
           case kJointSlide:
@@ -56,6 +57,7 @@ PHX_HD void kinematics(const ModelView<T>& m, const T* qpos, Workspace<T>& w) {
           case kJointHinge: {
             Quat<T> qloc = m.jnt_type[j] == kJointBall ? normalize(Quat<T>::load(qpos + a))
                                                         : axis_angle(jaxis, qpos[a] - m.qpos0[a]);
+            qloc.store(w.jnt_qloc + 4 * j);
             quat = quat * qloc;
             R = to_mat(quat);
             pos = anchor - R * jpos;  // keep the anchor fixed
@@ -180,8 +182,8 @@ PHX_HD void add_to(T* p, const Mat3<T>& A) {
 }
 
 // Adjoint of kinematics: from the adjoints of xpos, xquat, xmat, xanchor and xaxis in `a`
-// to adj_qpos (accumulated). Replays each body's joint chain from its parent's frame (the
-// workspace holds the forward results) and walks it backward, children before parents.
+// to adj_qpos (accumulated). Walks each body's joint chain backward, children before parents,
+// from the orientations and joint rotations the forward kinematics left in the workspace.
 template <class T>
 PHX_HD void adj_kinematics(const ModelView<T>& m, const T* qpos, const Workspace<T>& w,
                            AdjWorkspace<T>& a, T* adj_qpos) {
@@ -211,18 +213,14 @@ PHX_HD void adj_kinematics(const ModelView<T>& m, const T* qpos, const Workspace
       continue;
     }
 
-    // replay the joint chain, recording the orientation before each joint
+    // the orientation after the last joint (before normalisation)
     Vec3<T> bpos = Vec3<T>::load(m.body_pos + 3 * b);
     Quat<T> bquat = Quat<T>::load(m.body_quat + 4 * b);
     Quat<T> q = Quat<T>::load(w.xquat + 4 * p) * bquat;
-    for (int j = jnt0; j < jnt0 + njnt; ++j) {
-      q.store(a.jnt_quat_in + 4 * j);
-      int qa = m.jnt_qposadr[j];
-      if (m.jnt_type[j] == kJointBall) {
-        q = q * normalize(Quat<T>::load(qpos + qa));
-      } else if (m.jnt_type[j] == kJointHinge) {
-        q = q * axis_angle(Vec3<T>::load(m.jnt_axis + 3 * j), qpos[qa] - m.qpos0[qa]);
-      }
+    if (njnt > 0) {
+      int j = jnt0 + njnt - 1;
+      q = Quat<T>::load(w.jnt_quat_in + 4 * j);
+      if (m.jnt_type[j] != kJointSlide) q = q * Quat<T>::load(w.jnt_qloc + 4 * j);
     }
 
     // quat = normalize(q)
@@ -232,7 +230,7 @@ PHX_HD void adj_kinematics(const ModelView<T>& m, const T* qpos, const Workspace
     // joints backward
     for (int j = jnt0 + njnt - 1; j >= jnt0; --j) {
       int qa = m.jnt_qposadr[j];
-      Quat<T> q_in = Quat<T>::load(a.jnt_quat_in + 4 * j);
+      Quat<T> q_in = Quat<T>::load(w.jnt_quat_in + 4 * j);
       Vec3<T> jpos = Vec3<T>::load(m.jnt_pos + 3 * j);
       Vec3<T> jaxis = Vec3<T>::load(m.jnt_axis + 3 * j);
       Vec3<T> adj_anchor = Vec3<T>::load(a.xanchor + 3 * j);
@@ -251,7 +249,7 @@ PHX_HD void adj_kinematics(const ModelView<T>& m, const T* qpos, const Workspace
         // q_out = q_in * qloc; pos_out = anchor - to_mat(q_out) jpos
         bool ball = m.jnt_type[j] == kJointBall;
         Quat<T> raw = Quat<T>::load(qpos + qa);
-        Quat<T> qloc = ball ? normalize(raw) : axis_angle(jaxis, qpos[qa] - m.qpos0[qa]);
+        Quat<T> qloc = Quat<T>::load(w.jnt_qloc + 4 * j);
         Quat<T> q_out = q_in * qloc;
         adj_anchor += adj_pos;
         Mat3<T> adj_Rout;

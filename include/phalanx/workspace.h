@@ -28,6 +28,8 @@ struct Workspace {
   T* xmat;      // body frame rotation matrix                  (nbody x 9)
   T* xanchor;   // joint anchor in world                       (njnt x 3)
   T* xaxis;     // joint axis in world                         (njnt x 3)
+  T* jnt_quat_in;  // body orientation before each joint, for adj_kinematics   (njnt x 4)
+  T* jnt_qloc;     // each joint's rotation (ball, hinge), for adj_kinematics  (njnt x 4)
   // com-based quantities, about the reference point of each tree (its root body's origin)
   T* cinert;    // body spatial inertia                        (nbody x 10)
   T* cdof;      // dof motion subspace                         (nv x 6)
@@ -49,7 +51,7 @@ struct Workspace {
 
   // number of scalars a workspace needs for the given counts
   PHX_HD static long size(int nbody, int njnt, int nv) {
-    return long(nbody) * (3 + 4 + 9 + 10 + 6 + 6 + 6 + 10 + 36 + 6) + long(njnt) * 6 +
+    return long(nbody) * (3 + 4 + 9 + 10 + 6 + 6 + 6 + 10 + 36 + 6) + long(njnt) * 14 +
            long(nv) * (6 + 6 + 6 + 1 + 1 + 1 + 1 + 1);
   }
 
@@ -62,6 +64,8 @@ struct Workspace {
     w.xmat = take(9L * nbody);
     w.xanchor = take(3L * njnt);
     w.xaxis = take(3L * njnt);
+    w.jnt_quat_in = take(4L * njnt);
+    w.jnt_qloc = take(4L * njnt);
     w.cinert = take(10L * nbody);
     w.cdof = take(6L * nv);
     w.cvel = take(6L * nbody);
@@ -95,8 +99,7 @@ struct AdjWorkspace {
   T* cdof_dot;     // (nv x 6)
   T* cacc;         // (nbody x 6)
   T* cfrc;         // (nbody x 6)
-  // replayed values and generalized adjoints
-  T* jnt_quat_in;  // body orientation before each joint, replayed by adj_kinematics (njnt x 4)
+  // generalized adjoints
   T* qvel_next;    // velocity after the step                                    (nv)
   T* qacc;         // adjoint of qacc                                            (nv)
   T* qvel;         // adjoint of the new velocity                                (nv)
@@ -104,7 +107,7 @@ struct AdjWorkspace {
   T* tmp;          // scratch                                                    (nv)
 
   PHX_HD static long size(int nbody, int njnt, int nv) {
-    return long(nbody) * (3 + 4 + 9 + 10 + 6 + 6 + 6) + long(njnt) * (3 + 3 + 4) +
+    return long(nbody) * (3 + 4 + 9 + 10 + 6 + 6 + 6) + long(njnt) * (3 + 3) +
            long(nv) * (6 + 6 + 5);
   }
 
@@ -122,7 +125,6 @@ struct AdjWorkspace {
     a.cdof_dot = take(6L * nv);
     a.cacc = take(6L * nbody);
     a.cfrc = take(6L * nbody);
-    a.jnt_quat_in = take(4L * njnt);
     a.qvel_next = take(nv);
     a.qacc = take(nv);
     a.qvel = take(nv);
@@ -131,7 +133,7 @@ struct AdjWorkspace {
     return a;
   }
 
-  // zero the adjoint arrays (everything up to the replayed values)
+  // zero the adjoint arrays (everything up to the generalized ones)
   PHX_HD void zero(int nbody, int njnt, int nv) {
     long n = long(nbody) * (3 + 4 + 9 + 10 + 6 + 6 + 6) + long(njnt) * (3 + 3) + long(nv) * 12;
     T* p = xpos;
