@@ -135,12 +135,19 @@ PHX_HD void geom_poses(const ModelView<T>& m, const Workspace<T>& w, ConstraintW
 
 // Broadphase and narrowphase: the candidate pairs in model order, a bounding-sphere test,
 // then the pair function with the lower geom type first. Contacts beyond nconmax are counted
-// in *overflow and not stored.
+// in *overflow and not stored. A replay that knows the step's row keys (nkeys of them, in row
+// order) passes them: only the pairs they name are tested, which yields the same contacts,
+// since every stored contact has rows.
 template <class T>
 PHX_HD void detect_contacts(const ModelView<T>& m, const ConstraintWorkspace<T>& c,
-                            ContactView<T>& cv) {
-  int ncon = 0, overflow = 0;
+                            ContactView<T>& cv, const int* keys = nullptr, int nkeys = 0) {
+  int ncon = 0, overflow = 0, next = 0;
   for (int k = 0; k < m.npair; ++k) {
+    if (keys) {
+      // contact row keys ascend with the pair, 3 kMaxPairContacts per pair; limits are < 0
+      while (next < nkeys && keys[next] >= 0 && keys[next] / (3 * kMaxPairContacts) < k) ++next;
+      if (next == nkeys || keys[next] < 0 || keys[next] / (3 * kMaxPairContacts) != k) continue;
+    }
     int g1 = m.pair_geom[2 * k], g2 = m.pair_geom[2 * k + 1];
     if (m.geom_type[g1] > m.geom_type[g2]) {
       int t = g1;
@@ -326,6 +333,7 @@ struct LcpSolution {
   const T* force = nullptr;  // (n)
   const int* cls = nullptr;  // (n) LcpClass flags
   int n = -1;
+  const int* key = nullptr;  // (n) the rows' efc_key, may be null
 };
 
 template <class T>

@@ -108,8 +108,8 @@ PHX_HD void delassus_rows(const ModelView<T>& m, int nrow, const ConstraintWorks
 //   sum_q G_rq Z_q = z_r Zb - y_r Za,  sum_q G_qr Z_q = beta_r Zz - alpha_r Zy,
 //   Z^T G Z = Zz Zb^T - Zy Za^T,
 // O(nrow nv + nv^2) in place of O(nrow^2 nv + nrow nv^2). The projections come from Z when a
-// Jacobian's many reverse passes share it (Z non-null), else as M^-1 (J^T y), ..., four solves.
-// proj (4 nv) is scratch.
+// Jacobian's many reverse passes share it (Z non-null), else from the rows of Y = L^-1 J^T that
+// delassus left in c.Y: Z^T y = L^-T (Y^T y), four back substitutions. proj (4 nv) is scratch.
 template <class T>
 PHX_HD void adj_delassus(const ModelView<T>& m, int nrow, const ConstraintWorkspace<T>& c,
                          const T* Z, const LcpAdjointA<T>& G, const T* adj_b, T* proj, T* adj_J,
@@ -120,7 +120,7 @@ PHX_HD void adj_delassus(const ModelView<T>& m, int nrow, const ConstraintWorksp
   T* PHX_RESTRICT Zz = proj + 2 * nv;
   T* PHX_RESTRICT Zb = proj + 3 * nv;
   for (int d = 0; d < 4 * nv; ++d) proj[d] = T(0);
-  const T* rows = Z ? Z : c.J;
+  const T* rows = Z ? Z : c.Y;
   for (int r = 0; r < nrow; ++r) {
     const T* PHX_RESTRICT z = rows + long(r) * nv;
     const T y = G.y[r], alpha = G.alpha[r], zr = G.z[r], beta = G.beta[r];
@@ -132,7 +132,7 @@ PHX_HD void adj_delassus(const ModelView<T>& m, int nrow, const ConstraintWorksp
     }
   }
   if (!Z)
-    for (int k = 0; k < 4; ++k) cholesky_solve(c.L, nv, proj + k * nv);
+    for (int k = 0; k < 4; ++k) cholesky_solve_upper(c.L, nv, proj + k * nv);
   const T* PHX_RESTRICT vfree = c.vfree;
   T* PHX_RESTRICT av = adj_vfree;
   for (int r = 0; r < nrow; ++r) {

@@ -63,6 +63,15 @@ PHX_HD unsigned step(const ModelView<T>& m, T* qpos, T* qvel, const T* ctrl, Wor
 // next record's warm start): the LCP is then not solved again, and the step is the recorded
 // one bit for bit at a fraction of the cost. A known solution whose row count differs from the
 // rows built is ignored (the LCP is solved).
+// whether the rows built (nrow, keys) are those of a known solution
+template <class T>
+PHX_HD bool same_keys(int nrow, const int* keys, const LcpSolution<T>& known) {
+  if (nrow != known.n) return false;
+  for (int r = 0; r < nrow; ++r)
+    if (keys[r] != known.key[r]) return false;
+  return true;
+}
+
 template <class T>
 PHX_HD PHX_DEVICE_NOINLINE unsigned step_constrained(const ModelView<T>& m, T* qpos, T* qvel,
                                                      const T* ctrl, Workspace<T>& w,
@@ -92,12 +101,19 @@ PHX_HD PHX_DEVICE_NOINLINE unsigned step_constrained(const ModelView<T>& m, T* q
   *cv.overflow = 0;
   *cv.nwarm = 0;
   *cv.set_hit = 0;
+  // a replay with the step's row keys tests only the pairs they name; should the rows differ
+  // (they cannot for a deterministic step), it detects again over every pair
+  const int* keys = known.force ? known.key : nullptr;
   if (m.contact && m.nconmax > 0) {
     geom_poses(m, w, c);
-    detect_contacts(m, c, cv);
-    if (*cv.overflow) status |= kStatusContactOverflow;
+    detect_contacts(m, c, cv, keys, known.n);
   }
   int nrow = build_rows(m, qpos, qvel, w, c, cv);
+  if (keys && m.contact && m.nconmax > 0 && !same_keys(nrow, cv.efc_key, known)) {
+    detect_contacts(m, c, cv);
+    nrow = build_rows(m, qpos, qvel, w, c, cv);
+  }
+  if (*cv.overflow) status |= kStatusContactOverflow;
 
   // applied forces
   passive(m, qpos, qvel, w.qfrc);

@@ -50,7 +50,7 @@ struct TapeRecords {
   PHX_HD LcpSolution<T> solution(const ModelView<T>& m, int k) const {
     const T* r = reals + k * record_reals(m);
     const int* i = ints + k * record_ints(m);
-    return {r + m.nq + m.nv, i + 1 + m.nefcmax, i[0]};
+    return {r + m.nq + m.nv, i + 1 + m.nefcmax, i[0], i + 1};
   }
   // state and warm start in cv <- record k
   PHX_HD void load(const ModelView<T>& m, int k, T* qpos, T* qvel, ContactView<T>& cv) const {

@@ -336,6 +336,61 @@ TEST(ContactAdjointDegenerate, ArmPushesBoxOnFloor) {
   EXPECT_LE(gradcheck("arm_box", in, 1e-6), 1e-6);
 }
 
+// A replay that knows the step's rows (a tape's next record) tests only the geom pairs their
+// keys name, and must build the same contacts and rows and take the same step bit for bit:
+// a sphere and a box on the floor, a sphere on the box, a sphere above the floor (a pair tested
+// without contact), a joint past its limit; also with nconmax cutting the box's four floor
+// contacts to two, and with keys that do not match (detection over every pair again).
+TEST(ContactReplay, KnownRowsNameTheirPairs) {
+  Model base = scene(
+      "<body pos='0 0 0.098'><freejoint/><geom type='sphere' size='.1'/></body>"
+      "<body pos='1 0 0.099'><freejoint/><geom type='box' size='.1 .1 .1'/></body>"
+      "<body pos='1 0 0.295'><freejoint/><geom type='sphere' size='.1'/></body>"
+      "<body pos='2 0 0.12'><freejoint/><geom type='sphere' size='.1'/></body>"
+      "<body pos='0 0 1'><joint type='hinge' axis='0 1 0' range='-0.1 0.1' limited='true'/>"
+      "<geom type='capsule' fromto='0 0 0 0.3 0 0' size='.02' contype='0' conaffinity='0'/>"
+      "</body>");
+  for (int nconmax : {0, 3}) {
+    Model model = base;
+    if (nconmax) model.nconmax = nconmax;
+    Inputs in = at_rest(model, kLcpPgsStabilized);
+    in.x.qpos.back() = 0.12;  // past the limit
+    Env env(in.model);
+    const ModelView<double>& m = env.hm.view;
+    std::vector<double> q = in.x.qpos, v = in.x.qvel;
+    step_constrained(m, q.data(), v.data(), in.x.ctrl.data(), env.hm.w, env.c, env.cs.view);
+    ContactStore first = env.cs;
+    int ncon = first.ncon[0], nefc = first.nefc[0];
+    EXPECT_EQ(ncon, nconmax ? nconmax : 6);
+    EXPECT_EQ(first.overflow[0], nconmax ? 3 : 0);
+    ASSERT_LT(first.efc_key[nefc - 1], 0);  // the limit row
+    // the filtered detection itself (the replay below would fall back on a mismatch)
+    ContactStore filtered(m);
+    detect_contacts(m, env.c, filtered.view, first.efc_key.data(), nefc);
+    ASSERT_EQ(filtered.ncon[0], ncon);
+    for (int i = 0, row = 0; i < ncon; row += contact_rows(m, first.geom.data(), i), ++i)
+      EXPECT_EQ(filtered.efc_key[i], first.efc_key[row]);
+    for (int i = 0; i < 3 * ncon; ++i) EXPECT_EQ(filtered.pos[i], first.pos[i]);
+    for (bool matching : {true, false}) {
+      std::vector<int> key(first.efc_key.begin(), first.efc_key.begin() + nefc);
+      if (!matching) key[0] += 3 * kMaxPairContacts;  // names the next pair
+      LcpSolution<double> known{first.efc_force.data(), first.efc_class.data(), nefc, key.data()};
+      Env replay(in.model);
+      std::vector<double> qr = in.x.qpos, vr = in.x.qvel;
+      step_constrained(m, qr.data(), vr.data(), in.x.ctrl.data(), replay.hm.w, replay.c,
+                       replay.cs.view, known);
+      EXPECT_EQ(replay.cs.ncon[0], ncon);
+      EXPECT_EQ(replay.cs.nefc[0], nefc);
+      for (int i = 0; i < 2 * ncon; ++i) EXPECT_EQ(replay.cs.geom[i], first.geom[i]);
+      for (int i = 0; i < 3 * ncon; ++i) EXPECT_EQ(replay.cs.pos[i], first.pos[i]);
+      for (int i = 0; i < 9 * ncon; ++i) EXPECT_EQ(replay.cs.frame[i], first.frame[i]);
+      for (int r = 0; r < nefc; ++r) EXPECT_EQ(replay.cs.efc_key[r], first.efc_key[r]);
+      for (size_t i = 0; i < q.size(); ++i) EXPECT_EQ(qr[i], q[i]) << "qpos " << i;
+      for (size_t i = 0; i < v.size(); ++i) EXPECT_EQ(vr[i], v[i]) << "qvel " << i;
+    }
+  }
+}
+
 // Nimble's one-dof bounce: a ball on a vertical slide hits the floor with restitution e. At the
 // bounce step qvel' = -e qvel (the row clamps: J qvel' = -e J qvel), so in discrete time
 //   dqvel'/dqvel = -e,  dqpos'/dqvel = -e dt,  dqpos'/dqpos = 1
