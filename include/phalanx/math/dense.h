@@ -8,17 +8,17 @@
 namespace phx {
 
 // In-place Cholesky factorisation A = L L^T of a symmetric positive definite n x n matrix;
-// L overwrites the lower triangle (the upper triangle is left untouched). Returns false when
-// a pivot is not positive.
+// L overwrites the strictly lower triangle and the diagonal holds 1 / L_jj, so that the solves
+// multiply instead of divide (the upper triangle is left untouched). Returns false when a pivot
+// is not positive.
 template <class T>
 PHX_HD bool cholesky(T* A, int n) {
   for (int j = 0; j < n; ++j) {
     T d = A[j * n + j];
     for (int k = 0; k < j; ++k) d -= A[j * n + k] * A[j * n + k];
     if (!(d > T(0))) return false;
-    T ljj = sqrt(d);
-    A[j * n + j] = ljj;
-    T inv = T(1) / ljj;
+    T inv = T(1) / sqrt(d);
+    A[j * n + j] = inv;
     for (int i = j + 1; i < n; ++i) {
       T s = A[i * n + j];
       for (int k = 0; k < j; ++k) s -= A[i * n + k] * A[j * n + k];
@@ -35,7 +35,7 @@ PHX_HD void cholesky_solve_lower(const T* L, int n, T* b) {
     const T* PHX_RESTRICT row = L + i * n;
     T s = b[i];
     for (int k = 0; k < i; ++k) s -= row[k] * b[k];
-    b[i] = s / row[i];
+    b[i] = s * row[i];
   }
 }
 
@@ -45,7 +45,7 @@ template <class T>
 PHX_HD void cholesky_solve_upper(const T* L, int n, T* b) {
   for (int i = n - 1; i >= 0; --i) {
     const T* PHX_RESTRICT row = L + i * n;
-    const T x = b[i] / row[i];
+    const T x = b[i] * row[i];
     b[i] = x;
     T* PHX_RESTRICT out = b;
     for (int k = 0; k < i; ++k) out[k] -= row[k] * x;
