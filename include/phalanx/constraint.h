@@ -307,19 +307,14 @@ PHX_HD void delassus(const ModelView<T>& m, int nrow, ConstraintWorkspace<T>& c)
   for (int r = 0; r < nrow; ++r) {
     const T* J = c.J + long(r) * nv;
     T* y = c.Y + long(r) * nv;
-    T s = T(0);
-    for (int d = 0; d < nv; ++d) s += J[d] * c.vfree[d];
-    c.b[r] += s;
+    c.b[r] += dot_n(J, c.vfree, nv);
     // L y = J_r
     for (int d = 0; d < nv; ++d) y[d] = J[d];
     cholesky_solve_lower(c.L, nv, y);
   }
   for (int r = 0; r < nrow; ++r)
     for (int q = 0; q <= r; ++q) {
-      T s = T(0);
-      const T* yr = c.Y + long(r) * nv;
-      const T* yq = c.Y + long(q) * nv;
-      for (int d = 0; d < nv; ++d) s += yr[d] * yq[d];
+      T s = dot_n(c.Y + long(r) * nv, c.Y + long(q) * nv, nv);
       c.A[r * nrow + q] = s;
       c.A[q * nrow + r] = s;
     }
@@ -368,7 +363,7 @@ PHX_HD T solve_lcp(const ModelView<T>& m, int nrow, int nprev, ConstraintWorkspa
                    const int* key, T* f, int* cls, int* hit) {
   LcpProblem<T> p = lcp_problem(nrow, c);
   *hit = 0;
-  if (m.lcp_solver == kLcpPgs) return pgs(p, f, m.lcp_iterations, T(1));
+  if (m.lcp_solver == kLcpPgs) return pgs(p, f, m.lcp_iterations, T(1), c.lcp);
   T tol = m.lcp_tolerance, rank_tol = lcp_rank_tol<T>();
   if (nprev > 0) {
     for (int r = 0; r < nrow; ++r) {
@@ -387,7 +382,7 @@ PHX_HD T solve_lcp(const ModelView<T>& m, int nrow, int nprev, ConstraintWorkspa
   }
   bool pivot_first = m.lcp_solver == kLcpDantzig;
   bool solved = pivot_first && dantzig(p, f, tol, rank_tol, 4, c.lcp, c.ilcp);
-  if (!solved) pgs(p, f, m.lcp_iterations, T(1));
+  if (!solved) pgs(p, f, m.lcp_iterations, T(1), c.lcp);
   if (stabilize(p, f, cls, tol, rank_tol, c.lcp, c.ilcp) || pivot_first) return lcp_residual(p, f);
   // PGS's classification did not give an exact solution (too few sweeps on an ill-conditioned
   // or degenerate set): Dantzig pivoting, keeping PGS's impulses if it fails (c.f_prev is free

@@ -77,9 +77,7 @@ PHX_HD PHX_INLINE int lcp_findex(const LcpProblem<T>& p, int i) {
 // v_i = (A f + b)_i
 template <class T>
 PHX_HD PHX_INLINE T lcp_row_velocity(const LcpProblem<T>& p, const T* f, int i) {
-  T s = p.b[i];
-  for (int j = 0; j < p.n; ++j) s += p.A[i * p.n + j] * f[j];
-  return s;
+  return p.b[i] + dot_n(p.A + i * p.n, f, p.n);
 }
 
 // diagonal used to turn velocities into impulses (1 for a zero row)
@@ -125,19 +123,25 @@ PHX_HD T lcp_residual(const LcpProblem<T>& p, const T* f) {
 // Projected Gauss-Seidel: `iterations` sweeps over the rows in index order, starting from the f
 // passed in (warm start), f_i <- clamp(f_i - omega v_i / A_ii, lo_i, hi_i) with friction bounds
 // from the current normal impulse; omega in (0, 2) is the over-relaxation (1: plain
-// Gauss-Seidel). Rows with A_ii <= 0 are left alone. Returns lcp_residual(p, f), which the
-// caller compares with its tolerance to set kStatusLcpNotConverged.
+// Gauss-Seidel). Rows with A_ii <= 0 are left alone. scratch (n scalars) keeps omega / A_ii,
+// so that the sweeps multiply (a division per row and sweep lay on the sweep's critical path).
+// Returns lcp_residual(p, f), which the caller compares with its tolerance to set
+// kStatusLcpNotConverged.
 template <class T>
-PHX_HD T pgs(const LcpProblem<T>& p, T* f, int iterations, T omega) {
+PHX_HD T pgs(const LcpProblem<T>& p, T* f, int iterations, T omega, T* scratch) {
   const int n = p.n;
+  T* step = scratch;
+  for (int i = 0; i < n; ++i) {
+    T aii = p.A[i * n + i];
+    step[i] = aii > T(0) ? omega / aii : T(0);
+  }
   for (int it = 0; it < iterations; ++it) {
     for (int i = 0; i < n; ++i) {
-      T aii = p.A[i * n + i];
-      if (!(aii > T(0))) continue;
+      if (!(step[i] > T(0))) continue;
       T lo, hi;
       lcp_bounds(p, f, i, lo, hi);
       T v = detail::lcp_row_velocity(p, f, i);
-      f[i] = clamp(f[i] - omega * v / aii, lo, hi);
+      f[i] = clamp(f[i] - step[i] * v, lo, hi);
     }
   }
   return lcp_residual(p, f);

@@ -34,6 +34,12 @@ struct Problem {
   LcpProblem<T> view() const {
     return {n, A.data(), b.data(), lo.data(), hi.data(), mu.data(), findex.data()};
   }
+  // pgs's scratch
+  T* pgs_scratch() const {
+    step.resize(n);
+    return step.data();
+  }
+  mutable std::vector<T> step;
   template <class S>
   Problem<S> cast() const {
     Problem<S> q(n);
@@ -130,7 +136,7 @@ TEST(Lcp, FrictionlessSingleRowMatchesClosedForm) {
       double expect = std::max(0.0, -b / a);
       Work<double> w(1);
       std::vector<double> f1 = {0.7}, f2 = {0.0};
-      EXPECT_LT(pgs(p.view(), f1.data(), 1, 1.0), 1e-15);
+      EXPECT_LT(pgs(p.view(), f1.data(), 1, 1.0, p.pgs_scratch()), 1e-15);
       EXPECT_NEAR(f1[0], expect, 1e-15);
       ASSERT_TRUE(dantzig(p.view(), f2.data(), 1e-12, 1e-10, 2, w.s.data(), w.is.data()));
       EXPECT_NEAR(f2[0], expect, 1e-15);
@@ -162,7 +168,7 @@ TEST(Lcp, PointMassOnPlaneSticksOrSlides) {
       std::vector<double> expect = {fn, tangent(vx), tangent(vy)};
       Work<double> w(3);
       std::vector<double> f_pgs(3, 0.0), f_dz(3, 0.0);
-      EXPECT_LT(pgs(p.view(), f_pgs.data(), 5, 1.0), 1e-14);
+      EXPECT_LT(pgs(p.view(), f_pgs.data(), 5, 1.0, p.pgs_scratch()), 1e-14);
       ASSERT_TRUE(dantzig(p.view(), f_dz.data(), 1e-12, 1e-10, 3, w.s.data(), w.is.data()));
       for (int i = 0; i < 3; ++i) {
         EXPECT_NEAR(f_pgs[i], expect[i], 1e-14);
@@ -192,8 +198,8 @@ TEST(Lcp, PgsAndDantzigAgreeOnRandomFrictionProblems) {
     std::vector<double> f_dz(p.n, 0.0), f_pgs(p.n, 0.0), f_sor(p.n, 0.0);
     ASSERT_TRUE(dantzig(p.view(), f_dz.data(), 1e-12, 1e-10, 6, w.s.data(), w.is.data()));
     double res_dz = lcp_residual(p.view(), f_dz.data());
-    double res_pgs = pgs(p.view(), f_pgs.data(), 3000, 1.0);
-    double res_sor = pgs(p.view(), f_sor.data(), 3000, 1.3);
+    double res_pgs = pgs(p.view(), f_pgs.data(), 3000, 1.0, p.pgs_scratch());
+    double res_sor = pgs(p.view(), f_sor.data(), 3000, 1.3, p.pgs_scratch());
     EXPECT_LT(res_dz, 1e-12);
     EXPECT_LT(res_pgs, 1e-10);
     EXPECT_LT(res_sor, 1e-10);
@@ -201,7 +207,7 @@ TEST(Lcp, PgsAndDantzigAgreeOnRandomFrictionProblems) {
     EXPECT_LT(max_abs_diff(f_dz, f_sor), 1e-10);
     // warm started from a solution, one sweep keeps it
     std::vector<double> f_warm = f_dz;
-    EXPECT_LT(pgs(p.view(), f_warm.data(), 1, 1.0), 1e-12);
+    EXPECT_LT(pgs(p.view(), f_warm.data(), 1, 1.0, p.pgs_scratch()), 1e-12);
     EXPECT_LT(max_abs_diff(f_dz, f_warm), 1e-12);
     worst_res_dz = std::max(worst_res_dz, res_dz);
     worst_res_pgs = std::max(worst_res_pgs, res_pgs);
@@ -211,7 +217,7 @@ TEST(Lcp, PgsAndDantzigAgreeOnRandomFrictionProblems) {
     Work<float> wf(p.n);
     std::vector<float> g_dz(p.n, 0.f), g_pgs(p.n, 0.f);
     ASSERT_TRUE(dantzig(pf.view(), g_dz.data(), 1e-5f, 1e-5f, 6, wf.s.data(), wf.is.data()));
-    pgs(pf.view(), g_pgs.data(), 3000, 1.0f);
+    pgs(pf.view(), g_pgs.data(), 3000, 1.0f, pf.pgs_scratch());
     for (int i = 0; i < p.n; ++i) {
       EXPECT_NEAR(g_dz[i], f_dz[i], 1e-4 * (1 + std::abs(f_dz[i])));
       EXPECT_NEAR(g_pgs[i], f_dz[i], 1e-4 * (1 + std::abs(f_dz[i])));
@@ -232,7 +238,7 @@ TEST(Lcp, StabilizeSplitsRankDeficientContactsEvenly) {
   p.b = {-g * dt, -g * dt};
   Work<double> w(2);
   std::vector<double> f_pgs(2, 0.0), f_dz(2, 0.0);
-  pgs(p.view(), f_pgs.data(), 10, 1.0);
+  pgs(p.view(), f_pgs.data(), 10, 1.0, p.pgs_scratch());
   ASSERT_TRUE(dantzig(p.view(), f_dz.data(), 1e-12, 1e-10, 2, w.s.data(), w.is.data()));
   EXPECT_NEAR(f_pgs[0] + f_pgs[1], m * g * dt, 1e-14);
   for (auto* f : {&f_pgs, &f_dz}) {
@@ -256,7 +262,7 @@ TEST(Lcp, StabilizeSplitsRankDeficientContactsEvenly) {
   std::vector<double> f(4, 0.0);
   std::vector<int> cls(4);
   Work<double> w4(4);
-  pgs(q.view(), f.data(), 20, 1.0);
+  pgs(q.view(), f.data(), 20, 1.0, q.pgs_scratch());
   ASSERT_TRUE(stabilize(q.view(), f.data(), cls.data(), 1e-12, 1e-10, w4.s.data(), w4.is.data()));
   EXPECT_NEAR(f[0], m * g * dt / 2, 1e-14);
   EXPECT_NEAR(f[2], m * g * dt / 2, 1e-14);
@@ -316,7 +322,7 @@ TEST(Lcp, BoxOnFourContactsRestsAndSlides) {
     Work<double> w(12);
     std::vector<double> f(12, 0.0), f_dz(12, 0.0);
     std::vector<int> cls(12), cls_dz(12);
-    pgs(p.view(), f.data(), 500, 1.0);
+    pgs(p.view(), f.data(), 500, 1.0, p.pgs_scratch());
     ASSERT_TRUE(stabilize(p.view(), f.data(), cls.data(), 1e-9, 1e-9, w.s.data(), w.is.data()));
     EXPECT_LT(lcp_residual(p.view(), f.data()), 1e-14);
     double fn = 0, fx = 0;
@@ -531,7 +537,7 @@ TEST(Lcp, RankDeficientAdjointMatchesMinimumNormFiniteDifferences) {
     Work<double> w(p.n);
     f.assign(p.n, 0.0);
     cls.assign(p.n, 0);
-    pgs(p.view(), f.data(), 200, 1.0);
+    pgs(p.view(), f.data(), 200, 1.0, p.pgs_scratch());
     return stabilize(p.view(), f.data(), cls.data(), 1e-9, 1e-9, w.s.data(), w.is.data());
   };
   for (const Case& c : cases) {
