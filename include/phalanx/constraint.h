@@ -308,10 +308,10 @@ PHX_HD void delassus(const ModelView<T>& m, int nrow, ConstraintWorkspace<T>& c)
     const T* J = c.J + long(r) * nv;
     T* y = c.Y + long(r) * nv;
     c.b[r] += dot_n(J, c.vfree, nv);
-    // L y = J_r
     for (int d = 0; d < nv; ++d) y[d] = J[d];
-    cholesky_solve_lower(c.L, nv, y);
   }
+  // L y_r = J_r
+  cholesky_solve_lower_rows(c.L, nv, c.Y, nrow);
   for (int r = 0; r < nrow; ++r)
     for (int q = 0; q <= r; ++q) {
       T s = dot_n(c.Y + long(r) * nv, c.Y + long(q) * nv, nv);

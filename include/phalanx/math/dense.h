@@ -58,6 +58,36 @@ PHX_HD void cholesky_solve_lower(const T* L, int n, T* b) {
   }
 }
 
+// Solve L y_r = b_r in place (forward substitution) for the nrow right-hand sides stored as the
+// rows of B (stride n): four rows at a time share each row of L and run four independent sums,
+// the rest one at a time.
+template <class T>
+PHX_HD void cholesky_solve_lower_rows(const T* L, int n, T* B, int nrow) {
+  int r = 0;
+  for (; r + 4 <= nrow; r += 4) {
+    T* PHX_RESTRICT b0 = B + long(r) * n;
+    T* PHX_RESTRICT b1 = b0 + n;
+    T* PHX_RESTRICT b2 = b1 + n;
+    T* PHX_RESTRICT b3 = b2 + n;
+    for (int i = 0; i < n; ++i) {
+      const T* PHX_RESTRICT row = L + i * n;
+      T s0 = b0[i], s1 = b1[i], s2 = b2[i], s3 = b3[i];
+      for (int k = 0; k < i; ++k) {
+        const T l = row[k];
+        s0 -= l * b0[k];
+        s1 -= l * b1[k];
+        s2 -= l * b2[k];
+        s3 -= l * b3[k];
+      }
+      b0[i] = s0 * row[i];
+      b1[i] = s1 * row[i];
+      b2[i] = s2 * row[i];
+      b3[i] = s3 * row[i];
+    }
+  }
+  for (; r < nrow; ++r) cholesky_solve_lower(L, n, B + long(r) * n);
+}
+
 // Solve L^T x = y in place (back substitution) with the factor from cholesky(): by columns of
 // L^T, which are rows of L, so that the inner loop runs along memory.
 template <class T>
