@@ -133,6 +133,15 @@ PHX_HD void geom_poses(const ModelView<T>& m, const Workspace<T>& w, ConstraintW
   }
 }
 
+// The row key of point i of candidate pair k (rows add 0, 1, 2), and the pair a contact row's
+// key names; joint-limit rows have negative keys.
+PHX_HD constexpr int contact_key(int k, int i) {
+  return (k * kMaxPairContacts + i) * 3;
+}
+PHX_HD constexpr int key_pair(int key) {
+  return key / (3 * kMaxPairContacts);
+}
+
 // Broadphase and narrowphase: the candidate pairs in model order, a bounding-sphere test,
 // then the pair function with the lower geom type first. Contacts beyond nconmax are counted
 // in *overflow and not stored. A replay that knows the step's row keys (nkeys of them, in row
@@ -145,8 +154,8 @@ PHX_HD void detect_contacts(const ModelView<T>& m, const ConstraintWorkspace<T>&
   for (int k = 0; k < m.npair; ++k) {
     if (keys) {
       // contact row keys ascend with the pair, 3 kMaxPairContacts per pair; limits are < 0
-      while (next < nkeys && keys[next] >= 0 && keys[next] / (3 * kMaxPairContacts) < k) ++next;
-      if (next == nkeys || keys[next] < 0 || keys[next] / (3 * kMaxPairContacts) != k) continue;
+      while (next < nkeys && keys[next] >= 0 && key_pair(keys[next]) < k) ++next;
+      if (next == nkeys || keys[next] < 0 || key_pair(keys[next]) != k) continue;
     }
     int g1 = m.pair_geom[2 * k], g2 = m.pair_geom[2 * k + 1];
     if (m.geom_type[g1] > m.geom_type[g2]) {
@@ -176,8 +185,7 @@ PHX_HD void detect_contacts(const ModelView<T>& m, const ConstraintWorkspace<T>&
       cv.dist[ncon] = pts[i].dist;
       cv.geom[2 * ncon] = g1;
       cv.geom[2 * ncon + 1] = g2;
-      // a row key: pair, point within the pair (rows add 0, 1, 2)
-      cv.efc_key[ncon] = (k * kMaxPairContacts + i) * 3;
+      cv.efc_key[ncon] = contact_key(k, i);
       ++ncon;
     }
   }

@@ -53,6 +53,15 @@ PHX_HD unsigned step(const ModelView<T>& m, T* qpos, T* qvel, const T* ctrl, Wor
   return status;
 }
 
+// whether the rows built (nrow, keys) are those of a known solution
+template <class T>
+PHX_HD bool same_keys(int nrow, const int* keys, const LcpSolution<T>& known) {
+  if (nrow != known.n) return false;
+  for (int r = 0; r < nrow; ++r)
+    if (keys[r] != known.key[r]) return false;
+  return true;
+}
+
 // A step with contacts and joint limits (constraint.h): the same Euler step with the
 // constraint impulses f of the boxed LCP added to the velocity,
 //   qvel' = vfree + M^-1 J^T f,  vfree = qvel + dt M^-1 (qfrc - c),  qpos' = qpos (+) dt qvel',
@@ -63,15 +72,6 @@ PHX_HD unsigned step(const ModelView<T>& m, T* qpos, T* qvel, const T* ctrl, Wor
 // next record's warm start): the LCP is then not solved again, and the step is the recorded
 // one bit for bit at a fraction of the cost. A known solution whose row count differs from the
 // rows built is ignored (the LCP is solved).
-// whether the rows built (nrow, keys) are those of a known solution
-template <class T>
-PHX_HD bool same_keys(int nrow, const int* keys, const LcpSolution<T>& known) {
-  if (nrow != known.n) return false;
-  for (int r = 0; r < nrow; ++r)
-    if (keys[r] != known.key[r]) return false;
-  return true;
-}
-
 template <class T>
 PHX_HD PHX_DEVICE_NOINLINE unsigned step_constrained(const ModelView<T>& m, T* qpos, T* qvel,
                                                      const T* ctrl, Workspace<T>& w,

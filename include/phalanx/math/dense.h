@@ -44,7 +44,8 @@ PHX_HD bool cholesky(T* A, int n) {
     if (!(d > T(0))) return false;
     T inv = T(1) / sqrt(d);
     A[j * n + j] = inv;
-    for (int i = j + 1; i < n; ++i) A[i * n + j] = (A[i * n + j] - dot_n(A + i * n, A + j * n, j)) * inv;
+    for (int i = j + 1; i < n; ++i)
+      A[i * n + j] = (A[i * n + j] - dot_n(A + i * n, A + j * n, j)) * inv;
   }
   return true;
 }
