@@ -116,13 +116,13 @@ size_t Tape<T>::bytes_for(const ModelView<T>& m, int nenv, int nstep, int every)
                   TapeRecords<T>::record_ints(m) * sizeof(int);
   size_t nseg = (size_t(nstep) + every - 1) / every, nseg_buf = every > 1 ? size_t(every) : 0;
   return size_t(nenv) * ((nseg + nseg_buf) * record + size_t(nstep) * m.nu * sizeof(T) +
-                         sizeof(unsigned));
+                         sizeof(unsigned) + 2 * sizeof(int));
 }
 
 template <class T>
 size_t Tape<T>::bytes() const {
   return check_reals_.bytes() + check_ints_.bytes() + seg_reals_.bytes() + seg_ints_.bytes() +
-         ctrl_.bytes() + status_.bytes();
+         ctrl_.bytes() + status_.bytes() + peak_.bytes();
 }
 
 template <class T>
@@ -161,6 +161,7 @@ void Tape<T>::allocate(const DeviceModel<T>& model, int nenv, int nstep, const T
   ctrl_ = Buffer<T>(dev, size_t(nenv) * nstep * m.nu);
   if (ctrl_.size()) detail::device_copy(dev, ctrl_.data(), dev, d_ctrl, ctrl_.bytes());
   status_ = Buffer<unsigned>(dev, size_t(nenv));
+  peak_ = Buffer<int>(dev, size_t(nenv) * 2);
   every_ = every;
   nstep_ = nstep;
   nenv_ = nenv;
@@ -168,9 +169,17 @@ void Tape<T>::allocate(const DeviceModel<T>& model, int nenv, int nstep, const T
 }
 
 template <class T>
+std::array<int, 2> Tape<T>::peak() const {
+  std::vector<int> p = peak_.to_host();
+  std::array<int, 2> most{0, 0};
+  for (size_t i = 0; i < p.size(); ++i) most[i % 2] = std::max(most[i % 2], p[i]);
+  return most;
+}
+
+template <class T>
 TapeView<T> Tape<T>::view() {
   return {every_, nstep_, check_reals_.data(), check_ints_.data(), seg_reals_.data(),
-          seg_ints_.data(), status_.data()};
+          seg_ints_.data(), status_.data(), peak_.data()};
 }
 
 template <class T>
@@ -290,7 +299,15 @@ void rollout_backward(const DeviceModel<T>& model, Tape<T>& tape, const T* d_adj
   RolloutAdjointKernel<T> k{view,        tape.view(), tape.ctrl(),   d_adj_qpos_out,
                             d_adj_qvel_out, d_adj_qpos, d_adj_qvel, d_adj_ctrl,
                             d_adj_model, d_adj_contact, replay.contacts(), buf.data()};
-  launch(model.device(), nenv, k, adjoint_scratch_size(view));
+  // with segments to recompute, each step's slot (StepStore) sized by the rollout's peaks
+  std::array<int, 2> peak = tape.peak();
+  if (tape.every() > 1 && peak[1] > 0) {
+    k.nslot = tape.every();
+    k.slot_ncon = peak[0];
+    k.slot_nrow = peak[1];
+  }
+  launch(model.device(), nenv, k,
+         rollout_adjoint_scratch_size(view, k.nslot, k.slot_ncon, k.slot_nrow));
 }
 
 #define PHX_INSTANTIATE_API(T)                                                            \

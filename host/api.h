@@ -3,6 +3,7 @@
 // ((nenv, ...) row-major) and live on the model's device.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <vector>
 
@@ -107,6 +108,8 @@ class Tape {
   // used by rollout() and rollout_backward()
   void allocate(const DeviceModel<T>& model, int nenv, int nstep, const T* d_ctrl);
   TapeView<T> view();
+  // the most contacts and rows of any step of any environment of the recorded rollout
+  std::array<int, 2> peak() const;
   const T* ctrl() const { return ctrl_.data(); }
   const DeviceModel<T>* model() const { return model_; }
 
@@ -117,6 +120,7 @@ class Tape {
   Buffer<T> check_reals_, seg_reals_, ctrl_;
   Buffer<int> check_ints_, seg_ints_;
   Buffer<unsigned> status_;
+  Buffer<int> peak_;
 };
 
 // nstep steps of every environment with ctrl held; status bits accumulate

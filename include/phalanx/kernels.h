@@ -91,10 +91,17 @@ struct RolloutKernel {
     unsigned s = status[e];
     ContactView<T> cv{};
     if (m.nefcmax > 0) cv = con.env(m, e);
+    int peak_con = 0, peak_row = 0;
     for (int t = 0; t < nstep; ++t) {
       if (tape.every > 0 && t % tape.every == 0)
         tape.checkpoints(m, e).save(m, t / tape.every, q, v, cv);
-      if (!(s & kStatusStopMask)) s |= step_env(m, e, q, v, ctrl + (long(e) * nstep + t) * m.nu, w, scratch, con);
+      if (!(s & kStatusStopMask)) {
+        s |= step_env(m, e, q, v, ctrl + (long(e) * nstep + t) * m.nu, w, scratch, con);
+        if (m.nefcmax > 0) {
+          peak_con = *cv.ncon > peak_con ? *cv.ncon : peak_con;
+          peak_row = *cv.nefc > peak_row ? *cv.nefc : peak_row;
+        }
+      }
       if (qpos_out) {
         for (int i = 0; i < m.nq; ++i) qpos_out[(long(e) * nstep + t) * m.nq + i] = q[i];
       }
@@ -112,7 +119,11 @@ struct RolloutKernel {
       }
     }
     status[e] = s;
-    if (tape.every > 0) tape.status[e] = s;
+    if (tape.every > 0) {
+      tape.status[e] = s;
+      tape.peak[2 * e] = peak_con;
+      tape.peak[2 * e + 1] = peak_row;
+    }
   }
 };
 
@@ -417,12 +428,25 @@ struct StepJacobianKernel {
   }
 };
 
+// RolloutAdjointKernel's scratch: a step adjoint's, then nslot StepStore slots
+template <class T>
+PHX_HD ScratchSize rollout_adjoint_scratch_size(const ModelView<T>& m, int nslot, int ncon,
+                                                int nrow) {
+  ScratchSize s = adjoint_scratch_size(m), slot = StepStore<T>::slot_size(m, ncon, nrow);
+  s.reals += nslot * slot.reals;
+  s.ints += nslot * slot.ints;
+  return s;
+}
+
 // The backward pass of a rollout recorded on a tape (tape.h): from the loss gradients with
 // respect to every step's state to those of the initial state, of every step's control and,
 // per environment, of the model parameters. Segments are taken last to first: recomputed
 // forward from their checkpoint into the segment buffer (skipped when every step is a
-// checkpoint), then walked backward with adj_step_env from each step's record. An environment
-// whose rollout stopped (a stopping status bit) gets zero gradients.
+// checkpoint), then walked backward from each step's record. With slots (nslot = K, a model
+// with rows and K > 1) the recomputation keeps what each step's reverse pass reads
+// (StepStore), and the walk runs adj_step_constrained_replayed on it; without, adj_step_env
+// replays each step. Both give the same bits. An environment whose rollout stopped (a
+// stopping status bit) gets zero gradients.
 template <class T>
 struct RolloutAdjointKernel {
   using Scalar = T;
@@ -438,11 +462,18 @@ struct RolloutAdjointKernel {
   ContactModelAdjoint<T> adj_contact; // per-env arrays (nenv x field size), overwritten
   ContactData<T> con;                 // contact storage of the replay
   T* buf;                             // (nenv x 3 (nq + nv)) state and adjoint scratch
+  int nslot = 0;                      // StepStore slots past the adjoint scratch: 0 or K
+  int slot_ncon = 0, slot_nrow = 0;   // their room (the tape's peaks)
 
   PHX_HD void operator()(int e, Scratch<T> scratch) const {
     const ModelView<T> m = env_view(model, e);
     const int nq = m.nq, nv = m.nv, nu = m.nu, T_ = tape.nstep, K = tape.every;
     AdjointScratch<T> x(m, scratch);
+    StepStore<T> store{};
+    if (nslot > 0) {
+      ScratchSize used = adjoint_scratch_size(m);
+      store = {scratch.reals + used.reals, scratch.ints + used.ints, slot_ncon, slot_nrow};
+    }
     T* q = buf + long(e) * 3 * (nq + nv);
     T* v = q + nq;
     T* gq = v + nv;  // adjoint of the state after the current step
@@ -469,8 +500,18 @@ struct RolloutAdjointKernel {
           base = 0;
           check.load(m, seg, q, v, cv);
           for (int t = t0; t < t1; ++t) {
+            const T* u = ctrl + (long(e) * T_ + t) * nu;
             rec.save(m, t - t0, q, v, cv);
-            if (t + 1 < t1) step_env(m, e, q, v, ctrl + (long(e) * T_ + t) * nu, x.w, scratch, con);
+            if (store.reals) {
+              // every step into its slot, the last from the next checkpoint's warm start (its
+              // LCP solution), as the replay would
+              LcpSolution<T> known{};
+              if (t + 1 == t1 && t1 < T_) known = check.solution(m, seg + 1);
+              step_constrained(m, q, v, u, x.w, x.c, cv, known);
+              store.save(m, t - t0, x.w, x.c, cv, q, v);
+            } else if (t + 1 < t1) {
+              step_env(m, e, q, v, u, x.w, scratch, con);
+            }
           }
         }
         for (int t = t1 - 1; t >= t0; --t) {
@@ -479,16 +520,26 @@ struct RolloutAdjointKernel {
             for (int i = 0; i < nq; ++i) gq[i] += adj_qpos_out[st * nq + i];
           if (adj_qvel_out)
             for (int i = 0; i < nv; ++i) gv[i] += adj_qvel_out[st * nv + i];
-          rec.load(m, base + t - t0, q, v, cv);
-          // the step's own LCP solution is the next record's warm start: the replay skips
-          // the solver (the last step of the rollout has no next record and solves)
-          LcpSolution<T> known{};
-          if (m.nefcmax > 0 && t + 1 < t1) known = rec.solution(m, base + t + 1 - t0);
-          if (m.nefcmax > 0 && t + 1 == t1 && t1 < T_) known = check.solution(m, seg + 1);
           for (int i = 0; i < nq; ++i) hq[i] = T(0);
           for (int i = 0; i < nv; ++i) hv[i] = T(0);
-          adj_step_env(m, q, v, ctrl + st * nu, x, cv, gq, gv, hq, hv, adj_ctrl + st * nu, am,
-                       ac, static_cast<T*>(nullptr), known);
+          if (store.reals) {
+            rec.load_state(m, base + t - t0, q, v);
+            typename StepStore<T>::Slot f = store.slot(m, t - t0, x.c);
+            for (int i = 0; i < nq; ++i) x.s.qpos_next[i] = f.qpos_next[i];
+            for (int i = 0; i < nv; ++i) x.s.qvel_next[i] = f.qvel_next[i];
+            adj_step_constrained_replayed(m, q, v, ctrl + st * nu, f.w, f.c, f.cv, x.a, x.s, gq,
+                                          gv, hq, hv, adj_ctrl + st * nu, am, ac,
+                                          static_cast<T*>(nullptr));
+          } else {
+            rec.load(m, base + t - t0, q, v, cv);
+            // the step's own LCP solution is the next record's warm start: the replay skips
+            // the solver (the last step of the rollout has no next record and solves)
+            LcpSolution<T> known{};
+            if (m.nefcmax > 0 && t + 1 < t1) known = rec.solution(m, base + t + 1 - t0);
+            if (m.nefcmax > 0 && t + 1 == t1 && t1 < T_) known = check.solution(m, seg + 1);
+            adj_step_env(m, q, v, ctrl + st * nu, x, cv, gq, gv, hq, hv, adj_ctrl + st * nu, am,
+                         ac, static_cast<T*>(nullptr), known);
+          }
           for (int i = 0; i < nq; ++i) gq[i] = hq[i];
           for (int i = 0; i < nv; ++i) gv[i] = hv[i];
         }

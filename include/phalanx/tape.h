@@ -10,10 +10,11 @@
 // Checkpointing (Griewank's and Walther's recompute-by-segments): the forward rollout keeps a
 // record every K steps. The backward pass takes the segments last to first; it recomputes the
 // segment forward from its checkpoint, keeping each step's record in a segment buffer of K
-// records, then walks the segment backward with adj_step_constrained. Memory per environment is
-// (ceil(T / K) + K) records, least near K = sqrt(T); with K = 1 every step is a checkpoint and
-// the recomputation is skipped. Gradients do not depend on K: each step's adjoint starts from
-// the same record.
+// records and what its reverse pass reads in a StepStore slot, then walks the segment backward
+// from the slots. Memory per environment is (ceil(T / K) + K) records, least near K = sqrt(T),
+// plus K slots of backward scratch; with K = 1 every step is a checkpoint, the recomputation
+// is skipped, and the walk replays each step from its record (adj_step_constrained). Gradients
+// do not depend on K: a slot holds what the replay of the step's record would compute.
 #pragma once
 
 #include "phalanx/constraint.h"
@@ -52,13 +53,18 @@ struct TapeRecords {
     const int* i = ints + k * record_ints(m);
     return {r + m.nq + m.nv, i + 1 + m.nefcmax, i[0], i + 1};
   }
-  // state and warm start in cv <- record k
-  PHX_HD void load(const ModelView<T>& m, int k, T* qpos, T* qvel, ContactView<T>& cv) const {
+  // state <- record k
+  PHX_HD void load_state(const ModelView<T>& m, int k, T* qpos, T* qvel) const {
     const T* r = reals + k * record_reals(m);
-    const int* i = ints + k * record_ints(m);
     for (int j = 0; j < m.nq; ++j) qpos[j] = r[j];
     for (int j = 0; j < m.nv; ++j) qvel[j] = r[m.nq + j];
+  }
+  // state and warm start in cv <- record k
+  PHX_HD void load(const ModelView<T>& m, int k, T* qpos, T* qvel, ContactView<T>& cv) const {
+    load_state(m, k, qpos, qvel);
     if (m.nefcmax == 0) return;
+    const T* r = reals + k * record_reals(m);
+    const int* i = ints + k * record_ints(m);
     int n = i[0];
     *cv.nefc = n;
     for (int j = 0; j < n; ++j) {
@@ -79,6 +85,7 @@ struct TapeView {
   T* seg_reals;       // (nenv x K x record_reals), backward only; null when K = 1
   int* seg_ints;      // (nenv x K x record_ints)
   unsigned* status;   // (nenv) the rollout's status bits
+  int* peak;          // (nenv x 2) most contacts and most rows of any step (StepStore's sizes)
 
   PHX_HD int nseg() const { return (nstep + every - 1) / every; }
   PHX_HD TapeRecords<T> checkpoints(const ModelView<T>& m, int e) const {
@@ -89,6 +96,120 @@ struct TapeView {
   PHX_HD TapeRecords<T> segment(const ModelView<T>& m, int e) const {
     return {seg_reals + long(e) * every * TapeRecords<T>::record_reals(m),
             seg_ints + long(e) * every * TapeRecords<T>::record_ints(m)};
+  }
+};
+
+// What the reverse pass of a constrained step reads from its forward, kept for each step of a
+// segment while the backward pass recomputes it, so that walking the segment backward needs no
+// replay (adj_step_constrained_replayed straight from the slot). A slot holds the state after
+// the step, the whole workspace, and the constraint workspace's and contacts' arrays at the
+// step's own counts, within room for `ncon` contacts and `nrow` rows: the most of any step of
+// the rollout (TapeView::peak), so that a slot is a few times the state's size rather than
+// the nconmax and nefcmax a model allows. Slots are env-private scratch of the backward pass.
+template <class T>
+struct StepStore {
+  T* reals = nullptr;  // (nslot x slot_size().reals)
+  int* ints = nullptr; // (nslot x slot_size().ints)
+  int ncon = 0, nrow = 0;
+
+  PHX_HD static ScratchSize slot_size(const ModelView<T>& m, int ncon, int nrow) {
+    long nv = m.nv, nr = nrow;
+    return {m.nq + nv + Workspace<T>::size(m.nbody, m.njnt, nv) + 12L * m.ngeom + nv * nv + nv +
+                2 * nr * nv + nr * nr + 5 * nr + 13L * ncon,
+            5 + 2L * ncon + 3 * nr};
+  }
+
+  // slot k <- the step that has just run: its workspaces w, c, contacts and rows cv, and the
+  // state after it (qpos', qvel'); cv's counts must be within the slot's room
+  PHX_HD void save(const ModelView<T>& m, int k, const Workspace<T>& w,
+                   const ConstraintWorkspace<T>& c, const ContactView<T>& cv, const T* qpos_next,
+                   const T* qvel_next) const {
+    Slot s = slot(m, k);
+    const int nv = m.nv, nc = *cv.ncon, nr = *cv.nefc;
+    copy(qpos_next, m.nq, s.qpos_next);
+    copy(qvel_next, nv, s.qvel_next);
+    copy(w.xpos, Workspace<T>::size(m.nbody, m.njnt, nv), s.w.xpos);  // carved contiguously
+    copy(c.geom_xpos, 3L * m.ngeom, s.c.geom_xpos);
+    copy(c.geom_xmat, 9L * m.ngeom, s.c.geom_xmat);
+    copy(c.L, long(nv) * nv, s.c.L);
+    copy(c.vfree, nv, s.c.vfree);
+    copy(c.J, long(nr) * nv, s.c.J);
+    copy(c.Y, long(nr) * nv, s.c.Y);
+    copy(c.A, long(nr) * nr, s.c.A);  // row stride nr (delassus)
+    copy(c.b, nr, s.c.b);
+    copy(c.lo, nr, s.c.lo);
+    copy(c.hi, nr, s.c.hi);
+    copy(c.mu, nr, s.c.mu);
+    copy(c.findex, nr, s.c.findex);
+    *s.cv.ncon = nc;
+    *s.cv.overflow = *cv.overflow;
+    *s.cv.nefc = nr;
+    *s.cv.nwarm = *cv.nwarm;
+    *s.cv.set_hit = *cv.set_hit;
+    copy(cv.pos, 3L * nc, s.cv.pos);
+    copy(cv.frame, 9L * nc, s.cv.frame);
+    copy(cv.dist, nc, s.cv.dist);
+    copy(cv.geom, 2L * nc, s.cv.geom);
+    copy(cv.efc_class, nr, s.cv.efc_class);
+    copy(cv.efc_force, nr, s.cv.efc_force);
+    copy(cv.efc_key, nr, s.cv.efc_key);
+  }
+
+  // Slot k's arrays as the workspaces, contacts and next state of its step. The constraint
+  // workspace's scratch (tmp, lcp, ilcp) and its arrays the reverse pass does not read (bias,
+  // f_prev, key_prev, class_prev) are those of `scratch`, whose contents are not kept.
+  struct Slot {
+    T* qpos_next;
+    T* qvel_next;
+    Workspace<T> w;
+    ConstraintWorkspace<T> c;
+    ContactView<T> cv;
+  };
+  PHX_HD Slot slot(const ModelView<T>& m, int k,
+                   const ConstraintWorkspace<T>& scratch = ConstraintWorkspace<T>{}) const {
+    ScratchSize size = slot_size(m, ncon, nrow);
+    T* p = reals + k * size.reals;
+    int* q = ints + k * size.ints;
+    auto take = [&p](long n) { T* r = p; p += n; return r; };
+    auto itake = [&q](long n) { int* r = q; q += n; return r; };
+    const long nv = m.nv, nc = ncon, nr = nrow;
+    Slot s;
+    s.qpos_next = take(m.nq);
+    s.qvel_next = take(nv);
+    s.w = Workspace<T>::carve(take(Workspace<T>::size(m.nbody, m.njnt, m.nv)), m.nbody, m.njnt,
+                              m.nv);
+    s.c = scratch;
+    s.c.geom_xpos = take(3L * m.ngeom);
+    s.c.geom_xmat = take(9L * m.ngeom);
+    s.c.L = take(nv * nv);
+    s.c.vfree = take(nv);
+    s.c.J = take(nr * nv);
+    s.c.Y = take(nr * nv);
+    s.c.A = take(nr * nr);
+    s.c.b = take(nr);
+    s.c.lo = take(nr);
+    s.c.hi = take(nr);
+    s.c.mu = take(nr);
+    s.c.findex = itake(nr);
+    s.cv.ncon = itake(1);
+    s.cv.overflow = itake(1);
+    s.cv.nefc = itake(1);
+    s.cv.nwarm = itake(1);
+    s.cv.set_hit = itake(1);
+    s.cv.pos = take(3 * nc);
+    s.cv.frame = take(9 * nc);
+    s.cv.dist = take(nc);
+    s.cv.geom = itake(2 * nc);
+    s.cv.efc_class = itake(nr);
+    s.cv.efc_force = take(nr);
+    s.cv.efc_key = itake(nr);
+    return s;
+  }
+
+ private:
+  template <class U>
+  PHX_HD static void copy(const U* from, long n, U* to) {
+    for (long i = 0; i < n; ++i) to[i] = from[i];
   }
 };
 

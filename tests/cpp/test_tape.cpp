@@ -8,6 +8,8 @@
 // controls, the masses and the contact parameters.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <array>
 #include <cmath>
 #include <cstring>
 #include <functional>
@@ -142,6 +144,77 @@ TEST(Tape, GradientsAreBitIdenticalForEveryCheckpointSpacing) {
   EXPECT_EQ(full.bytes(), Tape<double>::bytes_for(dm.view(), kEnvs, kSteps, 1));
   EXPECT_LT(2 * sq.bytes(), full.bytes());
   std::printf("  tape bytes: every step %zu, every 8 steps %zu\n", full.bytes(), sq.bytes());
+}
+
+// Contacts that come and go: a sphere and a tumbling box thrown at the floor (restitution, so
+// they bounce) and a motor pushing a hinge into its limit. The backward pass keeps each
+// recomputed step's workspace in slots sized by the rollout's peaks (StepStore) and replays
+// every step without them; both give the same bits with every contact-gradient option.
+TEST(Tape, StoredStepsEqualReplayedStepsAsContactsComeAndGo) {
+  Model m = load_mjcf_string(
+      "<mujoco><option timestep='0.005'/><worldbody>"
+      "<geom type='plane' size='10 10 .1' friction='0.7'/>"
+      "<body pos='0 0 0.25'><freejoint/><geom type='sphere' size='.1' mass='1'/></body>"
+      "<body pos='1 0 0.3'><freejoint/><geom type='box' size='.1 .08 .06' mass='0.8'/></body>"
+      "<body pos='3 0 1'><joint name='hinge' type='hinge' axis='0 1 0' limited='true' "
+      "range='-10 10'/><geom type='capsule' fromto='0 0 0 0.4 0 0' size='0.03' mass='0.7' "
+      "contype='0' conaffinity='0'/></body></worldbody>"
+      "<actuator><motor joint='hinge' gear='2'/></actuator></mujoco>");
+  m.opt.lcp_solver = kLcpPgsStabilized;
+  m.geom_restitution = {0.5, 0.6, 0.4, 0.0};
+  DeviceModel<double> dm(m, Device::kCpu);
+  std::mt19937 rng(3);
+  std::uniform_real_distribution<double> u(-1, 1);
+  Problem p;
+  for (int e = 0; e < kEnvs; ++e) {
+    std::vector<double> q = m.qpos0, v(m.nv, 0.0);
+    v[2] = -2.0 - 0.5 * e;                                  // sphere thrown down
+    v[6 + 2] = -1.5;                                        // box thrown down, spinning
+    v[6 + 3] = 0.5 * u(rng);
+    v[6 + 4] = 0.5 * u(rng);
+    p.qpos.insert(p.qpos.end(), q.begin(), q.end());
+    p.qvel.insert(p.qvel.end(), v.begin(), v.end());
+  }
+  for (int i = 0; i < kEnvs * kSteps * m.nu; ++i) p.ctrl.push_back(1.0 + 0.5 * u(rng));
+  for (int i = 0; i < kEnvs * kSteps * m.nq; ++i) p.wq.push_back(u(rng));
+  for (int i = 0; i < kEnvs * kSteps * m.nv; ++i) p.wv.push_back(u(rng));
+
+  // the tape's peaks are the most contacts and rows the rollout's counts show
+  Tape<double> full(1);
+  Data<double> data(dm, kEnvs);
+  data.qpos.upload(p.qpos.data(), p.qpos.size());
+  data.qvel.upload(p.qvel.data(), p.qvel.size());
+  Buffer<double> ctrl(Device::kCpu, p.ctrl);
+  Buffer<int> counts(Device::kCpu, size_t(kEnvs) * kSteps * kNumCounts);
+  rollout(dm, data, ctrl.data(), kSteps, static_cast<double*>(nullptr),
+          static_cast<double*>(nullptr), counts.data(), &full);
+  std::vector<int> c = counts.to_host();
+  std::array<int, 2> most{0, 0};
+  std::vector<int> rows;
+  for (size_t s = 0; s < c.size(); s += kNumCounts) {
+    most[0] = std::max(most[0], c[s + kCountContacts]);
+    most[1] = std::max(most[1], c[s + kCountRows]);
+    rows.push_back(c[s + kCountRows]);
+  }
+  EXPECT_EQ(full.peak(), most);
+  std::sort(rows.begin(), rows.end());
+  EXPECT_GE(std::unique(rows.begin(), rows.end()) - rows.begin(), 4) << "row counts vary";
+  std::printf("  peak: %d contacts, %d rows\n", most[0], most[1]);
+
+  for (int option : {0, int(kGradComplementarityAware), int(kGradBounceCorrection),
+                     int(kGradComplementarityAware | kGradBounceCorrection)}) {
+    Grad ref = backward(dm, full, p, option);
+    for (int every : {3, 0, 50}) {
+      Tape<double> tape(every);
+      run(dm, p, &tape);
+      Grad g = backward(dm, tape, p, option);
+      EXPECT_TRUE(same_bits(g.qpos, ref.qpos) && same_bits(g.qvel, ref.qvel) &&
+                  same_bits(g.ctrl, ref.ctrl) && same_bits(g.mass, ref.mass) &&
+                  same_bits(g.friction, ref.friction) &&
+                  same_bits(g.restitution, ref.restitution))
+          << "contact_gradient " << option << ", every " << tape.every();
+    }
+  }
 }
 
 // central differences of the rollout loss along random directions of each input
