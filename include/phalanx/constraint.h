@@ -200,14 +200,16 @@ PHX_HD int last_dof(const ModelView<T>& m, int b) {
   return b > 0 ? m.body_dofadr[b] + m.body_dofnum[b] - 1 : -1;
 }
 
-// row += sign * u . (velocity of the point p fixed to body b per unit qvel)
+// rows k < nr (row k at rows + k nv) += sign * u[k] . (velocity of the point p fixed to body b
+// per unit qvel): a contact's normal and tangent rows share the point and the walk to the root
 template <class T>
 PHX_HD void add_point_jacobian(const ModelView<T>& m, const Workspace<T>& w, int b,
-                               const Vec3<T>& p, const Vec3<T>& u, T sign, T* row) {
+                               const Vec3<T>& p, const Vec3<T>* u, int nr, T sign, T* rows) {
   Vec3<T> r = p - Vec3<T>::load(w.xpos + 3 * m.body_rootid[b]);
   for (int d = last_dof(m, b); d >= 0; d = m.dof_parentid[d]) {
     Vec6<T> s = Vec6<T>::load(w.cdof + 6 * d);
-    row[d] += sign * dot(u, s.lin() + cross(s.ang(), r));
+    Vec3<T> t = s.lin() + cross(s.ang(), r);
+    for (int k = 0; k < nr; ++k) rows[long(k) * m.nv + d] += sign * dot(u[k], t);
   }
 }
 
@@ -254,13 +256,14 @@ PHX_HD int build_rows(const ModelView<T>& m, const T* qpos, const T* qvel, const
                                                                 : m.geom_friction[3 * g2];
     T e = m.geom_restitution[g1] > m.geom_restitution[g2] ? m.geom_restitution[g1]
                                                             : m.geom_restitution[g2];
+    Vec3<T> u[3];
+    for (int k = 0; k < nr; ++k) u[k] = Vec3<T>::load(cv.frame + 9 * i + 3 * k);
+    for (long d = 0; d < long(nr) * nv; ++d) c.J[long(row) * nv + d] = T(0);
+    add_point_jacobian(m, w, b2, p, u, nr, T(1), c.J + long(row) * nv);
+    add_point_jacobian(m, w, b1, p, u, nr, T(-1), c.J + long(row) * nv);
     for (int k = 0; k < nr; ++k) {
       int r = row + k;
       T* J = c.J + long(r) * nv;
-      for (int d = 0; d < nv; ++d) J[d] = T(0);
-      Vec3<T> u = Vec3<T>::load(cv.frame + 9 * i + 3 * k);
-      add_point_jacobian(m, w, b2, p, u, T(1), J);
-      add_point_jacobian(m, w, b1, p, u, T(-1), J);
       cv.efc_key[r] = key + k;
       if (k == 0) {
         // normal: v >= 0 after restitution and penetration corrections

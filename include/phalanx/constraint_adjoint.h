@@ -60,22 +60,28 @@ PHX_HD void adj_geom_poses(const ModelView<T>& m, const T* adj_geom_xpos, const 
   }
 }
 
-// Adjoint of add_point_jacobian: from adj_row (nv, the adjoint of every entry of the row) to
-// adj_p, adj_u (accumulated) and to the adjoints of cdof and of the root body's xpos in a.
-// Per dof d on the path: row_d += sign u . t,  t = s_lin + s_ang x r,  r = p - xpos[root].
+// Adjoint of add_point_jacobian: from the adjoints of its nr rows (row k at adj_rows + k nv) to
+// adj_p, adj_u[k] (accumulated) and to the adjoints of cdof and of the root body's xpos in a.
+// Per dof d on the path: row_kd += sign u_k . t,  t = s_lin + s_ang x r,  r = p - xpos[root];
+// the rows' adjoints combine into one adj_t = sum_k g_kd u_k before the cross products.
 template <class T>
 PHX_HD void adj_add_point_jacobian(const ModelView<T>& m, const Workspace<T>& w, int b,
-                                   const Vec3<T>& p, const Vec3<T>& u, T sign, const T* adj_row,
-                                   AdjWorkspace<T>& a, Vec3<T>& adj_p, Vec3<T>& adj_u) {
+                                   const Vec3<T>& p, const Vec3<T>* u, int nr, T sign,
+                                   const T* adj_rows, AdjWorkspace<T>& a, Vec3<T>& adj_p,
+                                   Vec3<T>* adj_u) {
   int root = m.body_rootid[b];
   Vec3<T> r = p - Vec3<T>::load(w.xpos + 3 * root);
   Vec3<T> adj_r;
   for (int d = last_dof(m, b); d >= 0; d = m.dof_parentid[d]) {
     Vec6<T> s = Vec6<T>::load(w.cdof + 6 * d);
-    T g = sign * adj_row[d];
-    adj_u += g * (s.lin() + cross(s.ang(), r));
+    Vec3<T> t = s.lin() + cross(s.ang(), r), adj_t;
+    for (int k = 0; k < nr; ++k) {
+      T g = sign * adj_rows[long(k) * m.nv + d];
+      adj_u[k] += g * t;
+      adj_t += g * u[k];
+    }
     // u . (s_ang x r) = s_ang . (r x u) = r . (u x s_ang)
-    Vec3<T> adj_t = g * u, adj_ang = cross(r, adj_t);
+    Vec3<T> adj_ang = cross(r, adj_t);
     adj_r += cross(adj_t, s.ang());
     for (int i = 0; i < 3; ++i) {
       a.cdof[6 * d + i] += adj_ang[i];
@@ -312,14 +318,13 @@ PHX_HD void adj_contact_rows(const ModelView<T>& m, const Workspace<T>& w,
   for (int i = 0, row = 0; i < ncon; ++i) {
     int nr = contact_rows(m, cv.geom, i);
     int b1 = m.geom_bodyid[cv.geom[2 * i]], b2 = m.geom_bodyid[cv.geom[2 * i + 1]];
-    Vec3<T> p = Vec3<T>::load(cv.pos + 3 * i), adj_p;
-    for (int k = 0; k < nr; ++k, ++row) {
-      Vec3<T> u = Vec3<T>::load(cv.frame + 9 * i + 3 * k), adj_u;
-      const T* adj_row = s.adj_J + long(row) * nv;
-      adj_add_point_jacobian(m, w, b2, p, u, T(1), adj_row, a, adj_p, adj_u);
-      adj_add_point_jacobian(m, w, b1, p, u, T(-1), adj_row, a, adj_p, adj_u);
-      adj_u.add_to(s.adj_frame + 9 * i + 3 * k);
-    }
+    Vec3<T> p = Vec3<T>::load(cv.pos + 3 * i), adj_p, u[3], adj_u[3];
+    for (int k = 0; k < nr; ++k) u[k] = Vec3<T>::load(cv.frame + 9 * i + 3 * k);
+    const T* adj_rows = s.adj_J + long(row) * nv;
+    adj_add_point_jacobian(m, w, b2, p, u, nr, T(1), adj_rows, a, adj_p, adj_u);
+    adj_add_point_jacobian(m, w, b1, p, u, nr, T(-1), adj_rows, a, adj_p, adj_u);
+    for (int k = 0; k < nr; ++k) adj_u[k].add_to(s.adj_frame + 9 * i + 3 * k);
+    row += nr;
     adj_p.add_to(s.adj_pos + 3 * i);
     // tangents from the normal
     if (nr == 3) {

@@ -362,8 +362,13 @@ struct StepAdjointKernel {
 };
 
 // One-step Jacobians from the adjoints: the step is replayed once from a cold start, then one
-// reverse pass per output row (the entries of qpos', then of qvel') with a unit seed reuses it
-// (adj_step_constrained_replayed). Row r of jac (nenv x (nq + nv) x (nq + nv + nu + nv)) holds
+// reverse pass per row of qvel' with a unit seed reuses it (adj_step_constrained_replayed).
+// The rows of qpos' = integrate(qpos, qvel') follow from them by the chain rule,
+//   d qpos'_r / dx = (d qpos'_r / d qpos)|direct + (d qpos'_r / d qvel') d qvel' / dx,
+// both factors from adj_integrate_pos with seed e_r, when the step's adjoint is linear in its
+// seed; with either contact-gradient option it is not (the classification or the bounce
+// correction depends on the seed), and each row of qpos' gets its own reverse pass too.
+// Row r of jac (nenv x (nq + nv) x (nq + nv + nu + nv)) holds
 // d out_r / d(qpos, qvel, ctrl, qfrc), qfrc a generalized force added to the step's applied
 // forces; row r of jac_param (nenv x (nq + nv) x jacobian_nparam, may be null) holds
 // d out_r / d(parameters) in Param order.
@@ -404,7 +409,8 @@ struct StepJacobianKernel {
                 kStatusStopMask;
       if (!stopped) adj_constrained_prepare(m, x.c, cv, x.s);
     }
-    for (int r = 0; r < rows; ++r) {
+    const bool linear = !(m.contact_gradient & (kGradComplementarityAware | kGradBounceCorrection));
+    for (int r = linear ? m.nq : 0; r < rows; ++r) {
       for (int i = 0; i < rows; ++i) w[i] = T(i == r);
       T* row = jac + (long(e) * rows + r) * cols;
       for (int i = 0; i < cols; ++i) row[i] = T(0);
@@ -423,6 +429,32 @@ struct StepJacobianKernel {
         adj_step_constrained_replayed(m, q, v, u, x.w, x.c, cv, x.a, x.s, w, w + m.nq, row,
                                       row + m.nq, row + m.nq + m.nv, am, ac,
                                       row + m.nq + m.nv + m.nu);
+      }
+    }
+    if (linear) qpos_rows(m, e, q, m.nefcmax > 0 ? x.s.qvel_next : x.a.qvel_next, stopped, w);
+  }
+
+  // rows 0..nq of jac and jac_param from the rows of qvel' (the replayed qvel_next), w scratch
+  PHX_HD void qpos_rows(const ModelView<T>& m, int e, const T* q, const T* qvel_next,
+                        bool stopped, T* w) const {
+    const int rows = m.nq + m.nv, cols = m.nq + 2 * m.nv + m.nu, np = jacobian_nparam(m);
+    T* u = w + m.nq;  // d qpos'_r / d qvel'
+    for (int r = 0; r < m.nq; ++r) {
+      T* row = jac + (long(e) * rows + r) * cols;
+      T* prow = jac_param ? jac_param + (long(e) * rows + r) * np : nullptr;
+      for (int i = 0; i < cols; ++i) row[i] = T(0);
+      for (int i = 0; prow && i < np; ++i) prow[i] = T(0);
+      if (stopped) continue;
+      for (int i = 0; i < m.nq; ++i) w[i] = T(i == r);
+      for (int d = 0; d < m.nv; ++d) u[d] = T(0);
+      adj_integrate_pos(m, q, qvel_next, m.timestep, w, row, u);
+      for (int d = 0; d < m.nv; ++d) {
+        if (u[d] == T(0)) continue;  // a row of qpos' moves with its joint's dofs alone
+        const T* vrow = jac + (long(e) * rows + m.nq + d) * cols;
+        for (int i = 0; i < cols; ++i) row[i] += u[d] * vrow[i];
+        if (!prow) continue;
+        const T* vprow = jac_param + (long(e) * rows + m.nq + d) * np;
+        for (int i = 0; i < np; ++i) prow[i] += u[d] * vprow[i];
       }
     }
   }

@@ -341,9 +341,11 @@ def test_step_jacobians_match_finite_differences_and_identities(taped_scene, rng
         np.testing.assert_allclose(np.einsum("ei,ei...->e...", w, rows), g[name], rtol=1e-10,
                                    atol=1e-12, err_msg=name)
     # each row is the step_vjp of its unit seed: the one replay the rows share leaves the
-    # forward state as a fresh replay would, and what the rows share (the LCP adjoint's
-    # factorisation, Z = M^-1 J^T) equals what step_vjp computes per call, to rounding; with
-    # either contact option too
+    # forward state as a fresh replay would, what the rows share (the LCP adjoint's
+    # factorisation, Z = M^-1 J^T) equals what step_vjp computes per call, and the rows of
+    # qpos' that the chain rule through integrate gives from those of qvel' (the sphere's
+    # quaternion included) equal their own reverse passes, to rounding; with either contact
+    # option too (whose rows of qpos' get reverse passes of their own)
     for options in ({}, {"complementarity_aware": True}, {"bounce_correction": True}):
         if options:
             jac = phalanx.step_jacobians(model, qpos, qvel, u, parameters=True, **options)
