@@ -145,10 +145,9 @@ PHX_HD void adj_delassus(const ModelView<T>& m, int nrow, const ConstraintWorksp
     T* PHX_RESTRICT aj = adj_J + long(r) * nv;
     const T* PHX_RESTRICT J = c.J + long(r) * nv;
     const T y = G.y[r], alpha = G.alpha[r], zr = G.z[r], beta = G.beta[r], ab = adj_b[r];
-    for (int d = 0; d < nv; ++d) {
+    for (int d = 0; d < nv; ++d)
       aj[d] += zr * Zb[d] - y * Za[d] + beta * Zz[d] - alpha * Zy[d] + ab * vfree[d];
-      av[d] += ab * J[d];
-    }
+    for (int d = 0; d < nv; ++d) av[d] += ab * J[d];
   }
   for (int i = 0; i < nv; ++i) {
     T* PHX_RESTRICT row = adj_M + i * nv;
