@@ -316,6 +316,11 @@ class PyTape {
   int nstep() const { return recorded() ? visit([](auto& t) { return t.nstep(); }) : 0; }
   int nenv() const { return recorded() ? visit([](auto& t) { return t.nenv(); }) : 0; }
   size_t nbytes() const { return recorded() ? visit([](auto& t) { return t.bytes(); }) : 0; }
+  py::tuple peak() const {
+    std::array<int, 2> p{0, 0};
+    if (recorded()) p = visit([](auto& t) { return t.peak(); });
+    return py::make_tuple(p[0], p[1]);
+  }
   py::object dtype() const {
     if (!recorded()) return py::none();
     return py::module_::import("numpy").attr(f64_.tape ? "float64" : "float32");
@@ -1113,6 +1118,10 @@ PYBIND11_MODULE(_phalanx, mod) {
       .def_property_readonly("nstep", &PyTape::nstep)
       .def_property_readonly("nenv", &PyTape::nenv)
       .def_property_readonly("nbytes", &PyTape::nbytes)
+      .def_property_readonly("peak", &PyTape::peak,
+                             "(contacts, rows): the most of any step of the recorded rollout, "
+                             "the room of each step the backward pass keeps while it recomputes "
+                             "a segment")
       .def_property_readonly("dtype", &PyTape::dtype)
       .def("_backward_float32", &tape_backward<float>, py::arg("adj_qpos").noconvert(),
            py::arg("adj_qvel").noconvert(), py::arg("contact_gradient"))

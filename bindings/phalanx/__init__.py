@@ -237,7 +237,10 @@ class Tape(_phalanx.Tape):
     recomputation); ``0`` (the default) picks ceil(sqrt(T)), or, with ``memory_budget`` in
     bytes, every step when that fits and otherwise the spacing of least memory (a budget too
     small even for that is a ValueError). Gradients are bit-identical for every spacing.
-    ``nbytes`` is the memory the recorded tape holds.
+    ``nbytes`` is the memory the recorded tape holds. While it recomputes a segment, the
+    backward pass also keeps what each of its K steps' reverse passes read, with room for
+    ``peak`` = (contacts, rows), the most of any step of the rollout (about 28 KB per step for
+    the humanoid in float32), so that no step is computed a third time.
     """
 
     def backward(self, adj_qpos=None, adj_qvel=None, *, complementarity_aware: bool = False,

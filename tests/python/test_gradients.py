@@ -289,6 +289,13 @@ def test_tape_checkpoints_do_not_change_gradients(taped_scene):
         for key in grads[0]:
             np.testing.assert_array_equal(g[key], grads[0][key])  # bit for bit
     assert nbytes[2] < nbytes[0] / 2  # sqrt(T) spacing against a checkpoint per step
+    # the tape's peak contacts and rows are the most any step's counts show
+    counts = np.zeros(ctrl.shape[:2] + (phalanx.NUM_COUNTS,), np.int32)
+    tape = phalanx.Tape()
+    phalanx.rollout(model, qpos, qvel, ctrl, counts=counts, tape=tape)
+    assert tape.peak == (counts[..., phalanx.COUNT_CONTACTS].max(),
+                         counts[..., phalanx.COUNT_ROWS].max())
+    assert tape.peak[1] > 0
 
 
 def test_tape_errors(taped_scene):
