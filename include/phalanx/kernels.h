@@ -554,7 +554,7 @@ struct RolloutAdjointKernel {
             for (int i = 0; i < nv; ++i) gv[i] += adj_qvel_out[st * nv + i];
           for (int i = 0; i < nq; ++i) hq[i] = T(0);
           for (int i = 0; i < nv; ++i) hv[i] = T(0);
-          if (store.reals) {
+          if (store.reals && store.holds(m, t - t0)) {
             rec.load_state(m, base + t - t0, q, v);
             typename StepStore<T>::Slot f = store.slot(m, t - t0, x.c);
             for (int i = 0; i < nq; ++i) x.s.qpos_next[i] = f.qpos_next[i];

@@ -120,12 +120,17 @@ struct StepStore {
   }
 
   // slot k <- the step that has just run: its workspaces w, c, contacts and rows cv, and the
-  // state after it (qpos', qvel'); cv's counts must be within the slot's room
+  // state after it (qpos', qvel'). A step beyond the slot's room (which a deterministic
+  // recomputation cannot take) is not kept: holds(k) is false and the caller replays it.
   PHX_HD void save(const ModelView<T>& m, int k, const Workspace<T>& w,
                    const ConstraintWorkspace<T>& c, const ContactView<T>& cv, const T* qpos_next,
                    const T* qvel_next) const {
     Slot s = slot(m, k);
     const int nv = m.nv, nc = *cv.ncon, nr = *cv.nefc;
+    if (nc > ncon || nr > nrow) {
+      *s.cv.nefc = -1;
+      return;
+    }
     copy(qpos_next, m.nq, s.qpos_next);
     copy(qvel_next, nv, s.qvel_next);
     copy(w.xpos, Workspace<T>::size(m.nbody, m.njnt, nv), s.w.xpos);  // carved contiguously
@@ -154,6 +159,8 @@ struct StepStore {
     copy(cv.efc_force, nr, s.cv.efc_force);
     copy(cv.efc_key, nr, s.cv.efc_key);
   }
+
+  PHX_HD bool holds(const ModelView<T>& m, int k) const { return *slot(m, k).cv.nefc >= 0; }
 
   // Slot k's arrays as the workspaces, contacts and next state of its step. The constraint
   // workspace's scratch (tmp, lcp, ilcp) and its arrays the reverse pass does not read (bias,
