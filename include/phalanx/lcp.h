@@ -631,9 +631,10 @@ struct LcpAdjointA {
 // solution f, independently of the adjoint it maps: the clamping set (cidx, pos), and with K the
 // system of lcp_set_system, z = K^+T f_C and the means to apply K^+T and I - K^+ K. Two forms:
 // - factored (lcp_adjoint_factor): K and its complete orthogonal decomposition, solved per use;
-// - explicit (lcp_adjoint_factor_explicit): the matrices K^+T and I - K^+ K themselves, two
-//   matrix-vector products per use; built with 2m solves, worth it when many reverse passes
-//   share one solution (a one-step Jacobian's rows).
+// - explicit (lcp_adjoint_factor_explicit): the matrix K^+T itself and an orthonormal basis V
+//   of K's null space (I - K^+ K = V V^T), matrix-vector products per use; built with m solves
+//   and m - rank reflections, worth it when many reverse passes share one solution (a one-step
+//   Jacobian's rows).
 template <class T>
 struct LcpAdjointFactor {
   int m = 0;                 // clamping rows
@@ -641,12 +642,13 @@ struct LcpAdjointFactor {
   int* cidx;                 // clamping row of each column of K (m of n)
   int* pos;                  // column of row j in K, -1 off the clamping set (n)
   T* z;                      // K^+T f_C (m)
+  int nnull = 0;             // m - rank: K's null space (0: K invertible, K^+ K = I)
   // factored form
   T* K = nullptr;  // m x m
   Cod<T> cod;      // of K
   // explicit form (null in the factored one)
   T* pinv_t = nullptr;  // K^+T (m x m)
-  T* null_proj;         // I - K^+ K (m x m)
+  T* null_basis;        // V (m x nnull), orthonormal columns: I - K^+ K = V V^T
 };
 
 // storage of the factored form (lcp_adjoint_factor_bind)
@@ -679,7 +681,7 @@ template <class T>
 PHX_HD LcpAdjointFactor<T> lcp_adjoint_explicit_bind(int n, T* scratch, int* iscratch) {
   LcpAdjointFactor<T> F;
   F.pinv_t = scratch;
-  F.null_proj = scratch + n * n;
+  F.null_basis = scratch + n * n;
   F.z = scratch + 2 * n * n;
   F.cidx = iscratch;
   F.pos = iscratch + n;
@@ -699,6 +701,7 @@ PHX_HD void lcp_adjoint_factor(const LcpProblem<T>& p, const T* f, const int* cl
   detail::lcp_set_system(p, cls, f, F.cidx, F.pos, F.m, F.K, r);
   F.cod.n = F.m;
   cod_factor(F.cod, F.K, rank_tol);
+  F.nnull = F.m - F.cod.rank;
   for (int a = 0; a < F.m; ++a) F.z[a] = f[F.cidx[a]];
   cod_solve_transpose(F.cod, F.z);
 }
@@ -716,20 +719,26 @@ PHX_HD void lcp_adjoint_factor_explicit(const LcpProblem<T>& p, const T* f, cons
   const int m = F.m;
   E.cls = cls;
   E.m = m;
+  E.nnull = F.nnull;
   for (int j = 0; j < n; ++j) E.pos[j] = F.pos[j];
   for (int a = 0; a < m; ++a) {
     E.cidx[a] = F.cidx[a];
     E.z[a] = F.z[a];
   }
-  // column c of K^+T is K^+T e_c; column c of K^+ K is K^+ (column c of K)
+  // column c of K^+T is K^+T e_c
   T* x = scratch + lcp_adjoint_factor_size(n);
   for (int c = 0; c < m; ++c) {
     for (int a = 0; a < m; ++a) x[a] = T(a == c);
     cod_solve_transpose(F.cod, x);
     for (int a = 0; a < m; ++a) E.pinv_t[a * m + c] = x[a];
-    for (int a = 0; a < m; ++a) x[a] = F.K[a * m + c];
-    cod_solve(F.cod, x);
-    for (int a = 0; a < m; ++a) E.null_proj[a * m + c] = T(a == c) - x[a];
+  }
+  // K^+ K = P W [I_r 0; 0 0] W^T P^T (cod_solve), so V = P W [0; I_(m-r)]: W's last columns
+  const Cod<T>& cod = F.cod;
+  for (int j = 0; j < F.nnull; ++j) {
+    for (int a = 0; a < m; ++a) x[a] = T(a == cod.rank + j);
+    for (int k = cod.rank - 1; k >= 0; --k)
+      apply_householder(cod.w + k * m + k, m, cod.tau_w[k], x + k, m - k, 1);
+    for (int a = 0; a < m; ++a) E.null_basis[cod.perm[a] * F.nnull + j] = x[a];
   }
 }
 
@@ -751,7 +760,7 @@ PHX_HD void lcp_adjoint_factor_explicit(const LcpProblem<T>& p, const T* f, cons
 // adj_A (entries as read: not symmetrised) has rank two, every entry being -y_a alpha_j +
 // z_a beta_j on a clamping row a: it is written (overwritten) as its factors, LcpAdjointA.
 // Accumulates into adj_b (n) and adj_mu (n, nonzero on friction rows; may be null when p.mu is).
-// scratch: 3 n scalars.
+// scratch: 4 n scalars.
 template <class T>
 PHX_HD void adj_lcp(const LcpProblem<T>& p, const T* f, const LcpAdjointFactor<T>& F,
                     const T* adj_f, const LcpAdjointA<T>& adj_A, T* adj_b, T* adj_mu,
@@ -775,30 +784,27 @@ PHX_HD void adj_lcp(const LcpProblem<T>& p, const T* f, const LcpAdjointFactor<T
   }
   if (m == 0) return;
 
-  // y = K^+T g, q = g - K^+ K g
+  // y = K^+T g, q = g - K^+ K g (zero for an invertible K)
+  for (int a = 0; a < m; ++a) q[a] = T(0);
   if (F.pinv_t) {
-    for (int a = 0; a < m; ++a) {
-      const T* PHX_RESTRICT P = F.pinv_t + a * m;
-      const T* PHX_RESTRICT N = F.null_proj + a * m;
-      T sy(0), sq(0);
-      for (int c = 0; c < m; ++c) {
-        sy += P[c] * g[c];
-        sq += N[c] * g[c];
-      }
-      y[a] = sy;
-      q[a] = sq;
+    for (int a = 0; a < m; ++a) y[a] = dot_n(F.pinv_t + a * m, g, m);
+    // q = V (V^T g)
+    const int k = F.nnull;
+    if (k > 0) {
+      T* t = q + n;
+      for (int j = 0; j < k; ++j) t[j] = T(0);
+      for (int a = 0; a < m; ++a)
+        for (int j = 0; j < k; ++j) t[j] += F.null_basis[a * k + j] * g[a];
+      for (int a = 0; a < m; ++a) q[a] = dot_n(F.null_basis + a * k, t, k);
     }
   } else {
-    const T* K = F.K;
-    for (int a = 0; a < m; ++a) {
-      y[a] = g[a];
-      T s(0);
-      for (int c = 0; c < m; ++c) s += K[a * m + c] * g[c];
-      q[a] = s;
-    }
+    for (int a = 0; a < m; ++a) y[a] = g[a];
     cod_solve_transpose(F.cod, y);
-    cod_solve(F.cod, q);
-    for (int a = 0; a < m; ++a) q[a] = g[a] - q[a];
+    if (F.nnull > 0) {
+      for (int a = 0; a < m; ++a) q[a] = dot_n(F.K + a * m, g, m);
+      cod_solve(F.cod, q);
+      for (int a = 0; a < m; ++a) q[a] = g[a] - q[a];
+    }
   }
 
   // adj_K[a][c] = -y_a f_C,c + z_a q_c onto K = A_CC + A_CB E

@@ -392,7 +392,7 @@ double adjoint_dot(const Problem<>& p, const std::vector<double>& f, const std::
   double* x = factors.data();
   LcpAdjointA<double> aA{x, x + p.n, x + 2 * p.n, x + 3 * p.n};
   if (explicit_form) {
-    std::vector<double> store(lcp_adjoint_explicit_size(p.n)), tmp(3 * p.n);
+    std::vector<double> store(lcp_adjoint_explicit_size(p.n)), tmp(4 * p.n);
     std::vector<int> istore(lcp_adjoint_explicit_isize(p.n));
     LcpAdjointFactor<double> E = lcp_adjoint_explicit_bind(p.n, store.data(), istore.data());
     lcp_adjoint_factor_explicit(p.view(), f.data(), cls.data(), 1e-10, E, w.s.data(),
@@ -516,6 +516,31 @@ Problem<> twin_contacts(const std::vector<double>& th) {
   p.findex = {-1, 0, -1, 2};
   p.mu = {0, mu, 0, mu};
   return p;
+}
+
+TEST(Lcp, ExplicitAdjointMatchesFactoredOnASingularClampingSet) {
+  // the box on four corners: resting or sliding, K has a null space (rank 6 of 12 at rest), and
+  // a random dA has a component along it, so the (I - K^+ K) term of the adjoint matters; the
+  // explicit form (K^+T and a basis of the null space) gives the factored form's adjoint
+  std::mt19937 rng(8);
+  std::normal_distribution<double> n01;
+  for (double vx : {0.0, 1.0}) {
+    Problem<> p = box_on_four_contacts(vx, 0.0, 0.5, 0.0);
+    Work<double> w(12);
+    std::vector<double> f(12, 0.0);
+    std::vector<int> cls(12);
+    pgs(p.view(), f.data(), 500, 1.0, p.pgs_scratch());
+    ASSERT_TRUE(stabilize(p.view(), f.data(), cls.data(), 1e-9, 1e-9, w.s.data(), w.is.data()));
+    LcpAdjointFactor<double> F = lcp_adjoint_factor_bind(12, w.s.data(), w.is.data());
+    lcp_adjoint_factor(p.view(), f.data(), cls.data(), 1e-10, F);
+    EXPECT_GT(F.nnull, 0) << "vx " << vx;
+    std::vector<double> adj_f(12), dA(144), db(12), dmu(12);
+    for (double& x : adj_f) x = n01(rng);
+    for (double& x : dA) x = n01(rng);
+    for (double& x : db) x = n01(rng);
+    for (double& x : dmu) x = n01(rng);
+    adjoint_dot(p, f, cls, adj_f, dA, db, dmu);  // asserts the forms agree
+  }
 }
 
 TEST(Lcp, RankDeficientAdjointMatchesMinimumNormFiniteDifferences) {
