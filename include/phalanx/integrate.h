@@ -45,10 +45,13 @@ PHX_HD void adj_integrate_pos(const ModelView<T>& m, const T* qpos, const T* qve
         da += 3;
         [[fallthrough]];
       case kJointBall: {
+        Quat<T> adj_out = Quat<T>::load(adj_qpos_out + qa);
+        if (adj_out.w == T(0) && adj_out.x == T(0) && adj_out.y == T(0) && adj_out.z == T(0))
+          break;  // nothing to map (a Jacobian's rows of qvel'), and no sin and cos to take
         Quat<T> adj_q = Quat<T>::zero();
         Vec3<T> adj_v;
         adj_integrate(Quat<T>::load(qpos + qa), Vec3<T>::load(qvel + da), dt, adj_q, adj_v,
-                      Quat<T>::load(adj_qpos_out + qa));
+                      adj_out);
         adj_qpos[qa] += adj_q.w;
         adj_qpos[qa + 1] += adj_q.x;
         adj_qpos[qa + 2] += adj_q.y;
