@@ -328,9 +328,11 @@ def step_jacobians(
     """The one-step Jacobians of SEEDS.md part A at (qpos, qvel, ctrl), batched over E.
 
     Computed from the adjoints: the step is replayed once from a cold start (as phalanx.step
-    runs it), then one reverse pass per entry of the next state reuses that replay; each row
-    equals step_vjp with that unit seed to rounding (the rows share the factorisations that
-    step_vjp computes per call). Returns ``dqpos_dqpos`` (E, nq, nq),
+    runs it), then one reverse pass per entry of qvel' reuses that replay, and the rows of qpos'
+    follow by the chain rule through the position update (with a contact option, whose
+    reverse pass depends on its seed, they get reverse passes of their own); each row equals
+    step_vjp with that unit seed to rounding (the rows share the factorisations that step_vjp
+    computes per call). Returns ``dqpos_dqpos`` (E, nq, nq),
     ``dqpos_dqvel`` (E, nq, nv), ``dqvel_dqpos`` (E, nv, nq), ``dqvel_dqvel`` (E, nv, nv),
     ``dqpos_dctrl`` / ``dqvel_dctrl`` (E, n, nu), and ``dqpos_dqfrc`` / ``dqvel_dqfrc`` (E, n, nv)
     with respect to a generalized force added to the step's (Nimble's dqd'/dtau). With
