@@ -149,11 +149,8 @@ PHX_HD void adj_delassus(const ModelView<T>& m, int nrow, const ConstraintWorksp
       aj[d] += zr * Zb[d] - y * Za[d] + beta * Zz[d] - alpha * Zy[d] + ab * vfree[d];
     for (int d = 0; d < nv; ++d) av[d] += ab * J[d];
   }
-  for (int i = 0; i < nv; ++i) {
-    T* PHX_RESTRICT row = adj_M + i * nv;
-    const T zz = Zz[i], zy = Zy[i];
-    for (int k = 0; k < nv; ++k) row[k] -= zz * Zb[k] - zy * Za[k];
-  }
+  sub_outer(adj_M, nv, Zz, Zb, T(1));
+  sub_outer(adj_M, nv, Zy, Za, T(-1));
 }
 
 // Adjoints of the contact parameters of the model, per environment; a null pointer skips it.
@@ -439,11 +436,7 @@ PHX_HD void adj_constrained_velocity(const ModelView<T>& m, const T* qpos, const
     const T* PHX_RESTRICT g = s.g;
     T* PHX_RESTRICT dv = s.tmp;
     for (int k = 0; k < nv; ++k) dv[k] = s.qvel_next[k] - c.vfree[k];
-    for (int i = 0; i < nv; ++i) {
-      T* PHX_RESTRICT row = s.adj_M + i * nv;
-      const T li = lam[i];
-      for (int k = 0; k < nv; ++k) row[k] = -li * dv[k];
-    }
+    sub_outer(s.adj_M, nv, lam, dv, T(1), true);
     for (int r = 0; r < nrow; ++r) {
       const T* PHX_RESTRICT J = c.J + long(r) * nv;
       T* PHX_RESTRICT aj = s.adj_J + long(r) * nv;
@@ -544,15 +537,8 @@ PHX_HD void adj_constrained_velocity(const ModelView<T>& m, const T* qpos, const
   }
   if (adj_qfrc)
     for (int d = 0; d < nv; ++d) adj_qfrc[d] += s.adj_qfrc[d];
-  {
-    T* PHX_RESTRICT dv = s.tmp;
-    for (int k = 0; k < nv; ++k) dv[k] = c.vfree[k] - qvel[k];
-    for (int i = 0; i < nv; ++i) {
-      T* PHX_RESTRICT row = s.adj_M + i * nv;
-      const T li = s.lam[i];
-      for (int k = 0; k < nv; ++k) row[k] -= li * dv[k];
-    }
-  }
+  for (int k = 0; k < nv; ++k) s.tmp[k] = c.vfree[k] - qvel[k];
+  sub_outer(s.adj_M, nv, s.lam, s.tmp, T(1));
 
   // M = crba (with armature) + dt diag(damping): adj_crba first, while a.cinert is clean
   adj_crba(m, w, a, s.adj_M, adj_model);
