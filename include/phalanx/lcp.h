@@ -725,13 +725,8 @@ PHX_HD void lcp_adjoint_factor_explicit(const LcpProblem<T>& p, const T* f, cons
     E.cidx[a] = F.cidx[a];
     E.z[a] = F.z[a];
   }
-  // column c of K^+T is K^+T e_c
   T* x = scratch + lcp_adjoint_factor_size(n);
-  for (int c = 0; c < m; ++c) {
-    for (int a = 0; a < m; ++a) x[a] = T(a == c);
-    cod_solve_transpose(F.cod, x);
-    for (int a = 0; a < m; ++a) E.pinv_t[a * m + c] = x[a];
-  }
+  cod_pinv_transpose(F.cod, E.pinv_t, x);
   // K^+ K = P W [I_r 0; 0 0] W^T P^T (cod_solve), so V = P W [0; I_(m-r)]: W's last columns
   const Cod<T>& cod = F.cod;
   for (int j = 0; j < F.nnull; ++j) {

@@ -696,7 +696,8 @@ TEST(Lcp, ComplementarityAwareClassificationFreesRestingContact) {
 TEST(Dense, CodGivesMinimumNormLeastSquares) {
   // K = U V^T (n x n, rank r, not symmetric): x = K^+ c satisfies the normal equations
   // K^T (K x - c) = 0 and lies in the row space span(V), which together define the minimum-norm
-  // least-squares solution; the same for K^T. Full rank: K x = c exactly.
+  // least-squares solution; the same for K^T. Full rank: K x = c exactly. cod_pinv_transpose
+  // gives K^+T column by column as cod_solve_transpose.
   std::mt19937 rng(23);
   const int n = 6;
   for (int r : {6, 4, 1}) {
@@ -747,6 +748,14 @@ TEST(Dense, CodGivesMinimumNormLeastSquares) {
         for (int a = 0; a < r; ++a) proj += W[i * r + a] * y[a];
         EXPECT_NEAR(x[i], proj, 1e-12);
       }
+    }
+    // the explicit K^+T, all columns at once, is the solve of each unit vector
+    std::vector<double> P(n * n), w(n), e(n);
+    cod_pinv_transpose(cod, P.data(), w.data());
+    for (int col = 0; col < n; ++col) {
+      for (int i = 0; i < n; ++i) e[i] = i == col;
+      cod_solve_transpose(cod, e.data());
+      for (int i = 0; i < n; ++i) EXPECT_NEAR(P[i * n + col], e[i], 1e-13) << "rank " << r;
     }
   }
 }

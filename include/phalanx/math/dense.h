@@ -167,6 +167,28 @@ PHX_HD void apply_householder(const T* v, int vstride, T tau, T* y, int len, int
   for (int i = 1; i < len; ++i) y[i * ystride] -= w * v[i * vstride];
 }
 
+// X <- H X for the reflector (v, tau) of householder() on the len rows of X (row-major, ncols
+// columns): every column at once, along the rows; w is ncols scalars of scratch
+template <class T>
+PHX_HD void apply_householder_rows(const T* v, int vstride, T tau, T* PHX_RESTRICT X, int len,
+                                   int ncols, T* PHX_RESTRICT w) {
+  for (int c = 0; c < ncols; ++c) w[c] = X[c];
+  for (int i = 1; i < len; ++i) {
+    const T vi = v[i * vstride];
+    const T* PHX_RESTRICT row = X + i * ncols;
+    for (int c = 0; c < ncols; ++c) w[c] += vi * row[c];
+  }
+  for (int c = 0; c < ncols; ++c) {
+    w[c] *= tau;
+    X[c] -= w[c];
+  }
+  for (int i = 1; i < len; ++i) {
+    const T vi = v[i * vstride];
+    T* PHX_RESTRICT row = X + i * ncols;
+    for (int c = 0; c < ncols; ++c) row[c] -= vi * w[c];
+  }
+}
+
 // Complete orthogonal decomposition of a square n x n matrix K, for minimum-norm least-squares
 // solves of rank-deficient systems (LAPACK's xGELSY; Golub & Van Loan, Matrix Computations,
 // 4th ed., section 5.5.2):
@@ -283,6 +305,31 @@ PHX_HD void cod_solve(const Cod<T>& c, T* x) {
     apply_householder(c.w + k * n + k, n, c.tau_w[k], x + k, n - k, 1);
   for (int i = 0; i < n; ++i) c.work[i] = x[i];
   for (int i = 0; i < n; ++i) x[c.perm[i]] = c.work[i];
+}
+
+// X <- K^+T (n x n, row-major): cod_solve_transpose's steps on the columns of the identity, all
+// at once (each reflector and the back substitution run along rows); w is n scalars of scratch
+template <class T>
+PHX_HD void cod_pinv_transpose(const Cod<T>& c, T* PHX_RESTRICT X, T* PHX_RESTRICT w) {
+  const int n = c.n, r = c.rank;
+  for (int i = 0; i < n; ++i)
+    for (int j = 0; j < n; ++j) X[i * n + j] = T(c.perm[i] == j);  // P^T
+  for (int k = 0; k < r; ++k) apply_householder_rows(c.w + k * n + k, n, c.tau_w[k], X + k * n,
+                                                     n - k, n, w);
+  // U rows: X_i = (X_i - sum_{i < j < r} U_ij X_j) / U_ii, last row first
+  for (int i = r - 1; i >= 0; --i) {
+    T* PHX_RESTRICT xi = X + i * n;
+    for (int j = i + 1; j < r; ++j) {
+      const T u = c.w[i * n + j];
+      const T* PHX_RESTRICT xj = X + j * n;
+      for (int k = 0; k < n; ++k) xi[k] -= u * xj[k];
+    }
+    const T d = c.w[i * n + i];
+    for (int k = 0; k < n; ++k) xi[k] /= d;
+  }
+  for (int i = r * n; i < n * n; ++i) X[i] = T(0);
+  for (int k = r - 1; k >= 0; --k)
+    apply_householder_rows(c.qr + k * n + k, n, c.tau_q[k], X + k * n, n - k, n, w);
 }
 
 // x <- K^+T x = (K^T)^+ x, the minimum-norm least-squares solution of K^T y = x:
