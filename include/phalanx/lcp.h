@@ -632,9 +632,9 @@ struct LcpAdjointA {
 // system of lcp_set_system, z = K^+T f_C and the means to apply K^+T and I - K^+ K. Two forms:
 // - factored (lcp_adjoint_factor): K and its complete orthogonal decomposition, solved per use;
 // - explicit (lcp_adjoint_factor_explicit): the matrix K^+T itself and an orthonormal basis V
-//   of K's null space (I - K^+ K = V V^T), matrix-vector products per use; built with m solves
-//   and m - rank reflections, worth it when many reverse passes share one solution (a one-step
-//   Jacobian's rows).
+//   of K's null space (I - K^+ K = V V^T), matrix-vector products per use; built from the
+//   decomposition once (cod_pinv_transpose, m - rank reflections), worth it when many reverse
+//   passes share one solution (a one-step Jacobian's rows).
 template <class T>
 struct LcpAdjointFactor {
   int m = 0;                 // clamping rows
