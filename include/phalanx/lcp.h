@@ -727,14 +727,7 @@ PHX_HD void lcp_adjoint_factor_explicit(const LcpProblem<T>& p, const T* f, cons
   }
   T* x = scratch + lcp_adjoint_factor_size(n);
   cod_pinv_transpose(F.cod, E.pinv_t, x);
-  // K^+ K = P W [I_r 0; 0 0] W^T P^T (cod_solve), so V = P W [0; I_(m-r)]: W's last columns
-  const Cod<T>& cod = F.cod;
-  for (int j = 0; j < F.nnull; ++j) {
-    for (int a = 0; a < m; ++a) x[a] = T(a == cod.rank + j);
-    for (int k = cod.rank - 1; k >= 0; --k)
-      apply_householder(cod.w + k * m + k, m, cod.tau_w[k], x + k, m - k, 1);
-    for (int a = 0; a < m; ++a) E.null_basis[cod.perm[a] * F.nnull + j] = x[a];
-  }
+  cod_null_basis(F.cod, E.null_basis, x);
 }
 
 // Adjoint of the LCP solution map f*(A, b, mu) at a solution f with the classification F holds

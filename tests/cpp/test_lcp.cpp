@@ -697,7 +697,8 @@ TEST(Dense, CodGivesMinimumNormLeastSquares) {
   // K = U V^T (n x n, rank r, not symmetric): x = K^+ c satisfies the normal equations
   // K^T (K x - c) = 0 and lies in the row space span(V), which together define the minimum-norm
   // least-squares solution; the same for K^T. Full rank: K x = c exactly. cod_pinv_transpose
-  // gives K^+T column by column as cod_solve_transpose.
+  // gives K^+T column by column as cod_solve_transpose; cod_null_basis an orthonormal basis of
+  // K's null space.
   std::mt19937 rng(23);
   const int n = 6;
   for (int r : {6, 4, 1}) {
@@ -756,6 +757,22 @@ TEST(Dense, CodGivesMinimumNormLeastSquares) {
       for (int i = 0; i < n; ++i) e[i] = i == col;
       cod_solve_transpose(cod, e.data());
       for (int i = 0; i < n; ++i) EXPECT_NEAR(P[i * n + col], e[i], 1e-13) << "rank " << r;
+    }
+    // the null-space basis: K V = 0, V^T V = I, n - r columns
+    const int k = n - r;
+    std::vector<double> Vn(n * k);
+    cod_null_basis(cod, Vn.data(), w.data());
+    for (int j = 0; j < k; ++j) {
+      for (int i = 0; i < n; ++i) {
+        double kv = 0;
+        for (int l = 0; l < n; ++l) kv += K[i * n + l] * Vn[l * k + j];
+        EXPECT_NEAR(kv, 0.0, 1e-12) << "rank " << r;
+      }
+      for (int j2 = 0; j2 < k; ++j2) {
+        double vv = 0;
+        for (int l = 0; l < n; ++l) vv += Vn[l * k + j] * Vn[l * k + j2];
+        EXPECT_NEAR(vv, j == j2 ? 1.0 : 0.0, 1e-12) << "rank " << r;
+      }
     }
   }
 }

@@ -286,6 +286,28 @@ PHX_HD int cod_factor(Cod<T>& c, const T* K, T rank_tol) {
   return r;
 }
 
+// x <- P W x: from the coordinates of W's columns to K's columns
+template <class T>
+PHX_HD void cod_apply_pw(const Cod<T>& c, T* x) {
+  const int n = c.n;
+  for (int k = c.rank - 1; k >= 0; --k)
+    apply_householder(c.w + k * n + k, n, c.tau_w[k], x + k, n - k, 1);
+  for (int i = 0; i < n; ++i) c.work[i] = x[i];
+  for (int i = 0; i < n; ++i) x[c.perm[i]] = c.work[i];
+}
+
+// V (n x (n - rank), row-major), an orthonormal basis of K's null space: K^+ K =
+// P W [I_r 0; 0 0] W^T P^T, so I - K^+ K = V V^T with V = P W [0; I]; x is n scalars of scratch
+template <class T>
+PHX_HD void cod_null_basis(const Cod<T>& c, T* V, T* x) {
+  const int n = c.n, k = n - c.rank;
+  for (int j = 0; j < k; ++j) {
+    for (int i = 0; i < n; ++i) x[i] = T(i == c.rank + j);
+    cod_apply_pw(c, x);
+    for (int i = 0; i < n; ++i) V[i * k + j] = x[i];
+  }
+}
+
 // x <- K^+ x, the minimum-norm least-squares solution of K y = x:
 // y = P W [U^-T (Q^T x)_r; 0]
 template <class T>
@@ -300,11 +322,7 @@ PHX_HD void cod_solve(const Cod<T>& c, T* x) {
     x[i] = s / c.w[i * n + i];
   }
   for (int i = r; i < n; ++i) x[i] = T(0);
-  // W [u; 0], then undo the column permutation
-  for (int k = r - 1; k >= 0; --k)
-    apply_householder(c.w + k * n + k, n, c.tau_w[k], x + k, n - k, 1);
-  for (int i = 0; i < n; ++i) c.work[i] = x[i];
-  for (int i = 0; i < n; ++i) x[c.perm[i]] = c.work[i];
+  cod_apply_pw(c, x);  // W [u; 0], then undo the column permutation
 }
 
 // X <- K^+T (n x n, row-major): cod_solve_transpose's steps on the columns of the identity, all
