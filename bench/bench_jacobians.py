@@ -6,7 +6,9 @@ dqd'/dq, dqd'/dqd, dqd'/dtau and the ctrl blocks, from the adjoints) against
 phalanx.step_jacobians_fd with central differences and with Ridders' extrapolation (each step
 size one batched phalanx.step call of all perturbed states). On the humanoid, MuJoCo's own
 finite-difference derivatives (mujoco.mjd_transitionFD, centred) run in the same script. Medians
-of --repeats timed calls; the worst entry-wise difference to central differences is printed too.
+of --repeats timed calls, analytic and reference timed in alternating rounds (a shared machine's
+speed can change during a run); the worst entry-wise difference to central differences is
+printed too.
 
     .venv/bin/python bench/bench_jacobians.py [--repeats 20]
 
@@ -42,14 +44,21 @@ CASES = [
 ]
 
 
-def median_ms(f, repeats):
-    f()  # warm up (compiles the model on first use)
-    times = []
-    for _ in range(repeats):
-        start = time.perf_counter()
-        f()
-        times.append(1e3 * (time.perf_counter() - start))
-    return statistics.median(times)
+def median_ms(*fs, repeats, rounds=5):
+    """Median milliseconds of each of fs over `repeats` calls, timed in `rounds` turns (a few
+    calls of f1, then of f2, ..., again): a change of the machine's speed during the run (a
+    shared host) weighs on all of them alike, and each is timed in steady state, its data in
+    cache as in a loop."""
+    times = [[] for _ in fs]
+    per_round = max(1, -(-repeats // rounds))
+    for _ in range(rounds):
+        for f, t in zip(fs, times):
+            f()  # warm up (compiles the model on first use, fills the caches)
+            for _ in range(per_round):
+                start = time.perf_counter()
+                f()
+                t.append(1e3 * (time.perf_counter() - start))
+    return [statistics.median(t) for t in times]
 
 
 def state_in_contact(model, settle):
@@ -84,10 +93,11 @@ def main():
         counts = np.empty((1, 1, phalanx.NUM_COUNTS), np.int32)
         phalanx.rollout(model, q, v, u[:, None], counts=counts)
         ncon = int(counts[0, 0, phalanx.COUNT_CONTACTS])
-        t_an = median_ms(lambda: phalanx.step_jacobians(model, q, v, u), args.repeats)
-        t_cd = median_ms(lambda: phalanx.step_jacobians_fd(model, q, v, u), args.repeats)
-        t_rd = median_ms(lambda: phalanx.step_jacobians_fd(model, q, v, u, method="ridders"),
-                         max(3, args.repeats // 5))
+        t_an, t_cd = median_ms(lambda: phalanx.step_jacobians(model, q, v, u),
+                               lambda: phalanx.step_jacobians_fd(model, q, v, u),
+                               repeats=args.repeats)
+        t_rd, = median_ms(lambda: phalanx.step_jacobians_fd(model, q, v, u, method="ridders"),
+                          repeats=max(3, args.repeats // 5), rounds=1)
         jac = phalanx.step_jacobians(model, q, v, u)
         ref = phalanx.step_jacobians_fd(model, q, v, u)
         scale = max(np.abs(r).max() for r in ref.values())
@@ -105,10 +115,12 @@ def main():
             d.qpos[:], d.qvel[:] = q[0], v[0]
             A = np.zeros((2 * mj.nv + mj.na, 2 * mj.nv + mj.na))
             B = np.zeros((2 * mj.nv + mj.na, mj.nu))
-            t_mj = median_ms(lambda: mujoco.mjd_transitionFD(mj, d, 1e-6, 1, A, B, None, None),
-                             args.repeats)
+            t_an2, t_mj = median_ms(
+                lambda: phalanx.step_jacobians(model, q, v, u),
+                lambda: mujoco.mjd_transitionFD(mj, d, 1e-6, 1, A, B, None, None),
+                repeats=args.repeats)
             print(f"  {'':<13} MuJoCo mjd_transitionFD (centred): {t_mj:.3f} ms, "
-                  f"{t_mj / t_an:.2f}x the analytic time")
+                  f"{t_mj / t_an2:.2f}x the analytic time ({t_an2:.3f} ms, timed in turn)")
             rows[-1]["mujoco_transitionFD_ms"] = t_mj
     write_result({"threads": 1, "repeats": args.repeats, "models": rows}, args.out)
 

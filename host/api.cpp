@@ -279,7 +279,15 @@ void step_jacobian(const DeviceModel<T>& model, int nenv, const T* d_qpos, const
   Buffer<T> seed(model.device(), size_t(nenv) * (m.nq + m.nv));
   StepJacobianKernel<T> k{view,  d_qpos, d_qvel, d_ctrl, d_jac, d_jac_param, replay.contacts(),
                           seed.data()};
-  launch(model.device(), nenv, k, jacobian_scratch_size(view));
+  ScratchSize scratch = jacobian_scratch_size(view);
+  if (model.device() == Device::kCpu && view.nefcmax > 0) {
+    // the rows of qvel' several per reverse pass
+    k.lanes = true;
+    ScratchSize lanes = StepJacobianKernel<T>::lane_scratch_size(view);
+    scratch.reals += lanes.reals;
+    scratch.ints += lanes.ints;
+  }
+  launch(model.device(), nenv, k, scratch);
 }
 
 template <class T>

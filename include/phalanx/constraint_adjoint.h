@@ -60,23 +60,26 @@ PHX_HD void adj_geom_poses(const ModelView<T>& m, const T* adj_geom_xpos, const 
   }
 }
 
-// Adjoint of add_point_jacobian: from the adjoints of its nr rows (row k at adj_rows + k nv) to
-// adj_p, adj_u[k] (accumulated) and to the adjoints of cdof and of the root body's xpos in a.
+// Adjoint of add_point_jacobian: from the adjoints of its nr rows (rows row0.. of adj_J, read
+// on the path's dofs only) to adj_p, adj_u[k] (accumulated) and to the adjoints of cdof and of
+// the root body's xpos in a.
 // Per dof d on the path: row_kd += sign u_k . t,  t = s_lin + s_ang x r,  r = p - xpos[root];
 // the rows' adjoints combine into one adj_t = sum_k g_kd u_k before the cross products.
-template <class T>
+template <class T, int K>
 PHX_HD void adj_add_point_jacobian(const ModelView<T>& m, const Workspace<T>& w, int b,
                                    const Vec3<T>& p, const Vec3<T>* u, int nr, T sign,
-                                   const T* adj_rows, AdjWorkspace<T>& a, Vec3<T>& adj_p,
-                                   Vec3<T>* adj_u) {
+                                   const OuterSum<T, K>& adj_J, int row0, AdjWorkspace<T>& a,
+                                   Vec3<T>& adj_p, Vec3<T>* adj_u) {
   int root = m.body_rootid[b];
   Vec3<T> r = p - Vec3<T>::load(w.xpos + 3 * root);
   Vec3<T> adj_r;
+  T weight[3][K];
+  for (int k = 0; k < nr; ++k) adj_J.row(row0 + k, weight[k]);
   for (int d = last_dof(m, b); d >= 0; d = m.dof_parentid[d]) {
     Vec6<T> s = Vec6<T>::load(w.cdof + 6 * d);
     Vec3<T> t = s.lin() + cross(s.ang(), r), adj_t;
     for (int k = 0; k < nr; ++k) {
-      T g = sign * adj_rows[long(k) * m.nv + d];
+      T g = sign * adj_J.entry(weight[k], d);
       adj_u[k] += g * t;
       adj_t += g * u[k];
     }
@@ -107,7 +110,8 @@ PHX_HD void delassus_rows(const ModelView<T>& m, int nrow, const ConstraintWorks
 
 // Adjoint of delassus for the rows' A = J M^-1 J^T and b = J vfree + corrections, with M the
 // matrix factored in c.L: from adj_A (the LCP's, of rank two: G = z beta^T - y alpha^T) and
-// adj_b (nrow) to adj_J (nrow x nv), adj_vfree (nv) and adj_M (nv x nv), all accumulated. With
+// adj_b (nrow) to adj_J (nrow x nv), adj_vfree (nv) and adj_M (nv x nv), all accumulated, adj_J
+// and adj_M as terms of their outer-product sums (which read G, adj_b and proj). With
 // Z = M^-1 J^T by rows (delassus_rows):
 //   adj_J_r += sum_q (G_rq + G_qr) Z_q + adj_b_r vfree,  adj_M -= Z^T G Z,  adj_vfree += J^T adj_b,
 // evaluated through the factors: with Zy = Z^T y, Za = Z^T alpha, Zz = Z^T z, Zb = Z^T beta,
@@ -115,11 +119,12 @@ PHX_HD void delassus_rows(const ModelView<T>& m, int nrow, const ConstraintWorks
 //   Z^T G Z = Zz Zb^T - Zy Za^T,
 // O(nrow nv + nv^2) in place of O(nrow^2 nv + nrow nv^2). The projections come from Z when a
 // Jacobian's many reverse passes share it (Z non-null), else from the rows of Y = L^-1 J^T that
-// delassus left in c.Y: Z^T y = L^-T (Y^T y), four back substitutions. proj (4 nv) is scratch.
-template <class T>
+// delassus left in c.Y: Z^T y = L^-T (Y^T y), four back substitutions. proj (4 nv) holds the
+// projections, which adj_M's terms read.
+template <class T, int KJ, int KM>
 PHX_HD void adj_delassus(const ModelView<T>& m, int nrow, const ConstraintWorkspace<T>& c,
-                         const T* Z, const LcpAdjointA<T>& G, const T* adj_b, T* proj, T* adj_J,
-                         T* adj_vfree, T* adj_M) {
+                         const T* Z, const LcpAdjointA<T>& G, const T* adj_b, T* proj,
+                         OuterSum<T, KJ>& adj_J, T* adj_vfree, OuterSum<T, KM>& adj_M) {
   const int nv = m.nv;
   T* PHX_RESTRICT Zy = proj;
   T* PHX_RESTRICT Za = proj + nv;
@@ -139,18 +144,19 @@ PHX_HD void adj_delassus(const ModelView<T>& m, int nrow, const ConstraintWorksp
   }
   if (!Z)
     for (int k = 0; k < 4; ++k) cholesky_solve_upper(c.L, nv, proj + k * nv);
-  const T* PHX_RESTRICT vfree = c.vfree;
   T* PHX_RESTRICT av = adj_vfree;
   for (int r = 0; r < nrow; ++r) {
-    T* PHX_RESTRICT aj = adj_J + long(r) * nv;
     const T* PHX_RESTRICT J = c.J + long(r) * nv;
-    const T y = G.y[r], alpha = G.alpha[r], zr = G.z[r], beta = G.beta[r], ab = adj_b[r];
-    for (int d = 0; d < nv; ++d)
-      aj[d] += zr * Zb[d] - y * Za[d] + beta * Zz[d] - alpha * Zy[d] + ab * vfree[d];
+    const T ab = adj_b[r];
     for (int d = 0; d < nv; ++d) av[d] += ab * J[d];
   }
-  sub_outer(adj_M, nv, Zz, Zb, T(1));
-  sub_outer(adj_M, nv, Zy, Za, T(-1));
+  adj_J.add(G.z, Zb, T(1));
+  adj_J.add(G.y, Za, T(-1));
+  adj_J.add(G.beta, Zz, T(1));
+  adj_J.add(G.alpha, Zy, T(-1));
+  adj_J.add(adj_b, c.vfree, T(1));
+  adj_M.add(Zz, Zb, T(-1));
+  adj_M.add(Zy, Za, T(1));
 }
 
 // Adjoints of the contact parameters of the model, per environment; a null pointer skips it.
@@ -194,14 +200,15 @@ struct AdjConstraintWorkspace {
   T* qpos_next;      // replayed qpos'                                      (nq)
   T* qvel_next;      // replayed qvel'                                      (nv)
   T* g;              // adjoint of qvel'                                    (nv)
-  T* lam;            // M^-1 g, then M^-1 adj_vfree                          (nv)
+  T* lam;            // M^-1 g                                              (nv)
+  T* dv;             // qvel' - vfree                                       (nv)
+  T* mu2;            // M^-1 adj_vfree                                      (nv)
   T* adj_vfree;      // (nv)
   T* adj_qfrc;       // (nv)
   T* adj_bias;       // adjoint of c(q, qvel)                               (nv)
   T* tmp;            // (nv)
-  T* adj_M;          // (nv x nv)
   T* proj;           // adj_delassus's projections onto Z                   (4 nv)
-  T* adj_J;          // (nefcmax x nv)
+  T* bounce;         // e adj_b on bouncing normal rows, else 0             (nefcmax)
   LcpAdjointA<T> adj_A;  // adj_lcp's rank-two factors                      (4 x nefcmax)
   T* adj_b;          // (nefcmax)
   T* adj_f;          // (nefcmax)
@@ -228,7 +235,7 @@ struct AdjConstraintWorkspace {
 
   PHX_HD static ScratchSize size(const ModelView<T>& m) {
     long ne = m.nefcmax, nv = m.nv, nc = m.nconmax;
-    return {2 * m.nq + 14 * nv + nv * nv + ne * nv + 8 * ne + 13 * nc +
+    return {2 * m.nq + 16 * nv + 9 * ne + 13 * nc +
                 12L * m.ngeom + 2,
             2 * ne};
   }
@@ -241,13 +248,14 @@ struct AdjConstraintWorkspace {
     s.qvel_next = take(nv);
     s.g = take(nv);
     s.lam = take(nv);
+    s.dv = take(nv);
+    s.mu2 = take(nv);
     s.adj_vfree = take(nv);
     s.adj_qfrc = take(nv);
     s.adj_bias = take(nv);
     s.tmp = take(nv);
-    s.adj_M = take(nv * nv);
     s.proj = take(4 * nv);
-    s.adj_J = take(ne * nv);
+    s.bounce = take(ne);
     s.adj_A = {take(ne), take(ne), take(ne), take(ne)};
     s.adj_b = take(ne);
     s.adj_f = take(ne);
@@ -299,12 +307,12 @@ PHX_HD PHX_INLINE int pair_max_geom(const T* coef, int stride, int g1, int g2) {
 // collide and geom_poses, to the adjoints of cdof and of the body frames in a and of the geom
 // sizes in adj_contact. Uses the contacts in cv and the geom frames in c as the forward left
 // them.
-template <class T>
+template <class T, int K>
 PHX_HD void adj_contact_rows(const ModelView<T>& m, const Workspace<T>& w,
                              const ConstraintWorkspace<T>& c, const ContactView<T>& cv,
-                             AdjConstraintWorkspace<T>& s, AdjWorkspace<T>& a,
-                             const ContactModelAdjoint<T>& adj_contact) {
-  int ncon = *cv.ncon, nv = m.nv;
+                             const OuterSum<T, K>& adj_J, AdjConstraintWorkspace<T>& s,
+                             AdjWorkspace<T>& a, const ContactModelAdjoint<T>& adj_contact) {
+  int ncon = *cv.ncon;
   for (int i = 0; i < 3 * ncon; ++i) s.adj_pos[i] = T(0);
   for (int i = 0; i < 9 * ncon; ++i) s.adj_frame[i] = T(0);
   for (int i = 0; i < 3 * m.ngeom; ++i) s.adj_geom_xpos[i] = T(0);
@@ -316,9 +324,8 @@ PHX_HD void adj_contact_rows(const ModelView<T>& m, const Workspace<T>& w,
     int b1 = m.geom_bodyid[cv.geom[2 * i]], b2 = m.geom_bodyid[cv.geom[2 * i + 1]];
     Vec3<T> p = Vec3<T>::load(cv.pos + 3 * i), adj_p, u[3], adj_u[3];
     for (int k = 0; k < nr; ++k) u[k] = Vec3<T>::load(cv.frame + 9 * i + 3 * k);
-    const T* adj_rows = s.adj_J + long(row) * nv;
-    adj_add_point_jacobian(m, w, b2, p, u, nr, T(1), adj_rows, a, adj_p, adj_u);
-    adj_add_point_jacobian(m, w, b1, p, u, nr, T(-1), adj_rows, a, adj_p, adj_u);
+    adj_add_point_jacobian(m, w, b2, p, u, nr, T(1), adj_J, row, a, adj_p, adj_u);
+    adj_add_point_jacobian(m, w, b1, p, u, nr, T(-1), adj_J, row, a, adj_p, adj_u);
     for (int k = 0; k < nr; ++k) adj_u[k].add_to(s.adj_frame + 9 * i + 3 * k);
     row += nr;
     adj_p.add_to(s.adj_pos + 3 * i);
@@ -386,12 +393,12 @@ PHX_HD void replay_classification(const ModelView<T>& m, const LcpProblem<T>& p,
 }
 
 // adj_lcp of s.adj_f on the classification F holds into s.adj_A, s.adj_b, s.adj_mu (zeroed
-// first); c.lcp past F's own storage (bound for p.n rows) or all of it is scratch.
+// first); scratch: 4 p.n scalars.
 template <class T>
 PHX_HD void adj_lcp_rows(const LcpProblem<T>& p, const T* f, const LcpAdjointFactor<T>& F,
-                         ConstraintWorkspace<T>& c, AdjConstraintWorkspace<T>& s) {
+                         T* scratch, AdjConstraintWorkspace<T>& s) {
   for (int r = 0; r < p.n; ++r) s.adj_b[r] = s.adj_mu[r] = T(0);
-  adj_lcp(p, f, F, s.adj_f, s.adj_A, s.adj_b, s.adj_mu, c.lcp + lcp_adjoint_factor_size(p.n));
+  adj_lcp(p, f, F, s.adj_f, s.adj_A, s.adj_b, s.adj_mu, scratch);
 }
 
 // Nimble's score of the classification adj_lcp_rows just used: ||dl/dqd||^2 + ||dl/dtau||^2 / dt
@@ -427,25 +434,28 @@ PHX_HD void adj_constrained_velocity(const ModelView<T>& m, const T* qpos, const
   const T* f = cv.efc_force;
   a.zero(m.nbody, m.njnt, m.nv);
 
+  // adj_J and adj_M as their terms, sums of outer products of vectors kept in s, c and cv,
+  // never written out (add_point_jacobian's adjoint reads the rows on their paths' dofs,
+  // adj_crba the pairs of a dof and its ancestors)
+  OuterSum<T, 7> adj_J;
+  OuterSum<T, 4> adj_M;
   // qvel' = vfree + M^-1 J^T f: lam = M^-1 g, adj_M = -lam (qvel' - vfree)^T, adj_J = f lam^T,
-  // adj_f = J lam (adj_M and adj_J written here first)
+  // adj_f = J lam
   for (int d = 0; d < nv; ++d) s.lam[d] = s.g[d];
   cholesky_solve(c.L, nv, s.lam);
   {
     const T* PHX_RESTRICT lam = s.lam;
     const T* PHX_RESTRICT g = s.g;
-    T* PHX_RESTRICT dv = s.tmp;
+    T* PHX_RESTRICT dv = s.dv;
     for (int k = 0; k < nv; ++k) dv[k] = s.qvel_next[k] - c.vfree[k];
-    sub_outer(s.adj_M, nv, lam, dv, T(1), true);
+    adj_M.add(lam, dv, T(-1));
+    adj_J.add(f, lam, T(1));
     for (int r = 0; r < nrow; ++r) {
       const T* PHX_RESTRICT J = c.J + long(r) * nv;
-      T* PHX_RESTRICT aj = s.adj_J + long(r) * nv;
-      const T fr = f[r];
       T v = T(0), gv = T(0);
       for (int d = 0; d < nv; ++d) {
         v += J[d] * lam[d];
         gv += J[d] * g[d];
-        aj[d] = fr * lam[d];
       }
       s.adj_f[r] = v;
       s.dl_dv[r] = gv;
@@ -457,18 +467,21 @@ PHX_HD void adj_constrained_velocity(const ModelView<T>& m, const T* qpos, const
   // larger score
   LcpProblem<T> p = lcp_problem(nrow, c);
   const bool cached = s.shared();
+  const bool aware = m.contact_gradient & kGradComplementarityAware;
   const int* cls = cached ? s.base_cls : s.cls;
   if (!cached) replay_classification(m, p, f, cv, s.cls);
   LcpAdjointFactor<T> F = cached ? s.base : lcp_adjoint_factor_bind(nrow, c.lcp, c.ilcp);
   if (!cached) lcp_adjoint_factor(p, f, cls, lcp_rank_tol<T>(), F);
-  if (m.contact_gradient & kGradComplementarityAware) {
+  // adj_lcp's scratch: c.lcp past the factors bound there, or all of it when none is
+  T* lcp_free = cached && !aware ? c.lcp : c.lcp + lcp_adjoint_factor_size(nrow);
+  if (aware) {
     lcp_classify_loss(p, cls, s.dl_dv, s.cls_loss);
-    adj_lcp_rows(p, f, F, c, s);
+    adj_lcp_rows(p, f, F, lcp_free, s);
     s.score[0] = adj_lcp_score(m, nrow, c, s);
     // the loss-driven classification's factors in c.lcp, kept there when it wins
     LcpAdjointFactor<T> L = lcp_adjoint_factor_bind(nrow, c.lcp, c.ilcp);
     lcp_adjoint_factor(p, f, s.cls_loss, lcp_rank_tol<T>(), L);
-    adj_lcp_rows(p, f, L, c, s);
+    adj_lcp_rows(p, f, L, lcp_free, s);
     s.score[1] = adj_lcp_score(m, nrow, c, s);
     if (s.score[1] > s.score[0]) {
       F = L;
@@ -476,20 +489,20 @@ PHX_HD void adj_constrained_velocity(const ModelView<T>& m, const T* qpos, const
       lcp_adjoint_factor(p, f, cls, lcp_rank_tol<T>(), F);
     }
   }
-  adj_lcp_rows(p, f, F, c, s);
+  adj_lcp_rows(p, f, F, lcp_free, s);
   for (int d = 0; d < nv; ++d) s.adj_vfree[d] = s.g[d];
 
   // A = J M^-1 J^T, b = J vfree + corr
   adj_delassus(m, nrow, c, cached ? s.Z : static_cast<const T*>(nullptr), s.adj_A, s.adj_b,
-               s.proj, s.adj_J, s.adj_vfree, s.adj_M);
+               s.proj, adj_J, s.adj_vfree, adj_M);
 
   // corrections of the contact rows (the branch build_rows took) and friction coefficients
-  int ncon = *cv.ncon, row = 0;
+  int ncon = *cv.ncon, row = 0, nbounce = 0;
+  for (int r = 0; r < nrow; ++r) s.bounce[r] = T(0);
   for (int i = 0; i < ncon; ++i) {
     int nr = contact_rows(m, cv.geom, i);
     int g1 = cv.geom[2 * i], g2 = cv.geom[2 * i + 1];
     const T* J = c.J + long(row) * nv;
-    T* aj = s.adj_J + long(row) * nv;
     T ab = s.adj_b[row];
     int ge = pair_max_geom(m.geom_restitution, 1, g1, g2);
     T e = m.geom_restitution[ge];
@@ -498,11 +511,10 @@ PHX_HD void adj_constrained_velocity(const ModelView<T>& m, const T* qpos, const
     NormalCorrection<T> corr = normal_correction(m, vn, e, cv.dist[i]);
     s.adj_dist[i] = T(0);
     if (corr.bounces()) {
-      // corr = e J_r qvel
-      for (int d = 0; d < nv; ++d) {
-        aj[d] += e * ab * qvel[d];
-        adj_qvel[d] += e * ab * J[d];
-      }
+      // corr = e J_r qvel: adj_J_r += e adj_b_r qvel (a term of adj_J below)
+      s.bounce[row] = e * ab;
+      ++nbounce;
+      for (int d = 0; d < nv; ++d) adj_qvel[d] += e * ab * J[d];
       if (adj_contact.geom_restitution) adj_contact.geom_restitution[ge] += vn * ab;
     } else if (corr.push < T(0)) {
       // corr = erp (dist + slop) / dt
@@ -514,6 +526,7 @@ PHX_HD void adj_constrained_velocity(const ModelView<T>& m, const T* qpos, const
     }
     row += nr;
   }
+  if (nbounce > 0) adj_J.add(s.bounce, qvel, T(1));
   // joint limits: J constant, corr = erp (dist + slop) / dt with dist = +-(q - bound)
   for (int r = row; r < nrow; ++r) {
     int key = -1 - cv.efc_key[r];
@@ -528,29 +541,29 @@ PHX_HD void adj_constrained_velocity(const ModelView<T>& m, const T* qpos, const
   // vfree = qvel + dt M^-1 (qfrc - c)
   for (int d = 0; d < nv; ++d) {
     adj_qvel[d] += s.adj_vfree[d];
-    s.lam[d] = s.adj_vfree[d];
+    s.mu2[d] = s.adj_vfree[d];
   }
-  cholesky_solve(c.L, nv, s.lam);
+  cholesky_solve(c.L, nv, s.mu2);
   for (int d = 0; d < nv; ++d) {
-    s.adj_qfrc[d] = dt * s.lam[d];
-    s.adj_bias[d] = -dt * s.lam[d];
+    s.adj_qfrc[d] = dt * s.mu2[d];
+    s.adj_bias[d] = -dt * s.mu2[d];
   }
   if (adj_qfrc)
     for (int d = 0; d < nv; ++d) adj_qfrc[d] += s.adj_qfrc[d];
   for (int k = 0; k < nv; ++k) s.tmp[k] = c.vfree[k] - qvel[k];
-  sub_outer(s.adj_M, nv, s.lam, s.tmp, T(1));
+  adj_M.add(s.mu2, s.tmp, T(-1));
 
   // M = crba (with armature) + dt diag(damping): adj_crba first, while a.cinert is clean
-  adj_crba(m, w, a, s.adj_M, adj_model);
+  adj_crba(m, w, a, adj_M, adj_model);
   if (adj_model.dof_damping)
-    for (int d = 0; d < nv; ++d) adj_model.dof_damping[d] += dt * s.adj_M[d * nv + d];
+    for (int d = 0; d < nv; ++d) adj_model.dof_damping[d] += dt * adj_M(d, d);
   adj_rnea(m, qvel, static_cast<const T*>(nullptr), w, a, s.adj_bias, adj_qvel,
            static_cast<T*>(nullptr));
   adj_passive(m, qpos, qvel, s.adj_qfrc, adj_qpos, adj_qvel, adj_model);
   adj_actuation(m, ctrl, s.adj_qfrc, adj_ctrl, adj_model);
 
   // contact geometry, then the kinematic chain
-  adj_contact_rows(m, w, c, cv, s, a, adj_contact);
+  adj_contact_rows(m, w, c, cv, adj_J, s, a, adj_contact);
   adj_com_vel(m, qvel, w, a, adj_qvel);
   adj_com_pos(m, w, a, adj_model);
   adj_kinematics(m, qpos, w, a, adj_qpos);

@@ -9,6 +9,9 @@
 #include "phalanx/planner.h"
 #include "phalanx/step.h"
 #include "phalanx/tape.h"
+#if !defined(__CUDACC__)
+#include "phalanx/lane_adjoint.h"
+#endif
 
 namespace phx {
 
@@ -383,6 +386,9 @@ struct StepJacobianKernel {
   T* jac_param;   // (nenv x (nq + nv) x jacobian_nparam), overwritten; may be null
   ContactData<T> con;  // contact storage of the replays
   T* seed;             // (nenv x (nq + nv)) scratch
+  // host: the rows of qvel' kLanes<T> at a time (lane_adjoint.h), in lane_scratch_size's
+  // storage past jacobian_scratch_size's (CUDA: one row per pass)
+  bool lanes = false;
 
   PHX_HD void operator()(int e, Scratch<T> scratch) const {
     const ModelView<T> m = env_view(model, e);
@@ -410,7 +416,14 @@ struct StepJacobianKernel {
       if (!stopped) adj_constrained_prepare(m, x.c, cv, x.s);
     }
     const bool linear = !(m.contact_gradient & (kGradComplementarityAware | kGradBounceCorrection));
-    for (int r = linear ? m.nq : 0; r < rows; ++r) {
+    int first = linear ? m.nq : 0;  // rows computed by single passes: [first, rows)
+#if !defined(__CUDACC__)
+    if (lanes && linear && m.nefcmax > 0 && !stopped && *cv.nefc > 0) {
+      lane_rows(m, e, q, v, u, x, cv, scratch);
+      first = rows;
+    }
+#endif
+    for (int r = first; r < rows; ++r) {
       for (int i = 0; i < rows; ++i) w[i] = T(i == r);
       T* row = jac + (long(e) * rows + r) * cols;
       for (int i = 0; i < cols; ++i) row[i] = T(0);
@@ -433,6 +446,35 @@ struct StepJacobianKernel {
     }
     if (linear) qpos_rows(m, e, q, m.nefcmax > 0 ? x.s.qvel_next : x.a.qvel_next, stopped, w);
   }
+
+#if !defined(__CUDACC__)
+  // storage of lane_rows, past jacobian_scratch_size's
+  static ScratchSize lane_scratch_size(const ModelView<T>& m) {
+    return LaneReplay<T>::size(m);
+  }
+
+  // the rows of qvel' of jac and jac_param, kLanes<T> per reverse pass of the replay in x, cv
+  void lane_rows(const ModelView<T>& m, int e, const T* q, const T* v, const T* u,
+                 const AdjointScratch<T>& x, const ContactView<T>& cv, Scratch<T> scratch) const {
+    const int rows = m.nq + m.nv, cols = m.nq + 2 * m.nv + m.nu;
+    const int np = jac_param ? jacobian_nparam(m) : 0;
+    ScratchSize used = jacobian_scratch_size(m);
+    LaneReplay<T> lr(m, {scratch.reals + used.reals, scratch.ints + used.ints}, q, v, u, x.w,
+                     x.c, cv, x.s);
+    constexpr int W = kLanes<T>;
+    for (int d0 = 0; d0 < m.nv; d0 += W) {
+      const int n = m.nv - d0 < W ? m.nv - d0 : W;
+      lr.run(d0, n, np > 0);
+      for (int k = 0; k < n; ++k) {
+        const long r = long(e) * rows + m.nq + d0 + k;
+        T* row = jac + r * cols;
+        for (int i = 0; i < cols; ++i) row[i] = lr.out[i][k];
+        T* prow = np ? jac_param + r * np : nullptr;
+        for (int i = 0; i < np; ++i) prow[i] = lr.out[cols + i][k];
+      }
+    }
+  }
+#endif
 
   // rows 0..nq of jac and jac_param from the rows of qvel' (the replayed qvel_next), w scratch
   PHX_HD void qpos_rows(const ModelView<T>& m, int e, const T* q, const T* qvel_next,

@@ -4,6 +4,7 @@
 #pragma once
 
 #include "phalanx/kinematics.h"
+#include "phalanx/math/dense.h"
 
 namespace phx {
 
@@ -149,14 +150,16 @@ PHX_HD void adj_rnea(const ModelView<T>& m, const T* qvel, const T* qacc, const 
   }
 }
 
-// Adjoint of crba: from adj_M (nv x nv, the gradient of a loss with respect to every entry)
-// to the adjoints of cinert and cdof, and of dof_armature. Uses the identity that column k of
-// M without armature is the RNEA of a unit acceleration e_k with no velocity and no gravity:
-// M e_k = sum_b S_b^T (crb_b S e_k), so dM_ik = cdof_i . (crb cdof_k) differentiated per pair.
+// Adjoint of crba: from adj_M (nv x nv, the gradient of a loss with respect to every entry,
+// read by entry: adj_M(i, j), see DenseEntries and OuterSum in dense.h; only the pairs of a dof
+// and its ancestors are read) to the adjoints of cinert and cdof, and of dof_armature. Uses the
+// identity that column k of M without armature is the RNEA of a unit acceleration e_k with no
+// velocity and no gravity: M e_k = sum_b S_b^T (crb_b S e_k), so dM_ik = cdof_i . (crb cdof_k)
+// differentiated per pair.
 // a.cinert must hold no other adjoint on entry (it is used to accumulate composite adjoints).
-template <class T>
-PHX_HD void adj_crba(const ModelView<T>& m, Workspace<T>& w, AdjWorkspace<T>& a, const T* adj_M,
-                     const ModelAdjoint<T>& adj_model) {
+template <class T, class AdjM>
+PHX_HD void adj_crba(const ModelView<T>& m, Workspace<T>& w, AdjWorkspace<T>& a,
+                     const AdjM& adj_M, const ModelAdjoint<T>& adj_model) {
   // composite inertias as in crba
   T* crb = w.crb;
   for (int i = 0; i < 10 * m.nbody; ++i) crb[i] = w.cinert[i];
@@ -174,7 +177,7 @@ PHX_HD void adj_crba(const ModelView<T>& m, Workspace<T>& w, AdjWorkspace<T>& a,
     Vec6<T> f = J * si, adj_f, adj_si;
     // pairs (i, j) with j = i and j an ancestor dof; M_ij = M_ji = sj . f
     for (int j = i; j >= 0; j = m.dof_parentid[j]) {
-      T g = j == i ? adj_M[i * m.nv + i] : adj_M[i * m.nv + j] + adj_M[j * m.nv + i];
+      T g = j == i ? adj_M(i, i) : adj_M(i, j) + adj_M(j, i);
       Vec6<T> sj = Vec6<T>::load(w.cdof + 6 * j);
       adj_f += g * sj;
       (Vec6<T>::load(a.cdof + 6 * j) + g * f).store(a.cdof + 6 * j);
@@ -182,7 +185,7 @@ PHX_HD void adj_crba(const ModelView<T>& m, Workspace<T>& w, AdjWorkspace<T>& a,
     adj_inertia_mul(J, si, adj_J, adj_si, adj_f);
     (Vec6<T>::load(a.cdof + 6 * i) + adj_si).store(a.cdof + 6 * i);
     adj_J.store(adj_crb + 10 * bi);
-    if (adj_model.dof_armature) adj_model.dof_armature[i] += adj_M[i * m.nv + i];
+    if (adj_model.dof_armature) adj_model.dof_armature[i] += adj_M(i, i);
   }
   // crb_b = cinert_b + sum of children's crb: the adjoint flows from parents to children
   for (int b = 1; b < m.nbody; ++b) {
@@ -190,6 +193,13 @@ PHX_HD void adj_crba(const ModelView<T>& m, Workspace<T>& w, AdjWorkspace<T>& a,
     if (p > 0)
       for (int i = 0; i < 10; ++i) adj_crb[10 * b + i] += adj_crb[10 * p + i];
   }
+}
+
+// adj_crba of a dense adj_M (nv x nv, row-major)
+template <class T>
+PHX_HD void adj_crba(const ModelView<T>& m, Workspace<T>& w, AdjWorkspace<T>& a, const T* adj_M,
+                     const ModelAdjoint<T>& adj_model) {
+  adj_crba(m, w, a, DenseEntries<T>{adj_M, m.nv}, adj_model);
 }
 
 // Adjoint of passive: from adj_qfrc to adj_qpos, adj_qvel, damping and stiffness.

@@ -122,9 +122,11 @@ struct StepStore {
   // slot k <- the step that has just run: its workspaces w, c, contacts and rows cv, and the
   // state after it (qpos', qvel'). A step beyond the slot's room (which a deterministic
   // recomputation cannot take) is not kept: holds(k) is false and the caller replays it.
-  PHX_HD void save(const ModelView<T>& m, int k, const Workspace<T>& w,
-                   const ConstraintWorkspace<T>& c, const ContactView<T>& cv, const T* qpos_next,
-                   const T* qvel_next) const {
+  // The step's scalar U converts to the slot's T (a Lane broadcasts it: lane_adjoint.h).
+  template <class U>
+  PHX_HD void save(const ModelView<T>& m, int k, const Workspace<U>& w,
+                   const ConstraintWorkspace<U>& c, const ContactView<U>& cv, const U* qpos_next,
+                   const U* qvel_next) const {
     Slot s = slot(m, k);
     const int nv = m.nv, nc = *cv.ncon, nr = *cv.nefc;
     if (nc > ncon || nr > nrow) {
@@ -214,9 +216,9 @@ struct StepStore {
   }
 
  private:
-  template <class U>
-  PHX_HD static void copy(const U* from, long n, U* to) {
-    for (long i = 0; i < n; ++i) to[i] = from[i];
+  template <class U, class V>
+  PHX_HD static void copy(const U* from, long n, V* to) {
+    for (long i = 0; i < n; ++i) to[i] = V(from[i]);
   }
 };
 

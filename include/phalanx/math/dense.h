@@ -33,6 +33,44 @@ PHX_HD PHX_INLINE T dot_n(const T* PHX_RESTRICT a, const T* PHX_RESTRICT b, int 
 #pragma GCC diagnostic pop
 #endif
 
+// An n x n matrix read entry by entry, A(i, j): row-major storage ...
+template <class T>
+struct DenseEntries {
+  const T* a;
+  int n;
+  PHX_HD T operator()(int i, int j) const { return a[long(i) * n + j]; }
+};
+
+// ... or a sum of at most K outer products, A = sum_k s_k u_k v_k^T, never written out: for a
+// reader of a few of its entries (adj_crba reads the pairs of a dof and its ancestors)
+template <class T, int K>
+struct OuterSum {
+  int n = 0;  // terms
+  const T* u[K];
+  const T* v[K];
+  T s[K];
+
+  PHX_HD void add(const T* uk, const T* vk, T sk) {
+    u[n] = uk;
+    v[n] = vk;
+    s[n++] = sk;
+  }
+  PHX_HD T operator()(int i, int j) const {
+    T r(0);
+    for (int k = 0; k < n; ++k) r += s[k] * (u[k][i] * v[k][j]);
+    return r;
+  }
+  // row i's weights w (K), for reading many entries of the row: A(i, j) = entry(w, j)
+  PHX_HD void row(int i, T* w) const {
+    for (int k = 0; k < n; ++k) w[k] = s[k] * u[k][i];
+  }
+  PHX_HD T entry(const T* w, int j) const {
+    T r(0);
+    for (int k = 0; k < n; ++k) r += w[k] * v[k][j];
+    return r;
+  }
+};
+
 // A (n x n) -= s u v^T; with `assign`, A = -s u v^T and A's prior contents are not read
 template <class T>
 PHX_HD void sub_outer(T* PHX_RESTRICT A, int n, const T* PHX_RESTRICT u,

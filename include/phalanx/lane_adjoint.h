@@ -1,0 +1,196 @@
+// Reverse passes of one replayed constrained step on kLanes<T> seeds at once (host only).
+//
+// The one-step Jacobians (StepJacobianKernel) run one reverse pass per row of qvel', each a
+// vector-Jacobian product with a unit seed through the same replayed step. LaneReplay copies
+// that step into Lane<T, W> form once (every forward value broadcast to all lanes: the model,
+// the workspaces, the contacts and rows, the LCP adjoint's shared factorisation), then runs
+// adj_step_constrained_replayed itself on W seeds per pass, lane k carrying seed k (lane.h).
+// The results equal W scalar passes up to the rounding of fused multiply-adds.
+#pragma once
+
+#if defined(__CUDACC__)
+#error "phalanx/lane_adjoint.h is for host code"
+#endif
+
+#include "phalanx/constraint_adjoint.h"
+#include "phalanx/math/lane.h"
+#include "phalanx/tape.h"
+
+namespace phx {
+
+// the real-valued arrays of a ModelView, counted
+template <class T>
+PHX_HD long model_reals(const ModelView<T>& m) {
+  return 2L * m.nq + 19L * m.nbody + 9L * m.njnt + 2L * m.nv + 15L * m.ngeom + 3L * m.nu;
+}
+
+// m with every real broadcast to W lanes (arrays into storage p, advanced past them); every
+// parameter a single copy (m is one environment's view)
+template <class T, int W>
+ModelView<Lane<T, W>> lane_model(const ModelView<T>& m, Lane<T, W>*& p) {
+  using L = Lane<T, W>;
+  ModelView<L> r;
+  auto put = [&p](const T* from, long n) {
+    L* to = p;
+    for (long i = 0; i < n; ++i) to[i] = L(from[i]);
+    p += n;
+    return static_cast<const L*>(to);
+  };
+  r.nq = m.nq, r.nv = m.nv, r.nu = m.nu, r.nbody = m.nbody, r.njnt = m.njnt, r.ngeom = m.ngeom;
+  r.timestep = m.timestep;
+  for (int i = 0; i < 3; ++i) r.gravity[i] = m.gravity[i];
+  r.contact = m.contact, r.limit = m.limit, r.lcp_solver = m.lcp_solver;
+  r.lcp_iterations = m.lcp_iterations;
+  r.lcp_tolerance = m.lcp_tolerance, r.lcp_residual_limit = m.lcp_residual_limit;
+  r.contact_gradient = m.contact_gradient;
+  r.erp = m.erp, r.slop = m.slop;
+  r.npair = m.npair, r.nconmax = m.nconmax, r.nefcmax = m.nefcmax;
+  r.qpos0 = put(m.qpos0, m.nq);
+  r.qpos_spring = put(m.qpos_spring, m.nq);
+  r.body_parentid = m.body_parentid, r.body_rootid = m.body_rootid;
+  r.body_jntnum = m.body_jntnum, r.body_jntadr = m.body_jntadr;
+  r.body_dofnum = m.body_dofnum, r.body_dofadr = m.body_dofadr;
+  r.body_pos = put(m.body_pos, 3L * m.nbody);
+  r.body_quat = put(m.body_quat, 4L * m.nbody);
+  r.body_ipos = put(m.body_ipos, 3L * m.nbody);
+  r.body_iquat = put(m.body_iquat, 4L * m.nbody);
+  r.body_mass = put(m.body_mass, m.nbody);
+  r.body_inertia = put(m.body_inertia, 3L * m.nbody);
+  r.jnt_type = m.jnt_type, r.jnt_bodyid = m.jnt_bodyid;
+  r.jnt_qposadr = m.jnt_qposadr, r.jnt_dofadr = m.jnt_dofadr;
+  r.jnt_pos = put(m.jnt_pos, 3L * m.njnt);
+  r.jnt_axis = put(m.jnt_axis, 3L * m.njnt);
+  r.jnt_stiffness = put(m.jnt_stiffness, m.njnt);
+  r.jnt_limited = m.jnt_limited;
+  r.jnt_range = put(m.jnt_range, 2L * m.njnt);
+  r.dof_bodyid = m.dof_bodyid, r.dof_jntid = m.dof_jntid, r.dof_parentid = m.dof_parentid;
+  r.dof_armature = put(m.dof_armature, m.nv);
+  r.dof_damping = put(m.dof_damping, m.nv);
+  r.geom_type = m.geom_type, r.geom_bodyid = m.geom_bodyid, r.geom_condim = m.geom_condim;
+  r.geom_size = put(m.geom_size, 3L * m.ngeom);
+  r.geom_pos = put(m.geom_pos, 3L * m.ngeom);
+  r.geom_quat = put(m.geom_quat, 4L * m.ngeom);
+  r.geom_friction = put(m.geom_friction, 3L * m.ngeom);
+  r.geom_rbound = put(m.geom_rbound, m.ngeom);
+  r.geom_restitution = put(m.geom_restitution, m.ngeom);
+  r.pair_geom = m.pair_geom;
+  for (int k = 0; k < kNumParams; ++k) r.param_nbatch[k] = 0;
+  r.actuator_trnid = m.actuator_trnid, r.actuator_ctrllimited = m.actuator_ctrllimited;
+  r.actuator_gear = put(m.actuator_gear, m.nu);
+  r.actuator_ctrlrange = put(m.actuator_ctrlrange, 2L * m.nu);
+  return r;
+}
+
+// A replayed constrained step in lane form, and its reverse pass on W seeds of qvel' at once.
+template <class T, int W = kLanes<T>>
+struct LaneReplay {
+  using L = Lane<T, W>;
+  ModelView<L> m;                    // capacities: the step's own contacts and rows
+  typename StepStore<L>::Slot x{};   // the step: state after it, workspaces, contacts, rows
+  AdjWorkspace<L> a{};
+  AdjConstraintWorkspace<L> s{};
+  L *qpos = nullptr, *qvel = nullptr, *ctrl = nullptr;  // the state the step started from
+  L *seed_qpos = nullptr, *seed_qvel = nullptr;         // seeds (nq, nv)
+  // adjoints of one pass, laid out as a row of StepJacobianKernel's jac and jac_param:
+  // qpos (nq), qvel (nv), ctrl (nu), qfrc (nv), then the parameters (jacobian_nparam)
+  L* out = nullptr;
+
+  // storage for a model of m's capacities: reals in units of T (aligned here), ints
+  static ScratchSize size(const ModelView<T>& m) {
+    const long nv = m.nv, ne = m.nefcmax;
+    ScratchSize slot = StepStore<T>::slot_size(m, m.nconmax, m.nefcmax);
+    ScratchSize adj = AdjConstraintWorkspace<T>::size(m);
+    ScratchSize factor = AdjConstraintWorkspace<T>::factor_size(m);
+    long lanes = model_reals(m) + slot.reals + nv + 4 * ne + AdjWorkspace<T>::size(m.nbody, m.njnt,
+                 m.nv) + adj.reals + factor.reals + 2L * (m.nq + nv) + m.nu + cols(m) +
+                 jacobian_nparam(m);
+    return {W * (lanes + 1), slot.ints + adj.ints + factor.ints};
+  }
+  static int cols(const ModelView<T>& m) { return m.nq + 2 * m.nv + m.nu; }
+
+  // Binds over storage (size(m0)) and copies the step replayed from (qpos0, qvel0, ctrl0) on
+  // the model m0, as it left w0, c0, cv0, qpos_next, qvel_next and, shared by reverse passes,
+  // s0 (adj_constrained_prepare).
+  LaneReplay(const ModelView<T>& m0, Scratch<T> storage, const T* qpos0, const T* qvel0,
+             const T* ctrl0, const Workspace<T>& w0, const ConstraintWorkspace<T>& c0,
+             const ContactView<T>& cv0, const AdjConstraintWorkspace<T>& s0) {
+    const int nc = *cv0.ncon, nr = *cv0.nefc, nv = m0.nv;
+    // Lane storage aligned for its vector type
+    auto addr = reinterpret_cast<unsigned long>(storage.reals);
+    L* p = reinterpret_cast<L*>((addr + alignof(L) - 1) / alignof(L) * alignof(L));
+    int* q = storage.ints;
+    auto take = [&p](long n) { L* r = p; p += n; return r; };
+    auto put = [&take](const T* from, long n) {
+      L* to = take(n);
+      for (long i = 0; i < n; ++i) to[i] = L(from[i]);
+      return to;
+    };
+    m = lane_model(m0, p);
+    m.nconmax = nc;
+    m.nefcmax = nr;
+
+    // the step: a StepStore slot at its own counts, the adjoint's scratch beside it
+    ScratchSize slot = StepStore<L>::slot_size(m, nc, nr);
+    StepStore<L> store{take(slot.reals), q, nc, nr};
+    q += slot.ints;
+    ConstraintWorkspace<L> scratch{};
+    scratch.tmp = take(nv);
+    scratch.lcp = take(4L * nr);  // adj_lcp's, the LCP adjoint's factors being s's
+    store.save(m, 0, w0, c0, cv0, s0.qpos_next, s0.qvel_next);
+    x = store.slot(m, 0, scratch);
+
+    a = AdjWorkspace<L>::carve(take(AdjWorkspace<L>::size(m.nbody, m.njnt, nv)), m.nbody,
+                               m.njnt, nv);
+    ScratchSize adj = AdjConstraintWorkspace<L>::size(m);
+    s = AdjConstraintWorkspace<L>::carve(m, take(adj.reals), q);
+    q += adj.ints;
+    s.qpos_next = x.qpos_next;
+    s.qvel_next = x.qvel_next;
+    ScratchSize factor = AdjConstraintWorkspace<L>::factor_size(m);
+    s.bind_factor(m, take(factor.reals), q);
+    const LcpAdjointFactor<T>& F0 = s0.base;
+    LcpAdjointFactor<L>& F = s.base;
+    F.m = F0.m;
+    F.nnull = F0.nnull;
+    F.cls = s.base_cls;
+    for (int j = 0; j < nr; ++j) {
+      F.pos[j] = F0.pos[j];
+      s.base_cls[j] = s0.base_cls[j];
+    }
+    for (int i = 0; i < F0.m; ++i) {
+      F.cidx[i] = F0.cidx[i];
+      F.z[i] = L(F0.z[i]);
+    }
+    for (long i = 0; i < long(F0.m) * F0.m; ++i) F.pinv_t[i] = L(F0.pinv_t[i]);
+    for (long i = 0; i < long(F0.m) * F0.nnull; ++i) F.null_basis[i] = L(F0.null_basis[i]);
+    for (long i = 0; i < long(nr) * nv; ++i) s.Z[i] = L(s0.Z[i]);
+
+    qpos = put(qpos0, m.nq);
+    qvel = put(qvel0, nv);
+    ctrl = put(ctrl0, m.nu);
+    seed_qpos = take(m.nq);
+    seed_qvel = take(nv);
+    out = take(cols(m0) + jacobian_nparam(m0));
+  }
+
+  // The reverse pass of seeds adj_qvel' = e_(d0 + k) in lane k < n (the other lanes zero),
+  // adj_qpos' = 0, into out; the parameters' adjoints when params.
+  void run(int d0, int n, bool params) {
+    const int nq = m.nq, nv = m.nv, nu = m.nu, ncol = nq + 2 * nv + nu;
+    for (int i = 0; i < nq; ++i) seed_qpos[i] = L(0);
+    for (int d = 0; d < nv; ++d) seed_qvel[d] = L(0);
+    for (int k = 0; k < n; ++k) seed_qvel[d0 + k].set(k, T(1));
+    const int np = params ? jacobian_nparam(m) : 0;
+    for (int i = 0; i < ncol + np; ++i) out[i] = L(0);
+    ModelAdjoint<L> am{};
+    ContactModelAdjoint<L> ac{};
+    L* p = out + ncol;
+    for (int k = 0; params && k < kNumParams; p += param_size(m, k), ++k)
+      param_adjoint(am, ac, k) = p;
+    adj_step_constrained_replayed(m, qpos, qvel, ctrl, x.w, x.c, x.cv, a, s, seed_qpos,
+                                  seed_qvel, out, out + nq, out + nq + nv, am, ac,
+                                  out + nq + nv + nu);
+  }
+};
+
+}  // namespace phx
