@@ -432,6 +432,7 @@ PHX_HD void adj_constrained_velocity(const ModelView<T>& m, const T* qpos, const
   const int nv = m.nv, nrow = *cv.nefc;
   const T dt = m.timestep;
   const T* f = cv.efc_force;
+  const bool aware = m.contact_gradient & kGradComplementarityAware;
   a.zero(m.nbody, m.njnt, m.nv);
 
   // adj_J and adj_M as their terms, sums of outer products of vectors kept in s, c and cv,
@@ -453,11 +454,10 @@ PHX_HD void adj_constrained_velocity(const ModelView<T>& m, const T* qpos, const
     for (int r = 0; r < nrow; ++r) {
       const T* PHX_RESTRICT J = c.J + long(r) * nv;
       T v = T(0), gv = T(0);
-      for (int d = 0; d < nv; ++d) {
-        v += J[d] * lam[d];
-        gv += J[d] * g[d];
-      }
+      for (int d = 0; d < nv; ++d) v += J[d] * lam[d];
       s.adj_f[r] = v;
+      if (!aware) continue;
+      for (int d = 0; d < nv; ++d) gv += J[d] * g[d];
       s.dl_dv[r] = gv;
     }
   }
@@ -467,7 +467,6 @@ PHX_HD void adj_constrained_velocity(const ModelView<T>& m, const T* qpos, const
   // larger score
   LcpProblem<T> p = lcp_problem(nrow, c);
   const bool cached = s.shared();
-  const bool aware = m.contact_gradient & kGradComplementarityAware;
   const int* cls = cached ? s.base_cls : s.cls;
   if (!cached) replay_classification(m, p, f, cv, s.cls);
   LcpAdjointFactor<T> F = cached ? s.base : lcp_adjoint_factor_bind(nrow, c.lcp, c.ilcp);

@@ -9,7 +9,9 @@
 // Comparisons are true when they hold in every lane: on forward values (equal lanes) that is
 // the scalar comparison; on adjoints the reverse pass only asks whether one is zero, to skip
 // work, which then is skipped when it is zero for every seed. Nonlinear functions only ever
-// meet forward values in a reverse pass (it is linear in the seed) and are taken lane by lane.
+// meet forward values in a reverse pass (it is linear in the seed); the library calls (sin,
+// cos, exp, log, atan2) are evaluated once when every lane holds the same argument, else lane
+// by lane.
 //
 // Host only: GCC/Clang vector extensions. CUDA runs one seed per pass (W = 1, the scalar).
 #pragma once
@@ -66,20 +68,32 @@ struct Lane {
   friend bool operator==(const Lane& a, const Lane& b) { return every(a, b, [](T x, T y) { return x == y; }); }
   friend bool operator!=(const Lane& a, const Lane& b) { return !(a == b); }
 
-  // lane by lane
+  // whether every lane holds lane 0's value
+  bool uniform() const {
+    for (int i = 1; i < W; ++i)
+      if (v[i] != v[0]) return false;
+    return true;
+  }
+  // f lane by lane, or once for equal lanes
   template <class F>
   friend Lane map(const Lane& a, F f) {
+    if (a.uniform()) return Lane(f(a.v[0]));
     Lane r;
     for (int i = 0; i < W; ++i) r.v[i] = f(a.v[i]);
     return r;
   }
-  friend Lane sqrt(const Lane& a) { return map(a, [](T x) { return phx::sqrt(x); }); }
+  friend Lane sqrt(const Lane& a) {  // one vector instruction
+    Lane r;
+    for (int i = 0; i < W; ++i) r.v[i] = phx::sqrt(a.v[i]);
+    return r;
+  }
   friend Lane sin(const Lane& a) { return map(a, [](T x) { return phx::sin(x); }); }
   friend Lane cos(const Lane& a) { return map(a, [](T x) { return phx::cos(x); }); }
   friend Lane exp(const Lane& a) { return map(a, [](T x) { return phx::exp(x); }); }
   friend Lane log(const Lane& a) { return map(a, [](T x) { return phx::log(x); }); }
   friend Lane abs(const Lane& a) { return map(a, [](T x) { return phx::abs(x); }); }
   friend Lane atan2(const Lane& y, const Lane& x) {
+    if (y.uniform() && x.uniform()) return Lane(phx::atan2(y.v[0], x.v[0]));
     Lane r;
     for (int i = 0; i < W; ++i) r.v[i] = phx::atan2(y.v[i], x.v[i]);
     return r;
