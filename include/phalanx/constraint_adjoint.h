@@ -31,6 +31,8 @@
 // elastic-bounce correction (m.contact_gradient, see adj_step_constrained).
 #pragma once
 
+#include <type_traits>
+
 #include "phalanx/step.h"
 
 namespace phx {
@@ -65,21 +67,22 @@ PHX_HD void adj_geom_poses(const ModelView<T>& m, const T* adj_geom_xpos, const 
 // the root body's xpos in a.
 // Per dof d on the path: row_kd += sign u_k . t,  t = s_lin + s_ang x r,  r = p - xpos[root];
 // the rows' adjoints combine into one adj_t = sum_k g_kd u_k before the cross products.
-template <class T, int K>
+template <class T, class AdjRows>
 PHX_HD void adj_add_point_jacobian(const ModelView<T>& m, const Workspace<T>& w, int b,
                                    const Vec3<T>& p, const Vec3<T>* u, int nr, T sign,
-                                   const OuterSum<T, K>& adj_J, int row0, AdjWorkspace<T>& a,
+                                   const AdjRows& adj_J, int row0, AdjWorkspace<T>& a,
                                    Vec3<T>& adj_p, Vec3<T>* adj_u) {
+  if (last_dof(m, b) < 0) return;  // the world: no dofs
   int root = m.body_rootid[b];
   Vec3<T> r = p - Vec3<T>::load(w.xpos + 3 * root);
   Vec3<T> adj_r;
-  T weight[3][K];
-  for (int k = 0; k < nr; ++k) adj_J.row(row0 + k, weight[k]);
+  typename AdjRows::Row rows[3];
+  for (int k = 0; k < nr; ++k) rows[k] = adj_J.row(row0 + k);
   for (int d = last_dof(m, b); d >= 0; d = m.dof_parentid[d]) {
     Vec6<T> s = Vec6<T>::load(w.cdof + 6 * d);
     Vec3<T> t = s.lin() + cross(s.ang(), r), adj_t;
     for (int k = 0; k < nr; ++k) {
-      T g = sign * adj_J.entry(weight[k], d);
+      T g = sign * rows[k](d);
       adj_u[k] += g * t;
       adj_t += g * u[k];
     }
@@ -209,6 +212,8 @@ struct AdjConstraintWorkspace {
   T* tmp;            // (nv)
   T* proj;           // adj_delassus's projections onto Z                   (4 nv)
   T* bounce;         // e adj_b on bouncing normal rows, else 0             (nefcmax)
+  T* adj_J;          // adj_J written out (one seed)                        (nefcmax x nv)
+  T* adj_M;          // adj_M written out (one seed)                        (nv x nv)
   LcpAdjointA<T> adj_A;  // adj_lcp's rank-two factors                      (4 x nefcmax)
   T* adj_b;          // (nefcmax)
   T* adj_f;          // (nefcmax)
@@ -235,7 +240,7 @@ struct AdjConstraintWorkspace {
 
   PHX_HD static ScratchSize size(const ModelView<T>& m) {
     long ne = m.nefcmax, nv = m.nv, nc = m.nconmax;
-    return {2 * m.nq + 16 * nv + 9 * ne + 13 * nc +
+    return {2 * m.nq + 16 * nv + nv * nv + ne * nv + 9 * ne + 13 * nc +
                 12L * m.ngeom + 2,
             2 * ne};
   }
@@ -256,6 +261,8 @@ struct AdjConstraintWorkspace {
     s.tmp = take(nv);
     s.proj = take(4 * nv);
     s.bounce = take(ne);
+    s.adj_J = take(ne * nv);
+    s.adj_M = take(nv * nv);
     s.adj_A = {take(ne), take(ne), take(ne), take(ne)};
     s.adj_b = take(ne);
     s.adj_f = take(ne);
@@ -307,10 +314,10 @@ PHX_HD PHX_INLINE int pair_max_geom(const T* coef, int stride, int g1, int g2) {
 // collide and geom_poses, to the adjoints of cdof and of the body frames in a and of the geom
 // sizes in adj_contact. Uses the contacts in cv and the geom frames in c as the forward left
 // them.
-template <class T, int K>
+template <class T, class AdjRows>
 PHX_HD void adj_contact_rows(const ModelView<T>& m, const Workspace<T>& w,
                              const ConstraintWorkspace<T>& c, const ContactView<T>& cv,
-                             const OuterSum<T, K>& adj_J, AdjConstraintWorkspace<T>& s,
+                             const AdjRows& adj_J, AdjConstraintWorkspace<T>& s,
                              AdjWorkspace<T>& a, const ContactModelAdjoint<T>& adj_contact) {
   int ncon = *cv.ncon;
   for (int i = 0; i < 3 * ncon; ++i) s.adj_pos[i] = T(0);
@@ -553,7 +560,17 @@ PHX_HD void adj_constrained_velocity(const ModelView<T>& m, const T* qpos, const
   adj_M.add(s.mu2, s.tmp, T(-1));
 
   // M = crba (with armature) + dt diag(damping): adj_crba first, while a.cinert is clean
-  adj_crba(m, w, a, adj_M, adj_model);
+  // one seed (a float or double T) writes adj_M and adj_J out, in loops vectorised along their
+  // rows; several seeds at once (a Lane, lane_adjoint.h) are vectorised across the seeds and
+  // read the terms, on the entries needed only
+  constexpr bool write_out = std::is_floating_point_v<T>;
+  if constexpr (write_out) {
+    adj_M.write(s.adj_M, nv, nv);
+    adj_J.write(s.adj_J, nrow, nv);
+    adj_crba(m, w, a, DenseEntries<T>{s.adj_M, nv}, adj_model);
+  } else {
+    adj_crba(m, w, a, adj_M, adj_model);
+  }
   if (adj_model.dof_damping)
     for (int d = 0; d < nv; ++d) adj_model.dof_damping[d] += dt * adj_M(d, d);
   adj_rnea(m, qvel, static_cast<const T*>(nullptr), w, a, s.adj_bias, adj_qvel,
@@ -562,7 +579,11 @@ PHX_HD void adj_constrained_velocity(const ModelView<T>& m, const T* qpos, const
   adj_actuation(m, ctrl, s.adj_qfrc, adj_ctrl, adj_model);
 
   // contact geometry, then the kinematic chain
-  adj_contact_rows(m, w, c, cv, adj_J, s, a, adj_contact);
+  if constexpr (write_out) {
+    adj_contact_rows(m, w, c, cv, DenseEntries<T>{s.adj_J, nv}, s, a, adj_contact);
+  } else {
+    adj_contact_rows(m, w, c, cv, adj_J, s, a, adj_contact);
+  }
   adj_com_vel(m, qvel, w, a, adj_qvel);
   adj_com_pos(m, w, a, adj_model);
   adj_kinematics(m, qpos, w, a, adj_qpos);

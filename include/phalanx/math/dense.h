@@ -33,16 +33,23 @@ PHX_HD PHX_INLINE T dot_n(const T* PHX_RESTRICT a, const T* PHX_RESTRICT b, int 
 #pragma GCC diagnostic pop
 #endif
 
-// An n x n matrix read entry by entry, A(i, j): row-major storage ...
+// A matrix read entry by entry, A(i, j), or a row at a time, row(i)(j): row-major storage
+// with ncol columns ...
 template <class T>
 struct DenseEntries {
   const T* a;
-  int n;
-  PHX_HD T operator()(int i, int j) const { return a[long(i) * n + j]; }
+  int ncol;
+  struct Row {
+    const T* p;
+    PHX_HD T operator()(int j) const { return p[j]; }
+  };
+  PHX_HD T operator()(int i, int j) const { return a[long(i) * ncol + j]; }
+  PHX_HD Row row(int i) const { return {a + long(i) * ncol}; }
 };
 
-// ... or a sum of at most K outer products, A = sum_k s_k u_k v_k^T, never written out: for a
-// reader of a few of its entries (adj_crba reads the pairs of a dof and its ancestors)
+// ... or a sum of at most K outer products, A = sum_k s_k u_k v_k^T, kept as its terms: a
+// reader of few of its entries takes them from the terms (row weights s_k u_k[i] first when it
+// reads along a row), or the whole matrix is written out (write, vectorised along rows)
 template <class T, int K>
 struct OuterSum {
   int n = 0;  // terms
@@ -60,14 +67,31 @@ struct OuterSum {
     for (int k = 0; k < n; ++k) r += s[k] * (u[k][i] * v[k][j]);
     return r;
   }
-  // row i's weights w (K), for reading many entries of the row: A(i, j) = entry(w, j)
-  PHX_HD void row(int i, T* w) const {
-    for (int k = 0; k < n; ++k) w[k] = s[k] * u[k][i];
-  }
-  PHX_HD T entry(const T* w, int j) const {
-    T r(0);
-    for (int k = 0; k < n; ++k) r += w[k] * v[k][j];
+  struct Row {
+    const OuterSum* sum;
+    T w[K];  // s_k u_k[i]
+    PHX_HD T operator()(int j) const {
+      T r(0);
+      for (int k = 0; k < sum->n; ++k) r += w[k] * sum->v[k][j];
+      return r;
+    }
+  };
+  PHX_HD Row row(int i) const {
+    Row r{this, {}};
+    for (int k = 0; k < n; ++k) r.w[k] = s[k] * u[k][i];
     return r;
+  }
+  // A (nrow x ncol) = the sum
+  PHX_HD void write(T* A, int nrow, int ncol) const {
+    for (int i = 0; i < nrow; ++i) {
+      T* PHX_RESTRICT a = A + long(i) * ncol;
+      for (int j = 0; j < ncol; ++j) a[j] = T(0);
+      for (int k = 0; k < n; ++k) {
+        const T wk = s[k] * u[k][i];
+        const T* PHX_RESTRICT vk = v[k];
+        for (int j = 0; j < ncol; ++j) a[j] += wk * vk[j];
+      }
+    }
   }
 };
 
