@@ -120,7 +120,7 @@ def main():
                 lambda: mujoco.mjd_transitionFD(mj, d, 1e-6, 1, A, B, None, None),
                 repeats=args.repeats)
             print(f"  {'':<13} MuJoCo mjd_transitionFD (centred): {t_mj:.3f} ms, "
-                  f"{t_mj / t_an2:.2f}x the analytic time ({t_an2:.3f} ms, timed in turn)")
+                  f"{t_mj / t_an2:.2f}x the analytic time ({t_an2:.3f} ms, timed in rounds with it)")
             rows[-1]["mujoco_transitionFD_ms"] = t_mj
     write_result({"threads": 1, "repeats": args.repeats, "models": rows}, args.out)
 
