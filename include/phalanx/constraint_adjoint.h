@@ -442,9 +442,8 @@ PHX_HD void adj_constrained_velocity(const ModelView<T>& m, const T* qpos, const
   const bool aware = m.contact_gradient & kGradComplementarityAware;
   a.zero(m.nbody, m.njnt, m.nv);
 
-  // adj_J and adj_M as their terms, sums of outer products of vectors kept in s, c and cv,
-  // never written out (add_point_jacobian's adjoint reads the rows on their paths' dofs,
-  // adj_crba the pairs of a dof and its ancestors)
+  // adj_J and adj_M as their terms, sums of outer products of vectors kept in s, c and cv
+  // (written out or read term by term below, by the number of seeds)
   OuterSum<T, 7> adj_J;
   OuterSum<T, 4> adj_M;
   // qvel' = vfree + M^-1 J^T f: lam = M^-1 g, adj_M = -lam (qvel' - vfree)^T, adj_J = f lam^T,
@@ -566,7 +565,6 @@ PHX_HD void adj_constrained_velocity(const ModelView<T>& m, const T* qpos, const
   constexpr bool write_out = std::is_floating_point_v<T>;
   if constexpr (write_out) {
     adj_M.write(s.adj_M, nv, nv);
-    adj_J.write(s.adj_J, nrow, nv);
     adj_crba(m, w, a, DenseEntries<T>{s.adj_M, nv}, adj_model);
   } else {
     adj_crba(m, w, a, adj_M, adj_model);
@@ -580,6 +578,7 @@ PHX_HD void adj_constrained_velocity(const ModelView<T>& m, const T* qpos, const
 
   // contact geometry, then the kinematic chain
   if constexpr (write_out) {
+    adj_J.write(s.adj_J, nrow, nv);
     adj_contact_rows(m, w, c, cv, DenseEntries<T>{s.adj_J, nv}, s, a, adj_contact);
   } else {
     adj_contact_rows(m, w, c, cv, adj_J, s, a, adj_contact);

@@ -95,21 +95,6 @@ struct OuterSum {
   }
 };
 
-// A (n x n) -= s u v^T; with `assign`, A = -s u v^T and A's prior contents are not read
-template <class T>
-PHX_HD void sub_outer(T* PHX_RESTRICT A, int n, const T* PHX_RESTRICT u,
-                      const T* PHX_RESTRICT v, T s, bool assign = false) {
-  for (int i = 0; i < n; ++i) {
-    T* PHX_RESTRICT row = A + i * n;
-    const T ui = s * u[i];
-    if (assign) {
-      for (int k = 0; k < n; ++k) row[k] = -ui * v[k];
-    } else {
-      for (int k = 0; k < n; ++k) row[k] -= ui * v[k];
-    }
-  }
-}
-
 // In-place Cholesky factorisation A = L L^T of a symmetric positive definite n x n matrix;
 // L overwrites the strictly lower triangle and the diagonal holds 1 / L_jj, so that the solves
 // multiply instead of divide (the upper triangle is left untouched). Returns false when a pivot
