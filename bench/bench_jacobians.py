@@ -2,9 +2,10 @@
 differences, with the paper's figures beside ours.
 
 For each model at a state in contact, the time of phalanx.step_jacobians (all of dq'/dq, dq'/dqd,
-dqd'/dq, dqd'/dqd, dqd'/dtau and the ctrl blocks, from the adjoints) against
-phalanx.step_jacobians_fd with central differences and with Ridders' extrapolation (each step
-size one batched phalanx.step call of all perturbed states). On the humanoid, MuJoCo's own
+dqd'/dq, dqd'/dqd, dqd'/dtau and the ctrl blocks, from the adjoints; tau is the generalized force
+phalanx.step adds, qfrc) against phalanx.step_jacobians_fd computing the same blocks with central
+differences and with Ridders' extrapolation (each step size one batched phalanx.step call of all
+2 (nq + 2 nv + nu) perturbed states). On the humanoid, MuJoCo's own
 finite-difference derivatives (mujoco.mjd_transitionFD, centred) run in the same script. Medians
 of --repeats timed calls, analytic and reference timed in alternating rounds (a shared machine's
 speed can change during a run); the worst entry-wise difference to central differences is

@@ -181,13 +181,15 @@ CArray<T> inverse_dynamics(PyModel& pm, const CArray<T>& qpos, const CArray<T>& 
 // nstep steps with ctrl held -> (qpos, qvel, status), new arrays
 template <class T>
 py::tuple step(PyModel& pm, const CArray<T>& qpos, const CArray<T>& qvel, const CArray<T>& ctrl,
-               int nstep, const std::string& device_name) {
+               int nstep, const std::optional<CArray<T>>& qfrc, const std::string& device_name) {
   Device device = phx::parse_device(device_name);
   auto dm = pm.compiled<T>(device);
   const phx::Model& m = dm->model();
   int E = batch_size(qpos, m.nq);
   require_shape(qvel, {E, m.nv}, "qvel");
   require_shape(ctrl, {E, m.nu}, "ctrl");
+  if (qfrc) require_shape(*qfrc, {E, m.nv}, "qfrc");
+  const T* f = qfrc ? qfrc->data() : nullptr;
   if (nstep < 0) throw std::invalid_argument("phalanx: nstep must be >= 0");
   CArray<T> qpos_out({py::ssize_t(E), py::ssize_t(m.nq)});
   CArray<T> qvel_out({py::ssize_t(E), py::ssize_t(m.nv)});
@@ -204,7 +206,8 @@ py::tuple step(PyModel& pm, const CArray<T>& qpos, const CArray<T>& qvel, const 
     data.qpos.upload(q, size_t(E) * m.nq);
     data.qvel.upload(v, size_t(E) * m.nv);
     data.ctrl.upload(u, size_t(E) * m.nu);
-    phx::step(*dm, data, nstep);
+    DeviceInput<T> d_f(device, f, f ? size_t(E) * m.nv : 0);
+    phx::step(*dm, data, nstep, f ? d_f.get() : nullptr);
     data.qpos.download(q_out, size_t(E) * m.nq);
     data.qvel.download(v_out, size_t(E) * m.nv);
     data.status.download(s_out, size_t(E));
@@ -339,13 +342,15 @@ class PyTape {
 template <class T>
 py::tuple step_jacobian(PyModel& pm, const CArray<T>& qpos, const CArray<T>& qvel,
                         const CArray<T>& ctrl, bool parameters, int contact_gradient,
-                        const std::string& device_name) {
+                        const std::optional<CArray<T>>& qfrc, const std::string& device_name) {
   Device device = phx::parse_device(device_name);
   auto dm = pm.compiled<T>(device);
   const phx::Model& m = dm->model();
   int E = batch_size(qpos, m.nq);
   require_shape(qvel, {E, m.nv}, "qvel");
   require_shape(ctrl, {E, m.nu}, "ctrl");
+  if (qfrc) require_shape(*qfrc, {E, m.nv}, "qfrc");
+  const T* f = qfrc ? qfrc->data() : nullptr;
   py::ssize_t rows = m.nq + m.nv, cols = m.nq + 2 * m.nv + m.nu,
               np = phx::jacobian_nparam(dm->view());
   CArray<T> jac({py::ssize_t(E), rows, cols});
@@ -362,8 +367,9 @@ py::tuple step_jacobian(PyModel& pm, const CArray<T>& qpos, const CArray<T>& qve
       d_in.push_back(std::make_unique<DeviceInput<T>>(device, in[i], size_t(E) * in_n[i]));
     DeviceOutput<T> d_jac(device, pj, size_t(E) * rows * cols);
     DeviceOutput<T> d_par(device, pp, pp ? size_t(E) * rows * np : 0);
+    DeviceInput<T> d_f(device, f, f ? size_t(E) * m.nv : 0);
     phx::step_jacobian(*dm, E, d_in[0]->get(), d_in[1]->get(), d_in[2]->get(), d_jac.get(),
-                       pp ? d_par.get() : nullptr, contact_gradient);
+                       pp ? d_par.get() : nullptr, contact_gradient, f ? d_f.get() : nullptr);
     d_jac.finish();
     if (pp) d_par.finish();
   }
@@ -472,13 +478,16 @@ py::tuple rollout(PyModel& pm, const CArray<T>& qpos, const CArray<T>& qvel, con
 template <class T>
 py::dict step_vjp(PyModel& pm, const CArray<T>& qpos, const CArray<T>& qvel, const CArray<T>& ctrl,
                   const CArray<T>& adj_qpos_next, const CArray<T>& adj_qvel_next,
-                  int contact_gradient, const std::string& device_name) {
+                  int contact_gradient, const std::optional<CArray<T>>& qfrc,
+                  const std::string& device_name) {
   Device device = phx::parse_device(device_name);
   auto dm = pm.compiled<T>(device);
   const phx::Model& m = dm->model();
   int E = batch_size(qpos, m.nq);
   require_shape(qvel, {E, m.nv}, "qvel");
   require_shape(ctrl, {E, m.nu}, "ctrl");
+  if (qfrc) require_shape(*qfrc, {E, m.nv}, "qfrc");
+  const T* f = qfrc ? qfrc->data() : nullptr;
   require_shape(adj_qpos_next, {E, m.nq}, "adj_qpos_next");
   require_shape(adj_qvel_next, {E, m.nv}, "adj_qvel_next");
   auto out = [E](std::vector<py::ssize_t> dims) {
@@ -486,7 +495,7 @@ py::dict step_vjp(PyModel& pm, const CArray<T>& qpos, const CArray<T>& qvel, con
     return CArray<T>(dims);
   };
   py::dict result;
-  CArray<T> gq = out({m.nq}), gv = out({m.nv}), gc = out({m.nu});
+  CArray<T> gq = out({m.nq}), gv = out({m.nv}), gc = out({m.nu}), gf = out({m.nv});
   ParameterGrads<T> params(m, E);
   // device copies of the inputs and outputs, then one launch
   const T* in[5] = {qpos.data(), qvel.data(), ctrl.data(), adj_qpos_next.data(),
@@ -495,25 +504,30 @@ py::dict step_vjp(PyModel& pm, const CArray<T>& qpos, const CArray<T>& qvel, con
   T* pq = gq.mutable_data();
   T* pv = gv.mutable_data();
   T* pc = gc.mutable_data();
+  T* pf = gf.mutable_data();
   if (E > 0) {
     py::gil_scoped_release nogil;
     std::vector<std::unique_ptr<DeviceInput<T>>> d_in;
     for (int i = 0; i < 5; ++i)
       d_in.push_back(std::make_unique<DeviceInput<T>>(device, in[i], size_t(E) * in_n[i]));
+    DeviceInput<T> d_f(device, f, f ? size_t(E) * m.nv : 0);
     DeviceOutput<T> d_gq(device, pq, size_t(E) * m.nq), d_gv(device, pv, size_t(E) * m.nv),
-        d_gc(device, pc, size_t(E) * m.nu);
+        d_gc(device, pc, size_t(E) * m.nu), d_gf(device, pf, size_t(E) * m.nv);
     params.bind(device);
     phx::step_vjp(*dm, E, d_in[0]->get(), d_in[1]->get(), d_in[2]->get(), d_in[3]->get(),
                   d_in[4]->get(), d_gq.get(), d_gv.get(), d_gc.get(), params.model_adjoint(),
-                  params.contact_adjoint(), contact_gradient);
+                  params.contact_adjoint(), contact_gradient, f ? d_f.get() : nullptr,
+                  d_gf.get());
     d_gq.finish();
     d_gv.finish();
     d_gc.finish();
+    d_gf.finish();
     params.finish();
   }
   result["qpos"] = gq;
   result["qvel"] = gv;
   result["ctrl"] = gc;
+  result["qfrc"] = gf;
   params.into(result);
   return result;
 }
@@ -1103,7 +1117,7 @@ PYBIND11_MODULE(_phalanx, mod) {
             py::arg("qacc").noconvert());
   def_query(mod, "step", &step<float>, &step<double>, "-> (qpos, qvel, status)",
             py::arg("qpos").noconvert(), py::arg("qvel").noconvert(), py::arg("ctrl").noconvert(),
-            py::arg("nstep") = 1);
+            py::arg("nstep") = 1, py::arg("qfrc").noconvert() = py::none());
   def_query(mod, "rollout", &rollout<float>, &rollout<double>,
             "-> (qpos (E, T, nq), qvel (E, T, nv), status (E,))", py::arg("qpos").noconvert(),
             py::arg("qvel").noconvert(), py::arg("ctrl").noconvert(),
@@ -1130,12 +1144,13 @@ PYBIND11_MODULE(_phalanx, mod) {
   def_query(mod, "step_jacobian", &step_jacobian<float>, &step_jacobian<double>,
             "-> (jac (E, nq + nv, nq + 2 nv + nu), jac_param (E, nq + nv, nparam) or None)",
             py::arg("qpos").noconvert(), py::arg("qvel").noconvert(), py::arg("ctrl").noconvert(),
-            py::arg("parameters"), py::arg("contact_gradient"));
+            py::arg("parameters"), py::arg("contact_gradient"),
+            py::arg("qfrc").noconvert() = py::none());
   def_query(mod, "step_vjp", &step_vjp<float>, &step_vjp<double>,
             "vector-Jacobian product of one step -> dict of adjoints", py::arg("qpos").noconvert(),
             py::arg("qvel").noconvert(), py::arg("ctrl").noconvert(),
             py::arg("adj_qpos_next").noconvert(), py::arg("adj_qvel_next").noconvert(),
-            py::arg("contact_gradient"));
+            py::arg("contact_gradient"), py::arg("qfrc").noconvert() = py::none());
   // tensors through DLPack, on their own device, no host round trip (phalanx.torch uses these)
   mod.def("step_into", &step_into, py::arg("model"), py::arg("qpos"), py::arg("qvel"),
           py::arg("ctrl"), py::arg("qpos_out"), py::arg("qvel_out"), py::arg("status_out"),

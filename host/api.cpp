@@ -97,10 +97,10 @@ void check_nenv(int nenv) {
 }  // namespace
 
 template <class T>
-void step(const DeviceModel<T>& model, Data<T>& data, int nstep) {
+void step(const DeviceModel<T>& model, Data<T>& data, int nstep, const T* d_qfrc_applied) {
   if (nstep < 0) throw std::invalid_argument("phalanx: nstep must be >= 0");
   StepKernel<T> k{model.view(), data.qpos.data(), data.qvel.data(), data.ctrl.data(),
-                  data.status.data(), nstep, data.contacts()};
+                  data.status.data(), nstep, data.contacts(), d_qfrc_applied};
   launch(model.device(), data.nenv(), k, model.scratch_size());
   for (double& t : data.time) t += nstep * model.model().opt.timestep;
 }
@@ -257,20 +257,23 @@ template <class T>
 void step_vjp(const DeviceModel<T>& model, int nenv, const T* d_qpos, const T* d_qvel,
               const T* d_ctrl, const T* d_adj_qpos_next, const T* d_adj_qvel_next, T* d_adj_qpos,
               T* d_adj_qvel, T* d_adj_ctrl, const ModelAdjoint<T>& d_adj_model,
-              const ContactModelAdjoint<T>& d_adj_contact, int contact_gradient) {
+              const ContactModelAdjoint<T>& d_adj_contact, int contact_gradient,
+              const T* d_qfrc_applied, T* d_adj_qfrc_applied) {
   check_nenv(nenv);
   ModelView<T> view = gradient_view(model, contact_gradient);
   if (nenv == 0) return;
   Data<T> replay(model, nenv);  // cold-start contact storage of the replayed step
   StepAdjointKernel<T> k{view,     d_qpos,        d_qvel,          d_ctrl,
                          d_adj_qpos_next,  d_adj_qvel_next, d_adj_qpos,    d_adj_qvel,
-                         d_adj_ctrl,       d_adj_model,   d_adj_contact,   replay.contacts()};
+                         d_adj_ctrl,       d_adj_model,   d_adj_contact,   replay.contacts(),
+                         d_adj_qfrc_applied, d_qfrc_applied};
   launch(model.device(), nenv, k, adjoint_scratch_size(view));
 }
 
 template <class T>
 void step_jacobian(const DeviceModel<T>& model, int nenv, const T* d_qpos, const T* d_qvel,
-                   const T* d_ctrl, T* d_jac, T* d_jac_param, int contact_gradient) {
+                   const T* d_ctrl, T* d_jac, T* d_jac_param, int contact_gradient,
+                   const T* d_qfrc_applied) {
   check_nenv(nenv);
   ModelView<T> view = gradient_view(model, contact_gradient);
   if (nenv == 0) return;
@@ -279,6 +282,7 @@ void step_jacobian(const DeviceModel<T>& model, int nenv, const T* d_qpos, const
   Buffer<T> seed(model.device(), size_t(nenv) * (m.nq + m.nv));
   StepJacobianKernel<T> k{view,  d_qpos, d_qvel, d_ctrl, d_jac, d_jac_param, replay.contacts(),
                           seed.data()};
+  k.qfrc_applied = d_qfrc_applied;
   ScratchSize scratch = jacobian_scratch_size(view);
   if (model.device() == Device::kCpu && view.nefcmax > 0) {
     // the rows of qvel' several per reverse pass
@@ -321,12 +325,12 @@ void rollout_backward(const DeviceModel<T>& model, Tape<T>& tape, const T* d_adj
 #define PHX_INSTANTIATE_API(T)                                                            \
   template class DeviceModel<T>;                                                          \
   template class Data<T>;                                                                 \
-  template void step<T>(const DeviceModel<T>&, Data<T>&, int);                            \
+  template void step<T>(const DeviceModel<T>&, Data<T>&, int, const T*);                  \
   template class Tape<T>;                                                                 \
   template void rollout<T>(const DeviceModel<T>&, Data<T>&, const T*, int, T*, T*, int*,      \
                            Tape<T>*);                                                         \
   template void step_jacobian<T>(const DeviceModel<T>&, int, const T*, const T*, const T*, T*, \
-                                 T*, int);                                                   \
+                                 T*, int, const T*);                                         \
   template void rollout_backward<T>(const DeviceModel<T>&, Tape<T>&, const T*, const T*, T*,  \
                                     T*, T*, const ModelAdjoint<T>&,                           \
                                     const ContactModelAdjoint<T>&, int);                      \
@@ -340,7 +344,7 @@ void rollout_backward(const DeviceModel<T>& model, Tape<T>& tape, const T* d_adj
                                     const T*, T*);                                        \
   template void step_vjp<T>(const DeviceModel<T>&, int, const T*, const T*, const T*,     \
                             const T*, const T*, T*, T*, T*, const ModelAdjoint<T>&,       \
-                            const ContactModelAdjoint<T>&, int);
+                            const ContactModelAdjoint<T>&, int, const T*, T*);
 PHX_INSTANTIATE_API(float)
 PHX_INSTANTIATE_API(double)
 #undef PHX_INSTANTIATE_API

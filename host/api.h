@@ -123,9 +123,12 @@ class Tape {
   Buffer<int> peak_;
 };
 
-// nstep steps of every environment with ctrl held; status bits accumulate
+// nstep steps of every environment with ctrl held; status bits accumulate. d_qfrc_applied
+// (nenv x nv on the device, may be null) is a generalized force added to the applied ones at
+// every step (MuJoCo's qfrc_applied); a non-finite one sets kStatusNanCtrl.
 template <class T>
-void step(const DeviceModel<T>& model, Data<T>& data, int nstep = 1);
+void step(const DeviceModel<T>& model, Data<T>& data, int nstep = 1,
+          const T* d_qfrc_applied = nullptr);
 
 // nstep steps driven by d_ctrl (nenv x nstep x nu, on the device). Writes the state after each
 // step to d_qpos_out (nenv x nstep x nq) and d_qvel_out (nenv x nstep x nv), and per step the
@@ -141,10 +144,13 @@ void rollout(const DeviceModel<T>& model, Data<T>& data, const T* d_ctrl, int ns
 // d_jac (nenv x (nq + nv) x (nq + 2 nv + nu)): rows qpos', qvel'; columns qpos, qvel, ctrl and
 // qfrc, a generalized force added to the applied ones (Nimble's dqd'/dtau). d_jac_param (nenv x
 // (nq + nv) x jacobian_nparam(view), may be null): columns the parameters in Param order
-// (model_view.h), each flattened. contact_gradient as in step_vjp.
+// (model_view.h), each flattened. contact_gradient as in step_vjp. d_qfrc_applied (nenv x nv,
+// may be null: zero) is the step's added generalized force, as step() takes it; the qfrc columns
+// are the derivatives with respect to it.
 template <class T>
 void step_jacobian(const DeviceModel<T>& model, int nenv, const T* d_qpos, const T* d_qvel,
-                   const T* d_ctrl, T* d_jac, T* d_jac_param = nullptr, int contact_gradient = -1);
+                   const T* d_ctrl, T* d_jac, T* d_jac_param = nullptr, int contact_gradient = -1,
+                   const T* d_qfrc_applied = nullptr);
 
 // The backward pass of a taped rollout: from d_adj_qpos_out (nenv x nstep x nq) and
 // d_adj_qvel_out (nenv x nstep x nv), the loss gradients with respect to the state after each
@@ -193,11 +199,14 @@ void inverse_dynamics(const DeviceModel<T>& model, int nenv, const T* d_qpos, co
 // pointers are skipped).
 // contact_gradient: ContactGradient flags for this call (-1: the model's
 // opt.contact_gradient); other bits are an std::invalid_argument.
+// d_qfrc_applied (nenv x nv, may be null: zero) is the step's added generalized force, as step()
+// takes it; d_adj_qfrc_applied (nenv x nv, may be null) receives its adjoint.
 template <class T>
 void step_vjp(const DeviceModel<T>& model, int nenv, const T* d_qpos, const T* d_qvel,
               const T* d_ctrl, const T* d_adj_qpos_next, const T* d_adj_qvel_next, T* d_adj_qpos,
               T* d_adj_qvel, T* d_adj_ctrl, const ModelAdjoint<T>& d_adj_model,
-              const ContactModelAdjoint<T>& d_adj_contact = {}, int contact_gradient = -1);
+              const ContactModelAdjoint<T>& d_adj_contact = {}, int contact_gradient = -1,
+              const T* d_qfrc_applied = nullptr, T* d_adj_qfrc_applied = nullptr);
 
 // ---- costs and sampling planners (host/planner.cpp) -----------------------------------------
 

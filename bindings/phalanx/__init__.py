@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import functools
 import importlib.metadata
 import operator
 import os
@@ -169,16 +170,20 @@ def inverse_dynamics(
 
 
 def step(
-    model: Model, qpos, qvel, ctrl, *, nstep: int = 1, dtype=None, device: str = "cpu"
+    model: Model, qpos, qvel, ctrl, *, nstep: int = 1, qfrc=None, dtype=None,
+    device: str = "cpu"
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Advance nstep semi-implicit Euler steps (MuJoCo's Euler integrator) with ctrl held.
 
+    ``qfrc`` (E, nv), if given, is a generalized force added to the applied forces at every
+    step (MuJoCo's qfrc_applied); a non-finite one sets STATUS_NAN_CTRL.
     Returns new arrays (qpos (E, nq), qvel (E, nv), status (E,) uint32); the inputs are not
     modified. status holds STATUS_* bits; an environment stops at the step that set one.
     """
     nstep = _count("nstep", nstep)
     args = _Args(model, qpos, dtype)
-    return _phalanx.step(model, args.qpos, args.qvel(qvel), args.ctrl(ctrl), nstep, device)
+    return _phalanx.step(model, args.qpos, args.qvel(qvel), args.ctrl(ctrl), nstep,
+                         args.qfrc(qfrc), device)
 
 
 def rollout(
@@ -271,13 +276,16 @@ class Tape(_phalanx.Tape):
 
 def step_vjp(
     model: Model, qpos, qvel, ctrl, adj_qpos_next, adj_qvel_next, *, dtype=None,
-    complementarity_aware: bool = False, bounce_correction: bool = False, device: str = "cpu"
+    complementarity_aware: bool = False, bounce_correction: bool = False, qfrc=None,
+    device: str = "cpu"
 ) -> dict[str, np.ndarray]:
-    """Vector-Jacobian product of one step at (qpos, qvel, ctrl).
+    """Vector-Jacobian product of one step at (qpos, qvel, ctrl) and an added generalized force
+    ``qfrc`` (E, nv) as phalanx.step takes it (None: zero).
 
     Given the gradients of a loss with respect to the next state, adj_qpos_next (E, nq) and
     adj_qvel_next (E, nv), returns a dict of the gradients with respect to ``qpos`` (E, nq),
-    ``qvel`` (E, nv), ``ctrl`` (E, nu) and, per environment, the model parameters
+    ``qvel`` (E, nv), ``ctrl`` (E, nu), ``qfrc`` (E, nv) and, per environment, the model
+    parameters
     ``body_mass`` (E, nbody), ``body_inertia`` (E, nbody, 3), ``dof_damping`` (E, nv),
     ``dof_armature`` (E, nv), ``jnt_stiffness`` (E, njnt), ``actuator_gear`` (E, nu),
     ``body_ipos`` (E, nbody, 3; centres of mass), ``geom_friction`` (E, ngeom, 3; sliding
@@ -304,7 +312,7 @@ def step_vjp(
     flags = (_phalanx.GRAD_COMPLEMENTARITY_AWARE if complementarity_aware else 0) | (
         _phalanx.GRAD_BOUNCE_CORRECTION if bounce_correction else 0)
     return _phalanx.step_vjp(model, args.qpos, args.qvel(qvel), args.ctrl(ctrl), adj_qpos_next,
-                             adj_qvel_next, flags, device)
+                             adj_qvel_next, flags, args.qfrc(qfrc), device)
 
 
 # the differentiable parameters in the core's order (phx::Param), each with its shape in a model
@@ -323,9 +331,11 @@ PARAMETERS = tuple(name for name, _ in _PARAMETERS)
 
 def step_jacobians(
     model: Model, qpos, qvel, ctrl, *, parameters: bool = False, dtype=None,
-    complementarity_aware: bool = False, bounce_correction: bool = False, device: str = "cpu"
+    complementarity_aware: bool = False, bounce_correction: bool = False, qfrc=None,
+    device: str = "cpu"
 ) -> dict[str, np.ndarray]:
-    """The one-step Jacobians of SEEDS.md part A at (qpos, qvel, ctrl), batched over E.
+    """The one-step Jacobians of SEEDS.md part A at (qpos, qvel, ctrl) and an added generalized
+    force ``qfrc`` (E, nv) as phalanx.step takes it (None: zero), batched over E.
 
     Computed from the adjoints: the step is replayed once from a cold start (as phalanx.step
     runs it), then one reverse pass per entry of qvel' reuses that replay, and the rows of qpos'
@@ -335,7 +345,7 @@ def step_jacobians(
     computes per call). Returns ``dqpos_dqpos`` (E, nq, nq),
     ``dqpos_dqvel`` (E, nq, nv), ``dqvel_dqpos`` (E, nv, nq), ``dqvel_dqvel`` (E, nv, nv),
     ``dqpos_dctrl`` / ``dqvel_dctrl`` (E, n, nu), and ``dqpos_dqfrc`` / ``dqvel_dqfrc`` (E, n, nv)
-    with respect to a generalized force added to the step's (Nimble's dqd'/dtau). With
+    with respect to that added force (Nimble's dqd'/dtau). With
     ``parameters=True`` also ``parameters``: a dict of the model parameters of step_vjp, each
     (E, nq + nv, *shape) with rows (qpos', qvel'). Quaternion coordinates are differentiated
     as the numbers stored in qpos. The contact options are those of step_vjp.
@@ -344,12 +354,9 @@ def step_jacobians(
     flags = (_phalanx.GRAD_COMPLEMENTARITY_AWARE if complementarity_aware else 0) | (
         _phalanx.GRAD_BOUNCE_CORRECTION if bounce_correction else 0)
     jac, jac_param = _phalanx.step_jacobian(model, args.qpos, args.qvel(qvel), args.ctrl(ctrl),
-                                            parameters, flags, device)
-    nq, nv, nu = model.nq, model.nv, model.nu
-    cols = {"qpos": slice(0, nq), "qvel": slice(nq, nq + nv), "ctrl": slice(nq + nv, nq + nv + nu),
-            "qfrc": slice(nq + nv + nu, nq + 2 * nv + nu)}
-    rows = {"qpos": slice(0, nq), "qvel": slice(nq, nq + nv)}
-    out = {f"d{r}_d{c}": jac[:, rs, cs] for r, rs in rows.items() for c, cs in cols.items()}
+                                            parameters, flags, args.qfrc(qfrc), device)
+    nq, nv = model.nq, model.nv
+    out = _jacobian_blocks(model, jac)
     if parameters:
         out["parameters"], k = {}, 0
         for name, shape in _PARAMETERS:
@@ -362,30 +369,36 @@ def step_jacobians(
 
 
 def step_jacobians_fd(
-    model: Model, qpos, qvel, ctrl, *, method: str = "central", h: float = 1e-6
+    model: Model, qpos, qvel, ctrl, *, qfrc=None, method: str = "central", h: float = 1e-6
 ) -> dict[str, np.ndarray]:
-    """Reference one-step Jacobians by finite differences of phalanx.step in double: the state
-    and control blocks of step_jacobians (no qfrc or parameter blocks). ``method`` is
-    "central" (step h) or "ridders" (Ridders' extrapolation from h0 = 1e3 h, shrinking by 1.4,
+    """Reference one-step Jacobians by finite differences of phalanx.step in double: the state,
+    control and added-force (qfrc) blocks of step_jacobians (no parameter blocks), at an added
+    generalized force ``qfrc`` (E, nv) as phalanx.step takes it (None: zero). ``method`` is
+    "central" (step h; h / model.timestep for the force columns) or "ridders" (Ridders' extrapolation from h0 = 1e3 h, shrinking by 1.4,
     keeping per entry the estimate of least estimated error; Numerical Recipes, section 5.7).
     All perturbed states of one step size go to phalanx.step as one batch."""
     if method not in ("central", "ridders"):
         raise ValueError(f"phalanx: method must be 'central' or 'ridders', got {method!r}")
-    x = [np.array(qpos, dtype=np.float64), np.array(qvel, dtype=np.float64),
-         np.array(ctrl, dtype=np.float64)]
-    E, nq, nv, nu = x[0].shape[0], model.nq, model.nv, model.nu
-    ncol = nq + nv + nu
+    args = _Args(model, qpos, np.float64)
+    E, nq, nv, nu = args.qpos.shape[0], model.nq, model.nv, model.nu
+    f = args.qfrc(qfrc)
+    x = [args.qpos, args.qvel(qvel), args.ctrl(ctrl), np.zeros((E, nv)) if f is None else f]
+    cols = _jacobian_columns(model)
+    ncol = nq + 2 * nv + nu
+    # a force column's step is h / timestep, which moves qvel' about as much as a step h of qvel
+    # (a step h of force would leave the change of qpos' near its rounding)
+    scale = np.ones(ncol)
+    scale[cols["qfrc"]] = 1 / model.timestep
 
     def central(hh):
         # (E, nq + nv, ncol): one batch of 2 ncol E perturbed steps
         z = np.concatenate(x, axis=1)                       # (E, ncol)
-        d = np.concatenate([np.eye(ncol), -np.eye(ncol)])   # (2 ncol, ncol)
-        zs = (z[None] + hh * d[:, None, :]).reshape(-1, ncol)
-        q, v, _ = step(model, np.ascontiguousarray(zs[:, :nq]),
-                       np.ascontiguousarray(zs[:, nq:nq + nv]),
-                       np.ascontiguousarray(zs[:, nq + nv:]))
+        d = np.concatenate([np.eye(ncol), -np.eye(ncol)]) * (hh * scale)  # (2 ncol, ncol)
+        zs = (z[None] + d[:, None, :]).reshape(-1, ncol)
+        part = [np.ascontiguousarray(zs[:, c]) for c in cols.values()]
+        q, v, _ = step(model, part[0], part[1], part[2], qfrc=part[3])
         y = np.concatenate([q, v], axis=1).reshape(2, ncol, E, nq + nv)
-        return ((y[0] - y[1]) / (2 * hh)).transpose(1, 2, 0)
+        return ((y[0] - y[1]) / (2 * hh * scale[:, None, None])).transpose(1, 2, 0)
 
     if method == "central":
         jac = central(h)
@@ -408,12 +421,29 @@ def step_jacobians_fd(
                 jac = np.where(better, a[j][i], jac)
             if np.all(np.abs(a[i][i] - a[i - 1][i - 1]) >= safe * err):
                 break
-    out = {}
-    for r, rs in {"qpos": slice(0, nq), "qvel": slice(nq, nq + nv)}.items():
-        for c, cs in {"qpos": slice(0, nq), "qvel": slice(nq, nq + nv),
-                      "ctrl": slice(nq + nv, ncol)}.items():
-            out[f"d{r}_d{c}"] = jac[:, rs, cs]
-    return out
+    return _jacobian_blocks(model, jac)
+
+
+def _jacobian_columns(model: Model) -> dict[str, slice]:
+    """The column blocks of a one-step Jacobian (the core's layout): qpos, qvel, ctrl, qfrc."""
+    blocks = _block_indices(model.nq, model.nv, model.nu)
+    return {name[len("dqpos_d"):]: index[2] for name, index in blocks if name.startswith("dqpos_")}
+
+
+def _jacobian_blocks(model: Model, jac: np.ndarray) -> dict[str, np.ndarray]:
+    """jac (E, nq + nv, nq + 2 nv + nu) as its blocks d{qpos,qvel}_d{qpos,qvel,ctrl,qfrc}."""
+    return {name: jac[index] for name, index in _block_indices(model.nq, model.nv, model.nu)}
+
+
+@functools.lru_cache(maxsize=64)
+def _block_indices(nq: int, nv: int, nu: int) -> tuple[tuple[str, tuple], ...]:
+    """(name, index into jac) of each block of a one-step Jacobian, kept per model size (a
+    Jacobian of a small model takes microseconds, as long as building these names)."""
+    rows = {"qpos": slice(0, nq), "qvel": slice(nq, nq + nv)}
+    cols = {"qpos": slice(0, nq), "qvel": slice(nq, nq + nv), "ctrl": slice(nq + nv, nq + nv + nu),
+            "qfrc": slice(nq + nv + nu, nq + 2 * nv + nu)}
+    return tuple((f"d{r}_d{c}", (slice(None), rs, cs)) for r, rs in rows.items()
+                 for c, cs in cols.items())
 
 
 @contextlib.contextmanager
@@ -473,6 +503,9 @@ class _Args:
 
     def ctrl(self, ctrl) -> np.ndarray:
         return self.array("ctrl", ctrl, ("nu", self.model.nu))
+
+    def qfrc(self, qfrc) -> np.ndarray | None:
+        return None if qfrc is None else self.array("qfrc", qfrc, ("nv", self.model.nv))
 
     def array(self, name: str, x, *dims: tuple[str, int | None]) -> np.ndarray:
         """x as a C-contiguous array of shape (E, *dims) and the call's dtype, without a copy when

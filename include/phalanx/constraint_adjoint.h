@@ -630,7 +630,9 @@ PHX_HD void adj_constrained_prepare(const ModelView<T>& m, ConstraintWorkspace<T
 // The reverse part of adj_step_constrained (below, with the options it implements), after
 // step_constrained has run from (qpos, qvel, ctrl) into s.qpos_next, s.qvel_next, w, c and cv
 // (and did not stop) and adj_constrained_prepare after it. It leaves those unchanged, so it
-// may run again with other seeds: one replay serves every row of a Jacobian.
+// may run again with other seeds: one replay serves every row of a Jacobian. qfrc_applied is
+// the step's added generalized force (read only when the step had no rows, adj_step replaying
+// it; the workspace holds it otherwise).
 template <class T>
 PHX_HD void adj_step_constrained_replayed(const ModelView<T>& m, const T* qpos, const T* qvel,
                                           const T* ctrl, Workspace<T>& w,
@@ -640,14 +642,14 @@ PHX_HD void adj_step_constrained_replayed(const ModelView<T>& m, const T* qpos, 
                                           T* adj_qpos, T* adj_qvel, T* adj_ctrl,
                                           const ModelAdjoint<T>& adj_model,
                                           const ContactModelAdjoint<T>& adj_contact,
-                                          T* adj_qfrc) {
+                                          T* adj_qfrc, const T* qfrc_applied = nullptr) {
   const int nv = m.nv;
   const T dt = m.timestep;
   const int nrow = *cv.nefc;
   if (nrow == 0) {
     // no rows: the step was step() itself
     adj_step(m, qpos, qvel, ctrl, w, a, adj_qpos_next, adj_qvel_next, adj_qpos, adj_qvel,
-             adj_ctrl, adj_model, adj_qfrc);
+             adj_ctrl, adj_model, adj_qfrc, qfrc_applied);
     return;
   }
 
@@ -720,8 +722,8 @@ PHX_HD void adj_step_constrained_replayed(const ModelView<T>& m, const T* qpos, 
 // adj_qvel, adj_ctrl, the model parameters of adj_model (body_mass, body_inertia, dof_damping,
 // dof_armature, jnt_stiffness, actuator_gear, body_ipos) and the contact parameters of
 // adj_contact (sliding friction and restitution of each geom, through the pair's maximum, and
-// geom sizes through the contact geometry) and adj_qfrc (a
-// generalized force added to the applied ones; may be null), all accumulated.
+// geom sizes through the contact geometry) and adj_qfrc (the adjoint of qfrc_applied, a
+// generalized force the step added to the applied ones; either may be null), all accumulated.
 // Inputs are not modified; w, c and cv are left as the forward step leaves them (cv holds this
 // step's contacts and rows). Returns the status bits of the replayed step; when it stops (NaN
 // state or result, singular mass matrix) nothing is accumulated. `known` is the step's LCP
@@ -748,15 +750,18 @@ PHX_HD unsigned adj_step_constrained(const ModelView<T>& m, const T* qpos, const
                                      const T* adj_qvel_next, T* adj_qpos, T* adj_qvel,
                                      T* adj_ctrl, const ModelAdjoint<T>& adj_model,
                                      const ContactModelAdjoint<T>& adj_contact,
-                                     T* adj_qfrc = nullptr, LcpSolution<T> known = {}) {
+                                     T* adj_qfrc = nullptr, LcpSolution<T> known = {},
+                                     const T* qfrc_applied = nullptr) {
   // replay the forward step (without solving its LCP again when the solution is known)
   for (int i = 0; i < m.nq; ++i) s.qpos_next[i] = qpos[i];
   for (int d = 0; d < m.nv; ++d) s.qvel_next[d] = qvel[d];
-  unsigned status = step_constrained(m, s.qpos_next, s.qvel_next, ctrl, w, c, cv, known);
+  unsigned status =
+      step_constrained(m, s.qpos_next, s.qvel_next, ctrl, w, c, cv, known, qfrc_applied);
   if (status & kStatusStopMask) return status;
   adj_constrained_prepare(m, c, cv, s);
   adj_step_constrained_replayed(m, qpos, qvel, ctrl, w, c, cv, a, s, adj_qpos_next, adj_qvel_next,
-                                adj_qpos, adj_qvel, adj_ctrl, adj_model, adj_contact, adj_qfrc);
+                                adj_qpos, adj_qvel, adj_ctrl, adj_model, adj_contact, adj_qfrc,
+                                qfrc_applied);
   return status;
 }
 

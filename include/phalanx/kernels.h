@@ -32,12 +32,13 @@ PHX_HD ScratchSize scratch_size(const ModelView<T>& m) {
 template <class T>
 PHX_HD PHX_DEVICE_NOINLINE unsigned step_env(const ModelView<T>& m, int e, T* qpos, T* qvel,
                                              const T* ctrl, Workspace<T>& w, Scratch<T> scratch,
-                                             const ContactData<T>& con) {
-  if (m.nefcmax == 0) return step(m, qpos, qvel, ctrl, w);
+                                             const ContactData<T>& con,
+                                             const T* qfrc_applied = nullptr) {
+  if (m.nefcmax == 0) return step(m, qpos, qvel, ctrl, w, qfrc_applied);
   ConstraintWorkspace<T> c = ConstraintWorkspace<T>::carve(
       m, scratch.reals + Workspace<T>::size(m.nbody, m.njnt, m.nv), scratch.ints);
   ContactView<T> cv = con.env(m, e);
-  return step_constrained(m, qpos, qvel, ctrl, w, c, cv);
+  return step_constrained(m, qpos, qvel, ctrl, w, c, cv, {}, qfrc_applied);
 }
 
 template <class T>
@@ -56,14 +57,16 @@ struct StepKernel {
   unsigned* status;  // (nenv) OR-ed with the step's status bits
   int nstep;
   ContactData<T> con;  // contacts and constraint impulses (unused without constraints)
+  const T* qfrc_applied = nullptr;  // (nenv x nv) added generalized forces, may be null
 
   PHX_HD void operator()(int e, Scratch<T> scratch) const {
     const ModelView<T> m = env_view(model, e);
     Workspace<T> w = make_workspace(m, scratch.reals);
+    const T* f = qfrc_applied ? qfrc_applied + long(e) * m.nv : nullptr;
     unsigned s = 0;
     for (int t = 0; t < nstep && !(s & kStatusStopMask); ++t) {
       s |= step_env(m, e, qpos + long(e) * m.nq, qvel + long(e) * m.nv, ctrl + long(e) * m.nu, w,
-                    scratch, con);
+                    scratch, con, f);
     }
     status[e] |= s;
   }
@@ -307,8 +310,8 @@ PHX_HD void env_parameter_adjoints(const ModelView<T>& m, int e, const ModelAdjo
 }
 
 // the adjoint of one step of an environment (step_env's), accumulated into gq, gv, gc, am, ac
-// and gf (the adjoint of an added generalized force; may be null); cv holds the warm start the
-// step inherited (unused without constraint rows)
+// and gf (the adjoint of qfrc_applied, the step's added generalized force; either may be null);
+// cv holds the warm start the step inherited (unused without constraint rows)
 template <class T>
 PHX_HD PHX_DEVICE_NOINLINE unsigned adj_step_env(const ModelView<T>& m, const T* q, const T* v,
                                                  const T* u, AdjointScratch<T>& x,
@@ -316,13 +319,14 @@ PHX_HD PHX_DEVICE_NOINLINE unsigned adj_step_env(const ModelView<T>& m, const T*
                                                  const T* gv_next, T* gq, T* gv, T* gc,
                                                  const ModelAdjoint<T>& am,
                                                  const ContactModelAdjoint<T>& ac,
-                                                 T* gf = nullptr, LcpSolution<T> known = {}) {
+                                                 T* gf = nullptr, LcpSolution<T> known = {},
+                                                 const T* qfrc_applied = nullptr) {
   if (m.nefcmax == 0) {
-    adj_step(m, q, v, u, x.w, x.a, gq_next, gv_next, gq, gv, gc, am, gf);
+    adj_step(m, q, v, u, x.w, x.a, gq_next, gv_next, gq, gv, gc, am, gf, qfrc_applied);
     return 0;
   }
   return adj_step_constrained(m, q, v, u, x.w, x.c, cv, x.a, x.s, gq_next, gv_next, gq, gv, gc,
-                              am, ac, gf, known);
+                              am, ac, gf, known, qfrc_applied);
 }
 
 // vector-Jacobian product of one step: (adj_qpos_next, adj_qvel_next) at (qpos, qvel, ctrl)
@@ -343,6 +347,8 @@ struct StepAdjointKernel {
   ModelAdjoint<T> adj_model;          // per-env arrays (nenv x field size), overwritten
   ContactModelAdjoint<T> adj_contact; // per-env arrays (nenv x field size), overwritten
   ContactData<T> con;                 // contact storage of the replay (with constraints)
+  T* adj_qfrc_applied = nullptr;      // (nenv x nv), overwritten; may be null
+  const T* qfrc_applied = nullptr;    // (nenv x nv) the steps' added forces, may be null
 
   PHX_HD void operator()(int e, Scratch<T> scratch) const {
     const ModelView<T> m = env_view(model, e);
@@ -358,9 +364,11 @@ struct StepAdjointKernel {
     env_parameter_adjoints(m, e, adj_model, adj_contact, am, ac);
     ContactView<T> cv{};
     if (m.nefcmax > 0) cv = con.env(m, e);
+    T* gf = adj_qfrc_applied ? adj_qfrc_applied + long(e) * m.nv : nullptr;
+    for (int i = 0; gf && i < m.nv; ++i) gf[i] = T(0);
     adj_step_env(m, qpos + long(e) * m.nq, qvel + long(e) * m.nv, ctrl + long(e) * m.nu, x, cv,
                  adj_qpos_next + long(e) * m.nq, adj_qvel_next + long(e) * m.nv, gq, gv, gc, am,
-                 ac);
+                 ac, gf, {}, qfrc_applied ? qfrc_applied + long(e) * m.nv : nullptr);
   }
 };
 
@@ -372,8 +380,8 @@ struct StepAdjointKernel {
 // seed; with either contact-gradient option it is not (the classification or the bounce
 // correction depends on the seed), and each row of qpos' gets its own reverse pass too.
 // Row r of jac (nenv x (nq + nv) x (nq + nv + nu + nv)) holds
-// d out_r / d(qpos, qvel, ctrl, qfrc), qfrc a generalized force added to the step's applied
-// forces; row r of jac_param (nenv x (nq + nv) x jacobian_nparam, may be null) holds
+// d out_r / d(qpos, qvel, ctrl, qfrc), qfrc the generalized force added to the step's applied
+// forces (qfrc_applied, zero when null); row r of jac_param (nenv x (nq + nv) x jacobian_nparam, may be null) holds
 // d out_r / d(parameters) in Param order.
 template <class T>
 struct StepJacobianKernel {
@@ -389,10 +397,12 @@ struct StepJacobianKernel {
   // host: the rows of qvel' kLanes<T> at a time (lane_adjoint.h), in lane_scratch_size's
   // storage past jacobian_scratch_size's (CUDA: one row per pass)
   bool lanes = false;
+  const T* qfrc_applied = nullptr;  // (nenv x nv) the step's added forces, may be null
 
   PHX_HD void operator()(int e, Scratch<T> scratch) const {
     const ModelView<T> m = env_view(model, e);
     const int rows = m.nq + m.nv, cols = m.nq + 2 * m.nv + m.nu, np = jacobian_nparam(m);
+    const T* f = qfrc_applied ? qfrc_applied + long(e) * m.nv : nullptr;
     AdjointScratch<T> x(m, scratch);
     if (m.nefcmax > 0) {
       // the LCP adjoint's factorisation, shared by the rows, past the adjoint scratch
@@ -411,7 +421,7 @@ struct StepJacobianKernel {
       *cv.nefc = 0;
       for (int i = 0; i < m.nq; ++i) x.s.qpos_next[i] = q[i];
       for (int i = 0; i < m.nv; ++i) x.s.qvel_next[i] = v[i];
-      stopped = step_constrained(m, x.s.qpos_next, x.s.qvel_next, u, x.w, x.c, cv) &
+      stopped = step_constrained(m, x.s.qpos_next, x.s.qvel_next, u, x.w, x.c, cv, {}, f) &
                 kStatusStopMask;
       if (!stopped) adj_constrained_prepare(m, x.c, cv, x.s);
     }
@@ -437,11 +447,11 @@ struct StepJacobianKernel {
       if (stopped) continue;  // zero rows, as step_vjp gives
       if (m.nefcmax == 0) {
         adj_step(m, q, v, u, x.w, x.a, w, w + m.nq, row, row + m.nq, row + m.nq + m.nv, am,
-                 row + m.nq + m.nv + m.nu);
+                 row + m.nq + m.nv + m.nu, f);
       } else {
         adj_step_constrained_replayed(m, q, v, u, x.w, x.c, cv, x.a, x.s, w, w + m.nq, row,
                                       row + m.nq, row + m.nq + m.nv, am, ac,
-                                      row + m.nq + m.nv + m.nu);
+                                      row + m.nq + m.nv + m.nu, f);
       }
     }
     if (linear) qpos_rows(m, e, q, m.nefcmax > 0 ? x.s.qvel_next : x.a.qvel_next, stopped, w);

@@ -17,18 +17,41 @@ PHX_HD bool all_finite(const T* x, int n) {
   return true;
 }
 
+// the status bits of a step's inputs: kStatusNanState for a non-finite state, kStatusNanCtrl
+// for a non-finite control or added force
+template <class T>
+PHX_HD unsigned step_input_status(const ModelView<T>& m, const T* qpos, const T* qvel,
+                                  const T* ctrl, const T* qfrc_applied) {
+  unsigned status = 0;
+  if (!all_finite(qpos, m.nq) || !all_finite(qvel, m.nv)) status |= kStatusNanState;
+  if (!all_finite(ctrl, m.nu) || (qfrc_applied && !all_finite(qfrc_applied, m.nv)))
+    status |= kStatusNanCtrl;
+  return status;
+}
+
+// The applied generalized forces into qfrc: passive, actuation and qfrc_applied, a generalized
+// force the caller adds (MuJoCo's qfrc_applied; may be null).
+template <class T>
+PHX_HD void applied_forces(const ModelView<T>& m, const T* qpos, const T* qvel, const T* ctrl,
+                           const T* qfrc_applied, T* qfrc) {
+  passive(m, qpos, qvel, qfrc);
+  actuation(m, ctrl, qfrc);
+  if (qfrc_applied)
+    for (int d = 0; d < m.nv; ++d) qfrc[d] += qfrc_applied[d];
+}
+
 // Forward dynamics of the smooth system:
-//   (M + diag(armature + implicit_dt * damping)) qacc = passive + actuation - c.
+//   (M + diag(armature + implicit_dt * damping)) qacc = passive + actuation + qfrc_applied - c.
 // implicit_dt = 0 gives MuJoCo's qacc; implicit_dt = timestep gives the acceleration its Euler
 // integrator applies (damping treated implicitly). Leaves the kinematics in the workspace.
 template <class T>
 PHX_HD void forward_dynamics(const ModelView<T>& m, const T* qpos, const T* qvel, const T* ctrl,
-                             T implicit_dt, Workspace<T>& w, T* qacc) {
+                             T implicit_dt, Workspace<T>& w, T* qacc,
+                             const T* qfrc_applied = nullptr) {
   kinematics(m, qpos, w);
   com_pos(m, w);
   com_vel(m, qvel, w);
-  passive(m, qpos, qvel, w.qfrc);
-  actuation(m, ctrl, w.qfrc);
+  applied_forces(m, qpos, qvel, ctrl, qfrc_applied, w.qfrc);
   for (int d = 0; d < m.nv; ++d) w.armature[d] = m.dof_armature[d] + implicit_dt * m.dof_damping[d];
   aba(m, qvel, w.qfrc, w.armature, true, w, qacc);
 }
@@ -36,16 +59,17 @@ PHX_HD void forward_dynamics(const ModelView<T>& m, const T* qpos, const T* qvel
 // Semi-implicit Euler step with implicit joint damping, like MuJoCo's Euler integrator:
 //   qvel' = qvel + dt qacc,  qpos' = qpos (+) dt qvel'.
 // Updates qpos and qvel in place and returns status bits. Non-finite inputs leave the state
-// untouched and set a bit; a non-finite result sets kStatusNanResult.
+// untouched and set a bit; a non-finite result sets kStatusNanResult. qfrc_applied (nv, may be
+// null) is a generalized force added to the applied ones; a non-finite one counts as a
+// non-finite control.
 template <class T>
-PHX_HD unsigned step(const ModelView<T>& m, T* qpos, T* qvel, const T* ctrl, Workspace<T>& w) {
-  unsigned status = 0;
-  if (!all_finite(qpos, m.nq) || !all_finite(qvel, m.nv)) status |= kStatusNanState;
-  if (!all_finite(ctrl, m.nu)) status |= kStatusNanCtrl;
+PHX_HD unsigned step(const ModelView<T>& m, T* qpos, T* qvel, const T* ctrl, Workspace<T>& w,
+                     const T* qfrc_applied = nullptr) {
+  unsigned status = step_input_status(m, qpos, qvel, ctrl, qfrc_applied);
   if (status) return status;
 
   T dt = m.timestep;
-  forward_dynamics(m, qpos, qvel, ctrl, dt, w, w.qacc);
+  forward_dynamics(m, qpos, qvel, ctrl, dt, w, w.qacc, qfrc_applied);
   for (int d = 0; d < m.nv; ++d) qvel[d] += dt * w.qacc[d];
   integrate_pos(m, qpos, qvel, dt);
 
@@ -77,10 +101,9 @@ PHX_HD PHX_DEVICE_NOINLINE unsigned step_constrained(const ModelView<T>& m, T* q
                                                      const T* ctrl, Workspace<T>& w,
                                                      ConstraintWorkspace<T>& c,
                                                      ContactView<T>& cv,
-                                                     LcpSolution<T> known = {}) {
-  unsigned status = 0;
-  if (!all_finite(qpos, m.nq) || !all_finite(qvel, m.nv)) status |= kStatusNanState;
-  if (!all_finite(ctrl, m.nu)) status |= kStatusNanCtrl;
+                                                     LcpSolution<T> known = {},
+                                                     const T* qfrc_applied = nullptr) {
+  unsigned status = step_input_status(m, qpos, qvel, ctrl, qfrc_applied);
   if (status) return status;
   T dt = m.timestep;
   int nv = m.nv;
@@ -116,8 +139,7 @@ PHX_HD PHX_DEVICE_NOINLINE unsigned step_constrained(const ModelView<T>& m, T* q
   if (*cv.overflow) status |= kStatusContactOverflow;
 
   // applied forces
-  passive(m, qpos, qvel, w.qfrc);
-  actuation(m, ctrl, w.qfrc);
+  applied_forces(m, qpos, qvel, ctrl, qfrc_applied, w.qfrc);
   for (int d = 0; d < nv; ++d) w.armature[d] = m.dof_armature[d] + dt * m.dof_damping[d];
 
   if (nrow == 0) {
@@ -209,15 +231,16 @@ PHX_HD void adj_forward_dynamics(const ModelView<T>& m, const T* qpos, const T* 
 
 // Adjoint (vector-Jacobian product) of one step: replays the forward from (qpos, qvel, ctrl)
 // and maps (adj_qpos_next, adj_qvel_next) to adj_qpos, adj_qvel, adj_ctrl and the parameter
-// adjoints, all accumulated; adj_qfrc (may be null) receives the adjoint of a generalized force
-// added to the step's applied forces. Inputs are not modified.
+// adjoints, all accumulated; adj_qfrc (may be null) receives the adjoint of qfrc_applied, the
+// generalized force the step added (may be null). Inputs are not modified.
 template <class T>
 PHX_HD void adj_step(const ModelView<T>& m, const T* qpos, const T* qvel, const T* ctrl,
                      Workspace<T>& w, AdjWorkspace<T>& a, const T* adj_qpos_next,
                      const T* adj_qvel_next, T* adj_qpos, T* adj_qvel, T* adj_ctrl,
-                     const ModelAdjoint<T>& adj_model, T* adj_qfrc = nullptr) {
+                     const ModelAdjoint<T>& adj_model, T* adj_qfrc = nullptr,
+                     const T* qfrc_applied = nullptr) {
   T dt = m.timestep;
-  forward_dynamics(m, qpos, qvel, ctrl, dt, w, w.qacc);
+  forward_dynamics(m, qpos, qvel, ctrl, dt, w, w.qacc, qfrc_applied);
   for (int d = 0; d < m.nv; ++d) a.qvel_next[d] = qvel[d] + dt * w.qacc[d];
 
   // qpos' = integrate(qpos, qvel'), qvel' = qvel + dt qacc

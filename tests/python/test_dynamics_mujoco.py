@@ -100,11 +100,14 @@ class Pair:
         mujoco.mj_inverse(self.mj, d)
         return d.qfrc_inverse.copy()
 
-    def rollout(self, qpos, qvel, ctrl):
-        """mj_step through ctrl (T, nu) from one state -> states after each step (T, nq), (T, nv)"""
+    def rollout(self, qpos, qvel, ctrl, qfrc_applied=None):
+        """mj_step through ctrl (T, nu) from one state, with qfrc_applied (nv) held when given
+        -> states after each step (T, nq), (T, nv)"""
         d = self.data
         mujoco.mj_resetData(self.mj, d)
         d.qpos[:], d.qvel[:] = qpos, qvel
+        if qfrc_applied is not None:
+            d.qfrc_applied[:] = qfrc_applied
         qs, vs = [], []
         for u in ctrl:
             d.ctrl[:] = u
@@ -165,6 +168,30 @@ def test_rollout_matches_euler(pair, rng):
         q_ref, v_ref = pair.rollout(qpos[e], qvel[e], ctrl[e])
         assert_close(qs[e : e + 1], q_ref[None], 1e-8, f"qpos trajectory, env {e}")
         assert_close(vs[e : e + 1], v_ref[None], 1e-8, f"qvel trajectory, env {e}")
+
+
+def test_step_with_applied_force_matches_qfrc_applied(pair, rng):
+    # phalanx.step's qfrc is MuJoCo's qfrc_applied: 20 steps with a random generalized force
+    # held, against mj_step; and a non-finite one is reported as a bad control
+    nstep, E = 20, 3
+    qpos, qvel = random_state(pair.model, E, rng, qvel_scale=0.2)
+    ctrl = random_ctrl(pair.model, (E,), rng)
+    qfrc = 5 * rng.standard_normal((E, pair.model.nv))
+    qs, vs, status = phalanx.step(pair.model, qpos, qvel, ctrl, nstep=nstep, qfrc=qfrc)
+    np.testing.assert_array_equal(status, 0)
+    for e in range(E):
+        q_ref, v_ref = pair.rollout(qpos[e], qvel[e], np.repeat(ctrl[e][None], nstep, 0), qfrc[e])
+        assert_close(qs[e : e + 1], q_ref[-1:], 1e-8, f"qpos, env {e}")
+        assert_close(vs[e : e + 1], v_ref[-1:], 1e-8, f"qvel, env {e}")
+    # without the force the step differs (the force is not ignored)
+    q0, v0, _ = phalanx.step(pair.model, qpos, qvel, ctrl, nstep=nstep)
+    assert np.abs(v0 - vs).max() > 1e-3
+    qfrc[1, 0] = np.nan
+    qs, vs, status = phalanx.step(pair.model, qpos, qvel, ctrl, qfrc=qfrc)
+    np.testing.assert_array_equal(status, [0, phalanx.STATUS_NAN_CTRL, 0])
+    np.testing.assert_array_equal(qs[1], qpos[1])  # a stopped environment keeps its state
+    with pytest.raises(ValueError, match="qfrc must have shape"):
+        phalanx.step(pair.model, qpos, qvel, ctrl, qfrc=qfrc[:, :-1])
 
 
 def test_inverse_of_forward_is_actuation(pair, state):

@@ -316,13 +316,17 @@ def test_tape_errors(taped_scene):
 
 
 def test_step_jacobians_match_finite_differences_and_identities(taped_scene, rng):
-    # one-step Jacobians from the adjoints (a contact step: sliding sphere, actuated pendulum)
-    # against central differences and Ridders' extrapolation of phalanx.step, plus identities
+    # one-step Jacobians from the adjoints (a contact step: sliding sphere, actuated pendulum,
+    # an added generalized force f) against central differences and Ridders' extrapolation of
+    # phalanx.step, plus identities
     model, qpos, qvel, ctrl, _, _ = taped_scene
     u = ctrl[:, 0]
-    jac = phalanx.step_jacobians(model, qpos, qvel, u, parameters=True)
-    central = phalanx.step_jacobians_fd(model, qpos, qvel, u, method="central")
-    ridders = phalanx.step_jacobians_fd(model, qpos, qvel, u, method="ridders")
+    f = 0.1 * rng.standard_normal((2, model.nv))
+    jac = phalanx.step_jacobians(model, qpos, qvel, u, parameters=True, qfrc=f)
+    central = phalanx.step_jacobians_fd(model, qpos, qvel, u, qfrc=f, method="central")
+    ridders = phalanx.step_jacobians_fd(model, qpos, qvel, u, qfrc=f, method="ridders")
+    assert set(central) == {f"d{r}_d{c}" for r in ("qpos", "qvel")
+                            for c in ("qpos", "qvel", "ctrl", "qfrc")}
     for key, ref in central.items():
         scale = np.abs(ref).max() + 1e-12
         np.testing.assert_allclose(jac[key], ref, rtol=0, atol=1e-6 * scale, err_msg=key)
@@ -338,9 +342,10 @@ def test_step_jacobians_match_finite_differences_and_identities(taped_scene, rng
                                rtol=1e-12, atol=1e-15)
     # rows contracted with weights equal step_vjp, parameters included
     wq, wv = rng.standard_normal((2, model.nq)), rng.standard_normal((2, model.nv))
-    g = phalanx.step_vjp(model, qpos, qvel, u, wq, wv)
+    g = phalanx.step_vjp(model, qpos, qvel, u, wq, wv, qfrc=f)
     w = np.concatenate([wq, wv], axis=1)
-    for key, block in [("qpos", "dqpos_dqpos"), ("qvel", "dqpos_dqvel")]:
+    for key, block in [("qpos", "dqpos_dqpos"), ("qvel", "dqpos_dqvel"), ("ctrl", "dqpos_dctrl"),
+                       ("qfrc", "dqpos_dqfrc")]:
         other = block.replace("dqpos_", "dqvel_")
         both = np.einsum("ei,eij->ej", wq, jac[block]) + np.einsum("ei,eij->ej", wv, jac[other])
         np.testing.assert_allclose(both, g[key], rtol=1e-10, atol=1e-12)
@@ -355,15 +360,16 @@ def test_step_jacobians_match_finite_differences_and_identities(taped_scene, rng
     # option too (whose rows of qpos' get reverse passes of their own)
     for options in ({}, {"complementarity_aware": True}, {"bounce_correction": True}):
         if options:
-            jac = phalanx.step_jacobians(model, qpos, qvel, u, parameters=True, **options)
+            jac = phalanx.step_jacobians(model, qpos, qvel, u, parameters=True, qfrc=f,
+                                         **options)
         for r in range(model.nq + model.nv):
             seed = np.zeros((2, model.nq + model.nv))
             seed[:, r] = 1
             g = phalanx.step_vjp(model, qpos, qvel, u, seed[:, :model.nq], seed[:, model.nq:],
-                                 **options)
+                                 qfrc=f, **options)
             block = "dqpos_" if r < model.nq else "dqvel_"
             i = r if r < model.nq else r - model.nq
-            for key in ("qpos", "qvel", "ctrl"):
+            for key in ("qpos", "qvel", "ctrl", "qfrc"):
                 np.testing.assert_allclose(jac[block + "d" + key][:, i], g[key], rtol=1e-12,
                                            atol=1e-14)
             for name, rows in jac["parameters"].items():
