@@ -277,12 +277,7 @@ void step_jacobian(const DeviceModel<T>& model, int nenv, const T* d_qpos, const
   check_nenv(nenv);
   ModelView<T> view = gradient_view(model, contact_gradient);
   if (nenv == 0) return;
-  const Model& m = model.model();
-  Data<T> replay(model, nenv);
-  Buffer<T> seed(model.device(), size_t(nenv) * (m.nq + m.nv));
-  StepJacobianKernel<T> k{view,  d_qpos, d_qvel, d_ctrl, d_jac, d_jac_param, replay.contacts(),
-                          seed.data()};
-  k.qfrc_applied = d_qfrc_applied;
+  StepJacobianKernel<T> k{view, d_qpos, d_qvel, d_ctrl, d_jac, d_jac_param, d_qfrc_applied};
   ScratchSize scratch = jacobian_scratch_size(view);
   if (model.device() == Device::kCpu && view.nefcmax > 0) {
     // the rows of qvel' several per reverse pass

@@ -65,6 +65,33 @@ struct ContactData {
   }
 };
 
+// One environment's contact arrays over caller storage (a replay's own, not kept past the
+// kernel that carves them): contact_view_size(m) reals and ints.
+template <class T>
+PHX_HD ScratchSize contact_view_size(const ModelView<T>& m) {
+  long c = m.nconmax, r = m.nefcmax;
+  return {13 * c + r, 6 + 2 * c + 2 * r};
+}
+
+template <class T>
+PHX_HD ContactView<T> carve_contact_view(const ModelView<T>& m, T* reals, int* ints) {
+  long c = m.nconmax, r = m.nefcmax;
+  ContactView<T> v;
+  v.pos = reals;
+  v.frame = v.pos + 3 * c;
+  v.dist = v.frame + 9 * c;
+  v.efc_force = v.dist + c;
+  v.ncon = ints;
+  v.overflow = ints + 1;
+  v.nefc = ints + 2;
+  v.nwarm = ints + 3;
+  v.set_hit = ints + 4;
+  v.geom = ints + 6;
+  v.efc_class = v.geom + 2 * c;
+  v.efc_key = v.efc_class + r;
+  return v;
+}
+
 // Scratch of the constraint pipeline, carved after the Workspace.
 template <class T>
 struct ConstraintWorkspace {

@@ -254,15 +254,17 @@ PHX_HD ScratchSize adjoint_scratch_size(const ModelView<T>& m) {
   return s;
 }
 
-// StepJacobianKernel's: a step adjoint's, then the LCP adjoint's factorisation its rows share
+// StepJacobianKernel's: a step adjoint's, then (with rows) the LCP adjoint's factorisation its
+// rows share and the replay's contact arrays, then a seed (nq + nv reals)
 template <class T>
 PHX_HD ScratchSize jacobian_scratch_size(const ModelView<T>& m) {
   ScratchSize s = adjoint_scratch_size(m);
   if (m.nefcmax > 0) {
-    ScratchSize f = AdjConstraintWorkspace<T>::factor_size(m);
-    s.reals += f.reals;
-    s.ints += f.ints;
+    ScratchSize f = AdjConstraintWorkspace<T>::factor_size(m), c = contact_view_size(m);
+    s.reals += f.reals + c.reals;
+    s.ints += f.ints + c.ints;
   }
+  s.reals += m.nq + m.nv;
   return s;
 }
 
@@ -392,32 +394,37 @@ struct StepJacobianKernel {
   const T* ctrl;  // (nenv x nu)
   T* jac;         // (nenv x (nq + nv) x (nq + 2 nv + nu)), overwritten
   T* jac_param;   // (nenv x (nq + nv) x jacobian_nparam), overwritten; may be null
-  ContactData<T> con;  // contact storage of the replays
-  T* seed;             // (nenv x (nq + nv)) scratch
+  const T* qfrc_applied = nullptr;  // (nenv x nv) the step's added forces, may be null
   // host: the rows of qvel' kLanes<T> at a time (lane_adjoint.h), in lane_scratch_size's
   // storage past jacobian_scratch_size's (CUDA: one row per pass)
   bool lanes = false;
-  const T* qfrc_applied = nullptr;  // (nenv x nv) the step's added forces, may be null
 
   PHX_HD void operator()(int e, Scratch<T> scratch) const {
     const ModelView<T> m = env_view(model, e);
     const int rows = m.nq + m.nv, cols = m.nq + 2 * m.nv + m.nu, np = jacobian_nparam(m);
     const T* f = qfrc_applied ? qfrc_applied + long(e) * m.nv : nullptr;
     AdjointScratch<T> x(m, scratch);
+    ScratchSize used = adjoint_scratch_size(m);
+    ContactView<T> cv{};
     if (m.nefcmax > 0) {
-      // the LCP adjoint's factorisation, shared by the rows, past the adjoint scratch
-      ScratchSize used = adjoint_scratch_size(m);
+      // past the adjoint scratch: the LCP adjoint's factorisation, shared by the rows, and the
+      // replay's contacts
       x.s.bind_factor(m, scratch.reals + used.reals, scratch.ints + used.ints);
+      ScratchSize factor = AdjConstraintWorkspace<T>::factor_size(m);
+      used.reals += factor.reals;
+      used.ints += factor.ints;
+      cv = carve_contact_view(m, scratch.reals + used.reals, scratch.ints + used.ints);
+      ScratchSize contacts = contact_view_size(m);
+      used.reals += contacts.reals;
+      used.ints += contacts.ints;
     }
-    T* w = seed + long(e) * rows;
+    T* w = scratch.reals + used.reals;  // seeds (nq + nv)
     const T* q = qpos + long(e) * m.nq;
     const T* v = qvel + long(e) * m.nv;
     const T* u = ctrl + long(e) * m.nu;
-    ContactView<T> cv{};
     bool stopped = false;
     if (m.nefcmax > 0) {
       // the replay every row reuses: cold start, as step() from Python
-      cv = con.env(m, e);
       *cv.nefc = 0;
       for (int i = 0; i < m.nq; ++i) x.s.qpos_next[i] = q[i];
       for (int i = 0; i < m.nv; ++i) x.s.qvel_next[i] = v[i];
@@ -429,8 +436,10 @@ struct StepJacobianKernel {
     int first = linear ? m.nq : 0;  // rows computed by single passes: [first, rows)
 #if !defined(__CUDACC__)
     if (lanes && linear && m.nefcmax > 0 && !stopped && *cv.nefc > 0) {
-      lane_rows(m, e, q, v, u, x, cv, scratch);
-      first = rows;
+      // a last row alone takes the scalar pass below (a third of a lane pass's time)
+      const int nl = m.nv % kLanes<T> == 1 ? m.nv - 1 : m.nv;
+      if (nl > 0) lane_rows(m, e, q, v, u, x, cv, scratch, nl);
+      first = m.nq + nl;
     }
 #endif
     for (int r = first; r < rows; ++r) {
@@ -463,17 +472,19 @@ struct StepJacobianKernel {
     return LaneReplay<T>::size(m);
   }
 
-  // the rows of qvel' of jac and jac_param, kLanes<T> per reverse pass of the replay in x, cv
+  // the first nl rows of qvel' of jac and jac_param, kLanes<T> per reverse pass of the replay
+  // in x, cv
   void lane_rows(const ModelView<T>& m, int e, const T* q, const T* v, const T* u,
-                 const AdjointScratch<T>& x, const ContactView<T>& cv, Scratch<T> scratch) const {
+                 const AdjointScratch<T>& x, const ContactView<T>& cv, Scratch<T> scratch,
+                 int nl) const {
     const int rows = m.nq + m.nv, cols = m.nq + 2 * m.nv + m.nu;
     const int np = jac_param ? jacobian_nparam(m) : 0;
     ScratchSize used = jacobian_scratch_size(m);
     LaneReplay<T> lr(m, {scratch.reals + used.reals, scratch.ints + used.ints}, q, v, u, x.w,
                      x.c, cv, x.s);
     constexpr int W = kLanes<T>;
-    for (int d0 = 0; d0 < m.nv; d0 += W) {
-      const int n = m.nv - d0 < W ? m.nv - d0 : W;
+    for (int d0 = 0; d0 < nl; d0 += W) {
+      const int n = nl - d0 < W ? nl - d0 : W;
       lr.run(d0, n, np > 0);
       for (int k = 0; k < n; ++k) {
         const long r = long(e) * rows + m.nq + d0 + k;

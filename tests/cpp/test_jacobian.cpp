@@ -123,6 +123,23 @@ TEST(StepJacobian, HumanoidRowsEqualTheirVectorJacobianProducts) {
   EXPECT_LE(worst_row_difference<float>(model, b, 1, &with_rows), 1e-3);
 }
 
+// The planar half-cheetah of bench_jacobians standing on the floor (two contacts): nine rows of
+// qvel', so that a row is left after the lane passes (of four or eight) and takes the scalar
+// pass (double); float's sixteen lanes take all nine in one pass.
+TEST(StepJacobian, RowLeftAfterTheLanePassesEqualsItsVectorJacobianProduct) {
+  Model model = load_model(std::string(PHX_SOURCE_DIR) + "/examples/models/half_cheetah_planar.xml");
+  model.opt.lcp_solver = kLcpPgsStabilized;
+  ASSERT_EQ(model.nv % 4, 1);
+  std::vector<double> v(model.nv);
+  for (int d = 0; d < model.nv; ++d) v[d] = 0.05 * std::sin(d + 1.0);
+  Batch b{model.qpos0, v, std::vector<double>(model.nu, 0.2)};
+  int with_rows = 0;
+  double worst = worst_row_difference<double>(model, b, 1, &with_rows);
+  EXPECT_EQ(with_rows, model.nq + model.nv);
+  EXPECT_LE(worst, 1e-12);
+  EXPECT_LE(worst_row_difference<float>(model, b, 1, &with_rows), 1e-3);
+}
+
 // Four environments of a scene with contacts and a joint limit, each with its own masses,
 // friction and damping: a sphere sliding on the floor, a box resting on it, a pendulum past its
 // limit, and in the last environment everything lifted off the floor and inside the limit (no
