@@ -114,6 +114,9 @@ struct ConstraintWorkspace {
   int* key_prev;  // efc_key of the previous step                        (nefcmax)
   int* class_prev;  // efc_class of the previous step                    (nefcmax)
   int* ilcp;      // LCP solver integer scratch                          (lcp_iscratch_size)
+  // the rank of the factorisation of the rows' classification (efc_class) that lcp and ilcp
+  // hold after solve_lcp (lcp_adjoint_factor's layout), -1 when they hold none
+  int factored_rank = -1;
 
   PHX_HD static ScratchSize size(const ModelView<T>& m) {
     long ne = m.nefcmax, nv = m.nv;
@@ -401,6 +404,7 @@ PHX_HD T solve_lcp(const ModelView<T>& m, int nrow, int nprev, ConstraintWorkspa
                    const int* key, T* f, int* cls, int* hit) {
   LcpProblem<T> p = lcp_problem(nrow, c);
   *hit = 0;
+  c.factored_rank = -1;
   if (m.lcp_solver == kLcpPgs) return pgs(p, f, m.lcp_iterations, T(1), c.lcp);
   T tol = m.lcp_tolerance, rank_tol = lcp_rank_tol<T>();
   if (nprev > 0) {
@@ -413,7 +417,7 @@ PHX_HD T solve_lcp(const ModelView<T>& m, int nrow, int nprev, ConstraintWorkspa
         }
       }
     }
-    if (lcp_solve_on_set_repaired(p, cls, f, tol, rank_tol, c.lcp, c.ilcp)) {
+    if (lcp_solve_on_set_repaired(p, cls, f, tol, rank_tol, c.lcp, c.ilcp, &c.factored_rank)) {
       *hit = 1;
       return lcp_residual(p, f);
     }
@@ -421,13 +425,14 @@ PHX_HD T solve_lcp(const ModelView<T>& m, int nrow, int nprev, ConstraintWorkspa
   bool pivot_first = m.lcp_solver == kLcpDantzig;
   bool solved = pivot_first && dantzig(p, f, tol, rank_tol, 4, c.lcp, c.ilcp);
   if (!solved) pgs(p, f, m.lcp_iterations, T(1), c.lcp);
-  if (stabilize(p, f, cls, tol, rank_tol, c.lcp, c.ilcp) || pivot_first) return lcp_residual(p, f);
+  if (stabilize(p, f, cls, tol, rank_tol, c.lcp, c.ilcp, &c.factored_rank) || pivot_first)
+    return lcp_residual(p, f);
   // PGS's classification did not give an exact solution (too few sweeps on an ill-conditioned
   // or degenerate set): Dantzig pivoting, keeping PGS's impulses if it fails (c.f_prev is free
   // once the warm start has been read)
   for (int r = 0; r < nrow; ++r) c.f_prev[r] = f[r];
   if (dantzig(p, f, tol, rank_tol, 4, c.lcp, c.ilcp)) {
-    stabilize(p, f, cls, tol, rank_tol, c.lcp, c.ilcp);
+    stabilize(p, f, cls, tol, rank_tol, c.lcp, c.ilcp, &c.factored_rank);
   } else {
     for (int r = 0; r < nrow; ++r) f[r] = c.f_prev[r];
   }

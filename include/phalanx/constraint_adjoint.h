@@ -614,8 +614,9 @@ PHX_HD int bouncing_contacts(const ModelView<T>& m, const T* qvel, const Constra
 
 // What the many reverse passes of a replayed constrained step share (a Jacobian's rows, s.base
 // bound), computed once after the replay (step_constrained): Z = M^-1 J^T of its rows, into
-// s.Z, and the LCP adjoint's factorisation of the replay's classification. Nothing for a single
-// pass (s.base unbound), which is cheaper without them.
+// s.Z, and the LCP adjoint's factorisation of the replay's classification (the one the solver
+// left in c.lcp when it is that classification's: the stabilised solvers'). Nothing for a single
+// pass (s.base unbound), which is cheaper without them. Runs right after step_constrained.
 template <class T>
 PHX_HD void adj_constrained_prepare(const ModelView<T>& m, ConstraintWorkspace<T>& c,
                                     const ContactView<T>& cv, AdjConstraintWorkspace<T>& s) {
@@ -623,8 +624,9 @@ PHX_HD void adj_constrained_prepare(const ModelView<T>& m, ConstraintWorkspace<T
   delassus_rows(m, *cv.nefc, c, s.Z);
   LcpProblem<T> p = lcp_problem(*cv.nefc, c);
   detail::replay_classification(m, p, cv.efc_force, cv, s.base_cls);
+  int known_rank = m.lcp_solver == kLcpPgs ? -1 : c.factored_rank;
   lcp_adjoint_factor_explicit(p, cv.efc_force, s.base_cls, lcp_rank_tol<T>(), s.base, c.lcp,
-                              c.ilcp);
+                              c.ilcp, known_rank);
 }
 
 // The reverse part of adj_step_constrained (below, with the options it implements), after

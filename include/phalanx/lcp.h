@@ -428,10 +428,12 @@ namespace detail {
 // (lcp_set_system; minimum-norm least squares through a complete orthogonal decomposition when K
 // is rank deficient, rank_tol relative to its largest pivot), S rows at their bound (a friction
 // row marked S keeps its impulse in f), B rows at s mu f_n. scratch: K, the decomposition and r
-// (lcp_scratch_size(n) minus the n entries of fnew, which the caller places after them).
+// (lcp_scratch_size(n) minus the n entries of fnew, which the caller places after them), laid
+// out as lcp_adjoint_factor_bind binds them. Returns the decomposition's rank (0 without
+// clamping rows).
 template <class T>
-PHX_HD void lcp_set_solution(const LcpProblem<T>& p, const int* cls, const T* f, T* fnew,
-                             T rank_tol, T* scratch, int* iscratch) {
+PHX_HD int lcp_set_solution(const LcpProblem<T>& p, const int* cls, const T* f, T* fnew,
+                            T rank_tol, T* scratch, int* iscratch) {
   const int n = p.n;
   T* K = scratch;  // n x n
   Cod<T> cod = cod_bind(n, K + n * n, iscratch);
@@ -460,6 +462,7 @@ PHX_HD void lcp_set_solution(const LcpProblem<T>& p, const int* cls, const T* f,
     int k = lcp_findex(p, j);
     if (k >= 0 && lcp_is_bounded(cls[j])) fnew[j] = lcp_side<T>(cls[j]) * p.mu[j] * fnew[k];
   }
+  return m > 0 ? cod.rank : 0;
 }
 
 // where fnew lives in the scratch of lcp_set_solution
@@ -492,14 +495,17 @@ PHX_HD bool lcp_solve_on_set(const LcpProblem<T>& p, const int* cls, T* f, T tol
 // excess, above tol) is moved to the bound it crossed (S for fixed rows, B for friction rows,
 // flagged kLcpTied: its velocity is zero) and the set re-solved, at most n times. The final
 // classification is written to cls whether or not the result is accepted; f as in
-// lcp_solve_on_set.
+// lcp_solve_on_set. When the result is accepted and factored_rank is given, the scratch holds
+// the factorisation of cls's system (lcp_adjoint_factor's, which may reuse it) and
+// *factored_rank its rank (-1 when cls was repaired after the last factorisation).
 template <class T>
 PHX_HD bool lcp_solve_on_set_repaired(const LcpProblem<T>& p, int* cls, T* f, T tol, T rank_tol,
-                                      T* scratch, int* iscratch) {
+                                      T* scratch, int* iscratch, int* factored_rank = nullptr) {
   const int n = p.n;
   T* fnew = detail::lcp_set_fnew(n, scratch);
+  int rank = -1;
   for (int step = 0; step <= n; ++step) {
-    detail::lcp_set_solution(p, cls, f, fnew, rank_tol, scratch, iscratch);
+    int r = detail::lcp_set_solution(p, cls, f, fnew, rank_tol, scratch, iscratch);
     int worst = -1, worst_class = 0;
     T worst_excess = tol;
     for (int i = 0; i < n; ++i) {
@@ -519,11 +525,15 @@ PHX_HD bool lcp_solve_on_set_repaired(const LcpProblem<T>& p, int* cls, T* f, T 
         worst_class = friction ? kLcpBoundedHi : kLcpSeparatingHi;
       }
     }
-    if (worst < 0) break;
+    if (worst < 0) {
+      rank = r;
+      break;
+    }
     cls[worst] = worst_class | kLcpTied;
   }
   if (!(lcp_residual(p, fnew) <= tol)) return false;
   for (int j = 0; j < n; ++j) f[j] = fnew[j];
+  if (factored_rank) *factored_rank = rank;
   return true;
 }
 
@@ -602,15 +612,17 @@ PHX_HD bool dantzig(const LcpProblem<T>& p, T* f, T tol, T rank_tol, int max_pas
 // plain classification of f (tied rows clamping). Returns whether f was replaced.
 template <class T>
 PHX_HD bool stabilize(const LcpProblem<T>& p, T* f, int* cls, T tol, T rank_tol, T* scratch,
-                      int* iscratch) {
+                      int* iscratch, int* factored_rank = nullptr) {
   int ntied = lcp_classify(p, f, tol, true, cls);
-  if (lcp_solve_on_set_repaired(p, cls, f, tol, rank_tol, scratch, iscratch)) return true;
+  if (lcp_solve_on_set_repaired(p, cls, f, tol, rank_tol, scratch, iscratch, factored_rank))
+    return true;
   if (ntied == 0) {
     lcp_classify(p, f, tol, true, cls);
     return false;
   }
   lcp_classify(p, f, tol, false, cls);
-  if (lcp_solve_on_set_repaired(p, cls, f, tol, rank_tol, scratch, iscratch)) return true;
+  if (lcp_solve_on_set_repaired(p, cls, f, tol, rank_tol, scratch, iscratch, factored_rank))
+    return true;
   lcp_classify(p, f, tol, true, cls);
   return false;
 }
@@ -690,17 +702,23 @@ PHX_HD LcpAdjointFactor<T> lcp_adjoint_explicit_bind(int n, T* scratch, int* isc
 
 // Factor classification cls of the solution f into F (factored form, bound for at least p.n
 // rows); cls must outlive F. The system's right-hand side is written to the last n scalars of
-// F's storage and not used.
+// F's storage and not used. known_rank >= 0 says that F's storage already holds the
+// factorisation of cls's system, of that rank (the solver's last, lcp_solve_on_set_repaired),
+// which is then kept.
 template <class T>
 PHX_HD void lcp_adjoint_factor(const LcpProblem<T>& p, const T* f, const int* cls, T rank_tol,
-                               LcpAdjointFactor<T>& F) {
+                               LcpAdjointFactor<T>& F, int known_rank = -1) {
   F.cls = cls;
   F.m = detail::lcp_gather(p, cls, F.cidx, F.pos);
   if (F.m == 0) return;
-  T* r = F.z + p.n;
-  detail::lcp_set_system(p, cls, f, F.cidx, F.pos, F.m, F.K, r);
   F.cod.n = F.m;
-  cod_factor(F.cod, F.K, rank_tol);
+  if (known_rank >= 0) {
+    F.cod.rank = known_rank;
+  } else {
+    T* r = F.z + p.n;
+    detail::lcp_set_system(p, cls, f, F.cidx, F.pos, F.m, F.K, r);
+    cod_factor(F.cod, F.K, rank_tol);
+  }
   F.nnull = F.m - F.cod.rank;
   for (int a = 0; a < F.m; ++a) F.z[a] = f[F.cidx[a]];
   cod_solve_transpose(F.cod, F.z);
@@ -708,14 +726,15 @@ PHX_HD void lcp_adjoint_factor(const LcpProblem<T>& p, const T* f, const int* cl
 
 // The explicit form of classification cls into E (bound by lcp_adjoint_explicit_bind for at
 // least p.n rows), through the factored form over caller scratch (lcp_scratch_size(p.n)
-// scalars, lcp_iscratch_size(p.n) ints); cls must outlive E.
+// scalars, lcp_iscratch_size(p.n) ints); cls must outlive E. known_rank as in
+// lcp_adjoint_factor, for the factorisation in scratch.
 template <class T>
 PHX_HD void lcp_adjoint_factor_explicit(const LcpProblem<T>& p, const T* f, const int* cls,
                                         T rank_tol, LcpAdjointFactor<T>& E, T* scratch,
-                                        int* iscratch) {
+                                        int* iscratch, int known_rank = -1) {
   const int n = p.n;
   LcpAdjointFactor<T> F = lcp_adjoint_factor_bind(n, scratch, iscratch);
-  lcp_adjoint_factor(p, f, cls, rank_tol, F);
+  lcp_adjoint_factor(p, f, cls, rank_tol, F, known_rank);
   const int m = F.m;
   E.cls = cls;
   E.m = m;

@@ -110,6 +110,7 @@ PHX_HD PHX_DEVICE_NOINLINE unsigned step_constrained(const ModelView<T>& m, T* q
 
   // the previous rows, for warm starting
   int nprev = *cv.nefc;
+  c.factored_rank = -1;  // solve_lcp sets it
   for (int r = 0; r < nprev; ++r) {
     c.key_prev[r] = cv.efc_key[r];
     c.f_prev[r] = cv.efc_force[r];

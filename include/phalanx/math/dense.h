@@ -347,11 +347,16 @@ PHX_HD void cod_apply_pw(const Cod<T>& c, T* x) {
 // P W [I_r 0; 0 0] W^T P^T, so I - K^+ K = V V^T with V = P W [0; I]; x is n scalars of scratch
 template <class T>
 PHX_HD void cod_null_basis(const Cod<T>& c, T* V, T* x) {
-  const int n = c.n, k = n - c.rank;
+  // W's reflectors on the rows of [0; I] in V, every column at once, then P on its rows
+  const int n = c.n, r = c.rank, k = n - r;
+  if (k == 0) return;
+  for (int i = 0; i < n; ++i)
+    for (int j = 0; j < k; ++j) V[i * k + j] = T(i == r + j);
+  for (int q = r - 1; q >= 0; --q)
+    apply_householder_rows(c.w + q * n + q, n, c.tau_w[q], V + q * k, n - q, k, x);
   for (int j = 0; j < k; ++j) {
-    for (int i = 0; i < n; ++i) x[i] = T(i == c.rank + j);
-    cod_apply_pw(c, x);
-    for (int i = 0; i < n; ++i) V[i * k + j] = x[i];
+    for (int i = 0; i < n; ++i) x[i] = V[i * k + j];
+    for (int i = 0; i < n; ++i) V[c.perm[i] * k + j] = x[i];
   }
 }
 
