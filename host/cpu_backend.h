@@ -27,7 +27,15 @@ T* thread_block(size_t n) {
 template <class Kernel>
 void launch(int nenv, const Kernel& kernel, ScratchSize scratch) {
   using T = typename Kernel::Scalar;
-#pragma omp parallel if (nenv > 1) num_threads(num_threads())
+  const int threads = num_threads();
+  if (nenv == 1 || threads == 1) {
+    // on the calling thread, without starting a team (a wake-up costs as much as a small
+    // model's step)
+    Scratch<T> s{thread_block<T>(size_t(scratch.reals)), thread_block<int>(size_t(scratch.ints))};
+    for (int e = 0; e < nenv; ++e) kernel(e, s);
+    return;
+  }
+#pragma omp parallel num_threads(threads)
   {
     Scratch<T> s{thread_block<T>(size_t(scratch.reals)), thread_block<int>(size_t(scratch.ints))};
 #pragma omp for schedule(static)

@@ -85,6 +85,7 @@ except importlib.metadata.PackageNotFoundError:  # imported from a build tree
     __version__ = "0+unknown"
 
 _FLOAT_DTYPES = (np.dtype(np.float32), np.dtype(np.float64))
+_F32, _F64 = _FLOAT_DTYPES
 
 
 _STOPPED = STATUS_NAN_STATE | STATUS_NAN_CTRL | STATUS_NAN_RESULT
@@ -181,9 +182,8 @@ def step(
     modified. status holds STATUS_* bits; an environment stops at the step that set one.
     """
     nstep = _count("nstep", nstep)
-    args = _Args(model, qpos, dtype)
-    return _phalanx.step(model, args.qpos, args.qvel(qvel), args.ctrl(ctrl), nstep,
-                         args.qfrc(qfrc), device)
+    q, v, u, f = _step_arrays(model, qpos, qvel, ctrl, qfrc, dtype)
+    return _phalanx.step(model, q, v, u, nstep, f, device)
 
 
 def rollout(
@@ -350,11 +350,10 @@ def step_jacobians(
     (E, nq + nv, *shape) with rows (qpos', qvel'). Quaternion coordinates are differentiated
     as the numbers stored in qpos. The contact options are those of step_vjp.
     """
-    args = _Args(model, qpos, dtype)
+    q, v, u, f = _step_arrays(model, qpos, qvel, ctrl, qfrc, dtype)
     flags = (_phalanx.GRAD_COMPLEMENTARITY_AWARE if complementarity_aware else 0) | (
         _phalanx.GRAD_BOUNCE_CORRECTION if bounce_correction else 0)
-    jac, jac_param = _phalanx.step_jacobian(model, args.qpos, args.qvel(qvel), args.ctrl(ctrl),
-                                            parameters, flags, args.qfrc(qfrc), device)
+    jac, jac_param = _phalanx.step_jacobian(model, q, v, u, parameters, flags, f, device)
     nq, nv = model.nq, model.nv
     out = _jacobian_blocks(model, jac)
     if parameters:
@@ -472,6 +471,24 @@ def bytes_per_env(model: Model, *, dtype=np.float64, device: str = "cpu") -> int
         raise ValueError(f"phalanx: dtype must be float32 or float64, got {dtype}")
     f = _phalanx.bytes_per_env_float32 if dtype == np.float32 else _phalanx.bytes_per_env_float64
     return f(model, device)
+
+
+def _step_arrays(model: Model, qpos, qvel, ctrl, qfrc, dtype) -> tuple:
+    """(qpos, qvel, ctrl, qfrc) of a step as _Args checks them; arrays that already are
+    C-contiguous of one float dtype and the right shapes (and no qfrc) pass through a check of a
+    few comparisons (a small model's step takes a few microseconds, like _Args)."""
+    if (qfrc is None and dtype is None and type(qpos) is np.ndarray
+            and type(qvel) is np.ndarray and type(ctrl) is np.ndarray):
+        d = qpos.dtype
+        if ((d is _F64 or d is _F32) and qvel.dtype is d and ctrl.dtype is d and qpos.ndim == 2
+                and isinstance(model, Model)):
+            E = qpos.shape[0]
+            if (qpos.shape[1] == model.nq and qvel.shape == (E, model.nv)
+                    and ctrl.shape == (E, model.nu) and qpos.flags.c_contiguous
+                    and qvel.flags.c_contiguous and ctrl.flags.c_contiguous):
+                return qpos, qvel, ctrl, None
+    args = _Args(model, qpos, dtype)
+    return args.qpos, args.qvel(qvel), args.ctrl(ctrl), args.qfrc(qfrc)
 
 
 class _Args:
