@@ -135,7 +135,11 @@ struct StepStore {
     }
     copy(qpos_next, m.nq, s.qpos_next);
     copy(qvel_next, nv, s.qvel_next);
-    copy(w.xpos, Workspace<T>::size(m.nbody, m.njnt, nv), s.w.xpos);  // carved contiguously
+    // the workspace as carved, contiguously, but for the articulated-body arrays (aba_IA to
+    // aba_u), which only the forward solve reads (a reverse pass of a step without rows runs
+    // forward_dynamics again): kinematics to crb, then armature, qfrc and qacc
+    copy(w.xpos, long(w.aba_IA - w.xpos), s.w.xpos);
+    copy(w.armature, long(w.qacc + nv - w.armature), s.w.armature);
     copy(c.geom_xpos, 3L * m.ngeom, s.c.geom_xpos);
     copy(c.geom_xmat, 9L * m.ngeom, s.c.geom_xmat);
     copy(c.L, long(nv) * nv, s.c.L);
