@@ -338,7 +338,29 @@ class PyTape {
   Recording<double> f64_;
 };
 
-// one-step Jacobians -> (jac (E, nq + nv, nq + 2 nv + nu), jac_param (E, nq + nv, nparam) or None)
+// the blocks d{qpos,qvel}_d{qpos,qvel,ctrl,qfrc} of jac (E, nq + nv, nq + 2 nv + nu) as views
+template <class T>
+py::dict jacobian_blocks(const CArray<T>& jac, int nq, int nv, int nu) {
+  static const char* const kRows[2] = {"qpos", "qvel"};
+  static const char* const kCols[4] = {"qpos", "qvel", "ctrl", "qfrc"};
+  const int row0[2] = {0, nq}, nrow[2] = {nq, nv};
+  const int col0[4] = {0, nq, nq + nv, nq + nv + nu}, ncol[4] = {nq, nv, nu, nv};
+  const py::ssize_t E = jac.shape(0);
+  const py::ssize_t cols = nq + 2 * nv + nu;
+  py::dict out;
+  for (int r = 0; r < 2; ++r) {
+    for (int c = 0; c < 4; ++c) {
+      const T* p = jac.data() + py::ssize_t(row0[r]) * cols + col0[c];
+      py::array view(py::dtype::of<T>(), {E, py::ssize_t(nrow[r]), py::ssize_t(ncol[c])},
+                     {jac.strides(0), jac.strides(1), jac.strides(2)}, p, jac);
+      out[py::str(std::string("d") + kRows[r] + "_d" + kCols[c])] = view;
+    }
+  }
+  return out;
+}
+
+// one-step Jacobians -> (the blocks of jac (E, nq + nv, nq + 2 nv + nu) by name, jac_param
+// (E, nq + nv, nparam) or None)
 template <class T>
 py::tuple step_jacobian(PyModel& pm, const CArray<T>& qpos, const CArray<T>& qvel,
                         const CArray<T>& ctrl, bool parameters, int contact_gradient,
@@ -373,7 +395,8 @@ py::tuple step_jacobian(PyModel& pm, const CArray<T>& qpos, const CArray<T>& qve
     d_jac.finish();
     if (pp) d_par.finish();
   }
-  return py::make_tuple(jac, jac_param ? py::object(*jac_param) : py::none());
+  return py::make_tuple(jacobian_blocks(jac, m.nq, m.nv, m.nu),
+                        jac_param ? py::object(*jac_param) : py::none());
 }
 
 // Tape.backward for the tape's scalar type -> dict of gradients: qpos (E, nq), qvel (E, nv),
@@ -1146,6 +1169,9 @@ PYBIND11_MODULE(_phalanx, mod) {
             py::arg("qpos").noconvert(), py::arg("qvel").noconvert(), py::arg("ctrl").noconvert(),
             py::arg("parameters"), py::arg("contact_gradient"),
             py::arg("qfrc").noconvert() = py::none());
+  mod.def("jacobian_blocks", &jacobian_blocks<double>, py::arg("jac").noconvert(), py::arg("nq"),
+          py::arg("nv"), py::arg("nu"),
+          "the named blocks of a one-step Jacobian (E, nq + nv, nq + 2 nv + nu), as views");
   def_query(mod, "step_vjp", &step_vjp<float>, &step_vjp<double>,
             "vector-Jacobian product of one step -> dict of adjoints", py::arg("qpos").noconvert(),
             py::arg("qvel").noconvert(), py::arg("ctrl").noconvert(),

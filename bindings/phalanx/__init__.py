@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import contextlib
 import errno
-import functools
 import importlib.metadata
 import operator
 import os
@@ -353,9 +352,8 @@ def step_jacobians(
     q, v, u, f = _step_arrays(model, qpos, qvel, ctrl, qfrc, dtype)
     flags = (_phalanx.GRAD_COMPLEMENTARITY_AWARE if complementarity_aware else 0) | (
         _phalanx.GRAD_BOUNCE_CORRECTION if bounce_correction else 0)
-    jac, jac_param = _phalanx.step_jacobian(model, q, v, u, parameters, flags, f, device)
+    out, jac_param = _phalanx.step_jacobian(model, q, v, u, parameters, flags, f, device)
     nq, nv = model.nq, model.nv
-    out = _jacobian_blocks(model, jac)
     if parameters:
         out["parameters"], k = {}, 0
         for name, shape in _PARAMETERS:
@@ -420,29 +418,15 @@ def step_jacobians_fd(
                 jac = np.where(better, a[j][i], jac)
             if np.all(np.abs(a[i][i] - a[i - 1][i - 1]) >= safe * err):
                 break
-    return _jacobian_blocks(model, jac)
+    # its blocks by name, as step_jacobians names them
+    return _phalanx.jacobian_blocks(np.ascontiguousarray(jac), nq, nv, nu)
 
 
 def _jacobian_columns(model: Model) -> dict[str, slice]:
     """The column blocks of a one-step Jacobian (the core's layout): qpos, qvel, ctrl, qfrc."""
-    blocks = _block_indices(model.nq, model.nv, model.nu)
-    return {name[len("dqpos_d"):]: index[2] for name, index in blocks if name.startswith("dqpos_")}
-
-
-def _jacobian_blocks(model: Model, jac: np.ndarray) -> dict[str, np.ndarray]:
-    """jac (E, nq + nv, nq + 2 nv + nu) as its blocks d{qpos,qvel}_d{qpos,qvel,ctrl,qfrc}."""
-    return {name: jac[index] for name, index in _block_indices(model.nq, model.nv, model.nu)}
-
-
-@functools.lru_cache(maxsize=64)
-def _block_indices(nq: int, nv: int, nu: int) -> tuple[tuple[str, tuple], ...]:
-    """(name, index into jac) of each block of a one-step Jacobian, kept per model size (a
-    Jacobian of a small model takes microseconds, as long as building these names)."""
-    rows = {"qpos": slice(0, nq), "qvel": slice(nq, nq + nv)}
-    cols = {"qpos": slice(0, nq), "qvel": slice(nq, nq + nv), "ctrl": slice(nq + nv, nq + nv + nu),
+    nq, nv, nu = model.nq, model.nv, model.nu
+    return {"qpos": slice(0, nq), "qvel": slice(nq, nq + nv), "ctrl": slice(nq + nv, nq + nv + nu),
             "qfrc": slice(nq + nv + nu, nq + 2 * nv + nu)}
-    return tuple((f"d{r}_d{c}", (slice(None), rs, cs)) for r, rs in rows.items()
-                 for c, cs in cols.items())
 
 
 @contextlib.contextmanager
