@@ -371,8 +371,9 @@ def step_jacobians_fd(
     """Reference one-step Jacobians by finite differences of phalanx.step in double: the state,
     control and added-force (qfrc) blocks of step_jacobians (no parameter blocks), at an added
     generalized force ``qfrc`` (E, nv) as phalanx.step takes it (None: zero). ``method`` is
-    "central" (step h; h / model.timestep for the force columns) or "ridders" (Ridders' extrapolation from h0 = 1e3 h, shrinking by 1.4,
-    keeping per entry the estimate of least estimated error; Numerical Recipes, section 5.7).
+    "central" (step h; h / model.timestep for the force columns) or "ridders" (Ridders'
+    extrapolation from h0 = 1e3 h, shrinking by 1.4, keeping per entry the estimate of least
+    estimated error; Numerical Recipes, section 5.7).
     All perturbed states of one step size go to phalanx.step as one batch."""
     if method not in ("central", "ridders"):
         raise ValueError(f"phalanx: method must be 'central' or 'ridders', got {method!r}")

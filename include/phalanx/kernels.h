@@ -383,8 +383,8 @@ struct StepAdjointKernel {
 // correction depends on the seed), and each row of qpos' gets its own reverse pass too.
 // Row r of jac (nenv x (nq + nv) x (nq + nv + nu + nv)) holds
 // d out_r / d(qpos, qvel, ctrl, qfrc), qfrc the generalized force added to the step's applied
-// forces (qfrc_applied, zero when null); row r of jac_param (nenv x (nq + nv) x jacobian_nparam, may be null) holds
-// d out_r / d(parameters) in Param order.
+// forces (qfrc_applied, zero when null); row r of jac_param (nenv x (nq + nv) x
+// jacobian_nparam, may be null) holds d out_r / d(parameters) in Param order.
 template <class T>
 struct StepJacobianKernel {
   using Scalar = T;

@@ -127,7 +127,8 @@ TEST(StepJacobian, HumanoidRowsEqualTheirVectorJacobianProducts) {
 // qvel', so that a row is left after the lane passes (of four or eight) and takes the scalar
 // pass (double); float's sixteen lanes take all nine in one pass.
 TEST(StepJacobian, RowLeftAfterTheLanePassesEqualsItsVectorJacobianProduct) {
-  Model model = load_model(std::string(PHX_SOURCE_DIR) + "/examples/models/half_cheetah_planar.xml");
+  Model model =
+      load_model(std::string(PHX_SOURCE_DIR) + "/examples/models/half_cheetah_planar.xml");
   model.opt.lcp_solver = kLcpPgsStabilized;
   ASSERT_EQ(model.nv % 4, 1);
   std::vector<double> v(model.nv);
