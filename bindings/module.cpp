@@ -44,6 +44,7 @@ using phx::bindings::CArray;
 using phx::bindings::CArrayD;
 using phx::bindings::DeviceInput;
 using phx::bindings::DeviceOutput;
+using phx::bindings::optional_rows;
 using phx::bindings::PyModel;
 using phx::bindings::require_shape;
 
@@ -188,8 +189,7 @@ py::tuple step(PyModel& pm, const CArray<T>& qpos, const CArray<T>& qvel, const 
   int E = batch_size(qpos, m.nq);
   require_shape(qvel, {E, m.nv}, "qvel");
   require_shape(ctrl, {E, m.nu}, "ctrl");
-  if (qfrc) require_shape(*qfrc, {E, m.nv}, "qfrc");
-  const T* f = qfrc ? qfrc->data() : nullptr;
+  const T* f = optional_rows(qfrc, E, m.nv, "qfrc");
   if (nstep < 0) throw std::invalid_argument("phalanx: nstep must be >= 0");
   CArray<T> qpos_out({py::ssize_t(E), py::ssize_t(m.nq)});
   CArray<T> qvel_out({py::ssize_t(E), py::ssize_t(m.nv)});
@@ -206,8 +206,8 @@ py::tuple step(PyModel& pm, const CArray<T>& qpos, const CArray<T>& qvel, const 
     data.qpos.upload(q, size_t(E) * m.nq);
     data.qvel.upload(v, size_t(E) * m.nv);
     data.ctrl.upload(u, size_t(E) * m.nu);
-    DeviceInput<T> d_f(device, f, f ? size_t(E) * m.nv : 0);
-    phx::step(*dm, data, nstep, f ? d_f.get() : nullptr);
+    DeviceInput<T> d_f(device, f, size_t(E) * m.nv);
+    phx::step(*dm, data, nstep, d_f.get());
     data.qpos.download(q_out, size_t(E) * m.nq);
     data.qvel.download(v_out, size_t(E) * m.nv);
     data.status.download(s_out, size_t(E));
@@ -371,8 +371,7 @@ py::tuple step_jacobian(PyModel& pm, const CArray<T>& qpos, const CArray<T>& qve
   int E = batch_size(qpos, m.nq);
   require_shape(qvel, {E, m.nv}, "qvel");
   require_shape(ctrl, {E, m.nu}, "ctrl");
-  if (qfrc) require_shape(*qfrc, {E, m.nv}, "qfrc");
-  const T* f = qfrc ? qfrc->data() : nullptr;
+  const T* f = optional_rows(qfrc, E, m.nv, "qfrc");
   py::ssize_t rows = m.nq + m.nv, cols = m.nq + 2 * m.nv + m.nu,
               np = phx::jacobian_nparam(dm->view());
   CArray<T> jac({py::ssize_t(E), rows, cols});
@@ -389,9 +388,9 @@ py::tuple step_jacobian(PyModel& pm, const CArray<T>& qpos, const CArray<T>& qve
       d_in.push_back(std::make_unique<DeviceInput<T>>(device, in[i], size_t(E) * in_n[i]));
     DeviceOutput<T> d_jac(device, pj, size_t(E) * rows * cols);
     DeviceOutput<T> d_par(device, pp, pp ? size_t(E) * rows * np : 0);
-    DeviceInput<T> d_f(device, f, f ? size_t(E) * m.nv : 0);
+    DeviceInput<T> d_f(device, f, size_t(E) * m.nv);
     phx::step_jacobian(*dm, E, d_in[0]->get(), d_in[1]->get(), d_in[2]->get(), d_jac.get(),
-                       pp ? d_par.get() : nullptr, contact_gradient, f ? d_f.get() : nullptr);
+                       pp ? d_par.get() : nullptr, contact_gradient, d_f.get());
     d_jac.finish();
     if (pp) d_par.finish();
   }
@@ -509,8 +508,7 @@ py::dict step_vjp(PyModel& pm, const CArray<T>& qpos, const CArray<T>& qvel, con
   int E = batch_size(qpos, m.nq);
   require_shape(qvel, {E, m.nv}, "qvel");
   require_shape(ctrl, {E, m.nu}, "ctrl");
-  if (qfrc) require_shape(*qfrc, {E, m.nv}, "qfrc");
-  const T* f = qfrc ? qfrc->data() : nullptr;
+  const T* f = optional_rows(qfrc, E, m.nv, "qfrc");
   require_shape(adj_qpos_next, {E, m.nq}, "adj_qpos_next");
   require_shape(adj_qvel_next, {E, m.nv}, "adj_qvel_next");
   auto out = [E](std::vector<py::ssize_t> dims) {
@@ -533,13 +531,13 @@ py::dict step_vjp(PyModel& pm, const CArray<T>& qpos, const CArray<T>& qvel, con
     std::vector<std::unique_ptr<DeviceInput<T>>> d_in;
     for (int i = 0; i < 5; ++i)
       d_in.push_back(std::make_unique<DeviceInput<T>>(device, in[i], size_t(E) * in_n[i]));
-    DeviceInput<T> d_f(device, f, f ? size_t(E) * m.nv : 0);
+    DeviceInput<T> d_f(device, f, size_t(E) * m.nv);
     DeviceOutput<T> d_gq(device, pq, size_t(E) * m.nq), d_gv(device, pv, size_t(E) * m.nv),
         d_gc(device, pc, size_t(E) * m.nu), d_gf(device, pf, size_t(E) * m.nv);
     params.bind(device);
     phx::step_vjp(*dm, E, d_in[0]->get(), d_in[1]->get(), d_in[2]->get(), d_in[3]->get(),
                   d_in[4]->get(), d_gq.get(), d_gv.get(), d_gc.get(), params.model_adjoint(),
-                  params.contact_adjoint(), contact_gradient, f ? d_f.get() : nullptr,
+                  params.contact_adjoint(), contact_gradient, d_f.get(),
                   d_gf.get());
     d_gq.finish();
     d_gv.finish();

@@ -9,6 +9,7 @@
 #include <climits>
 #include <cmath>
 #include <memory>
+#include <optional>
 #include <stdexcept>
 #include <string>
 #include <type_traits>
@@ -152,12 +153,13 @@ inline int batch_size(const py::array& qpos, int nq) {
   return int(qpos.shape(0));
 }
 
-// An input array as the device sees it: the numpy buffer itself on the CPU, a copy on CUDA.
+// An input array as the device sees it: the numpy buffer itself on the CPU, a copy on CUDA;
+// null for a null host array (an optional input not given).
 template <class T>
 class DeviceInput {
  public:
   DeviceInput(Device device, const T* host, size_t n) : p_(host) {
-    if (device != Device::kCpu) {
+    if (host && device != Device::kCpu) {
       buffer_ = phx::Buffer<T>(device, n);
       buffer_.upload(host, n);
       p_ = buffer_.data();
@@ -169,6 +171,14 @@ class DeviceInput {
   phx::Buffer<T> buffer_;
   const T* p_;
 };
+
+// an optional (E, n) input's data after its shape check, null when it is not given
+template <class T>
+const T* optional_rows(const std::optional<CArray<T>>& a, int E, int n, const char* name) {
+  if (!a) return nullptr;
+  require_shape(*a, {E, n}, name);
+  return a->data();
+}
 
 // An output array: the numpy buffer itself on the CPU; on CUDA a device buffer that finish()
 // copies back (and that starts with the array's values when it is also an input).

@@ -353,8 +353,8 @@ def step_jacobians(
     flags = (_phalanx.GRAD_COMPLEMENTARITY_AWARE if complementarity_aware else 0) | (
         _phalanx.GRAD_BOUNCE_CORRECTION if bounce_correction else 0)
     out, jac_param = _phalanx.step_jacobian(model, q, v, u, parameters, flags, f, device)
-    nq, nv = model.nq, model.nv
     if parameters:
+        nq, nv = model.nq, model.nv
         out["parameters"], k = {}, 0
         for name, shape in _PARAMETERS:
             shape = shape(model)

@@ -15,6 +15,12 @@
 
 namespace phx {
 
+// environment e's row of n entries of an (nenv x n) array, or null for a null array
+template <class P>
+PHX_HD P* env_row(P* p, int e, int n) {
+  return p ? p + long(e) * n : nullptr;
+}
+
 // scratch one environment's forward kernels need: the workspace and, when the model has
 // constraint rows, the constraint workspace after it
 template <class T>
@@ -62,7 +68,7 @@ struct StepKernel {
   PHX_HD void operator()(int e, Scratch<T> scratch) const {
     const ModelView<T> m = env_view(model, e);
     Workspace<T> w = make_workspace(m, scratch.reals);
-    const T* f = qfrc_applied ? qfrc_applied + long(e) * m.nv : nullptr;
+    const T* f = env_row(qfrc_applied, e, m.nv);
     unsigned s = 0;
     for (int t = 0; t < nstep && !(s & kStatusStopMask); ++t) {
       s |= step_env(m, e, qpos + long(e) * m.nq, qvel + long(e) * m.nv, ctrl + long(e) * m.nu, w,
@@ -186,7 +192,7 @@ struct KinematicsKernel {
     const ModelView<T> m = env_view(model, e);
     Workspace<T> w = make_workspace(m, scratch.reals);
     cost_kinematics(m, kCostNeedsKinematics | kCostNeedsComPos | (qvel ? kCostNeedsComVel : 0),
-                    qpos + long(e) * m.nq, qvel ? qvel + long(e) * m.nv : nullptr, w);
+                    qpos + long(e) * m.nq, env_row(qvel, e, m.nv), w);
     for (int i = 0; i < 3 * m.nbody; ++i) xpos[long(e) * 3 * m.nbody + i] = w.xpos[i];
     for (int i = 0; i < 4 * m.nbody; ++i) xquat[long(e) * 4 * m.nbody + i] = w.xquat[i];
     com_position(m, w).store(com + 3L * e);
@@ -366,11 +372,11 @@ struct StepAdjointKernel {
     env_parameter_adjoints(m, e, adj_model, adj_contact, am, ac);
     ContactView<T> cv{};
     if (m.nefcmax > 0) cv = con.env(m, e);
-    T* gf = adj_qfrc_applied ? adj_qfrc_applied + long(e) * m.nv : nullptr;
+    T* gf = env_row(adj_qfrc_applied, e, m.nv);
     for (int i = 0; gf && i < m.nv; ++i) gf[i] = T(0);
     adj_step_env(m, qpos + long(e) * m.nq, qvel + long(e) * m.nv, ctrl + long(e) * m.nu, x, cv,
                  adj_qpos_next + long(e) * m.nq, adj_qvel_next + long(e) * m.nv, gq, gv, gc, am,
-                 ac, gf, {}, qfrc_applied ? qfrc_applied + long(e) * m.nv : nullptr);
+                 ac, gf, {}, env_row(qfrc_applied, e, m.nv));
   }
 };
 
@@ -402,7 +408,7 @@ struct StepJacobianKernel {
   PHX_HD void operator()(int e, Scratch<T> scratch) const {
     const ModelView<T> m = env_view(model, e);
     const int rows = m.nq + m.nv, cols = m.nq + 2 * m.nv + m.nu, np = jacobian_nparam(m);
-    const T* f = qfrc_applied ? qfrc_applied + long(e) * m.nv : nullptr;
+    const T* f = env_row(qfrc_applied, e, m.nv);
     AdjointScratch<T> x(m, scratch);
     ScratchSize used = adjoint_scratch_size(m);
     ContactView<T> cv{};
