@@ -8,6 +8,8 @@ mjd_transitionFD on the humanoid.
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 import pytest
 
@@ -17,6 +19,7 @@ from phalanx.testing import random_state
 
 from conftest import HUMANOID
 
+MODELS = Path(__file__).resolve().parents[2] / "examples" / "models"
 T = 20
 PARAMS = ["body_mass", "body_inertia", "dof_damping", "dof_armature", "jnt_stiffness",
           "actuator_gear", "body_ipos"]
@@ -396,3 +399,39 @@ def test_humanoid_jacobians_just_after_landing():
     ref = phalanx.step_jacobians_fd(model, q, v, u, h=1e-7)
     for key, fd in ref.items():
         np.testing.assert_allclose(jac[key], fd, rtol=0, atol=1e-6 * np.abs(fd).max(), err_msg=key)
+
+
+def test_step_jacobians_inputs_fast_path_and_checked_path_agree():
+    # arrays that already are right go straight to the core; anything else (lists, strided
+    # views, dtype=) through the checked conversion: both give the same bits, and a wrong shape
+    # or dtype is a ValueError naming the expected shape either way
+    model = phalanx.load_model(MODELS / "half_cheetah_planar.xml")
+    model.lcp_solver = "pgs_stabilized"
+    rng = np.random.default_rng(3)
+    E = 3
+    q = np.repeat(model.qpos0[None], E, axis=0)
+    q[:, 1] += 0.05 * rng.standard_normal(E)
+    v = 0.2 * rng.standard_normal((E, model.nv))
+    u = rng.uniform(-1, 1, (E, model.nu))
+    ref = phalanx.step_jacobians(model, q, v, u)
+    wide = np.zeros((E, 2 * model.nv))
+    wide[:, ::2] = v  # a strided view
+    for args, kw in [((q.tolist(), v.tolist(), u.tolist()), {}),
+                     ((q, wide[:, ::2], u), {}),
+                     ((q, v, u), {"dtype": np.float64})]:
+        jac = phalanx.step_jacobians(model, *args, **kw)
+        for k in ref:
+            np.testing.assert_array_equal(jac[k], ref[k], err_msg=k)
+    # float32 takes its own overload: close to double, not equal
+    jac32 = phalanx.step_jacobians(model, q.astype(np.float32), v.astype(np.float32),
+                                   u.astype(np.float32))
+    assert jac32["dqvel_dqvel"].dtype == np.float32
+    np.testing.assert_allclose(jac32["dqvel_dqvel"], ref["dqvel_dqvel"], atol=2e-3)
+    with pytest.raises(ValueError, match=r"qpos must have shape \(E, nq\) = \(3, 9\)"):
+        phalanx.step_jacobians(model, q[:, :8], v, u)
+    with pytest.raises(ValueError, match=r"ctrl must have shape \(E, nu\) = \(3, 6\)"):
+        phalanx.step_jacobians(model, q, v, u[:2])
+    with pytest.raises(ValueError, match="qvel must have dtype float64"):
+        phalanx.step_jacobians(model, q, v.astype(np.float32), u)
+    with pytest.raises(ValueError, match=r"qfrc must have .*\(3, 9\)"):
+        phalanx.step_jacobians(model, q, v, u, qfrc=np.zeros((3, 8)))
