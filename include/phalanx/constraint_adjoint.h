@@ -632,9 +632,7 @@ PHX_HD void adj_constrained_prepare(const ModelView<T>& m, ConstraintWorkspace<T
 // The reverse part of adj_step_constrained (below, with the options it implements), after
 // step_constrained has run from (qpos, qvel, ctrl) into s.qpos_next, s.qvel_next, w, c and cv
 // (and did not stop) and adj_constrained_prepare after it. It leaves those unchanged, so it
-// may run again with other seeds: one replay serves every row of a Jacobian. qfrc_applied is
-// the step's added generalized force (read only when the step had no rows, adj_step replaying
-// it; the workspace holds it otherwise).
+// may run again with other seeds: one replay serves every row of a Jacobian.
 template <class T>
 PHX_HD void adj_step_constrained_replayed(const ModelView<T>& m, const T* qpos, const T* qvel,
                                           const T* ctrl, Workspace<T>& w,
@@ -644,14 +642,14 @@ PHX_HD void adj_step_constrained_replayed(const ModelView<T>& m, const T* qpos, 
                                           T* adj_qpos, T* adj_qvel, T* adj_ctrl,
                                           const ModelAdjoint<T>& adj_model,
                                           const ContactModelAdjoint<T>& adj_contact,
-                                          T* adj_qfrc, const T* qfrc_applied = nullptr) {
+                                          T* adj_qfrc) {
   const int nv = m.nv;
   const T dt = m.timestep;
   const int nrow = *cv.nefc;
   if (nrow == 0) {
-    // no rows: the step was step() itself
-    adj_step(m, qpos, qvel, ctrl, w, a, adj_qpos_next, adj_qvel_next, adj_qpos, adj_qvel,
-             adj_ctrl, adj_model, adj_qfrc, qfrc_applied);
+    // no rows: the step was step() itself, and left forward_dynamics' results in w
+    adj_step_replayed(m, qpos, qvel, ctrl, w, a, adj_qpos_next, adj_qvel_next, adj_qpos,
+                      adj_qvel, adj_ctrl, adj_model, adj_qfrc);
     return;
   }
 
@@ -762,8 +760,7 @@ PHX_HD unsigned adj_step_constrained(const ModelView<T>& m, const T* qpos, const
   if (status & kStatusStopMask) return status;
   adj_constrained_prepare(m, c, cv, s);
   adj_step_constrained_replayed(m, qpos, qvel, ctrl, w, c, cv, a, s, adj_qpos_next, adj_qvel_next,
-                                adj_qpos, adj_qvel, adj_ctrl, adj_model, adj_contact, adj_qfrc,
-                                qfrc_applied);
+                                adj_qpos, adj_qvel, adj_ctrl, adj_model, adj_contact, adj_qfrc);
   return status;
 }
 

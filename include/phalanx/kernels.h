@@ -429,7 +429,10 @@ struct StepJacobianKernel {
     const T* v = qvel + long(e) * m.nv;
     const T* u = ctrl + long(e) * m.nu;
     bool stopped = false;
-    if (m.nefcmax > 0) {
+    if (m.nefcmax == 0) {
+      // the forward every row's reverse pass reuses (adj_step_replayed)
+      forward_dynamics(m, q, v, u, m.timestep, x.w, x.w.qacc, f);
+    } else {
       // the replay every row reuses: cold start, as step() from Python
       *cv.nefc = 0;
       for (int i = 0; i < m.nq; ++i) x.s.qpos_next[i] = q[i];
@@ -461,12 +464,12 @@ struct StepJacobianKernel {
       }
       if (stopped) continue;  // zero rows, as step_vjp gives
       if (m.nefcmax == 0) {
-        adj_step(m, q, v, u, x.w, x.a, w, w + m.nq, row, row + m.nq, row + m.nq + m.nv, am,
-                 row + m.nq + m.nv + m.nu, f);
+        adj_step_replayed(m, q, v, u, x.w, x.a, w, w + m.nq, row, row + m.nq, row + m.nq + m.nv,
+                          am, row + m.nq + m.nv + m.nu);
       } else {
         adj_step_constrained_replayed(m, q, v, u, x.w, x.c, cv, x.a, x.s, w, w + m.nq, row,
                                       row + m.nq, row + m.nq + m.nv, am, ac,
-                                      row + m.nq + m.nv + m.nu, f);
+                                      row + m.nq + m.nv + m.nu);
       }
     }
     if (linear) qpos_rows(m, e, q, m.nefcmax > 0 ? x.s.qvel_next : x.a.qvel_next, stopped, w);

@@ -230,18 +230,18 @@ PHX_HD void adj_forward_dynamics(const ModelView<T>& m, const T* qpos, const T* 
   adj_kinematics(m, qpos, w, a, adj_qpos);
 }
 
-// Adjoint (vector-Jacobian product) of one step: replays the forward from (qpos, qvel, ctrl)
-// and maps (adj_qpos_next, adj_qvel_next) to adj_qpos, adj_qvel, adj_ctrl and the parameter
-// adjoints, all accumulated; adj_qfrc (may be null) receives the adjoint of qfrc_applied, the
-// generalized force the step added (may be null). Inputs are not modified.
+// The reverse part of adj_step (below), after forward_dynamics at (qpos, qvel, ctrl) has left
+// its results in w (step_constrained without rows leaves the same): accumulates as adj_step
+// does. It rewrites only the articulated-body and RNEA arrays of w, which it computes again
+// before reading them, so it may run again with other seeds: one forward serves every row of
+// a Jacobian.
 template <class T>
-PHX_HD void adj_step(const ModelView<T>& m, const T* qpos, const T* qvel, const T* ctrl,
-                     Workspace<T>& w, AdjWorkspace<T>& a, const T* adj_qpos_next,
-                     const T* adj_qvel_next, T* adj_qpos, T* adj_qvel, T* adj_ctrl,
-                     const ModelAdjoint<T>& adj_model, T* adj_qfrc = nullptr,
-                     const T* qfrc_applied = nullptr) {
+PHX_HD void adj_step_replayed(const ModelView<T>& m, const T* qpos, const T* qvel,
+                              const T* ctrl, Workspace<T>& w, AdjWorkspace<T>& a,
+                              const T* adj_qpos_next, const T* adj_qvel_next, T* adj_qpos,
+                              T* adj_qvel, T* adj_ctrl, const ModelAdjoint<T>& adj_model,
+                              T* adj_qfrc = nullptr) {
   T dt = m.timestep;
-  forward_dynamics(m, qpos, qvel, ctrl, dt, w, w.qacc, qfrc_applied);
   for (int d = 0; d < m.nv; ++d) a.qvel_next[d] = qvel[d] + dt * w.qacc[d];
 
   // qpos' = integrate(qpos, qvel'), qvel' = qvel + dt qacc
@@ -255,6 +255,21 @@ PHX_HD void adj_step(const ModelView<T>& m, const T* qpos, const T* qvel, const 
                        adj_model);
   if (adj_qfrc)
     for (int d = 0; d < m.nv; ++d) adj_qfrc[d] += a.lambda[d];
+}
+
+// Adjoint (vector-Jacobian product) of one step: replays the forward from (qpos, qvel, ctrl)
+// and maps (adj_qpos_next, adj_qvel_next) to adj_qpos, adj_qvel, adj_ctrl and the parameter
+// adjoints, all accumulated; adj_qfrc (may be null) receives the adjoint of qfrc_applied, the
+// generalized force the step added (may be null). Inputs are not modified.
+template <class T>
+PHX_HD void adj_step(const ModelView<T>& m, const T* qpos, const T* qvel, const T* ctrl,
+                     Workspace<T>& w, AdjWorkspace<T>& a, const T* adj_qpos_next,
+                     const T* adj_qvel_next, T* adj_qpos, T* adj_qvel, T* adj_ctrl,
+                     const ModelAdjoint<T>& adj_model, T* adj_qfrc = nullptr,
+                     const T* qfrc_applied = nullptr) {
+  forward_dynamics(m, qpos, qvel, ctrl, m.timestep, w, w.qacc, qfrc_applied);
+  adj_step_replayed(m, qpos, qvel, ctrl, w, a, adj_qpos_next, adj_qvel_next, adj_qpos, adj_qvel,
+                    adj_ctrl, adj_model, adj_qfrc);
 }
 
 }  // namespace phx

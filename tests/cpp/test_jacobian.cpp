@@ -191,5 +191,28 @@ TEST(StepJacobian, PerEnvironmentRowsEqualTheirVectorJacobianProducts) {
   EXPECT_LE(worst_row_difference<float>(model, b, nenv, &with_rows), 1e-3);
 }
 
+// The half-cheetah with contacts and limits switched off: a model without constraint rows,
+// whose rows reuse one forward_dynamics (adj_step_replayed) where step_vjp runs its own
+TEST(StepJacobian, ContactFreeRowsEqualTheirVectorJacobianProducts) {
+  Model model =
+      load_model(std::string(PHX_SOURCE_DIR) + "/examples/models/half_cheetah_planar.xml");
+  model.opt.contact = false;
+  model.opt.limit = false;
+  ASSERT_EQ(DeviceModel<double>(model, Device::kCpu).view().nefcmax, 0);
+  const int nenv = 3;
+  std::mt19937 rng(11);
+  std::uniform_real_distribution<double> un(-1, 1);
+  Batch b;
+  for (int e = 0; e < nenv; ++e) {
+    for (int i = 0; i < model.nq; ++i) b.qpos.push_back(model.qpos0[i] + 0.2 * un(rng));
+    for (int d = 0; d < model.nv; ++d) b.qvel.push_back(un(rng));
+    for (int k = 0; k < model.nu; ++k) b.ctrl.push_back(un(rng));
+  }
+  int with_rows = 0;
+  EXPECT_LE(worst_row_difference<double>(model, b, nenv, &with_rows), 1e-12);
+  EXPECT_EQ(with_rows, 0);
+  EXPECT_LE(worst_row_difference<float>(model, b, nenv, &with_rows), 1e-3);
+}
+
 }  // namespace
 }  // namespace phx

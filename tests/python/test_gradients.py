@@ -435,3 +435,20 @@ def test_step_jacobians_inputs_fast_path_and_checked_path_agree():
         phalanx.step_jacobians(model, q, v.astype(np.float32), u)
     with pytest.raises(ValueError, match=r"qfrc must have .*\(3, 9\)"):
         phalanx.step_jacobians(model, q, v, u, qfrc=np.zeros((3, 8)))
+
+
+def test_contact_free_step_jacobians_match_central_differences():
+    # a model without constraint rows: every row's reverse pass reuses one forward dynamics
+    model = phalanx.load_model(MODELS / "half_cheetah_planar.xml")
+    model.contact = False
+    model.limit = False
+    rng = np.random.default_rng(7)
+    E = 2
+    q = np.repeat(model.qpos0[None], E, axis=0) + 0.2 * rng.standard_normal((E, model.nq))
+    v = rng.standard_normal((E, model.nv))
+    u = rng.uniform(-1, 1, (E, model.nu))
+    jac = phalanx.step_jacobians(model, q, v, u)
+    ref = phalanx.step_jacobians_fd(model, q, v, u)
+    for key, fd in ref.items():
+        np.testing.assert_allclose(jac[key], fd, rtol=0, atol=1e-7 * max(1.0, np.abs(fd).max()),
+                                   err_msg=key)

@@ -81,12 +81,15 @@ struct OuterSum {
     for (int k = 0; k < n; ++k) r.w[k] = s[k] * u[k][i];
     return r;
   }
-  // A (nrow x ncol) = the sum
+  // A (nrow x ncol) = the sum; the first term stores a row, the others add to it (zeroing a
+  // short row first, then reading it back at another width, stalls the loads on the stores)
   PHX_HD void write(T* A, int nrow, int ncol) const {
     for (int i = 0; i < nrow; ++i) {
       T* PHX_RESTRICT a = A + long(i) * ncol;
-      for (int j = 0; j < ncol; ++j) a[j] = T(0);
-      for (int k = 0; k < n; ++k) {
+      const T w0 = n > 0 ? s[0] * u[0][i] : T(0);
+      const T* PHX_RESTRICT v0 = n > 0 ? v[0] : nullptr;
+      for (int j = 0; j < ncol; ++j) a[j] = n > 0 ? w0 * v0[j] : T(0);
+      for (int k = 1; k < n; ++k) {
         const T wk = s[k] * u[k][i];
         const T* PHX_RESTRICT vk = v[k];
         for (int j = 0; j < ncol; ++j) a[j] += wk * vk[j];
