@@ -279,7 +279,7 @@ void step_jacobian(const DeviceModel<T>& model, int nenv, const T* d_qpos, const
   if (nenv == 0) return;
   StepJacobianKernel<T> k{view, d_qpos, d_qvel, d_ctrl, d_jac, d_jac_param, d_qfrc_applied};
   ScratchSize scratch = jacobian_scratch_size(view);
-  if (model.device() == Device::kCpu && view.nefcmax > 0) {
+  if (model.device() == Device::kCpu) {
     // the rows of qvel' several per reverse pass
     k.lanes = true;
     ScratchSize lanes = StepJacobianKernel<T>::lane_scratch_size(view);

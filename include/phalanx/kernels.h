@@ -444,10 +444,17 @@ struct StepJacobianKernel {
     const bool linear = !(m.contact_gradient & (kGradComplementarityAware | kGradBounceCorrection));
     int first = linear ? m.nq : 0;  // rows computed by single passes: [first, rows)
 #if !defined(__CUDACC__)
-    if (lanes && linear && m.nefcmax > 0 && !stopped && *cv.nefc > 0) {
+    if (lanes && linear && !stopped) {
       // a last row alone takes the scalar pass below (a third of a lane pass's time)
       const int nl = m.nv % kLanes<T> == 1 ? m.nv - 1 : m.nv;
-      if (nl > 0) lane_rows(m, e, q, v, u, x, cv, scratch, nl);
+      const ScratchSize js = jacobian_scratch_size(m);
+      Scratch<T> rest{scratch.reals + js.reals, scratch.ints + js.ints};
+      if (nl > 0 && m.nefcmax > 0 && *cv.nefc > 0) {
+        lane_rows(m, e, LaneReplay<T>(m, rest, q, v, u, x.w, x.c, cv, x.s), nl);
+      } else if (nl > 0) {
+        // no rows: the step was forward_dynamics' (step_constrained leaves the same)
+        lane_rows(m, e, LaneDynamicsReplay<T>(m, rest, q, v, u, x.w), nl);
+      }
       first = m.nq + nl;
     }
 #endif
@@ -476,21 +483,18 @@ struct StepJacobianKernel {
   }
 
 #if !defined(__CUDACC__)
-  // storage of lane_rows, past jacobian_scratch_size's
+  // storage of the lane replays, past jacobian_scratch_size's
   static ScratchSize lane_scratch_size(const ModelView<T>& m) {
-    return LaneReplay<T>::size(m);
+    ScratchSize a = LaneReplay<T>::size(m), b = LaneDynamicsReplay<T>::size(m);
+    return {a.reals > b.reals ? a.reals : b.reals, a.ints > b.ints ? a.ints : b.ints};
   }
 
   // the first nl rows of qvel' of jac and jac_param, kLanes<T> per reverse pass of the replay
-  // in x, cv
-  void lane_rows(const ModelView<T>& m, int e, const T* q, const T* v, const T* u,
-                 const AdjointScratch<T>& x, const ContactView<T>& cv, Scratch<T> scratch,
-                 int nl) const {
+  // lr (a LaneReplay or LaneDynamicsReplay)
+  template <class Replay>
+  void lane_rows(const ModelView<T>& m, int e, Replay&& lr, int nl) const {
     const int rows = m.nq + m.nv, cols = m.nq + 2 * m.nv + m.nu;
     const int np = jac_param ? jacobian_nparam(m) : 0;
-    ScratchSize used = jacobian_scratch_size(m);
-    LaneReplay<T> lr(m, {scratch.reals + used.reals, scratch.ints + used.ints}, q, v, u, x.w,
-                     x.c, cv, x.s);
     constexpr int W = kLanes<T>;
     for (int d0 = 0; d0 < nl; d0 += W) {
       const int n = nl - d0 < W ? nl - d0 : W;

@@ -81,32 +81,90 @@ ModelView<Lane<T, W>> lane_model(const ModelView<T>& m, Lane<T, W>*& p) {
   return r;
 }
 
-// A replayed constrained step in lane form, and its reverse pass on W seeds of qvel' at once.
-template <class T, int W = kLanes<T>>
-struct LaneReplay {
+// What every reverse pass on W seeds needs: the model in lane form, the state the step started
+// from, the seeds and one pass's adjoints, carved from storage aligned for the vector type
+// (the derived replays take their own arrays from the same storage, past these).
+template <class T, int W>
+struct LanePass {
   using L = Lane<T, W>;
-  ModelView<L> m;                    // capacities: the step's own contacts and rows
-  typename StepStore<L>::Slot x{};   // the step: state after it, workspaces, contacts, rows
-  AdjWorkspace<L> a{};
-  AdjConstraintWorkspace<L> s{};
+  ModelView<L> m;
   L *qpos = nullptr, *qvel = nullptr, *ctrl = nullptr;  // the state the step started from
   L *seed_qpos = nullptr, *seed_qvel = nullptr;         // seeds (nq, nv)
   // adjoints of one pass, laid out as a row of StepJacobianKernel's jac and jac_param:
   // qpos (nq), qvel (nv), ctrl (nu), qfrc (nv), then the parameters (jacobian_nparam)
   L* out = nullptr;
 
-  // storage for a model of m's capacities: reals in units of T (aligned here), ints
+  static int cols(const ModelView<T>& m) { return m.nq + 2 * m.nv + m.nu; }
+  // reals of the arrays above in units of L, and one more for the alignment
+  static long lanes(const ModelView<T>& m) {
+    return model_reals(m) + 2L * (m.nq + m.nv) + m.nu + cols(m) + jacobian_nparam(m) + 1;
+  }
+
+ protected:
+  L* p_ = nullptr;  // the storage not taken yet
+
+  L* take(long n) {
+    L* r = p_;
+    p_ += n;
+    return r;
+  }
+  L* put(const T* from, long n) {
+    L* to = take(n);
+    for (long i = 0; i < n; ++i) to[i] = L(from[i]);
+    return to;
+  }
+  // the arrays above over storage (units of T), from the model m0 and the step's start
+  void bind(const ModelView<T>& m0, T* storage, const T* qpos0, const T* qvel0, const T* ctrl0) {
+    auto addr = reinterpret_cast<unsigned long>(storage);
+    p_ = reinterpret_cast<L*>((addr + alignof(L) - 1) / alignof(L) * alignof(L));
+    m = lane_model(m0, p_);
+    qpos = put(qpos0, m0.nq);
+    qvel = put(qvel0, m0.nv);
+    ctrl = put(ctrl0, m0.nu);
+    seed_qpos = take(m0.nq);
+    seed_qvel = take(m0.nv);
+    out = take(cols(m0) + jacobian_nparam(m0));
+  }
+  // One reverse pass, of seeds adj_qvel' = e_(d0 + k) in lane k < n (the other lanes zero)
+  // and adj_qpos' = 0, into out (zeroed first; the parameters' adjoints too when params):
+  // pass(am, ac, adj_qpos, adj_qvel, adj_ctrl, adj_qfrc) runs it on the seeds
+  template <class Pass>
+  void run_pass(int d0, int n, bool params, Pass pass) {
+    const int nq = m.nq, nv = m.nv, nu = m.nu, ncol = nq + 2 * nv + nu;
+    for (int i = 0; i < nq; ++i) seed_qpos[i] = L(0);
+    for (int d = 0; d < nv; ++d) seed_qvel[d] = L(0);
+    for (int k = 0; k < n; ++k) seed_qvel[d0 + k].set(k, T(1));
+    const int np = params ? jacobian_nparam(m) : 0;
+    for (int i = 0; i < ncol + np; ++i) out[i] = L(0);
+    ModelAdjoint<L> am{};
+    ContactModelAdjoint<L> ac{};
+    L* p = out + ncol;
+    for (int k = 0; params && k < kNumParams; p += param_size(m, k), ++k)
+      param_adjoint(am, ac, k) = p;
+    pass(am, ac, out, out + nq, out + nq + nv, out + nq + nv + nu);
+  }
+};
+
+// A replayed constrained step in lane form, and its reverse pass on W seeds of qvel' at once.
+template <class T, int W = kLanes<T>>
+struct LaneReplay : LanePass<T, W> {
+  using Base = LanePass<T, W>;
+  using L = Lane<T, W>;
+  using Base::m;
+  typename StepStore<L>::Slot x{};   // the step: state after it, workspaces, contacts, rows
+  AdjWorkspace<L> a{};
+  AdjConstraintWorkspace<L> s{};
+
+  // storage for a model of m's capacities: reals in units of T, ints
   static ScratchSize size(const ModelView<T>& m) {
     const long nv = m.nv, ne = m.nefcmax;
     ScratchSize slot = StepStore<T>::slot_size(m, m.nconmax, m.nefcmax);
     ScratchSize adj = AdjConstraintWorkspace<T>::size(m);
     ScratchSize factor = AdjConstraintWorkspace<T>::factor_size(m);
-    long lanes = model_reals(m) + slot.reals + nv + 4 * ne + AdjWorkspace<T>::size(m.nbody, m.njnt,
-                 m.nv) + adj.reals + factor.reals + 2L * (m.nq + nv) + m.nu + cols(m) +
-                 jacobian_nparam(m);
-    return {W * (lanes + 1), slot.ints + adj.ints + factor.ints};
+    long lanes = Base::lanes(m) + slot.reals + nv + 4 * ne +
+                 AdjWorkspace<T>::size(m.nbody, m.njnt, m.nv) + adj.reals + factor.reals;
+    return {W * lanes, slot.ints + adj.ints + factor.ints};
   }
-  static int cols(const ModelView<T>& m) { return m.nq + 2 * m.nv + m.nu; }
 
   // Binds over storage (size(m0)) and copies the step replayed from (qpos0, qvel0, ctrl0) on
   // the model m0, as it left w0, c0, cv0, qpos_next, qvel_next and, shared by reverse passes,
@@ -115,39 +173,30 @@ struct LaneReplay {
              const T* ctrl0, const Workspace<T>& w0, const ConstraintWorkspace<T>& c0,
              const ContactView<T>& cv0, const AdjConstraintWorkspace<T>& s0) {
     const int nc = *cv0.ncon, nr = *cv0.nefc, nv = m0.nv;
-    // Lane storage aligned for its vector type
-    auto addr = reinterpret_cast<unsigned long>(storage.reals);
-    L* p = reinterpret_cast<L*>((addr + alignof(L) - 1) / alignof(L) * alignof(L));
+    this->bind(m0, storage.reals, qpos0, qvel0, ctrl0);
     int* q = storage.ints;
-    auto take = [&p](long n) { L* r = p; p += n; return r; };
-    auto put = [&take](const T* from, long n) {
-      L* to = take(n);
-      for (long i = 0; i < n; ++i) to[i] = L(from[i]);
-      return to;
-    };
-    m = lane_model(m0, p);
     m.nconmax = nc;
     m.nefcmax = nr;
 
     // the step: a StepStore slot at its own counts, the adjoint's scratch beside it
     ScratchSize slot = StepStore<L>::slot_size(m, nc, nr);
-    StepStore<L> store{take(slot.reals), q, nc, nr};
+    StepStore<L> store{this->take(slot.reals), q, nc, nr};
     q += slot.ints;
     ConstraintWorkspace<L> scratch{};
-    scratch.tmp = take(nv);
-    scratch.lcp = take(4L * nr);  // adj_lcp's, the LCP adjoint's factors being s's
+    scratch.tmp = this->take(nv);
+    scratch.lcp = this->take(4L * nr);  // adj_lcp's, the LCP adjoint's factors being s's
     store.save(m, 0, w0, c0, cv0, s0.qpos_next, s0.qvel_next);
     x = store.slot(m, 0, scratch);
 
-    a = AdjWorkspace<L>::carve(take(AdjWorkspace<L>::size(m.nbody, m.njnt, nv)), m.nbody,
+    a = AdjWorkspace<L>::carve(this->take(AdjWorkspace<L>::size(m.nbody, m.njnt, nv)), m.nbody,
                                m.njnt, nv);
     ScratchSize adj = AdjConstraintWorkspace<L>::size(m);
-    s = AdjConstraintWorkspace<L>::carve(m, take(adj.reals), q);
+    s = AdjConstraintWorkspace<L>::carve(m, this->take(adj.reals), q);
     q += adj.ints;
     s.qpos_next = x.qpos_next;
     s.qvel_next = x.qvel_next;
     ScratchSize factor = AdjConstraintWorkspace<L>::factor_size(m);
-    s.bind_factor(m, take(factor.reals), q);
+    s.bind_factor(m, this->take(factor.reals), q);
     const LcpAdjointFactor<T>& F0 = s0.base;
     LcpAdjointFactor<L>& F = s.base;
     F.m = F0.m;
@@ -164,32 +213,54 @@ struct LaneReplay {
     for (long i = 0; i < long(F0.m) * F0.m; ++i) F.pinv_t[i] = L(F0.pinv_t[i]);
     for (long i = 0; i < long(F0.m) * F0.nnull; ++i) F.null_basis[i] = L(F0.null_basis[i]);
     for (long i = 0; i < long(nr) * nv; ++i) s.Z[i] = L(s0.Z[i]);
-
-    qpos = put(qpos0, m.nq);
-    qvel = put(qvel0, nv);
-    ctrl = put(ctrl0, m.nu);
-    seed_qpos = take(m.nq);
-    seed_qvel = take(nv);
-    out = take(cols(m0) + jacobian_nparam(m0));
   }
 
   // The reverse pass of seeds adj_qvel' = e_(d0 + k) in lane k < n (the other lanes zero),
   // adj_qpos' = 0, into out; the parameters' adjoints when params.
   void run(int d0, int n, bool params) {
-    const int nq = m.nq, nv = m.nv, nu = m.nu, ncol = nq + 2 * nv + nu;
-    for (int i = 0; i < nq; ++i) seed_qpos[i] = L(0);
-    for (int d = 0; d < nv; ++d) seed_qvel[d] = L(0);
-    for (int k = 0; k < n; ++k) seed_qvel[d0 + k].set(k, T(1));
-    const int np = params ? jacobian_nparam(m) : 0;
-    for (int i = 0; i < ncol + np; ++i) out[i] = L(0);
-    ModelAdjoint<L> am{};
-    ContactModelAdjoint<L> ac{};
-    L* p = out + ncol;
-    for (int k = 0; params && k < kNumParams; p += param_size(m, k), ++k)
-      param_adjoint(am, ac, k) = p;
-    adj_step_constrained_replayed(m, qpos, qvel, ctrl, x.w, x.c, x.cv, a, s, seed_qpos,
-                                  seed_qvel, out, out + nq, out + nq + nv, am, ac,
-                                  out + nq + nv + nu);
+    this->run_pass(d0, n, params, [this](auto& am, auto& ac, L* gq, L* gv, L* gc, L* gf) {
+      adj_step_constrained_replayed(m, this->qpos, this->qvel, this->ctrl, x.w, x.c, x.cv, a, s,
+                                    this->seed_qpos, this->seed_qvel, gq, gv, gc, am, ac, gf);
+    });
+  }
+};
+
+// A step without constraint rows (step(), or a step_constrained that had none) in lane form:
+// the workspace forward_dynamics left, and its reverse pass (adj_step_replayed) on W seeds of
+// qvel' at once. The articulated-body arrays are not copied: the pass computes them again.
+template <class T, int W = kLanes<T>>
+struct LaneDynamicsReplay : LanePass<T, W> {
+  using Base = LanePass<T, W>;
+  using L = Lane<T, W>;
+  using Base::m;
+  Workspace<L> w{};
+  AdjWorkspace<L> a{};
+
+  static ScratchSize size(const ModelView<T>& m) {
+    return {W * (Base::lanes(m) + Workspace<T>::size(m.nbody, m.njnt, m.nv) +
+                 AdjWorkspace<T>::size(m.nbody, m.njnt, m.nv)),
+            0};
+  }
+
+  LaneDynamicsReplay(const ModelView<T>& m0, Scratch<T> storage, const T* qpos0,
+                     const T* qvel0, const T* ctrl0, const Workspace<T>& w0) {
+    this->bind(m0, storage.reals, qpos0, qvel0, ctrl0);
+    const int nb = m0.nbody, nj = m0.njnt, nv = m0.nv;
+    w = Workspace<L>::carve(this->take(Workspace<L>::size(nb, nj, nv)), nb, nj, nv);
+    auto copy = [](const T* from, long n, L* to) {
+      for (long i = 0; i < n; ++i) to[i] = L(from[i]);
+    };
+    copy(w0.xpos, long(w0.aba_IA - w0.xpos), w.xpos);  // kinematics to crb
+    copy(w0.armature, long(w0.qacc + nv - w0.armature), w.armature);  // armature, qfrc, qacc
+    a = AdjWorkspace<L>::carve(this->take(AdjWorkspace<L>::size(nb, nj, nv)), nb, nj, nv);
+  }
+
+  // as LaneReplay::run (a pass without rows has no contact parameters' adjoints)
+  void run(int d0, int n, bool params) {
+    this->run_pass(d0, n, params, [this](auto& am, auto&, L* gq, L* gv, L* gc, L* gf) {
+      adj_step_replayed(m, this->qpos, this->qvel, this->ctrl, w, a, this->seed_qpos,
+                        this->seed_qvel, gq, gv, gc, am, gf);
+    });
   }
 };
 

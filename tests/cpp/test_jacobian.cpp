@@ -144,7 +144,7 @@ TEST(StepJacobian, RowLeftAfterTheLanePassesEqualsItsVectorJacobianProduct) {
 // Four environments of a scene with contacts and a joint limit, each with its own masses,
 // friction and damping: a sphere sliding on the floor, a box resting on it, a pendulum past its
 // limit, and in the last environment everything lifted off the floor and inside the limit (no
-// rows: the scalar passes).
+// rows: the lanes of LaneDynamicsReplay).
 TEST(StepJacobian, PerEnvironmentRowsEqualTheirVectorJacobianProducts) {
   Model model = load_mjcf_string(
       "<mujoco><compiler angle='radian'/><option timestep='0.002'/><worldbody>"
@@ -192,7 +192,8 @@ TEST(StepJacobian, PerEnvironmentRowsEqualTheirVectorJacobianProducts) {
 }
 
 // The half-cheetah with contacts and limits switched off: a model without constraint rows,
-// whose rows reuse one forward_dynamics (adj_step_replayed) where step_vjp runs its own
+// whose rows reuse one forward_dynamics (LaneDynamicsReplay: eight rows in lanes, the ninth
+// in the scalar adj_step_replayed) where step_vjp runs its own
 TEST(StepJacobian, ContactFreeRowsEqualTheirVectorJacobianProducts) {
   Model model =
       load_model(std::string(PHX_SOURCE_DIR) + "/examples/models/half_cheetah_planar.xml");
