@@ -435,6 +435,17 @@ def test_step_jacobians_inputs_fast_path_and_checked_path_agree():
         phalanx.step_jacobians(model, q, v.astype(np.float32), u)
     with pytest.raises(ValueError, match=r"qfrc must have .*\(3, 9\)"):
         phalanx.step_jacobians(model, q, v, u, qfrc=np.zeros((3, 8)))
+    # step_vjp takes the same two paths
+    gq, gv = rng.standard_normal((E, model.nq)), rng.standard_normal((E, model.nv))
+    vjp = phalanx.step_vjp(model, q, v, u, gq, gv)
+    for args in [(q.tolist(), v, u, gq.tolist(), gv), (q, wide[:, ::2], u, gq, gv)]:
+        got = phalanx.step_vjp(model, *args)
+        for k in ("qpos", "qvel", "ctrl", "body_mass"):
+            np.testing.assert_array_equal(got[k], vjp[k], err_msg=k)
+    np.testing.assert_allclose(vjp["qvel"], np.einsum("ei,eij->ej", gq, ref["dqpos_dqvel"])
+                               + np.einsum("ei,eij->ej", gv, ref["dqvel_dqvel"]), atol=1e-12)
+    with pytest.raises(ValueError, match=r"adj_qvel_next must have shape \(E, nv\) = \(3, 9\)"):
+        phalanx.step_vjp(model, q, v, u, gq, gv[:, :8])
 
 
 def test_contact_free_step_jacobians_match_central_differences():
