@@ -430,8 +430,10 @@ struct StepJacobianKernel {
     const T* u = ctrl + long(e) * m.nu;
     bool stopped = false;
     if (m.nefcmax == 0) {
-      // the forward every row's reverse pass reuses (adj_step_replayed)
+      // the forward every row's reverse pass reuses (adj_step_replayed), and qvel' for the
+      // rows of qpos' (qpos_rows; the lane passes leave x.a alone)
       forward_dynamics(m, q, v, u, m.timestep, x.w, x.w.qacc, f);
+      for (int d = 0; d < m.nv; ++d) x.a.qvel_next[d] = v[d] + m.timestep * x.w.qacc[d];
     } else {
       // the replay every row reuses: cold start, as step() from Python
       *cv.nefc = 0;

@@ -448,14 +448,19 @@ def test_step_jacobians_inputs_fast_path_and_checked_path_agree():
         phalanx.step_vjp(model, q, v, u, gq, gv[:, :8])
 
 
-def test_contact_free_step_jacobians_match_central_differences():
-    # a model without constraint rows: every row's reverse pass reuses one forward dynamics
-    model = phalanx.load_model(MODELS / "half_cheetah_planar.xml")
+@pytest.mark.parametrize("path", [MODELS / "half_cheetah_planar.xml", HUMANOID])
+def test_contact_free_step_jacobians_match_central_differences(path):
+    # models without constraint rows: every row's reverse pass reuses one forward dynamics;
+    # the half-cheetah's ninth row takes a scalar pass, all the humanoid's rows take lanes (and
+    # its free joint's quaternion rows of qpos' need qvel')
+    model = phalanx.load_model(path)
     model.contact = False
     model.limit = False
     rng = np.random.default_rng(7)
     E = 2
     q = np.repeat(model.qpos0[None], E, axis=0) + 0.2 * rng.standard_normal((E, model.nq))
+    if path == HUMANOID:
+        q[:, 3:7] /= np.linalg.norm(q[:, 3:7], axis=1, keepdims=True)
     v = rng.standard_normal((E, model.nv))
     u = rng.uniform(-1, 1, (E, model.nu))
     jac = phalanx.step_jacobians(model, q, v, u)
