@@ -247,11 +247,7 @@ struct LaneDynamicsReplay : LanePass<T, W> {
     this->bind(m0, storage.reals, qpos0, qvel0, ctrl0);
     const int nb = m0.nbody, nj = m0.njnt, nv = m0.nv;
     w = Workspace<L>::carve(this->take(Workspace<L>::size(nb, nj, nv)), nb, nj, nv);
-    auto copy = [](const T* from, long n, L* to) {
-      for (long i = 0; i < n; ++i) to[i] = L(from[i]);
-    };
-    copy(w0.xpos, long(w0.aba_IA - w0.xpos), w.xpos);  // kinematics to crb
-    copy(w0.armature, long(w0.qacc + nv - w0.armature), w.armature);  // armature, qfrc, qacc
+    StepStore<L>::save_workspace(w0, w, nv);
     a = AdjWorkspace<L>::carve(this->take(AdjWorkspace<L>::size(nb, nj, nv)), nb, nj, nv);
   }
 

@@ -135,11 +135,7 @@ struct StepStore {
     }
     copy(qpos_next, m.nq, s.qpos_next);
     copy(qvel_next, nv, s.qvel_next);
-    // the workspace as carved, contiguously, but for the articulated-body arrays (aba_IA to
-    // aba_u), which only the forward solve reads (a reverse pass of a step without rows runs
-    // forward_dynamics again): kinematics to crb, then armature, qfrc and qacc
-    copy(w.xpos, long(w.aba_IA - w.xpos), s.w.xpos);
-    copy(w.armature, long(w.qacc + nv - w.armature), s.w.armature);
+    save_workspace(w, s.w, nv);
     copy(c.geom_xpos, 3L * m.ngeom, s.c.geom_xpos);
     copy(c.geom_xmat, 9L * m.ngeom, s.c.geom_xmat);
     copy(c.L, long(nv) * nv, s.c.L);
@@ -217,6 +213,16 @@ struct StepStore {
     s.cv.efc_force = take(nr);
     s.cv.efc_key = itake(nr);
     return s;
+  }
+
+  // to <- what a reverse pass reads of the workspace from, as carved, contiguously, but for the
+  // articulated-body arrays (aba_IA to aba_u), which the forward solve reads and a pass
+  // without rows computes again (adj_step_replayed): kinematics to crb, then armature, qfrc
+  // and qacc. U converts to T (a Lane broadcasts it).
+  template <class U>
+  PHX_HD static void save_workspace(const Workspace<U>& from, const Workspace<T>& to, int nv) {
+    copy(from.xpos, long(from.aba_IA - from.xpos), to.xpos);
+    copy(from.armature, long(from.qacc + nv - from.armature), to.armature);
   }
 
  private:

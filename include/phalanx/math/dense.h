@@ -86,9 +86,13 @@ struct OuterSum {
   PHX_HD void write(T* A, int nrow, int ncol) const {
     for (int i = 0; i < nrow; ++i) {
       T* PHX_RESTRICT a = A + long(i) * ncol;
-      const T w0 = n > 0 ? s[0] * u[0][i] : T(0);
-      const T* PHX_RESTRICT v0 = n > 0 ? v[0] : nullptr;
-      for (int j = 0; j < ncol; ++j) a[j] = n > 0 ? w0 * v0[j] : T(0);
+      if (n == 0) {
+        for (int j = 0; j < ncol; ++j) a[j] = T(0);
+        continue;
+      }
+      const T w0 = s[0] * u[0][i];
+      const T* PHX_RESTRICT v0 = v[0];
+      for (int j = 0; j < ncol; ++j) a[j] = w0 * v0[j];
       for (int k = 1; k < n; ++k) {
         const T wk = s[k] * u[k][i];
         const T* PHX_RESTRICT vk = v[k];
