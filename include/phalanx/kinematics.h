@@ -266,7 +266,7 @@ PHX_HD void adj_kinematics(const ModelView<T>& m, const T* qpos, const Workspace
           adj_qpos[qa + 2] += adj_raw.y;
           adj_qpos[qa + 3] += adj_raw.z;
         } else {
-          adj_qpos[qa] += adj_axis_angle(jaxis, qpos[qa] - m.qpos0[qa], adj_qloc);
+          adj_qpos[qa] += adj_axis_angle(jaxis, qloc, adj_qloc);
         }
       }
       // anchor = R jpos + pos_in; axis = R jaxis, with R = to_mat(q_in)

@@ -155,19 +155,13 @@ PHX_HD void adj_rnea(const ModelView<T>& m, const T* qvel, const T* qacc, const 
 // and its ancestors are read) to the adjoints of cinert and cdof, and of dof_armature. Uses the
 // identity that column k of M without armature is the RNEA of a unit acceleration e_k with no
 // velocity and no gravity: M e_k = sum_b S_b^T (crb_b S e_k), so dM_ik = cdof_i . (crb cdof_k)
-// differentiated per pair.
+// differentiated per pair. Reads the composite inertias crba left in w.crb (the workspace of
+// crba at the same state, as a replayed step keeps it).
 // a.cinert must hold no other adjoint on entry (it is used to accumulate composite adjoints).
 template <class T, class AdjM>
-PHX_HD void adj_crba(const ModelView<T>& m, Workspace<T>& w, AdjWorkspace<T>& a,
+PHX_HD void adj_crba(const ModelView<T>& m, const Workspace<T>& w, AdjWorkspace<T>& a,
                      const AdjM& adj_M, const ModelAdjoint<T>& adj_model) {
-  // composite inertias as in crba
-  T* crb = w.crb;
-  for (int i = 0; i < 10 * m.nbody; ++i) crb[i] = w.cinert[i];
-  for (int b = m.nbody - 1; b > 0; --b) {
-    int p = m.body_parentid[b];
-    if (p > 0)
-      for (int i = 0; i < 10; ++i) crb[10 * p + i] += crb[10 * b + i];
-  }
+  const T* crb = w.crb;  // the composite inertias crba left
   // adjoint of each composite inertia, then pushed down to the bodies it sums
   T* adj_crb = a.cinert;  // accumulate composite adjoints in place, then distribute
   for (int i = 0; i < m.nv; ++i) {
@@ -197,8 +191,8 @@ PHX_HD void adj_crba(const ModelView<T>& m, Workspace<T>& w, AdjWorkspace<T>& a,
 
 // adj_crba of a dense adj_M (nv x nv, row-major)
 template <class T>
-PHX_HD void adj_crba(const ModelView<T>& m, Workspace<T>& w, AdjWorkspace<T>& a, const T* adj_M,
-                     const ModelAdjoint<T>& adj_model) {
+PHX_HD void adj_crba(const ModelView<T>& m, const Workspace<T>& w, AdjWorkspace<T>& a,
+                     const T* adj_M, const ModelAdjoint<T>& adj_model) {
   adj_crba(m, w, a, DenseEntries<T>{adj_M, m.nv}, adj_model);
 }
 

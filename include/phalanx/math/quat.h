@@ -126,11 +126,12 @@ PHX_HD PHX_INLINE void adj_to_mat(const Quat<T>& q, Quat<T>& adj_q, const Mat3<T
       two * (z * (-g[0] - g[4] + g[8]) + x * (g[2] + g[6]) + y * (g[5] + g[7]) + w * (g[3] - g[1]))});
 }
 
-// r = axis_angle(axis, angle) with a constant axis: adj_angle
+// r = axis_angle(axis, angle) with a constant axis: adj_angle, from r itself (no trigonometry:
+// r = (c, s axis) with c, s the cosine and sine of angle / 2, so s = axis . r_xyz / |axis|^2)
 template <class T>
-PHX_HD PHX_INLINE T adj_axis_angle(const Vec3<T>& axis, T angle, const Quat<T>& adj_r) {
-  T s = sin(T(0.5) * angle), c = cos(T(0.5) * angle);
-  return T(0.5) * (-s * adj_r.w + c * (axis.x * adj_r.x + axis.y * adj_r.y + axis.z * adj_r.z));
+PHX_HD PHX_INLINE T adj_axis_angle(const Vec3<T>& axis, const Quat<T>& r, const Quat<T>& adj_r) {
+  T s = dot(axis, Vec3<T>{r.x, r.y, r.z}) / dot(axis, axis);
+  return T(0.5) * (-s * adj_r.w + r.w * dot(axis, Vec3<T>{adj_r.x, adj_r.y, adj_r.z}));
 }
 
 // r = integrate(q, v, scale): the local 4 x 7 Jacobian by forward-mode dual numbers running
