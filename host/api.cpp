@@ -32,6 +32,7 @@ DeviceModel<T>::DeviceModel(const Model& model, Device device) : model_(model), 
     view_.param_nbatch[k] = model_.param_nbatch(k);
     if (view_.param_nbatch[k] > 1) param_field(view_, k) = real(model_.param_batch[k]);
   }
+  if (device == Device::kCpu) lane_model_ = std::make_shared<const LaneModel<T>>(view_);
 }
 
 template <class T>
@@ -282,6 +283,7 @@ void step_jacobian(const DeviceModel<T>& model, int nenv, const T* d_qpos, const
   if (model.device() == Device::kCpu) {
     // the rows of qvel' several per reverse pass
     k.lanes = true;
+    k.lane_model = model.lane_model();
     ScratchSize lanes = StepJacobianKernel<T>::lane_scratch_size(view);
     scratch.reals += lanes.reals;
     scratch.ints += lanes.ints;

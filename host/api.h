@@ -5,6 +5,7 @@
 
 #include <array>
 #include <cstdint>
+#include <memory>
 #include <vector>
 
 #include "host/device.h"
@@ -31,6 +32,9 @@ class DeviceModel {
   ScratchSize scratch_size() const;
   // bytes of device memory the model occupies
   size_t bytes() const;
+  // on the CPU, the view's reals broadcast to SIMD lanes once (a LaneModel<T>,
+  // lane_adjoint.h), which the one-step Jacobians' lane passes read; null on CUDA
+  const void* lane_model() const { return lane_model_.get(); }
 
  private:
   Model model_;
@@ -38,6 +42,7 @@ class DeviceModel {
   std::vector<Buffer<T>> reals_;
   std::vector<Buffer<int>> ints_;
   ModelView<T> view_{};
+  std::shared_ptr<const void> lane_model_;
 };
 
 // Batched state of nenv environments on the model's device.

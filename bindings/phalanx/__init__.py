@@ -267,8 +267,7 @@ class Tape(_phalanx.Tape):
             if a is not None:
                 a = np.ascontiguousarray(a, dtype=dtype)
             arrays.append(a)
-        flags = (_phalanx.GRAD_COMPLEMENTARITY_AWARE if complementarity_aware else 0) | (
-            _phalanx.GRAD_BOUNCE_CORRECTION if bounce_correction else 0)
+        flags = _gradient_flags(complementarity_aware, bounce_correction)
         method = self._backward_float64 if dtype == np.float64 else self._backward_float32
         return method(arrays[0], arrays[1], flags)
 
@@ -305,20 +304,16 @@ def step_vjp(
     ``bounce_correction`` makes d qpos'/d(qpos, qvel) at a bouncing contact continuous time's
     -e (restitution) instead of the discrete step's +1, along the contact normal.
     """
-    flags = (_phalanx.GRAD_COMPLEMENTARITY_AWARE if complementarity_aware else 0) | (
-        _phalanx.GRAD_BOUNCE_CORRECTION if bounce_correction else 0)
-
-    def checked():
-        args = _Args(model, qpos, dtype)
-        aq = args.array("adj_qpos_next", adj_qpos_next, ("nq", model.nq))
-        av = args.array("adj_qvel_next", adj_qvel_next, ("nv", model.nv))
-        return _phalanx.step_vjp(model, args.qpos, args.qvel(qvel), args.ctrl(ctrl), aq, av,
-                                 flags, args.qfrc(qfrc), device)
-
-    return _core_first(
-        model, dtype, checked,
-        lambda: _phalanx.step_vjp(model, qpos, qvel, ctrl, adj_qpos_next, adj_qvel_next, flags,
-                                  qfrc, device))
+    flags = _gradient_flags(complementarity_aware, bounce_correction)
+    out = _core_first(model, dtype, _phalanx.step_vjp, qpos, qvel, ctrl, adj_qpos_next,
+                      adj_qvel_next, flags, qfrc, device)
+    if out is not None:
+        return out
+    args = _Args(model, qpos, dtype)
+    aq = args.array("adj_qpos_next", adj_qpos_next, ("nq", model.nq))
+    av = args.array("adj_qvel_next", adj_qvel_next, ("nv", model.nv))
+    return _phalanx.step_vjp(model, args.qpos, args.qvel(qvel), args.ctrl(ctrl), aq, av, flags,
+                             args.qfrc(qfrc), device)
 
 
 # the differentiable parameters in the core's order (phx::Param), each with its shape in a model
@@ -356,17 +351,14 @@ def step_jacobians(
     (E, nq + nv, *shape) with rows (qpos', qvel'). Quaternion coordinates are differentiated
     as the numbers stored in qpos. The contact options are those of step_vjp.
     """
-    flags = (_phalanx.GRAD_COMPLEMENTARITY_AWARE if complementarity_aware else 0) | (
-        _phalanx.GRAD_BOUNCE_CORRECTION if bounce_correction else 0)
+    flags = _gradient_flags(complementarity_aware, bounce_correction)
     parameters = bool(parameters)
-
-    def checked():
+    r = _core_first(model, dtype, _phalanx.step_jacobian, qpos, qvel, ctrl, parameters, flags,
+                    qfrc, device)
+    if r is None:
         q, v, u, f = _step_arrays(model, qpos, qvel, ctrl, qfrc, dtype)
-        return _phalanx.step_jacobian(model, q, v, u, parameters, flags, f, device)
-
-    out, jac_param = _core_first(
-        model, dtype, checked,
-        lambda: _phalanx.step_jacobian(model, qpos, qvel, ctrl, parameters, flags, qfrc, device))
+        r = _phalanx.step_jacobian(model, q, v, u, parameters, flags, f, device)
+    out, jac_param = r
     if parameters:
         nq, nv = model.nq, model.nv
         out["parameters"], k = {}, 0
@@ -472,18 +464,24 @@ def bytes_per_env(model: Model, *, dtype=np.float64, device: str = "cpu") -> int
     return f(model, device)
 
 
-def _core_first(model: Model, dtype, checked, direct):
-    """direct(): the core called on the caller's arrays as they are, which it takes when they
+def _core_first(model: Model, dtype, core, *args):
+    """core(model, *args) on the caller's arrays as they are, which the core takes when they
     already are C-contiguous of one float dtype and checks the shapes of itself (a small
-    model's derivative costs about 10 us, the Python checks 0.6-1.5 us); anything else (a
-    TypeError or ValueError from the core, or a dtype to convert to) goes through checked(),
-    which converts the arrays or rejects them with a message naming the expected shapes."""
+    model's derivative costs about 10 us, the Python checks 0.6-1.5 us); None when they need
+    the checked conversion (a TypeError or ValueError from the core, or a dtype to convert to),
+    which then converts them or rejects them with a message naming the expected shapes."""
     if dtype is None and type(model) is Model:
         try:
-            return direct()
+            return core(model, *args)
         except (TypeError, ValueError):
             pass
-    return checked()
+    return None
+
+
+def _gradient_flags(complementarity_aware: bool, bounce_correction: bool) -> int:
+    """the core's contact-gradient flags of Nimble's two options"""
+    return (_phalanx.GRAD_COMPLEMENTARITY_AWARE if complementarity_aware else 0) | (
+        _phalanx.GRAD_BOUNCE_CORRECTION if bounce_correction else 0)
 
 
 def _step_arrays(model: Model, qpos, qvel, ctrl, qfrc, dtype) -> tuple:

@@ -119,7 +119,7 @@ class _Step(torch.autograd.Function):
             _phalanx.step_vjp_into(ctx.model, _dl(qpos), _dl(qvel), _dl(ctrl),
                                    _dl(_adjoint(adj_qpos, qpos, ctx.model.nq)),
                                    _dl(_adjoint(adj_qvel, qpos, ctx.model.nv)), grads,
-                                   _flags(*ctx.options))
+                                   phalanx._gradient_flags(*ctx.options))
         return (None, None, None, *_grads(ctx, grads))
 
 
@@ -149,7 +149,7 @@ class _Rollout(torch.autograd.Function):
         _phalanx.tape_backward_into(
             ctx.tape, None if adj_qpos is None else _dl(adj_qpos.to(dtype)),
             None if adj_qvel is None else _dl(adj_qvel.to(dtype)), grads,
-            _flags(*ctx.options[2:]))
+            phalanx._gradient_flags(*ctx.options[2:]))
         return (None, None, None, *_grads(ctx, grads))
 
 
@@ -164,11 +164,6 @@ def _empty(like: torch.Tensor, shape, dtype=None) -> torch.Tensor:
 
 def _status(status: torch.Tensor) -> np.ndarray:
     return status.cpu().numpy().view(np.uint32)
-
-
-def _flags(complementarity_aware: bool, bounce_correction: bool) -> int:
-    return (_phalanx.GRAD_COMPLEMENTARITY_AWARE if complementarity_aware else 0) | (
-        _phalanx.GRAD_BOUNCE_CORRECTION if bounce_correction else 0)
 
 
 def _adjoint(adj, like, n):

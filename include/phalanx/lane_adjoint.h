@@ -12,6 +12,8 @@
 #error "phalanx/lane_adjoint.h is for host code"
 #endif
 
+#include <vector>
+
 #include "phalanx/constraint_adjoint.h"
 #include "phalanx/math/lane.h"
 #include "phalanx/tape.h"
@@ -22,6 +24,31 @@ namespace phx {
 template <class T>
 PHX_HD long model_reals(const ModelView<T>& m) {
   return 2L * m.nq + 19L * m.nbody + 9L * m.njnt + 2L * m.nv + 15L * m.ngeom + 3L * m.nu;
+}
+
+// r <- m's counts, options and integer arrays (r's real arrays are left as they are)
+template <class T, int W>
+void lane_model_scalars(const ModelView<T>& m, ModelView<Lane<T, W>>& r) {
+  r.nq = m.nq, r.nv = m.nv, r.nu = m.nu, r.nbody = m.nbody, r.njnt = m.njnt, r.ngeom = m.ngeom;
+  r.timestep = m.timestep;
+  for (int i = 0; i < 3; ++i) r.gravity[i] = m.gravity[i];
+  r.contact = m.contact, r.limit = m.limit, r.lcp_solver = m.lcp_solver;
+  r.lcp_iterations = m.lcp_iterations;
+  r.lcp_tolerance = m.lcp_tolerance, r.lcp_residual_limit = m.lcp_residual_limit;
+  r.contact_gradient = m.contact_gradient;
+  r.erp = m.erp, r.slop = m.slop;
+  r.npair = m.npair, r.nconmax = m.nconmax, r.nefcmax = m.nefcmax;
+  r.body_parentid = m.body_parentid, r.body_rootid = m.body_rootid;
+  r.body_jntnum = m.body_jntnum, r.body_jntadr = m.body_jntadr;
+  r.body_dofnum = m.body_dofnum, r.body_dofadr = m.body_dofadr;
+  r.jnt_type = m.jnt_type, r.jnt_bodyid = m.jnt_bodyid;
+  r.jnt_qposadr = m.jnt_qposadr, r.jnt_dofadr = m.jnt_dofadr;
+  r.jnt_limited = m.jnt_limited;
+  r.dof_bodyid = m.dof_bodyid, r.dof_jntid = m.dof_jntid, r.dof_parentid = m.dof_parentid;
+  r.geom_type = m.geom_type, r.geom_bodyid = m.geom_bodyid, r.geom_condim = m.geom_condim;
+  r.pair_geom = m.pair_geom;
+  for (int k = 0; k < kNumParams; ++k) r.param_nbatch[k] = 0;
+  r.actuator_trnid = m.actuator_trnid, r.actuator_ctrllimited = m.actuator_ctrllimited;
 }
 
 // m with every real broadcast to W lanes (arrays into storage p, advanced past them); every
@@ -36,50 +63,53 @@ ModelView<Lane<T, W>> lane_model(const ModelView<T>& m, Lane<T, W>*& p) {
     p += n;
     return static_cast<const L*>(to);
   };
-  r.nq = m.nq, r.nv = m.nv, r.nu = m.nu, r.nbody = m.nbody, r.njnt = m.njnt, r.ngeom = m.ngeom;
-  r.timestep = m.timestep;
-  for (int i = 0; i < 3; ++i) r.gravity[i] = m.gravity[i];
-  r.contact = m.contact, r.limit = m.limit, r.lcp_solver = m.lcp_solver;
-  r.lcp_iterations = m.lcp_iterations;
-  r.lcp_tolerance = m.lcp_tolerance, r.lcp_residual_limit = m.lcp_residual_limit;
-  r.contact_gradient = m.contact_gradient;
-  r.erp = m.erp, r.slop = m.slop;
-  r.npair = m.npair, r.nconmax = m.nconmax, r.nefcmax = m.nefcmax;
+  lane_model_scalars(m, r);
   r.qpos0 = put(m.qpos0, m.nq);
   r.qpos_spring = put(m.qpos_spring, m.nq);
-  r.body_parentid = m.body_parentid, r.body_rootid = m.body_rootid;
-  r.body_jntnum = m.body_jntnum, r.body_jntadr = m.body_jntadr;
-  r.body_dofnum = m.body_dofnum, r.body_dofadr = m.body_dofadr;
   r.body_pos = put(m.body_pos, 3L * m.nbody);
   r.body_quat = put(m.body_quat, 4L * m.nbody);
   r.body_ipos = put(m.body_ipos, 3L * m.nbody);
   r.body_iquat = put(m.body_iquat, 4L * m.nbody);
   r.body_mass = put(m.body_mass, m.nbody);
   r.body_inertia = put(m.body_inertia, 3L * m.nbody);
-  r.jnt_type = m.jnt_type, r.jnt_bodyid = m.jnt_bodyid;
-  r.jnt_qposadr = m.jnt_qposadr, r.jnt_dofadr = m.jnt_dofadr;
   r.jnt_pos = put(m.jnt_pos, 3L * m.njnt);
   r.jnt_axis = put(m.jnt_axis, 3L * m.njnt);
   r.jnt_stiffness = put(m.jnt_stiffness, m.njnt);
-  r.jnt_limited = m.jnt_limited;
   r.jnt_range = put(m.jnt_range, 2L * m.njnt);
-  r.dof_bodyid = m.dof_bodyid, r.dof_jntid = m.dof_jntid, r.dof_parentid = m.dof_parentid;
   r.dof_armature = put(m.dof_armature, m.nv);
   r.dof_damping = put(m.dof_damping, m.nv);
-  r.geom_type = m.geom_type, r.geom_bodyid = m.geom_bodyid, r.geom_condim = m.geom_condim;
   r.geom_size = put(m.geom_size, 3L * m.ngeom);
   r.geom_pos = put(m.geom_pos, 3L * m.ngeom);
   r.geom_quat = put(m.geom_quat, 4L * m.ngeom);
   r.geom_friction = put(m.geom_friction, 3L * m.ngeom);
   r.geom_rbound = put(m.geom_rbound, m.ngeom);
   r.geom_restitution = put(m.geom_restitution, m.ngeom);
-  r.pair_geom = m.pair_geom;
-  for (int k = 0; k < kNumParams; ++k) r.param_nbatch[k] = 0;
-  r.actuator_trnid = m.actuator_trnid, r.actuator_ctrllimited = m.actuator_ctrllimited;
   r.actuator_gear = put(m.actuator_gear, m.nu);
   r.actuator_ctrlrange = put(m.actuator_ctrlrange, 2L * m.nu);
   return r;
 }
+
+// A model's reals broadcast to kLanes<T> lanes once, for the lane passes of every call on it
+// whose environments share its parameters (no per-environment copies): a compiled model on the
+// host keeps one (DeviceModel), and its Jacobians skip the broadcast (lane_model) per call.
+template <class T>
+struct LaneModel {
+  using L = Lane<T, kLanes<T>>;
+  std::vector<L> reals;
+  ModelView<L> view;
+
+  explicit LaneModel(const ModelView<T>& m) : reals(model_reals(m)) {
+    L* p = reals.data();
+    view = lane_model(m, p);
+  }
+  // whether the environments of m (a view of the model this was built from) all have its
+  // parameters
+  static bool shared(const ModelView<T>& m) {
+    for (int k = 0; k < kNumParams; ++k)
+      if (m.param_nbatch[k] > 1) return false;
+    return true;
+  }
+};
 
 // What every reverse pass on W seeds needs: the model in lane form, the state the step started
 // from, the seeds and one pass's adjoints, carved from storage aligned for the vector type
@@ -113,11 +143,18 @@ struct LanePass {
     for (long i = 0; i < n; ++i) to[i] = L(from[i]);
     return to;
   }
-  // the arrays above over storage (units of T), from the model m0 and the step's start
-  void bind(const ModelView<T>& m0, T* storage, const T* qpos0, const T* qvel0, const T* ctrl0) {
+  // the arrays above over storage (units of T), from the model m0 (its reals broadcast already
+  // in `shared` when non-null: a LaneModel's view of m0's model) and the step's start
+  void bind(const ModelView<T>& m0, const ModelView<L>* shared, T* storage, const T* qpos0,
+            const T* qvel0, const T* ctrl0) {
     auto addr = reinterpret_cast<unsigned long>(storage);
     p_ = reinterpret_cast<L*>((addr + alignof(L) - 1) / alignof(L) * alignof(L));
-    m = lane_model(m0, p_);
+    if (shared) {
+      m = *shared;
+      lane_model_scalars(m0, m);
+    } else {
+      m = lane_model(m0, p_);
+    }
     qpos = put(qpos0, m0.nq);
     qvel = put(qvel0, m0.nv);
     ctrl = put(ctrl0, m0.nu);
@@ -167,13 +204,14 @@ struct LaneReplay : LanePass<T, W> {
   }
 
   // Binds over storage (size(m0)) and copies the step replayed from (qpos0, qvel0, ctrl0) on
-  // the model m0, as it left w0, c0, cv0, qpos_next, qvel_next and, shared by reverse passes,
+  // the model m0 (its reals in `shared` when non-null, see LanePass::bind), as it left w0, c0, cv0, qpos_next, qvel_next and, shared by reverse passes,
   // s0 (adj_constrained_prepare).
-  LaneReplay(const ModelView<T>& m0, Scratch<T> storage, const T* qpos0, const T* qvel0,
-             const T* ctrl0, const Workspace<T>& w0, const ConstraintWorkspace<T>& c0,
-             const ContactView<T>& cv0, const AdjConstraintWorkspace<T>& s0) {
+  LaneReplay(const ModelView<T>& m0, const ModelView<L>* shared, Scratch<T> storage,
+             const T* qpos0, const T* qvel0, const T* ctrl0, const Workspace<T>& w0,
+             const ConstraintWorkspace<T>& c0, const ContactView<T>& cv0,
+             const AdjConstraintWorkspace<T>& s0) {
     const int nc = *cv0.ncon, nr = *cv0.nefc, nv = m0.nv;
-    this->bind(m0, storage.reals, qpos0, qvel0, ctrl0);
+    this->bind(m0, shared, storage.reals, qpos0, qvel0, ctrl0);
     int* q = storage.ints;
     m.nconmax = nc;
     m.nefcmax = nr;
@@ -242,9 +280,9 @@ struct LaneDynamicsReplay : LanePass<T, W> {
             0};
   }
 
-  LaneDynamicsReplay(const ModelView<T>& m0, Scratch<T> storage, const T* qpos0,
-                     const T* qvel0, const T* ctrl0, const Workspace<T>& w0) {
-    this->bind(m0, storage.reals, qpos0, qvel0, ctrl0);
+  LaneDynamicsReplay(const ModelView<T>& m0, const ModelView<L>* shared, Scratch<T> storage,
+                     const T* qpos0, const T* qvel0, const T* ctrl0, const Workspace<T>& w0) {
+    this->bind(m0, shared, storage.reals, qpos0, qvel0, ctrl0);
     const int nb = m0.nbody, nj = m0.njnt, nv = m0.nv;
     w = Workspace<L>::carve(this->take(Workspace<L>::size(nb, nj, nv)), nb, nj, nv);
     StepStore<L>::save_workspace(w0, w, nv);
