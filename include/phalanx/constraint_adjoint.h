@@ -15,7 +15,7 @@
 //          adj_M -= mu2 (vfree - qvel)^T;
 //   adj_M -> adj_crba (+ armature, + dt damping), adj_c -> adj_rnea, adj_qfrc -> adj_passive,
 //   adj_actuation; adj_J -> adj_add_point_jacobian -> contact point, normal and tangents
-//   (adj_contact_frame) -> adj_collide -> geom frames -> adj_geom_poses -> body frames;
+//   (adj_contact_frame) -> adj_collide -> geom frames -> adj_geom_pose -> body frames;
 //   then adj_com_vel, adj_com_pos, adj_kinematics, as adj_forward_dynamics.
 //
 // Exactness. The LCP's gradient is that of the solution map on the classification of the rows,
@@ -39,27 +39,25 @@ namespace phx {
 
 // ---- adjoints of the constraint.h helpers ------------------------------------------------
 
-// Adjoint of geom_poses: from the adjoints of the geom frames (adj_geom_xpos ngeom x 3,
-// adj_geom_xmat ngeom x 9) to those of the body frames in a (xpos, xmat), accumulated.
+// Adjoint of geom_poses for geom g: from the adjoint of its frame (adj_f: position and
+// rotation) to those of its body's frame in a (xpos, xmat), accumulated (nothing for a geom of
+// the world, whose frame is constant).
 //   geom_xpos = xpos_b + R_b geom_pos,  geom_xmat = R_b Q_g  =>
 //   adj_xpos_b += adj_gpos,  adj_R_b += adj_gpos geom_pos^T + adj_gmat Q_g^T
 template <class T>
-PHX_HD void adj_geom_poses(const ModelView<T>& m, const T* adj_geom_xpos, const T* adj_geom_xmat,
-                           AdjWorkspace<T>& a) {
-  for (int g = 0; g < m.ngeom; ++g) {
-    int b = m.geom_bodyid[g];
-    Vec3<T> adj_p = Vec3<T>::load(adj_geom_xpos + 3 * g);
-    Mat3<T> adj_G = Mat3<T>::load(adj_geom_xmat + 9 * g);
-    Mat3<T> Q = to_mat(Quat<T>::load(m.geom_quat + 4 * g));
-    Vec3<T> gpos = Vec3<T>::load(m.geom_pos + 3 * g);
-    for (int i = 0; i < 3; ++i)
-      for (int j = 0; j < 3; ++j) {
-        T s = adj_p[i] * gpos[j];
-        for (int k = 0; k < 3; ++k) s += adj_G.m[3 * i + k] * Q.m[3 * j + k];
-        a.xmat[9 * b + 3 * i + j] += s;
-      }
-    adj_p.add_to(a.xpos + 3 * b);
-  }
+PHX_HD void adj_geom_pose(const ModelView<T>& m, int g, const GeomFrame<T>& adj_f,
+                          AdjWorkspace<T>& a) {
+  int b = m.geom_bodyid[g];
+  if (b == 0) return;
+  Mat3<T> Q = to_mat(Quat<T>::load(m.geom_quat + 4 * g));
+  Vec3<T> gpos = Vec3<T>::load(m.geom_pos + 3 * g);
+  for (int i = 0; i < 3; ++i)
+    for (int j = 0; j < 3; ++j) {
+      T s = adj_f.pos[i] * gpos[j];
+      for (int k = 0; k < 3; ++k) s += adj_f.rot.m[3 * i + k] * Q.m[3 * j + k];
+      a.xmat[9 * b + 3 * i + j] += s;
+    }
+  adj_f.pos.add_to(a.xpos + 3 * b);
 }
 
 // Adjoint of add_point_jacobian: from the adjoints of its nr rows (rows row0.. of adj_J, read
@@ -221,8 +219,6 @@ struct AdjConstraintWorkspace {
   T* adj_pos;        // adjoint of each contact point                       (nconmax x 3)
   T* adj_frame;      // adjoint of each contact frame (normal, t1, t2)      (nconmax x 9)
   T* adj_dist;       // (nconmax)
-  T* adj_geom_xpos;  // (ngeom x 3)
-  T* adj_geom_xmat;  // (ngeom x 9)
   T* u;             // adjoint of qvel' through qpos' alone (bounce correction) (nv)
   T* hold_qpos;      // adjoints the bounce correction replaces             (nq)
   T* hold_qvel;      // (nv)
@@ -240,9 +236,7 @@ struct AdjConstraintWorkspace {
 
   PHX_HD static ScratchSize size(const ModelView<T>& m) {
     long ne = m.nefcmax, nv = m.nv, nc = m.nconmax;
-    return {2 * m.nq + 16 * nv + nv * nv + ne * nv + 9 * ne + 13 * nc +
-                12L * m.ngeom + 2,
-            2 * ne};
+    return {2 * m.nq + 16 * nv + nv * nv + ne * nv + 9 * ne + 13 * nc + 2, 2 * ne};
   }
 
   PHX_HD static AdjConstraintWorkspace carve(const ModelView<T>& m, T* p, int* q) {
@@ -270,8 +264,6 @@ struct AdjConstraintWorkspace {
     s.adj_pos = take(3 * nc);
     s.adj_frame = take(9 * nc);
     s.adj_dist = take(nc);
-    s.adj_geom_xpos = take(3L * m.ngeom);
-    s.adj_geom_xmat = take(9L * m.ngeom);
     s.u = take(nv);
     s.hold_qpos = take(m.nq);
     s.hold_qvel = take(nv);
@@ -322,8 +314,6 @@ PHX_HD void adj_contact_rows(const ModelView<T>& m, const Workspace<T>& w,
   int ncon = *cv.ncon;
   for (int i = 0; i < 3 * ncon; ++i) s.adj_pos[i] = T(0);
   for (int i = 0; i < 9 * ncon; ++i) s.adj_frame[i] = T(0);
-  for (int i = 0; i < 3 * m.ngeom; ++i) s.adj_geom_xpos[i] = T(0);
-  for (int i = 0; i < 9 * m.ngeom; ++i) s.adj_geom_xmat[i] = T(0);
 
   // J_r = u . (velocity of p on body 2 - on body 1), u the normal or a tangent
   for (int i = 0, row = 0; i < ncon; ++i) {
@@ -374,15 +364,10 @@ PHX_HD void adj_contact_rows(const ModelView<T>& m, const Workspace<T>& w,
         adj_contact.geom_size[3 * g1 + k] += adj_size1[k];
         adj_contact.geom_size[3 * g2 + k] += adj_size2[k];
       }
-    adj_f1.pos.add_to(s.adj_geom_xpos + 3 * g1);
-    adj_f2.pos.add_to(s.adj_geom_xpos + 3 * g2);
-    for (int k = 0; k < 9; ++k) {
-      s.adj_geom_xmat[9 * g1 + k] += adj_f1.rot.m[k];
-      s.adj_geom_xmat[9 * g2 + k] += adj_f2.rot.m[k];
-    }
+    adj_geom_pose(m, g1, adj_f1, a);
+    adj_geom_pose(m, g2, adj_f2, a);
     i0 += n;
   }
-  adj_geom_poses(m, s.adj_geom_xpos, s.adj_geom_xmat, a);
 }
 
 namespace detail {

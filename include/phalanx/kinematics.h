@@ -69,6 +69,8 @@ PHX_HD void kinematics(const ModelView<T>& m, const T* qpos, Workspace<T>& w) {
       }
     }
 
+    T n2 = quat.w * quat.w + quat.x * quat.x + quat.y * quat.y + quat.z * quat.z;
+    w.xquat_scale[b] = n2 > T(0) ? T(1) / sqrt(n2) : T(0);
     quat = normalize(quat);
     pos.store(w.xpos + 3 * b);
     quat.store(w.xquat + 4 * b);
@@ -213,19 +215,11 @@ PHX_HD void adj_kinematics(const ModelView<T>& m, const T* qpos, const Workspace
       continue;
     }
 
-    // the orientation after the last joint (before normalisation)
+    // quat = normalize(q), q the orientation after the last joint
     Vec3<T> bpos = Vec3<T>::load(m.body_pos + 3 * b);
     Quat<T> bquat = Quat<T>::load(m.body_quat + 4 * b);
-    Quat<T> q = Quat<T>::load(w.xquat + 4 * p) * bquat;
-    if (njnt > 0) {
-      int j = jnt0 + njnt - 1;
-      q = Quat<T>::load(w.jnt_quat_in + 4 * j);
-      if (m.jnt_type[j] != kJointSlide) q = q * Quat<T>::load(w.jnt_qloc + 4 * j);
-    }
-
-    // quat = normalize(q)
     Quat<T> adj_q = Quat<T>::zero();
-    adj_normalize(q, adj_q, adj_quat);
+    adj_normalize_unit(quat, w.xquat_scale[b], adj_q, adj_quat);
 
     // joints backward
     for (int j = jnt0 + njnt - 1; j >= jnt0; --j) {

@@ -25,6 +25,7 @@ struct Workspace {
   // kinematics
   T* xpos;      // body frame position in world                (nbody x 3)
   T* xquat;     // body frame orientation in world             (nbody x 4)
+  T* xquat_scale;  // 1 / |q| of the orientation q that xquat normalises, for adj_kinematics (nbody)
   T* xmat;      // body frame rotation matrix                  (nbody x 9)
   T* xanchor;   // joint anchor in world                       (njnt x 3)
   T* xaxis;     // joint axis in world                         (njnt x 3)
@@ -51,7 +52,7 @@ struct Workspace {
 
   // number of scalars a workspace needs for the given counts
   PHX_HD static long size(int nbody, int njnt, int nv) {
-    return long(nbody) * (3 + 4 + 9 + 10 + 6 + 6 + 6 + 10 + 36 + 6) + long(njnt) * 14 +
+    return long(nbody) * (3 + 4 + 1 + 9 + 10 + 6 + 6 + 6 + 10 + 36 + 6) + long(njnt) * 14 +
            long(nv) * (6 + 6 + 6 + 1 + 1 + 1 + 1 + 1);
   }
 
@@ -61,6 +62,7 @@ struct Workspace {
     auto take = [&p](long n) { T* r = p; p += n; return r; };
     w.xpos = take(3L * nbody);
     w.xquat = take(4L * nbody);
+    w.xquat_scale = take(nbody);
     w.xmat = take(9L * nbody);
     w.xanchor = take(3L * njnt);
     w.xaxis = take(3L * njnt);

@@ -113,6 +113,16 @@ PHX_HD PHX_INLINE void adj_normalize(const Quat<T>& q, Quat<T>& adj_q, const Qua
                         inv * (adj_r.y - rd * r.y), inv * (adj_r.z - rd * r.z)});
 }
 
+// r = q / |q| given r and s = 1 / |q| (zero for a q of zero norm, which normalize maps to the
+// identity): adj_q += s (adj_r - r (r . adj_r)), adj_normalize without q
+template <class T>
+PHX_HD PHX_INLINE void adj_normalize_unit(const Quat<T>& r, T s, Quat<T>& adj_q,
+                                          const Quat<T>& adj_r) {
+  T rd = r.w * adj_r.w + r.x * adj_r.x + r.y * adj_r.y + r.z * adj_r.z;
+  add_to(adj_q, Quat<T>{s * (adj_r.w - rd * r.w), s * (adj_r.x - rd * r.x),
+                        s * (adj_r.y - rd * r.y), s * (adj_r.z - rd * r.z)});
+}
+
 // R = to_mat(q), quadratic in q: adj_q_k += sum_ij adj_R_ij dR_ij/dq_k
 template <class T>
 PHX_HD PHX_INLINE void adj_to_mat(const Quat<T>& q, Quat<T>& adj_q, const Mat3<T>& G) {
