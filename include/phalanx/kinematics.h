@@ -88,7 +88,10 @@ PHX_HD void com_pos(const ModelView<T>& m, Workspace<T>& w) {
       Vec3<T> ref = Vec3<T>::load(w.xpos + 3 * m.body_rootid[b]);
       Mat3<T> R = Mat3<T>::load(w.xmat + 9 * b);
       Mat3<T> Ri = R * to_mat(Quat<T>::load(m.body_iquat + 4 * b));
-      Vec3<T> c = Vec3<T>::load(w.xpos + 3 * b) + R * Vec3<T>::load(m.body_ipos + 3 * b) - ref;
+      Vec3<T> xipos = Vec3<T>::load(w.xpos + 3 * b) + R * Vec3<T>::load(m.body_ipos + 3 * b);
+      xipos.store(w.xipos + 3 * b);
+      Ri.store(w.ximat + 9 * b);
+      Vec3<T> c = xipos - ref;
       T mass = m.body_mass[b];
       const T* d = m.body_inertia + 3 * b;
       // Ri diag(d) Ri^T + mass (|c|^2 1 - c c^T)
@@ -101,6 +104,9 @@ PHX_HD void com_pos(const ModelView<T>& m, Workspace<T>& w) {
       }
       J.h = mass * c;
       J.m = mass;
+    } else {  // the world: its frame
+      Vec3<T>::load(w.xpos).store(w.xipos);
+      Mat3<T>::load(w.xmat).store(w.ximat);
     }
     J.store(w.cinert + 10 * b);
   }
@@ -324,10 +330,9 @@ PHX_HD void adj_com_pos(const ModelView<T>& m, const Workspace<T>& w, AdjWorkspa
     Inertia<T> g = Inertia<T>::load(a.cinert + 10 * b);
     Mat3<T> R = Mat3<T>::load(w.xmat + 9 * b);
     Mat3<T> Q = to_mat(Quat<T>::load(m.body_iquat + 4 * b));
-    Mat3<T> Ri = R * Q;
+    Mat3<T> Ri = Mat3<T>::load(w.ximat + 9 * b);  // R Q
     Vec3<T> ipos = Vec3<T>::load(m.body_ipos + 3 * b);
-    Vec3<T> c = Vec3<T>::load(w.xpos + 3 * b) + R * ipos -
-                Vec3<T>::load(w.xpos + 3 * m.body_rootid[b]);
+    Vec3<T> c = Vec3<T>::load(w.xipos + 3 * b) - Vec3<T>::load(w.xpos + 3 * m.body_rootid[b]);
     T mass = m.body_mass[b];
     const T* d = m.body_inertia + 3 * b;
     // symmetric adjoint G of the full rotational inertia (off-diagonal entries stored once)

@@ -32,6 +32,8 @@ struct Workspace {
   T* jnt_quat_in;  // body orientation before each joint, for adj_kinematics   (njnt x 4)
   T* jnt_qloc;     // each joint's rotation (ball, hinge), for adj_kinematics  (njnt x 4)
   // com-based quantities, about the reference point of each tree (its root body's origin)
+  T* xipos;     // centre of mass in world (com_pos)           (nbody x 3)
+  T* ximat;     // principal inertia frame rotation in world   (nbody x 9)
   T* cinert;    // body spatial inertia                        (nbody x 10)
   T* cdof;      // dof motion subspace                         (nv x 6)
   T* cvel;      // body spatial velocity                       (nbody x 6)
@@ -52,7 +54,7 @@ struct Workspace {
 
   // number of scalars a workspace needs for the given counts
   PHX_HD static long size(int nbody, int njnt, int nv) {
-    return long(nbody) * (3 + 4 + 1 + 9 + 10 + 6 + 6 + 6 + 10 + 36 + 6) + long(njnt) * 14 +
+    return long(nbody) * (3 + 4 + 1 + 9 + 3 + 9 + 10 + 6 + 6 + 6 + 10 + 36 + 6) + long(njnt) * 14 +
            long(nv) * (6 + 6 + 6 + 1 + 1 + 1 + 1 + 1);
   }
 
@@ -68,6 +70,8 @@ struct Workspace {
     w.xaxis = take(3L * njnt);
     w.jnt_quat_in = take(4L * njnt);
     w.jnt_qloc = take(4L * njnt);
+    w.xipos = take(3L * nbody);
+    w.ximat = take(9L * nbody);
     w.cinert = take(10L * nbody);
     w.cdof = take(6L * nv);
     w.cvel = take(6L * nbody);
