@@ -29,11 +29,13 @@ PHX_HD void integrate_pos(const ModelView<T>& m, T* qpos, const T* qvel, T dt) {
 }
 
 // Adjoint of integrate_pos at (qpos, qvel) -> qpos_out: accumulates into adj_qpos (input
-// configuration) and adj_qvel from adj_qpos_out.
+// configuration) and adj_qvel from adj_qpos_out; of the joints [j0, j1) only when given (j1 < 0:
+// to the last), which read and write their own coordinates alone.
 template <class T>
 PHX_HD void adj_integrate_pos(const ModelView<T>& m, const T* qpos, const T* qvel, T dt,
-                              const T* adj_qpos_out, T* adj_qpos, T* adj_qvel) {
-  for (int j = 0; j < m.njnt; ++j) {
+                              const T* adj_qpos_out, T* adj_qpos, T* adj_qvel, int j0 = 0,
+                              int j1 = -1) {
+  for (int j = j0; j < (j1 < 0 ? m.njnt : j1); ++j) {
     int qa = m.jnt_qposadr[j], da = m.jnt_dofadr[j];
     switch (m.jnt_type[j]) {
       case kJointFree:

@@ -518,27 +518,35 @@ struct StepJacobianKernel {
   }
 #endif
 
-  // rows 0..nq of jac and jac_param from the rows of qvel' (the replayed qvel_next), w scratch
+  // rows 0..nq of jac and jac_param from the rows of qvel' (the replayed qvel_next), w scratch:
+  // a row of qpos' moves with its joint's coordinates and dofs alone, so each row's pass runs
+  // on its joint
   PHX_HD void qpos_rows(const ModelView<T>& m, int e, const T* q, const T* qvel_next,
                         bool stopped, T* w) const {
     const int rows = m.nq + m.nv, cols = m.nq + 2 * m.nv + m.nu, np = jacobian_nparam(m);
     T* u = w + m.nq;  // d qpos'_r / d qvel'
-    for (int r = 0; r < m.nq; ++r) {
-      T* row = jac + (long(e) * rows + r) * cols;
-      T* prow = jac_param ? jac_param + (long(e) * rows + r) * np : nullptr;
-      for (int i = 0; i < cols; ++i) row[i] = T(0);
-      for (int i = 0; prow && i < np; ++i) prow[i] = T(0);
-      if (stopped) continue;
-      for (int i = 0; i < m.nq; ++i) w[i] = T(i == r);
-      for (int d = 0; d < m.nv; ++d) u[d] = T(0);
-      adj_integrate_pos(m, q, qvel_next, m.timestep, w, row, u);
-      for (int d = 0; d < m.nv; ++d) {
-        if (u[d] == T(0)) continue;  // a row of qpos' moves with its joint's dofs alone
-        const T* vrow = jac + (long(e) * rows + m.nq + d) * cols;
-        for (int i = 0; i < cols; ++i) row[i] += u[d] * vrow[i];
-        if (!prow) continue;
-        const T* vprow = jac_param + (long(e) * rows + m.nq + d) * np;
-        for (int i = 0; i < np; ++i) prow[i] += u[d] * vprow[i];
+    for (int i = 0; i < m.nq; ++i) w[i] = T(0);
+    for (int d = 0; d < m.nv; ++d) u[d] = T(0);
+    for (int j = 0; j < m.njnt; ++j) {
+      const int qa = m.jnt_qposadr[j], da = m.jnt_dofadr[j], type = m.jnt_type[j];
+      for (int r = qa; r < qa + joint_nq(type); ++r) {
+        T* row = jac + (long(e) * rows + r) * cols;
+        T* prow = jac_param ? jac_param + (long(e) * rows + r) * np : nullptr;
+        for (int i = 0; i < cols; ++i) row[i] = T(0);
+        for (int i = 0; prow && i < np; ++i) prow[i] = T(0);
+        if (stopped) continue;
+        w[r] = T(1);
+        adj_integrate_pos(m, q, qvel_next, m.timestep, w, row, u, j, j + 1);
+        w[r] = T(0);
+        for (int d = da; d < da + joint_nv(type); ++d) {
+          const T* vrow = jac + (long(e) * rows + m.nq + d) * cols;
+          for (int i = 0; i < cols; ++i) row[i] += u[d] * vrow[i];
+          if (prow) {
+            const T* vprow = jac_param + (long(e) * rows + m.nq + d) * np;
+            for (int i = 0; i < np; ++i) prow[i] += u[d] * vprow[i];
+          }
+          u[d] = T(0);
+        }
       }
     }
   }

@@ -151,8 +151,9 @@ PHX_HD void adj_rnea(const ModelView<T>& m, const T* qvel, const T* qacc, const 
 }
 
 // Adjoint of crba: from adj_M (nv x nv, the gradient of a loss with respect to every entry,
-// read by entry: adj_M(i, j), see DenseEntries and OuterSum in dense.h; only the pairs of a dof
-// and its ancestors are read) to the adjoints of cinert and cdof, and of dof_armature. Uses the
+// read by entry and by sums of a row and a column: adj_M(i, j), adj_M.sym(i)(j), see
+// DenseEntries and OuterSum in dense.h; only the pairs of a dof and its ancestors are read) to
+// the adjoints of cinert and cdof, and of dof_armature. Uses the
 // identity that column k of M without armature is the RNEA of a unit acceleration e_k with no
 // velocity and no gravity: M e_k = sum_b S_b^T (crb_b S e_k), so dM_ik = cdof_i . (crb cdof_k)
 // differentiated per pair. Reads the composite inertias crba left in w.crb (the workspace of
@@ -170,8 +171,10 @@ PHX_HD void adj_crba(const ModelView<T>& m, const Workspace<T>& w, AdjWorkspace<
     Inertia<T> J = Inertia<T>::load(crb + 10 * bi), adj_J = Inertia<T>::load(adj_crb + 10 * bi);
     Vec6<T> f = J * si, adj_f, adj_si;
     // pairs (i, j) with j = i and j an ancestor dof; M_ij = M_ji = sj . f
+    const typename AdjM::Sym pair = adj_M.sym(i);
+    const T gii = adj_M(i, i);
     for (int j = i; j >= 0; j = m.dof_parentid[j]) {
-      T g = j == i ? adj_M(i, i) : adj_M(i, j) + adj_M(j, i);
+      T g = j == i ? gii : pair(j);
       Vec6<T> sj = Vec6<T>::load(w.cdof + 6 * j);
       adj_f += g * sj;
       (Vec6<T>::load(a.cdof + 6 * j) + g * f).store(a.cdof + 6 * j);
@@ -179,7 +182,7 @@ PHX_HD void adj_crba(const ModelView<T>& m, const Workspace<T>& w, AdjWorkspace<
     adj_inertia_mul(J, si, adj_J, adj_si, adj_f);
     (Vec6<T>::load(a.cdof + 6 * i) + adj_si).store(a.cdof + 6 * i);
     adj_J.store(adj_crb + 10 * bi);
-    if (adj_model.dof_armature) adj_model.dof_armature[i] += adj_M(i, i);
+    if (adj_model.dof_armature) adj_model.dof_armature[i] += gii;
   }
   // crb_b = cinert_b + sum of children's crb: the adjoint flows from parents to children
   for (int b = 1; b < m.nbody; ++b) {

@@ -33,8 +33,8 @@ PHX_HD PHX_INLINE T dot_n(const T* PHX_RESTRICT a, const T* PHX_RESTRICT b, int 
 #pragma GCC diagnostic pop
 #endif
 
-// A matrix read entry by entry, A(i, j), or a row at a time, row(i)(j): row-major storage
-// with ncol columns ...
+// A matrix read entry by entry, A(i, j), a row at a time, row(i)(j), or (square) as the sums
+// of a row and a column, sym(i)(j) = A(i, j) + A(j, i): row-major storage with ncol columns ...
 template <class T>
 struct DenseEntries {
   const T* a;
@@ -43,13 +43,21 @@ struct DenseEntries {
     const T* p;
     PHX_HD T operator()(int j) const { return p[j]; }
   };
+  struct Sym {
+    const T* row;
+    const T* col;
+    int ncol;
+    PHX_HD T operator()(int j) const { return row[j] + col[long(j) * ncol]; }
+  };
   PHX_HD T operator()(int i, int j) const { return a[long(i) * ncol + j]; }
   PHX_HD Row row(int i) const { return {a + long(i) * ncol}; }
+  PHX_HD Sym sym(int i) const { return {a + long(i) * ncol, a + i, ncol}; }
 };
 
 // ... or a sum of at most K outer products, A = sum_k s_k u_k v_k^T, kept as its terms: a
 // reader of few of its entries takes them from the terms (row weights s_k u_k[i] first when it
-// reads along a row), or the whole matrix is written out (write, vectorised along rows)
+// reads along a row, and column weights s_k v_k[i] too for sym), or the whole matrix is written
+// out (write, vectorised along rows)
 template <class T, int K>
 struct OuterSum {
   int n = 0;  // terms
@@ -79,6 +87,25 @@ struct OuterSum {
   PHX_HD Row row(int i) const {
     Row r{this, {}};
     for (int k = 0; k < n; ++k) r.w[k] = s[k] * u[k][i];
+    return r;
+  }
+  // A(i, j) + A(j, i) = sum_k (s_k u_k[i]) v_k[j] + (s_k v_k[i]) u_k[j]
+  struct Sym {
+    const OuterSum* sum;
+    T w[K];  // s_k u_k[i]
+    T c[K];  // s_k v_k[i]
+    PHX_HD T operator()(int j) const {
+      T r(0);
+      for (int k = 0; k < sum->n; ++k) r += w[k] * sum->v[k][j] + c[k] * sum->u[k][j];
+      return r;
+    }
+  };
+  PHX_HD Sym sym(int i) const {
+    Sym r{this, {}, {}};
+    for (int k = 0; k < n; ++k) {
+      r.w[k] = s[k] * u[k][i];
+      r.c[k] = s[k] * v[k][i];
+    }
     return r;
   }
   // A (nrow x ncol) = the sum; the first term stores a row, the others add to it (zeroing a
