@@ -16,6 +16,7 @@ PHX_HD void kinematics(const ModelView<T>& m, const T* qpos, Workspace<T>& w) {
   // world body
   Vec3<T>{}.store(w.xpos);
   Quat<T>{}.store(w.xquat);
+  w.xquat_scale[0] = T(1);
   Mat3<T>::identity().store(w.xmat);
 
   for (int b = 1; b < m.nbody; ++b) {
