@@ -67,6 +67,7 @@ PHX_HD void kinematics(const ModelView<T>& m, const T* qpos, Workspace<T>& w) {
           default:  // a free joint elsewhere is rejected by Model::validate
             break;
         }
+        quat.store(w.jnt_quat_out + 4 * j);
       }
     }
 
@@ -251,7 +252,7 @@ PHX_HD void adj_kinematics(const ModelView<T>& m, const T* qpos, const Workspace
         bool ball = m.jnt_type[j] == kJointBall;
         Quat<T> raw = Quat<T>::load(qpos + qa);
         Quat<T> qloc = Quat<T>::load(w.jnt_qloc + 4 * j);
-        Quat<T> q_out = q_in * qloc;
+        Quat<T> q_out = Quat<T>::load(w.jnt_quat_out + 4 * j);  // q_in qloc
         adj_anchor += adj_pos;
         Mat3<T> adj_Rout;
         add_outer(adj_Rout, -adj_pos, jpos);

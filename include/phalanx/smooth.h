@@ -9,12 +9,14 @@
 namespace phx {
 
 // Recursive Newton-Euler: tau = M qacc + c(q, qvel) where c includes gravity.
-// qacc may be null (bias forces only). Needs kinematics, com_pos and com_vel; writes cacc
-// and cfrc. Armature is not included (it is a dof-space term: tau += armature * qacc).
+// qacc may be null (bias forces only). Needs kinematics, com_pos and com_vel; writes cacc,
+// cfrc and cmom. Armature is not included (it is a dof-space term: tau += armature * qacc).
 template <class T>
 PHX_HD void rnea(const ModelView<T>& m, const T* qvel, const T* qacc, Workspace<T>& w, T* tau) {
-  // forward: accelerations; world accelerates against gravity
+  // forward: accelerations; world accelerates against gravity (and has no momentum or force)
   Vec6<T>::make(Vec3<T>{}, -Vec3<T>::load(m.gravity)).store(w.cacc);
+  Vec6<T>{}.store(w.cmom);
+  Vec6<T>{}.store(w.cfrc);
   for (int b = 1; b < m.nbody; ++b) {
     Vec6<T> a = Vec6<T>::load(w.cacc + 6 * m.body_parentid[b]);
     int d0 = m.body_dofadr[b];
@@ -25,8 +27,9 @@ PHX_HD void rnea(const ModelView<T>& m, const T* qvel, const T* qacc, Workspace<
     a.store(w.cacc + 6 * b);
     // body force: rate of change of momentum
     Inertia<T> J = Inertia<T>::load(w.cinert + 10 * b);
-    Vec6<T> v = Vec6<T>::load(w.cvel + 6 * b);
-    (J * a + cross_force(v, J * v)).store(w.cfrc + 6 * b);
+    Vec6<T> v = Vec6<T>::load(w.cvel + 6 * b), h = J * v;
+    h.store(w.cmom + 6 * b);
+    (J * a + cross_force(v, h)).store(w.cfrc + 6 * b);
   }
   // backward: accumulate forces to parents and project onto the dofs
   for (int b = m.nbody - 1; b > 0; --b) {
@@ -107,7 +110,7 @@ PHX_HD void actuation(const ModelView<T>& m, const T* ctrl, T* qfrc) {
 
 // Adjoint of rnea at (qvel, qacc): from adj_tau to the adjoints of cinert, cvel, cdof,
 // cdof_dot (in `a`), qvel and, when non-null, qacc. Needs the workspace of the forward rnea
-// call at the same arguments (cacc and the accumulated cfrc).
+// call at the same arguments (cacc, the accumulated cfrc and cmom).
 template <class T>
 PHX_HD void adj_rnea(const ModelView<T>& m, const T* qvel, const T* qacc, const Workspace<T>& w,
                      AdjWorkspace<T>& a, const T* adj_tau, T* adj_qvel, T* adj_qacc) {
@@ -130,7 +133,7 @@ PHX_HD void adj_rnea(const ModelView<T>& m, const T* qvel, const T* qacc, const 
     Vec6<T> adj_f = Vec6<T>::load(a.cfrc + 6 * b);
     Vec6<T> adj_a = Vec6<T>::load(a.cacc + 6 * b), adj_v, adj_h;
     adj_inertia_mul(J, acc, adj_J, adj_a, adj_f);
-    adj_cross_force(v, J * v, adj_v, adj_h, adj_f);
+    adj_cross_force(v, Vec6<T>::load(w.cmom + 6 * b), adj_v, adj_h, adj_f);
     adj_inertia_mul(J, v, adj_J, adj_v, adj_h);
     int d0 = m.body_dofadr[b];
     for (int d = d0; d < d0 + m.body_dofnum[b]; ++d) {

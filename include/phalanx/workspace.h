@@ -31,6 +31,7 @@ struct Workspace {
   T* xaxis;     // joint axis in world                         (njnt x 3)
   T* jnt_quat_in;  // body orientation before each joint, for adj_kinematics   (njnt x 4)
   T* jnt_qloc;     // each joint's rotation (ball, hinge), for adj_kinematics  (njnt x 4)
+  T* jnt_quat_out; // body orientation after each joint, for adj_kinematics     (njnt x 4)
   // com-based quantities, about the reference point of each tree (its root body's origin)
   T* xipos;     // centre of mass in world (com_pos)           (nbody x 3)
   T* ximat;     // principal inertia frame rotation in world   (nbody x 9)
@@ -40,6 +41,7 @@ struct Workspace {
   T* cdof_dot;  // time derivative of cdof                     (nv x 6)
   T* cacc;      // body spatial acceleration                   (nbody x 6)
   T* cfrc;      // body spatial force (RNEA)                   (nbody x 6)
+  T* cmom;      // body spatial momentum cinert cvel (RNEA)    (nbody x 6)
   T* crb;       // composite rigid-body inertia (CRBA)         (nbody x 10)
   // articulated-body algorithm
   T* aba_IA;    // articulated inertia                         (nbody x 36)
@@ -54,7 +56,8 @@ struct Workspace {
 
   // number of scalars a workspace needs for the given counts
   PHX_HD static long size(int nbody, int njnt, int nv) {
-    return long(nbody) * (3 + 4 + 1 + 9 + 3 + 9 + 10 + 6 + 6 + 6 + 10 + 36 + 6) + long(njnt) * 14 +
+    return long(nbody) * (3 + 4 + 1 + 9 + 3 + 9 + 10 + 6 + 6 + 6 + 6 + 10 + 36 + 6) +
+           long(njnt) * 18 +
            long(nv) * (6 + 6 + 6 + 1 + 1 + 1 + 1 + 1);
   }
 
@@ -70,6 +73,7 @@ struct Workspace {
     w.xaxis = take(3L * njnt);
     w.jnt_quat_in = take(4L * njnt);
     w.jnt_qloc = take(4L * njnt);
+    w.jnt_quat_out = take(4L * njnt);
     w.xipos = take(3L * nbody);
     w.ximat = take(9L * nbody);
     w.cinert = take(10L * nbody);
@@ -78,6 +82,7 @@ struct Workspace {
     w.cdof_dot = take(6L * nv);
     w.cacc = take(6L * nbody);
     w.cfrc = take(6L * nbody);
+    w.cmom = take(6L * nbody);
     w.crb = take(10L * nbody);
     w.aba_IA = take(36L * nbody);
     w.aba_pA = take(6L * nbody);
