@@ -1,6 +1,9 @@
 """examples/humanoid_mppi.py, the main job: MuJoCo's humanoid kept standing by MPPI, on a small
 budget. Without control the humanoid buckles and its head falls below the example's fallen
-height within two seconds; with the planner (64 samples x 100 steps) it stays up through a push.
+height within two seconds; with the planner (128 samples x 100 steps) it stays up through a push
+and stands again a second later. The closed loop is chaotic: at 64 samples one noise seed in four
+(seed 0, after a change that moved the float32 dynamics by rounding only) was still sinking at
+the end, while at 128 samples seeds 0-3 all end within 3 cm of standing height.
 """
 
 from __future__ import annotations
@@ -22,7 +25,7 @@ def test_mppi_keeps_the_humanoid_standing_through_a_push():
     fallen = phalanx.kinematics(model, qs[0])["xpos"][:, head, 2]
     assert fallen.min() < example.FALLEN_HEAD
     # controlled, with a push of 0.5 m/s at t = 1 s
-    r = example.stand(2.0, samples=64, horizon=100, push=0.5, push_every=1.0, seed=0, log=None)
+    r = example.stand(2.0, samples=128, horizon=100, push=0.5, push_every=1.0, seed=0, log=None)
     assert len(r["pushes"]) == 1
     assert r["stayed_up"], r["min_head"]
     assert abs(r["head"][-1] - example.STANDING_HEAD) < 0.15
