@@ -71,9 +71,7 @@ PHX_HD void kinematics(const ModelView<T>& m, const T* qpos, Workspace<T>& w) {
       }
     }
 
-    T n2 = quat.w * quat.w + quat.x * quat.x + quat.y * quat.y + quat.z * quat.z;
-    w.xquat_scale[b] = n2 > T(0) ? T(1) / sqrt(n2) : T(0);
-    quat = normalize(quat);
+    quat = normalize(quat, w.xquat_scale[b]);
     pos.store(w.xpos + 3 * b);
     quat.store(w.xquat + 4 * b);
     to_mat(quat).store(w.xmat + 9 * b);

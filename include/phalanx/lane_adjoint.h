@@ -204,8 +204,8 @@ struct LaneReplay : LanePass<T, W> {
   }
 
   // Binds over storage (size(m0)) and copies the step replayed from (qpos0, qvel0, ctrl0) on
-  // the model m0 (its reals in `shared` when non-null, see LanePass::bind), as it left w0, c0, cv0, qpos_next, qvel_next and, shared by reverse passes,
-  // s0 (adj_constrained_prepare).
+  // the model m0 (its reals in `shared` when non-null, see LanePass::bind), as it left w0, c0,
+  // cv0, qpos_next, qvel_next and, shared by reverse passes, s0 (adj_constrained_prepare).
   LaneReplay(const ModelView<T>& m0, const ModelView<L>* shared, Scratch<T> storage,
              const T* qpos0, const T* qvel0, const T* ctrl0, const Workspace<T>& w0,
              const ConstraintWorkspace<T>& c0, const ContactView<T>& cv0,

@@ -26,12 +26,19 @@ template <class T> PHX_HD PHX_INLINE Quat<T> operator*(const Quat<T>& a, const Q
 
 template <class T> PHX_HD PHX_INLINE Quat<T> conjugate(const Quat<T>& q) { return {q.w, -q.x, -q.y, -q.z}; }
 
-// q / |q|; the identity when |q| is zero (as MuJoCo)
-template <class T> PHX_HD PHX_INLINE Quat<T> normalize(const Quat<T>& q) {
+// q / |q|, with s = 1 / |q| (zero, and the identity returned, when |q| is zero, as MuJoCo)
+template <class T> PHX_HD PHX_INLINE Quat<T> normalize(const Quat<T>& q, T& s) {
   T n2 = q.w * q.w + q.x * q.x + q.y * q.y + q.z * q.z;
-  if (!(n2 > T(0))) return Quat<T>{};
-  T s = T(1) / sqrt(n2);
+  if (!(n2 > T(0))) {
+    s = T(0);
+    return Quat<T>{};
+  }
+  s = T(1) / sqrt(n2);
   return {s * q.w, s * q.x, s * q.y, s * q.z};
+}
+template <class T> PHX_HD PHX_INLINE Quat<T> normalize(const Quat<T>& q) {
+  T s;
+  return normalize(q, s);
 }
 
 // rotation by angle about a unit axis
@@ -101,26 +108,23 @@ PHX_HD PHX_INLINE void adj_mul(const Quat<T>& a, const Quat<T>& b, Quat<T>& adj_
   add_to(adj_b, conjugate(a) * adj_r);
 }
 
-// r = q / |q|: adj_q += (adj_r - r (r . adj_r)) / |q|
-template <class T>
-PHX_HD PHX_INLINE void adj_normalize(const Quat<T>& q, Quat<T>& adj_q, const Quat<T>& adj_r) {
-  T n2 = q.w * q.w + q.x * q.x + q.y * q.y + q.z * q.z;
-  if (!(n2 > T(0))) return;
-  T inv = T(1) / sqrt(n2);
-  Quat<T> r{inv * q.w, inv * q.x, inv * q.y, inv * q.z};
-  T rd = r.w * adj_r.w + r.x * adj_r.x + r.y * adj_r.y + r.z * adj_r.z;
-  add_to(adj_q, Quat<T>{inv * (adj_r.w - rd * r.w), inv * (adj_r.x - rd * r.x),
-                        inv * (adj_r.y - rd * r.y), inv * (adj_r.z - rd * r.z)});
-}
-
 // r = q / |q| given r and s = 1 / |q| (zero for a q of zero norm, which normalize maps to the
-// identity): adj_q += s (adj_r - r (r . adj_r)), adj_normalize without q
+// identity): adj_q += s (adj_r - r (r . adj_r))
 template <class T>
 PHX_HD PHX_INLINE void adj_normalize_unit(const Quat<T>& r, T s, Quat<T>& adj_q,
                                           const Quat<T>& adj_r) {
   T rd = r.w * adj_r.w + r.x * adj_r.x + r.y * adj_r.y + r.z * adj_r.z;
   add_to(adj_q, Quat<T>{s * (adj_r.w - rd * r.w), s * (adj_r.x - rd * r.x),
                         s * (adj_r.y - rd * r.y), s * (adj_r.z - rd * r.z)});
+}
+
+// r = q / |q| from q alone
+template <class T>
+PHX_HD PHX_INLINE void adj_normalize(const Quat<T>& q, Quat<T>& adj_q, const Quat<T>& adj_r) {
+  T s;
+  Quat<T> r = normalize(q, s);
+  if (!(s > T(0))) return;  // the identity, a constant
+  adj_normalize_unit(r, s, adj_q, adj_r);
 }
 
 // R = to_mat(q), quadratic in q: adj_q_k += sum_ij adj_R_ij dR_ij/dq_k
