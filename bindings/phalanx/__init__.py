@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import functools
 import importlib.metadata
 import operator
 import os
@@ -372,7 +373,8 @@ def step_jacobians(
 
 
 def step_jacobians_fd(
-    model: Model, qpos, qvel, ctrl, *, qfrc=None, method: str = "central", h: float = 1e-6
+    model: Model, qpos, qvel, ctrl, *, qfrc=None, method: str = "central", h: float = 1e-6,
+    wrt=None
 ) -> dict[str, np.ndarray]:
     """Reference one-step Jacobians by finite differences of phalanx.step in double: the state,
     control and added-force (qfrc) blocks of step_jacobians (no parameter blocks), at an added
@@ -380,29 +382,36 @@ def step_jacobians_fd(
     "central" (step h; h / model.timestep for the force columns) or "ridders" (Ridders'
     extrapolation from h0 = 1e3 h, shrinking by 1.4, keeping per entry the estimate of least
     estimated error; Numerical Recipes, section 5.7).
-    All perturbed states of one step size go to phalanx.step as one batch."""
+    All perturbed states of one step size go to phalanx.step as one batch.
+    ``wrt`` (None: all four) names the inputs to perturb, one of or a sequence of "qpos",
+    "qvel", "ctrl" and "qfrc": only their columns are computed, and only their blocks returned
+    (Nimble's Table III times each Jacobian this way, by its own perturbations)."""
     if method not in ("central", "ridders"):
         raise ValueError(f"phalanx: method must be 'central' or 'ridders', got {method!r}")
+    cols = _jacobian_columns(model)
+    names = list(cols) if wrt is None else [wrt] if isinstance(wrt, str) else list(wrt)
+    unknown = [n for n in names if n not in cols]
+    if unknown or not names or len(set(names)) != len(names):
+        raise ValueError(f"phalanx: wrt must name distinct inputs among {list(cols)}, got {wrt!r}")
     args = _Args(model, qpos, np.float64)
     E, nq, nv, nu = args.qpos.shape[0], model.nq, model.nv, model.nu
     f = args.qfrc(qfrc)
     x = [args.qpos, args.qvel(qvel), args.ctrl(ctrl), np.zeros((E, nv)) if f is None else f]
-    cols = _jacobian_columns(model)
-    ncol = nq + 2 * nv + nu
-    # a force column's step is h / timestep, which moves qvel' about as much as a step h of qvel
-    # (a step h of force would leave the change of qpos' near its rounding)
-    scale = np.ones(ncol)
-    scale[cols["qfrc"]] = 1 / model.timestep
+    dirs, scale = _fd_directions(model.nq, model.nv, model.nu, model.timestep,
+                                 tuple(n in names for n in cols))
+    m = len(scale)
 
     def central(hh):
-        # (E, nq + nv, ncol): one batch of 2 ncol E perturbed steps
-        z = np.concatenate(x, axis=1)                       # (E, ncol)
-        d = np.concatenate([np.eye(ncol), -np.eye(ncol)]) * (hh * scale)  # (2 ncol, ncol)
-        zs = (z[None] + d[:, None, :]).reshape(-1, ncol)
-        part = [np.ascontiguousarray(zs[:, c]) for c in cols.values()]
-        q, v, _ = step(model, part[0], part[1], part[2], qfrc=part[3])
-        y = np.concatenate([q, v], axis=1).reshape(2, ncol, E, nq + nv)
-        return ((y[0] - y[1]) / (2 * hh * scale[:, None, None])).transpose(1, 2, 0)
+        # (E, nq + nv, m): one batch of 2 m E perturbed states
+        part = [a[None] + (hh * d)[:, None, :] for a, d in zip(x, dirs)]  # (2 m, E, n)
+        q, v, _ = _phalanx.step(model, *(p.reshape(2 * m * E, -1) for p in part[:3]), 1,
+                                part[3].reshape(2 * m * E, nv), "cpu")
+        out = np.empty((E, nq + nv, m))
+        denom = (2 * hh * scale)[:, None, None]
+        for y, r in ((q.reshape(2, m, E, nq), slice(0, nq)),
+                     (v.reshape(2, m, E, nv), slice(nq, None))):
+            out[:, r] = ((y[0] - y[1]) / denom).transpose(1, 2, 0)
+        return out
 
     if method == "central":
         jac = central(h)
@@ -426,7 +435,40 @@ def step_jacobians_fd(
             if np.all(np.abs(a[i][i] - a[i - 1][i - 1]) >= safe * err):
                 break
     # its blocks by name, as step_jacobians names them
-    return _phalanx.jacobian_blocks(np.ascontiguousarray(jac), nq, nv, nu)
+    jac = np.ascontiguousarray(jac)
+    if wrt is None:
+        return _phalanx.jacobian_blocks(jac, nq, nv, nu)
+    out, k = {}, 0
+    for n in (n for n in cols if n in names):  # the columns' order
+        w = cols[n].stop - cols[n].start
+        out[f"dqpos_d{n}"] = jac[:, :nq, k:k + w]
+        out[f"dqvel_d{n}"] = jac[:, nq:, k:k + w]
+        k += w
+    return out
+
+
+@functools.lru_cache(maxsize=64)
+def _fd_directions(nq: int, nv: int, nu: int, timestep: float, chosen: tuple) -> tuple:
+    """step_jacobians_fd's perturbations of the inputs (qpos, qvel, ctrl, qfrc) chosen by the
+    flags `chosen`: their m columns in that order, per input its directions (2 m, n) of the 2 m
+    perturbed states (+ then - per column) and the columns' scales (m): a force column's step is
+    h / timestep, which moves qvel' about as much as a step h of qvel (a step h of force would
+    leave the change of qpos' near its rounding). Read-only arrays, shared by calls."""
+    widths = (nq, nv, nu, nv)
+    m = sum(w for w, c in zip(widths, chosen) if c)
+    dirs, scale, k = [], np.empty(m), 0
+    for i, (w, c) in enumerate(zip(widths, chosen)):
+        d = np.zeros((2 * m, w))
+        if c:
+            s = 1 / timestep if i == 3 else 1.0
+            d[np.arange(k, k + w), np.arange(w)] = s
+            d[np.arange(m + k, m + k + w), np.arange(w)] = -s
+            scale[k:k + w] = s
+            k += w
+        d.flags.writeable = False
+        dirs.append(d)
+    scale.flags.writeable = False
+    return dirs, scale
 
 
 def _jacobian_columns(model: Model) -> dict[str, slice]:

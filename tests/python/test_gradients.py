@@ -380,6 +380,33 @@ def test_step_jacobians_match_finite_differences_and_identities(taped_scene, rng
                                            err_msg=name)
 
 
+def test_step_jacobians_fd_of_chosen_inputs(taped_scene, rng):
+    # finite differences of some inputs alone (Nimble's per-Jacobian protocol) perturb those
+    # columns only: each environment's step is independent of its batch, so every central
+    # block equals the all-inputs call's bit for bit; Ridders' extrapolation stops when its
+    # error estimate stops falling over all the entries it has, so a part may stop at another
+    # step size than the whole, within the estimate
+    model, qpos, qvel, ctrl, _, _ = taped_scene
+    u = ctrl[:, 0]
+    f = 0.1 * rng.standard_normal((2, model.nv))
+    for method in ("central", "ridders"):
+        full = phalanx.step_jacobians_fd(model, qpos, qvel, u, qfrc=f, method=method)
+        for wrt in ("qvel", ("qfrc", "qpos"), ["ctrl"]):
+            part = phalanx.step_jacobians_fd(model, qpos, qvel, u, qfrc=f, method=method,
+                                             wrt=wrt)
+            names = [wrt] if isinstance(wrt, str) else list(wrt)
+            assert set(part) == {f"d{r}_d{c}" for r in ("qpos", "qvel") for c in names}
+            for key, block in part.items():
+                if method == "central":
+                    np.testing.assert_array_equal(block, full[key], err_msg=key)
+                else:
+                    np.testing.assert_allclose(block, full[key], rtol=0,
+                                               atol=1e-8 * np.abs(full[key]).max(), err_msg=key)
+    for bad in ("tau", ("qpos", "qpos"), ()):
+        with pytest.raises(ValueError, match="wrt must name distinct inputs"):
+            phalanx.step_jacobians_fd(model, qpos, qvel, u, wrt=bad)
+
+
 def test_humanoid_jacobians_just_after_landing():
     # MuJoCo's humanoid dropped on its back, 0.25 s later: 10 contacts with friction, none tied
     # (bench_jacobians.py's state); all state and control Jacobians against central differences
