@@ -65,8 +65,8 @@ PHX_HD void adj_geom_pose(const ModelView<T>& m, int g, const GeomFrame<T>& adj_
 // the root body's xpos in a.
 // Per dof d on the path: row_kd += sign u_k . t,  t = s_lin + s_ang x r,  r = p - xpos[root];
 // the rows' adjoints combine into one adj_t = sum_k g_kd u_k before the cross products.
-template <class T, class AdjRows>
-PHX_HD void adj_add_point_jacobian(const ModelView<T>& m, const Workspace<T>& w, int b,
+template <class T, class S, class AdjRows>
+PHX_HD void adj_add_point_jacobian(const ModelView<T>& m, const Workspace<S>& w, int b,
                                    const Vec3<T>& p, const Vec3<T>* u, int nr, T sign,
                                    const AdjRows& adj_J, int row0, AdjWorkspace<T>& a,
                                    Vec3<T>& adj_p, Vec3<T>* adj_u) {
@@ -306,8 +306,8 @@ PHX_HD PHX_INLINE int pair_max_geom(const T* coef, int stride, int g1, int g2) {
 // collide and geom_poses, to the adjoints of cdof and of the body frames in a and of the geom
 // sizes in adj_contact. Uses the contacts in cv and the geom frames in c as the forward left
 // them.
-template <class T, class AdjRows>
-PHX_HD void adj_contact_rows(const ModelView<T>& m, const Workspace<T>& w,
+template <class T, class S, class AdjRows>
+PHX_HD void adj_contact_rows(const ModelView<T>& m, const Workspace<S>& w,
                              const ConstraintWorkspace<T>& c, const ContactView<T>& cv,
                              const AdjRows& adj_J, AdjConstraintWorkspace<T>& s,
                              AdjWorkspace<T>& a, const ContactModelAdjoint<T>& adj_contact) {
@@ -414,9 +414,9 @@ PHX_HD T adj_lcp_score(const ModelView<T>& m, int nrow, const ConstraintWorkspac
 // adj_qpos, adj_qvel, adj_ctrl, the model and contact parameters and adj_qfrc (a generalized
 // force added to the applied ones; may be null), accumulated. The forward step's results are in
 // w, c and cv; a is zeroed here.
-template <class T>
+template <class T, class S>
 PHX_HD void adj_constrained_velocity(const ModelView<T>& m, const T* qpos, const T* qvel,
-                                     const T* ctrl, Workspace<T>& w, ConstraintWorkspace<T>& c,
+                                     const T* ctrl, Workspace<S>& w, ConstraintWorkspace<T>& c,
                                      const ContactView<T>& cv, AdjWorkspace<T>& a,
                                      AdjConstraintWorkspace<T>& s, T* adj_qpos, T* adj_qvel,
                                      T* adj_ctrl, const ModelAdjoint<T>& adj_model,
@@ -618,9 +618,12 @@ PHX_HD void adj_constrained_prepare(const ModelView<T>& m, ConstraintWorkspace<T
 // step_constrained has run from (qpos, qvel, ctrl) into s.qpos_next, s.qvel_next, w, c and cv
 // (and did not stop) and adj_constrained_prepare after it. It leaves those unchanged, so it
 // may run again with other seeds: one replay serves every row of a Jacobian.
-template <class T>
+// The workspace's scalar S is T, or (several seeds in lanes, LaneReplay) the scalar of the
+// replay itself, its forward values read in place: then the step had rows (a step without
+// recomputes articulated-body arrays in w, which needs S = T).
+template <class T, class S>
 PHX_HD void adj_step_constrained_replayed(const ModelView<T>& m, const T* qpos, const T* qvel,
-                                          const T* ctrl, Workspace<T>& w,
+                                          const T* ctrl, Workspace<S>& w,
                                           ConstraintWorkspace<T>& c, const ContactView<T>& cv,
                                           AdjWorkspace<T>& a, AdjConstraintWorkspace<T>& s,
                                           const T* adj_qpos_next, const T* adj_qvel_next,
@@ -631,11 +634,13 @@ PHX_HD void adj_step_constrained_replayed(const ModelView<T>& m, const T* qpos, 
   const int nv = m.nv;
   const T dt = m.timestep;
   const int nrow = *cv.nefc;
-  if (nrow == 0) {
-    // no rows: the step was step() itself, and left forward_dynamics' results in w
-    adj_step_replayed(m, qpos, qvel, ctrl, w, a, adj_qpos_next, adj_qvel_next, adj_qpos,
-                      adj_qvel, adj_ctrl, adj_model, adj_qfrc);
-    return;
+  if constexpr (std::is_same_v<S, T>) {
+    if (nrow == 0) {
+      // no rows: the step was step() itself, and left forward_dynamics' results in w
+      adj_step_replayed(m, qpos, qvel, ctrl, w, a, adj_qpos_next, adj_qvel_next, adj_qpos,
+                        adj_qvel, adj_ctrl, adj_model, adj_qfrc);
+      return;
+    }
   }
 
   // qpos' = qpos (+) dt qvel': u = dt P^T adj_qpos', the direct term into adj_qpos

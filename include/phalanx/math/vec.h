@@ -10,7 +10,9 @@ template <class T>
 struct Vec3 {
   T x = T(0), y = T(0), z = T(0);
 
-  PHX_HD PHX_INLINE static Vec3 load(const T* p) { return {p[0], p[1], p[2]}; }
+  // from any stored scalar P that converts to T (a Lane broadcasts a forward value)
+  template <class P>
+  PHX_HD PHX_INLINE static Vec3 load(const P* p) { return {T(p[0]), T(p[1]), T(p[2])}; }
   PHX_HD void store(T* p) const { p[0] = x; p[1] = y; p[2] = z; }
   PHX_HD void add_to(T* p) const { p[0] += x; p[1] += y; p[2] += z; }
   PHX_HD T& operator[](int i) { return i == 0 ? x : (i == 1 ? y : z); }
@@ -50,9 +52,10 @@ template <class T>
 struct Mat3 {
   T m[9] = {};
 
-  PHX_HD static Mat3 load(const T* p) {
+  template <class P>
+  PHX_HD static Mat3 load(const P* p) {
     Mat3 r;
-    for (int i = 0; i < 9; ++i) r.m[i] = p[i];
+    for (int i = 0; i < 9; ++i) r.m[i] = T(p[i]);
     return r;
   }
   PHX_HD void store(T* p) const {
