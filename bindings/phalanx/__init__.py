@@ -404,7 +404,7 @@ def step_jacobians_fd(
     def central(hh):
         # (E, nq + nv, m): one batch of 2 m E perturbed states
         part = [a[None] + (hh * d)[:, None, :] for a, d in zip(x, dirs)]  # (2 m, E, n)
-        q, v, _ = _phalanx.step(model, *(p.reshape(2 * m * E, -1) for p in part[:3]), 1,
+        q, v, _ = _phalanx.step(model, *(p.reshape(2 * m * E, p.shape[2]) for p in part[:3]), 1,
                                 part[3].reshape(2 * m * E, nv), "cpu")
         out = np.empty((E, nq + nv, m))
         denom = (2 * hh * scale)[:, None, None]

@@ -405,6 +405,11 @@ def test_step_jacobians_fd_of_chosen_inputs(taped_scene, rng):
     for bad in ("tau", ("qpos", "qpos"), ()):
         with pytest.raises(ValueError, match="wrt must name distinct inputs"):
             phalanx.step_jacobians_fd(model, qpos, qvel, u, wrt=bad)
+    # no environments: empty blocks of the same shapes as step_jacobians'
+    empty = phalanx.step_jacobians(model, qpos[:0], qvel[:0], u[:0])
+    for wrt in (None, "qfrc"):
+        part = phalanx.step_jacobians_fd(model, qpos[:0], qvel[:0], u[:0], wrt=wrt)
+        assert {k: b.shape for k, b in part.items()} == {k: empty[k].shape for k in part}
 
 
 def test_humanoid_jacobians_just_after_landing():
