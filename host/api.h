@@ -33,7 +33,8 @@ class DeviceModel {
   // bytes of device memory the model occupies
   size_t bytes() const;
   // on the CPU, the view's reals broadcast to SIMD lanes once (a LaneModel<T>,
-  // lane_adjoint.h), which the one-step Jacobians' lane passes read; null on CUDA
+  // lane_adjoint.h), which the one-step Jacobians' lane passes of steps without rows read;
+  // null on CUDA
   const void* lane_model() const { return lane_model_.get(); }
 
  private:

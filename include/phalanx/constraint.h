@@ -254,8 +254,8 @@ struct NormalCorrection {
   PHX_HD T value() const { return bounces() ? bounce : push; }
 };
 
-template <class T>
-PHX_HD PHX_INLINE NormalCorrection<T> normal_correction(const ModelView<T>& m, T vn, T e, T dist) {
+template <class T, class S>
+PHX_HD PHX_INLINE NormalCorrection<T> normal_correction(const ModelView<S>& m, T vn, T e, T dist) {
   T depth = dist + m.slop;
   return {vn < T(0) ? e * vn : T(0), depth < T(0) ? m.erp * depth / m.timestep : T(0)};
 }

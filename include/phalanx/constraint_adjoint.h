@@ -44,8 +44,8 @@ namespace phx {
 // the world, whose frame is constant).
 //   geom_xpos = xpos_b + R_b geom_pos,  geom_xmat = R_b Q_g  =>
 //   adj_xpos_b += adj_gpos,  adj_R_b += adj_gpos geom_pos^T + adj_gmat Q_g^T
-template <class T>
-PHX_HD void adj_geom_pose(const ModelView<T>& m, int g, const GeomFrame<T>& adj_f,
+template <class T, class S>
+PHX_HD void adj_geom_pose(const ModelView<S>& m, int g, const GeomFrame<T>& adj_f,
                           AdjWorkspace<T>& a) {
   int b = m.geom_bodyid[g];
   if (b == 0) return;
@@ -66,7 +66,7 @@ PHX_HD void adj_geom_pose(const ModelView<T>& m, int g, const GeomFrame<T>& adj_
 // Per dof d on the path: row_kd += sign u_k . t,  t = s_lin + s_ang x r,  r = p - xpos[root];
 // the rows' adjoints combine into one adj_t = sum_k g_kd u_k before the cross products.
 template <class T, class S, class AdjRows>
-PHX_HD void adj_add_point_jacobian(const ModelView<T>& m, const Workspace<S>& w, int b,
+PHX_HD void adj_add_point_jacobian(const ModelView<S>& m, const Workspace<S>& w, int b,
                                    const Vec3<T>& p, const Vec3<T>* u, int nr, T sign,
                                    const AdjRows& adj_J, int row0, AdjWorkspace<T>& a,
                                    Vec3<T>& adj_p, Vec3<T>* adj_u) {
@@ -122,8 +122,8 @@ PHX_HD void delassus_rows(const ModelView<T>& m, int nrow, const ConstraintWorks
 // Jacobian's many reverse passes share it (Z non-null), else from the rows of Y = L^-1 J^T that
 // delassus left in c.Y: Z^T y = L^-T (Y^T y), four back substitutions. proj (4 nv) holds the
 // projections, which adj_M's terms read.
-template <class T, int KJ, int KM>
-PHX_HD void adj_delassus(const ModelView<T>& m, int nrow, const ConstraintWorkspace<T>& c,
+template <class T, class S, int KJ, int KM>
+PHX_HD void adj_delassus(const ModelView<S>& m, int nrow, const ConstraintWorkspace<T>& c,
                          const T* Z, const LcpAdjointA<T>& G, const T* adj_b, T* proj,
                          OuterSum<T, KJ>& adj_J, T* adj_vfree, OuterSum<T, KM>& adj_M) {
   const int nv = m.nv;
@@ -234,12 +234,15 @@ struct AdjConstraintWorkspace {
   int* base_cls = nullptr;  // its classification                          (nefcmax)
   T* Z = nullptr;           // M^-1 J^T by rows                              (nefcmax x nv)
 
-  PHX_HD static ScratchSize size(const ModelView<T>& m) {
+  // (the model of any scalar: a pass of several seeds reads its forward model in place)
+  template <class M>
+  PHX_HD static ScratchSize size(const ModelView<M>& m) {
     long ne = m.nefcmax, nv = m.nv, nc = m.nconmax;
     return {2 * m.nq + 16 * nv + nv * nv + ne * nv + 9 * ne + 13 * nc + 2, 2 * ne};
   }
 
-  PHX_HD static AdjConstraintWorkspace carve(const ModelView<T>& m, T* p, int* q) {
+  template <class M>
+  PHX_HD static AdjConstraintWorkspace carve(const ModelView<M>& m, T* p, int* q) {
     AdjConstraintWorkspace s;
     long ne = m.nefcmax, nv = m.nv, nc = m.nconmax;
     auto take = [&p](long n) { T* r = p; p += n; return r; };
@@ -275,12 +278,14 @@ struct AdjConstraintWorkspace {
   }
 
   // storage of bind_factor
-  PHX_HD static ScratchSize factor_size(const ModelView<T>& m) {
+  template <class M>
+  PHX_HD static ScratchSize factor_size(const ModelView<M>& m) {
     return {lcp_adjoint_explicit_size(m.nefcmax) + long(m.nefcmax) * m.nv,
             lcp_adjoint_explicit_isize(m.nefcmax) + m.nefcmax};
   }
 
-  PHX_HD void bind_factor(const ModelView<T>& m, T* p, int* q) {
+  template <class M>
+  PHX_HD void bind_factor(const ModelView<M>& m, T* p, int* q) {
     base = lcp_adjoint_explicit_bind(m.nefcmax, p, q);
     base_cls = q + lcp_adjoint_explicit_isize(m.nefcmax);
     Z = p + lcp_adjoint_explicit_size(m.nefcmax);
@@ -307,7 +312,7 @@ PHX_HD PHX_INLINE int pair_max_geom(const T* coef, int stride, int g1, int g2) {
 // sizes in adj_contact. Uses the contacts in cv and the geom frames in c as the forward left
 // them.
 template <class T, class S, class AdjRows>
-PHX_HD void adj_contact_rows(const ModelView<T>& m, const Workspace<S>& w,
+PHX_HD void adj_contact_rows(const ModelView<S>& m, const Workspace<S>& w,
                              const ConstraintWorkspace<T>& c, const ContactView<T>& cv,
                              const AdjRows& adj_J, AdjConstraintWorkspace<T>& s,
                              AdjWorkspace<T>& a, const ContactModelAdjoint<T>& adj_contact) {
@@ -356,9 +361,13 @@ PHX_HD void adj_contact_rows(const ModelView<T>& m, const Workspace<S>& w,
     GeomFrame<T> f1{Vec3<T>::load(c.geom_xpos + 3 * g1), Mat3<T>::load(c.geom_xmat + 9 * g1)};
     GeomFrame<T> f2{Vec3<T>::load(c.geom_xpos + 3 * g2), Mat3<T>::load(c.geom_xmat + 9 * g2)};
     GeomFrame<T> adj_f1, adj_f2;
-    T adj_size1[3] = {}, adj_size2[3] = {};
-    adj_collide(m.geom_type[g1], f1, m.geom_size + 3 * g1, m.geom_type[g2], f2,
-                m.geom_size + 3 * g2, T(0), pts, n, adj, adj_f1, adj_size1, adj_f2, adj_size2);
+    T adj_size1[3] = {}, adj_size2[3] = {}, size1[3], size2[3];
+    for (int k = 0; k < 3; ++k) {
+      size1[k] = T(m.geom_size[3 * g1 + k]);
+      size2[k] = T(m.geom_size[3 * g2 + k]);
+    }
+    adj_collide(m.geom_type[g1], f1, size1, m.geom_type[g2], f2, size2, T(0), pts, n, adj,
+                adj_f1, adj_size1, adj_f2, adj_size2);
     if (adj_contact.geom_size)
       for (int k = 0; k < 3; ++k) {
         adj_contact.geom_size[3 * g1 + k] += adj_size1[k];
@@ -374,11 +383,11 @@ namespace detail {
 
 // The classification the LCP adjoint uses by default: the solver's (efc_class), or after plain
 // PGS the stabilised classification of its answer (lcp_classify, tied rows clamping).
-template <class T>
-PHX_HD void replay_classification(const ModelView<T>& m, const LcpProblem<T>& p, const T* f,
+template <class T, class S>
+PHX_HD void replay_classification(const ModelView<S>& m, const LcpProblem<T>& p, const T* f,
                                   const ContactView<T>& cv, int* cls) {
   if (m.lcp_solver == kLcpPgs) {
-    lcp_classify(p, f, m.lcp_tolerance, true, cls);
+    lcp_classify(p, f, T(m.lcp_tolerance), true, cls);
   } else {
     for (int r = 0; r < p.n; ++r) cls[r] = cv.efc_class[r];
   }
@@ -396,8 +405,8 @@ PHX_HD void adj_lcp_rows(const LcpProblem<T>& p, const T* f, const LcpAdjointFac
 // Nimble's score of the classification adj_lcp_rows just used: ||dl/dqd||^2 + ||dl/dtau||^2 / dt
 // with dl/dqd ~ adj_vfree = g + J^T adj_b (the part of adj_delassus that reaches vfree) and
 // dl/dtau = dt M^-1 adj_vfree.
-template <class T>
-PHX_HD T adj_lcp_score(const ModelView<T>& m, int nrow, const ConstraintWorkspace<T>& c,
+template <class T, class S>
+PHX_HD T adj_lcp_score(const ModelView<S>& m, int nrow, const ConstraintWorkspace<T>& c,
                        AdjConstraintWorkspace<T>& s) {
   const int nv = m.nv;
   for (int d = 0; d < nv; ++d) s.tmp[d] = s.g[d];
@@ -415,7 +424,7 @@ PHX_HD T adj_lcp_score(const ModelView<T>& m, int nrow, const ConstraintWorkspac
 // force added to the applied ones; may be null), accumulated. The forward step's results are in
 // w, c and cv; a is zeroed here.
 template <class T, class S>
-PHX_HD void adj_constrained_velocity(const ModelView<T>& m, const T* qpos, const T* qvel,
+PHX_HD void adj_constrained_velocity(const ModelView<S>& m, const T* qpos, const T* qvel,
                                      const T* ctrl, Workspace<S>& w, ConstraintWorkspace<T>& c,
                                      const ContactView<T>& cv, AdjWorkspace<T>& a,
                                      AdjConstraintWorkspace<T>& s, T* adj_qpos, T* adj_qvel,
@@ -576,8 +585,8 @@ PHX_HD void adj_constrained_velocity(const ModelView<T>& m, const T* qpos, const
 // The contacts that bounced in the forward step: the bounce branch of build_rows (e J qvel below
 // the push-out) with the normal row clamping. Their rows go to rows (normal row indices) and
 // their restitution to e; returns their count.
-template <class T>
-PHX_HD int bouncing_contacts(const ModelView<T>& m, const T* qvel, const ConstraintWorkspace<T>& c,
+template <class T, class S>
+PHX_HD int bouncing_contacts(const ModelView<S>& m, const T* qvel, const ConstraintWorkspace<T>& c,
                              const ContactView<T>& cv, const int* cls, int* rows, T* e) {
   int n = 0, row = 0;
   for (int i = 0; i < *cv.ncon; ++i) {
@@ -622,7 +631,7 @@ PHX_HD void adj_constrained_prepare(const ModelView<T>& m, ConstraintWorkspace<T
 // replay itself, its forward values read in place: then the step had rows (a step without
 // recomputes articulated-body arrays in w, which needs S = T).
 template <class T, class S>
-PHX_HD void adj_step_constrained_replayed(const ModelView<T>& m, const T* qpos, const T* qvel,
+PHX_HD void adj_step_constrained_replayed(const ModelView<S>& m, const T* qpos, const T* qvel,
                                           const T* ctrl, Workspace<S>& w,
                                           ConstraintWorkspace<T>& c, const ContactView<T>& cv,
                                           AdjWorkspace<T>& a, AdjConstraintWorkspace<T>& s,

@@ -31,8 +31,8 @@ PHX_HD void integrate_pos(const ModelView<T>& m, T* qpos, const T* qvel, T dt) {
 // Adjoint of integrate_pos at (qpos, qvel) -> qpos_out: accumulates into adj_qpos (input
 // configuration) and adj_qvel from adj_qpos_out; of the joints [j0, j1) only when given (j1 < 0:
 // to the last), which read and write their own coordinates alone.
-template <class T>
-PHX_HD void adj_integrate_pos(const ModelView<T>& m, const T* qpos, const T* qvel, T dt,
+template <class T, class S>
+PHX_HD void adj_integrate_pos(const ModelView<S>& m, const T* qpos, const T* qvel, T dt,
                               const T* adj_qpos_out, T* adj_qpos, T* adj_qvel, int j0 = 0,
                               int j1 = -1) {
   for (int j = j0; j < (j1 < 0 ? m.njnt : j1); ++j) {
@@ -72,8 +72,8 @@ PHX_HD void adj_integrate_pos(const ModelView<T>& m, const T* qpos, const T* qve
 // coordinates as they are, a ball or free rotation's local rotation vector 2 Im(conj(q) dq),
 // the inverse of integrate_pos to first order): from the tangent adjoint w (nv) into adj_qpos
 // (nq), accumulated. For a unit quaternion q the rotation part gives adj_q += 2 q (0, w).
-template <class T>
-PHX_HD void adj_tangent_to_qpos(const ModelView<T>& m, const T* qpos, const T* w, T* adj_qpos) {
+template <class T, class S>
+PHX_HD void adj_tangent_to_qpos(const ModelView<S>& m, const T* qpos, const T* w, T* adj_qpos) {
   for (int j = 0; j < m.njnt; ++j) {
     int qa = m.jnt_qposadr[j], da = m.jnt_dofadr[j];
     switch (m.jnt_type[j]) {

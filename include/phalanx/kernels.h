@@ -404,8 +404,9 @@ struct StepJacobianKernel {
   // host: the rows of qvel' kLanes<T> at a time (lane_adjoint.h), in lane_scratch_size's
   // storage past jacobian_scratch_size's (CUDA: one row per pass)
   bool lanes = false;
-  // host, may be null: the LaneModel<T> of model, which environments without per-environment
-  // parameters take instead of broadcasting the model per call
+  // host, may be null: the LaneModel<T> of model, which the lane passes of a step without rows
+  // (LaneDynamicsReplay) of environments without per-environment parameters take instead of
+  // broadcasting the model per call
   const void* lane_model = nullptr;
 
   PHX_HD void operator()(int e, Scratch<T> scratch) const {
@@ -458,7 +459,7 @@ struct StepJacobianKernel {
                                ? &static_cast<const LaneModel<T>*>(lane_model)->view
                                : nullptr;
       if (nl > 0 && m.nefcmax > 0 && *cv.nefc > 0) {
-        lane_rows(m, e, LaneReplay<T>(m, shared, rest, q, v, u, x.w, x.c, cv, x.s), nl);
+        lane_rows(m, e, LaneReplay<T>(m, rest, q, v, u, x.w, x.c, cv, x.s), nl);
       } else if (nl > 0) {
         // no rows: the step was forward_dynamics' (step_constrained leaves the same)
         lane_rows(m, e, LaneDynamicsReplay<T>(m, shared, rest, q, v, u, x.w), nl);

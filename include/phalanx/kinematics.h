@@ -193,7 +193,7 @@ PHX_HD void add_to(T* p, const Mat3<T>& A) {
 // to adj_qpos (accumulated). Walks each body's joint chain backward, children before parents,
 // from the orientations and joint rotations the forward kinematics left in the workspace.
 template <class T, class S>
-PHX_HD void adj_kinematics(const ModelView<T>& m, const T* qpos, const Workspace<S>& w,
+PHX_HD void adj_kinematics(const ModelView<S>& m, const T* qpos, const Workspace<S>& w,
                            AdjWorkspace<T>& a, T* adj_qpos) {
   for (int b = m.nbody - 1; b > 0; --b) {
     int p = m.body_parentid[b];
@@ -293,7 +293,7 @@ PHX_HD void adj_kinematics(const ModelView<T>& m, const T* qpos, const Workspace
 // Adjoint of com_pos: from the adjoints of cinert and cdof to those of xpos, xmat, xanchor,
 // xaxis and of the body masses and principal inertias.
 template <class T, class S>
-PHX_HD void adj_com_pos(const ModelView<T>& m, const Workspace<S>& w, AdjWorkspace<T>& a,
+PHX_HD void adj_com_pos(const ModelView<S>& m, const Workspace<S>& w, AdjWorkspace<T>& a,
                         const ModelAdjoint<T>& adj_model) {
   // motion subspaces: cdof = [axis; r x axis] with r = anchor - reference
   for (int j = 0; j < m.njnt; ++j) {
@@ -334,7 +334,7 @@ PHX_HD void adj_com_pos(const ModelView<T>& m, const Workspace<S>& w, AdjWorkspa
     Vec3<T> ipos = Vec3<T>::load(m.body_ipos + 3 * b);
     Vec3<T> c = Vec3<T>::load(w.xipos + 3 * b) - Vec3<T>::load(w.xpos + 3 * m.body_rootid[b]);
     T mass = m.body_mass[b];
-    const T* d = m.body_inertia + 3 * b;
+    const S* d = m.body_inertia + 3 * b;
     // symmetric adjoint G of the full rotational inertia (off-diagonal entries stored once)
     Mat3<T> G;
     G.m[0] = g.I[0];
@@ -371,7 +371,7 @@ PHX_HD void adj_com_pos(const ModelView<T>& m, const Workspace<S>& w, AdjWorkspa
 
 // Adjoint of com_vel: from the adjoints of cvel and cdof_dot to those of cdof and qvel.
 template <class T, class S>
-PHX_HD void adj_com_vel(const ModelView<T>& m, const T* qvel, const Workspace<S>& w,
+PHX_HD void adj_com_vel(const ModelView<S>& m, const T* qvel, const Workspace<S>& w,
                         AdjWorkspace<T>& a, T* adj_qvel) {
   for (int b = m.nbody - 1; b > 0; --b) {
     int p = m.body_parentid[b];

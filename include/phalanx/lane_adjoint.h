@@ -2,13 +2,17 @@
 //
 // The one-step Jacobians (StepJacobianKernel) run one reverse pass per row of qvel', each a
 // vector-Jacobian product with a unit seed through the same replayed step. LaneReplay copies
-// that step into Lane<T, W> form once (every forward value broadcast to all lanes: the model,
-// the constraint workspace, the contacts and rows, the LCP adjoint's shared factorisation),
-// then runs adj_step_constrained_replayed itself on W seeds per pass, lane k carrying seed k
-// (lane.h). The workspace, the largest part, is not copied: the stage adjoints take its scalar
-// as a template parameter and read the replay's own arrays, each value broadcast as it is
-// loaded (Vec3<L>::load of a T*, ...), which took 5 % off the half-cheetah's Jacobian.
-// The results equal W scalar passes up to the rounding of fused multiply-adds.
+// that step into Lane<T, W> form once (every forward value broadcast to all lanes: the
+// constraint workspace, the contacts and rows, the LCP adjoint's shared factorisation), then
+// runs adj_step_constrained_replayed itself on W seeds per pass, lane k carrying seed k
+// (lane.h). The model and the workspace, the largest parts, are not copied: the stage adjoints
+// take their scalar as a template parameter (ModelView<S>, Workspace<S>) and read them in
+// place, each value broadcast as it is loaded (Vec3<L>::load of a T*, ...), which took 5 % off
+// the half-cheetah's Jacobian (the workspace; the model 0-2 %, and 4 % with per-environment
+// parameters, whose model is no longer broadcast per call). A step without rows
+// (LaneDynamicsReplay) computes its articulated-body arrays again in lanes, from the model
+// and workspace in lane form. The results equal W scalar passes up to the rounding of fused
+// multiply-adds.
 #pragma once
 
 #if defined(__CUDACC__)
@@ -92,9 +96,10 @@ ModelView<Lane<T, W>> lane_model(const ModelView<T>& m, Lane<T, W>*& p) {
   return r;
 }
 
-// A model's reals broadcast to kLanes<T> lanes once, for the lane passes of every call on it
-// whose environments share its parameters (no per-environment copies): a compiled model on the
-// host keeps one (DeviceModel), and its Jacobians skip the broadcast (lane_model) per call.
+// A model's reals broadcast to kLanes<T> lanes once, for the lane passes of steps without rows
+// (LaneDynamicsReplay) of every call on it whose environments share its parameters (no
+// per-environment copies): a compiled model on the host keeps one (DeviceModel), and its
+// Jacobians skip the broadcast (lane_model) per call.
 template <class T>
 struct LaneModel {
   using L = Lane<T, kLanes<T>>;
@@ -114,13 +119,14 @@ struct LaneModel {
   }
 };
 
-// What every reverse pass on W seeds needs: the model in lane form, the state the step started
-// from, the seeds and one pass's adjoints, carved from storage aligned for the vector type
-// (the derived replays take their own arrays from the same storage, past these).
+// What every reverse pass on W seeds needs: the model (its scalar view, read in place), the
+// state the step started from, the seeds and one pass's adjoints, carved from storage aligned
+// for the vector type (the derived replays take their own arrays from the same storage, past
+// these).
 template <class T, int W>
 struct LanePass {
   using L = Lane<T, W>;
-  ModelView<L> m;
+  ModelView<T> m;
   L *qpos = nullptr, *qvel = nullptr, *ctrl = nullptr;  // the state the step started from
   L *seed_qpos = nullptr, *seed_qvel = nullptr;         // seeds (nq, nv)
   // adjoints of one pass, laid out as a row of StepJacobianKernel's jac and jac_param:
@@ -130,7 +136,7 @@ struct LanePass {
   static int cols(const ModelView<T>& m) { return m.nq + 2 * m.nv + m.nu; }
   // reals of the arrays above in units of L, and one more for the alignment
   static long lanes(const ModelView<T>& m) {
-    return model_reals(m) + 2L * (m.nq + m.nv) + m.nu + cols(m) + jacobian_nparam(m) + 1;
+    return 2L * (m.nq + m.nv) + m.nu + cols(m) + jacobian_nparam(m) + 1;
   }
 
  protected:
@@ -146,18 +152,12 @@ struct LanePass {
     for (long i = 0; i < n; ++i) to[i] = L(from[i]);
     return to;
   }
-  // the arrays above over storage (units of T), from the model m0 (its reals broadcast already
-  // in `shared` when non-null: a LaneModel's view of m0's model) and the step's start
-  void bind(const ModelView<T>& m0, const ModelView<L>* shared, T* storage, const T* qpos0,
-            const T* qvel0, const T* ctrl0) {
+  // the arrays above over storage (units of T), from the model m0 and the step's start
+  void bind(const ModelView<T>& m0, T* storage, const T* qpos0, const T* qvel0,
+            const T* ctrl0) {
     auto addr = reinterpret_cast<unsigned long>(storage);
     p_ = reinterpret_cast<L*>((addr + alignof(L) - 1) / alignof(L) * alignof(L));
-    if (shared) {
-      m = *shared;
-      lane_model_scalars(m0, m);
-    } else {
-      m = lane_model(m0, p_);
-    }
+    m = m0;
     qpos = put(qpos0, m0.nq);
     qvel = put(qvel0, m0.nv);
     ctrl = put(ctrl0, m0.nu);
@@ -208,14 +208,13 @@ struct LaneReplay : LanePass<T, W> {
   }
 
   // Binds over storage (size(m0)) and copies the step replayed from (qpos0, qvel0, ctrl0) on
-  // the model m0 (its reals in `shared` when non-null, see LanePass::bind), as it left w0, c0,
-  // cv0, qpos_next, qvel_next and, shared by reverse passes, s0 (adj_constrained_prepare).
-  LaneReplay(const ModelView<T>& m0, const ModelView<L>* shared, Scratch<T> storage,
-             const T* qpos0, const T* qvel0, const T* ctrl0, const Workspace<T>& w0,
-             const ConstraintWorkspace<T>& c0, const ContactView<T>& cv0,
-             const AdjConstraintWorkspace<T>& s0) {
+  // the model m0, as it left c0, cv0, qpos_next, qvel_next and, shared by reverse passes, s0
+  // (adj_constrained_prepare); the model and w0 are read in place (they outlive this).
+  LaneReplay(const ModelView<T>& m0, Scratch<T> storage, const T* qpos0, const T* qvel0,
+             const T* ctrl0, const Workspace<T>& w0, const ConstraintWorkspace<T>& c0,
+             const ContactView<T>& cv0, const AdjConstraintWorkspace<T>& s0) {
     const int nc = *cv0.ncon, nr = *cv0.nefc, nv = m0.nv;
-    this->bind(m0, shared, storage.reals, qpos0, qvel0, ctrl0);
+    this->bind(m0, storage.reals, qpos0, qvel0, ctrl0);
     int* q = storage.ints;
     m.nconmax = nc;
     m.nefcmax = nr;
@@ -271,24 +270,33 @@ struct LaneReplay : LanePass<T, W> {
 
 // A step without constraint rows (step(), or a step_constrained that had none) in lane form:
 // the workspace forward_dynamics left, and its reverse pass (adj_step_replayed) on W seeds of
-// qvel' at once. The articulated-body arrays are not copied: the pass computes them again.
+// qvel' at once. The articulated-body arrays are not copied: the pass computes them again, in
+// lanes, from the model in lane form (lm).
 template <class T, int W = kLanes<T>>
 struct LaneDynamicsReplay : LanePass<T, W> {
   using Base = LanePass<T, W>;
   using L = Lane<T, W>;
-  using Base::m;
+  ModelView<L> lm;  // the model, its reals broadcast
   Workspace<L> w{};
   AdjWorkspace<L> a{};
 
   static ScratchSize size(const ModelView<T>& m) {
-    return {W * (Base::lanes(m) + Workspace<T>::size(m.nbody, m.njnt, m.nv) +
+    return {W * (Base::lanes(m) + model_reals(m) + Workspace<T>::size(m.nbody, m.njnt, m.nv) +
                  AdjWorkspace<T>::size(m.nbody, m.njnt, m.nv)),
             0};
   }
 
+  // over storage (size(m0)); the model's reals are those of `shared` when non-null (a
+  // LaneModel's view of m0's model), else broadcast here
   LaneDynamicsReplay(const ModelView<T>& m0, const ModelView<L>* shared, Scratch<T> storage,
                      const T* qpos0, const T* qvel0, const T* ctrl0, const Workspace<T>& w0) {
-    this->bind(m0, shared, storage.reals, qpos0, qvel0, ctrl0);
+    this->bind(m0, storage.reals, qpos0, qvel0, ctrl0);
+    if (shared) {
+      lm = *shared;
+      lane_model_scalars(m0, lm);
+    } else {
+      lm = lane_model(m0, this->p_);
+    }
     const int nb = m0.nbody, nj = m0.njnt, nv = m0.nv;
     w = Workspace<L>::carve(this->take(Workspace<L>::size(nb, nj, nv)), nb, nj, nv);
     StepStore<L>::save_workspace(w0, w, nv);
@@ -298,7 +306,7 @@ struct LaneDynamicsReplay : LanePass<T, W> {
   // as LaneReplay::run (a pass without rows has no contact parameters' adjoints)
   void run(int d0, int n, bool params) {
     this->run_pass(d0, n, params, [this](auto& am, auto&, L* gq, L* gv, L* gc, L* gf) {
-      adj_step_replayed(m, this->qpos, this->qvel, this->ctrl, w, a, this->seed_qpos,
+      adj_step_replayed(lm, this->qpos, this->qvel, this->ctrl, w, a, this->seed_qpos,
                         this->seed_qvel, gq, gv, gc, am, gf);
     });
   }

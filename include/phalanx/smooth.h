@@ -112,7 +112,7 @@ PHX_HD void actuation(const ModelView<T>& m, const T* ctrl, T* qfrc) {
 // cdof_dot (in `a`), qvel and, when non-null, qacc. Needs the workspace of the forward rnea
 // call at the same arguments (cacc, the accumulated cfrc and cmom).
 template <class T, class S>
-PHX_HD void adj_rnea(const ModelView<T>& m, const T* qvel, const T* qacc, const Workspace<S>& w,
+PHX_HD void adj_rnea(const ModelView<S>& m, const T* qvel, const T* qacc, const Workspace<S>& w,
                      AdjWorkspace<T>& a, const T* adj_tau, T* adj_qvel, T* adj_qacc) {
   // tau_d = cdof_d . F_b, F_b = f_b + sum of the children's F: parents first
   for (int b = 1; b < m.nbody; ++b) {
@@ -163,7 +163,7 @@ PHX_HD void adj_rnea(const ModelView<T>& m, const T* qvel, const T* qacc, const 
 // crba at the same state, as a replayed step keeps it).
 // a.cinert must hold no other adjoint on entry (it is used to accumulate composite adjoints).
 template <class T, class S, class AdjM>
-PHX_HD void adj_crba(const ModelView<T>& m, const Workspace<S>& w, AdjWorkspace<T>& a,
+PHX_HD void adj_crba(const ModelView<S>& m, const Workspace<S>& w, AdjWorkspace<T>& a,
                      const AdjM& adj_M, const ModelAdjoint<T>& adj_model) {
   const S* crb = w.crb;  // the composite inertias crba left
   // adjoint of each composite inertia, then pushed down to the bodies it sums
@@ -197,14 +197,14 @@ PHX_HD void adj_crba(const ModelView<T>& m, const Workspace<S>& w, AdjWorkspace<
 
 // adj_crba of a dense adj_M (nv x nv, row-major)
 template <class T, class S>
-PHX_HD void adj_crba(const ModelView<T>& m, const Workspace<S>& w, AdjWorkspace<T>& a,
+PHX_HD void adj_crba(const ModelView<S>& m, const Workspace<S>& w, AdjWorkspace<T>& a,
                      const T* adj_M, const ModelAdjoint<T>& adj_model) {
   adj_crba(m, w, a, DenseEntries<T>{adj_M, m.nv}, adj_model);
 }
 
 // Adjoint of passive: from adj_qfrc to adj_qpos, adj_qvel, damping and stiffness.
-template <class T>
-PHX_HD void adj_passive(const ModelView<T>& m, const T* qpos, const T* qvel, const T* adj_qfrc,
+template <class T, class S>
+PHX_HD void adj_passive(const ModelView<S>& m, const T* qpos, const T* qvel, const T* adj_qfrc,
                         T* adj_qpos, T* adj_qvel, const ModelAdjoint<T>& adj_model) {
   for (int d = 0; d < m.nv; ++d) {
     adj_qvel[d] -= m.dof_damping[d] * adj_qfrc[d];
@@ -247,8 +247,8 @@ PHX_HD void adj_passive(const ModelView<T>& m, const T* qpos, const T* qvel, con
 }
 
 // Adjoint of actuation: from adj_qfrc to adj_ctrl (zero where the clamp is active) and gear.
-template <class T>
-PHX_HD void adj_actuation(const ModelView<T>& m, const T* ctrl, const T* adj_qfrc, T* adj_ctrl,
+template <class T, class S>
+PHX_HD void adj_actuation(const ModelView<S>& m, const T* ctrl, const T* adj_qfrc, T* adj_ctrl,
                           const ModelAdjoint<T>& adj_model) {
   for (int u = 0; u < m.nu; ++u) {
     T c = ctrl[u];

@@ -115,7 +115,9 @@ struct StepStore {
   int ncon = 0, nrow = 0;
   bool workspace = true;
 
-  PHX_HD static ScratchSize slot_size(const ModelView<T>& m, int ncon, int nrow,
+  // (the model of any scalar: a pass of several seeds reads its forward model in place)
+  template <class M>
+  PHX_HD static ScratchSize slot_size(const ModelView<M>& m, int ncon, int nrow,
                                       bool workspace = true) {
     long nv = m.nv, nr = nrow;
     long w = workspace ? Workspace<T>::size(m.nbody, m.njnt, nv) : 0;
@@ -128,8 +130,8 @@ struct StepStore {
   // state after it (qpos', qvel'). A step beyond the slot's room (which a deterministic
   // recomputation cannot take) is not kept: holds(k) is false and the caller replays it.
   // The step's scalar U converts to the slot's T (a Lane broadcasts it: lane_adjoint.h).
-  template <class U>
-  PHX_HD void save(const ModelView<T>& m, int k, const Workspace<U>& w,
+  template <class U, class M>
+  PHX_HD void save(const ModelView<M>& m, int k, const Workspace<U>& w,
                    const ConstraintWorkspace<U>& c, const ContactView<U>& cv, const U* qpos_next,
                    const U* qvel_next) const {
     Slot s = slot(m, k);
@@ -167,7 +169,8 @@ struct StepStore {
     copy(cv.efc_key, nr, s.cv.efc_key);
   }
 
-  PHX_HD bool holds(const ModelView<T>& m, int k) const { return *slot(m, k).cv.nefc >= 0; }
+  template <class M>
+  PHX_HD bool holds(const ModelView<M>& m, int k) const { return *slot(m, k).cv.nefc >= 0; }
 
   // Slot k's arrays as the workspaces, contacts and next state of its step. The constraint
   // workspace's scratch (tmp, lcp, ilcp) and its arrays the reverse pass does not read (bias,
@@ -179,7 +182,8 @@ struct StepStore {
     ConstraintWorkspace<T> c;
     ContactView<T> cv;
   };
-  PHX_HD Slot slot(const ModelView<T>& m, int k,
+  template <class M>
+  PHX_HD Slot slot(const ModelView<M>& m, int k,
                    const ConstraintWorkspace<T>& scratch = ConstraintWorkspace<T>{}) const {
     ScratchSize size = slot_size(m, ncon, nrow, workspace);
     T* p = reals + k * size.reals;
