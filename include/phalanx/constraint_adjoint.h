@@ -122,32 +122,39 @@ PHX_HD void delassus_rows(const ModelView<T>& m, int nrow, const ConstraintWorks
 // Jacobian's many reverse passes share it (Z non-null), else from the rows of Y = L^-1 J^T that
 // delassus left in c.Y: Z^T y = L^-T (Y^T y), four back substitutions. proj (4 nv) holds the
 // projections, which adj_M's terms read.
+// The step's arrays are c's (of its scalar S); vfree is c.vfree in T (the outer-product terms
+// hold arrays of T); a pass of another scalar than the step's has Z.
 template <class T, class S, int KJ, int KM>
-PHX_HD void adj_delassus(const ModelView<S>& m, int nrow, const ConstraintWorkspace<T>& c,
-                         const T* Z, const LcpAdjointA<T>& G, const T* adj_b, T* proj,
-                         OuterSum<T, KJ>& adj_J, T* adj_vfree, OuterSum<T, KM>& adj_M) {
+PHX_HD void adj_delassus(const ModelView<S>& m, int nrow, const ConstraintWorkspace<S>& c,
+                         const T* vfree, const T* Z, const LcpAdjointA<T>& G, const T* adj_b,
+                         T* proj, OuterSum<T, KJ>& adj_J, T* adj_vfree, OuterSum<T, KM>& adj_M) {
   const int nv = m.nv;
   T* PHX_RESTRICT Zy = proj;
   T* PHX_RESTRICT Za = proj + nv;
   T* PHX_RESTRICT Zz = proj + 2 * nv;
   T* PHX_RESTRICT Zb = proj + 3 * nv;
   for (int d = 0; d < 4 * nv; ++d) proj[d] = T(0);
-  const T* rows = Z ? Z : c.Y;
-  for (int r = 0; r < nrow; ++r) {
-    const T* PHX_RESTRICT z = rows + long(r) * nv;
-    const T y = G.y[r], alpha = G.alpha[r], zr = G.z[r], beta = G.beta[r];
-    for (int d = 0; d < nv; ++d) {
-      Zy[d] += y * z[d];
-      Za[d] += alpha * z[d];
-      Zz[d] += zr * z[d];
-      Zb[d] += beta * z[d];
+  auto project = [&](const auto* rows) {
+    for (int r = 0; r < nrow; ++r) {
+      const auto* PHX_RESTRICT z = rows + long(r) * nv;
+      const T y = G.y[r], alpha = G.alpha[r], zr = G.z[r], beta = G.beta[r];
+      for (int d = 0; d < nv; ++d) {
+        Zy[d] += y * z[d];
+        Za[d] += alpha * z[d];
+        Zz[d] += zr * z[d];
+        Zb[d] += beta * z[d];
+      }
     }
-  }
-  if (!Z)
+  };
+  if (Z) {
+    project(Z);
+  } else if constexpr (std::is_same_v<S, T>) {
+    project(c.Y);
     for (int k = 0; k < 4; ++k) cholesky_solve_upper(c.L, nv, proj + k * nv);
+  }
   T* PHX_RESTRICT av = adj_vfree;
   for (int r = 0; r < nrow; ++r) {
-    const T* PHX_RESTRICT J = c.J + long(r) * nv;
+    const S* PHX_RESTRICT J = c.J + long(r) * nv;
     const T ab = adj_b[r];
     for (int d = 0; d < nv; ++d) av[d] += ab * J[d];
   }
@@ -155,7 +162,7 @@ PHX_HD void adj_delassus(const ModelView<S>& m, int nrow, const ConstraintWorksp
   adj_J.add(G.y, Za, T(-1));
   adj_J.add(G.beta, Zz, T(1));
   adj_J.add(G.alpha, Zy, T(-1));
-  adj_J.add(adj_b, c.vfree, T(1));
+  adj_J.add(adj_b, vfree, T(1));
   adj_M.add(Zz, Zb, T(-1));
   adj_M.add(Zy, Za, T(1));
 }
@@ -233,6 +240,13 @@ struct AdjConstraintWorkspace {
   LcpAdjointFactor<T> base{};
   int* base_cls = nullptr;  // its classification                          (nefcmax)
   T* Z = nullptr;           // M^-1 J^T by rows                              (nefcmax x nv)
+  // A pass in another scalar than the step's (LaneReplay's lanes, which read the step's
+  // constraint workspace and contacts in place) takes from here what it cannot read there: the
+  // step's impulses and vfree in its own scalar, for the outer-product terms, and adj_lcp's
+  // scratch (4 nefcmax); LaneReplay binds them, null otherwise (c.lcp is the scratch).
+  const T* efc_force = nullptr;
+  const T* vfree = nullptr;
+  T* lcp = nullptr;
 
   // (the model of any scalar: a pass of several seeds reads its forward model in place)
   template <class M>
@@ -313,7 +327,7 @@ PHX_HD PHX_INLINE int pair_max_geom(const T* coef, int stride, int g1, int g2) {
 // them.
 template <class T, class S, class AdjRows>
 PHX_HD void adj_contact_rows(const ModelView<S>& m, const Workspace<S>& w,
-                             const ConstraintWorkspace<T>& c, const ContactView<T>& cv,
+                             const ConstraintWorkspace<S>& c, const ContactView<S>& cv,
                              const AdjRows& adj_J, AdjConstraintWorkspace<T>& s,
                              AdjWorkspace<T>& a, const ContactModelAdjoint<T>& adj_contact) {
   int ncon = *cv.ncon;
@@ -395,8 +409,8 @@ PHX_HD void replay_classification(const ModelView<S>& m, const LcpProblem<T>& p,
 
 // adj_lcp of s.adj_f on the classification F holds into s.adj_A, s.adj_b, s.adj_mu (zeroed
 // first); scratch: 4 p.n scalars.
-template <class T>
-PHX_HD void adj_lcp_rows(const LcpProblem<T>& p, const T* f, const LcpAdjointFactor<T>& F,
+template <class T, class S>
+PHX_HD void adj_lcp_rows(const LcpProblem<S>& p, const S* f, const LcpAdjointFactor<T>& F,
                          T* scratch, AdjConstraintWorkspace<T>& s) {
   for (int r = 0; r < p.n; ++r) s.adj_b[r] = s.adj_mu[r] = T(0);
   adj_lcp(p, f, F, s.adj_f, s.adj_A, s.adj_b, s.adj_mu, scratch);
@@ -422,18 +436,30 @@ PHX_HD T adj_lcp_score(const ModelView<S>& m, int nrow, const ConstraintWorkspac
 // The adjoint of qvel' = vfree + M^-1 J^T f onward, with g = adjoint of qvel' in s.g: to
 // adj_qpos, adj_qvel, adj_ctrl, the model and contact parameters and adj_qfrc (a generalized
 // force added to the applied ones; may be null), accumulated. The forward step's results are in
-// w, c and cv; a is zeroed here.
+// w, c and cv; a is zeroed here. With S other than T (seeds in lanes) the pass is the plain one
+// of a shared factorisation (s.base, s.efc_force, s.vfree and s.lcp bound by LaneReplay).
 template <class T, class S>
 PHX_HD void adj_constrained_velocity(const ModelView<S>& m, const T* qpos, const T* qvel,
-                                     const T* ctrl, Workspace<S>& w, ConstraintWorkspace<T>& c,
-                                     const ContactView<T>& cv, AdjWorkspace<T>& a,
+                                     const T* ctrl, Workspace<S>& w, ConstraintWorkspace<S>& c,
+                                     const ContactView<S>& cv, AdjWorkspace<T>& a,
                                      AdjConstraintWorkspace<T>& s, T* adj_qpos, T* adj_qvel,
                                      T* adj_ctrl, const ModelAdjoint<T>& adj_model,
                                      const ContactModelAdjoint<T>& adj_contact, T* adj_qfrc) {
+  constexpr bool own = std::is_same_v<S, T>;
   const int nv = m.nv, nrow = *cv.nefc;
   const T dt = m.timestep;
-  const T* f = cv.efc_force;
-  const bool aware = m.contact_gradient & kGradComplementarityAware;
+  const S* f = cv.efc_force;
+  // the step's impulses and vfree as arrays of T, for the outer-product terms
+  const T* f_t = nullptr;
+  const T* vfree_t = nullptr;
+  if constexpr (own) {
+    f_t = f;
+    vfree_t = c.vfree;
+  } else {
+    f_t = s.efc_force;
+    vfree_t = s.vfree;
+  }
+  const bool aware = own && (m.contact_gradient & kGradComplementarityAware);
   a.zero(m.nbody, m.njnt, m.nv);
 
   // adj_J and adj_M as their terms, sums of outer products of vectors kept in s, c and cv
@@ -450,9 +476,9 @@ PHX_HD void adj_constrained_velocity(const ModelView<S>& m, const T* qpos, const
     T* PHX_RESTRICT dv = s.dv;
     for (int k = 0; k < nv; ++k) dv[k] = s.qvel_next[k] - c.vfree[k];
     adj_M.add(lam, dv, T(-1));
-    adj_J.add(f, lam, T(1));
+    adj_J.add(f_t, lam, T(1));
     for (int r = 0; r < nrow; ++r) {
-      const T* PHX_RESTRICT J = c.J + long(r) * nv;
+      const S* PHX_RESTRICT J = c.J + long(r) * nv;
       T v = T(0), gv = T(0);
       for (int d = 0; d < nv; ++d) v += J[d] * lam[d];
       s.adj_f[r] = v;
@@ -465,35 +491,39 @@ PHX_HD void adj_constrained_velocity(const ModelView<S>& m, const T* qpos, const
   // the LCP on its classification (factored once per replay when s.base is bound, else here
   // in c.lcp); with the complementarity-aware option also on the loss-driven one, keeping the
   // larger score
-  LcpProblem<T> p = lcp_problem(nrow, c);
+  LcpProblem<S> p = lcp_problem(nrow, c);
   const bool cached = s.shared();
-  const int* cls = cached ? s.base_cls : s.cls;
-  if (!cached) replay_classification(m, p, f, cv, s.cls);
-  LcpAdjointFactor<T> F = cached ? s.base : lcp_adjoint_factor_bind(nrow, c.lcp, c.ilcp);
-  if (!cached) lcp_adjoint_factor(p, f, cls, lcp_rank_tol<T>(), F);
-  // adj_lcp's scratch: c.lcp past the factors bound there, or all of it when none is
-  T* lcp_free = cached && !aware ? c.lcp : c.lcp + lcp_adjoint_factor_size(nrow);
-  if (aware) {
-    lcp_classify_loss(p, cls, s.dl_dv, s.cls_loss);
-    adj_lcp_rows(p, f, F, lcp_free, s);
-    s.score[0] = adj_lcp_score(m, nrow, c, s);
-    // the loss-driven classification's factors in c.lcp, kept there when it wins
-    LcpAdjointFactor<T> L = lcp_adjoint_factor_bind(nrow, c.lcp, c.ilcp);
-    lcp_adjoint_factor(p, f, s.cls_loss, lcp_rank_tol<T>(), L);
-    adj_lcp_rows(p, f, L, lcp_free, s);
-    s.score[1] = adj_lcp_score(m, nrow, c, s);
-    if (s.score[1] > s.score[0]) {
-      F = L;
-    } else if (!cached) {
-      lcp_adjoint_factor(p, f, cls, lcp_rank_tol<T>(), F);
+  if constexpr (own) {
+    const int* cls = cached ? s.base_cls : s.cls;
+    if (!cached) replay_classification(m, p, f, cv, s.cls);
+    LcpAdjointFactor<T> F = cached ? s.base : lcp_adjoint_factor_bind(nrow, c.lcp, c.ilcp);
+    if (!cached) lcp_adjoint_factor(p, f, cls, lcp_rank_tol<T>(), F);
+    // adj_lcp's scratch: c.lcp past the factors bound there, or all of it when none is
+    T* lcp_free = cached && !aware ? c.lcp : c.lcp + lcp_adjoint_factor_size(nrow);
+    if (aware) {
+      lcp_classify_loss(p, cls, s.dl_dv, s.cls_loss);
+      adj_lcp_rows(p, f, F, lcp_free, s);
+      s.score[0] = adj_lcp_score(m, nrow, c, s);
+      // the loss-driven classification's factors in c.lcp, kept there when it wins
+      LcpAdjointFactor<T> L = lcp_adjoint_factor_bind(nrow, c.lcp, c.ilcp);
+      lcp_adjoint_factor(p, f, s.cls_loss, lcp_rank_tol<T>(), L);
+      adj_lcp_rows(p, f, L, lcp_free, s);
+      s.score[1] = adj_lcp_score(m, nrow, c, s);
+      if (s.score[1] > s.score[0]) {
+        F = L;
+      } else if (!cached) {
+        lcp_adjoint_factor(p, f, cls, lcp_rank_tol<T>(), F);
+      }
     }
+    adj_lcp_rows(p, f, F, lcp_free, s);
+  } else {
+    adj_lcp_rows(p, f, s.base, s.lcp, s);
   }
-  adj_lcp_rows(p, f, F, lcp_free, s);
   for (int d = 0; d < nv; ++d) s.adj_vfree[d] = s.g[d];
 
   // A = J M^-1 J^T, b = J vfree + corr
-  adj_delassus(m, nrow, c, cached ? s.Z : static_cast<const T*>(nullptr), s.adj_A, s.adj_b,
-               s.proj, adj_J, s.adj_vfree, adj_M);
+  adj_delassus(m, nrow, c, vfree_t, cached ? s.Z : static_cast<const T*>(nullptr), s.adj_A,
+               s.adj_b, s.proj, adj_J, s.adj_vfree, adj_M);
 
   // corrections of the contact rows (the branch build_rows took) and friction coefficients
   int ncon = *cv.ncon, row = 0, nbounce = 0;
@@ -501,13 +531,13 @@ PHX_HD void adj_constrained_velocity(const ModelView<S>& m, const T* qpos, const
   for (int i = 0; i < ncon; ++i) {
     int nr = contact_rows(m, cv.geom, i);
     int g1 = cv.geom[2 * i], g2 = cv.geom[2 * i + 1];
-    const T* J = c.J + long(row) * nv;
+    const S* J = c.J + long(row) * nv;
     T ab = s.adj_b[row];
     int ge = pair_max_geom(m.geom_restitution, 1, g1, g2);
     T e = m.geom_restitution[ge];
     T vn = T(0);
     for (int d = 0; d < nv; ++d) vn += J[d] * qvel[d];
-    NormalCorrection<T> corr = normal_correction(m, vn, e, cv.dist[i]);
+    NormalCorrection<T> corr = normal_correction(m, vn, e, T(cv.dist[i]));
     s.adj_dist[i] = T(0);
     if (corr.bounces()) {
       // corr = e J_r qvel: adj_J_r += e adj_b_r qvel (a term of adj_J below)
@@ -627,13 +657,15 @@ PHX_HD void adj_constrained_prepare(const ModelView<T>& m, ConstraintWorkspace<T
 // step_constrained has run from (qpos, qvel, ctrl) into s.qpos_next, s.qvel_next, w, c and cv
 // (and did not stop) and adj_constrained_prepare after it. It leaves those unchanged, so it
 // may run again with other seeds: one replay serves every row of a Jacobian.
-// The workspace's scalar S is T, or (several seeds in lanes, LaneReplay) the scalar of the
-// replay itself, its forward values read in place: then the step had rows (a step without
-// recomputes articulated-body arrays in w, which needs S = T).
+// The step's scalar S (of the model, workspaces and contacts) is T, or (several seeds in
+// lanes, LaneReplay) the replay's own, its forward values read in place: then the step had
+// rows (a step without recomputes articulated-body arrays in w, which needs S = T) and the
+// pass is the plain one of the replay's shared factorisation (neither contact-gradient option,
+// whose passes depend on their seed).
 template <class T, class S>
 PHX_HD void adj_step_constrained_replayed(const ModelView<S>& m, const T* qpos, const T* qvel,
                                           const T* ctrl, Workspace<S>& w,
-                                          ConstraintWorkspace<T>& c, const ContactView<T>& cv,
+                                          ConstraintWorkspace<S>& c, const ContactView<S>& cv,
                                           AdjWorkspace<T>& a, AdjConstraintWorkspace<T>& s,
                                           const T* adj_qpos_next, const T* adj_qvel_next,
                                           T* adj_qpos, T* adj_qvel, T* adj_ctrl,
@@ -656,63 +688,69 @@ PHX_HD void adj_step_constrained_replayed(const ModelView<S>& m, const T* qpos, 
   for (int d = 0; d < nv; ++d) s.u[d] = T(0);
   adj_integrate_pos(m, qpos, s.qvel_next, dt, adj_qpos_next, adj_qpos, s.u);
 
-  // bouncing contacts (c.lcp is free until the LCP adjoint)
-  int* brow = c.ilcp;
-  T* be = c.lcp;
-  int nb = 0;
-  if (m.contact_gradient & kGradBounceCorrection) {
-    detail::replay_classification(m, lcp_problem(nrow, c), cv.efc_force, cv, s.cls);
-    nb = detail::bouncing_contacts(m, qvel, c, cv, s.cls, brow, be);
-  }
-  if (nb == 0) {
+  if constexpr (!std::is_same_v<S, T>) {
     for (int d = 0; d < nv; ++d) s.g[d] = adj_qvel_next[d] + s.u[d];
     detail::adj_constrained_velocity(m, qpos, qvel, ctrl, w, c, cv, a, s, adj_qpos, adj_qvel,
                                      adj_ctrl, adj_model, adj_contact, adj_qfrc);
-    return;
-  }
+  } else {
+    // bouncing contacts (c.lcp is free until the LCP adjoint)
+    int* brow = c.ilcp;
+    T* be = c.lcp;
+    int nb = 0;
+    if (m.contact_gradient & kGradBounceCorrection) {
+      detail::replay_classification(m, lcp_problem(nrow, c), cv.efc_force, cv, s.cls);
+      nb = detail::bouncing_contacts(m, qvel, c, cv, s.cls, brow, be);
+    }
+    if (nb == 0) {
+      for (int d = 0; d < nv; ++d) s.g[d] = adj_qvel_next[d] + s.u[d];
+      detail::adj_constrained_velocity(m, qpos, qvel, ctrl, w, c, cv, a, s, adj_qpos, adj_qvel,
+                                       adj_ctrl, adj_model, adj_contact, adj_qfrc);
+      return;
+    }
 
-  // bounce correction: the step's adjoint of adj_qvel' alone, then of u with its state
-  // adjoints held apart and replaced by X's
-  for (int d = 0; d < nv; ++d) s.g[d] = adj_qvel_next[d];
-  detail::adj_constrained_velocity(m, qpos, qvel, ctrl, w, c, cv, a, s, adj_qpos, adj_qvel,
-                                   adj_ctrl, adj_model, adj_contact, adj_qfrc);
-  for (int i = 0; i < m.nq; ++i) s.hold_qpos[i] = T(0);
-  for (int d = 0; d < nv; ++d) {
-    s.hold_qvel[d] = T(0);
-    s.g[d] = s.u[d];
-  }
-  detail::adj_constrained_velocity(m, qpos, qvel, ctrl, w, c, cv, a, s, s.hold_qpos, s.hold_qvel,
-                                   adj_ctrl, adj_model, adj_contact, adj_qfrc);
-  // the bouncing rows again (the LCP adjoint used c.lcp), then lam from G lam = rhs,
-  // G_ik = (J_i . J_k)^2, rhs_i = -(1 + e_i) |J_i|^2 (minimum norm: equal
-  // rows make G singular); c.lcp past the restitutions holds G, its decomposition and rhs
-  detail::bouncing_contacts(m, qvel, c, cv, s.cls, brow, be);
-  T* G = be + nb;
-  Cod<T> cod = cod_bind(nb, G + nb * nb, brow + nb);
-  T* lam = G + nb * nb + cod_scratch_size(nb);
-  for (int i = 0; i < nb; ++i) {
-    const T* Ji = c.J + long(brow[i]) * nv;
+    // bounce correction: the step's adjoint of adj_qvel' alone, then of u with its state
+    // adjoints held apart and replaced by X's
+    for (int d = 0; d < nv; ++d) s.g[d] = adj_qvel_next[d];
+    detail::adj_constrained_velocity(m, qpos, qvel, ctrl, w, c, cv, a, s, adj_qpos, adj_qvel,
+                                     adj_ctrl, adj_model, adj_contact, adj_qfrc);
+    for (int i = 0; i < m.nq; ++i) s.hold_qpos[i] = T(0);
+    for (int d = 0; d < nv; ++d) {
+      s.hold_qvel[d] = T(0);
+      s.g[d] = s.u[d];
+    }
+    detail::adj_constrained_velocity(m, qpos, qvel, ctrl, w, c, cv, a, s, s.hold_qpos, s.hold_qvel,
+                                     adj_ctrl, adj_model, adj_contact, adj_qfrc);
+    // the bouncing rows again (the LCP adjoint used c.lcp), then lam from G lam = rhs,
+    // G_ik = (J_i . J_k)^2, rhs_i = -(1 + e_i) |J_i|^2 (minimum norm: equal
+    // rows make G singular); c.lcp past the restitutions holds G, its decomposition and rhs
+    detail::bouncing_contacts(m, qvel, c, cv, s.cls, brow, be);
+    T* G = be + nb;
+    Cod<T> cod = cod_bind(nb, G + nb * nb, brow + nb);
+    T* lam = G + nb * nb + cod_scratch_size(nb);
+    for (int i = 0; i < nb; ++i) {
+      const T* Ji = c.J + long(brow[i]) * nv;
+      for (int k = 0; k < nb; ++k) {
+        const T* Jk = c.J + long(brow[k]) * nv;
+        T dot(0);
+        for (int d = 0; d < nv; ++d) dot += Ji[d] * Jk[d];
+        G[i * nb + k] = dot * dot;
+        if (i == k) lam[i] = -(T(1) + be[i]) * dot;
+      }
+    }
+    cod_factor(cod, G, lcp_rank_tol<T>());
+    cod_solve(cod, lam);
+    // (X - I)^T u = sum_k lam_k J_k (J_k . u): X^T u into adj_qvel, / dt into the tangent of qpos
+    for (int d = 0; d < nv; ++d) s.tmp[d] = T(0);
     for (int k = 0; k < nb; ++k) {
       const T* Jk = c.J + long(brow[k]) * nv;
-      T dot(0);
-      for (int d = 0; d < nv; ++d) dot += Ji[d] * Jk[d];
-      G[i * nb + k] = dot * dot;
-      if (i == k) lam[i] = -(T(1) + be[i]) * dot;
+      T ju(0);
+      for (int d = 0; d < nv; ++d) ju += Jk[d] * s.u[d];
+      for (int d = 0; d < nv; ++d) s.tmp[d] += lam[k] * ju * Jk[d];
     }
+    for (int d = 0; d < nv; ++d) adj_qvel[d] += s.u[d] + s.tmp[d];
+    for (int d = 0; d < nv; ++d) s.tmp[d] /= dt;
+    adj_tangent_to_qpos(m, qpos, s.tmp, adj_qpos);
   }
-  cod_factor(cod, G, lcp_rank_tol<T>());
-  cod_solve(cod, lam);
-  // (X - I)^T u = sum_k lam_k J_k (J_k . u): X^T u into adj_qvel, / dt into the tangent of qpos
-  for (int d = 0; d < nv; ++d) s.tmp[d] = T(0);
-  for (int k = 0; k < nb; ++k) {
-    const T* Jk = c.J + long(brow[k]) * nv;
-    T ju(0);
-    for (int d = 0; d < nv; ++d) ju += Jk[d] * s.u[d];
-    for (int d = 0; d < nv; ++d) s.tmp[d] += lam[k] * ju * Jk[d];
-  }
-  for (int d = 0; d < nv; ++d) adj_qvel[d] += s.u[d] + s.tmp[d];
-  for (int d = 0; d < nv; ++d) s.tmp[d] /= dt;
-  adj_tangent_to_qpos(m, qpos, s.tmp, adj_qpos);
 }
 
 // Adjoint of one step_constrained: replays the forward from (qpos, qvel, ctrl) and the previous

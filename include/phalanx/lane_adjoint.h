@@ -1,18 +1,19 @@
 // Reverse passes of one replayed constrained step on kLanes<T> seeds at once (host only).
 //
 // The one-step Jacobians (StepJacobianKernel) run one reverse pass per row of qvel', each a
-// vector-Jacobian product with a unit seed through the same replayed step. LaneReplay copies
-// that step into Lane<T, W> form once (every forward value broadcast to all lanes: the
-// constraint workspace, the contacts and rows, the LCP adjoint's shared factorisation), then
-// runs adj_step_constrained_replayed itself on W seeds per pass, lane k carrying seed k
-// (lane.h). The model and the workspace, the largest parts, are not copied: the stage adjoints
-// take their scalar as a template parameter (ModelView<S>, Workspace<S>) and read them in
-// place, each value broadcast as it is loaded (Vec3<L>::load of a T*, ...), which took 5 % off
-// the half-cheetah's Jacobian (the workspace; the model 0-2 %, and 4 % with per-environment
-// parameters, whose model is no longer broadcast per call). A step without rows
-// (LaneDynamicsReplay) computes its articulated-body arrays again in lanes, from the model
-// and workspace in lane form. The results equal W scalar passes up to the rounding of fused
-// multiply-adds.
+// vector-Jacobian product with a unit seed through the same replayed step. LaneReplay runs
+// adj_step_constrained_replayed itself on W seeds per pass, lane k carrying seed k (lane.h),
+// over the replay's own forward arrays: the stage adjoints take the step's scalar as a second
+// template parameter (ModelView<S>, Workspace<S>, ConstraintWorkspace<S>, ContactView<S>) and
+// read the model, workspaces and contacts in place, each value broadcast as it is loaded
+// (Vec3<L>::load of a T*, dot_n of a T* and an L*, ...). Only what the pass keeps as arrays of
+// lanes is copied once (the state after the step, the impulses and vfree of the outer-product
+// terms, the LCP adjoint's shared factorisation and Z). Copying the whole step into lanes
+// instead cost the half-cheetah's Jacobian 10 % (the workspace 5 %, the constraint part 4-5 %,
+// the model 0-2 %, and 4 % with per-environment parameters, whose model was broadcast per
+// call). A step without rows (LaneDynamicsReplay) computes its articulated-body arrays again in
+// lanes, from the model and workspace in lane form. The results equal W scalar passes up to
+// the rounding of fused multiply-adds.
 #pragma once
 
 #if defined(__CUDACC__)
@@ -185,31 +186,34 @@ struct LanePass {
   }
 };
 
-// A replayed constrained step in lane form, and its reverse pass on W seeds of qvel' at once.
+// A replayed constrained step and its reverse pass on W seeds of qvel' at once: the model, the
+// workspaces and the contacts are the replay's, read in place; what the pass keeps in lane form
+// is copied (the state after the step, the impulses and vfree for the outer-product terms, the
+// LCP adjoint's shared factorisation and Z).
 template <class T, int W = kLanes<T>>
 struct LaneReplay : LanePass<T, W> {
   using Base = LanePass<T, W>;
   using L = Lane<T, W>;
   using Base::m;
-  Workspace<T> w{};  // the replayed step's workspace, read in place (its values are the lanes')
-  typename StepStore<L>::Slot x{};   // the step: state after it, constraint workspace, contacts
+  Workspace<T> w{};
+  ConstraintWorkspace<T> c{};
+  ContactView<T> cv{};
   AdjWorkspace<L> a{};
   AdjConstraintWorkspace<L> s{};
 
   // storage for a model of m's capacities: reals in units of T, ints
   static ScratchSize size(const ModelView<T>& m) {
     const long nv = m.nv, ne = m.nefcmax;
-    ScratchSize slot = StepStore<T>::slot_size(m, m.nconmax, m.nefcmax, false);
     ScratchSize adj = AdjConstraintWorkspace<T>::size(m);
     ScratchSize factor = AdjConstraintWorkspace<T>::factor_size(m);
-    long lanes = Base::lanes(m) + slot.reals + nv + 4 * ne +
+    long lanes = Base::lanes(m) + m.nq + 2 * nv + 5 * ne +
                  AdjWorkspace<T>::size(m.nbody, m.njnt, m.nv) + adj.reals + factor.reals;
-    return {W * lanes, slot.ints + adj.ints + factor.ints};
+    return {W * lanes, adj.ints + factor.ints};
   }
 
-  // Binds over storage (size(m0)) and copies the step replayed from (qpos0, qvel0, ctrl0) on
-  // the model m0, as it left c0, cv0, qpos_next, qvel_next and, shared by reverse passes, s0
-  // (adj_constrained_prepare); the model and w0 are read in place (they outlive this).
+  // Binds over storage (size(m0)) the step replayed from (qpos0, qvel0, ctrl0) on the model m0
+  // as it left w0, c0, cv0 and, shared by reverse passes, s0 (adj_constrained_prepare); they
+  // outlive this, and the passes leave them unchanged.
   LaneReplay(const ModelView<T>& m0, Scratch<T> storage, const T* qpos0, const T* qvel0,
              const T* ctrl0, const Workspace<T>& w0, const ConstraintWorkspace<T>& c0,
              const ContactView<T>& cv0, const AdjConstraintWorkspace<T>& s0) {
@@ -218,26 +222,20 @@ struct LaneReplay : LanePass<T, W> {
     int* q = storage.ints;
     m.nconmax = nc;
     m.nefcmax = nr;
-
-    // the step: a StepStore slot at its own counts without the workspace, which the passes
-    // read where the replay left it (w0 outlives this), the adjoint's scratch beside it
     w = w0;
-    ScratchSize slot = StepStore<L>::slot_size(m, nc, nr, false);
-    StepStore<L> store{this->take(slot.reals), q, nc, nr, false};
-    q += slot.ints;
-    ConstraintWorkspace<L> scratch{};
-    scratch.tmp = this->take(nv);
-    scratch.lcp = this->take(4L * nr);  // adj_lcp's, the LCP adjoint's factors being s's
-    store.save(m, 0, w0, c0, cv0, s0.qpos_next, s0.qvel_next);
-    x = store.slot(m, 0, scratch);
+    c = c0;
+    cv = cv0;
 
     a = AdjWorkspace<L>::carve(this->take(AdjWorkspace<L>::size(m.nbody, m.njnt, nv)), m.nbody,
                                m.njnt, nv);
     ScratchSize adj = AdjConstraintWorkspace<L>::size(m);
     s = AdjConstraintWorkspace<L>::carve(m, this->take(adj.reals), q);
     q += adj.ints;
-    s.qpos_next = x.qpos_next;
-    s.qvel_next = x.qvel_next;
+    s.qpos_next = this->put(s0.qpos_next, m.nq);
+    s.qvel_next = this->put(s0.qvel_next, nv);
+    s.efc_force = this->put(cv0.efc_force, nr);
+    s.vfree = this->put(c0.vfree, nv);
+    s.lcp = this->take(4L * nr);
     ScratchSize factor = AdjConstraintWorkspace<L>::factor_size(m);
     s.bind_factor(m, this->take(factor.reals), q);
     const LcpAdjointFactor<T>& F0 = s0.base;
@@ -262,7 +260,7 @@ struct LaneReplay : LanePass<T, W> {
   // adj_qpos' = 0, into out; the parameters' adjoints when params.
   void run(int d0, int n, bool params) {
     this->run_pass(d0, n, params, [this](auto& am, auto& ac, L* gq, L* gv, L* gc, L* gf) {
-      adj_step_constrained_replayed(m, this->qpos, this->qvel, this->ctrl, w, x.c, x.cv, a, s,
+      adj_step_constrained_replayed(m, this->qpos, this->qvel, this->ctrl, w, c, cv, a, s,
                                     this->seed_qpos, this->seed_qvel, gq, gv, gc, am, ac, gf);
     });
   }

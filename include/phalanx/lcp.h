@@ -767,9 +767,10 @@ PHX_HD void lcp_adjoint_factor_explicit(const LcpProblem<T>& p, const T* f, cons
 // adj_A (entries as read: not symmetrised) has rank two, every entry being -y_a alpha_j +
 // z_a beta_j on a clamping row a: it is written (overwritten) as its factors, LcpAdjointA.
 // Accumulates into adj_b (n) and adj_mu (n, nonzero on friction rows; may be null when p.mu is).
-// scratch: 4 n scalars.
-template <class T>
-PHX_HD void adj_lcp(const LcpProblem<T>& p, const T* f, const LcpAdjointFactor<T>& F,
+// scratch: 4 n scalars. The problem and solution may be of another scalar S than the adjoints
+// (a Lane of seeds reads the forward problem in place).
+template <class T, class S>
+PHX_HD void adj_lcp(const LcpProblem<S>& p, const S* f, const LcpAdjointFactor<T>& F,
                     const T* adj_f, const LcpAdjointA<T>& adj_A, T* adj_b, T* adj_mu,
                     T* scratch) {
   const int n = p.n, m = F.m;

@@ -106,23 +106,16 @@ struct TapeView {
 // step's own counts, within room for `ncon` contacts and `nrow` rows: the most of any step of
 // the rollout (TapeView::peak), so that a slot is a few times the state's size rather than
 // the nconmax and nefcmax a model allows. Slots are env-private scratch of the backward pass.
-// Without `workspace` a slot leaves the workspace out (Slot::w unbound), for a reverse pass
-// that reads the step's own (LaneReplay).
 template <class T>
 struct StepStore {
   T* reals = nullptr;  // (nslot x slot_size().reals)
   int* ints = nullptr; // (nslot x slot_size().ints)
   int ncon = 0, nrow = 0;
-  bool workspace = true;
 
-  // (the model of any scalar: a pass of several seeds reads its forward model in place)
-  template <class M>
-  PHX_HD static ScratchSize slot_size(const ModelView<M>& m, int ncon, int nrow,
-                                      bool workspace = true) {
+  PHX_HD static ScratchSize slot_size(const ModelView<T>& m, int ncon, int nrow) {
     long nv = m.nv, nr = nrow;
-    long w = workspace ? Workspace<T>::size(m.nbody, m.njnt, nv) : 0;
-    return {m.nq + nv + w + 12L * m.ngeom + nv * nv + nv + 2 * nr * nv + nr * nr + 5 * nr +
-                13L * ncon,
+    return {m.nq + nv + Workspace<T>::size(m.nbody, m.njnt, nv) + 12L * m.ngeom + nv * nv + nv +
+                2 * nr * nv + nr * nr + 5 * nr + 13L * ncon,
             5 + 2L * ncon + 3 * nr};
   }
 
@@ -130,8 +123,8 @@ struct StepStore {
   // state after it (qpos', qvel'). A step beyond the slot's room (which a deterministic
   // recomputation cannot take) is not kept: holds(k) is false and the caller replays it.
   // The step's scalar U converts to the slot's T (a Lane broadcasts it: lane_adjoint.h).
-  template <class U, class M>
-  PHX_HD void save(const ModelView<M>& m, int k, const Workspace<U>& w,
+  template <class U>
+  PHX_HD void save(const ModelView<T>& m, int k, const Workspace<U>& w,
                    const ConstraintWorkspace<U>& c, const ContactView<U>& cv, const U* qpos_next,
                    const U* qvel_next) const {
     Slot s = slot(m, k);
@@ -142,7 +135,7 @@ struct StepStore {
     }
     copy(qpos_next, m.nq, s.qpos_next);
     copy(qvel_next, nv, s.qvel_next);
-    if (workspace) save_workspace(w, s.w, nv);
+    save_workspace(w, s.w, nv);
     copy(c.geom_xpos, 3L * m.ngeom, s.c.geom_xpos);
     copy(c.geom_xmat, 9L * m.ngeom, s.c.geom_xmat);
     copy(c.L, long(nv) * nv, s.c.L);
@@ -169,8 +162,7 @@ struct StepStore {
     copy(cv.efc_key, nr, s.cv.efc_key);
   }
 
-  template <class M>
-  PHX_HD bool holds(const ModelView<M>& m, int k) const { return *slot(m, k).cv.nefc >= 0; }
+  PHX_HD bool holds(const ModelView<T>& m, int k) const { return *slot(m, k).cv.nefc >= 0; }
 
   // Slot k's arrays as the workspaces, contacts and next state of its step. The constraint
   // workspace's scratch (tmp, lcp, ilcp) and its arrays the reverse pass does not read (bias,
@@ -182,10 +174,9 @@ struct StepStore {
     ConstraintWorkspace<T> c;
     ContactView<T> cv;
   };
-  template <class M>
-  PHX_HD Slot slot(const ModelView<M>& m, int k,
+  PHX_HD Slot slot(const ModelView<T>& m, int k,
                    const ConstraintWorkspace<T>& scratch = ConstraintWorkspace<T>{}) const {
-    ScratchSize size = slot_size(m, ncon, nrow, workspace);
+    ScratchSize size = slot_size(m, ncon, nrow);
     T* p = reals + k * size.reals;
     int* q = ints + k * size.ints;
     auto take = [&p](long n) { T* r = p; p += n; return r; };
@@ -194,9 +185,8 @@ struct StepStore {
     Slot s;
     s.qpos_next = take(m.nq);
     s.qvel_next = take(nv);
-    s.w = workspace ? Workspace<T>::carve(take(Workspace<T>::size(m.nbody, m.njnt, m.nv)),
-                                          m.nbody, m.njnt, m.nv)
-                    : Workspace<T>{};
+    s.w = Workspace<T>::carve(take(Workspace<T>::size(m.nbody, m.njnt, m.nv)), m.nbody, m.njnt,
+                              m.nv);
     s.c = scratch;
     s.c.geom_xpos = take(3L * m.ngeom);
     s.c.geom_xmat = take(9L * m.ngeom);

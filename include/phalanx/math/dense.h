@@ -9,14 +9,16 @@ namespace phx {
 
 // sum_k a[k] b[k] over n entries, as four interleaved partial sums: the additions of a single
 // running sum form one chain of dependent latencies, which bounded the solves and PGS sweeps.
+// The two arrays may hold different scalars (a forward value against a Lane of adjoints).
 // (gcc 12 warns of the unrolled body's subscripts when it inlines a constant n < 4, for which
 // the body never runs: the warning is silenced here alone.)
 #if defined(__GNUC__) && !defined(__clang__) && !defined(__CUDACC__)
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Warray-bounds"
 #endif
-template <class T>
-PHX_HD PHX_INLINE T dot_n(const T* PHX_RESTRICT a, const T* PHX_RESTRICT b, int n) {
+template <class A, class B>
+PHX_HD PHX_INLINE auto dot_n(const A* PHX_RESTRICT a, const B* PHX_RESTRICT b, int n) {
+  using T = decltype(a[0] * b[0]);
   T s0(0), s1(0), s2(0), s3(0);
   const int n4 = n & ~3;
   int k = 0;
@@ -146,11 +148,12 @@ PHX_HD bool cholesky(T* A, int n) {
   return true;
 }
 
-// Solve L y = b in place (forward substitution) with the factor from cholesky().
-template <class T>
-PHX_HD void cholesky_solve_lower(const T* L, int n, T* b) {
+// Solve L y = b in place (forward substitution) with the factor from cholesky(). The solves
+// take the factor in its own scalar S (a Lane b reads it in place).
+template <class S, class T>
+PHX_HD void cholesky_solve_lower(const S* L, int n, T* b) {
   for (int i = 0; i < n; ++i) {
-    const T* row = L + i * n;
+    const S* row = L + i * n;
     b[i] = (b[i] - dot_n(row, b, i)) * row[i];
   }
 }
@@ -187,10 +190,10 @@ PHX_HD void cholesky_solve_lower_rows(const T* L, int n, T* B, int nrow) {
 
 // Solve L^T x = y in place (back substitution) with the factor from cholesky(): by columns of
 // L^T, which are rows of L, so that the inner loop runs along memory.
-template <class T>
-PHX_HD void cholesky_solve_upper(const T* L, int n, T* b) {
+template <class S, class T>
+PHX_HD void cholesky_solve_upper(const S* L, int n, T* b) {
   for (int i = n - 1; i >= 0; --i) {
-    const T* PHX_RESTRICT row = L + i * n;
+    const S* PHX_RESTRICT row = L + i * n;
     const T x = b[i] * row[i];
     b[i] = x;
     T* PHX_RESTRICT out = b;
@@ -199,8 +202,8 @@ PHX_HD void cholesky_solve_upper(const T* L, int n, T* b) {
 }
 
 // Solve L L^T x = b in place (x overwrites b) with the factor from cholesky().
-template <class T>
-PHX_HD void cholesky_solve(const T* L, int n, T* b) {
+template <class S, class T>
+PHX_HD void cholesky_solve(const S* L, int n, T* b) {
   cholesky_solve_lower(L, n, b);
   cholesky_solve_upper(L, n, b);
 }

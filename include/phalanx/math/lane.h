@@ -3,7 +3,7 @@
 // A vector-Jacobian product is linear in its seed, so the reverse pass of one step can carry W
 // seeds side by side: every adjoint becomes a Lane whose lanes are the W seeds' adjoints, and
 // every forward value (the replayed step's, the model's) a Lane holding the same value in
-// every lane, stored so or broadcast from a scalar as it is loaded (the workspace's). The core
+// every lane, broadcast from its scalar as it is loaded (or stored so, a few arrays). The core
 // is templated on its scalar (scalar.h), so the stage adjoints run on Lane unchanged, one
 // vector instruction doing the work of W scalar ones.
 //
