@@ -7,8 +7,8 @@
 // template parameter (ModelView<S>, Workspace<S>, ConstraintWorkspace<S>, ContactView<S>) and
 // read the model, workspaces and contacts in place, each value broadcast as it is loaded
 // (Vec3<L>::load of a T*, dot_n of a T* and an L*, ...). Only what the pass keeps as arrays of
-// lanes is copied once (the state after the step, the impulses and vfree of the outer-product
-// terms, the LCP adjoint's shared factorisation and Z). Copying the whole step into lanes
+// lanes is copied once (qvel', the impulses and vfree of the outer-product terms, the LCP
+// adjoint's shared factorisation and Z). Copying the whole step into lanes
 // instead cost the half-cheetah's Jacobian 10 % (the workspace 5 %, the constraint part 4-5 %,
 // the model 0-2 %, and 4 % with per-environment parameters, whose model was broadcast per
 // call). A step without rows (LaneDynamicsReplay) computes its articulated-body arrays again in
@@ -188,8 +188,8 @@ struct LanePass {
 
 // A replayed constrained step and its reverse pass on W seeds of qvel' at once: the model, the
 // workspaces and the contacts are the replay's, read in place; what the pass keeps in lane form
-// is copied (the state after the step, the impulses and vfree for the outer-product terms, the
-// LCP adjoint's shared factorisation and Z).
+// is copied (qvel', the impulses and vfree for the outer-product terms, the LCP adjoint's shared
+// factorisation and Z).
 template <class T, int W = kLanes<T>>
 struct LaneReplay : LanePass<T, W> {
   using Base = LanePass<T, W>;
@@ -206,7 +206,7 @@ struct LaneReplay : LanePass<T, W> {
     const long nv = m.nv, ne = m.nefcmax;
     ScratchSize adj = AdjConstraintWorkspace<T>::size(m);
     ScratchSize factor = AdjConstraintWorkspace<T>::factor_size(m);
-    long lanes = Base::lanes(m) + m.nq + 2 * nv + 5 * ne +
+    long lanes = Base::lanes(m) + 2 * nv + 5 * ne +
                  AdjWorkspace<T>::size(m.nbody, m.njnt, m.nv) + adj.reals + factor.reals;
     return {W * lanes, adj.ints + factor.ints};
   }
@@ -231,7 +231,7 @@ struct LaneReplay : LanePass<T, W> {
     ScratchSize adj = AdjConstraintWorkspace<L>::size(m);
     s = AdjConstraintWorkspace<L>::carve(m, this->take(adj.reals), q);
     q += adj.ints;
-    s.qpos_next = this->put(s0.qpos_next, m.nq);
+    s.qpos_next = nullptr;  // the replayed pass does not read qpos'
     s.qvel_next = this->put(s0.qvel_next, nv);
     s.efc_force = this->put(cv0.efc_force, nr);
     s.vfree = this->put(c0.vfree, nv);
