@@ -34,10 +34,12 @@ struct Env {
     adj_q.assign(h.nq, T(0));
     adj_v.assign(h.nv, T(0));
     adj_c.assign(h.nu, T(0));
-    scratch.resize(model.scratch_size().reals);
-    w = phx::make_workspace(m, scratch.data());
-    adj_block.resize(phx::AdjWorkspace<T>::size(m.nbody, m.njnt, m.nv));
-    a = phx::AdjWorkspace<T>::carve(adj_block.data(), m.nbody, m.njnt, m.nv);
+    scratch.resize(phx::Workspace<T>::size(m));
+    phx::Arena<T> arena(scratch.data(), nullptr);
+    w = phx::Workspace<T>::carve(m, arena);
+    adj_block.resize(phx::AdjWorkspace<T>::size(m));
+    phx::Arena<T> adj_arena(adj_block.data(), nullptr);
+    a = phx::AdjWorkspace<T>::carve(m, adj_arena);
   }
 };
 

@@ -663,7 +663,7 @@ class PyWarmStart {
         if (e < 0 || e >= d.nenv())
           throw std::invalid_argument("phalanx: environment " + std::to_string(e) +
                                       " out of range [0, " + std::to_string(d.nenv()) + ")");
-        phx::detail::device_zero(device_, d.nefc.data() + e, sizeof(int));
+        phx::detail::device_zero(device_, d.contact.nefc.data() + e, sizeof(int));
       }
     });
   }
@@ -671,7 +671,7 @@ class PyWarmStart {
   // rows each environment holds now (nefc), for tests and tools; empty before the first call
   py::array_t<int> rows() const {
     py::array_t<int> out{py::ssize_t{nenv()}};
-    cvisit([&](const auto& d) { d.nefc.download(out.mutable_data(), size_t(d.nenv())); });
+    cvisit([&](const auto& d) { d.contact.nefc.download(out.mutable_data(), size_t(d.nenv())); });
     return out;
   }
 
@@ -902,16 +902,19 @@ py::array field_view(const py::object& owner, const std::vector<V>& v, py::ssize
   return a;
 }
 
-// Model.<name>: the field as a read-only numpy array
+// Model.<name>: the field as a read-only numpy array of shape (count,) or (count, width)
 template <class V>
 void def_array(py::class_<PyModel>& cls, const char* name, std::vector<V> phx::Model::*field,
-               py::ssize_t cols, const char* doc) {
+               int width, const char* comment, const char* count) {
+  py::ssize_t cols = width > 1 ? width : 0;
+  std::string doc = std::string(comment) + " (" + count +
+                    (width > 1 ? ", " + std::to_string(width) + ")" : ",)");
   cls.def_property_readonly(
       name,
       [field, cols](const py::object& self) {
         return field_view(self, self.cast<const PyModel&>().model().*field, cols);
       },
-      doc);
+      doc.c_str());
 }
 
 // bind the float and double overloads of one query; numpy arrays are matched without
@@ -1104,55 +1107,10 @@ PYBIND11_MODULE(_phalanx, mod) {
 
   // arrays, with the shapes of host/model.h
   using M = phx::Model;
-  def_array(cls, "qpos0", &M::qpos0, 0, "qpos at the reference configuration (nq,)");
-  def_array(cls, "qpos_spring", &M::qpos_spring, 0, "reference qpos of joint springs (nq,)");
-  def_array(cls, "body_parentid", &M::body_parentid, 0, "id of parent body (nbody,)");
-  def_array(cls, "body_rootid", &M::body_rootid, 0, "id of the root of the body's tree (nbody,)");
-  def_array(cls, "body_jntnum", &M::body_jntnum, 0, "number of joints of the body (nbody,)");
-  def_array(cls, "body_jntadr", &M::body_jntadr, 0, "first joint id, -1 if none (nbody,)");
-  def_array(cls, "body_dofnum", &M::body_dofnum, 0, "number of dofs of the body (nbody,)");
-  def_array(cls, "body_dofadr", &M::body_dofadr, 0, "first dof id, -1 if none (nbody,)");
-  def_array(cls, "body_geomnum", &M::body_geomnum, 0, "number of geoms of the body (nbody,)");
-  def_array(cls, "body_geomadr", &M::body_geomadr, 0, "first geom id, -1 if none (nbody,)");
-  def_array(cls, "body_pos", &M::body_pos, 3, "position offset rel. to parent body (nbody, 3)");
-  def_array(cls, "body_quat", &M::body_quat, 4, "orientation rel. to parent body (nbody, 4)");
-  def_array(cls, "body_ipos", &M::body_ipos, 3, "centre of mass in body frame (nbody, 3)");
-  def_array(cls, "body_iquat", &M::body_iquat, 4, "principal inertia frame (nbody, 4)");
-  def_array(cls, "body_mass", &M::body_mass, 0, "mass (kg) (nbody,)");
-  def_array(cls, "body_inertia", &M::body_inertia, 3, "principal moments of inertia (nbody, 3)");
-  def_array(cls, "jnt_type", &M::jnt_type, 0,
-            "JointType: 0 free, 1 ball, 2 slide, 3 hinge (njnt,)");
-  def_array(cls, "jnt_bodyid", &M::jnt_bodyid, 0, "id of the joint's body (njnt,)");
-  def_array(cls, "jnt_qposadr", &M::jnt_qposadr, 0, "start address in qpos (njnt,)");
-  def_array(cls, "jnt_dofadr", &M::jnt_dofadr, 0, "start address in qvel (njnt,)");
-  def_array(cls, "jnt_limited", &M::jnt_limited, 0, "does the joint have limits (njnt,)");
-  def_array(cls, "jnt_pos", &M::jnt_pos, 3, "anchor position in body frame (njnt, 3)");
-  def_array(cls, "jnt_axis", &M::jnt_axis, 3, "unit axis in body frame (njnt, 3)");
-  def_array(cls, "jnt_range", &M::jnt_range, 2, "joint limits (rad or m) (njnt, 2)");
-  def_array(cls, "jnt_stiffness", &M::jnt_stiffness, 0, "spring stiffness (njnt,)");
-  def_array(cls, "dof_bodyid", &M::dof_bodyid, 0, "id of the dof's body (nv,)");
-  def_array(cls, "dof_jntid", &M::dof_jntid, 0, "id of the dof's joint (nv,)");
-  def_array(cls, "dof_parentid", &M::dof_parentid, 0, "previous dof towards the root, -1 (nv,)");
-  def_array(cls, "dof_armature", &M::dof_armature, 0, "armature inertia (nv,)");
-  def_array(cls, "dof_damping", &M::dof_damping, 0, "viscous damping coefficient (nv,)");
-  def_array(cls, "geom_type", &M::geom_type, 0, "GeomType (ngeom,)");
-  def_array(cls, "geom_bodyid", &M::geom_bodyid, 0, "id of the geom's body (ngeom,)");
-  def_array(cls, "geom_contype", &M::geom_contype, 0, "contact type bit mask (ngeom,)");
-  def_array(cls, "geom_conaffinity", &M::geom_conaffinity, 0, "contact affinity mask (ngeom,)");
-  def_array(cls, "geom_condim", &M::geom_condim, 0, "contact dimensionality (ngeom,)");
-  def_array(cls, "geom_size", &M::geom_size, 3, "type-specific sizes (ngeom, 3)");
-  def_array(cls, "geom_pos", &M::geom_pos, 3, "position offset in body frame (ngeom, 3)");
-  def_array(cls, "geom_quat", &M::geom_quat, 4, "orientation offset in body frame (ngeom, 4)");
-  def_array(cls, "geom_friction", &M::geom_friction, 3, "sliding, torsional, rolling (ngeom, 3)");
-  def_array(cls, "geom_rbound", &M::geom_rbound, 0, "bounding sphere radius, 0 = inf (ngeom,)");
-  def_array(cls, "geom_restitution", &M::geom_restitution, 0,
-            "coefficient of restitution; a pair uses the larger (ngeom,)");
-  def_array(cls, "pair_geom", &M::pair_geom, 2, "candidate collision pairs (npair, 2)");
-  def_array(cls, "exclude_bodies", &M::exclude_bodies, 2, "excluded body pairs (nexclude, 2)");
-  def_array(cls, "actuator_trnid", &M::actuator_trnid, 0, "transmission joint id (nu,)");
-  def_array(cls, "actuator_ctrllimited", &M::actuator_ctrllimited, 0, "is ctrl clamped (nu,)");
-  def_array(cls, "actuator_gear", &M::actuator_gear, 0, "scalar gear ratio (nu,)");
-  def_array(cls, "actuator_ctrlrange", &M::actuator_ctrlrange, 2, "ctrl limits (nu, 2)");
+#define PHX_DEF_ARRAY(kind, name, count, width, comment) \
+  def_array(cls, #name, &M::name, width, comment, #count);
+  PHX_MODEL_ARRAYS(PHX_DEF_ARRAY)
+#undef PHX_DEF_ARRAY
 
   // functional queries and stepping, one overload per scalar type
   def_query(mod, "mass_matrix", &mass_matrix<float>, &mass_matrix<double>,

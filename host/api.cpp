@@ -54,40 +54,43 @@ Data<T>::Data(const DeviceModel<T>& model, int nenv)
   if (nenv <= 0) {
     throw std::invalid_argument("phalanx: nenv must be positive, got " + std::to_string(nenv));
   }
-  const Model& m = model.model();
+  const ModelView<T>& m = model.view();
   Device dev = model.device();
-  qpos = Buffer<T>(dev, size_t(nenv) * m.nq);
-  qvel = Buffer<T>(dev, size_t(nenv) * m.nv);
-  ctrl = Buffer<T>(dev, size_t(nenv) * m.nu);
-  status = Buffer<unsigned>(dev, size_t(nenv));
-  const ModelView<T>& v = model.view();
-  size_t con = size_t(nenv) * v.nconmax, rows = size_t(nenv) * v.nefcmax;
-  ncon = Buffer<int>(dev, size_t(nenv));
-  contact_overflow = Buffer<int>(dev, size_t(nenv));
-  contact_pos = Buffer<T>(dev, 3 * con);
-  contact_frame = Buffer<T>(dev, 9 * con);
-  contact_dist = Buffer<T>(dev, con);
-  contact_geom = Buffer<int>(dev, 2 * con);
-  nefc = Buffer<int>(dev, size_t(nenv));
-  nwarm = Buffer<int>(dev, size_t(nenv));
-  set_hit = Buffer<int>(dev, size_t(nenv));
-  efc_class = Buffer<int>(dev, rows);
-  efc_force = Buffer<T>(dev, rows);
-  efc_key = Buffer<int>(dev, rows);
+#define PHX_ALLOCATE(kind, name, size, comment) name = Buffer<kind>(dev, size_t(nenv) * (size));
+  PHX_STATE_ARRAYS(PHX_ALLOCATE)
+  ContactBuffers<T>& c = contact;
+#define PHX_ALLOCATE_CONTACT(kind, name, size, comment) \
+  c.name = Buffer<kind>(dev, size_t(nenv) * (size));
+  PHX_CONTACT_ARRAYS(PHX_ALLOCATE_CONTACT)
+#undef PHX_ALLOCATE_CONTACT
+#undef PHX_ALLOCATE
+  const std::vector<double>& qpos0 = model.model().qpos0;  // the view's is on the device
   std::vector<T> q0(size_t(nenv) * m.nq);
   for (int e = 0; e < nenv; ++e)
-    for (int i = 0; i < m.nq; ++i) q0[size_t(e) * m.nq + i] = T(m.qpos0[i]);
+    for (int i = 0; i < m.nq; ++i) q0[size_t(e) * m.nq + i] = T(qpos0[i]);
   qpos.upload(q0.data(), q0.size());
 }
 
 template <class T>
+ContactData<T> Data<T>::contacts() {
+  ContactData<T> d;
+#define PHX_CONTACT_POINTER(kind, name, size, comment) d.name = contact.name.data();
+  PHX_CONTACT_ARRAYS(PHX_CONTACT_POINTER)
+#undef PHX_CONTACT_POINTER
+  return d;
+}
+
+template <class T>
 size_t Data<T>::bytes_per_env() const {
-  size_t state = (qpos.size() + qvel.size() + ctrl.size()) * sizeof(T) + sizeof(unsigned) +
-                 contact_pos.bytes() + contact_frame.bytes() + contact_dist.bytes() +
-                 contact_geom.bytes() + efc_force.bytes() + efc_key.bytes() + ncon.bytes() +
-                 contact_overflow.bytes() + nefc.bytes() + nwarm.bytes() + set_hit.bytes() +
-                 efc_class.bytes();
-  return state / size_t(nenv_) + size_t(scratch_.reals) * sizeof(T) +
+  size_t bytes = 0;
+#define PHX_BYTES(kind, name, size, comment) bytes += name.bytes();
+  PHX_STATE_ARRAYS(PHX_BYTES)
+  const ContactBuffers<T>& c = contact;
+#define PHX_CONTACT_BYTES(kind, name, size, comment) bytes += c.name.bytes();
+  PHX_CONTACT_ARRAYS(PHX_CONTACT_BYTES)
+#undef PHX_CONTACT_BYTES
+#undef PHX_BYTES
+  return bytes / size_t(nenv_) + size_t(scratch_.reals) * sizeof(T) +
          size_t(scratch_.ints) * sizeof(int);
 }
 

@@ -46,39 +46,40 @@ class DeviceModel {
   std::shared_ptr<const void> lane_model_;
 };
 
-// Batched state of nenv environments on the model's device.
+// The state of one environment in Data: X(kind, name, size, comment), sizes in the counts of a
+// model `m`, as the workspace tables (phalanx/arena.h).
+#define PHX_STATE_ARRAYS(X)                                                                      \
+  X(real, qpos, m.nq, "generalized coordinates (nq)")                                            \
+  X(real, qvel, m.nv, "generalized velocities (nv)")                                             \
+  X(real, ctrl, m.nu, "controls (nu)")                                                           \
+  X(unsigned, status, 1, "StatusBit flags, sticky until cleared (1)")
+
+#define PHX_DATA_BUFFER(kind, name, size, comment) Buffer<kind> name;
+
+// The contacts and constraint rows of the last step of every environment (PHX_CONTACT_ARRAYS,
+// phalanx/constraint.h), each nenv times its size, on the model's device.
+template <class T>
+struct ContactBuffers {
+  using real = T;
+  PHX_CONTACT_ARRAYS(PHX_DATA_BUFFER)
+};
+
+// Batched state of nenv environments on the model's device: each array of PHX_STATE_ARRAYS and
+// of PHX_CONTACT_ARRAYS nenv times, env-major.
 template <class T>
 class Data {
  public:
+  using real = T;
   // qpos = qpos0, qvel = 0, ctrl = 0, status = 0
   Data(const DeviceModel<T>& model, int nenv);
 
   int nenv() const { return nenv_; }
-  Buffer<T> qpos;                // (nenv x nq)
-  Buffer<T> qvel;                // (nenv x nv)
-  Buffer<T> ctrl;                // (nenv x nu)
-  Buffer<unsigned> status;       // (nenv) StatusBit flags, sticky until cleared
-  std::vector<double> time;      // (nenv) simulated time, kept on the host
+  PHX_STATE_ARRAYS(PHX_DATA_BUFFER)
+  std::vector<double> time;  // (nenv) simulated time, kept on the host
+  ContactBuffers<T> contact;
 
-  // contacts and constraint rows of the last step (see ContactView in constraint.h)
-  Buffer<int> ncon;              // (nenv)
-  Buffer<int> contact_overflow;  // (nenv) contacts beyond nconmax in the last step
-  Buffer<T> contact_pos;         // (nenv x nconmax x 3)
-  Buffer<T> contact_frame;       // (nenv x nconmax x 9)
-  Buffer<T> contact_dist;        // (nenv x nconmax)
-  Buffer<int> contact_geom;      // (nenv x nconmax x 2)
-  Buffer<int> nefc;              // (nenv)
-  Buffer<int> nwarm;             // (nenv) rows warm-started in the last step
-  Buffer<int> set_hit;           // (nenv) the previous clamping set solved the last step
-  Buffer<int> efc_class;         // (nenv x nefcmax) LcpClass of each row
-  Buffer<T> efc_force;           // (nenv x nefcmax) constraint impulses
-  Buffer<int> efc_key;           // (nenv x nefcmax)
-  ContactData<T> contacts() {
-    return {ncon.data(),         contact_overflow.data(), contact_pos.data(),
-            contact_frame.data(), contact_dist.data(),    contact_geom.data(),
-            nefc.data(),          nwarm.data(),           set_hit.data(),
-            efc_class.data(),     efc_force.data(),       efc_key.data()};
-  }
+  // the contact buffers as the kernels take them
+  ContactData<T> contacts();
 
   // bytes of device memory per environment: state plus the workspace a step uses
   size_t bytes_per_env() const;

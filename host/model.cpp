@@ -153,6 +153,8 @@ void Model::compute_pairs() {
     }
     return false;
   };
+  if (exclude_bodies.size() % 2 != 0) invalid("exclude_bodies", "must hold pairs of body ids");
+  nexclude = static_cast<int>(exclude_bodies.size() / 2);
   pair_geom.clear();
   long capacity = 0;
   for (int g1 = 0; g1 < ngeom; g1++) {
@@ -224,52 +226,13 @@ void Model::validate() const {
     invalid("nv", "is " + std::to_string(nv) + ", expected " + std::to_string(expected_nv));
 
   // array sizes
-  size_t nb = nbody, nj = njnt, ng = ngeom, na = nu;
-  check_size(qpos0, "qpos0", nq);
-  check_size(qpos_spring, "qpos_spring", nq);
-  check_size(body_rootid, "body_rootid", nb);
-  check_size(body_jntnum, "body_jntnum", nb);
-  check_size(body_jntadr, "body_jntadr", nb);
-  check_size(body_dofnum, "body_dofnum", nb);
-  check_size(body_dofadr, "body_dofadr", nb);
-  check_size(body_geomnum, "body_geomnum", nb);
-  check_size(body_geomadr, "body_geomadr", nb);
-  check_size(body_pos, "body_pos", 3 * nb);
-  check_size(body_quat, "body_quat", 4 * nb);
-  check_size(body_ipos, "body_ipos", 3 * nb);
-  check_size(body_iquat, "body_iquat", 4 * nb);
-  check_size(body_mass, "body_mass", nb);
-  check_size(body_inertia, "body_inertia", 3 * nb);
-  check_size(jnt_bodyid, "jnt_bodyid", nj);
-  check_size(jnt_qposadr, "jnt_qposadr", nj);
-  check_size(jnt_dofadr, "jnt_dofadr", nj);
-  check_size(jnt_limited, "jnt_limited", nj);
-  check_size(jnt_pos, "jnt_pos", 3 * nj);
-  check_size(jnt_axis, "jnt_axis", 3 * nj);
-  check_size(jnt_range, "jnt_range", 2 * nj);
-  check_size(jnt_stiffness, "jnt_stiffness", nj);
-  check_size(dof_bodyid, "dof_bodyid", nv);
-  check_size(dof_jntid, "dof_jntid", nv);
-  check_size(dof_parentid, "dof_parentid", nv);
-  check_size(dof_armature, "dof_armature", nv);
-  check_size(dof_damping, "dof_damping", nv);
-  check_size(geom_bodyid, "geom_bodyid", ng);
-  check_size(geom_contype, "geom_contype", ng);
-  check_size(geom_conaffinity, "geom_conaffinity", ng);
-  check_size(geom_condim, "geom_condim", ng);
-  check_size(geom_size, "geom_size", 3 * ng);
-  check_size(geom_pos, "geom_pos", 3 * ng);
-  check_size(geom_quat, "geom_quat", 4 * ng);
-  check_size(geom_friction, "geom_friction", 3 * ng);
-  check_size(geom_rbound, "geom_rbound", ng);
-  check_size(geom_restitution, "geom_restitution", ng);
-  check_size(pair_geom, "pair_geom", 2 * static_cast<size_t>(npair));
+#define PHX_CHECK_SIZE(kind, name, count, width, comment) \
+  check_size(name, #name, size_t(count) * width);
+  PHX_MODEL_ARRAYS(PHX_CHECK_SIZE)
+#undef PHX_CHECK_SIZE
   check_range(pair_geom, "pair_geom", 0, std::max(ngeom, 1));
   if (nconmax < 0) invalid("nconmax", "must be >= 0");
-  if (exclude_bodies.size() % 2 != 0) invalid("exclude_bodies", "must hold pairs of body ids");
-  check_size(actuator_ctrllimited, "actuator_ctrllimited", na);
-  check_size(actuator_gear, "actuator_gear", na);
-  check_size(actuator_ctrlrange, "actuator_ctrlrange", 2 * na);
+  size_t nb = nbody, nj = njnt, ng = ngeom, na = nu;
   check_size(body_names, "body_names", nb);
   check_size(jnt_names, "jnt_names", nj);
   check_size(geom_names, "geom_names", ng);
@@ -332,16 +295,13 @@ int Model::param_index(const std::string& name) {
 
 const std::vector<double>& Model::param_field(int k) const {
   switch (k) {
-    case kParamBodyMass: return body_mass;
-    case kParamBodyInertia: return body_inertia;
-    case kParamDofDamping: return dof_damping;
-    case kParamDofArmature: return dof_armature;
-    case kParamJntStiffness: return jnt_stiffness;
-    case kParamActuatorGear: return actuator_gear;
-    case kParamBodyIpos: return body_ipos;
-    case kParamGeomFriction: return geom_friction;
-    case kParamGeomRestitution: return geom_restitution;
-    default: return geom_size;
+#define PHX_PARAM_FIELD(Name, field_, check) \
+  case kParam##Name:                         \
+    return field_;
+    PHX_PARAMS(PHX_PARAM_FIELD)
+#undef PHX_PARAM_FIELD
+    default:
+      throw std::invalid_argument("phalanx: no parameter " + std::to_string(k));
   }
 }
 
@@ -365,13 +325,12 @@ void Model::check_param_values(int k, const std::vector<double>& values, int nco
                         (ncopy > 1 ? " of copy " + std::to_string(i / n) : "") + " is " +
                         value.str();
     if (!std::isfinite(x)) invalid(field, where + ", expected a finite number");
-    // values that leave the step ill-posed (negative damping, armature or stiffness only
-    // make a system unstable, and gradient checks perturb them about 0)
-    bool nonneg = k == kParamBodyMass || k == kParamBodyInertia || k == kParamGeomFriction;
-    if (nonneg && x < 0) invalid(field, where + ", expected >= 0");
-    if (k == kParamGeomRestitution && !(x >= 0 && x <= 1))
+    // values that leave the step ill-posed (ParamCheck)
+    ParamCheck check = kParamChecks[k];
+    if (check == kCheckNonNegative && x < 0) invalid(field, where + ", expected >= 0");
+    if (check == kCheckUnitInterval && !(x >= 0 && x <= 1))
       invalid(field, where + ", expected a value in [0, 1]");
-    if (k == kParamGeomSize) {
+    if (check == kCheckGeomSize) {
       // the sizes a geom type uses must be positive (plane: none; sphere: radius; capsule:
       // radius and half-length; box: three half-sizes)
       int g = int(entry / 3), c = int(entry % 3), t = geom_type[g];

@@ -17,110 +17,41 @@
 
 namespace phx {
 
-// Simulation options (MJCF <option>).
+// Simulation options (MJCF <option>): the table PHX_MODEL_OPTIONS (phalanx/model_fields.h).
 struct Options {
-  double timestep = 0.002;                     // integration step (s)
+  using real = double;
+  using flag = bool;
+#define PHX_HOST_OPTION(kind, name, value, comment) kind name = value;
+  PHX_MODEL_OPTIONS(PHX_HOST_OPTION)
+#undef PHX_HOST_OPTION
   std::array<double, 3> gravity{0, 0, -9.81};  // gravitational acceleration (m/s^2)
-
-  // constraints
-  bool contact = true;           // detect and resolve contacts
-  bool limit = true;             // enforce joint limits
-  int lcp_solver = 0;            // LcpSolver: 0 PGS, 1 PGS then Nimble's stabilisation on the
-                                 // clamping set, 2 Dantzig pivoting then stabilisation
-  int lcp_iterations = 30;       // projected Gauss-Seidel sweeps per step
-  double lcp_tolerance = 1e-6;   // velocity tolerance (m/s) of row classification and of
-                                 // accepting an exact re-solve (stabilised solvers)
-  double lcp_residual_limit = 1e-3;  // LCP residual (m/s) above which a step sets
-                                     // kStatusLcpNotConverged
-  int contact_gradient = 0;      // ContactGradient flags of step_vjp: complementarity-aware
-                                 // classification, elastic-bounce correction
-  double erp = 0.2;              // fraction of a penetration removed per step (Baumgarte)
-  double slop = 1e-3;            // penetration (m or rad) left uncorrected, avoids jitter
 };
 
 struct Model {
+  using real = double;
+
   std::string name;    // model name (MJCF <mujoco model=...>, URDF <robot name=...>)
   std::string source;  // path the model was loaded from
 
   // counts
-  int nq = 0;     // number of generalized coordinates
-  int nv = 0;     // number of degrees of freedom
-  int nu = 0;     // number of actuators
-  int nbody = 0;  // number of bodies, including the world body 0
-  int njnt = 0;   // number of joints
-  int ngeom = 0;  // number of geoms
-
-  Options opt;
-
-  // default configuration and spring reference
-  std::vector<double> qpos0;        // qpos at the reference configuration          (nq)
-  std::vector<double> qpos_spring;  // reference qpos of joint springs              (nq)
-
-  // bodies (parents before children; body 0 is the world with no joints or mass)
-  std::vector<int> body_parentid;   // id of parent body                           (nbody)
-  std::vector<int> body_rootid;     // id of the root of this body's tree          (nbody)
-  std::vector<int> body_jntnum;     // number of joints of this body               (nbody)
-  std::vector<int> body_jntadr;     // first joint id, -1 if none                  (nbody)
-  std::vector<int> body_dofnum;     // number of dofs of this body                 (nbody)
-  std::vector<int> body_dofadr;     // first dof id, -1 if none                    (nbody)
-  std::vector<int> body_geomnum;    // number of geoms of this body                (nbody)
-  std::vector<int> body_geomadr;    // first geom id, -1 if none                   (nbody)
-  std::vector<double> body_pos;     // position offset rel. to parent body          (nbody x 3)
-  std::vector<double> body_quat;    // orientation offset rel. to parent body       (nbody x 4)
-  std::vector<double> body_ipos;    // centre of mass position in body frame        (nbody x 3)
-  std::vector<double> body_iquat;   // principal inertia frame in body frame        (nbody x 4)
-  std::vector<double> body_mass;    // mass (kg)                                    (nbody)
-  std::vector<double> body_inertia; // principal moments of inertia about the com   (nbody x 3)
-
-  // joints (ordered by body, then by appearance within the body)
-  std::vector<int> jnt_type;         // JointType                                   (njnt)
-  std::vector<int> jnt_bodyid;       // id of the joint's body                      (njnt)
-  std::vector<int> jnt_qposadr;      // start address in qpos                       (njnt)
-  std::vector<int> jnt_dofadr;       // start address in qvel                       (njnt)
-  std::vector<int> jnt_limited;      // does the joint have limits (0 or 1)         (njnt)
-  std::vector<double> jnt_pos;       // anchor position in body frame               (njnt x 3)
-  std::vector<double> jnt_axis;      // unit axis in body frame (hinge, slide)      (njnt x 3)
-  std::vector<double> jnt_range;     // joint limits (rad or m)                     (njnt x 2)
-  std::vector<double> jnt_stiffness; // spring stiffness about qpos_spring          (njnt)
-
-  // degrees of freedom
-  std::vector<int> dof_bodyid;       // id of the dof's body                        (nv)
-  std::vector<int> dof_jntid;        // id of the dof's joint                       (nv)
-  std::vector<int> dof_parentid;     // previous dof on the path to the root, -1    (nv)
-  std::vector<double> dof_armature;  // armature inertia added to M's diagonal      (nv)
-  std::vector<double> dof_damping;   // viscous damping coefficient                 (nv)
-
-  // geoms (ordered by body)
-  std::vector<int> geom_type;         // GeomType                                   (ngeom)
-  std::vector<int> geom_bodyid;       // id of the geom's body                      (ngeom)
-  std::vector<int> geom_contype;      // contact type bit mask                      (ngeom)
-  std::vector<int> geom_conaffinity;  // contact affinity bit mask                  (ngeom)
-  std::vector<int> geom_condim;       // contact dimensionality (1, 3, 4, 6)        (ngeom)
-  std::vector<double> geom_size;      // type-specific sizes, MuJoCo's meaning      (ngeom x 3)
-  std::vector<double> geom_pos;       // position offset in body frame              (ngeom x 3)
-  std::vector<double> geom_quat;      // orientation offset in body frame           (ngeom x 4)
-  std::vector<double> geom_friction;  // sliding, torsional, rolling friction       (ngeom x 3)
-  std::vector<double> geom_rbound;    // radius of a bounding sphere at geom_pos; 0 = infinite
-                                      //                                           (ngeom)
-  std::vector<double> geom_restitution;  // coefficient of restitution; a pair uses the larger
-                                         // (default 0: plastic impacts)            (ngeom)
-
-  // geom pairs that may collide, after contype/conaffinity, same-body, parent-child and
-  // explicit exclusions (MuJoCo's rules), in deterministic order (g1 < g2)   (npair x 2)
-  std::vector<int> pair_geom;
-  int npair = 0;
+  int nq = 0;        // number of generalized coordinates
+  int nv = 0;        // number of degrees of freedom
+  int nu = 0;        // number of actuators
+  int nbody = 0;     // number of bodies, including the world body 0
+  int njnt = 0;      // number of joints
+  int ngeom = 0;     // number of geoms
+  int npair = 0;     // number of geom pairs that may collide (compute_pairs)
+  int nexclude = 0;  // number of excluded body pairs (MJCF <contact><exclude>)
   // contacts each environment can hold; more sets kStatusContactOverflow (default from the
   // pairs' manifold sizes, capped; 0 before finalize)
   int nconmax = 0;
 
-  // explicit contact exclusions (MJCF <contact><exclude>), pairs of body ids (nexclude x 2)
-  std::vector<int> exclude_bodies;
+  Options opt;
 
-  // actuators (motors acting on one joint: force = gear * clamp(ctrl, ctrlrange))
-  std::vector<int> actuator_trnid;        // id of the transmission joint          (nu)
-  std::vector<int> actuator_ctrllimited;  // is ctrl clamped to ctrlrange (0 or 1) (nu)
-  std::vector<double> actuator_gear;      // scalar gear ratio                     (nu)
-  std::vector<double> actuator_ctrlrange; // ctrl limits                           (nu x 2)
+  // the arrays of PHX_MODEL_ARRAYS (phalanx/model_fields.h), each of count x width numbers
+#define PHX_HOST_ARRAY(kind, name, count, width, comment) std::vector<kind> name;
+  PHX_MODEL_ARRAYS(PHX_HOST_ARRAY)
+#undef PHX_HOST_ARRAY
 
   // names ("" where the model gave none)
   std::vector<std::string> body_names;      // (nbody)
@@ -132,8 +63,8 @@ struct Model {
   // naming it and where it first appeared ("light (humanoid.xml:53), 2 times").
   std::vector<std::string> ignored;
 
-  // Per-environment values of the differentiable parameters (ARCHITECTURE.md section 3), in
-  // Param order (include/phalanx/model_view.h): param_batch[k] is empty, and the field above is
+  // Per-environment values of the differentiable parameters, in Param order
+  // (phalanx/model_fields.h): param_batch[k] is empty, and the field above is
   // shared by all environments, or holds nbatch >= 2 copies of that field one after the other,
   // of which environment e reads copy e % nbatch. The field above keeps copy 0. Set with
   // set_parameter.
@@ -169,8 +100,9 @@ struct Model {
   // body_parentid, jnt_bodyid, jnt_type and geom_bodyid. Loaders call this last.
   void finalize();
 
-  // Recompute pair_geom, npair and (when 0) nconmax from the geoms; finalize calls it, and
-  // callers that change contype, conaffinity or exclusions call it again.
+  // Recompute pair_geom, npair, nexclude and (when 0) nconmax from the geoms and
+  // exclude_bodies; finalize calls it, and callers that change contype, conaffinity or
+  // exclusions call it again.
   void compute_pairs();
   // geom_rbound from geom_type and geom_size (the largest over per-environment copies)
   void update_rbound();

@@ -24,131 +24,99 @@
 namespace phx {
 
 // One environment's contacts and constraint rows, kept in Data between steps (warm start)
-// and readable by the host. Sizes use the model's nconmax and nefcmax.
+// and readable by the host: X(kind, name, size, comment) as the workspace tables (workspace.h),
+// sizes from the model's nconmax and nefcmax. Data (host/api.h) holds them for every
+// environment; a replay carves its own (carve_contact_view), a tape's step slot too, at the
+// counts it needs.
+#define PHX_CONTACT_ARRAYS(X)                                                                    \
+  X(int, ncon, 1, "number of contacts (1)")                                                      \
+  X(int, overflow, 1, "contacts found beyond nconmax in the last step (1)")                      \
+  X(real, pos, 3L * m.nconmax, "contact point in world (nconmax x 3)")                           \
+  X(real, frame, 9L * m.nconmax, "normal (geom1 -> geom2), tangent 1, tangent 2 (nconmax x 9)") \
+  X(real, dist, m.nconmax, "signed distance, negative when penetrating (nconmax)")               \
+  X(int, geom, 2L * m.nconmax, "the two geoms, lower geom type first as in MuJoCo (nconmax x 2)") \
+  X(int, nefc, 1, "number of constraint rows (1)")                                               \
+  X(int, nwarm, 1, "rows warm-started from the previous step's impulse (1)")                     \
+  X(int, set_hit, 1, "1 when the previous clamping set solved this step's LCP (1)")              \
+  X(int, efc_class, m.nefcmax, "LcpClass of each row, stabilised solvers (nefcmax)")             \
+  X(real, efc_force, m.nefcmax, "impulse of each row, N s or N m s (nefcmax)")                   \
+  X(int, efc_key, m.nefcmax, "identity of a row across steps, for warm starting (nefcmax)")
+
 template <class T>
 struct ContactView {
-  int* ncon;       // number of contacts                                  (1)
-  int* overflow;   // contacts found beyond nconmax in the last step      (1)
-  T* pos;          // contact point in world                              (nconmax x 3)
-  T* frame;        // normal (geom1 -> geom2), tangent 1, tangent 2       (nconmax x 9)
-  T* dist;         // signed distance, negative when penetrating          (nconmax)
-  int* geom;       // the two geoms, lower geom type first as in MuJoCo   (nconmax x 2)
-  int* nefc;       // number of constraint rows                           (1)
-  int* nwarm;      // rows warm-started from the previous step's impulse  (1)
-  int* set_hit;    // 1 when the previous clamping set solved this step's LCP (1)
-  int* efc_class;  // LcpClass of each row (stabilised solvers)           (nefcmax)
-  T* efc_force;    // impulse of each row (N s or N m s)                  (nefcmax)
-  int* efc_key;    // identity of a row across steps, for warm starting   (nefcmax)
+  using real = T;
+  PHX_CONTACT_ARRAYS(PHX_WORKSPACE_MEMBER)
+
+  template <class M>
+  PHX_HD static ContactView carve(const M& m, Arena<T>& arena) {
+    ContactView w;
+    PHX_CONTACT_ARRAYS(PHX_WORKSPACE_TAKE)
+    return w;
+  }
 };
 
-// The contact arrays of all environments, env-major; env() gives one environment's view.
+// The contact arrays of all environments, env-major (each PHX_CONTACT_ARRAYS entry nenv
+// times); env() gives one environment's view.
 template <class T>
 struct ContactData {
-  int* ncon;       // (nenv)
-  int* overflow;   // (nenv)
-  T* pos;          // (nenv x nconmax x 3)
-  T* frame;        // (nenv x nconmax x 9)
-  T* dist;         // (nenv x nconmax)
-  int* geom;       // (nenv x nconmax x 2)
-  int* nefc;       // (nenv)
-  int* nwarm;      // (nenv)
-  int* set_hit;    // (nenv)
-  int* efc_class;  // (nenv x nefcmax)
-  T* efc_force;    // (nenv x nefcmax)
-  int* efc_key;    // (nenv x nefcmax)
+  using real = T;
+  PHX_CONTACT_ARRAYS(PHX_WORKSPACE_MEMBER)
 
   PHX_HD ContactView<T> env(const ModelView<T>& m, int e) const {
-    long c = m.nconmax, r = m.nefcmax;
-    return {ncon + e,         overflow + e,      pos + e * c * 3,   frame + e * c * 9,
-            dist + e * c,     geom + e * c * 2,  nefc + e,          nwarm + e,
-            set_hit + e,      efc_class + e * r, efc_force + e * r, efc_key + e * r};
+    ContactView<T> v;
+#define PHX_CONTACT_ENV(kind, name, size, comment) v.name = name + e * long(size);
+    PHX_CONTACT_ARRAYS(PHX_CONTACT_ENV)
+#undef PHX_CONTACT_ENV
+    return v;
   }
 };
 
 // One environment's contact arrays over caller storage (a replay's own, not kept past the
-// kernel that carves them): contact_view_size(m) reals and ints.
+// kernel that carves them)
 template <class T>
-PHX_HD ScratchSize contact_view_size(const ModelView<T>& m) {
-  long c = m.nconmax, r = m.nefcmax;
-  return {13 * c + r, 6 + 2 * c + 2 * r};
+PHX_HD ContactView<T> carve_contact_view(const ModelView<T>& m, Arena<T>& arena) {
+  return ContactView<T>::carve(m, arena);
 }
 
-template <class T>
-PHX_HD ContactView<T> carve_contact_view(const ModelView<T>& m, T* reals, int* ints) {
-  long c = m.nconmax, r = m.nefcmax;
-  ContactView<T> v;
-  v.pos = reals;
-  v.frame = v.pos + 3 * c;
-  v.dist = v.frame + 9 * c;
-  v.efc_force = v.dist + c;
-  v.ncon = ints;
-  v.overflow = ints + 1;
-  v.nefc = ints + 2;
-  v.nwarm = ints + 3;
-  v.set_hit = ints + 4;
-  v.geom = ints + 6;
-  v.efc_class = v.geom + 2 * c;
-  v.efc_key = v.efc_class + r;
-  return v;
-}
+// Scratch of the constraint pipeline, carved after the Workspace. `kept` arrays are what the
+// reverse pass of a step reads of it (StepStore keeps them per step, tape.h).
+#define PHX_CONSTRAINT_WORKSPACE_KEPT(X)                                                         \
+  X(real, geom_xpos, 3L * m.ngeom, "(ngeom x 3)")                                                \
+  X(real, geom_xmat, 9L * m.ngeom, "(ngeom x 9)")                                                \
+  X(real, L, long(m.nv) * m.nv, "Cholesky factor of M + diag(armature + dt damping) (nv x nv)")  \
+  X(real, vfree, m.nv, "velocity after the step without constraints (nv)")                       \
+  X(real, J, long(m.nefcmax) * m.nv, "row Jacobians (nefcmax x nv)")                             \
+  X(real, Y, long(m.nefcmax) * m.nv, "L^-1 J^T, stored by row (nefcmax x nv)")                   \
+  X(real, A, long(m.nefcmax) * m.nefcmax, "Delassus matrix J M^-1 J^T (nefcmax x nefcmax)")      \
+  X(real, b, m.nefcmax, "(nefcmax)")                                                             \
+  X(real, lo, m.nefcmax, "fixed lower bounds (nefcmax)")                                         \
+  X(real, hi, m.nefcmax, "fixed upper bounds (nefcmax)")                                         \
+  X(real, mu, m.nefcmax, "friction coefficient of friction rows (nefcmax)")                      \
+  X(int, findex, m.nefcmax, "normal row of a friction row, -1 otherwise (nefcmax)")
+#define PHX_CONSTRAINT_WORKSPACE_SCRATCH(X)                                                      \
+  X(real, bias, m.nv, "c(q, qvel) (nv)")                                                         \
+  X(real, tmp, m.nv, "(nv)")                                                                     \
+  X(real, f_prev, m.nefcmax, "impulses of the previous step (nefcmax)")                          \
+  X(real, lcp, lcp_scratch_size(m.nefcmax), "LCP solver scratch (lcp_scratch_size)")             \
+  X(int, key_prev, m.nefcmax, "efc_key of the previous step (nefcmax)")                          \
+  X(int, class_prev, m.nefcmax, "efc_class of the previous step (nefcmax)")                      \
+  X(int, ilcp, lcp_iscratch_size(m.nefcmax), "LCP solver integer scratch (lcp_iscratch_size)")
 
-// Scratch of the constraint pipeline, carved after the Workspace.
 template <class T>
 struct ConstraintWorkspace {
-  T* geom_xpos;   // (ngeom x 3)
-  T* geom_xmat;   // (ngeom x 9)
-  T* L;           // Cholesky factor of M + diag(armature + dt damping)  (nv x nv)
-  T* bias;        // c(q, qvel)                                          (nv)
-  T* vfree;       // velocity after the step without constraints         (nv)
-  T* tmp;         // (nv)
-  T* J;           // row Jacobians                                       (nefcmax x nv)
-  T* Y;           // L^-1 J^T, stored by row                             (nefcmax x nv)
-  T* A;           // Delassus matrix J M^-1 J^T                          (nefcmax x nefcmax)
-  T* b;           // (nefcmax)
-  T* lo;          // fixed lower bounds                                  (nefcmax)
-  T* hi;          // fixed upper bounds                                  (nefcmax)
-  T* mu;          // friction coefficient of friction rows               (nefcmax)
-  T* f_prev;      // impulses of the previous step                       (nefcmax)
-  T* lcp;         // LCP solver scratch                                  (lcp_scratch_size)
-  int* findex;    // normal row of a friction row, -1 otherwise          (nefcmax)
-  int* key_prev;  // efc_key of the previous step                        (nefcmax)
-  int* class_prev;  // efc_class of the previous step                    (nefcmax)
-  int* ilcp;      // LCP solver integer scratch                          (lcp_iscratch_size)
+  using real = T;
+  PHX_CONSTRAINT_WORKSPACE_KEPT(PHX_WORKSPACE_MEMBER)
+  PHX_CONSTRAINT_WORKSPACE_SCRATCH(PHX_WORKSPACE_MEMBER)
   // the rank of the factorisation of the rows' classification (efc_class) that lcp and ilcp
   // hold after solve_lcp (lcp_adjoint_factor's layout), -1 when they hold none
   int factored_rank = -1;
 
-  PHX_HD static ScratchSize size(const ModelView<T>& m) {
-    long ne = m.nefcmax, nv = m.nv;
-    return {m.ngeom * 12L + nv * nv + 3 * nv + 2 * ne * nv + ne * ne + 5 * ne +
-                lcp_scratch_size(m.nefcmax),
-            3 * ne + lcp_iscratch_size(m.nefcmax)};
-  }
-
-  PHX_HD static ConstraintWorkspace carve(const ModelView<T>& m, T* p, int* q) {
-    ConstraintWorkspace c;
-    long ne = m.nefcmax, nv = m.nv;
-    auto take = [&p](long n) { T* r = p; p += n; return r; };
-    c.geom_xpos = take(3L * m.ngeom);
-    c.geom_xmat = take(9L * m.ngeom);
-    c.L = take(nv * nv);
-    c.bias = take(nv);
-    c.vfree = take(nv);
-    c.tmp = take(nv);
-    c.J = take(ne * nv);
-    c.Y = take(ne * nv);
-    c.A = take(ne * ne);
-    c.b = take(ne);
-    c.lo = take(ne);
-    c.hi = take(ne);
-    c.mu = take(ne);
-    c.f_prev = take(ne);
-    c.lcp = take(lcp_scratch_size(m.nefcmax));
-    c.findex = q;
-    c.key_prev = q + ne;
-    c.class_prev = q + 2 * ne;
-    c.ilcp = q + 3 * ne;
-    return c;
+  template <class M>
+  PHX_HD static ConstraintWorkspace carve(const M& m, Arena<T>& arena) {
+    ConstraintWorkspace w;
+    PHX_CONSTRAINT_WORKSPACE_KEPT(PHX_WORKSPACE_TAKE)
+    PHX_CONSTRAINT_WORKSPACE_SCRATCH(PHX_WORKSPACE_TAKE)
+    return w;
   }
 };
 

@@ -167,31 +167,6 @@ PHX_HD void adj_delassus(const ModelView<S>& m, int nrow, const ConstraintWorksp
   adj_M.add(Zy, Za, T(1));
 }
 
-// Adjoints of the contact parameters of the model, per environment; a null pointer skips it.
-template <class T>
-struct ContactModelAdjoint {
-  T* geom_friction = nullptr;     // (ngeom x 3) only the sliding coefficient, column 0, is used
-  T* geom_restitution = nullptr;  // (ngeom)
-  T* geom_size = nullptr;         // (ngeom x 3) through the contact geometry only
-};
-
-// the adjoint array of parameter k (Param) in am or ac
-template <class T>
-PHX_HD T*& param_adjoint(ModelAdjoint<T>& am, ContactModelAdjoint<T>& ac, int k) {
-  switch (k) {
-    case kParamBodyMass: return am.body_mass;
-    case kParamBodyInertia: return am.body_inertia;
-    case kParamDofDamping: return am.dof_damping;
-    case kParamDofArmature: return am.dof_armature;
-    case kParamJntStiffness: return am.jnt_stiffness;
-    case kParamActuatorGear: return am.actuator_gear;
-    case kParamBodyIpos: return am.body_ipos;
-    case kParamGeomFriction: return ac.geom_friction;
-    case kParamGeomRestitution: return ac.geom_restitution;
-    default: return ac.geom_size;
-  }
-}
-
 // Number of differentiable parameters (the columns of a parameter Jacobian): every Param,
 // one copy each, in Param order.
 template <class T>
@@ -203,40 +178,44 @@ PHX_HD int jacobian_nparam(const ModelView<T>& m) {
 
 // Scratch of adj_step_constrained, carved like ConstraintWorkspace (sizes from the model's nq,
 // nv, ngeom, nconmax and nefcmax).
+#define PHX_ADJ_CONSTRAINT_WORKSPACE_ARRAYS(X)                                                   \
+  X(real, qpos_next, m.nq, "replayed qpos' (nq)")                                                \
+  X(real, qvel_next, m.nv, "replayed qvel' (nv)")                                                \
+  X(real, g, m.nv, "adjoint of qvel' (nv)")                                                      \
+  X(real, lam, m.nv, "M^-1 g (nv)")                                                              \
+  X(real, dv, m.nv, "qvel' - vfree (nv)")                                                        \
+  X(real, mu2, m.nv, "M^-1 adj_vfree (nv)")                                                      \
+  X(real, adj_vfree, m.nv, "(nv)")                                                               \
+  X(real, adj_qfrc, m.nv, "(nv)")                                                                \
+  X(real, adj_bias, m.nv, "adjoint of c(q, qvel) (nv)")                                          \
+  X(real, tmp, m.nv, "(nv)")                                                                     \
+  X(real, proj, 4L * m.nv, "adj_delassus's projections onto Z (4 nv)")                           \
+  X(real, bounce, m.nefcmax, "e adj_b on bouncing normal rows, else 0 (nefcmax)")                \
+  X(real, adj_J, long(m.nefcmax) * m.nv, "adj_J written out, one seed (nefcmax x nv)")           \
+  X(real, adj_M, long(m.nv) * m.nv, "adj_M written out, one seed (nv x nv)")                     \
+  X(real, adj_b, m.nefcmax, "(nefcmax)")                                                         \
+  X(real, adj_f, m.nefcmax, "(nefcmax)")                                                         \
+  X(real, adj_mu, m.nefcmax, "(nefcmax)")                                                        \
+  X(real, adj_pos, 3L * m.nconmax, "adjoint of each contact point (nconmax x 3)")                \
+  X(real, adj_frame, 9L * m.nconmax, "adjoint of each contact frame: normal, t1, t2 (nconmax x 9)") \
+  X(real, adj_dist, m.nconmax, "(nconmax)")                                                      \
+  X(real, u, m.nv, "adjoint of qvel' through qpos' alone, bounce correction (nv)")               \
+  X(real, hold_qpos, m.nq, "adjoints the bounce correction replaces (nq)")                       \
+  X(real, hold_qvel, m.nv, "(nv)")                                                               \
+  X(real, dl_dv, m.nefcmax, "loss gradient per row, J g, complementarity-aware (nefcmax)")       \
+  X(real, score, 2, "||adj_vfree||^2 + dt ||M^-1 adj_vfree||^2 per classification (2)")          \
+  X(int, cls, m.nefcmax, "row classes used by adj_lcp (nefcmax)")                                \
+  X(int, cls_loss, m.nefcmax, "loss-driven classes (nefcmax)")
+
 template <class T>
 struct AdjConstraintWorkspace {
-  T* qpos_next;      // replayed qpos'                                      (nq)
-  T* qvel_next;      // replayed qvel'                                      (nv)
-  T* g;              // adjoint of qvel'                                    (nv)
-  T* lam;            // M^-1 g                                              (nv)
-  T* dv;             // qvel' - vfree                                       (nv)
-  T* mu2;            // M^-1 adj_vfree                                      (nv)
-  T* adj_vfree;      // (nv)
-  T* adj_qfrc;       // (nv)
-  T* adj_bias;       // adjoint of c(q, qvel)                               (nv)
-  T* tmp;            // (nv)
-  T* proj;           // adj_delassus's projections onto Z                   (4 nv)
-  T* bounce;         // e adj_b on bouncing normal rows, else 0             (nefcmax)
-  T* adj_J;          // adj_J written out (one seed)                        (nefcmax x nv)
-  T* adj_M;          // adj_M written out (one seed)                        (nv x nv)
-  LcpAdjointA<T> adj_A;  // adj_lcp's rank-two factors                      (4 x nefcmax)
-  T* adj_b;          // (nefcmax)
-  T* adj_f;          // (nefcmax)
-  T* adj_mu;         // (nefcmax)
-  T* adj_pos;        // adjoint of each contact point                       (nconmax x 3)
-  T* adj_frame;      // adjoint of each contact frame (normal, t1, t2)      (nconmax x 9)
-  T* adj_dist;       // (nconmax)
-  T* u;             // adjoint of qvel' through qpos' alone (bounce correction) (nv)
-  T* hold_qpos;      // adjoints the bounce correction replaces             (nq)
-  T* hold_qvel;      // (nv)
-  T* dl_dv;          // loss gradient per row, J g (complementarity-aware)  (nefcmax)
-  T* score;          // ||adj_vfree||^2 + dt ||M^-1 adj_vfree||^2 per classification (2)
-  int* cls;          // row classes used by adj_lcp                         (nefcmax)
-  int* cls_loss;     // loss-driven classes                                 (nefcmax)
+  using real = T;
+  PHX_ADJ_CONSTRAINT_WORKSPACE_ARRAYS(PHX_WORKSPACE_MEMBER)
+  LcpAdjointA<T> adj_A;  // adj_lcp's rank-two factors (4 x nefcmax)
   // What the reverse passes of one replay share when there are many (a Jacobian's rows), bound
-  // over storage of factor_size by bind_factor and computed once by adj_constrained_prepare:
-  // the LCP adjoint's factorisation of the replay's own classification and Z = M^-1 J^T.
-  // Unbound (shared() false), each pass factors in c.lcp and solves for its projections.
+  // over storage by bind_factor and computed once by adj_constrained_prepare: the LCP
+  // adjoint's factorisation of the replay's own classification and Z = M^-1 J^T. Unbound
+  // (shared() false), each pass factors in c.lcp and solves for its projections.
   LcpAdjointFactor<T> base{};
   int* base_cls = nullptr;  // its classification                          (nefcmax)
   T* Z = nullptr;           // M^-1 J^T by rows                              (nefcmax x nv)
@@ -250,59 +229,28 @@ struct AdjConstraintWorkspace {
 
   // (the model of any scalar: a pass of several seeds reads its forward model in place)
   template <class M>
-  PHX_HD static ScratchSize size(const ModelView<M>& m) {
-    long ne = m.nefcmax, nv = m.nv, nc = m.nconmax;
-    return {2 * m.nq + 16 * nv + nv * nv + ne * nv + 9 * ne + 13 * nc + 2, 2 * ne};
+  PHX_HD static AdjConstraintWorkspace carve(const M& m, Arena<T>& arena) {
+    AdjConstraintWorkspace w;
+    PHX_ADJ_CONSTRAINT_WORKSPACE_ARRAYS(PHX_WORKSPACE_TAKE)
+    const long ne = m.nefcmax;
+    w.adj_A = {arena.template take<T>(ne), arena.template take<T>(ne),
+               arena.template take<T>(ne), arena.template take<T>(ne)};
+    return w;
   }
 
+  // the shared factorisation and Z over storage from arena (a counting Arena measures it)
   template <class M>
-  PHX_HD static AdjConstraintWorkspace carve(const ModelView<M>& m, T* p, int* q) {
-    AdjConstraintWorkspace s;
-    long ne = m.nefcmax, nv = m.nv, nc = m.nconmax;
-    auto take = [&p](long n) { T* r = p; p += n; return r; };
-    s.qpos_next = take(m.nq);
-    s.qvel_next = take(nv);
-    s.g = take(nv);
-    s.lam = take(nv);
-    s.dv = take(nv);
-    s.mu2 = take(nv);
-    s.adj_vfree = take(nv);
-    s.adj_qfrc = take(nv);
-    s.adj_bias = take(nv);
-    s.tmp = take(nv);
-    s.proj = take(4 * nv);
-    s.bounce = take(ne);
-    s.adj_J = take(ne * nv);
-    s.adj_M = take(nv * nv);
-    s.adj_A = {take(ne), take(ne), take(ne), take(ne)};
-    s.adj_b = take(ne);
-    s.adj_f = take(ne);
-    s.adj_mu = take(ne);
-    s.adj_pos = take(3 * nc);
-    s.adj_frame = take(9 * nc);
-    s.adj_dist = take(nc);
-    s.u = take(nv);
-    s.hold_qpos = take(m.nq);
-    s.hold_qvel = take(nv);
-    s.dl_dv = take(ne);
-    s.score = take(2);
-    s.cls = q;
-    s.cls_loss = q + ne;
-    return s;
+  PHX_HD void bind_factor(const M& m, Arena<T>& arena) {
+    const int ne = m.nefcmax;
+    base = lcp_adjoint_explicit_bind(ne, arena);
+    base_cls = arena.template take<int>(ne);
+    Z = arena.template take<T>(long(ne) * m.nv);
   }
-
-  // storage of bind_factor
   template <class M>
-  PHX_HD static ScratchSize factor_size(const ModelView<M>& m) {
-    return {lcp_adjoint_explicit_size(m.nefcmax) + long(m.nefcmax) * m.nv,
-            lcp_adjoint_explicit_isize(m.nefcmax) + m.nefcmax};
-  }
-
-  template <class M>
-  PHX_HD void bind_factor(const ModelView<M>& m, T* p, int* q) {
-    base = lcp_adjoint_explicit_bind(m.nefcmax, p, q);
-    base_cls = q + lcp_adjoint_explicit_isize(m.nefcmax);
-    Z = p + lcp_adjoint_explicit_size(m.nefcmax);
+  PHX_HD static ScratchSize factor_size(const M& m) {
+    Arena<T> counting;
+    AdjConstraintWorkspace().bind_factor(m, counting);
+    return counting.used();
   }
 
   PHX_HD bool shared() const { return base.pinv_t != nullptr; }
@@ -460,7 +408,7 @@ PHX_HD void adj_constrained_velocity(const ModelView<S>& m, const T* qpos, const
     vfree_t = s.vfree;
   }
   const bool aware = own && (m.contact_gradient & kGradComplementarityAware);
-  a.zero(m.nbody, m.njnt, m.nv);
+  a.zero();
 
   // adj_J and adj_M as their terms, sums of outer products of vectors kept in s, c and cv
   // (written out or read term by term below, by the number of seeds)

@@ -181,7 +181,7 @@ PHX_HD void adj_stage_cost(const ModelView<T>& m, const CostView<T>& c, const T*
                            T* adj_q, T* adj_v, T* adj_u) {
   int needs = c.needs();
   cost_kinematics(m, needs, q, v, w);
-  if (needs) a.zero(m.nbody, m.njnt, m.nv);
+  if (needs) a.zero();
   Vec3<T> com, comdot;
   if (needs & kCostNeedsComPos) com = com_position(m, w);
   if (needs & kCostNeedsComVel) comdot = com_velocity(m, w);

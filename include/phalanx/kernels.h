@@ -21,35 +21,40 @@ PHX_HD P* env_row(P* p, int e, int n) {
   return p ? p + long(e) * n : nullptr;
 }
 
-// scratch one environment's forward kernels need: the workspace and, when the model has
-// constraint rows, the constraint workspace after it
+// The scratch of a forward kernel: the workspace and, when the model has constraint rows, the
+// constraint workspace after it.
+template <class T>
+struct StepScratch {
+  Workspace<T> w;
+  ConstraintWorkspace<T> c{};
+
+  template <class M>
+  PHX_HD static StepScratch carve(const M& m, Arena<T>& arena) {
+    StepScratch x;
+    x.w = Workspace<T>::carve(m, arena);
+    if (m.nefcmax > 0) x.c = ConstraintWorkspace<T>::carve(m, arena);
+    return x;
+  }
+  PHX_HD static StepScratch carve(const ModelView<T>& m, Scratch<T> scratch) {
+    Arena<T> arena(scratch);
+    return carve(m, arena);
+  }
+};
+
 template <class T>
 PHX_HD ScratchSize scratch_size(const ModelView<T>& m) {
-  ScratchSize s{Workspace<T>::size(m.nbody, m.njnt, m.nv), 0};
-  if (m.nefcmax > 0) {
-    ScratchSize c = ConstraintWorkspace<T>::size(m);
-    s.reals += c.reals;
-    s.ints += c.ints;
-  }
-  return s;
+  return carved_size<StepScratch<T>, T>(m);
 }
 
 // one step of environment e: with contacts and limits when the model has constraint rows
 template <class T>
 PHX_HD PHX_DEVICE_NOINLINE unsigned step_env(const ModelView<T>& m, int e, T* qpos, T* qvel,
-                                             const T* ctrl, Workspace<T>& w, Scratch<T> scratch,
-                                             const ContactData<T>& con,
+                                             const T* ctrl, Workspace<T>& w,
+                                             ConstraintWorkspace<T>& c, const ContactData<T>& con,
                                              const T* qfrc_applied = nullptr) {
   if (m.nefcmax == 0) return step(m, qpos, qvel, ctrl, w, qfrc_applied);
-  ConstraintWorkspace<T> c = ConstraintWorkspace<T>::carve(
-      m, scratch.reals + Workspace<T>::size(m.nbody, m.njnt, m.nv), scratch.ints);
   ContactView<T> cv = con.env(m, e);
   return step_constrained(m, qpos, qvel, ctrl, w, c, cv, {}, qfrc_applied);
-}
-
-template <class T>
-PHX_HD Workspace<T> make_workspace(const ModelView<T>& m, T* scratch) {
-  return Workspace<T>::carve(scratch, m.nbody, m.njnt, m.nv);
 }
 
 // nstep Euler steps of each environment, state updated in place; ctrl held constant
@@ -67,12 +72,12 @@ struct StepKernel {
 
   PHX_HD void operator()(int e, Scratch<T> scratch) const {
     const ModelView<T> m = env_view(model, e);
-    Workspace<T> w = make_workspace(m, scratch.reals);
+    StepScratch<T> x = StepScratch<T>::carve(m, scratch);
     const T* f = env_row(qfrc_applied, e, m.nv);
     unsigned s = 0;
     for (int t = 0; t < nstep && !(s & kStatusStopMask); ++t) {
-      s |= step_env(m, e, qpos + long(e) * m.nq, qvel + long(e) * m.nv, ctrl + long(e) * m.nu, w,
-                    scratch, con, f);
+      s |= step_env(m, e, qpos + long(e) * m.nq, qvel + long(e) * m.nv, ctrl + long(e) * m.nu,
+                    x.w, x.c, con, f);
     }
     status[e] |= s;
   }
@@ -97,7 +102,7 @@ struct RolloutKernel {
 
   PHX_HD void operator()(int e, Scratch<T> scratch) const {
     const ModelView<T> m = env_view(model, e);
-    Workspace<T> w = make_workspace(m, scratch.reals);
+    StepScratch<T> x = StepScratch<T>::carve(m, scratch);
     T* q = qpos + long(e) * m.nq;
     T* v = qvel + long(e) * m.nv;
     unsigned s = status[e];
@@ -108,7 +113,7 @@ struct RolloutKernel {
       if (tape.every > 0 && t % tape.every == 0)
         tape.checkpoints(m, e).save(m, t / tape.every, q, v, cv);
       if (!(s & kStatusStopMask)) {
-        s |= step_env(m, e, q, v, ctrl + (long(e) * nstep + t) * m.nu, w, scratch, con);
+        s |= step_env(m, e, q, v, ctrl + (long(e) * nstep + t) * m.nu, x.w, x.c, con);
         if (m.nefcmax > 0) {
           peak_con = *cv.ncon > peak_con ? *cv.ncon : peak_con;
           peak_row = *cv.nefc > peak_row ? *cv.nefc : peak_row;
@@ -149,7 +154,7 @@ struct MassMatrixKernel {
 
   PHX_HD void operator()(int e, Scratch<T> scratch) const {
     const ModelView<T> m = env_view(model, e);
-    Workspace<T> w = make_workspace(m, scratch.reals);
+    Workspace<T> w = StepScratch<T>::carve(m, scratch).w;
     kinematics(m, qpos + long(e) * m.nq, w);
     com_pos(m, w);
     crba(m, w, M + long(e) * m.nv * m.nv);
@@ -167,7 +172,7 @@ struct BiasKernel {
 
   PHX_HD void operator()(int e, Scratch<T> scratch) const {
     const ModelView<T> m = env_view(model, e);
-    Workspace<T> w = make_workspace(m, scratch.reals);
+    Workspace<T> w = StepScratch<T>::carve(m, scratch).w;
     kinematics(m, qpos + long(e) * m.nq, w);
     com_pos(m, w);
     com_vel(m, qvel + long(e) * m.nv, w);
@@ -190,7 +195,7 @@ struct KinematicsKernel {
 
   PHX_HD void operator()(int e, Scratch<T> scratch) const {
     const ModelView<T> m = env_view(model, e);
-    Workspace<T> w = make_workspace(m, scratch.reals);
+    Workspace<T> w = StepScratch<T>::carve(m, scratch).w;
     cost_kinematics(m, kCostNeedsKinematics | kCostNeedsComPos | (qvel ? kCostNeedsComVel : 0),
                     qpos + long(e) * m.nq, env_row(qvel, e, m.nv), w);
     for (int i = 0; i < 3 * m.nbody; ++i) xpos[long(e) * 3 * m.nbody + i] = w.xpos[i];
@@ -213,7 +218,7 @@ struct ForwardDynamicsKernel {
 
   PHX_HD void operator()(int e, Scratch<T> scratch) const {
     const ModelView<T> m = env_view(model, e);
-    Workspace<T> w = make_workspace(m, scratch.reals);
+    Workspace<T> w = StepScratch<T>::carve(m, scratch).w;
     forward_dynamics(m, qpos + long(e) * m.nq, qvel + long(e) * m.nv, ctrl + long(e) * m.nu, T(0),
                      w, qacc + long(e) * m.nv);
   }
@@ -232,7 +237,7 @@ struct InverseDynamicsKernel {
 
   PHX_HD void operator()(int e, Scratch<T> scratch) const {
     const ModelView<T> m = env_view(model, e);
-    Workspace<T> w = make_workspace(m, scratch.reals);
+    Workspace<T> w = StepScratch<T>::carve(m, scratch).w;
     const T* q = qpos + long(e) * m.nq;
     const T* v = qvel + long(e) * m.nv;
     const T* a = qacc + long(e) * m.nv;
@@ -246,38 +251,8 @@ struct InverseDynamicsKernel {
   }
 };
 
-// scratch of one environment's reverse pass: the forward scratch (workspace, constraint
-// workspace) followed by the adjoint workspace and, with constraints, its constraint part
-template <class T>
-PHX_HD ScratchSize adjoint_scratch_size(const ModelView<T>& m) {
-  ScratchSize s = scratch_size(m);
-  s.reals += AdjWorkspace<T>::size(m.nbody, m.njnt, m.nv);
-  if (m.nefcmax > 0) {
-    ScratchSize c = AdjConstraintWorkspace<T>::size(m);
-    s.reals += c.reals;
-    s.ints += c.ints;
-  }
-  return s;
-}
-
-// StepJacobianKernel's: a step adjoint's, then (with rows) the LCP adjoint's factorisation its
-// rows share and the replay's contact arrays, then a seed (nq + nv reals)
-template <class T>
-PHX_HD ScratchSize jacobian_scratch_size(const ModelView<T>& m) {
-  ScratchSize s = adjoint_scratch_size(m);
-  if (m.nefcmax > 0) {
-    ScratchSize f = AdjConstraintWorkspace<T>::factor_size(m), c = contact_view_size(m);
-    s.reals += f.reals + c.reals;
-    s.ints += f.ints + c.ints;
-  }
-  s.reals += m.nq + m.nv;
-  return s;
-}
-
-// One environment's scratch for a step adjoint, carved as adjoint_scratch_size lays it out:
-// reals: workspace, constraint workspace, adjoint workspace, adjoint constraint workspace;
-// ints: constraint workspace, adjoint constraint workspace (the constraint parts only when the
-// model has rows).
+// One environment's scratch for a step adjoint: the forward scratch (workspace, constraint
+// workspace), then the adjoint workspace and, with constraint rows, its constraint part.
 template <class T>
 struct AdjointScratch {
   Workspace<T> w;
@@ -285,21 +260,49 @@ struct AdjointScratch {
   AdjWorkspace<T> a;
   AdjConstraintWorkspace<T> s{};
 
-  PHX_HD AdjointScratch(const ModelView<T>& m, Scratch<T> scratch) {
-    long forward = Workspace<T>::size(m.nbody, m.njnt, m.nv);
-    w = make_workspace(m, scratch.reals);
-    if (m.nefcmax == 0) {
-      a = AdjWorkspace<T>::carve(scratch.reals + forward, m.nbody, m.njnt, m.nv);
-      return;
-    }
-    long adjoint = AdjWorkspace<T>::size(m.nbody, m.njnt, m.nv);
-    ScratchSize cs = ConstraintWorkspace<T>::size(m);
-    c = ConstraintWorkspace<T>::carve(m, scratch.reals + forward, scratch.ints);
-    a = AdjWorkspace<T>::carve(scratch.reals + forward + cs.reals, m.nbody, m.njnt, m.nv);
-    s = AdjConstraintWorkspace<T>::carve(m, scratch.reals + forward + cs.reals + adjoint,
-                                         scratch.ints + cs.ints);
+  template <class M>
+  PHX_HD static AdjointScratch carve(const M& m, Arena<T>& arena) {
+    AdjointScratch x;
+    StepScratch<T> forward = StepScratch<T>::carve(m, arena);
+    x.w = forward.w;
+    x.c = forward.c;
+    x.a = AdjWorkspace<T>::carve(m, arena);
+    if (m.nefcmax > 0) x.s = AdjConstraintWorkspace<T>::carve(m, arena);
+    return x;
   }
 };
+
+template <class T>
+PHX_HD ScratchSize adjoint_scratch_size(const ModelView<T>& m) {
+  return carved_size<AdjointScratch<T>, T>(m);
+}
+
+// StepJacobianKernel's scratch: a step adjoint's, then (with rows) the LCP adjoint's
+// factorisation its rows share (bound into x.s) and the replay's contact arrays, then the
+// seeds of a reverse pass (nq + nv)
+template <class T>
+struct JacobianScratch {
+  AdjointScratch<T> x;
+  ContactView<T> cv{};
+  T* seed;
+
+  template <class M>
+  PHX_HD static JacobianScratch carve(const M& m, Arena<T>& arena) {
+    JacobianScratch j;
+    j.x = AdjointScratch<T>::carve(m, arena);
+    if (m.nefcmax > 0) {
+      j.x.s.bind_factor(m, arena);
+      j.cv = ContactView<T>::carve(m, arena);
+    }
+    j.seed = arena.template take<T>(m.nq + m.nv);
+    return j;
+  }
+};
+
+template <class T>
+PHX_HD ScratchSize jacobian_scratch_size(const ModelView<T>& m) {
+  return carved_size<JacobianScratch<T>, T>(m);
+}
 
 // environment e's slices of per-environment parameter adjoint arrays, zeroed (null stays null)
 template <class T>
@@ -360,7 +363,8 @@ struct StepAdjointKernel {
 
   PHX_HD void operator()(int e, Scratch<T> scratch) const {
     const ModelView<T> m = env_view(model, e);
-    AdjointScratch<T> x(m, scratch);
+    Arena<T> arena(scratch);
+    AdjointScratch<T> x = AdjointScratch<T>::carve(m, arena);
     T* gq = adj_qpos + long(e) * m.nq;
     T* gv = adj_qvel + long(e) * m.nv;
     T* gc = adj_ctrl + long(e) * m.nu;
@@ -413,22 +417,11 @@ struct StepJacobianKernel {
     const ModelView<T> m = env_view(model, e);
     const int rows = m.nq + m.nv, cols = m.nq + 2 * m.nv + m.nu, np = jacobian_nparam(m);
     const T* f = env_row(qfrc_applied, e, m.nv);
-    AdjointScratch<T> x(m, scratch);
-    ScratchSize used = adjoint_scratch_size(m);
-    ContactView<T> cv{};
-    if (m.nefcmax > 0) {
-      // past the adjoint scratch: the LCP adjoint's factorisation, shared by the rows, and the
-      // replay's contacts
-      x.s.bind_factor(m, scratch.reals + used.reals, scratch.ints + used.ints);
-      ScratchSize factor = AdjConstraintWorkspace<T>::factor_size(m);
-      used.reals += factor.reals;
-      used.ints += factor.ints;
-      cv = carve_contact_view(m, scratch.reals + used.reals, scratch.ints + used.ints);
-      ScratchSize contacts = contact_view_size(m);
-      used.reals += contacts.reals;
-      used.ints += contacts.ints;
-    }
-    T* w = scratch.reals + used.reals;  // seeds (nq + nv)
+    Arena<T> arena(scratch);
+    JacobianScratch<T> js = JacobianScratch<T>::carve(m, arena);
+    AdjointScratch<T>& x = js.x;
+    ContactView<T>& cv = js.cv;
+    T* w = js.seed;
     const T* q = qpos + long(e) * m.nq;
     const T* v = qvel + long(e) * m.nv;
     const T* u = ctrl + long(e) * m.nu;
@@ -453,8 +446,7 @@ struct StepJacobianKernel {
     if (lanes && linear && !stopped) {
       // a last row alone takes the scalar pass below (a third of a lane pass's time)
       const int nl = m.nv % kLanes<T> == 1 ? m.nv - 1 : m.nv;
-      const ScratchSize js = jacobian_scratch_size(m);
-      Scratch<T> rest{scratch.reals + js.reals, scratch.ints + js.ints};
+      const Scratch<T> rest = arena.rest();  // lane_scratch_size(m)
       const auto* shared = lane_model && LaneModel<T>::shared(model)
                                ? &static_cast<const LaneModel<T>*>(lane_model)->view
                                : nullptr;
@@ -553,14 +545,30 @@ struct StepJacobianKernel {
   }
 };
 
-// RolloutAdjointKernel's scratch: a step adjoint's, then nslot StepStore slots
+// RolloutAdjointKernel's scratch: a step adjoint's, then nslot StepStore slots with room for
+// ncon contacts and nrow rows each
+template <class T>
+struct RolloutAdjointScratch {
+  AdjointScratch<T> x;
+  StepStore<T> store{};
+
+  PHX_HD static RolloutAdjointScratch carve(const ModelView<T>& m, Arena<T>& arena, int nslot,
+                                            int ncon, int nrow) {
+    RolloutAdjointScratch r;
+    r.x = AdjointScratch<T>::carve(m, arena);
+    if (nslot > 0) {
+      ScratchSize slot = StepStore<T>::slot_size(m, ncon, nrow);
+      r.store = {arena.template take<T>(nslot * slot.reals),
+                 arena.template take<int>(nslot * slot.ints), ncon, nrow};
+    }
+    return r;
+  }
+};
+
 template <class T>
 PHX_HD ScratchSize rollout_adjoint_scratch_size(const ModelView<T>& m, int nslot, int ncon,
                                                 int nrow) {
-  ScratchSize s = adjoint_scratch_size(m), slot = StepStore<T>::slot_size(m, ncon, nrow);
-  s.reals += nslot * slot.reals;
-  s.ints += nslot * slot.ints;
-  return s;
+  return carved_size<RolloutAdjointScratch<T>, T>(m, nslot, ncon, nrow);
 }
 
 // The backward pass of a rollout recorded on a tape (tape.h): from the loss gradients with
@@ -593,12 +601,11 @@ struct RolloutAdjointKernel {
   PHX_HD void operator()(int e, Scratch<T> scratch) const {
     const ModelView<T> m = env_view(model, e);
     const int nq = m.nq, nv = m.nv, nu = m.nu, T_ = tape.nstep, K = tape.every;
-    AdjointScratch<T> x(m, scratch);
-    StepStore<T> store{};
-    if (nslot > 0) {
-      ScratchSize used = adjoint_scratch_size(m);
-      store = {scratch.reals + used.reals, scratch.ints + used.ints, slot_ncon, slot_nrow};
-    }
+    Arena<T> arena(scratch);
+    RolloutAdjointScratch<T> r =
+        RolloutAdjointScratch<T>::carve(m, arena, nslot, slot_ncon, slot_nrow);
+    AdjointScratch<T>& x = r.x;
+    const StepStore<T>& store = r.store;
     T* q = buf + long(e) * 3 * (nq + nv);
     T* v = q + nq;
     T* gq = v + nv;  // adjoint of the state after the current step
@@ -635,7 +642,7 @@ struct RolloutAdjointKernel {
               step_constrained(m, q, v, u, x.w, x.c, cv, known);
               store.save(m, t - t0, x.w, x.c, cv, q, v);
             } else if (t + 1 < t1) {
-              step_env(m, e, q, v, u, x.w, scratch, con);
+              step_env(m, e, q, v, u, x.w, x.c, con);
             }
           }
         }
@@ -679,7 +686,26 @@ struct RolloutAdjointKernel {
 
 // The cost of each of nenv stored rollouts (trajectory_cost) and, when adj_qs is non-null, its
 // gradients with respect to every state and control (adj_trajectory_cost). Scratch: a
-// workspace, then an adjoint workspace (cost_scratch_size).
+// workspace, then an adjoint workspace (CostScratch).
+template <class T>
+struct CostScratch {
+  Workspace<T> w;
+  AdjWorkspace<T> a;
+
+  template <class M>
+  PHX_HD static CostScratch carve(const M& m, Arena<T>& arena) {
+    CostScratch x;
+    x.w = Workspace<T>::carve(m, arena);
+    x.a = AdjWorkspace<T>::carve(m, arena);
+    return x;
+  }
+};
+
+template <class T>
+PHX_HD ScratchSize cost_scratch_size(const ModelView<T>& m) {
+  return carved_size<CostScratch<T>, T>(m);
+}
+
 template <class T>
 struct TrajectoryCostKernel {
   using Scalar = T;
@@ -696,22 +722,16 @@ struct TrajectoryCostKernel {
 
   PHX_HD void operator()(int e, Scratch<T> scratch) const {
     const ModelView<T> m = env_view(model, e);
-    Workspace<T> w = make_workspace(m, scratch.reals);
+    Arena<T> arena(scratch);
+    CostScratch<T> x = CostScratch<T>::carve(m, arena);
     long q0 = long(e) * nstep * m.nq, v0 = long(e) * nstep * m.nv, u0 = long(e) * nstep * m.nu;
-    value[e] = trajectory_cost(m, cost, nstep, qs + q0, vs + v0, us + u0, w);
+    value[e] = trajectory_cost(m, cost, nstep, qs + q0, vs + v0, us + u0, x.w);
     if (!adj_qs) return;
-    AdjWorkspace<T> a = AdjWorkspace<T>::carve(
-        scratch.reals + Workspace<T>::size(m.nbody, m.njnt, m.nv), m.nbody, m.njnt, m.nv);
-    adj_trajectory_cost(m, cost, nstep, qs + q0, vs + v0, us + u0, w, a, adj_qs + q0,
+    adj_trajectory_cost(m, cost, nstep, qs + q0, vs + v0, us + u0, x.w, x.a, adj_qs + q0,
                         adj_vs + v0, adj_us + u0);
   }
 };
 
-template <class T>
-PHX_HD ScratchSize cost_scratch_size(const ModelView<T>& m) {
-  return {Workspace<T>::size(m.nbody, m.njnt, m.nv) + AdjWorkspace<T>::size(m.nbody, m.njnt, m.nv),
-          0};
-}
 
 // One planning iteration's samples, one thread per sample: its noise, its controls clamp(u +
 // eps), its rollout from the problem's state (contacts start cold) and its cost, accumulated
@@ -742,7 +762,7 @@ struct PlannerRolloutKernel {
 
   PHX_HD void operator()(int s, Scratch<T> scratch) const {
     const ModelView<T> m = env_view(model, s);
-    Workspace<T> w = make_workspace(m, scratch.reals);
+    StepScratch<T> x = StepScratch<T>::carve(m, scratch);
     int p = s / spec.nsample, k = s % spec.nsample, H = spec.horizon, nu = m.nu;
     long u0 = long(s) * H * nu;
     const T* up = plan + long(p) * H * nu;
@@ -762,8 +782,8 @@ struct PlannerRolloutKernel {
     for (int t = 0; t < H; ++t) {
       const T* u = ctrl + u0 + long(t) * nu;
       if (!(st & kStatusStopMask)) {
-        st |= step_env(m, s, q, v, u, w, scratch, con);
-        if (cost.nterm) c += stage_cost(m, cost, q, v, u, T(1), t == H - 1 ? T(1) : T(0), w);
+        st |= step_env(m, s, q, v, u, x.w, x.c, con);
+        if (cost.nterm) c += stage_cost(m, cost, q, v, u, T(1), t == H - 1 ? T(1) : T(0), x.w);
       }
       if (qs_out)
         for (int i = 0; i < m.nq; ++i) qs_out[(long(s) * H + t) * m.nq + i] = q[i];

@@ -28,72 +28,17 @@
 
 namespace phx {
 
-// the real-valued arrays of a ModelView, counted
-template <class T>
-PHX_HD long model_reals(const ModelView<T>& m) {
-  return 2L * m.nq + 19L * m.nbody + 9L * m.njnt + 2L * m.nv + 15L * m.ngeom + 3L * m.nu;
-}
-
-// r <- m's counts, options and integer arrays (r's real arrays are left as they are)
+// m with every real broadcast to W lanes, the arrays taken from arena (a counting Arena
+// measures them: model_reals(m)); every parameter a single copy (m is one environment's view)
 template <class T, int W>
-void lane_model_scalars(const ModelView<T>& m, ModelView<Lane<T, W>>& r) {
-  r.nq = m.nq, r.nv = m.nv, r.nu = m.nu, r.nbody = m.nbody, r.njnt = m.njnt, r.ngeom = m.ngeom;
-  r.timestep = m.timestep;
-  for (int i = 0; i < 3; ++i) r.gravity[i] = m.gravity[i];
-  r.contact = m.contact, r.limit = m.limit, r.lcp_solver = m.lcp_solver;
-  r.lcp_iterations = m.lcp_iterations;
-  r.lcp_tolerance = m.lcp_tolerance, r.lcp_residual_limit = m.lcp_residual_limit;
-  r.contact_gradient = m.contact_gradient;
-  r.erp = m.erp, r.slop = m.slop;
-  r.npair = m.npair, r.nconmax = m.nconmax, r.nefcmax = m.nefcmax;
-  r.body_parentid = m.body_parentid, r.body_rootid = m.body_rootid;
-  r.body_jntnum = m.body_jntnum, r.body_jntadr = m.body_jntadr;
-  r.body_dofnum = m.body_dofnum, r.body_dofadr = m.body_dofadr;
-  r.jnt_type = m.jnt_type, r.jnt_bodyid = m.jnt_bodyid;
-  r.jnt_qposadr = m.jnt_qposadr, r.jnt_dofadr = m.jnt_dofadr;
-  r.jnt_limited = m.jnt_limited;
-  r.dof_bodyid = m.dof_bodyid, r.dof_jntid = m.dof_jntid, r.dof_parentid = m.dof_parentid;
-  r.geom_type = m.geom_type, r.geom_bodyid = m.geom_bodyid, r.geom_condim = m.geom_condim;
-  r.pair_geom = m.pair_geom;
-  for (int k = 0; k < kNumParams; ++k) r.param_nbatch[k] = 0;
-  r.actuator_trnid = m.actuator_trnid, r.actuator_ctrllimited = m.actuator_ctrllimited;
-}
-
-// m with every real broadcast to W lanes (arrays into storage p, advanced past them); every
-// parameter a single copy (m is one environment's view)
-template <class T, int W>
-ModelView<Lane<T, W>> lane_model(const ModelView<T>& m, Lane<T, W>*& p) {
+ModelView<Lane<T, W>> lane_model(const ModelView<T>& m, Arena<Lane<T, W>>& arena) {
   using L = Lane<T, W>;
-  ModelView<L> r;
-  auto put = [&p](const T* from, long n) {
-    L* to = p;
-    for (long i = 0; i < n; ++i) to[i] = L(from[i]);
-    p += n;
+  ModelView<L> r = convert_view<L>(m, [&arena](const T* from, long n, auto) {
+    L* to = arena.template take<L>(n);
+    for (long i = 0; to && i < n; ++i) to[i] = L(from[i]);
     return static_cast<const L*>(to);
-  };
-  lane_model_scalars(m, r);
-  r.qpos0 = put(m.qpos0, m.nq);
-  r.qpos_spring = put(m.qpos_spring, m.nq);
-  r.body_pos = put(m.body_pos, 3L * m.nbody);
-  r.body_quat = put(m.body_quat, 4L * m.nbody);
-  r.body_ipos = put(m.body_ipos, 3L * m.nbody);
-  r.body_iquat = put(m.body_iquat, 4L * m.nbody);
-  r.body_mass = put(m.body_mass, m.nbody);
-  r.body_inertia = put(m.body_inertia, 3L * m.nbody);
-  r.jnt_pos = put(m.jnt_pos, 3L * m.njnt);
-  r.jnt_axis = put(m.jnt_axis, 3L * m.njnt);
-  r.jnt_stiffness = put(m.jnt_stiffness, m.njnt);
-  r.jnt_range = put(m.jnt_range, 2L * m.njnt);
-  r.dof_armature = put(m.dof_armature, m.nv);
-  r.dof_damping = put(m.dof_damping, m.nv);
-  r.geom_size = put(m.geom_size, 3L * m.ngeom);
-  r.geom_pos = put(m.geom_pos, 3L * m.ngeom);
-  r.geom_quat = put(m.geom_quat, 4L * m.ngeom);
-  r.geom_friction = put(m.geom_friction, 3L * m.ngeom);
-  r.geom_rbound = put(m.geom_rbound, m.ngeom);
-  r.geom_restitution = put(m.geom_restitution, m.ngeom);
-  r.actuator_gear = put(m.actuator_gear, m.nu);
-  r.actuator_ctrlrange = put(m.actuator_ctrlrange, 2L * m.nu);
+  });
+  for (int k = 0; k < kNumParams; ++k) r.param_nbatch[k] = 0;
   return r;
 }
 
@@ -108,8 +53,8 @@ struct LaneModel {
   ModelView<L> view;
 
   explicit LaneModel(const ModelView<T>& m) : reals(model_reals(m)) {
-    L* p = reals.data();
-    view = lane_model(m, p);
+    Arena<L> arena(reals.data(), nullptr);
+    view = lane_model(m, arena);
   }
   // whether the environments of m (a view of the model this was built from) all have its
   // parameters
@@ -121,9 +66,9 @@ struct LaneModel {
 };
 
 // What every reverse pass on W seeds needs: the model (its scalar view, read in place), the
-// state the step started from, the seeds and one pass's adjoints, carved from storage aligned
-// for the vector type (the derived replays take their own arrays from the same storage, past
-// these).
+// state the step started from, the seeds and one pass's adjoints. The derived replays take
+// these and their own arrays from one Arena of lanes (carve) over storage aligned for the
+// vector type, so that their size (storage_size) is that carve run on a counting Arena.
 template <class T, int W>
 struct LanePass {
   using L = Lane<T, W>;
@@ -135,36 +80,36 @@ struct LanePass {
   L* out = nullptr;
 
   static int cols(const ModelView<T>& m) { return m.nq + 2 * m.nv + m.nu; }
-  // reals of the arrays above in units of L, and one more for the alignment
-  static long lanes(const ModelView<T>& m) {
-    return 2L * (m.nq + m.nv) + m.nu + cols(m) + jacobian_nparam(m) + 1;
-  }
 
  protected:
-  L* p_ = nullptr;  // the storage not taken yet
-
-  L* take(long n) {
-    L* r = p_;
-    p_ += n;
-    return r;
+  // the arrays above from arena
+  void carve(const ModelView<T>& m0, Arena<L>& arena) {
+    qpos = arena.template take<L>(m0.nq);
+    qvel = arena.template take<L>(m0.nv);
+    ctrl = arena.template take<L>(m0.nu);
+    seed_qpos = arena.template take<L>(m0.nq);
+    seed_qvel = arena.template take<L>(m0.nv);
+    out = arena.template take<L>(cols(m0) + jacobian_nparam(m0));
   }
-  L* put(const T* from, long n) {
-    L* to = take(n);
-    for (long i = 0; i < n; ++i) to[i] = L(from[i]);
-    return to;
+  // an Arena of lanes over storage (units of T), its start aligned for L
+  static Arena<L> aligned(Scratch<T> storage) {
+    auto addr = reinterpret_cast<unsigned long>(storage.reals);
+    return {reinterpret_cast<L*>((addr + alignof(L) - 1) / alignof(L) * alignof(L)),
+            storage.ints};
   }
-  // the arrays above over storage (units of T), from the model m0 and the step's start
-  void bind(const ModelView<T>& m0, T* storage, const T* qpos0, const T* qvel0,
-            const T* ctrl0) {
-    auto addr = reinterpret_cast<unsigned long>(storage);
-    p_ = reinterpret_cast<L*>((addr + alignof(L) - 1) / alignof(L) * alignof(L));
+  // storage (reals in units of T, one lane more for the alignment) of what a carve took
+  static ScratchSize storage_size(const Arena<L>& counted) {
+    return {W * (counted.nreal + 1), counted.nint};
+  }
+  // the model and the step's start
+  void bind(const ModelView<T>& m0, const T* qpos0, const T* qvel0, const T* ctrl0) {
     m = m0;
-    qpos = put(qpos0, m0.nq);
-    qvel = put(qvel0, m0.nv);
-    ctrl = put(ctrl0, m0.nu);
-    seed_qpos = take(m0.nq);
-    seed_qvel = take(m0.nv);
-    out = take(cols(m0) + jacobian_nparam(m0));
+    broadcast(qpos0, m0.nq, qpos);
+    broadcast(qvel0, m0.nv, qvel);
+    broadcast(ctrl0, m0.nu, ctrl);
+  }
+  static void broadcast(const T* from, long n, L* to) {
+    for (long i = 0; i < n; ++i) to[i] = L(from[i]);
   }
   // One reverse pass, of seeds adj_qvel' = e_(d0 + k) in lane k < n (the other lanes zero)
   // and adj_qpos' = 0, into out (zeroed first; the parameters' adjoints too when params):
@@ -200,15 +145,15 @@ struct LaneReplay : LanePass<T, W> {
   ContactView<T> cv{};
   AdjWorkspace<L> a{};
   AdjConstraintWorkspace<L> s{};
+  L* efc_force = nullptr;  // the step's impulses, broadcast (nefc)
+  L* vfree = nullptr;      // its unconstrained velocity, broadcast (nv)
 
   // storage for a model of m's capacities: reals in units of T, ints
   static ScratchSize size(const ModelView<T>& m) {
-    const long nv = m.nv, ne = m.nefcmax;
-    ScratchSize adj = AdjConstraintWorkspace<T>::size(m);
-    ScratchSize factor = AdjConstraintWorkspace<T>::factor_size(m);
-    long lanes = Base::lanes(m) + 2 * nv + 5 * ne +
-                 AdjWorkspace<T>::size(m.nbody, m.njnt, m.nv) + adj.reals + factor.reals;
-    return {W * lanes, adj.ints + factor.ints};
+    LaneReplay counted;
+    Arena<L> counting;
+    counted.carve(m, counting);
+    return Base::storage_size(counting);
   }
 
   // Binds over storage (size(m0)) the step replayed from (qpos0, qvel0, ctrl0) on the model m0
@@ -217,27 +162,23 @@ struct LaneReplay : LanePass<T, W> {
   LaneReplay(const ModelView<T>& m0, Scratch<T> storage, const T* qpos0, const T* qvel0,
              const T* ctrl0, const Workspace<T>& w0, const ConstraintWorkspace<T>& c0,
              const ContactView<T>& cv0, const AdjConstraintWorkspace<T>& s0) {
-    const int nc = *cv0.ncon, nr = *cv0.nefc, nv = m0.nv;
-    this->bind(m0, storage.reals, qpos0, qvel0, ctrl0);
-    int* q = storage.ints;
-    m.nconmax = nc;
-    m.nefcmax = nr;
+    const int nr = *cv0.nefc, nv = m0.nv;
+    // the step's own counts of contacts and rows
+    ModelView<T> step = m0;
+    step.nconmax = *cv0.ncon;
+    step.nefcmax = nr;
+    Arena<L> arena = Base::aligned(storage);
+    carve(step, arena);
+    this->bind(step, qpos0, qvel0, ctrl0);
     w = w0;
     c = c0;
     cv = cv0;
-
-    a = AdjWorkspace<L>::carve(this->take(AdjWorkspace<L>::size(m.nbody, m.njnt, nv)), m.nbody,
-                               m.njnt, nv);
-    ScratchSize adj = AdjConstraintWorkspace<L>::size(m);
-    s = AdjConstraintWorkspace<L>::carve(m, this->take(adj.reals), q);
-    q += adj.ints;
     s.qpos_next = nullptr;  // the replayed pass does not read qpos'
-    s.qvel_next = this->put(s0.qvel_next, nv);
-    s.efc_force = this->put(cv0.efc_force, nr);
-    s.vfree = this->put(c0.vfree, nv);
-    s.lcp = this->take(4L * nr);
-    ScratchSize factor = AdjConstraintWorkspace<L>::factor_size(m);
-    s.bind_factor(m, this->take(factor.reals), q);
+    Base::broadcast(s0.qvel_next, nv, s.qvel_next);
+    Base::broadcast(cv0.efc_force, nr, efc_force);
+    Base::broadcast(c0.vfree, nv, vfree);
+    s.efc_force = efc_force;
+    s.vfree = vfree;
     const LcpAdjointFactor<T>& F0 = s0.base;
     LcpAdjointFactor<L>& F = s.base;
     F.m = F0.m;
@@ -264,6 +205,21 @@ struct LaneReplay : LanePass<T, W> {
                                     this->seed_qpos, this->seed_qvel, gq, gv, gc, am, ac, gf);
     });
   }
+
+ private:
+  LaneReplay() = default;
+  // the lane arrays for a step of m1's counts of contacts and rows: the pass's, the adjoint
+  // workspaces, the broadcast impulses and vfree, adj_lcp's scratch (4 nefc) and the shared
+  // factorisation
+  void carve(const ModelView<T>& m1, Arena<L>& arena) {
+    Base::carve(m1, arena);
+    a = AdjWorkspace<L>::carve(m1, arena);
+    s = AdjConstraintWorkspace<L>::carve(m1, arena);
+    efc_force = arena.template take<L>(m1.nefcmax);
+    vfree = arena.template take<L>(m1.nv);
+    s.lcp = arena.template take<L>(4L * m1.nefcmax);
+    s.bind_factor(m1, arena);
+  }
 };
 
 // A step without constraint rows (step(), or a step_constrained that had none) in lane form:
@@ -278,27 +234,22 @@ struct LaneDynamicsReplay : LanePass<T, W> {
   Workspace<L> w{};
   AdjWorkspace<L> a{};
 
+  // storage for a model of m's sizes, with room for its reals broadcast
   static ScratchSize size(const ModelView<T>& m) {
-    return {W * (Base::lanes(m) + model_reals(m) + Workspace<T>::size(m.nbody, m.njnt, m.nv) +
-                 AdjWorkspace<T>::size(m.nbody, m.njnt, m.nv)),
-            0};
+    LaneDynamicsReplay counted;
+    Arena<L> counting;
+    counted.carve(m, nullptr, counting);
+    return Base::storage_size(counting);
   }
 
   // over storage (size(m0)); the model's reals are those of `shared` when non-null (a
   // LaneModel's view of m0's model), else broadcast here
   LaneDynamicsReplay(const ModelView<T>& m0, const ModelView<L>* shared, Scratch<T> storage,
                      const T* qpos0, const T* qvel0, const T* ctrl0, const Workspace<T>& w0) {
-    this->bind(m0, storage.reals, qpos0, qvel0, ctrl0);
-    if (shared) {
-      lm = *shared;
-      lane_model_scalars(m0, lm);
-    } else {
-      lm = lane_model(m0, this->p_);
-    }
-    const int nb = m0.nbody, nj = m0.njnt, nv = m0.nv;
-    w = Workspace<L>::carve(this->take(Workspace<L>::size(nb, nj, nv)), nb, nj, nv);
-    StepStore<L>::save_workspace(w0, w, nv);
-    a = AdjWorkspace<L>::carve(this->take(AdjWorkspace<L>::size(nb, nj, nv)), nb, nj, nv);
+    Arena<L> arena = Base::aligned(storage);
+    carve(m0, shared, arena);
+    this->bind(m0, qpos0, qvel0, ctrl0);
+    StepStore<L>::save_workspace(w0, w, m0.nv);
   }
 
   // as LaneReplay::run (a pass without rows has no contact parameters' adjoints)
@@ -307,6 +258,22 @@ struct LaneDynamicsReplay : LanePass<T, W> {
       adj_step_replayed(lm, this->qpos, this->qvel, this->ctrl, w, a, this->seed_qpos,
                         this->seed_qvel, gq, gv, gc, am, gf);
     });
+  }
+
+ private:
+  LaneDynamicsReplay() = default;
+  // the pass's arrays, the model in lanes (shared's reals, else broadcast into arena), the
+  // workspace and the adjoint workspace
+  void carve(const ModelView<T>& m0, const ModelView<L>* shared, Arena<L>& arena) {
+    Base::carve(m0, arena);
+    if (shared) {
+      lm = convert_view<L>(m0, [shared](const T*, long, auto member) { return shared->*member; });
+      for (int k = 0; k < kNumParams; ++k) lm.param_nbatch[k] = 0;
+    } else {
+      lm = lane_model(m0, arena);
+    }
+    w = Workspace<L>::carve(m0, arena);
+    a = AdjWorkspace<L>::carve(m0, arena);
   }
 };
 

@@ -17,6 +17,7 @@
 // caller, lcp_scratch_size(n) scalars and lcp_iscratch_size(n) ints serve every function here.
 #pragma once
 
+#include "phalanx/arena.h"
 #include "phalanx/math/dense.h"
 
 namespace phx {
@@ -670,14 +671,6 @@ PHX_HD constexpr int lcp_adjoint_factor_size(int n) {
 PHX_HD constexpr int lcp_adjoint_factor_isize(int n) {
   return cod_iscratch_size(n) + 2 * n;
 }
-// storage of the explicit form (lcp_adjoint_explicit_bind)
-PHX_HD constexpr int lcp_adjoint_explicit_size(int n) {
-  return 2 * n * n + n;
-}
-PHX_HD constexpr int lcp_adjoint_explicit_isize(int n) {
-  return 2 * n;
-}
-
 template <class T>
 PHX_HD LcpAdjointFactor<T> lcp_adjoint_factor_bind(int n, T* scratch, int* iscratch) {
   LcpAdjointFactor<T> F;
@@ -689,14 +682,15 @@ PHX_HD LcpAdjointFactor<T> lcp_adjoint_factor_bind(int n, T* scratch, int* iscra
   return F;
 }
 
+// the explicit form for n rows over storage from arena (a counting Arena measures it)
 template <class T>
-PHX_HD LcpAdjointFactor<T> lcp_adjoint_explicit_bind(int n, T* scratch, int* iscratch) {
+PHX_HD LcpAdjointFactor<T> lcp_adjoint_explicit_bind(int n, Arena<T>& arena) {
   LcpAdjointFactor<T> F;
-  F.pinv_t = scratch;
-  F.null_basis = scratch + n * n;
-  F.z = scratch + 2 * n * n;
-  F.cidx = iscratch;
-  F.pos = iscratch + n;
+  F.pinv_t = arena.template take<T>(long(n) * n);
+  F.null_basis = arena.template take<T>(long(n) * n);
+  F.z = arena.template take<T>(n);
+  F.cidx = arena.template take<int>(n);
+  F.pos = arena.template take<int>(n);
   return F;
 }
 

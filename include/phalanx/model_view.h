@@ -1,141 +1,42 @@
-// ModelView: the read-only model as kernels see it, raw pointers into device (or host)
-// arrays of one scalar type. Built by the host from a DeviceModel (host/device_model.h) and
-// passed to kernels by value. Field meanings and shapes are those of phx::Model (host/model.h).
+// ModelView: the read-only model as kernels see it, raw pointers into device (or host) arrays
+// of one scalar type. Built by the host from a DeviceModel (host/view_builder.h) and passed to
+// kernels by value. Its fields are the tables of model_fields.h.
 #pragma once
 
 #include "phalanx/config.h"
+#include "phalanx/model_fields.h"
 
 namespace phx {
 
-// The differentiable model parameters, in the order of every parameter list: gradients,
-// parameter-Jacobian columns and per-environment values.
-enum Param : int {
-  kParamBodyMass,         // body_mass         (nbody)
-  kParamBodyInertia,      // body_inertia      (nbody x 3)
-  kParamDofDamping,       // dof_damping       (nv)
-  kParamDofArmature,      // dof_armature      (nv)
-  kParamJntStiffness,     // jnt_stiffness     (njnt)
-  kParamActuatorGear,     // actuator_gear     (nu)
-  kParamBodyIpos,         // body_ipos         (nbody x 3)
-  kParamGeomFriction,     // geom_friction     (ngeom x 3)
-  kParamGeomRestitution,  // geom_restitution  (ngeom)
-  kParamGeomSize,         // geom_size         (ngeom x 3)
-  kNumParams
-};
-inline constexpr const char* kParamNames[kNumParams] = {
-    "body_mass",     "body_inertia", "dof_damping",   "dof_armature",     "jnt_stiffness",
-    "actuator_gear", "body_ipos",    "geom_friction", "geom_restitution", "geom_size"};
-// numbers per entity (body, dof, joint, actuator or geom) of parameter k
-PHX_HD constexpr int param_width(int k) {
-  return k == kParamBodyInertia || k == kParamBodyIpos || k == kParamGeomFriction ||
-                 k == kParamGeomSize
-             ? 3
-             : 1;
-}
-
 template <class T>
 struct ModelView {
-  // counts
-  int nq, nv, nu, nbody, njnt, ngeom;
+  using real = T;
+  using flag = int;
 
-  // options
-  T timestep;
-  T gravity[3];
-  int contact;         // detect and resolve contacts (0 or 1)
-  int limit;           // enforce joint limits (0 or 1)
-  int lcp_solver;      // LcpSolver
-  int lcp_iterations;  // projected Gauss-Seidel sweeps
-  T lcp_tolerance;     // velocity tolerance of classification and exact re-solves
-  T lcp_residual_limit;  // residual above which kStatusLcpNotConverged is set
-  int contact_gradient;  // ContactGradient flags of the step adjoint
-  T erp;               // fraction of penetration removed per step
-  T slop;              // penetration left uncorrected
+  // counts
+  int nq, nv, nu, nbody, njnt, ngeom, nexclude;
+
+  // options (PHX_MODEL_OPTIONS)
+#define PHX_VIEW_OPTION(kind, name, value, comment) kind name;
+  PHX_MODEL_OPTIONS(PHX_VIEW_OPTION)
+#undef PHX_VIEW_OPTION
+  T gravity[3];  // gravitational acceleration (m/s^2)
 
   // capacities of one environment
   int npair;    // candidate geom pairs
   int nconmax;  // contacts
   int nefcmax;  // constraint rows: 3 per contact plus one per limited hinge or slide joint
 
-  // configuration
-  const T* qpos0;        // (nq)
-  const T* qpos_spring;  // (nq)
+  // arrays (PHX_MODEL_ARRAYS)
+#define PHX_VIEW_ARRAY(kind, name, count, width, comment) const kind* name;
+  PHX_MODEL_ARRAYS(PHX_VIEW_ARRAY)
+#undef PHX_VIEW_ARRAY
 
-  // bodies
-  const int* body_parentid;  // (nbody)
-  const int* body_rootid;    // (nbody)
-  const int* body_jntnum;    // (nbody)
-  const int* body_jntadr;    // (nbody)
-  const int* body_dofnum;    // (nbody)
-  const int* body_dofadr;    // (nbody)
-  const T* body_pos;         // (nbody x 3)
-  const T* body_quat;        // (nbody x 4)
-  const T* body_ipos;        // (nbody x 3)
-  const T* body_iquat;       // (nbody x 4)
-  const T* body_mass;        // (nbody)
-  const T* body_inertia;     // (nbody x 3)
-
-  // joints
-  const int* jnt_type;     // (njnt)
-  const int* jnt_bodyid;   // (njnt)
-  const int* jnt_qposadr;  // (njnt)
-  const int* jnt_dofadr;   // (njnt)
-  const T* jnt_pos;        // (njnt x 3)
-  const T* jnt_axis;       // (njnt x 3)
-  const T* jnt_stiffness;  // (njnt)
-  const int* jnt_limited;  // (njnt)
-  const T* jnt_range;      // (njnt x 2)
-
-  // dofs
-  const int* dof_bodyid;    // (nv)
-  const int* dof_jntid;     // (nv)
-  const int* dof_parentid;  // (nv)
-  const T* dof_armature;    // (nv)
-  const T* dof_damping;     // (nv)
-
-  // geoms
-  const int* geom_type;        // (ngeom)
-  const int* geom_bodyid;      // (ngeom)
-  const int* geom_condim;      // (ngeom)
-  const T* geom_size;          // (ngeom x 3)
-  const T* geom_pos;           // (ngeom x 3)
-  const T* geom_quat;          // (ngeom x 4)
-  const T* geom_friction;      // (ngeom x 3)
-  const T* geom_rbound;        // (ngeom)
-  const T* geom_restitution;   // (ngeom)
-  const int* pair_geom;        // (npair x 2)
-
-  // actuators
-  // per-environment parameters (ARCHITECTURE.md section 3): parameter k holds
-  // param_nbatch[k] copies one after the other and environment e reads copy
-  // e % param_nbatch[k] (see env_view); 0 or 1: one copy shared by all environments
+  // per-environment parameters: parameter k holds param_nbatch[k] copies one after the other
+  // and environment e reads copy e % param_nbatch[k] (see env_view); 0 or 1: one copy shared by
+  // all environments
   int param_nbatch[kNumParams];
-
-  const int* actuator_trnid;        // (nu)
-  const int* actuator_ctrllimited;  // (nu)
-  const T* actuator_gear;           // (nu)
-  const T* actuator_ctrlrange;      // (nu x 2)
 };
-
-// the entities parameter k has one entry (of param_width(k) numbers) for, in any struct with
-// the counts (ModelView, the host's Model)
-template <class M>
-PHX_HD int param_count(const M& m, int k) {
-  switch (k) {
-    case kParamBodyMass:
-    case kParamBodyInertia:
-    case kParamBodyIpos:
-      return m.nbody;
-    case kParamDofDamping:
-    case kParamDofArmature:
-      return m.nv;
-    case kParamJntStiffness:
-      return m.njnt;
-    case kParamActuatorGear:
-      return m.nu;
-    default:
-      return m.ngeom;
-  }
-}
 
 // numbers in one copy of parameter k
 template <class T>
@@ -147,16 +48,13 @@ PHX_HD long param_size(const ModelView<T>& m, int k) {
 template <class T>
 PHX_HD const T*& param_field(ModelView<T>& m, int k) {
   switch (k) {
-    case kParamBodyMass: return m.body_mass;
-    case kParamBodyInertia: return m.body_inertia;
-    case kParamDofDamping: return m.dof_damping;
-    case kParamDofArmature: return m.dof_armature;
-    case kParamJntStiffness: return m.jnt_stiffness;
-    case kParamActuatorGear: return m.actuator_gear;
-    case kParamBodyIpos: return m.body_ipos;
-    case kParamGeomFriction: return m.geom_friction;
-    case kParamGeomRestitution: return m.geom_restitution;
-    default: return m.geom_size;
+#define PHX_PARAM_FIELD(Name, field_, check) \
+  case kParam##Name:                         \
+    return m.field_;
+    PHX_PARAMS(PHX_PARAM_FIELD)
+#undef PHX_PARAM_FIELD
+    default:
+      return m.body_mass;
   }
 }
 
@@ -168,6 +66,76 @@ PHX_HD ModelView<T> env_view(const ModelView<T>& m, int e) {
   for (int k = 0; k < kNumParams; ++k)
     if (m.param_nbatch[k] > 1) param_field(r, k) += (e % m.param_nbatch[k]) * param_size(m, k);
   return r;
+}
+
+// numbers in the real arrays of a model (any struct with its counts)
+template <class M>
+PHX_HD long model_reals(const M& m) {
+  long n = 0;
+#define PHX_COUNT_REALS(kind, name, count, width, comment) \
+  if (field::name::is_real) n += long(m.count) * width;
+  PHX_MODEL_ARRAYS(PHX_COUNT_REALS)
+#undef PHX_COUNT_REALS
+  return n;
+}
+
+// m in scalar U: counts, options (converted), capacities, integer arrays and parameter
+// batches as they are, each real array from real_array(m's array, its size, the array's
+// member of ModelView<U>)
+template <class U, class T, class RealArray>
+ModelView<U> convert_view(const ModelView<T>& m, RealArray&& real_array) {
+  ModelView<U> r;
+  r.nq = m.nq, r.nv = m.nv, r.nu = m.nu, r.nbody = m.nbody, r.njnt = m.njnt, r.ngeom = m.ngeom;
+  r.nexclude = m.nexclude;
+#define PHX_CONVERT_OPTION(kind, name, value, comment) r.name = m.name;
+  PHX_MODEL_OPTIONS(PHX_CONVERT_OPTION)
+#undef PHX_CONVERT_OPTION
+  for (int i = 0; i < 3; ++i) r.gravity[i] = m.gravity[i];
+  r.npair = m.npair, r.nconmax = m.nconmax, r.nefcmax = m.nefcmax;
+#define PHX_CONVERT_ARRAY(kind, name, count, width, comment)                         \
+  if constexpr (field::name::is_real) {                                              \
+    r.name = real_array(m.name, long(m.count) * width, &ModelView<U>::name);          \
+  } else {                                                                           \
+    r.name = m.name;                                                                 \
+  }
+  PHX_MODEL_ARRAYS(PHX_CONVERT_ARRAY)
+#undef PHX_CONVERT_ARRAY
+  for (int k = 0; k < kNumParams; ++k) r.param_nbatch[k] = m.param_nbatch[k];
+  return r;
+}
+
+// Adjoints of the model parameters, per environment; a null pointer skips that parameter:
+// those of the dynamics (PHX_DYNAMICS_PARAMS) and those of contacts (PHX_CONTACT_PARAMS; of
+// geom_friction only the sliding coefficient, column 0, is used; geom_size through the contact
+// geometry only). Each has its field's shape.
+template <class T>
+struct ModelAdjoint {
+#define PHX_PARAM_ADJOINT(Name, field_, check) T* field_ = nullptr;
+  PHX_DYNAMICS_PARAMS(PHX_PARAM_ADJOINT)
+};
+template <class T>
+struct ContactModelAdjoint {
+  PHX_CONTACT_PARAMS(PHX_PARAM_ADJOINT)
+#undef PHX_PARAM_ADJOINT
+};
+
+// the adjoint array of parameter k in am or ac
+template <class T>
+PHX_HD T*& param_adjoint(ModelAdjoint<T>& am, ContactModelAdjoint<T>& ac, int k) {
+  switch (k) {
+#define PHX_PARAM_ADJOINT_OF(Name, field_, check) \
+  case kParam##Name:                              \
+    return am.field_;
+    PHX_DYNAMICS_PARAMS(PHX_PARAM_ADJOINT_OF)
+#undef PHX_PARAM_ADJOINT_OF
+#define PHX_PARAM_ADJOINT_OF(Name, field_, check) \
+  case kParam##Name:                              \
+    return ac.field_;
+    PHX_CONTACT_PARAMS(PHX_PARAM_ADJOINT_OF)
+#undef PHX_PARAM_ADJOINT_OF
+    default:
+      return am.body_mass;
+  }
 }
 
 }  // namespace phx

@@ -207,7 +207,7 @@ PHX_HD void adj_forward_dynamics(const ModelView<T>& m, const T* qpos, const T* 
                                  const T* ctrl, T implicit_dt, const T* qacc, Workspace<T>& w,
                                  AdjWorkspace<T>& a, const T* adj_qacc, T* adj_qpos, T* adj_qvel,
                                  T* adj_ctrl, const ModelAdjoint<T>& adj_model) {
-  a.zero(m.nbody, m.njnt, m.nv);
+  a.zero();
   aba(m, qvel, adj_qacc, w.armature, false, w, a.lambda);
 
   // the shifted diagonal: r contains (armature + implicit_dt damping) qacc

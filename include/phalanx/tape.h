@@ -108,15 +108,47 @@ struct TapeView {
 // the nconmax and nefcmax a model allows. Slots are env-private scratch of the backward pass.
 template <class T>
 struct StepStore {
+  using real = T;
   T* reals = nullptr;  // (nslot x slot_size().reals)
   int* ints = nullptr; // (nslot x slot_size().ints)
   int ncon = 0, nrow = 0;
 
+  // slot k's arrays as the workspaces, contacts and next state of its step (below)
+  struct Slot {
+    T* qpos_next;
+    T* qvel_next;
+    Workspace<T> w;
+    ConstraintWorkspace<T> c;
+    ContactView<T> cv;
+  };
+
+  // a slot laid out over arena for the counts `room` (a model's with the slot's room for
+  // contacts and rows): the state after the step, the workspace, the constraint workspace's
+  // kept arrays and the contacts; the constraint workspace's scratch is that of `scratch`
+  template <class M>
+  PHX_HD static Slot carve_slot(const M& room, Arena<T>& arena,
+                                const ConstraintWorkspace<T>& scratch = ConstraintWorkspace<T>{}) {
+    Slot s;
+    s.qpos_next = arena.template take<T>(room.nq);
+    s.qvel_next = arena.template take<T>(room.nv);
+    s.w = Workspace<T>::carve(room, arena);
+    s.c = scratch;
+    take_kept(room, arena, s.c);
+    s.cv = ContactView<T>::carve(room, arena);
+    return s;
+  }
+
+  // the counts of a slot with room for ncon contacts and nrow rows
+  PHX_HD static Counts slot_counts(const ModelView<T>& m, int ncon, int nrow) {
+    Counts r = counts_of(m);
+    r.nconmax = ncon;
+    r.nefcmax = nrow;
+    return r;
+  }
   PHX_HD static ScratchSize slot_size(const ModelView<T>& m, int ncon, int nrow) {
-    long nv = m.nv, nr = nrow;
-    return {m.nq + nv + Workspace<T>::size(m.nbody, m.njnt, nv) + 12L * m.ngeom + nv * nv + nv +
-                2 * nr * nv + nr * nr + 5 * nr + 13L * ncon,
-            5 + 2L * ncon + 3 * nr};
+    Arena<T> counting;
+    carve_slot(slot_counts(m, ncon, nrow), counting);
+    return counting.used();
   }
 
   // slot k <- the step that has just run: its workspaces w, c, contacts and rows cv, and the
@@ -128,91 +160,27 @@ struct StepStore {
                    const ConstraintWorkspace<U>& c, const ContactView<U>& cv, const U* qpos_next,
                    const U* qvel_next) const {
     Slot s = slot(m, k);
-    const int nv = m.nv, nc = *cv.ncon, nr = *cv.nefc;
-    if (nc > ncon || nr > nrow) {
+    if (*cv.ncon > ncon || *cv.nefc > nrow) {
       *s.cv.nefc = -1;
       return;
     }
     copy(qpos_next, m.nq, s.qpos_next);
-    copy(qvel_next, nv, s.qvel_next);
-    save_workspace(w, s.w, nv);
-    copy(c.geom_xpos, 3L * m.ngeom, s.c.geom_xpos);
-    copy(c.geom_xmat, 9L * m.ngeom, s.c.geom_xmat);
-    copy(c.L, long(nv) * nv, s.c.L);
-    copy(c.vfree, nv, s.c.vfree);
-    copy(c.J, long(nr) * nv, s.c.J);
-    copy(c.Y, long(nr) * nv, s.c.Y);
-    copy(c.A, long(nr) * nr, s.c.A);  // row stride nr (delassus)
-    copy(c.b, nr, s.c.b);
-    copy(c.lo, nr, s.c.lo);
-    copy(c.hi, nr, s.c.hi);
-    copy(c.mu, nr, s.c.mu);
-    copy(c.findex, nr, s.c.findex);
-    *s.cv.ncon = nc;
-    *s.cv.overflow = *cv.overflow;
-    *s.cv.nefc = nr;
-    *s.cv.nwarm = *cv.nwarm;
-    *s.cv.set_hit = *cv.set_hit;
-    copy(cv.pos, 3L * nc, s.cv.pos);
-    copy(cv.frame, 9L * nc, s.cv.frame);
-    copy(cv.dist, nc, s.cv.dist);
-    copy(cv.geom, 2L * nc, s.cv.geom);
-    copy(cv.efc_class, nr, s.cv.efc_class);
-    copy(cv.efc_force, nr, s.cv.efc_force);
-    copy(cv.efc_key, nr, s.cv.efc_key);
+    copy(qvel_next, m.nv, s.qvel_next);
+    save_workspace(w, s.w, m.nv);
+    // the step's own counts
+    copy_kept(slot_counts(m, *cv.ncon, *cv.nefc), c, cv, s.c, s.cv);
   }
 
   PHX_HD bool holds(const ModelView<T>& m, int k) const { return *slot(m, k).cv.nefc >= 0; }
 
-  // Slot k's arrays as the workspaces, contacts and next state of its step. The constraint
-  // workspace's scratch (tmp, lcp, ilcp) and its arrays the reverse pass does not read (bias,
-  // f_prev, key_prev, class_prev) are those of `scratch`, whose contents are not kept.
-  struct Slot {
-    T* qpos_next;
-    T* qvel_next;
-    Workspace<T> w;
-    ConstraintWorkspace<T> c;
-    ContactView<T> cv;
-  };
+  // Slot k. The constraint workspace's scratch (tmp, lcp, ilcp) and its arrays the reverse
+  // pass does not read (bias, f_prev, key_prev, class_prev) are those of `scratch`, whose
+  // contents are not kept.
   PHX_HD Slot slot(const ModelView<T>& m, int k,
                    const ConstraintWorkspace<T>& scratch = ConstraintWorkspace<T>{}) const {
     ScratchSize size = slot_size(m, ncon, nrow);
-    T* p = reals + k * size.reals;
-    int* q = ints + k * size.ints;
-    auto take = [&p](long n) { T* r = p; p += n; return r; };
-    auto itake = [&q](long n) { int* r = q; q += n; return r; };
-    const long nv = m.nv, nc = ncon, nr = nrow;
-    Slot s;
-    s.qpos_next = take(m.nq);
-    s.qvel_next = take(nv);
-    s.w = Workspace<T>::carve(take(Workspace<T>::size(m.nbody, m.njnt, m.nv)), m.nbody, m.njnt,
-                              m.nv);
-    s.c = scratch;
-    s.c.geom_xpos = take(3L * m.ngeom);
-    s.c.geom_xmat = take(9L * m.ngeom);
-    s.c.L = take(nv * nv);
-    s.c.vfree = take(nv);
-    s.c.J = take(nr * nv);
-    s.c.Y = take(nr * nv);
-    s.c.A = take(nr * nr);
-    s.c.b = take(nr);
-    s.c.lo = take(nr);
-    s.c.hi = take(nr);
-    s.c.mu = take(nr);
-    s.c.findex = itake(nr);
-    s.cv.ncon = itake(1);
-    s.cv.overflow = itake(1);
-    s.cv.nefc = itake(1);
-    s.cv.nwarm = itake(1);
-    s.cv.set_hit = itake(1);
-    s.cv.pos = take(3 * nc);
-    s.cv.frame = take(9 * nc);
-    s.cv.dist = take(nc);
-    s.cv.geom = itake(2 * nc);
-    s.cv.efc_class = itake(nr);
-    s.cv.efc_force = take(nr);
-    s.cv.efc_key = itake(nr);
-    return s;
+    Arena<T> arena(reals + k * size.reals, ints + k * size.ints);
+    return carve_slot(slot_counts(m, ncon, nrow), arena, scratch);
   }
 
   // to <- what a reverse pass reads of the workspace from, as carved, contiguously, but for the
@@ -226,6 +194,23 @@ struct StepStore {
   }
 
  private:
+  // the constraint workspace's kept arrays (PHX_CONSTRAINT_WORKSPACE_KEPT) into w
+  template <class M>
+  PHX_HD static void take_kept(const M& m, Arena<T>& arena, ConstraintWorkspace<T>& w) {
+    PHX_CONSTRAINT_WORKSPACE_KEPT(PHX_WORKSPACE_TAKE)
+  }
+  // the kept constraint arrays and the contacts, at the counts m
+  template <class U>
+  PHX_HD static void copy_kept(const Counts& m, const ConstraintWorkspace<U>& c,
+                               const ContactView<U>& cv, const ConstraintWorkspace<T>& to_c,
+                               const ContactView<T>& to_cv) {
+#define PHX_COPY_FROM_C(kind, name, size, comment) copy(c.name, long(size), to_c.name);
+#define PHX_COPY_FROM_CV(kind, name, size, comment) copy(cv.name, long(size), to_cv.name);
+    PHX_CONSTRAINT_WORKSPACE_KEPT(PHX_COPY_FROM_C)
+    PHX_CONTACT_ARRAYS(PHX_COPY_FROM_CV)
+#undef PHX_COPY_FROM_C
+#undef PHX_COPY_FROM_CV
+  }
   template <class U, class V>
   PHX_HD static void copy(const U* from, long n, V* to) {
     for (long i = 0; i < n; ++i) to[i] = V(from[i]);

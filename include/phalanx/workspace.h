@@ -3,165 +3,110 @@
 // slice of global memory on CUDA); stages read and write it through these pointers only.
 #pragma once
 
-#include "phalanx/config.h"
+#include "phalanx/arena.h"
+#include "phalanx/model_view.h"
 
 namespace phx {
 
-// how much private scratch one environment's kernel needs: scalars and integers
-struct ScratchSize {
-  long reals = 0;
-  long ints = 0;
-};
-
-// one environment's scratch blocks, handed to a kernel by the backend
-template <class T>
-struct Scratch {
-  T* reals;
-  int* ints;
-};
+// the intermediates of one environment's step, in the order they are carved. The reverse
+// passes read the forward quantities the stages keep here (xquat_scale, jnt_quat_in, jnt_qloc,
+// jnt_quat_out, xipos, ximat, cmom, crb), so every caller of an adjoint has run the forward at
+// the same state; the articulated-body arrays (aba_*) are read by the forward solve alone.
+#define PHX_WORKSPACE_ARRAYS(X)                                                                  \
+  /* kinematics */                                                                               \
+  X(real, xpos, 3L * m.nbody, "body frame position in world (nbody x 3)")                        \
+  X(real, xquat, 4L * m.nbody, "body frame orientation in world (nbody x 4)")                    \
+  X(real, xquat_scale, m.nbody, "1 / |q| of the orientation q that xquat normalises (nbody)")    \
+  X(real, xmat, 9L * m.nbody, "body frame rotation matrix (nbody x 9)")                          \
+  X(real, xanchor, 3L * m.njnt, "joint anchor in world (njnt x 3)")                              \
+  X(real, xaxis, 3L * m.njnt, "joint axis in world (njnt x 3)")                                  \
+  X(real, jnt_quat_in, 4L * m.njnt, "body orientation before each joint (njnt x 4)")             \
+  X(real, jnt_qloc, 4L * m.njnt, "each joint's rotation, ball and hinge (njnt x 4)")             \
+  X(real, jnt_quat_out, 4L * m.njnt, "body orientation after each joint (njnt x 4)")             \
+  /* com-based quantities, about the reference point of each tree (its root body's origin) */   \
+  X(real, xipos, 3L * m.nbody, "centre of mass in world (nbody x 3)")                            \
+  X(real, ximat, 9L * m.nbody, "principal inertia frame rotation in world (nbody x 9)")          \
+  X(real, cinert, 10L * m.nbody, "body spatial inertia (nbody x 10)")                            \
+  X(real, cdof, 6L * m.nv, "dof motion subspace (nv x 6)")                                       \
+  X(real, cvel, 6L * m.nbody, "body spatial velocity (nbody x 6)")                               \
+  X(real, cdof_dot, 6L * m.nv, "time derivative of cdof (nv x 6)")                               \
+  X(real, cacc, 6L * m.nbody, "body spatial acceleration (nbody x 6)")                           \
+  X(real, cfrc, 6L * m.nbody, "body spatial force, RNEA (nbody x 6)")                            \
+  X(real, cmom, 6L * m.nbody, "body spatial momentum cinert cvel, RNEA (nbody x 6)")             \
+  X(real, crb, 10L * m.nbody, "composite rigid-body inertia, CRBA (nbody x 10)")                 \
+  /* articulated-body algorithm */                                                               \
+  X(real, aba_IA, 36L * m.nbody, "articulated inertia (nbody x 36)")                             \
+  X(real, aba_pA, 6L * m.nbody, "articulated bias force (nbody x 6)")                            \
+  X(real, aba_U, 6L * m.nv, "IA S per dof (nv x 6)")                                             \
+  X(real, aba_invD, m.nv, "1 / (S^T IA S + armature) per dof (nv)")                              \
+  X(real, aba_u, m.nv, "tau - S^T pA per dof (nv)")                                              \
+  /* generalized vectors */                                                                      \
+  X(real, armature, m.nv, "armature used by the solve, + dt damping when implicit (nv)")         \
+  X(real, qfrc, m.nv, "applied generalized force, passive + actuation (nv)")                     \
+  X(real, qacc, m.nv, "generalized acceleration (nv)")
 
 template <class T>
 struct Workspace {
-  // kinematics
-  T* xpos;      // body frame position in world                (nbody x 3)
-  T* xquat;     // body frame orientation in world             (nbody x 4)
-  T* xquat_scale;  // 1 / |q| of the orientation q that xquat normalises, for adj_kinematics (nbody)
-  T* xmat;      // body frame rotation matrix                  (nbody x 9)
-  T* xanchor;   // joint anchor in world                       (njnt x 3)
-  T* xaxis;     // joint axis in world                         (njnt x 3)
-  T* jnt_quat_in;  // body orientation before each joint, for adj_kinematics   (njnt x 4)
-  T* jnt_qloc;     // each joint's rotation (ball, hinge), for adj_kinematics  (njnt x 4)
-  T* jnt_quat_out; // body orientation after each joint, for adj_kinematics     (njnt x 4)
-  // com-based quantities, about the reference point of each tree (its root body's origin)
-  T* xipos;     // centre of mass in world (com_pos)           (nbody x 3)
-  T* ximat;     // principal inertia frame rotation in world   (nbody x 9)
-  T* cinert;    // body spatial inertia                        (nbody x 10)
-  T* cdof;      // dof motion subspace                         (nv x 6)
-  T* cvel;      // body spatial velocity                       (nbody x 6)
-  T* cdof_dot;  // time derivative of cdof                     (nv x 6)
-  T* cacc;      // body spatial acceleration                   (nbody x 6)
-  T* cfrc;      // body spatial force (RNEA)                   (nbody x 6)
-  T* cmom;      // body spatial momentum cinert cvel (RNEA)    (nbody x 6)
-  T* crb;       // composite rigid-body inertia (CRBA)         (nbody x 10)
-  // articulated-body algorithm
-  T* aba_IA;    // articulated inertia                         (nbody x 36)
-  T* aba_pA;    // articulated bias force                      (nbody x 6)
-  T* aba_U;     // IA S per dof                                (nv x 6)
-  T* aba_invD;  // 1 / (S^T IA S + armature) per dof           (nv)
-  T* aba_u;     // tau - S^T pA per dof                        (nv)
-  // generalized vectors
-  T* armature;  // armature used by the solve (+ dt * damping when implicit)  (nv)
-  T* qfrc;      // applied generalized force (passive + actuation)  (nv)
-  T* qacc;      // generalized acceleration                    (nv)
+  using real = T;
+  PHX_WORKSPACE_ARRAYS(PHX_WORKSPACE_MEMBER)
 
-  // number of scalars a workspace needs for the given counts
-  PHX_HD static long size(int nbody, int njnt, int nv) {
-    return long(nbody) * (3 + 4 + 1 + 9 + 3 + 9 + 10 + 6 + 6 + 6 + 6 + 10 + 36 + 6) +
-           long(njnt) * 18 +
-           long(nv) * (6 + 6 + 6 + 1 + 1 + 1 + 1 + 1);
-  }
-
-  // carve a workspace from a block of at least size() scalars
-  PHX_HD static Workspace carve(T* p, int nbody, int njnt, int nv) {
+  template <class M>
+  PHX_HD static Workspace carve(const M& m, Arena<T>& arena) {
     Workspace w;
-    auto take = [&p](long n) { T* r = p; p += n; return r; };
-    w.xpos = take(3L * nbody);
-    w.xquat = take(4L * nbody);
-    w.xquat_scale = take(nbody);
-    w.xmat = take(9L * nbody);
-    w.xanchor = take(3L * njnt);
-    w.xaxis = take(3L * njnt);
-    w.jnt_quat_in = take(4L * njnt);
-    w.jnt_qloc = take(4L * njnt);
-    w.jnt_quat_out = take(4L * njnt);
-    w.xipos = take(3L * nbody);
-    w.ximat = take(9L * nbody);
-    w.cinert = take(10L * nbody);
-    w.cdof = take(6L * nv);
-    w.cvel = take(6L * nbody);
-    w.cdof_dot = take(6L * nv);
-    w.cacc = take(6L * nbody);
-    w.cfrc = take(6L * nbody);
-    w.cmom = take(6L * nbody);
-    w.crb = take(10L * nbody);
-    w.aba_IA = take(36L * nbody);
-    w.aba_pA = take(6L * nbody);
-    w.aba_U = take(6L * nv);
-    w.aba_invD = take(nv);
-    w.aba_u = take(nv);
-    w.armature = take(nv);
-    w.qfrc = take(nv);
-    w.qacc = take(nv);
+    PHX_WORKSPACE_ARRAYS(PHX_WORKSPACE_TAKE)
     return w;
   }
+  // scalars a workspace of m takes
+  template <class M>
+  PHX_HD static long size(const M& m) {
+    return carved_size<Workspace, T>(m).reals;
+  }
 };
 
-// Adjoints of the workspace intermediates, for the reverse pass of one environment's step.
+// Adjoints of the workspace intermediates, for the reverse pass of one environment's step:
+// the arrays of the stage adjoints, zeroed by zero() before a pass, then generalized vectors.
+#define PHX_ADJ_WORKSPACE_ZEROED(X)                                                              \
+  X(real, xpos, 3L * m.nbody, "(nbody x 3)")                                                     \
+  X(real, xquat, 4L * m.nbody, "(nbody x 4)")                                                    \
+  X(real, xmat, 9L * m.nbody, "(nbody x 9)")                                                     \
+  X(real, xanchor, 3L * m.njnt, "(njnt x 3)")                                                    \
+  X(real, xaxis, 3L * m.njnt, "(njnt x 3)")                                                      \
+  X(real, cinert, 10L * m.nbody, "(nbody x 10)")                                                 \
+  X(real, cdof, 6L * m.nv, "(nv x 6)")                                                           \
+  X(real, cvel, 6L * m.nbody, "(nbody x 6)")                                                     \
+  X(real, cdof_dot, 6L * m.nv, "(nv x 6)")                                                       \
+  X(real, cacc, 6L * m.nbody, "(nbody x 6)")                                                     \
+  X(real, cfrc, 6L * m.nbody, "(nbody x 6)")
+#define PHX_ADJ_WORKSPACE_VECTORS(X)                                                             \
+  X(real, qvel_next, m.nv, "velocity after the step (nv)")                                       \
+  X(real, qacc, m.nv, "adjoint of qacc (nv)")                                                    \
+  X(real, qvel, m.nv, "adjoint of the new velocity (nv)")                                        \
+  X(real, lambda, m.nv, "(M + diag(armature))^-1 adj_qacc (nv)")                                 \
+  X(real, tmp, m.nv, "scratch (nv)")
+
 template <class T>
 struct AdjWorkspace {
-  T* xpos;         // (nbody x 3)
-  T* xquat;        // (nbody x 4)
-  T* xmat;         // (nbody x 9)
-  T* xanchor;      // (njnt x 3)
-  T* xaxis;        // (njnt x 3)
-  T* cinert;       // (nbody x 10)
-  T* cdof;         // (nv x 6)
-  T* cvel;         // (nbody x 6)
-  T* cdof_dot;     // (nv x 6)
-  T* cacc;         // (nbody x 6)
-  T* cfrc;         // (nbody x 6)
-  // generalized adjoints
-  T* qvel_next;    // velocity after the step                                    (nv)
-  T* qacc;         // adjoint of qacc                                            (nv)
-  T* qvel;         // adjoint of the new velocity                                (nv)
-  T* lambda;       // (M + diag(armature))^-1 adj_qacc                           (nv)
-  T* tmp;          // scratch                                                    (nv)
+  using real = T;
+  PHX_ADJ_WORKSPACE_ZEROED(PHX_WORKSPACE_MEMBER)
+  PHX_ADJ_WORKSPACE_VECTORS(PHX_WORKSPACE_MEMBER)
 
-  PHX_HD static long size(int nbody, int njnt, int nv) {
-    return long(nbody) * (3 + 4 + 9 + 10 + 6 + 6 + 6) + long(njnt) * (3 + 3) +
-           long(nv) * (6 + 6 + 5);
+  template <class M>
+  PHX_HD static AdjWorkspace carve(const M& m, Arena<T>& arena) {
+    AdjWorkspace w;
+    PHX_ADJ_WORKSPACE_ZEROED(PHX_WORKSPACE_TAKE)
+    PHX_ADJ_WORKSPACE_VECTORS(PHX_WORKSPACE_TAKE)
+    return w;
+  }
+  template <class M>
+  PHX_HD static long size(const M& m) {
+    return carved_size<AdjWorkspace, T>(m).reals;
   }
 
-  PHX_HD static AdjWorkspace carve(T* p, int nbody, int njnt, int nv) {
-    AdjWorkspace a;
-    auto take = [&p](long n) { T* r = p; p += n; return r; };
-    a.xpos = take(3L * nbody);
-    a.xquat = take(4L * nbody);
-    a.xmat = take(9L * nbody);
-    a.xanchor = take(3L * njnt);
-    a.xaxis = take(3L * njnt);
-    a.cinert = take(10L * nbody);
-    a.cdof = take(6L * nv);
-    a.cvel = take(6L * nbody);
-    a.cdof_dot = take(6L * nv);
-    a.cacc = take(6L * nbody);
-    a.cfrc = take(6L * nbody);
-    a.qvel_next = take(nv);
-    a.qacc = take(nv);
-    a.qvel = take(nv);
-    a.lambda = take(nv);
-    a.tmp = take(nv);
-    return a;
+  // zero the stage adjoints (PHX_ADJ_WORKSPACE_ZEROED, carved one after the other up to
+  // qvel_next)
+  PHX_HD void zero() {
+    for (T* p = xpos; p < qvel_next; ++p) *p = T(0);
   }
-
-  // zero the adjoint arrays (everything up to the generalized ones)
-  PHX_HD void zero(int nbody, int njnt, int nv) {
-    long n = long(nbody) * (3 + 4 + 9 + 10 + 6 + 6 + 6) + long(njnt) * (3 + 3) + long(nv) * 12;
-    T* p = xpos;
-    for (long i = 0; i < n; ++i) p[i] = T(0);
-  }
-};
-
-// Adjoints of model parameters, per environment; a null pointer skips that parameter.
-template <class T>
-struct ModelAdjoint {
-  T* body_mass = nullptr;      // (nbody)
-  T* body_inertia = nullptr;   // (nbody x 3)
-  T* dof_damping = nullptr;    // (nv)
-  T* dof_armature = nullptr;   // (nv)
-  T* jnt_stiffness = nullptr;  // (njnt)
-  T* actuator_gear = nullptr;  // (nu)
-  T* body_ipos = nullptr;      // (nbody x 3)
 };
 
 }  // namespace phx

@@ -5,6 +5,7 @@
 
 #include <random>
 #include <string>
+#include <vector>
 
 #include "host/model.h"
 #include "host/view_builder.h"
@@ -12,6 +13,24 @@
 #include "phalanx/math/quat.h"
 
 namespace phx::test {
+
+// A workspace W (any struct with a static carve(m, Arena<T>&)) over storage it owns, laid out
+// for the model m
+template <class W, class T>
+struct Carved {
+  std::vector<T> reals;
+  std::vector<int> ints;
+  W w;
+
+  template <class M>
+  explicit Carved(const M& m) {
+    ScratchSize n = carved_size<W, T>(m);
+    reals.resize(n.reals);
+    ints.resize(n.ints);
+    Arena<T> arena(reals.data(), ints.data());
+    w = W::carve(m, arena);
+  }
+};
 
 class ModelBuilder {
  public:
@@ -153,8 +172,9 @@ struct HostModel {
       return ints.back().data();
     };
     view = build_view<T>(m, real, integer);
-    scratch.resize(scratch_size(view).reals);
-    w = make_workspace(view, scratch.data());
+    scratch.resize(Workspace<T>::size(view));
+    Arena<T> arena(scratch.data(), nullptr);
+    w = Workspace<T>::carve(view, arena);
   }
 };
 

@@ -114,9 +114,9 @@ Inputs<double> adjoint(Stage stage, const Model& model, Inputs<double> in,
   set_params(hm, in);
   const ModelView<double>& m = hm.view;
   Workspace<double>& w = hm.w;
-  std::vector<double> ablock(AdjWorkspace<double>::size(m.nbody, m.njnt, m.nv));
-  AdjWorkspace<double> a = AdjWorkspace<double>::carve(ablock.data(), m.nbody, m.njnt, m.nv);
-  a.zero(m.nbody, m.njnt, m.nv);
+  test::Carved<AdjWorkspace<double>, double> ablock(m);
+  AdjWorkspace<double>& a = ablock.w;
+  a.zero();
   Inputs<double> g = in;
   for (auto* v : g.all()) std::fill(v->begin(), v->end(), 0.0);
   ModelAdjoint<double> am{g.body_mass.data(), g.body_inertia.data(), g.dof_damping.data(),

@@ -165,8 +165,8 @@ TEST(Batch, StepVjpMatchesSingleEnvironmentAdjoint) {
            av.data(), ac.data(), am);
 
   test::HostModel<double> hm(model);
-  std::vector<double> ablock(AdjWorkspace<double>::size(model.nbody, model.njnt, model.nv));
-  auto a = AdjWorkspace<double>::carve(ablock.data(), model.nbody, model.njnt, model.nv);
+  test::Carved<AdjWorkspace<double>, double> ablock(model);
+  AdjWorkspace<double>& a = ablock.w;
   for (int e = 0; e < kEnvs; ++e) {
     std::vector<double> q(model.nq), v(model.nv), c(model.nu), mass(model.nbody);
     ModelAdjoint<double> one;

@@ -32,9 +32,9 @@ struct Sim {
   unsigned status() const { return data.status.to_host()[0]; }
   // sum of the normal impulses of the contacts of environment 0
   double normal_impulse() const {
-    int nefc = data.nefc.to_host()[0];
-    std::vector<double> f = data.efc_force.to_host();
-    std::vector<int> key = data.efc_key.to_host();
+    int nefc = data.contact.nefc.to_host()[0];
+    std::vector<double> f = data.contact.efc_force.to_host();
+    std::vector<int> key = data.contact.efc_key.to_host();
     double s = 0;
     for (int r = 0; r < nefc; ++r)
       if (key[r] >= 0 && key[r] % 3 == 0) s += f[r];
@@ -61,7 +61,7 @@ TEST(Contact, BoxRestsWithoutDrift) {
   EXPECT_NEAR(q[2], 0.1, 2e-3);  // penetration bounded by the slop (1 mm) plus one step of fall
   EXPECT_NEAR(std::abs(q[3]), 1, 1e-9);  // orientation unchanged
   for (double x : v) EXPECT_NEAR(x, 0, 1e-6);
-  EXPECT_EQ(sim.data.ncon.to_host()[0], 4);
+  EXPECT_EQ(sim.data.contact.ncon.to_host()[0], 4);
   EXPECT_NEAR(sim.normal_impulse(), m * g * dt, 1e-6 * m * g * dt);
 }
 
@@ -78,7 +78,7 @@ TEST(Contact, SlidingBoxDeceleratesAtMuG) {
   Sim sim(model);
   sim.step(10);  // settle onto the floor
   std::vector<double> v = sim.qvel();
-  std::vector<double> frame = sim.data.contact_frame.to_host();
+  std::vector<double> frame = sim.data.contact.frame.to_host();
   // slide along the first tangent of the contact frame, one of the pyramid's directions
   double t1[3] = {frame[3], frame[4], frame[5]};
   for (int i = 0; i < 3; ++i) v[i] = v0 * t1[i];
@@ -155,7 +155,7 @@ TEST(Contact, JointLimitHoldsUnderGravity) {
   double q = sim.qpos()[0];
   EXPECT_NEAR(q, 0.5, 2e-3);
   EXPECT_NEAR(sim.qvel()[0], 0, 1e-6);
-  EXPECT_EQ(sim.data.nefc.to_host()[0], 1);
+  EXPECT_EQ(sim.data.contact.nefc.to_host()[0], 1);
 }
 
 // MuJoCo's humanoid dropped onto the floor lying on its back or front, from 0.5 to 1.2 m and
@@ -178,8 +178,8 @@ TEST(Contact, HumanoidComesToRestOnTheFloor) {
   sim.step(int(3.0 / model.opt.timestep));
   std::vector<unsigned> status = sim.data.status.to_host();
   std::vector<double> v = sim.qvel();
-  std::vector<double> dist = sim.data.contact_dist.to_host();
-  std::vector<int> ncon = sim.data.ncon.to_host();
+  std::vector<double> dist = sim.data.contact.dist.to_host();
+  std::vector<int> ncon = sim.data.contact.ncon.to_host();
   for (int e = 0; e < nenv; ++e) {
     const double* ve = &v[e * model.nv];
     EXPECT_EQ(status[e] & kStatusStopMask, 0u) << "env " << e;

@@ -44,26 +44,16 @@ struct ContactStore {
 // one environment with the forward and adjoint scratch of a constrained step
 struct Env {
   HostModel<double> hm;
-  std::vector<double> creals, areals, acreals;
-  std::vector<int> cints, acints;
-  ConstraintWorkspace<double> c;
-  AdjWorkspace<double> a;
-  AdjConstraintWorkspace<double> s;
+  test::Carved<ConstraintWorkspace<double>, double> cstore;
+  test::Carved<AdjWorkspace<double>, double> astore;
+  test::Carved<AdjConstraintWorkspace<double>, double> sstore;
+  ConstraintWorkspace<double>& c = cstore.w;
+  AdjWorkspace<double>& a = astore.w;
+  AdjConstraintWorkspace<double>& s = sstore.w;
   ContactStore cs;
 
-  explicit Env(const Model& model) : hm(model), cs(hm.view) {
-    const ModelView<double>& m = hm.view;
-    ScratchSize cz = ConstraintWorkspace<double>::size(m);
-    creals.resize(cz.reals);
-    cints.resize(cz.ints);
-    c = ConstraintWorkspace<double>::carve(m, creals.data(), cints.data());
-    areals.resize(AdjWorkspace<double>::size(m.nbody, m.njnt, m.nv));
-    a = AdjWorkspace<double>::carve(areals.data(), m.nbody, m.njnt, m.nv);
-    ScratchSize az = AdjConstraintWorkspace<double>::size(m);
-    acreals.resize(az.reals);
-    acints.resize(az.ints);
-    s = AdjConstraintWorkspace<double>::carve(m, acreals.data(), acints.data());
-  }
+  explicit Env(const Model& model)
+      : hm(model), cstore(hm.view), astore(hm.view), sstore(hm.view), cs(hm.view) {}
 };
 
 // the state of a step

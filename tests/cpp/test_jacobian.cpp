@@ -46,7 +46,7 @@ double worst_row_difference(const Model& model, const Batch& b, int nenv, int* r
   data.qvel.upload(v.to_host().data(), size_t(nenv) * nv);
   data.ctrl.upload(u.to_host().data(), size_t(nenv) * nu);
   step(dm, data, 1);
-  std::vector<int> nefc = data.nefc.to_host();
+  std::vector<int> nefc = data.contact.nefc.to_host();
   *rows_with_rows = 0;
   for (int e = 0; e < nenv; ++e) *rows_with_rows += nefc[e] > 0 ? rows : 0;
 

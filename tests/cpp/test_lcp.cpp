@@ -392,9 +392,12 @@ double adjoint_dot(const Problem<>& p, const std::vector<double>& f, const std::
   double* x = factors.data();
   LcpAdjointA<double> aA{x, x + p.n, x + 2 * p.n, x + 3 * p.n};
   if (explicit_form) {
-    std::vector<double> store(lcp_adjoint_explicit_size(p.n)), tmp(4 * p.n);
-    std::vector<int> istore(lcp_adjoint_explicit_isize(p.n));
-    LcpAdjointFactor<double> E = lcp_adjoint_explicit_bind(p.n, store.data(), istore.data());
+    Arena<double> counting;
+    lcp_adjoint_explicit_bind(p.n, counting);
+    std::vector<double> store(counting.nreal), tmp(4 * p.n);
+    std::vector<int> istore(counting.nint);
+    Arena<double> arena(store.data(), istore.data());
+    LcpAdjointFactor<double> E = lcp_adjoint_explicit_bind(p.n, arena);
     lcp_adjoint_factor_explicit(p.view(), f.data(), cls.data(), 1e-10, E, w.s.data(),
                                 w.is.data());
     adj_lcp(p.view(), f.data(), E, adj_f.data(), aA, ab.data(), amu.data(), tmp.data());

@@ -1,0 +1,190 @@
+// The model's fields, declared once. Every consumer expands these tables (X-macros, as MuJoCo's
+// mjxmacro.h): the host's Model (host/model.h) and the kernels' ModelView (model_view.h), the
+// view's construction from a Model (host/view_builder.h), the size checks of Model::validate,
+// the lane broadcast of the Jacobian's SIMD passes (lane_adjoint.h), the list of
+// differentiable parameters with their adjoints, and the Python properties. Adding a field is
+// one row here plus the physics that reads it.
+#pragma once
+
+#include "phalanx/config.h"
+
+// Options (MJCF <option> and Phalanx's solver settings), scalars:
+//   X(kind, name, default, comment)
+// kind `real` is double on the host and the run's scalar in a view; `flag` is bool on the host
+// and int in a view. gravity, a 3-vector, is declared beside the table by each consumer.
+#define PHX_MODEL_OPTIONS(X)                                                                     \
+  X(real, timestep, 0.002, "integration step (s)")                                               \
+  X(flag, contact, true, "detect and resolve contacts")                                          \
+  X(flag, limit, true, "enforce joint limits")                                                   \
+  X(int, lcp_solver, 0,                                                                          \
+    "LcpSolver: 0 PGS, 1 PGS then Nimble's stabilisation on the clamping set, 2 Dantzig "       \
+    "pivoting then stabilisation")                                                               \
+  X(int, lcp_iterations, 30, "projected Gauss-Seidel sweeps per step")                           \
+  X(real, lcp_tolerance, 1e-6,                                                                   \
+    "velocity tolerance (m/s) of row classification and of accepting an exact re-solve")        \
+  X(real, lcp_residual_limit, 1e-3,                                                              \
+    "LCP residual (m/s) above which a step sets kStatusLcpNotConverged")                         \
+  X(int, contact_gradient, 0,                                                                    \
+    "ContactGradient flags of the step adjoint: complementarity-aware classification, "         \
+    "elastic-bounce correction")                                                                 \
+  X(real, erp, 0.2, "fraction of a penetration removed per step (Baumgarte)")                   \
+  X(real, slop, 1e-3, "penetration (m or rad) left uncorrected, avoids jitter")
+
+// Arrays: X(kind, name, count, width, comment), `count` entities (a count member of the model:
+// nq, nv, nu, nbody, njnt, ngeom, npair,
+// nexclude) of `width` numbers each. kind `real` is double on the
+// host and the run's scalar in a view, `int` is int. Field names and meanings are MuJoCo's
+// mjModel's where it has the field. Bodies are stored parents first (body 0 is the world),
+// joints and geoms grouped by body.
+#define PHX_MODEL_ARRAYS(X)                                                                      \
+  /* default configuration and spring reference */                                              \
+  X(real, qpos0, nq, 1, "qpos at the reference configuration")                                  \
+  X(real, qpos_spring, nq, 1, "reference qpos of joint springs")                                \
+  /* bodies */                                                                                   \
+  X(int, body_parentid, nbody, 1, "id of the parent body")                                      \
+  X(int, body_rootid, nbody, 1, "id of the root of the body's tree")                            \
+  X(int, body_jntnum, nbody, 1, "number of joints of the body")                                 \
+  X(int, body_jntadr, nbody, 1, "first joint id, -1 if none")                                   \
+  X(int, body_dofnum, nbody, 1, "number of dofs of the body")                                   \
+  X(int, body_dofadr, nbody, 1, "first dof id, -1 if none")                                     \
+  X(int, body_geomnum, nbody, 1, "number of geoms of the body")                                 \
+  X(int, body_geomadr, nbody, 1, "first geom id, -1 if none")                                   \
+  X(real, body_pos, nbody, 3, "position offset relative to the parent body")                    \
+  X(real, body_quat, nbody, 4, "orientation offset relative to the parent body")                \
+  X(real, body_ipos, nbody, 3, "centre of mass in the body frame")                              \
+  X(real, body_iquat, nbody, 4, "principal inertia frame in the body frame")                    \
+  X(real, body_mass, nbody, 1, "mass (kg)")                                                     \
+  X(real, body_inertia, nbody, 3, "principal moments of inertia about the centre of mass")      \
+  /* joints */                                                                                   \
+  X(int, jnt_type, njnt, 1, "JointType: 0 free, 1 ball, 2 slide, 3 hinge")                      \
+  X(int, jnt_bodyid, njnt, 1, "id of the joint's body")                                         \
+  X(int, jnt_qposadr, njnt, 1, "start address in qpos")                                         \
+  X(int, jnt_dofadr, njnt, 1, "start address in qvel")                                          \
+  X(int, jnt_limited, njnt, 1, "does the joint have limits (0 or 1)")                           \
+  X(real, jnt_pos, njnt, 3, "anchor position in the body frame")                                \
+  X(real, jnt_axis, njnt, 3, "unit axis in the body frame (hinge, slide)")                      \
+  X(real, jnt_range, njnt, 2, "joint limits (rad or m)")                                        \
+  X(real, jnt_stiffness, njnt, 1, "spring stiffness about qpos_spring")                         \
+  /* degrees of freedom */                                                                       \
+  X(int, dof_bodyid, nv, 1, "id of the dof's body")                                             \
+  X(int, dof_jntid, nv, 1, "id of the dof's joint")                                             \
+  X(int, dof_parentid, nv, 1, "previous dof on the path to the root, -1 if none")               \
+  X(real, dof_armature, nv, 1, "armature inertia added to the mass matrix's diagonal")          \
+  X(real, dof_damping, nv, 1, "viscous damping coefficient")                                    \
+  /* geoms */                                                                                    \
+  X(int, geom_type, ngeom, 1, "GeomType: 0 plane, 2 sphere, 3 capsule, 6 box, ...")             \
+  X(int, geom_bodyid, ngeom, 1, "id of the geom's body")                                        \
+  X(int, geom_contype, ngeom, 1, "contact type bit mask")                                       \
+  X(int, geom_conaffinity, ngeom, 1, "contact affinity bit mask")                               \
+  X(int, geom_condim, ngeom, 1, "contact dimensionality (1, 3, 4, 6)")                          \
+  X(real, geom_size, ngeom, 3, "type-specific sizes, MuJoCo's meaning")                         \
+  X(real, geom_pos, ngeom, 3, "position offset in the body frame")                              \
+  X(real, geom_quat, ngeom, 4, "orientation offset in the body frame")                          \
+  X(real, geom_friction, ngeom, 3, "sliding, torsional and rolling friction")                   \
+  X(real, geom_rbound, ngeom, 1, "radius of a bounding sphere at geom_pos; 0: infinite")        \
+  X(real, geom_restitution, ngeom, 1, "coefficient of restitution; a pair uses the larger")     \
+  /* geom pairs that may collide, in deterministic order (g1 < g2) */                            \
+  X(int, pair_geom, npair, 2, "candidate collision pairs after MuJoCo's filters")               \
+  X(int, exclude_bodies, nexclude, 2, "body pairs whose geoms never collide (MJCF <exclude>)")   \
+  /* actuators: motors on one joint, force = gear * clamp(ctrl, ctrlrange) */                    \
+  X(int, actuator_trnid, nu, 1, "id of the transmission joint")                                 \
+  X(int, actuator_ctrllimited, nu, 1, "is ctrl clamped to ctrlrange (0 or 1)")                  \
+  X(real, actuator_gear, nu, 1, "scalar gear ratio")                                            \
+  X(real, actuator_ctrlrange, nu, 2, "ctrl limits")
+
+// The differentiable parameters, in the order of every parameter list (gradients,
+// parameter-Jacobian columns, per-environment values): X(Name, field, check), `field` a real
+// array of PHX_MODEL_ARRAYS and `check` the ParamCheck its values pass. The dynamics
+// parameters come first, then those of contacts (their adjoints are ModelAdjoint's and
+// ContactModelAdjoint's).
+#define PHX_DYNAMICS_PARAMS(X)                                                                   \
+  X(BodyMass, body_mass, kCheckNonNegative)                                                      \
+  X(BodyInertia, body_inertia, kCheckNonNegative)                                                \
+  X(DofDamping, dof_damping, kCheckFinite)                                                       \
+  X(DofArmature, dof_armature, kCheckFinite)                                                     \
+  X(JntStiffness, jnt_stiffness, kCheckFinite)                                                   \
+  X(ActuatorGear, actuator_gear, kCheckFinite)                                                   \
+  X(BodyIpos, body_ipos, kCheckFinite)
+#define PHX_CONTACT_PARAMS(X)                                                                    \
+  X(GeomFriction, geom_friction, kCheckNonNegative)                                              \
+  X(GeomRestitution, geom_restitution, kCheckUnitInterval)                                       \
+  X(GeomSize, geom_size, kCheckGeomSize)
+#define PHX_PARAMS(X) PHX_DYNAMICS_PARAMS(X) PHX_CONTACT_PARAMS(X)
+
+namespace phx {
+
+// One descriptor per array of PHX_MODEL_ARRAYS: its width, and its count in any struct with
+// the model's counts (Model, ModelView).
+namespace field {
+#define PHX_FIELD_IS_REAL_real true
+#define PHX_FIELD_IS_REAL_int false
+#define PHX_FIELD_DESCRIPTOR(kind, name, count_, width_, comment)                              \
+  struct name {                                                                                  \
+    static constexpr bool is_real = PHX_FIELD_IS_REAL_##kind;                                    \
+    static constexpr int width = width_;                                                         \
+    template <class M>                                                                           \
+    PHX_HD static int count(const M& m) {                                                        \
+      return m.count_;                                                                           \
+    }                                                                                            \
+  };
+PHX_MODEL_ARRAYS(PHX_FIELD_DESCRIPTOR)
+#undef PHX_FIELD_DESCRIPTOR
+#undef PHX_FIELD_IS_REAL_real
+#undef PHX_FIELD_IS_REAL_int
+}  // namespace field
+
+// What a parameter's values must be (Model::set_parameter and validate check them): finite
+// always; nonnegative (masses, inertias, friction); in [0, 1] (restitution); positive where the
+// geom type uses the size (sphere: radius; capsule: radius and half-length; box: half-sizes).
+// Negative damping, armature or stiffness only make a system unstable, and gradient checks
+// perturb them about 0, so they are only required to be finite.
+enum ParamCheck : int { kCheckFinite, kCheckNonNegative, kCheckUnitInterval, kCheckGeomSize };
+
+enum Param : int {
+#define PHX_PARAM_ENUM(Name, field_, check) kParam##Name,
+  PHX_PARAMS(PHX_PARAM_ENUM)
+#undef PHX_PARAM_ENUM
+  kNumParams
+};
+
+inline constexpr const char* kParamNames[kNumParams] = {
+#define PHX_PARAM_NAME(Name, field_, check) #field_,
+    PHX_PARAMS(PHX_PARAM_NAME)
+#undef PHX_PARAM_NAME
+};
+
+inline constexpr ParamCheck kParamChecks[kNumParams] = {
+#define PHX_PARAM_CHECK(Name, field_, check) check,
+    PHX_PARAMS(PHX_PARAM_CHECK)
+#undef PHX_PARAM_CHECK
+};
+
+// numbers per entity (body, dof, joint, actuator or geom) of parameter k
+PHX_HD constexpr int param_width(int k) {
+  switch (k) {
+#define PHX_PARAM_WIDTH(Name, field_, check) \
+  case kParam##Name:                         \
+    return field::field_::width;
+    PHX_PARAMS(PHX_PARAM_WIDTH)
+#undef PHX_PARAM_WIDTH
+    default:
+      return 0;
+  }
+}
+
+// the entities parameter k has one entry (of param_width(k) numbers) for, in any struct with
+// the counts (ModelView, the host's Model)
+template <class M>
+PHX_HD int param_count(const M& m, int k) {
+  switch (k) {
+#define PHX_PARAM_COUNT(Name, field_, check) \
+  case kParam##Name:                         \
+    return field::field_::count(m);
+    PHX_PARAMS(PHX_PARAM_COUNT)
+#undef PHX_PARAM_COUNT
+    default:
+      return 0;
+  }
+}
+
+}  // namespace phx
