@@ -979,23 +979,16 @@ PYBIND11_MODULE(_phalanx, mod) {
       },
       py::arg("path"), "Load an MJCF (.xml, .mjcf) or URDF (.urdf) file.");
 
-  // names, counts and options
+  // counts (PHX_MODEL_COUNTS)
+#define PHX_DEF_COUNT(name, comment) \
+  cls.def_property_readonly(         \
+      #name, [](const PyModel& pm) { return pm.model().name; }, comment);
+  PHX_MODEL_COUNTS(PHX_DEF_COUNT)
+#undef PHX_DEF_COUNT
+
+  // names and options
   cls.def_property_readonly("name", [](const PyModel& pm) { return pm.model().name; })
       .def_property_readonly("source", [](const PyModel& pm) { return pm.model().source; })
-      .def_property_readonly(
-          "nq", [](const PyModel& pm) { return pm.model().nq; },
-          "number of generalized coordinates")
-      .def_property_readonly(
-          "nv", [](const PyModel& pm) { return pm.model().nv; }, "number of degrees of freedom")
-      .def_property_readonly(
-          "nu", [](const PyModel& pm) { return pm.model().nu; }, "number of actuators")
-      .def_property_readonly(
-          "nbody", [](const PyModel& pm) { return pm.model().nbody; },
-          "number of bodies, including the world body 0")
-      .def_property_readonly(
-          "njnt", [](const PyModel& pm) { return pm.model().njnt; }, "number of joints")
-      .def_property_readonly(
-          "ngeom", [](const PyModel& pm) { return pm.model().ngeom; }, "number of geoms")
       .def_property(
           "timestep", [](const PyModel& pm) { return pm.model().opt.timestep; },
           &PyModel::set_timestep, "integration step (s)")
@@ -1061,13 +1054,9 @@ PYBIND11_MODULE(_phalanx, mod) {
             pm.set_option(&phx::Options::lcp_iterations, n);
           },
           "projected Gauss-Seidel sweeps per step")
-      .def_property_readonly(
-          "npair", [](const PyModel& pm) { return pm.model().npair; },
-          "candidate geom pairs after filtering")
       .def("set_parameter", &PyModel::set_parameter, py::arg("name"), py::arg("values"),
-           "Replace a model parameter (PARAMETERS: body_mass, body_inertia, dof_damping, "
-           "dof_armature, jnt_stiffness, actuator_gear, body_ipos, geom_friction, "
-           "geom_restitution, geom_size). values of the field's shape are shared by all "
+           "Replace a model parameter (one of phalanx.PARAMETERS). values of the field's shape "
+           "are shared by all "
            "environments; with a leading dimension nbatch they are per environment: "
            "environment e uses values[e % nbatch]. Checked like a loaded model (finite; masses, "
            "inertias and friction >= 0; restitution in [0, 1]; used sizes > 0); compiled "

@@ -1,13 +1,13 @@
-// The generic launch of the CUDA backend: one __global__ shell that runs a kernel functor of
-// include/phalanx/kernels.h with one thread per environment. Each cuda/kernels_*.cu includes
-// this and instantiates its share of PHX_FOR_EACH_KERNEL, so the backend compiles as several
-// translation units in parallel. No physics here.
+// The generic launch of the CUDA backend: one __global__ shell that runs a kernel functor
+// (include/phalanx/kernels/) with one thread per environment. Each cuda/kernels_*.cu includes
+// this and its kernel group's header and instantiates the group, so the backend compiles as
+// several translation units in parallel. No physics here.
 #pragma once
 
 #include <cuda_runtime.h>
 
 #include "host/cuda_backend.h"
-#include "phalanx/kernels.h"
+#include "phalanx/arena.h"
 
 namespace phx::cuda {
 

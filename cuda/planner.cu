@@ -1,7 +1,7 @@
 // CUB's segmented reductions and sort for the planners' update stage (host/planner.cpp): the
 // per-problem minimum and sum of the samples' costs and weights, and the samples of each
 // problem in ascending order of cost (CEM's elites). Launches only; the arithmetic around them
-// is the kernels' of include/phalanx/kernels.h.
+// is the kernels' of include/phalanx/kernels/planner.h.
 #include <cub/device/device_segmented_reduce.cuh>
 #include <cub/device/device_segmented_sort.cuh>
 

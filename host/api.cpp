@@ -5,6 +5,8 @@
 #include <stdexcept>
 #include <string>
 
+#include "host/cpu_backend.h"
+#include "host/lane_adjoint.h"
 #include "host/view_builder.h"
 #include "phalanx/kernels.h"
 
@@ -281,16 +283,17 @@ void step_jacobian(const DeviceModel<T>& model, int nenv, const T* d_qpos, const
   check_nenv(nenv);
   ModelView<T> view = gradient_view(model, contact_gradient);
   if (nenv == 0) return;
-  StepJacobianKernel<T> k{view, d_qpos, d_qvel, d_ctrl, d_jac, d_jac_param, d_qfrc_applied};
   ScratchSize scratch = jacobian_scratch_size(view);
   if (model.device() == Device::kCpu) {
-    // the rows of qvel' several per reverse pass
-    k.lanes = true;
-    k.lane_model = model.lane_model();
-    ScratchSize lanes = StepJacobianKernel<T>::lane_scratch_size(view);
-    scratch.reals += lanes.reals;
-    scratch.ints += lanes.ints;
+    // the rows of qvel' several per reverse pass, in SIMD lanes
+    StepJacobianKernel<T, LaneRows<T>> k{view,        d_qpos,         d_qvel,
+                                         d_ctrl,      d_jac,          d_jac_param,
+                                         d_qfrc_applied, {model.lane_model()}};
+    ScratchSize lanes = LaneRows<T>::scratch_size(view);
+    cpu::launch(nenv, k, {scratch.reals + lanes.reals, scratch.ints + lanes.ints});
+    return;
   }
+  StepJacobianKernel<T> k{view, d_qpos, d_qvel, d_ctrl, d_jac, d_jac_param, d_qfrc_applied};
   launch(model.device(), nenv, k, scratch);
 }
 
@@ -305,12 +308,10 @@ void rollout_backward(const DeviceModel<T>& model, Tape<T>& tape, const T* d_adj
     throw std::logic_error("phalanx: the tape was recorded with another model");
   ModelView<T> view = gradient_view(model, contact_gradient);
   int nenv = tape.nenv();
-  const Model& m = model.model();
   Data<T> replay(model, nenv);  // contact storage of the replayed steps
-  Buffer<T> buf(model.device(), size_t(nenv) * 3 * (m.nq + m.nv));
   RolloutAdjointKernel<T> k{view,        tape.view(), tape.ctrl(),   d_adj_qpos_out,
                             d_adj_qvel_out, d_adj_qpos, d_adj_qvel, d_adj_ctrl,
-                            d_adj_model, d_adj_contact, replay.contacts(), buf.data()};
+                            d_adj_model, d_adj_contact, replay.contacts()};
   // with segments to recompute, each step's slot (StepStore) sized by the rollout's peaks
   std::array<int, 2> peak = tape.peak();
   if (tape.every() > 1 && peak[1] > 0) {

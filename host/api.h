@@ -19,6 +19,9 @@
 
 namespace phx {
 
+template <class T>
+struct LaneModel;  // host/lane_adjoint.h
+
 // A Model converted to scalar T and copied onto a device.
 template <class T>
 class DeviceModel {
@@ -35,7 +38,7 @@ class DeviceModel {
   // on the CPU, the view's reals broadcast to SIMD lanes once (a LaneModel<T>,
   // lane_adjoint.h), which the one-step Jacobians' lane passes of steps without rows read;
   // null on CUDA
-  const void* lane_model() const { return lane_model_.get(); }
+  const LaneModel<T>* lane_model() const { return lane_model_.get(); }
 
  private:
   Model model_;
@@ -43,7 +46,7 @@ class DeviceModel {
   std::vector<Buffer<T>> reals_;
   std::vector<Buffer<int>> ints_;
   ModelView<T> view_{};
-  std::shared_ptr<const void> lane_model_;
+  std::shared_ptr<const LaneModel<T>> lane_model_;
 };
 
 // The state of one environment in Data: X(kind, name, size, comment), sizes in the counts of a

@@ -1,7 +1,7 @@
 // Model: the static description of a mechanism, as flat MuJoCo-style arrays in double.
 //
 // A Model is produced on the host by a loader (MJCF or URDF) and is read-only afterwards.
-// `compile_model` (host/device_model.h) converts it to the scalar type and device of a run.
+// DeviceModel (host/api.h) converts it to the scalar type and device of a run.
 // Field names and conventions follow MuJoCo's mjModel so that states and models can be moved
 // between the two libraries: bodies are stored parents first (body 0 is the world), quaternions
 // are (w, x, y, z), and a free joint's qvel is (linear velocity in world, angular velocity in
@@ -33,15 +33,10 @@ struct Model {
   std::string name;    // model name (MJCF <mujoco model=...>, URDF <robot name=...>)
   std::string source;  // path the model was loaded from
 
-  // counts
-  int nq = 0;        // number of generalized coordinates
-  int nv = 0;        // number of degrees of freedom
-  int nu = 0;        // number of actuators
-  int nbody = 0;     // number of bodies, including the world body 0
-  int njnt = 0;      // number of joints
-  int ngeom = 0;     // number of geoms
-  int npair = 0;     // number of geom pairs that may collide (compute_pairs)
-  int nexclude = 0;  // number of excluded body pairs (MJCF <contact><exclude>)
+  // counts (PHX_MODEL_COUNTS; npair and nexclude from compute_pairs)
+#define PHX_HOST_COUNT(name, comment) int name = 0;
+  PHX_MODEL_COUNTS(PHX_HOST_COUNT)
+#undef PHX_HOST_COUNT
   // contacts each environment can hold; more sets kStatusContactOverflow (default from the
   // pairs' manifold sizes, capped; 0 before finalize)
   int nconmax = 0;

@@ -1,5 +1,5 @@
 // Costs of stored rollouts and the stages of the sampling planners on a device: checks, buffers
-// and launches around the kernels of include/phalanx/kernels.h.
+// and launches around the kernels of include/phalanx/kernels/planner.h.
 #include <cmath>
 #include <stdexcept>
 #include <string>

@@ -25,13 +25,13 @@ inline int constraint_capacity(const Model& m) {
 template <class T, class Real, class Integer>
 ModelView<T> build_view(const Model& m, Real&& real, Integer&& integer) {
   ModelView<T> w{};
-  w.nq = m.nq, w.nv = m.nv, w.nu = m.nu, w.nbody = m.nbody, w.njnt = m.njnt, w.ngeom = m.ngeom;
-  w.nexclude = m.nexclude;
+#define PHX_BUILD_COUNT(name, comment) w.name = m.name;
+  PHX_MODEL_COUNTS(PHX_BUILD_COUNT)
+#undef PHX_BUILD_COUNT
 #define PHX_BUILD_OPTION(kind, name, value, comment) w.name = decltype(w.name)(m.opt.name);
   PHX_MODEL_OPTIONS(PHX_BUILD_OPTION)
 #undef PHX_BUILD_OPTION
   for (int i = 0; i < 3; ++i) w.gravity[i] = T(m.opt.gravity[i]);
-  w.npair = m.npair;
   w.nconmax = m.opt.contact ? m.nconmax : 0;
   w.nefcmax = constraint_capacity(m);
   auto place = [&](const auto& v) {

@@ -336,7 +336,7 @@ def step_jacobians(
     complementarity_aware: bool = False, bounce_correction: bool = False, qfrc=None,
     device: str = "cpu"
 ) -> dict[str, np.ndarray]:
-    """The one-step Jacobians of SEEDS.md part A at (qpos, qvel, ctrl) and an added generalized
+    """The one-step Jacobians (Werling et al. 2021) at (qpos, qvel, ctrl) and an added generalized
     force ``qfrc`` (E, nv) as phalanx.step takes it (None: zero), batched over E.
 
     Computed from the adjoints: the step is replayed once from a cold start (as phalanx.step

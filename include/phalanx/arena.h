@@ -4,6 +4,7 @@
 #include <type_traits>
 
 #include "phalanx/config.h"
+#include "phalanx/model_fields.h"
 
 namespace phx {
 
@@ -58,11 +59,20 @@ struct Arena {
 // The counts workspace sizes are expressions in: a model's (any struct with them), or those of
 // a tape's step slot, which has room for fewer contacts and rows than the model allows.
 struct Counts {
-  int nq, nv, nu, nbody, njnt, ngeom, nconmax, nefcmax;
+#define PHX_COUNTS_MEMBER(name, comment) int name;
+  PHX_MODEL_COUNTS(PHX_COUNTS_MEMBER)
+#undef PHX_COUNTS_MEMBER
+  int nconmax, nefcmax;  // capacities: contacts and constraint rows
 };
 template <class M>
 PHX_HD Counts counts_of(const M& m) {
-  return {m.nq, m.nv, m.nu, m.nbody, m.njnt, m.ngeom, m.nconmax, m.nefcmax};
+  Counts c;
+#define PHX_COUNTS_COPY(name, comment) c.name = m.name;
+  PHX_MODEL_COUNTS(PHX_COUNTS_COPY)
+#undef PHX_COUNTS_COPY
+  c.nconmax = m.nconmax;
+  c.nefcmax = m.nefcmax;
+  return c;
 }
 
 // the storage W::carve(m, arena, args...) takes, reals in units of T

@@ -49,7 +49,7 @@ PHX_HD constexpr int joint_nv(int type) {
 enum LcpSolver : int { kLcpPgs = 0, kLcpPgsStabilized = 1, kLcpDantzig = 2 };
 
 // Options of the gradient through contacts (flags of Options::contact_gradient and of a
-// step_vjp call; SEEDS.md part A). 0 differentiates the branch the forward step took.
+// step_vjp call; Werling et al. 2021). 0 differentiates the branch the forward step took.
 enum ContactGradient : int {
   kGradComplementarityAware = 1 << 0,  // also the loss-driven row classification; keep the one
                                        // with the larger gradient (Nimble section IV-D)

@@ -1,4 +1,4 @@
-// Contacts and joint limits as rows of a velocity-level boxed LCP (SEEDS.md part A):
+// Contacts and joint limits as rows of a velocity-level boxed LCP (Werling et al. 2021):
 //   v = A f + b,  A = J M^-1 J^T,  b = J v_free + corrections,
 // with f the constraint impulses, v the constrained velocities after the step, and M the
 // joint-space inertia with armature and implicit damping (M + diag(armature + dt damping)), so
@@ -329,7 +329,6 @@ PHX_HD void delassus(const ModelView<T>& m, int nrow, ConstraintWorkspace<T>& c)
     }
 }
 
-// the LCP of the rows as lcp.h sees it
 // The impulses and classes a step's LCP produced, handed back to a replay of that step
 // (step_constrained's `known`); n rows, or force = null for none.
 template <class T>

@@ -197,7 +197,7 @@ PHX_HD int jacobian_nparam(const ModelView<T>& m) {
   X(real, adj_f, m.nefcmax, "(nefcmax)")                                                         \
   X(real, adj_mu, m.nefcmax, "(nefcmax)")                                                        \
   X(real, adj_pos, 3L * m.nconmax, "adjoint of each contact point (nconmax x 3)")                \
-  X(real, adj_frame, 9L * m.nconmax, "adjoint of each contact frame: normal, t1, t2 (nconmax x 9)") \
+  X(real, adj_frame, 9L * m.nconmax, "adjoint of each contact frame, n t1 t2 (nconmax x 9)")  \
   X(real, adj_dist, m.nconmax, "(nconmax)")                                                      \
   X(real, u, m.nv, "adjoint of qvel' through qpos' alone, bounce correction (nv)")               \
   X(real, hold_qpos, m.nq, "adjoints the bounce correction replaces (nq)")                       \
@@ -381,67 +381,47 @@ PHX_HD T adj_lcp_score(const ModelView<S>& m, int nrow, const ConstraintWorkspac
   return score;
 }
 
-// The adjoint of qvel' = vfree + M^-1 J^T f onward, with g = adjoint of qvel' in s.g: to
-// adj_qpos, adj_qvel, adj_ctrl, the model and contact parameters and adj_qfrc (a generalized
-// force added to the applied ones; may be null), accumulated. The forward step's results are in
-// w, c and cv; a is zeroed here. With S other than T (seeds in lanes) the pass is the plain one
-// of a shared factorisation (s.base, s.efc_force, s.vfree and s.lcp bound by LaneReplay).
-template <class T, class S>
-PHX_HD void adj_constrained_velocity(const ModelView<S>& m, const T* qpos, const T* qvel,
-                                     const T* ctrl, Workspace<S>& w, ConstraintWorkspace<S>& c,
-                                     const ContactView<S>& cv, AdjWorkspace<T>& a,
-                                     AdjConstraintWorkspace<T>& s, T* adj_qpos, T* adj_qvel,
-                                     T* adj_ctrl, const ModelAdjoint<T>& adj_model,
-                                     const ContactModelAdjoint<T>& adj_contact, T* adj_qfrc) {
-  constexpr bool own = std::is_same_v<S, T>;
-  const int nv = m.nv, nrow = *cv.nefc;
-  const T dt = m.timestep;
-  const S* f = cv.efc_force;
-  // the step's impulses and vfree as arrays of T, for the outer-product terms
-  const T* f_t = nullptr;
-  const T* vfree_t = nullptr;
-  if constexpr (own) {
-    f_t = f;
-    vfree_t = c.vfree;
-  } else {
-    f_t = s.efc_force;
-    vfree_t = s.vfree;
-  }
-  const bool aware = own && (m.contact_gradient & kGradComplementarityAware);
-  a.zero();
+// The stages of adj_constrained_velocity (below), in the order they run. adj_J and adj_M
+// gather the adjoints of J and M as sums of outer products of vectors kept in s, c and cv
+// (written out or read term by term at the end, by the number of seeds).
 
-  // adj_J and adj_M as their terms, sums of outer products of vectors kept in s, c and cv
-  // (written out or read term by term below, by the number of seeds)
-  OuterSum<T, 7> adj_J;
-  OuterSum<T, 4> adj_M;
-  // qvel' = vfree + M^-1 J^T f: lam = M^-1 g, adj_M = -lam (qvel' - vfree)^T, adj_J = f lam^T,
-  // adj_f = J lam
+// qvel' = vfree + M^-1 J^T f: lam = M^-1 g, adj_M = -lam (qvel' - vfree)^T, adj_J = f lam^T,
+// adj_f = J lam; with the complementarity-aware option also dl/dv = J g per row
+template <class T, class S>
+PHX_HD PHX_INLINE void adj_impulse_velocity(const ModelView<S>& m, int nrow,
+                                            const ConstraintWorkspace<S>& c, const T* f_t,
+                                            bool aware, AdjConstraintWorkspace<T>& s,
+                                            OuterSum<T, 7>& adj_J, OuterSum<T, 4>& adj_M) {
+  const int nv = m.nv;
   for (int d = 0; d < nv; ++d) s.lam[d] = s.g[d];
   cholesky_solve(c.L, nv, s.lam);
-  {
-    const T* PHX_RESTRICT lam = s.lam;
-    const T* PHX_RESTRICT g = s.g;
-    T* PHX_RESTRICT dv = s.dv;
-    for (int k = 0; k < nv; ++k) dv[k] = s.qvel_next[k] - c.vfree[k];
-    adj_M.add(lam, dv, T(-1));
-    adj_J.add(f_t, lam, T(1));
-    for (int r = 0; r < nrow; ++r) {
-      const S* PHX_RESTRICT J = c.J + long(r) * nv;
-      T v = T(0), gv = T(0);
-      for (int d = 0; d < nv; ++d) v += J[d] * lam[d];
-      s.adj_f[r] = v;
-      if (!aware) continue;
-      for (int d = 0; d < nv; ++d) gv += J[d] * g[d];
-      s.dl_dv[r] = gv;
-    }
+  const T* PHX_RESTRICT lam = s.lam;
+  const T* PHX_RESTRICT g = s.g;
+  T* PHX_RESTRICT dv = s.dv;
+  for (int k = 0; k < nv; ++k) dv[k] = s.qvel_next[k] - c.vfree[k];
+  adj_M.add(lam, dv, T(-1));
+  adj_J.add(f_t, lam, T(1));
+  for (int r = 0; r < nrow; ++r) {
+    const S* PHX_RESTRICT J = c.J + long(r) * nv;
+    T v = T(0), gv = T(0);
+    for (int d = 0; d < nv; ++d) v += J[d] * lam[d];
+    s.adj_f[r] = v;
+    if (!aware) continue;
+    for (int d = 0; d < nv; ++d) gv += J[d] * g[d];
+    s.dl_dv[r] = gv;
   }
+}
 
-  // the LCP on its classification (factored once per replay when s.base is bound, else here
-  // in c.lcp); with the complementarity-aware option also on the loss-driven one, keeping the
-  // larger score
-  LcpProblem<S> p = lcp_problem(nrow, c);
+// The LCP on its classification (factored once per replay when s.base is bound, else here in
+// c.lcp); with the complementarity-aware option also on the loss-driven one, keeping the
+// larger score. Several seeds (S other than T) take the replay's shared factorisation.
+template <class T, class S>
+PHX_HD PHX_INLINE void adj_lcp_stage(const ModelView<S>& m, const LcpProblem<S>& p, const S* f,
+                                     ConstraintWorkspace<S>& c, const ContactView<S>& cv,
+                                     bool aware, AdjConstraintWorkspace<T>& s) {
+  const int nrow = p.n;
   const bool cached = s.shared();
-  if constexpr (own) {
+  if constexpr (std::is_same_v<S, T>) {
     const int* cls = cached ? s.base_cls : s.cls;
     if (!cached) replay_classification(m, p, f, cv, s.cls);
     LcpAdjointFactor<T> F = cached ? s.base : lcp_adjoint_factor_bind(nrow, c.lcp, c.ilcp);
@@ -467,13 +447,22 @@ PHX_HD void adj_constrained_velocity(const ModelView<S>& m, const T* qpos, const
   } else {
     adj_lcp_rows(p, f, s.base, s.lcp, s);
   }
-  for (int d = 0; d < nv; ++d) s.adj_vfree[d] = s.g[d];
+}
 
-  // A = J M^-1 J^T, b = J vfree + corr
-  adj_delassus(m, nrow, c, vfree_t, cached ? s.Z : static_cast<const T*>(nullptr), s.adj_A,
-               s.adj_b, s.proj, adj_J, s.adj_vfree, adj_M);
-
-  // corrections of the contact rows (the branch build_rows took) and friction coefficients
+// The corrections in b of the contact rows (the branch build_rows took) and the friction
+// coefficients, then the joint limits' (J constant, corr = erp (dist + slop) / dt with
+// dist = +-(q - bound)): to adj_qvel, adj_qpos, the restitution and friction adjoints,
+// s.adj_dist, and adj_J's bounce term
+template <class T, class S>
+PHX_HD PHX_INLINE void adj_row_corrections(const ModelView<S>& m, const T* qpos, const T* qvel,
+                                           int nrow, const ConstraintWorkspace<S>& c,
+                                           const ContactView<S>& cv,
+                                           AdjConstraintWorkspace<T>& s, T* adj_qpos,
+                                           T* adj_qvel,
+                                           const ContactModelAdjoint<T>& adj_contact,
+                                           OuterSum<T, 7>& adj_J) {
+  const int nv = m.nv;
+  const T dt = m.timestep;
   int ncon = *cv.ncon, row = 0, nbounce = 0;
   for (int r = 0; r < nrow; ++r) s.bounce[r] = T(0);
   for (int i = 0; i < ncon; ++i) {
@@ -504,7 +493,6 @@ PHX_HD void adj_constrained_velocity(const ModelView<S>& m, const T* qpos, const
     row += nr;
   }
   if (nbounce > 0) adj_J.add(s.bounce, qvel, T(1));
-  // joint limits: J constant, corr = erp (dist + slop) / dt with dist = +-(q - bound)
   for (int r = row; r < nrow; ++r) {
     int key = -1 - cv.efc_key[r];
     int j = key / 2;
@@ -514,8 +502,17 @@ PHX_HD void adj_constrained_velocity(const ModelView<S>& m, const T* qpos, const
     T dist = sign > T(0) ? q - lo : hi - q;
     if (dist + m.slop < T(0)) adj_qpos[qa] += sign * m.erp / dt * s.adj_b[r];
   }
+}
 
-  // vfree = qvel + dt M^-1 (qfrc - c)
+// vfree = qvel + dt M^-1 (qfrc - c): to adj_qvel, s.adj_qfrc and s.adj_bias (the adjoints of
+// the applied forces and of c), adj_qfrc (may be null) and adj_M
+template <class T, class S>
+PHX_HD PHX_INLINE void adj_free_velocity(const ModelView<S>& m, const T* qvel,
+                                         const ConstraintWorkspace<S>& c,
+                                         AdjConstraintWorkspace<T>& s, T* adj_qvel, T* adj_qfrc,
+                                         OuterSum<T, 4>& adj_M) {
+  const int nv = m.nv;
+  const T dt = m.timestep;
   for (int d = 0; d < nv; ++d) {
     adj_qvel[d] += s.adj_vfree[d];
     s.mu2[d] = s.adj_vfree[d];
@@ -529,11 +526,54 @@ PHX_HD void adj_constrained_velocity(const ModelView<S>& m, const T* qpos, const
     for (int d = 0; d < nv; ++d) adj_qfrc[d] += s.adj_qfrc[d];
   for (int k = 0; k < nv; ++k) s.tmp[k] = c.vfree[k] - qvel[k];
   adj_M.add(s.mu2, s.tmp, T(-1));
+}
 
-  // M = crba (with armature) + dt diag(damping): adj_crba first, while a.cinert is clean
-  // one seed (a float or double T) writes adj_M and adj_J out, in loops vectorised along their
-  // rows; several seeds at once (a Lane, lane_adjoint.h) are vectorised across the seeds and
-  // read the terms, on the entries needed only
+// The adjoint of qvel' = vfree + M^-1 J^T f onward, with g = adjoint of qvel' in s.g: to
+// adj_qpos, adj_qvel, adj_ctrl, the model and contact parameters and adj_qfrc (a generalized
+// force added to the applied ones; may be null), accumulated. The forward step's results are in
+// w, c and cv; a is zeroed here. With S other than T (seeds in lanes) the pass is the plain one
+// of a shared factorisation (s.base, s.efc_force, s.vfree and s.lcp bound by LaneReplay).
+template <class T, class S>
+PHX_HD void adj_constrained_velocity(const ModelView<S>& m, const T* qpos, const T* qvel,
+                                     const T* ctrl, Workspace<S>& w, ConstraintWorkspace<S>& c,
+                                     const ContactView<S>& cv, AdjWorkspace<T>& a,
+                                     AdjConstraintWorkspace<T>& s, T* adj_qpos, T* adj_qvel,
+                                     T* adj_ctrl, const ModelAdjoint<T>& adj_model,
+                                     const ContactModelAdjoint<T>& adj_contact, T* adj_qfrc) {
+  constexpr bool own = std::is_same_v<S, T>;
+  const int nrow = *cv.nefc;
+  const S* f = cv.efc_force;
+  // the step's impulses and vfree as arrays of T, for the outer-product terms
+  const T* f_t = nullptr;
+  const T* vfree_t = nullptr;
+  if constexpr (own) {
+    f_t = f;
+    vfree_t = c.vfree;
+  } else {
+    f_t = s.efc_force;
+    vfree_t = s.vfree;
+  }
+  const bool aware = own && (m.contact_gradient & kGradComplementarityAware);
+  a.zero();
+  OuterSum<T, 7> adj_J;
+  OuterSum<T, 4> adj_M;
+  adj_impulse_velocity(m, nrow, c, f_t, aware, s, adj_J, adj_M);
+  LcpProblem<S> p = lcp_problem(nrow, c);
+  adj_lcp_stage(m, p, f, c, cv, aware, s);
+  for (int d = 0; d < m.nv; ++d) s.adj_vfree[d] = s.g[d];
+  // A = J M^-1 J^T, b = J vfree + corr
+  adj_delassus(m, nrow, c, vfree_t, s.shared() ? s.Z : static_cast<const T*>(nullptr), s.adj_A,
+               s.adj_b, s.proj, adj_J, s.adj_vfree, adj_M);
+  adj_row_corrections(m, qpos, qvel, nrow, c, cv, s, adj_qpos, adj_qvel, adj_contact, adj_J);
+  adj_free_velocity(m, qvel, c, s, adj_qvel, adj_qfrc, adj_M);
+
+  // M = crba (with armature) + dt diag(damping), c = rnea, the applied forces, the contact
+  // geometry, then the kinematic chain: adj_crba first, while a.cinert is clean. One seed (a
+  // float or double T) writes adj_M and adj_J out, in loops vectorised along their rows;
+  // several seeds at once (a Lane) are vectorised across the seeds and read the terms, on the
+  // entries needed only.
+  const int nv = m.nv;
+  const T dt = m.timestep;
   constexpr bool write_out = std::is_floating_point_v<T>;
   if constexpr (write_out) {
     adj_M.write(s.adj_M, nv, nv);
@@ -547,8 +587,6 @@ PHX_HD void adj_constrained_velocity(const ModelView<S>& m, const T* qpos, const
            static_cast<T*>(nullptr));
   adj_passive(m, qpos, qvel, s.adj_qfrc, adj_qpos, adj_qvel, adj_model);
   adj_actuation(m, ctrl, s.adj_qfrc, adj_ctrl, adj_model);
-
-  // contact geometry, then the kinematic chain
   if constexpr (write_out) {
     adj_J.write(s.adj_J, nrow, nv);
     adj_contact_rows(m, w, c, cv, DenseEntries<T>{s.adj_J, nv}, s, a, adj_contact);
@@ -714,7 +752,7 @@ PHX_HD void adj_step_constrained_replayed(const ModelView<S>& m, const T* qpos, 
 // state or result, singular mass matrix) nothing is accumulated. `known` is the step's LCP
 // solution when the caller has it (a tape's next record), see step_constrained.
 //
-// m.contact_gradient selects Nimble's options (SEEDS.md part A):
+// m.contact_gradient selects Nimble's options (Werling et al. 2021, section IV):
 // - kGradComplementarityAware: the LCP adjoint also runs on the loss-driven classification
 //   (lcp_classify_loss with dl/dv = J adj_qvel'), and the classification with the larger
 //   ||adj_vfree||^2 + dt ||M^-1 adj_vfree||^2 is kept (Nimble's ||dl/dqd||^2 + ||dl/dtau||^2 / dt,
@@ -747,6 +785,44 @@ PHX_HD unsigned adj_step_constrained(const ModelView<T>& m, const T* qpos, const
   adj_step_constrained_replayed(m, qpos, qvel, ctrl, w, c, cv, a, s, adj_qpos_next, adj_qvel_next,
                                 adj_qpos, adj_qvel, adj_ctrl, adj_model, adj_contact, adj_qfrc);
   return status;
+}
+
+// The scratch of a step's adjoint: the step's (StepScratch), then the adjoint workspace and,
+// with constraint rows, its constraint part.
+template <class T>
+struct AdjointScratch : StepScratch<T> {
+  AdjWorkspace<T> a;
+  AdjConstraintWorkspace<T> s{};
+
+  template <class M>
+  PHX_HD static AdjointScratch carve(const M& m, Arena<T>& arena) {
+    AdjointScratch x;
+    static_cast<StepScratch<T>&>(x) = StepScratch<T>::carve(m, arena);
+    x.a = AdjWorkspace<T>::carve(m, arena);
+    if (m.nefcmax > 0) x.s = AdjConstraintWorkspace<T>::carve(m, arena);
+    return x;
+  }
+};
+
+// The adjoint of one step (step_env's), accumulated into gq, gv, gc, am, ac and gf (the
+// adjoint of qfrc_applied, the step's added generalized force; either may be null); cv holds
+// the warm start the step inherited (unused without constraint rows). Returns the replayed
+// step's status.
+template <class T>
+PHX_HD PHX_DEVICE_NOINLINE unsigned adj_step_env(const ModelView<T>& m, const T* q, const T* v,
+                                                 const T* u, AdjointScratch<T>& x,
+                                                 ContactView<T>& cv, const T* gq_next,
+                                                 const T* gv_next, T* gq, T* gv, T* gc,
+                                                 const ModelAdjoint<T>& am,
+                                                 const ContactModelAdjoint<T>& ac,
+                                                 T* gf = nullptr, LcpSolution<T> known = {},
+                                                 const T* qfrc_applied = nullptr) {
+  if (m.nefcmax == 0) {
+    adj_step(m, q, v, u, x.w, x.a, gq_next, gv_next, gq, gv, gc, am, gf, qfrc_applied);
+    return 0;
+  }
+  return adj_step_constrained(m, q, v, u, x.w, x.c, cv, x.a, x.s, gq_next, gv_next, gq, gv, gc,
+                              am, ac, gf, known, qfrc_applied);
 }
 
 }  // namespace phx

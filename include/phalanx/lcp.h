@@ -9,7 +9,7 @@
 // must have fixed bounds.
 //
 // "Nimble" is Werling et al., Fast and Feature-Complete Differentiable Physics for Articulated
-// Rigid Bodies with Contact, RSS 2021 (seeds 000 and 002; SEEDS.md part A). Its printed
+// Rigid Bodies with Contact, RSS 2021. Its printed
 // formulas are corrected where cited: eq. 20 has the wrong sign on its second term, eq. 22 is
 // malformed, and appendix B drops the minus sign of f_C = -A_CC^-1 b_C.
 //
@@ -338,7 +338,7 @@ PHX_HD int lcp_classify(const LcpProblem<T>& p, const T* f, T tol, bool tied_cla
 //   other fixed rows keep their plain class;
 //   friction rows follow their normal: S when the normal went to S, else their plain class.
 // The caller runs adj_lcp with both classifications and keeps the one with the larger
-// ||dl/dqd||^2 + ||dl/dtau||^2 / dt (SEEDS.md part A).
+// ||dl/dqd||^2 + ||dl/dtau||^2 / dt (Nimble, section IV-D).
 template <class T>
 PHX_HD void lcp_classify_loss(const LcpProblem<T>& p, const int* cls, const T* dl_dv,
                               int* cls_loss) {

@@ -1,12 +1,24 @@
 // The model's fields, declared once. Every consumer expands these tables (X-macros, as MuJoCo's
 // mjxmacro.h): the host's Model (host/model.h) and the kernels' ModelView (model_view.h), the
 // view's construction from a Model (host/view_builder.h), the size checks of Model::validate,
-// the lane broadcast of the Jacobian's SIMD passes (lane_adjoint.h), the list of
+// the lane broadcast of the Jacobian's SIMD passes (host/lane_adjoint.h), the list of
 // differentiable parameters with their adjoints, and the Python properties. Adding a field is
 // one row here plus the physics that reads it.
 #pragma once
 
 #include "phalanx/config.h"
+
+// Counts of the model's entities: X(name, comment). Array sizes are products of a count and a
+// width (PHX_MODEL_ARRAYS), workspace sizes expressions in the counts (phalanx/arena.h).
+#define PHX_MODEL_COUNTS(X)                                                                      \
+  X(nq, "number of generalized coordinates")                                                     \
+  X(nv, "number of degrees of freedom")                                                          \
+  X(nu, "number of actuators")                                                                   \
+  X(nbody, "number of bodies, including the world body 0")                                       \
+  X(njnt, "number of joints")                                                                    \
+  X(ngeom, "number of geoms")                                                                    \
+  X(npair, "number of geom pairs that may collide (after MuJoCo's filters)")                     \
+  X(nexclude, "number of excluded body pairs (MJCF <contact><exclude>)")
 
 // Options (MJCF <option> and Phalanx's solver settings), scalars:
 //   X(kind, name, default, comment)
@@ -30,9 +42,8 @@
   X(real, erp, 0.2, "fraction of a penetration removed per step (Baumgarte)")                   \
   X(real, slop, 1e-3, "penetration (m or rad) left uncorrected, avoids jitter")
 
-// Arrays: X(kind, name, count, width, comment), `count` entities (a count member of the model:
-// nq, nv, nu, nbody, njnt, ngeom, npair,
-// nexclude) of `width` numbers each. kind `real` is double on the
+// Arrays: X(kind, name, count, width, comment), `count` entities (one of PHX_MODEL_COUNTS) of
+// `width` numbers each. kind `real` is double on the
 // host and the run's scalar in a view, `int` is int. Field names and meanings are MuJoCo's
 // mjModel's where it has the field. Bodies are stored parents first (body 0 is the world),
 // joints and geoms grouped by body.

@@ -13,8 +13,10 @@ struct ModelView {
   using real = T;
   using flag = int;
 
-  // counts
-  int nq, nv, nu, nbody, njnt, ngeom, nexclude;
+  // counts (PHX_MODEL_COUNTS)
+#define PHX_VIEW_COUNT(name, comment) int name;
+  PHX_MODEL_COUNTS(PHX_VIEW_COUNT)
+#undef PHX_VIEW_COUNT
 
   // options (PHX_MODEL_OPTIONS)
 #define PHX_VIEW_OPTION(kind, name, value, comment) kind name;
@@ -23,7 +25,6 @@ struct ModelView {
   T gravity[3];  // gravitational acceleration (m/s^2)
 
   // capacities of one environment
-  int npair;    // candidate geom pairs
   int nconmax;  // contacts
   int nefcmax;  // constraint rows: 3 per contact plus one per limited hinge or slide joint
 
@@ -85,13 +86,14 @@ PHX_HD long model_reals(const M& m) {
 template <class U, class T, class RealArray>
 ModelView<U> convert_view(const ModelView<T>& m, RealArray&& real_array) {
   ModelView<U> r;
-  r.nq = m.nq, r.nv = m.nv, r.nu = m.nu, r.nbody = m.nbody, r.njnt = m.njnt, r.ngeom = m.ngeom;
-  r.nexclude = m.nexclude;
+#define PHX_CONVERT_COUNT(name, comment) r.name = m.name;
+  PHX_MODEL_COUNTS(PHX_CONVERT_COUNT)
+#undef PHX_CONVERT_COUNT
 #define PHX_CONVERT_OPTION(kind, name, value, comment) r.name = m.name;
   PHX_MODEL_OPTIONS(PHX_CONVERT_OPTION)
 #undef PHX_CONVERT_OPTION
   for (int i = 0; i < 3; ++i) r.gravity[i] = m.gravity[i];
-  r.npair = m.npair, r.nconmax = m.nconmax, r.nefcmax = m.nefcmax;
+  r.nconmax = m.nconmax, r.nefcmax = m.nefcmax;
 #define PHX_CONVERT_ARRAY(kind, name, count, width, comment)                         \
   if constexpr (field::name::is_real) {                                              \
     r.name = real_array(m.name, long(m.count) * width, &ModelView<U>::name);          \

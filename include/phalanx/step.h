@@ -1,5 +1,7 @@
-// One environment's step: the stage functions composed (ARCHITECTURE.md section 4).
-// Contact-free for now: kinematics -> smooth forces -> articulated-body solve -> Euler.
+// One environment's step: the stage functions composed. Without constraint rows (step):
+// kinematics -> smooth forces -> articulated-body solve -> semi-implicit Euler; with contacts
+// and joint limits (step_constrained): the same forces, then contacts, rows, the boxed LCP and
+// the impulses added to the velocity before the position update.
 #pragma once
 
 #include "phalanx/aba.h"
@@ -270,6 +272,33 @@ PHX_HD void adj_step(const ModelView<T>& m, const T* qpos, const T* qvel, const 
   forward_dynamics(m, qpos, qvel, ctrl, m.timestep, w, w.qacc, qfrc_applied);
   adj_step_replayed(m, qpos, qvel, ctrl, w, a, adj_qpos_next, adj_qvel_next, adj_qpos, adj_qvel,
                     adj_ctrl, adj_model, adj_qfrc);
+}
+
+// The scratch of a step: the workspace and, when the model has constraint rows, the
+// constraint workspace after it.
+template <class T>
+struct StepScratch {
+  Workspace<T> w;
+  ConstraintWorkspace<T> c{};
+
+  template <class M>
+  PHX_HD static StepScratch carve(const M& m, Arena<T>& arena) {
+    StepScratch x;
+    x.w = Workspace<T>::carve(m, arena);
+    if (m.nefcmax > 0) x.c = ConstraintWorkspace<T>::carve(m, arena);
+    return x;
+  }
+};
+
+// One step: with contacts and limits (their rows and impulses in cv, which holds the warm start
+// from the step before) when the model has constraint rows, else step().
+template <class T>
+PHX_HD PHX_DEVICE_NOINLINE unsigned step_env(const ModelView<T>& m, T* qpos, T* qvel,
+                                             const T* ctrl, StepScratch<T>& x, ContactView<T>& cv,
+                                             LcpSolution<T> known = {},
+                                             const T* qfrc_applied = nullptr) {
+  if (m.nefcmax == 0) return step(m, qpos, qvel, ctrl, x.w, qfrc_applied);
+  return step_constrained(m, qpos, qvel, ctrl, x.w, x.c, cv, known, qfrc_applied);
 }
 
 }  // namespace phx

@@ -17,7 +17,7 @@
 // do not depend on K: a slot holds what the replay of the step's record would compute.
 #pragma once
 
-#include "phalanx/constraint.h"
+#include "phalanx/constraint_adjoint.h"
 
 namespace phx {
 
@@ -154,7 +154,7 @@ struct StepStore {
   // slot k <- the step that has just run: its workspaces w, c, contacts and rows cv, and the
   // state after it (qpos', qvel'). A step beyond the slot's room (which a deterministic
   // recomputation cannot take) is not kept: holds(k) is false and the caller replays it.
-  // The step's scalar U converts to the slot's T (a Lane broadcasts it: lane_adjoint.h).
+  // The step's scalar U converts to the slot's T (a Lane broadcasts it: host/lane_adjoint.h).
   template <class U>
   PHX_HD void save(const ModelView<T>& m, int k, const Workspace<U>& w,
                    const ConstraintWorkspace<U>& c, const ContactView<U>& cv, const U* qpos_next,
@@ -214,6 +214,94 @@ struct StepStore {
   template <class U, class V>
   PHX_HD static void copy(const U* from, long n, V* to) {
     for (long i = 0; i < n; ++i) to[i] = V(from[i]);
+  }
+};
+
+// The backward pass of one environment's taped rollout, segment by segment, last to first:
+// recompute() runs a segment forward from its checkpoint into the segment records (nothing to
+// do when every step is a checkpoint, K = 1) and, with slots, keeps what each step's reverse
+// pass reads (StepStore); walk() then takes its steps backward, a step with a slot by
+// adj_step_constrained_replayed on it, one without by adj_step_env replaying its record. Both
+// give the same bits.
+template <class T>
+struct TapeReverse {
+  const ModelView<T>& m;
+  const TapeView<T>& tape;
+  int e;                      // the environment
+  const T* ctrl;              // its controls (nstep x nu)
+  AdjointScratch<T>& x;
+  const StepStore<T>& store;  // K slots, or none (store.reals null)
+  ContactView<T> cv;          // the replay's contacts and rows (with constraint rows)
+  T *q, *v;                   // the state of the step replayed (nq, nv)
+  T *gq, *gv;                 // adjoint of the state after the current step (nq, nv)
+  T *hq, *hv;                 // adjoint of the state before it (nq, nv)
+
+  // segment seg's records and, in *base, the index of its first step in them: the checkpoints
+  // themselves when K = 1, else the segment buffer, recomputed here
+  PHX_HD TapeRecords<T> recompute(int seg, int* base) {
+    const int K = tape.every, nstep = tape.nstep, t0 = seg * K;
+    const int t1 = t0 + K < nstep ? t0 + K : nstep;
+    TapeRecords<T> check = tape.checkpoints(m, e);
+    *base = seg;
+    if (K == 1) return check;
+    TapeRecords<T> rec = tape.segment(m, e);
+    *base = 0;
+    check.load(m, seg, q, v, cv);
+    for (int t = t0; t < t1; ++t) {
+      const T* u = ctrl + long(t) * m.nu;
+      rec.save(m, t - t0, q, v, cv);
+      if (store.reals) {
+        // every step into its slot, the last from the next checkpoint's warm start (its LCP
+        // solution), as the replay would
+        LcpSolution<T> known{};
+        if (t + 1 == t1 && t1 < nstep) known = check.solution(m, seg + 1);
+        step_constrained(m, q, v, u, x.w, x.c, cv, known);
+        store.save(m, t - t0, x.w, x.c, cv, q, v);
+      } else if (t + 1 < t1) {
+        step_env(m, q, v, u, x, cv);
+      }
+    }
+    return rec;
+  }
+
+  // segment seg's steps backward from its records rec (recompute's): the loss gradients
+  // adj_qpos_out, adj_qvel_out of the state after each step (nstep x nq, nstep x nv, may be
+  // null) are added as the walk reaches them; adj_ctrl (nstep x nu) receives each step's
+  // control adjoint, am and ac accumulate the parameters'
+  PHX_HD void walk(int seg, const TapeRecords<T>& rec, int base, const T* adj_qpos_out,
+                   const T* adj_qvel_out, T* adj_ctrl, const ModelAdjoint<T>& am,
+                   const ContactModelAdjoint<T>& ac) {
+    const int nq = m.nq, nv = m.nv, nu = m.nu, K = tape.every, nstep = tape.nstep;
+    const int t0 = seg * K, t1 = t0 + K < nstep ? t0 + K : nstep;
+    TapeRecords<T> check = tape.checkpoints(m, e);
+    for (int t = t1 - 1; t >= t0; --t) {
+      if (adj_qpos_out)
+        for (int i = 0; i < nq; ++i) gq[i] += adj_qpos_out[long(t) * nq + i];
+      if (adj_qvel_out)
+        for (int i = 0; i < nv; ++i) gv[i] += adj_qvel_out[long(t) * nv + i];
+      for (int i = 0; i < nq; ++i) hq[i] = T(0);
+      for (int i = 0; i < nv; ++i) hv[i] = T(0);
+      const T* u = ctrl + long(t) * nu;
+      if (store.reals && store.holds(m, t - t0)) {
+        rec.load_state(m, base + t - t0, q, v);
+        typename StepStore<T>::Slot f = store.slot(m, t - t0, x.c);
+        for (int i = 0; i < nq; ++i) x.s.qpos_next[i] = f.qpos_next[i];
+        for (int i = 0; i < nv; ++i) x.s.qvel_next[i] = f.qvel_next[i];
+        adj_step_constrained_replayed(m, q, v, u, f.w, f.c, f.cv, x.a, x.s, gq, gv, hq, hv,
+                                      adj_ctrl + long(t) * nu, am, ac, static_cast<T*>(nullptr));
+      } else {
+        rec.load(m, base + t - t0, q, v, cv);
+        // the step's own LCP solution is the next record's warm start: the replay skips the
+        // solver (the last step of the rollout has no next record and solves)
+        LcpSolution<T> known{};
+        if (m.nefcmax > 0 && t + 1 < t1) known = rec.solution(m, base + t + 1 - t0);
+        if (m.nefcmax > 0 && t + 1 == t1 && t1 < nstep) known = check.solution(m, seg + 1);
+        adj_step_env(m, q, v, u, x, cv, gq, gv, hq, hv, adj_ctrl + long(t) * nu, am, ac,
+                     static_cast<T*>(nullptr), known);
+      }
+      for (int i = 0; i < nq; ++i) gq[i] = hq[i];
+      for (int i = 0; i < nv; ++i) gv[i] = hv[i];
+    }
   }
 };
 

@@ -385,7 +385,7 @@ TEST(ContactReplay, KnownRowsNameTheirPairs) {
 // bounce step qvel' = -e qvel (the row clamps: J qvel' = -e J qvel), so in discrete time
 //   dqvel'/dqvel = -e,  dqpos'/dqvel = -e dt,  dqpos'/dqpos = 1
 // (the position passes through). With kGradBounceCorrection dqpos'/dqpos is continuous time's
-// -e and dqpos'/dqvel = dt X = -e dt; the velocity Jacobians are unchanged (SEEDS.md part A).
+// -e and dqpos'/dqvel = dt X = -e dt; the velocity Jacobians are unchanged (Werling et al. 2021).
 TEST(ContactAdjointBounce, OneDof) {
   const double e = 0.8, dt = 0.002;
   Model model = load_mjcf_string(

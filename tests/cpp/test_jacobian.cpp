@@ -1,5 +1,5 @@
 // One-step Jacobians (step_jacobian, StepJacobianKernel): on the CPU the rows of qvel' run
-// several per reverse pass (Lane, lane_adjoint.h). Each row must equal step_vjp of its unit seed,
+// several per reverse pass (Lane, host/lane_adjoint.h). Each row must equal step_vjp of its unit seed,
 // which runs the scalar pass: in double to 1e-12 of the row's largest entry, in float to 1e-3
 // (float's rounding through rank-deficient contact sets; a lane mixed up is off by O(1)),
 // parameter columns included, per environment with per-environment parameters, with rows

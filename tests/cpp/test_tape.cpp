@@ -232,13 +232,12 @@ TEST(Tape, StepsBeyondTheirSlotAreReplayed) {
   const int nstep_nu = kSteps * m.nu;
   Buffer<double> wq(Device::kCpu, p.wq), wv(Device::kCpu, p.wv);
   Buffer<double> gq(Device::kCpu, size_t(kEnvs) * m.nq), gv(Device::kCpu, size_t(kEnvs) * m.nv),
-      gc(Device::kCpu, size_t(kEnvs) * nstep_nu),
-      buf(Device::kCpu, size_t(kEnvs) * 3 * (m.nq + m.nv));
+      gc(Device::kCpu, size_t(kEnvs) * nstep_nu);
   Data<double> replay(dm, kEnvs);
   for (int short_by : {0, 1}) {
     RolloutAdjointKernel<double> k{dm.view(), tape.view(), tape.ctrl(),       wq.data(),
                                    wv.data(), gq.data(),   gv.data(),         gc.data(),
-                                   {},        {},          replay.contacts(), buf.data()};
+                                   {},        {},          replay.contacts()};
     k.nslot = tape.every();
     k.slot_ncon = peak[0] - short_by;
     k.slot_nrow = peak[1] - short_by;

@@ -200,8 +200,8 @@ BALL_ON_SLIDE = """<mujoco><option timestep='0.002' gravity='0 0 {g}'/><worldbod
 
 
 def test_contact_gradient_options(tmp_path):
-    # Nimble's unit cases through step_vjp's options, against their closed forms (SEEDS.md
-    # part A); dt = 0.002, m = 1.5, gear = 2
+    # Nimble's unit cases through step_vjp's options, against their closed forms (Werling et
+    # al. 2021); dt = 0.002, m = 1.5, gear = 2
     dt, m, gear, e = 0.002, 1.5, 2.0, 0.8
     path = tmp_path / "bounce.xml"
     path.write_text(BALL_ON_SLIDE.format(g=0))

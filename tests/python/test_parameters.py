@@ -1,5 +1,5 @@
-"""Model parameters shared by all environments or set per environment (ARCHITECTURE.md
-section 3: environment e reads copy e % nbatch), and their gradients."""
+"""Model parameters shared by all environments or set per environment (environment e reads
+copy e % nbatch), and their gradients."""
 
 from __future__ import annotations
 

@@ -10,8 +10,9 @@
 //   sphere  : capsule  sphere_capsule           0..1       hand-written
 //   sphere  : box      sphere_box               0..1       hand-written
 //   capsule : capsule  capsule_capsule          0..2       hand-written, 2x2 solve by Dual<T, 5>
-//   capsule : box      capsule_box              0..2       hand-written, segment points by Dual<T,
-//   10> box     : box      box_box                  0..8       Dual<T, 6>, five passes
+//   capsule : box      capsule_box              0..2       hand-written, segment points by
+//                                                           Dual<T, 10>
+//   box     : box      box_box                  0..8       Dual<T, 6>, five passes
 #pragma once
 
 #include "phalanx/collision/box.h"

@@ -70,7 +70,7 @@ PHX_HD PHX_INLINE void adj_normalize(const Vec3<T>& u, T len, Vec3<T>& adj_v,
 // Sphere (c1, r1) against sphere (c2, r2): n = (c2 - c1) / |c2 - c1|, dist = |c2 - c1| - r1 - r2,
 // pos = c1 + (r1 + dist / 2) n. Coincident centres take n from z1 x z2, the z axes of the two
 // geoms (the normal of two crossing capsule axes), and +x when those are parallel too.
-// SEEDS.md part A quotes Nimble's p = (r2 c1 + r1 c2) / (r1 + r2), which divides the centre line
+// Nimble (Werling et al. 2021) uses p = (r2 c1 + r1 c2) / (r1 + r2), which divides the centre line
 // in the ratio of the radii; it agrees with MuJoCo's midway point at dist = 0, and in general
 // p_mujoco - p_nimble = dist (r2 - r1) / (2 (r1 + r2)) n. Phalanx keeps MuJoCo's point, so that
 // contacts compare with MuJoCo's one by one.

@@ -1,6 +1,6 @@
 // Small dense linear algebra on one environment's matrices, row-major, in place.
 // Kept to a few functions so that their row loops can later be spread over the lanes of a
-// warp without touching the stages (ARCHITECTURE.md section 6).
+// warp without touching the stages.
 #pragma once
 
 #include "phalanx/math/scalar.h"

@@ -18,7 +18,7 @@
 #pragma once
 
 #if defined(__CUDACC__)
-#error "phalanx/math/lane.h is for host code"
+#error "host/lane.h is for host code"
 #endif
 
 #include <type_traits>
@@ -108,10 +108,8 @@ struct Lane {
 };
 
 // the lanes per register of T on this host: 512-bit registers with AVX-512, else 256-bit ones
-// (AVX2, which every x86-64 host Phalanx tunes for has). Measured on an AVX-512 host (one-step
-// Jacobians, bench_jacobians' states): 512 bits took 2-11 % less time than 256 in double, from
-// the half-cheetah (nine rows: passes of 8 + 1 against 4 + 4 + 1) to the humanoid and jump worm;
-// two 512-bit registers per Lane took twice as long as one.
+// (AVX2, which every x86-64 host Phalanx tunes for has); one register per Lane (two per Lane
+// run at half the speed, the passes being bound by their loads).
 #if defined(__AVX512F__)
 inline constexpr int kLaneBytes = 64;
 #else

@@ -1,6 +1,6 @@
 // Reverse passes of one replayed constrained step on kLanes<T> seeds at once (host only).
 //
-// The one-step Jacobians (StepJacobianKernel) run one reverse pass per row of qvel', each a
+// The one-step Jacobians (phalanx/jacobian.h) run one reverse pass per row of qvel', each a
 // vector-Jacobian product with a unit seed through the same replayed step. LaneReplay runs
 // adj_step_constrained_replayed itself on W seeds per pass, lane k carrying seed k (lane.h),
 // over the replay's own forward arrays: the stage adjoints take the step's scalar as a second
@@ -8,22 +8,21 @@
 // read the model, workspaces and contacts in place, each value broadcast as it is loaded
 // (Vec3<L>::load of a T*, dot_n of a T* and an L*, ...). Only what the pass keeps as arrays of
 // lanes is copied once (qvel', the impulses and vfree of the outer-product terms, the LCP
-// adjoint's shared factorisation and Z). Copying the whole step into lanes
-// instead cost the half-cheetah's Jacobian 10 % (the workspace 5 %, the constraint part 4-5 %,
-// the model 0-2 %, and 4 % with per-environment parameters, whose model was broadcast per
-// call). A step without rows (LaneDynamicsReplay) computes its articulated-body arrays again in
+// adjoint's shared factorisation and Z), which is cheaper than copying the whole step into
+// lanes. A step without rows (LaneDynamicsReplay) computes its articulated-body arrays again in
 // lanes, from the model and workspace in lane form. The results equal W scalar passes up to
-// the rounding of fused multiply-adds.
+// the rounding of fused multiply-adds. LaneRows, at the end, is the CPU backend's way of
+// running a Jacobian kernel's rows of qvel' through these passes.
 #pragma once
 
 #if defined(__CUDACC__)
-#error "phalanx/lane_adjoint.h is for host code"
+#error "host/lane_adjoint.h is for host code"
 #endif
 
 #include <vector>
 
-#include "phalanx/constraint_adjoint.h"
-#include "phalanx/math/lane.h"
+#include "host/lane.h"
+#include "phalanx/kernels/jacobian.h"
 #include "phalanx/tape.h"
 
 namespace phx {
@@ -274,6 +273,60 @@ struct LaneDynamicsReplay : LanePass<T, W> {
     }
     w = Workspace<L>::carve(m0, arena);
     a = AdjWorkspace<L>::carve(m0, arena);
+  }
+};
+
+// The CPU backend's rows of a Jacobian kernel (StepJacobianKernel<T, LaneRows<T>>): the rows
+// of qvel' kLanes<T> per reverse pass, by LaneReplay after a step with rows and
+// LaneDynamicsReplay after one without; a last row alone is left to the kernel's single pass
+// (a third of a lane pass's time).
+template <class T>
+struct LaneRows {
+  // the model's reals in lanes, which the passes of steps without rows take when the
+  // environments share the model's parameters (may be null: broadcast per call)
+  const LaneModel<T>* lane_model = nullptr;
+
+  // storage past JacobianScratch's
+  static ScratchSize scratch_size(const ModelView<T>& m) {
+    ScratchSize a = LaneReplay<T>::size(m), b = LaneDynamicsReplay<T>::size(m);
+    return {a.reals > b.reals ? a.reals : b.reals, a.ints > b.ints ? a.ints : b.ints};
+  }
+
+  // The first rows of qvel' of one environment's J and Jp (may be null) after the replay js of
+  // the step from (q, v, u) on its model m (model: all environments'), over storage rest.
+  // Returns how many.
+  int operator()(const ModelView<T>& model, const ModelView<T>& m, const T* q, const T* v,
+                 const T* u, JacobianScratch<T>& js, Scratch<T> rest, T* J, T* Jp) const {
+    const int nl = m.nv % kLanes<T> == 1 ? m.nv - 1 : m.nv;
+    if (nl == 0) return 0;
+    if (m.nefcmax > 0 && *js.cv.nefc > 0) {
+      fill(m, LaneReplay<T>(m, rest, q, v, u, js.x.w, js.x.c, js.cv, js.x.s), nl, J, Jp);
+    } else {
+      // no rows: the step was forward_dynamics' (step_constrained leaves the same)
+      const ModelView<Lane<T, kLanes<T>>>* shared =
+          lane_model && LaneModel<T>::shared(model) ? &lane_model->view : nullptr;
+      fill(m, LaneDynamicsReplay<T>(m, shared, rest, q, v, u, js.x.w), nl, J, Jp);
+    }
+    return nl;
+  }
+
+ private:
+  // rows nq .. nq + nl of J and Jp, kLanes<T> per reverse pass of the replay lr
+  template <class Replay>
+  static void fill(const ModelView<T>& m, Replay&& lr, int nl, T* J, T* Jp) {
+    const int cols = jacobian_cols(m), np = Jp ? jacobian_nparam(m) : 0;
+    constexpr int W = kLanes<T>;
+    for (int d0 = 0; d0 < nl; d0 += W) {
+      const int n = nl - d0 < W ? nl - d0 : W;
+      lr.run(d0, n, np > 0);
+      for (int k = 0; k < n; ++k) {
+        const long r = m.nq + d0 + k;
+        T* row = J + r * cols;
+        for (int i = 0; i < cols; ++i) row[i] = lr.out[i][k];
+        T* prow = np ? Jp + r * np : nullptr;
+        for (int i = 0; i < np; ++i) prow[i] = lr.out[cols + i][k];
+      }
+    }
   }
 };
 

@@ -1,0 +1,149 @@
+// Reverse kernels: the vector-Jacobian product of one step and the backward pass of a taped
+// rollout.
+#pragma once
+
+#include "phalanx/kernels/common.h"
+#include "phalanx/tape.h"
+
+namespace phx {
+
+template <class T>
+PHX_HD ScratchSize adjoint_scratch_size(const ModelView<T>& m) {
+  return carved_size<AdjointScratch<T>, T>(m);
+}
+
+// vector-Jacobian product of one step: (adj_qpos_next, adj_qvel_next) at (qpos, qvel, ctrl)
+// -> adjoints of the inputs and, per environment, of the model parameters (null skips one).
+// The step is replayed from the warm start in con (a cold start when it holds no rows).
+template <class T>
+struct StepAdjointKernel {
+  using Scalar = T;
+  ModelView<T> model;  // env_view gives each environment its parameters
+  const T* qpos;           // (nenv x nq)
+  const T* qvel;           // (nenv x nv)
+  const T* ctrl;           // (nenv x nu)
+  const T* adj_qpos_next;  // (nenv x nq)
+  const T* adj_qvel_next;  // (nenv x nv)
+  T* adj_qpos;             // (nenv x nq), overwritten
+  T* adj_qvel;             // (nenv x nv), overwritten
+  T* adj_ctrl;             // (nenv x nu), overwritten
+  ModelAdjoint<T> adj_model;          // per-env arrays (nenv x field size), overwritten
+  ContactModelAdjoint<T> adj_contact; // per-env arrays (nenv x field size), overwritten
+  ContactData<T> con;                 // contact storage of the replay (with constraints)
+  T* adj_qfrc_applied = nullptr;      // (nenv x nv), overwritten; may be null
+  const T* qfrc_applied = nullptr;    // (nenv x nv) the steps' added forces, may be null
+
+  PHX_HD void operator()(int e, Scratch<T> scratch) const {
+    const ModelView<T> m = env_view(model, e);
+    Arena<T> arena(scratch);
+    AdjointScratch<T> x = AdjointScratch<T>::carve(m, arena);
+    T* gq = adj_qpos + long(e) * m.nq;
+    T* gv = adj_qvel + long(e) * m.nv;
+    T* gc = adj_ctrl + long(e) * m.nu;
+    for (int i = 0; i < m.nq; ++i) gq[i] = T(0);
+    for (int i = 0; i < m.nv; ++i) gv[i] = T(0);
+    for (int i = 0; i < m.nu; ++i) gc[i] = T(0);
+    ModelAdjoint<T> am;
+    ContactModelAdjoint<T> ac;
+    env_parameter_adjoints(m, e, adj_model, adj_contact, am, ac);
+    ContactView<T> cv{};
+    if (m.nefcmax > 0) cv = con.env(m, e);
+    T* gf = env_row(adj_qfrc_applied, e, m.nv);
+    for (int i = 0; gf && i < m.nv; ++i) gf[i] = T(0);
+    adj_step_env(m, qpos + long(e) * m.nq, qvel + long(e) * m.nv, ctrl + long(e) * m.nu, x, cv,
+                 adj_qpos_next + long(e) * m.nq, adj_qvel_next + long(e) * m.nv, gq, gv, gc, am,
+                 ac, gf, {}, env_row(qfrc_applied, e, m.nv));
+  }
+};
+
+// RolloutAdjointKernel's scratch: a step adjoint's, then the state and adjoints the walk
+// carries (TapeReverse) and nslot StepStore slots with room for ncon contacts and nrow rows each
+template <class T>
+struct RolloutAdjointScratch {
+  AdjointScratch<T> x;
+  StepStore<T> store{};
+  T *q, *v, *gq, *gv, *hq, *hv;
+
+  PHX_HD static RolloutAdjointScratch carve(const ModelView<T>& m, Arena<T>& arena, int nslot,
+                                            int ncon, int nrow) {
+    RolloutAdjointScratch r;
+    r.x = AdjointScratch<T>::carve(m, arena);
+    r.q = arena.template take<T>(m.nq);
+    r.v = arena.template take<T>(m.nv);
+    r.gq = arena.template take<T>(m.nq);
+    r.gv = arena.template take<T>(m.nv);
+    r.hq = arena.template take<T>(m.nq);
+    r.hv = arena.template take<T>(m.nv);
+    if (nslot > 0) {
+      ScratchSize slot = StepStore<T>::slot_size(m, ncon, nrow);
+      r.store = {arena.template take<T>(nslot * slot.reals),
+                 arena.template take<int>(nslot * slot.ints), ncon, nrow};
+    }
+    return r;
+  }
+};
+
+template <class T>
+PHX_HD ScratchSize rollout_adjoint_scratch_size(const ModelView<T>& m, int nslot, int ncon,
+                                                int nrow) {
+  return carved_size<RolloutAdjointScratch<T>, T>(m, nslot, ncon, nrow);
+}
+
+// The backward pass of a rollout recorded on a tape (tape.h): from the loss gradients with
+// respect to every step's state to those of the initial state, of every step's control and,
+// per environment, of the model parameters, segment by segment (TapeReverse). With slots
+// (nslot = K, a model with rows and K > 1) the recomputation of a segment keeps what each step's
+// reverse pass reads. An environment whose rollout stopped (a stopping status bit) gets zero
+// gradients.
+template <class T>
+struct RolloutAdjointKernel {
+  using Scalar = T;
+  ModelView<T> model;  // env_view gives each environment its parameters
+  TapeView<T> tape;
+  const T* ctrl;          // (nenv x nstep x nu) the rollout's controls
+  const T* adj_qpos_out;  // (nenv x nstep x nq) dL / d(qpos after each step), may be null
+  const T* adj_qvel_out;  // (nenv x nstep x nv), may be null
+  T* adj_qpos;            // (nenv x nq) dL / d(initial qpos), overwritten
+  T* adj_qvel;            // (nenv x nv)
+  T* adj_ctrl;            // (nenv x nstep x nu), overwritten
+  ModelAdjoint<T> adj_model;          // per-env arrays (nenv x field size), overwritten
+  ContactModelAdjoint<T> adj_contact; // per-env arrays (nenv x field size), overwritten
+  ContactData<T> con;                 // contact storage of the replay
+  int nslot = 0;                      // StepStore slots past the adjoint scratch: 0 or K
+  int slot_ncon = 0, slot_nrow = 0;   // their room (the tape's peaks)
+
+  PHX_HD void operator()(int e, Scratch<T> scratch) const {
+    const ModelView<T> m = env_view(model, e);
+    const int nq = m.nq, nv = m.nv, nu = m.nu, nstep = tape.nstep;
+    Arena<T> arena(scratch);
+    RolloutAdjointScratch<T> r =
+        RolloutAdjointScratch<T>::carve(m, arena, nslot, slot_ncon, slot_nrow);
+    for (int i = 0; i < nq; ++i) r.gq[i] = T(0);
+    for (int i = 0; i < nv; ++i) r.gv[i] = T(0);
+    T* gc = adj_ctrl + long(e) * nstep * nu;
+    for (long i = 0; i < long(nstep) * nu; ++i) gc[i] = T(0);
+    ModelAdjoint<T> am;
+    ContactModelAdjoint<T> ac;
+    env_parameter_adjoints(m, e, adj_model, adj_contact, am, ac);
+    if (!(tape.status[e] & kStatusStopMask)) {
+      TapeReverse<T> walk{m,    tape, e,    ctrl + long(e) * nstep * nu, r.x, r.store, {},
+                          r.q,  r.v,  r.gq, r.gv, r.hq, r.hv};
+      if (m.nefcmax > 0) walk.cv = con.env(m, e);
+      const T* gq_out = adj_qpos_out ? adj_qpos_out + long(e) * nstep * nq : nullptr;
+      const T* gv_out = adj_qvel_out ? adj_qvel_out + long(e) * nstep * nv : nullptr;
+      for (int seg = tape.nseg() - 1; seg >= 0; --seg) {
+        int base = 0;
+        TapeRecords<T> rec = walk.recompute(seg, &base);
+        walk.walk(seg, rec, base, gq_out, gv_out, gc, am, ac);
+      }
+    }
+    for (int i = 0; i < nq; ++i) adj_qpos[long(e) * nq + i] = r.gq[i];
+    for (int i = 0; i < nv; ++i) adj_qvel[long(e) * nv + i] = r.gv[i];
+  }
+};
+
+#define PHX_STEP_ADJOINT_KERNELS(X) X(StepAdjointKernel<float>) X(StepAdjointKernel<double>)
+#define PHX_ROLLOUT_ADJOINT_KERNELS(X) \
+  X(RolloutAdjointKernel<float>) X(RolloutAdjointKernel<double>)
+
+}  // namespace phx

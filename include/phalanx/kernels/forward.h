@@ -1,0 +1,230 @@
+// Forward kernels: stepping, rollouts and the functional queries (mass matrix, bias forces,
+// kinematics, forward and inverse dynamics).
+#pragma once
+
+#include "phalanx/cost.h"
+#include "phalanx/kernels/common.h"
+#include "phalanx/step.h"
+#include "phalanx/tape.h"
+
+namespace phx {
+
+// scratch of one environment's forward kernels (StepScratch)
+template <class T>
+PHX_HD ScratchSize scratch_size(const ModelView<T>& m) {
+  return carved_size<StepScratch<T>, T>(m);
+}
+
+// StepScratch over one environment's scratch
+template <class T>
+PHX_HD StepScratch<T> step_scratch(const ModelView<T>& m, Scratch<T> scratch) {
+  Arena<T> arena(scratch);
+  return StepScratch<T>::carve(m, arena);
+}
+
+// nstep Euler steps of each environment, state updated in place; ctrl held constant
+template <class T>
+struct StepKernel {
+  using Scalar = T;
+  ModelView<T> model;  // env_view gives each environment its parameters
+  T* qpos;           // (nenv x nq)
+  T* qvel;           // (nenv x nv)
+  const T* ctrl;     // (nenv x nu)
+  unsigned* status;  // (nenv) OR-ed with the step's status bits
+  int nstep;
+  ContactData<T> con;  // contacts and constraint impulses (unused without constraints)
+  const T* qfrc_applied = nullptr;  // (nenv x nv) added generalized forces, may be null
+
+  PHX_HD void operator()(int e, Scratch<T> scratch) const {
+    const ModelView<T> m = env_view(model, e);
+    StepScratch<T> x = step_scratch(m, scratch);
+    const T* f = env_row(qfrc_applied, e, m.nv);
+    ContactView<T> cv{};
+    if (m.nefcmax > 0) cv = con.env(m, e);
+    unsigned bits = 0;
+    for (int t = 0; t < nstep && !(bits & kStatusStopMask); ++t) {
+      bits |= step_env(m, qpos + long(e) * m.nq, qvel + long(e) * m.nv, ctrl + long(e) * m.nu, x,
+                    cv, {}, f);
+    }
+    status[e] |= bits;
+  }
+};
+
+// T steps with a control sequence, recording the states after each step. An environment
+// whose status gets a stopping bit (non-finite values) stops and repeats its last state.
+template <class T>
+struct RolloutKernel {
+  using Scalar = T;
+  ModelView<T> model;  // env_view gives each environment its parameters
+  T* qpos;           // (nenv x nq) initial state in, final state out
+  T* qvel;           // (nenv x nv)
+  const T* ctrl;     // (nenv x nstep x nu)
+  T* qpos_out;       // (nenv x nstep x nq), may be null
+  T* qvel_out;       // (nenv x nstep x nv), may be null
+  unsigned* status;  // (nenv)
+  int nstep;
+  ContactData<T> con;  // contacts and constraint impulses (unused without constraints)
+  int* counts_out;     // (nenv x nstep x kNumCounts) counts of each step, may be null
+  TapeView<T> tape;    // checkpoints every tape.every steps; tape.every = 0: none
+
+  PHX_HD void operator()(int e, Scratch<T> scratch) const {
+    const ModelView<T> m = env_view(model, e);
+    StepScratch<T> x = step_scratch(m, scratch);
+    T* q = qpos + long(e) * m.nq;
+    T* v = qvel + long(e) * m.nv;
+    unsigned bits = status[e];
+    ContactView<T> cv{};
+    if (m.nefcmax > 0) cv = con.env(m, e);
+    int peak_con = 0, peak_row = 0;
+    for (int t = 0; t < nstep; ++t) {
+      if (tape.every > 0 && t % tape.every == 0)
+        tape.checkpoints(m, e).save(m, t / tape.every, q, v, cv);
+      if (!(bits & kStatusStopMask)) {
+        bits |= step_env(m, q, v, ctrl + (long(e) * nstep + t) * m.nu, x, cv);
+        if (m.nefcmax > 0) {
+          peak_con = *cv.ncon > peak_con ? *cv.ncon : peak_con;
+          peak_row = *cv.nefc > peak_row ? *cv.nefc : peak_row;
+        }
+      }
+      if (qpos_out) {
+        for (int i = 0; i < m.nq; ++i) qpos_out[(long(e) * nstep + t) * m.nq + i] = q[i];
+      }
+      if (qvel_out) {
+        for (int i = 0; i < m.nv; ++i) qvel_out[(long(e) * nstep + t) * m.nv + i] = v[i];
+      }
+      if (counts_out) {
+        int* c = counts_out + kNumCounts * (long(e) * nstep + t);
+        bool on = m.nefcmax > 0;
+        c[kCountContacts] = on ? con.ncon[e] : 0;
+        c[kCountRows] = on ? con.nefc[e] : 0;
+        c[kCountWarmRows] = on ? con.nwarm[e] : 0;
+        c[kCountSetHit] = on ? con.set_hit[e] : 0;
+        c[kCountOverflow] = on ? con.overflow[e] : 0;
+      }
+    }
+    status[e] = bits;
+    if (tape.every > 0) {
+      tape.status[e] = bits;
+      tape.peak[2 * e] = peak_con;
+      tape.peak[2 * e + 1] = peak_row;
+    }
+  }
+};
+
+// joint-space inertia M (with armature) at qpos
+template <class T>
+struct MassMatrixKernel {
+  using Scalar = T;
+  ModelView<T> model;  // env_view gives each environment its parameters
+  const T* qpos;  // (nenv x nq)
+  T* M;           // (nenv x nv x nv)
+
+  PHX_HD void operator()(int e, Scratch<T> scratch) const {
+    const ModelView<T> m = env_view(model, e);
+    Workspace<T> w = step_scratch(m, scratch).w;
+    kinematics(m, qpos + long(e) * m.nq, w);
+    com_pos(m, w);
+    crba(m, w, M + long(e) * m.nv * m.nv);
+  }
+};
+
+// bias forces c(q, qvel): Coriolis, centrifugal and gravity (MuJoCo's qfrc_bias)
+template <class T>
+struct BiasKernel {
+  using Scalar = T;
+  ModelView<T> model;  // env_view gives each environment its parameters
+  const T* qpos;  // (nenv x nq)
+  const T* qvel;  // (nenv x nv)
+  T* bias;        // (nenv x nv)
+
+  PHX_HD void operator()(int e, Scratch<T> scratch) const {
+    const ModelView<T> m = env_view(model, e);
+    Workspace<T> w = step_scratch(m, scratch).w;
+    kinematics(m, qpos + long(e) * m.nq, w);
+    com_pos(m, w);
+    com_vel(m, qvel + long(e) * m.nv, w);
+    rnea(m, qvel + long(e) * m.nv, static_cast<const T*>(nullptr), w, bias + long(e) * m.nv);
+  }
+};
+
+// body frames and the centre of mass: xpos (nenv x nbody x 3), xquat (nenv x nbody x 4), com
+// (nenv x 3) and, when qvel is non-null, its velocity com_vel (nenv x 3) (cost.h)
+template <class T>
+struct KinematicsKernel {
+  using Scalar = T;
+  ModelView<T> model;  // env_view gives each environment its parameters
+  const T* qpos;       // (nenv x nq)
+  const T* qvel;       // (nenv x nv), may be null
+  T* xpos;
+  T* xquat;
+  T* com;
+  T* com_vel;          // may be null
+
+  PHX_HD void operator()(int e, Scratch<T> scratch) const {
+    const ModelView<T> m = env_view(model, e);
+    Workspace<T> w = step_scratch(m, scratch).w;
+    cost_kinematics(m, kCostNeedsKinematics | kCostNeedsComPos | (qvel ? kCostNeedsComVel : 0),
+                    qpos + long(e) * m.nq, env_row(qvel, e, m.nv), w);
+    for (int i = 0; i < 3 * m.nbody; ++i) xpos[long(e) * 3 * m.nbody + i] = w.xpos[i];
+    for (int i = 0; i < 4 * m.nbody; ++i) xquat[long(e) * 4 * m.nbody + i] = w.xquat[i];
+    com_position(m, w).store(com + 3L * e);
+    if (qvel) com_velocity(m, w).store(com_vel + 3L * e);
+  }
+};
+
+// qacc = (M + diag(armature))^-1 (passive + actuation - bias), MuJoCo's qacc without
+// constraints
+template <class T>
+struct ForwardDynamicsKernel {
+  using Scalar = T;
+  ModelView<T> model;  // env_view gives each environment its parameters
+  const T* qpos;  // (nenv x nq)
+  const T* qvel;  // (nenv x nv)
+  const T* ctrl;  // (nenv x nu)
+  T* qacc;        // (nenv x nv)
+
+  PHX_HD void operator()(int e, Scratch<T> scratch) const {
+    const ModelView<T> m = env_view(model, e);
+    Workspace<T> w = step_scratch(m, scratch).w;
+    forward_dynamics(m, qpos + long(e) * m.nq, qvel + long(e) * m.nv, ctrl + long(e) * m.nu, T(0),
+                     w, qacc + long(e) * m.nv);
+  }
+};
+
+// the generalized force that produces qacc: M qacc + bias - passive, with armature in M
+// (MuJoCo's qfrc_inverse); inverse of ForwardDynamicsKernel for the actuation force
+template <class T>
+struct InverseDynamicsKernel {
+  using Scalar = T;
+  ModelView<T> model;  // env_view gives each environment its parameters
+  const T* qpos;  // (nenv x nq)
+  const T* qvel;  // (nenv x nv)
+  const T* qacc;  // (nenv x nv)
+  T* tau;         // (nenv x nv)
+
+  PHX_HD void operator()(int e, Scratch<T> scratch) const {
+    const ModelView<T> m = env_view(model, e);
+    Workspace<T> w = step_scratch(m, scratch).w;
+    const T* q = qpos + long(e) * m.nq;
+    const T* v = qvel + long(e) * m.nv;
+    const T* a = qacc + long(e) * m.nv;
+    T* f = tau + long(e) * m.nv;
+    kinematics(m, q, w);
+    com_pos(m, w);
+    com_vel(m, v, w);
+    rnea(m, v, a, w, f);
+    passive(m, q, v, w.qfrc);
+    for (int d = 0; d < m.nv; ++d) f[d] += m.dof_armature[d] * a[d] - w.qfrc[d];
+  }
+};
+
+#define PHX_FORWARD_KERNELS(X)                                          \
+  X(StepKernel<float>) X(StepKernel<double>)                            \
+  X(RolloutKernel<float>) X(RolloutKernel<double>)                      \
+  X(MassMatrixKernel<float>) X(MassMatrixKernel<double>)                \
+  X(BiasKernel<float>) X(BiasKernel<double>)                            \
+  X(KinematicsKernel<float>) X(KinematicsKernel<double>)                \
+  X(ForwardDynamicsKernel<float>) X(ForwardDynamicsKernel<double>)      \
+  X(InverseDynamicsKernel<float>) X(InverseDynamicsKernel<double>)
+
+}  // namespace phx

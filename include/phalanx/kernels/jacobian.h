@@ -1,0 +1,66 @@
+// The one-step Jacobian kernel (jacobian.h has the method).
+#pragma once
+
+#include "phalanx/jacobian.h"
+#include "phalanx/kernels/common.h"
+
+namespace phx {
+
+template <class T>
+PHX_HD ScratchSize jacobian_scratch_size(const ModelView<T>& m) {
+  return carved_size<JacobianScratch<T>, T>(m);
+}
+
+// Rows of qvel' a Jacobian kernel computes before its single passes: none, every row has a
+// pass of its own (CUDA). The CPU backend's LaneRows (host/lane_adjoint.h) computes several per
+// pass in SIMD lanes.
+struct SingleRows {
+  template <class... Args>
+  PHX_HD int operator()(const Args&...) const {
+    return 0;
+  }
+};
+
+// The one-step Jacobians of each environment at (qpos, qvel, ctrl) and the added generalized
+// force qfrc_applied (zero when null). Row r of jac (nenv x (nq + nv) x jacobian_cols) holds
+// d out_r / d(qpos, qvel, ctrl, qfrc), out = (qpos', qvel'); row r of jac_param (nenv x
+// (nq + nv) x jacobian_nparam, may be null) holds d out_r / d(parameters) in Param order.
+// With linear passes, `rows` first computes some rows of qvel' (the first n it returns) over
+// the scratch past JacobianScratch's; the rest get a pass each, then the rows of qpos' follow
+// by the chain rule. Otherwise every row gets a pass of its own.
+template <class T, class Rows = SingleRows>
+struct StepJacobianKernel {
+  using Scalar = T;
+  ModelView<T> model;  // env_view gives each environment its parameters
+  const T* qpos;  // (nenv x nq)
+  const T* qvel;  // (nenv x nv)
+  const T* ctrl;  // (nenv x nu)
+  T* jac;         // (nenv x (nq + nv) x jacobian_cols), overwritten
+  T* jac_param;   // (nenv x (nq + nv) x jacobian_nparam), overwritten; may be null
+  const T* qfrc_applied = nullptr;  // (nenv x nv) the step's added forces, may be null
+  Rows rows{};
+
+  PHX_HD void operator()(int e, Scratch<T> scratch) const {
+    const ModelView<T> m = env_view(model, e);
+    const int nrow = m.nq + m.nv, np = jacobian_nparam(m);
+    Arena<T> arena(scratch);
+    JacobianScratch<T> js = JacobianScratch<T>::carve(m, arena);
+    const T* q = qpos + long(e) * m.nq;
+    const T* v = qvel + long(e) * m.nv;
+    const T* u = ctrl + long(e) * m.nu;
+    T* J = jac + long(e) * nrow * jacobian_cols(m);
+    T* Jp = jac_param ? jac_param + long(e) * nrow * np : nullptr;
+    const bool stopped = js.replay(m, q, v, u, env_row(qfrc_applied, e, m.nv));
+    const bool linear = JacobianScratch<T>::linear(m);
+    int first = linear ? m.nq : 0;  // rows computed by single passes: [first, nrow)
+    if (linear && !stopped) first += rows(model, m, q, v, u, js, arena.rest(), J, Jp);
+    for (int r = first; r < nrow; ++r)
+      js.row_pass(m, q, v, u, r, stopped, J + long(r) * jacobian_cols(m),
+                  Jp ? Jp + long(r) * np : nullptr);
+    if (linear) js.qpos_rows(m, q, stopped, J, Jp);
+  }
+};
+
+#define PHX_STEP_JACOBIAN_KERNELS(X) X(StepJacobianKernel<float>) X(StepJacobianKernel<double>)
+
+}  // namespace phx

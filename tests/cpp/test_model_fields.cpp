@@ -1,0 +1,231 @@
+// Tests of the declared-once tables (phalanx/model_fields.h, the workspace tables) and of what
+// is derived from them: every model array is size-checked by Model::validate and carried into
+// ModelView with its values; each parameter's width, count and field agree with its array; and
+// every workspace's carve lays its arrays out disjoint and back to back over exactly the
+// storage carved_size measures, for any counts.
+#include <gtest/gtest.h>
+
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "host/model.h"
+#include "model_builder.h"
+#include "phalanx/kernels.h"
+
+namespace phx {
+namespace {
+
+Model humanoid() {
+  return load_mjcf(std::string(PHX_MUJOCO_MODELS) + "/humanoid/humanoid.xml");
+}
+
+// the message of validate() on m, "" when it passes
+std::string validate_error(const Model& m) {
+  try {
+    m.validate();
+  } catch (const std::invalid_argument& e) {
+    return e.what();
+  }
+  return "";
+}
+
+TEST(ModelFields, ValidateChecksTheSizeOfEveryArray) {
+  const Model m = humanoid();
+  ASSERT_EQ(validate_error(m), "");
+#define PHX_CHECK_FIELD(kind, name, count, width, comment)                                   \
+  {                                                                                          \
+    Model bad = m;                                                                           \
+    bad.name.push_back(0);                                                                   \
+    std::string error = validate_error(bad);                                                 \
+    EXPECT_NE(error.find("Model." #name ":"), std::string::npos) << #name << ": " << error;  \
+    EXPECT_NE(error.find("expected " + std::to_string(size_t(m.count) * (width))),           \
+              std::string::npos)                                                             \
+        << error;                                                                            \
+  }
+  PHX_MODEL_ARRAYS(PHX_CHECK_FIELD)
+#undef PHX_CHECK_FIELD
+}
+
+TEST(ModelFields, ViewCarriesEveryArray) {
+  const Model m = humanoid();
+  test::HostModel<double> hm(m);
+  const ModelView<double>& v = hm.view;
+#define PHX_CHECK_VIEW(kind, name, count, width, comment)                       \
+  {                                                                             \
+    const size_t n = size_t(m.count) * (width);                                 \
+    ASSERT_EQ(m.name.size(), n) << #name;                                       \
+    for (size_t i = 0; i < n; ++i) ASSERT_EQ(double(v.name[i]), double(m.name[i])) << #name; \
+  }
+  PHX_MODEL_ARRAYS(PHX_CHECK_VIEW)
+#undef PHX_CHECK_VIEW
+  EXPECT_EQ(v.timestep, m.opt.timestep);
+  EXPECT_EQ(v.lcp_iterations, m.opt.lcp_iterations);
+  EXPECT_EQ(v.contact, int(m.opt.contact));
+  EXPECT_EQ(v.nexclude, m.nexclude);
+  // the real arrays counted for the lane broadcast: the humanoid's by hand
+  long reals = 2L * m.nq + 18L * m.nbody + 9L * m.njnt + 2L * m.nv + 15L * m.ngeom + 3L * m.nu;
+  EXPECT_EQ(model_reals(v), reals);
+}
+
+TEST(ModelFields, ParametersAgreeWithTheirArrays) {
+  const Model m = humanoid();
+  test::HostModel<double> hm(m);
+  ModelView<double> v = hm.view;
+  const char* expected[] = {"body_mass",     "body_inertia", "dof_damping",   "dof_armature",
+                            "jnt_stiffness", "actuator_gear", "body_ipos",    "geom_friction",
+                            "geom_restitution", "geom_size"};
+  ASSERT_EQ(int(kNumParams), 10);
+  for (int k = 0; k < kNumParams; ++k) {
+    EXPECT_STREQ(kParamNames[k], expected[k]);
+    EXPECT_EQ(m.param_field(k).size(), m.param_size(k)) << kParamNames[k];
+    EXPECT_EQ(long(m.param_size(k)), param_size(v, k)) << kParamNames[k];
+    EXPECT_EQ(param_field(v, k)[0], m.param_field(k)[0]) << kParamNames[k];
+    EXPECT_EQ(Model::param_index(kParamNames[k]), k);
+  }
+  EXPECT_EQ(param_width(kParamBodyInertia), 3);
+  EXPECT_EQ(param_count(m, kParamJntStiffness), m.njnt);
+  // the adjoint struct of each parameter is its own array
+  ModelAdjoint<double> am;
+  ContactModelAdjoint<double> ac;
+  std::vector<double> storage(kNumParams);
+  for (int k = 0; k < kNumParams; ++k) param_adjoint(am, ac, k) = &storage[k];
+  EXPECT_EQ(am.body_mass, &storage[kParamBodyMass]);
+  EXPECT_EQ(am.body_ipos, &storage[kParamBodyIpos]);
+  EXPECT_EQ(ac.geom_friction, &storage[kParamGeomFriction]);
+  EXPECT_EQ(ac.geom_size, &storage[kParamGeomSize]);
+}
+
+// Carve W over storage of carved_size and mark every entry each of its arrays covers: the
+// arrays must be disjoint and cover the storage exactly. `arrays` lists (pointer, length) of
+// the carved workspace.
+template <class T>
+void expect_tiles(const std::vector<std::pair<const T*, long>>& arrays, const T* base,
+                  long size, const char* what) {
+  std::vector<int> hits(size, 0);
+  for (const auto& [p, n] : arrays) {
+    ASSERT_TRUE(n == 0 || (p >= base && p + n <= base + size)) << what;
+    for (long i = 0; i < n; ++i) ++hits[p - base + i];
+  }
+  for (long i = 0; i < size; ++i) ASSERT_EQ(hits[i], 1) << what << " entry " << i;
+}
+
+TEST(ModelFields, CarveTilesItsMeasuredStorage) {
+  Model m = humanoid();
+  m.nconmax = 7;  // counts unlike each other, so that a wrong count shows
+  test::HostModel<double> hm(m);
+  const ModelView<double>& v = hm.view;
+  ASSERT_GT(v.nefcmax, 0);
+
+  {
+    ScratchSize n = carved_size<Workspace<double>, double>(v);
+    std::vector<double> r(n.reals);
+    Arena<double> arena(r.data(), nullptr);
+    Workspace<double> w = Workspace<double>::carve(v, arena);
+    std::vector<std::pair<const double*, long>> arrays;
+#define PHX_LIST(kind, name, size, comment) arrays.push_back({w.name, long(size)});
+    const ModelView<double>& m = v;
+    PHX_WORKSPACE_ARRAYS(PHX_LIST)
+    expect_tiles(arrays, r.data(), n.reals, "Workspace");
+    EXPECT_EQ(n.ints, 0);
+  }
+  {
+    ScratchSize n = carved_size<ConstraintWorkspace<double>, double>(v);
+    std::vector<double> r(n.reals);
+    std::vector<int> q(n.ints);
+    Arena<double> arena(r.data(), q.data());
+    ConstraintWorkspace<double> w = ConstraintWorkspace<double>::carve(v, arena);
+    std::vector<std::pair<const double*, long>> reals;
+    std::vector<std::pair<const int*, long>> ints;
+#define PHX_LIST2(kind, name, size, comment)                                              \
+  if constexpr (std::is_same_v<kind, int>) ints.push_back({(const int*)w.name, long(size)}); \
+  else reals.push_back({(const double*)w.name, long(size)});
+    using real = double;
+    const ModelView<double>& m = v;
+    PHX_CONSTRAINT_WORKSPACE_KEPT(PHX_LIST2)
+    PHX_CONSTRAINT_WORKSPACE_SCRATCH(PHX_LIST2)
+    expect_tiles(reals, r.data(), n.reals, "ConstraintWorkspace reals");
+    expect_tiles(ints, q.data(), n.ints, "ConstraintWorkspace ints");
+  }
+  {
+    ScratchSize n = carved_size<ContactView<double>, double>(v);
+    std::vector<double> r(n.reals);
+    std::vector<int> q(n.ints);
+    Arena<double> arena(r.data(), q.data());
+    ContactView<double> w = ContactView<double>::carve(v, arena);
+    std::vector<std::pair<const double*, long>> reals;
+    std::vector<std::pair<const int*, long>> ints;
+    using real = double;
+    const ModelView<double>& m = v;
+    PHX_CONTACT_ARRAYS(PHX_LIST2)
+    expect_tiles(reals, r.data(), n.reals, "ContactView reals");
+    expect_tiles(ints, q.data(), n.ints, "ContactView ints");
+  }
+  {
+    // the adjoint constraint workspace: its table plus adj_A's four rows
+    ScratchSize n = carved_size<AdjConstraintWorkspace<double>, double>(v);
+    std::vector<double> r(n.reals);
+    std::vector<int> q(n.ints);
+    Arena<double> arena(r.data(), q.data());
+    AdjConstraintWorkspace<double> w = AdjConstraintWorkspace<double>::carve(v, arena);
+    std::vector<std::pair<const double*, long>> reals;
+    std::vector<std::pair<const int*, long>> ints;
+    using real = double;
+    const ModelView<double>& m = v;
+    PHX_ADJ_CONSTRAINT_WORKSPACE_ARRAYS(PHX_LIST2)
+    for (const double* p : {w.adj_A.y, w.adj_A.alpha, w.adj_A.z, w.adj_A.beta})
+      reals.push_back({p, long(v.nefcmax)});
+    expect_tiles(reals, r.data(), n.reals, "AdjConstraintWorkspace reals");
+    expect_tiles(ints, q.data(), n.ints, "AdjConstraintWorkspace ints");
+  }
+#undef PHX_LIST
+#undef PHX_LIST2
+  // a composite: the step adjoint's scratch is its parts back to back
+  ScratchSize adjoint = adjoint_scratch_size(v);
+  ScratchSize parts[] = {carved_size<Workspace<double>, double>(v),
+                         carved_size<ConstraintWorkspace<double>, double>(v),
+                         carved_size<AdjWorkspace<double>, double>(v),
+                         carved_size<AdjConstraintWorkspace<double>, double>(v)};
+  long reals = 0, ints = 0;
+  for (const ScratchSize& s : parts) reals += s.reals, ints += s.ints;
+  EXPECT_EQ(adjoint.reals, reals);
+  EXPECT_EQ(adjoint.ints, ints);
+}
+
+// A tape's step slot has room for the contacts and rows it was sized for: a step within it is
+// kept and reads back as saved, a larger one is refused (holds() false).
+TEST(ModelFields, StepSlotKeepsWhatFitsItsRoom) {
+  Model m = humanoid();
+  test::HostModel<double> hm(m);
+  const ModelView<double>& v = hm.view;
+  const int ncon = 3, nrow = 9;
+  ScratchSize slot = StepStore<double>::slot_size(v, ncon, nrow);
+  std::vector<double> r(2 * slot.reals);
+  std::vector<int> q(2 * slot.ints);
+  StepStore<double> store{r.data(), q.data(), ncon, nrow};
+  test::Carved<StepScratch<double>, double> x(v);
+  test::Carved<ContactView<double>, double> cv(v);
+  std::vector<double> qpos(m.qpos0), qvel(v.nv, 0.25);
+  for (size_t i = 0; i < x.reals.size(); ++i) x.reals[i] = double(i % 97);
+  for (size_t i = 0; i < cv.reals.size(); ++i) cv.reals[i] = -double(i % 89);
+  for (size_t i = 0; i < cv.ints.size(); ++i) cv.ints[i] = int(i % 5);
+  *cv.w.ncon = ncon;
+  *cv.w.nefc = nrow;
+  store.save(v, 0, x.w.w, x.w.c, cv.w, qpos.data(), qvel.data());
+  ASSERT_TRUE(store.holds(v, 0));
+  StepStore<double>::Slot s = store.slot(v, 0);
+  for (int i = 0; i < v.nq; ++i) EXPECT_EQ(s.qpos_next[i], qpos[i]);
+  for (long i = 0; i < long(nrow) * v.nv; ++i) EXPECT_EQ(s.c.J[i], x.w.c.J[i]);
+  for (long i = 0; i < long(nrow) * nrow; ++i) EXPECT_EQ(s.c.A[i], x.w.c.A[i]);
+  for (long i = 0; i < 9L * ncon; ++i) EXPECT_EQ(s.cv.frame[i], cv.w.frame[i]);
+  for (int i = 0; i < nrow; ++i) EXPECT_EQ(s.cv.efc_key[i], cv.w.efc_key[i]);
+  EXPECT_EQ(*s.cv.ncon, ncon);
+  EXPECT_EQ(s.w.crb[7], x.w.w.crb[7]);
+  *cv.w.nefc = nrow + 1;
+  store.save(v, 1, x.w.w, x.w.c, cv.w, qpos.data(), qvel.data());
+  EXPECT_FALSE(store.holds(v, 1));
+  EXPECT_TRUE(store.holds(v, 0));
+}
+
+}  // namespace
+}  // namespace phx

@@ -1,0 +1,49 @@
+"""The model's arrays and counts as Python sees them: every array of the core's table is a
+read-only property of the shape its docstring names, (count,) or (count, width), with count the
+model's own."""
+
+import re
+
+import numpy as np
+import pytest
+
+import phalanx
+
+HUMANOID = "/usr/share/mujoco/model/humanoid/humanoid.xml"
+SHAPE = re.compile(r"\((n\w+),(?: (\d+))?\)$")
+
+
+def arrays(model):
+    """(name, array, count name, width) of every array property"""
+    out = []
+    for name in dir(type(model)):
+        doc = getattr(type(model), name).__doc__ or ""
+        match = SHAPE.search(doc.strip())
+        if match and isinstance(getattr(model, name), np.ndarray):
+            out.append((name, getattr(model, name), match.group(1), int(match.group(2) or 1)))
+    return out
+
+
+def test_every_array_has_the_shape_of_its_count():
+    model = phalanx.load_model(HUMANOID)
+    found = arrays(model)
+    names = {name for name, *_ in found}
+    assert {"qpos0", "body_mass", "jnt_range", "geom_size", "pair_geom", "exclude_bodies",
+            "actuator_ctrlrange"} <= names
+    assert len(found) >= 47
+    for name, a, count, width in found:
+        n = getattr(model, count)
+        assert a.shape == ((n,) if width == 1 else (n, width)), name
+        assert not a.flags.writeable, name
+    # a few by hand
+    assert model.body_inertia.shape == (model.nbody, 3)
+    assert model.pair_geom.shape == (model.npair, 2)
+    assert model.exclude_bodies.shape == (model.nexclude, 2)
+    assert model.nbody == 17 and model.nq == 28 and model.nv == 27
+
+
+@pytest.mark.parametrize("name", ["body_mass", "geom_friction", "dof_damping"])
+def test_parameters_are_arrays_of_the_table(name):
+    model = phalanx.load_model(HUMANOID)
+    assert name in phalanx.PARAMETERS
+    np.testing.assert_array_equal(model.parameter(name), getattr(model, name))
