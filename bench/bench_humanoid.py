@@ -1,9 +1,9 @@
 """Contact-free humanoid throughput: Phalanx (float32, float64) against MuJoCo in one run.
 
-MuJoCo's humanoid.xml with contacts and joint limits disabled in both simulators (Phalanx has no
-constraints yet, so MuJoCo runs the same physics), E environments by T steps of random controls,
-both CPU cores: Phalanx through phalanx.rollout, MuJoCo through mujoco.rollout with one MjData per
-thread. Rollouts run in chunks of steps so the recorded trajectories stay small; every run is
+MuJoCo's humanoid.xml with contacts and joint limits disabled in both simulators (the smooth
+dynamics alone; bench_humanoid_contact.py times them with contacts), E environments by T steps of
+random controls, both CPU cores: Phalanx through phalanx.rollout, MuJoCo through mujoco.rollout
+with one MjData per thread. Rollouts run in chunks of steps so the recorded trajectories stay small; every run is
 repeated and the median is reported. Results are printed and written as JSON.
 
     .venv/bin/python bench/bench_humanoid.py [--envs 4096] [--steps 1000] [--repeats 3]

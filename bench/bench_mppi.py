@@ -32,23 +32,7 @@ Models and costs (phalanx.costs terms, evaluated inside the sampling kernel):
 ``--quick``: 256 samples x 16 steps, 3 repeats (seconds). The default run (both scalar types)
 takes about 25 s.
 
-Measured on this machine (2 cores, x86_64, 2 threads, nobody else's job running; load average
-0.75 -> 1.03 from this benchmark itself), K = 1024, H = 64, median of 10:
-
-  model                        dtype    iteration  env-steps/s   rollout  env-steps/s  iter/rollout
-  humanoid (27 dof, contacts)  float32    323.1 ms     202,837   312.6 ms     209,659      1.03x
-  humanoid (27 dof, contacts)  float64    359.6 ms     182,226   353.1 ms     185,607      1.02x
-  cart-pole                    float32     10.2 ms   6,450,144     9.0 ms   7,316,618      1.13x
-  cart-pole                    float64     10.6 ms   6,167,948     9.5 ms   6,896,128      1.12x
-
-(before the dense reductions of the contact step were unrolled into partial sums and PGS
-stopped dividing: humanoid 433.1 / 457.7 ms; before the planner's noise was drawn four steps
-per Philox block in float and the ABA was trimmed: humanoid 490.6 / 519.1 ms, cart-pole
-11.2 / 12.8 ms). The planner's overhead over a
-plain rollout of the same controls (noise, in-kernel cost, update)
-is 2-3 % on the humanoid and 12-13 % on the cart-pole, whose steps are cheap. With another
-process keeping one core busy the same run gave the humanoid 1010 ms and the cart-pole 60 ms
-per iteration (two OpenMP threads on one free core): compare numbers of quiet runs only.
+The results are printed and written as JSON to bench/results/.
 """
 
 from __future__ import annotations

@@ -46,31 +46,7 @@ running cost summed over the executed trajectory), whether and when the pole got
 ``--quick``: 3 s of closed loop (about 15 s). The default run takes about 30 s, K = 1024 with
 H = 64 about a minute.
 
-Measured on this machine (2 cores, x86_64, nobody else's job running; load average 0.6 -> 1.3
-from this run itself), 5 s, median of 500 iterations, float64:
-
-  K = 256, H = 80 (the example's)         ms/iter  speedup  closed-loop cost  upright at  held
-  pytorch_mppi + mujoco.rollout             36.75     1.0x             23.61      1.66 s   yes
-  phalanx.control.MPPI, white noise          3.20    11.5x             16.84      1.32 s   yes
-  phalanx.control.MPPI, noise smoothing 0.5  3.13    11.7x             15.98      1.24 s   yes
-  (two more runs: 37.75 / 3.39 / 3.24 and 37.62 / 3.32 / 3.19 ms, 11.1x and 11.3x with white
-  noise; the fastest iterations 10.7-10.9x; the same costs and upright times in every run: all
-  are seeded)
-
-  K = 1024, H = 64 (bench_mppi.py's)      ms/iter  speedup  closed-loop cost  upright at  held
-  pytorch_mppi + mujoco.rollout             79.30     1.0x             40.16      2.54 s   yes
-  phalanx.control.MPPI, white noise          9.96     8.0x             33.89      2.77 s   yes
-  phalanx.control.MPPI, noise smoothing 0.5  9.96     8.0x             13.92      1.13 s   yes
-  (a second run: 83.27 / 10.94 / 10.45 ms, 7.6x with white noise)
-
-Target: met on the example's swing-up (K = 256, H = 80): 29 % lower closed-loop cost with the
-same white noise at 11.1-11.5x less time per iteration. At K = 1024, H = 64 the cost is 16 %
-lower but the time ratio is 7.6-8.0x: pytorch_mppi's per-sample cost falls as K grows (1.2 us
-per sample-step against 1.8 us at K = 256) while Phalanx's stays about 155 ns on two threads.
-(Before the planner's noise was drawn four steps per Philox block in float and the ABA was
-trimmed, the same runs gave 9.4-9.8x and 6.8x.) pytorch_mppi spends 87-93 % of its iteration
-in the MuJoCo dynamics (80 mujoco.rollout calls of 256 one-step rollouts, about 0.4 ms each), so
-its time is mostly MuJoCo's stepping and the per-call overhead, not torch.
+The results are printed and written as JSON to bench/results/.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The main job: a batched rollout of MuJoCo's humanoid on the CPU, printing env-steps/s.
+"""Raw throughput: a batched rollout of MuJoCo's humanoid on the CPU, printing env-steps/s.
 
 Thousands of humanoids are stepped in lockstep with random controls, with hard contact against
 the floor and between body parts and joint limits (one boxed LCP per environment, projected
