@@ -43,8 +43,8 @@ struct StepKernel {
     if (m.nefcmax > 0) cv = con.env(m, e);
     unsigned bits = 0;
     for (int t = 0; t < nstep && !(bits & kStatusStopMask); ++t) {
-      bits |= step_env(m, qpos + long(e) * m.nq, qvel + long(e) * m.nv, ctrl + long(e) * m.nu, x,
-                    cv, {}, f);
+      bits |= step_env(m, qpos + long(e) * m.nq, qvel + long(e) * m.nv, ctrl + long(e) * m.nu,
+                       x, cv, {}, f);
     }
     status[e] |= bits;
   }
