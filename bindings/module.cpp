@@ -7,6 +7,7 @@
 // keep memory safe when _phalanx is called directly. C++ exceptions reach Python through
 // pybind11's translation: std::invalid_argument -> ValueError, std::runtime_error ->
 // RuntimeError.
+#include <cctype>
 #include <pybind11/numpy.h>
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
@@ -932,6 +933,12 @@ void def_query(py::module_& m, const char* name, F32 f32, F64 f64, const char* d
   if (order == Double::kSecond) def(f64);
 }
 
+// "STATUS_nan_state" -> "STATUS_NAN_STATE"
+std::string upper(std::string s) {
+  for (char& c : s) c = char(std::toupper(static_cast<unsigned char>(c)));
+  return s;
+}
+
 }  // namespace
 
 PYBIND11_MODULE(_phalanx, mod) {
@@ -939,11 +946,20 @@ PYBIND11_MODULE(_phalanx, mod) {
   phx::bindings::register_collision(mod);
   phx::bindings::register_planner(mod);
 
-  mod.attr("STATUS_NAN_STATE") = unsigned(phx::kStatusNanState);
-  mod.attr("STATUS_NAN_CTRL") = unsigned(phx::kStatusNanCtrl);
-  mod.attr("STATUS_NAN_RESULT") = unsigned(phx::kStatusNanResult);
-  mod.attr("STATUS_CONTACT_OVERFLOW") = unsigned(phx::kStatusContactOverflow);
-  mod.attr("STATUS_LCP_NOT_CONVERGED") = unsigned(phx::kStatusLcpNotConverged);
+  // status bits (PHX_STATUS_BITS): STATUS_<NAME>, STATUS_STOP_MASK, and STATUS_BITS, the
+  // (name, bit) pairs in the order they are reported; joint and geom type names by number
+  py::list status_bits;
+#define PHX_EXPORT_STATUS(Name, name, bit, stops)                        \
+  mod.attr(upper("STATUS_" #name).c_str()) = unsigned(phx::kStatus##Name); \
+  status_bits.append(py::make_tuple(#name, unsigned(phx::kStatus##Name)));
+  PHX_STATUS_BITS(PHX_EXPORT_STATUS)
+#undef PHX_EXPORT_STATUS
+  mod.attr("STATUS_BITS") = py::tuple(status_bits);
+  mod.attr("STATUS_STOP_MASK") = phx::kStatusStopMask;
+  mod.attr("JOINT_TYPES") = py::cast(std::vector<std::string>(std::begin(phx::kJointTypeNames),
+                                                              std::end(phx::kJointTypeNames)));
+  mod.attr("GEOM_TYPES") = py::cast(std::vector<std::string>(std::begin(phx::kGeomTypeNames),
+                                                             std::end(phx::kGeomTypeNames)));
   mod.attr("GRAD_COMPLEMENTARITY_AWARE") = int(phx::kGradComplementarityAware);
   mod.attr("GRAD_BOUNCE_CORRECTION") = int(phx::kGradBounceCorrection);
   mod.attr("COUNT_CONTACTS") = int(phx::kCountContacts);

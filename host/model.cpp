@@ -182,8 +182,6 @@ void Model::compute_pairs() {
 
 void Model::check_collision_support() const {
   if (!opt.contact) return;
-  static const char* kTypeNames[] = {"plane",    "hfield", "sphere", "capsule",
-                                     "ellipsoid", "cylinder", "box",  "mesh"};
   auto supported = [](int t) {
     return t == kGeomPlane || t == kGeomSphere || t == kGeomCapsule || t == kGeomBox;
   };
@@ -191,7 +189,7 @@ void Model::check_collision_support() const {
     std::string n = geom_names.size() > size_t(g) && !geom_names[g].empty()
                         ? "'" + geom_names[g] + "'"
                         : "#" + std::to_string(g);
-    return "geom " + n + " (" + kTypeNames[geom_type[g]] + ")";
+    return "geom " + n + " (" + kGeomTypeNames[geom_type[g]] + ")";
   };
   for (int p = 0; p < npair; p++) {
     int g1 = pair_geom[2 * p], g2 = pair_geom[2 * p + 1];
@@ -199,7 +197,7 @@ void Model::check_collision_support() const {
     if (bad < 0) continue;
     throw std::invalid_argument(
         "phalanx: " + describe(bad) + " may collide with " + describe(bad == g1 ? g2 : g1) +
-        ", but " + kTypeNames[geom_type[bad]] +
+        ", but " + kGeomTypeNames[geom_type[bad]] +
         " collisions are not implemented yet (plane, sphere, capsule and box are); give it "
         "contype=\"0\" conaffinity=\"0\", replace it by a capsule or box, or turn contacts off "
         "(model.contact = False)");

@@ -31,12 +31,16 @@ from ._phalanx import (
     COUNT_ROWS,
     COUNT_SET_HIT,
     COUNT_WARM_ROWS,
+    GEOM_TYPES,
+    JOINT_TYPES,
     NUM_COUNTS,
+    STATUS_BITS,
     STATUS_CONTACT_OVERFLOW,
     STATUS_LCP_NOT_CONVERGED,
     STATUS_NAN_CTRL,
     STATUS_NAN_RESULT,
     STATUS_NAN_STATE,
+    STATUS_STOP_MASK,
     Model,
     cuda_available,
     num_threads,
@@ -68,6 +72,10 @@ __all__ = [
     "STATUS_NAN_RESULT",
     "STATUS_CONTACT_OVERFLOW",
     "STATUS_LCP_NOT_CONVERGED",
+    "STATUS_STOP_MASK",
+    "STATUS_BITS",
+    "JOINT_TYPES",
+    "GEOM_TYPES",
     "raise_if_stopped",
     "model_parameters",
     "PARAMETERS",
@@ -88,15 +96,12 @@ _FLOAT_DTYPES = (np.dtype(np.float32), np.dtype(np.float64))
 _F32, _F64 = _FLOAT_DTYPES
 
 
-_STOPPED = STATUS_NAN_STATE | STATUS_NAN_CTRL | STATUS_NAN_RESULT
-
-
 def raise_if_stopped(status, what: str = "step") -> None:
     """Raise RuntimeError naming the environments whose status has a stopping bit (a NaN or
     inf in the state, the control or the result) and the causes; return quietly otherwise.
     Contact overflow and an unconverged LCP do not stop an environment and are not raised."""
     status = np.asarray(status)
-    stopped = np.flatnonzero(status & _STOPPED)
+    stopped = np.flatnonzero(status & STATUS_STOP_MASK)
     if stopped.size == 0:
         return
     labels = [(STATUS_NAN_STATE, "NaN/inf state"), (STATUS_NAN_CTRL, "NaN/inf ctrl"),

@@ -38,18 +38,14 @@ import phalanx
 
 HUMANOID = "/usr/share/mujoco/model/humanoid/humanoid.xml"
 
-JOINT_TYPES = {0: "free", 1: "ball", 2: "slide", 3: "hinge"}
-GEOM_TYPES = {0: "plane", 1: "hfield", 2: "sphere", 3: "capsule", 4: "ellipsoid", 5: "cylinder",
-              6: "box", 7: "mesh"}
-# status bits, in the order they are reported; the first three stop an environment
-STATUS_BITS = (
-    ("nan_state", phalanx.STATUS_NAN_STATE),
-    ("nan_ctrl", phalanx.STATUS_NAN_CTRL),
-    ("nan_result", phalanx.STATUS_NAN_RESULT),
-    ("contact_overflow", phalanx.STATUS_CONTACT_OVERFLOW),
-    ("lcp_not_converged", phalanx.STATUS_LCP_NOT_CONVERGED),
-)
-_STOPPING = phalanx.STATUS_NAN_STATE | phalanx.STATUS_NAN_CTRL | phalanx.STATUS_NAN_RESULT
+# the core's status bits, (name, bit) in the order they are reported
+STATUS_BITS = phalanx.STATUS_BITS
+
+
+def _type_name(names, t) -> str:
+    """the core's name of joint or geom type t (phalanx.JOINT_TYPES, GEOM_TYPES)"""
+    t = int(t)
+    return names[t] if 0 <= t < len(names) else f"type {t}"
 
 
 class CliError(Exception):
@@ -202,8 +198,8 @@ def model_info(model: phalanx.Model) -> dict:
                           if model.actuator_ctrllimited[i] else None),
             "gear": float(model.actuator_gear[i]),
         })
-    jtypes = Counter(JOINT_TYPES.get(int(t), f"type {int(t)}") for t in model.jnt_type)
-    gtypes = Counter(GEOM_TYPES.get(int(t), f"type {int(t)}") for t in model.geom_type)
+    jtypes = Counter(_type_name(phalanx.JOINT_TYPES, t) for t in model.jnt_type)
+    gtypes = Counter(_type_name(phalanx.GEOM_TYPES, t) for t in model.geom_type)
     return {
         "name": model.name,
         "source": model.source,
@@ -356,7 +352,7 @@ def cmd_bench(args) -> int:
         "rows_per_step": float(per_step[phalanx.COUNT_ROWS]),
         "overflow_per_step": float(per_step[phalanx.COUNT_OVERFLOW]),
         "status": summary,
-        "stopped": int(np.count_nonzero(status_all & _STOPPING)),
+        "stopped": int(np.count_nonzero(status_all & phalanx.STATUS_STOP_MASK)),
         "bytes_per_env": int(phalanx.bytes_per_env(model, dtype=dtype, device=args.device)),
     }
     if args.json:

@@ -45,7 +45,7 @@ from .costs import _evaluate, _vector
 
 __all__ = ["MPPI", "CEM"]
 
-_STOPPED = _phalanx.STATUS_NAN_STATE | _phalanx.STATUS_NAN_CTRL | _phalanx.STATUS_NAN_RESULT
+_STOPPED = _phalanx.STATUS_STOP_MASK
 
 
 # --- planners --------------------------------------------------------------------------------

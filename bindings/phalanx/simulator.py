@@ -59,11 +59,6 @@ __all__ = ["Simulator"]
 _FLOATS = (np.dtype(np.float32), np.dtype(np.float64))
 
 
-def _stopping_bits() -> int:
-    return (_phalanx.STATUS_NAN_STATE | _phalanx.STATUS_NAN_CTRL
-            | _phalanx.STATUS_NAN_RESULT)
-
-
 class Simulator:
     """E environments of one model, stepped in lockstep, with their state held in place.
 
@@ -172,7 +167,7 @@ class Simulator:
     @property
     def stopped(self) -> np.ndarray:
         """(E,) bool: environments with a stopping status bit (frozen until reset)"""
-        return (self._status & _stopping_bits()) != 0
+        return (self._status & _phalanx.STATUS_STOP_MASK) != 0
 
     @property
     def time(self) -> np.ndarray:

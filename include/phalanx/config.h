@@ -21,19 +21,28 @@
 
 namespace phx {
 
-// MuJoCo's numbering, so model arrays read the same in both libraries.
-enum JointType : int { kJointFree = 0, kJointBall = 1, kJointSlide = 2, kJointHinge = 3 };
+// MuJoCo's numbering, so model arrays read the same in both libraries: X(Name, name, value).
+#define PHX_JOINT_TYPES(X) X(Free, free, 0) X(Ball, ball, 1) X(Slide, slide, 2) X(Hinge, hinge, 3)
+#define PHX_GEOM_TYPES(X)                                                                       \
+  X(Plane, plane, 0) X(HField, hfield, 1) X(Sphere, sphere, 2) X(Capsule, capsule, 3)         \
+  X(Ellipsoid, ellipsoid, 4) X(Cylinder, cylinder, 5) X(Box, box, 6) X(Mesh, mesh, 7)
 
-enum GeomType : int {
-  kGeomPlane = 0,
-  kGeomHField = 1,
-  kGeomSphere = 2,
-  kGeomCapsule = 3,
-  kGeomEllipsoid = 4,
-  kGeomCylinder = 5,
-  kGeomBox = 6,
-  kGeomMesh = 7,
+enum JointType : int {
+#define PHX_JOINT_ENUM(Name, name, value) kJoint##Name = value,
+  PHX_JOINT_TYPES(PHX_JOINT_ENUM)
+#undef PHX_JOINT_ENUM
 };
+enum GeomType : int {
+#define PHX_GEOM_ENUM(Name, name, value) kGeom##Name = value,
+  PHX_GEOM_TYPES(PHX_GEOM_ENUM)
+#undef PHX_GEOM_ENUM
+};
+// the name of each type, by its number
+inline constexpr const char* kJointTypeNames[] = {
+#define PHX_TYPE_NAME(Name, name, value) #name,
+    PHX_JOINT_TYPES(PHX_TYPE_NAME)};
+inline constexpr const char* kGeomTypeNames[] = {PHX_GEOM_TYPES(PHX_TYPE_NAME)};
+#undef PHX_TYPE_NAME
 
 // number of qpos and qvel coordinates of each joint type
 PHX_HD constexpr int joint_nq(int type) {
@@ -57,18 +66,31 @@ enum ContactGradient : int {
                                        // value, instead of the discrete step's +1
 };
 
-// Per-environment status bits, set by device code and read by the host.
+// Per-environment status bits, set by device code and read by the host: X(Name, name, bit,
+// stops), in the order they are reported. A bit that stops an environment (its state is not
+// trustworthy) ends its steps; the others are warnings and the environment goes on.
+#define PHX_STATUS_BITS(X)                                                                      \
+  /* qpos or qvel held NaN/Inf at the start of a step */                                       \
+  X(NanState, nan_state, 1u << 0, true)                                                        \
+  /* ctrl (or an added generalized force) held NaN/Inf */                                      \
+  X(NanCtrl, nan_ctrl, 1u << 1, true)                                                          \
+  /* the step produced NaN/Inf (divergence) */                                                 \
+  X(NanResult, nan_result, 1u << 2, true)                                                      \
+  /* more contacts than the capacity: the extra ones were not resolved this step */            \
+  X(ContactOverflow, contact_overflow, 1u << 3, false)                                         \
+  /* the LCP residual stayed above the tolerance */                                            \
+  X(LcpNotConverged, lcp_not_converged, 1u << 4, false)
+
 enum StatusBit : unsigned {
-  kStatusNanState = 1u << 0,  // qpos or qvel held NaN/Inf at the start of a step
-  kStatusNanCtrl = 1u << 1,   // ctrl held NaN/Inf
-  kStatusNanResult = 1u << 2, // the step produced NaN/Inf (divergence)
-  kStatusContactOverflow = 1u << 3,  // more contacts than the capacity: the extra ones were
-                                     // not resolved this step (Data counts them)
-  kStatusLcpNotConverged = 1u << 4,  // the LCP residual stayed above the tolerance
+#define PHX_STATUS_ENUM(Name, name, bit, stops) kStatus##Name = bit,
+  PHX_STATUS_BITS(PHX_STATUS_ENUM)
+#undef PHX_STATUS_ENUM
 };
-// bits after which an environment stops stepping (its state is not trustworthy); overflow and
-// convergence bits are warnings and the environment goes on
-constexpr unsigned kStatusStopMask = kStatusNanState | kStatusNanCtrl | kStatusNanResult;
+// the bits after which an environment stops stepping
+constexpr unsigned kStatusStopMask = 0u
+#define PHX_STATUS_STOPS(Name, name, bit, stops) | ((stops) ? unsigned(bit) : 0u)
+    PHX_STATUS_BITS(PHX_STATUS_STOPS);
+#undef PHX_STATUS_STOPS
 
 // per-step counts a rollout can record
 enum RolloutCount : int {

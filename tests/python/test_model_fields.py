@@ -4,6 +4,7 @@ model's own."""
 
 import re
 
+import mujoco
 import numpy as np
 import pytest
 
@@ -47,3 +48,18 @@ def test_parameters_are_arrays_of_the_table(name):
     model = phalanx.load_model(HUMANOID)
     assert name in phalanx.PARAMETERS
     np.testing.assert_array_equal(model.parameter(name), getattr(model, name))
+
+
+def test_status_bits_and_type_names_come_from_the_core():
+    # the core's table: five bits in report order, the first three stop an environment
+    assert [name for name, _ in phalanx.STATUS_BITS] == [
+        "nan_state", "nan_ctrl", "nan_result", "contact_overflow", "lcp_not_converged"]
+    assert [bit for _, bit in phalanx.STATUS_BITS] == [1, 2, 4, 8, 16]
+    assert phalanx.STATUS_STOP_MASK == (phalanx.STATUS_NAN_STATE | phalanx.STATUS_NAN_CTRL
+                                        | phalanx.STATUS_NAN_RESULT) == 7
+    assert phalanx.STATUS_LCP_NOT_CONVERGED == 16
+    # MuJoCo's numbering (mjtJoint, mjtGeom)
+    for t, name in enumerate(phalanx.JOINT_TYPES):
+        assert int(getattr(mujoco.mjtJoint, f"mjJNT_{name.upper()}")) == t
+    for t, name in enumerate(phalanx.GEOM_TYPES):
+        assert int(getattr(mujoco.mjtGeom, f"mjGEOM_{name.upper()}")) == t
