@@ -26,7 +26,7 @@ namespace phx {
 // One environment's contacts and constraint rows, kept in Data between steps (warm start)
 // and readable by the host: X(kind, name, size, comment) as the workspace tables (workspace.h),
 // sizes from the model's nconmax and nefcmax. Data (host/api.h) holds them for every
-// environment; a replay carves its own (carve_contact_view), a tape's step slot too, at the
+// environment; a replay carves its own (ContactView::carve), a tape's step slot too, at the
 // counts it needs.
 #define PHX_CONTACT_ARRAYS(X)                                                                    \
   X(int, ncon, 1, "number of contacts (1)")                                                      \
@@ -70,13 +70,6 @@ struct ContactData {
     return v;
   }
 };
-
-// One environment's contact arrays over caller storage (a replay's own, not kept past the
-// kernel that carves them)
-template <class T>
-PHX_HD ContactView<T> carve_contact_view(const ModelView<T>& m, Arena<T>& arena) {
-  return ContactView<T>::carve(m, arena);
-}
 
 // Scratch of the constraint pipeline, carved after the Workspace. `kept` arrays are what the
 // reverse pass of a step reads of it (StepStore keeps them per step, tape.h).
