@@ -50,7 +50,7 @@ class DeviceModel {
 };
 
 // The state of one environment in Data: X(kind, name, size, comment), sizes in the counts of a
-// model `m`, as the workspace tables (phalanx/arena.h).
+// model `m`, as the workspace tables (phalanx/workspace.h).
 #define PHX_STATE_ARRAYS(X)                                                                      \
   X(real, qpos, m.nq, "generalized coordinates (nq)")                                            \
   X(real, qvel, m.nv, "generalized velocities (nv)")                                             \

@@ -208,7 +208,7 @@ struct LaneReplay : LanePass<T, W> {
  private:
   LaneReplay() = default;
   // the lane arrays for a step of m1's counts of contacts and rows: the pass's, the adjoint
-  // workspaces, the broadcast impulses and vfree, adj_lcp's scratch (4 nefc) and the shared
+  // workspaces, the broadcast impulses and vfree, adj_lcp's vectors and the shared
   // factorisation
   void carve(const ModelView<T>& m1, Arena<L>& arena) {
     Base::carve(m1, arena);
@@ -216,7 +216,7 @@ struct LaneReplay : LanePass<T, W> {
     s = AdjConstraintWorkspace<L>::carve(m1, arena);
     efc_force = arena.template take<L>(m1.nefcmax);
     vfree = arena.template take<L>(m1.nv);
-    s.lcp = arena.template take<L>(4L * m1.nefcmax);
+    s.lcp = LcpAdjointScratch<L>::carve(m1.nefcmax, arena);
     s.bind_factor(m1, arena);
   }
 };

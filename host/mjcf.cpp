@@ -30,6 +30,7 @@
 #include <vector>
 
 #include "host/model.h"
+#include "host/xml_source.h"
 #include "phalanx/inertia.h"
 
 namespace phx {
@@ -358,40 +359,6 @@ struct ActuatorRec {
   std::string joint, tendon;  // transmission target
 };
 
-// a parsed XML file; `doc` holds its nodes
-struct Source {
-  std::string path;                    // as named in messages
-  std::string dir;                     // directory that relative includes start from
-  std::vector<ptrdiff_t> line_starts;  // offset of each line's first character
-  pugi::xml_document doc;
-};
-
-// Accepted-but-unused elements and attributes, one entry per kind with its first location.
-class IgnoredList {
- public:
-  void add(const std::string& what, const std::string& where) {
-    auto [it, inserted] = index_.try_emplace(what, entries_.size());
-    if (inserted) entries_.push_back({what, where, 0});
-    entries_[it->second].count++;
-  }
-  std::vector<std::string> list() const {
-    std::vector<std::string> out;
-    for (const Entry& e : entries_) {
-      out.push_back(e.what + " (" + e.where + "), " + std::to_string(e.count) +
-                    (e.count == 1 ? " time" : " times"));
-    }
-    return out;
-  }
-
- private:
-  struct Entry {
-    std::string what, where;
-    int count;
-  };
-  std::vector<Entry> entries_;
-  std::unordered_map<std::string, size_t> index_;
-};
-
 bool is_one_of(std::string_view s, std::initializer_list<std::string_view> list) {
   return std::find(list.begin(), list.end(), s) != list.end();
 }
@@ -430,9 +397,9 @@ class MjcfReader {
 
  private:
   // sources, locations and errors
-  Source& parse_source(const std::string& path, const std::string& dir, const std::string& text,
-                       pugi::xml_node included_from);
-  const Source& source_of(pugi::xml_node node) const;
+  XmlSource& parse_source(const std::string& path, const std::string& dir, const std::string& text,
+                          pugi::xml_node included_from);
+  const XmlSource& source_of(pugi::xml_node node) const;
   std::string where(pugi::xml_node node, bool basename = false) const;
   [[noreturn]] void fail(pugi::xml_node node, const std::string& message) const;
   std::string describe(pugi::xml_node node) const;
@@ -465,6 +432,12 @@ class MjcfReader {
   void read_option(pugi::xml_node node);
   void read_default(pugi::xml_node node, const DefaultClass* parent);
   void read_body_children(pugi::xml_node node, int body, FrameRec* frame, const DefaultClass& def);
+  JointRec read_joint(pugi::xml_node node, FrameRec* frame, const DefaultClass& def);
+  JointRec read_freejoint(pugi::xml_node node, FrameRec* frame);
+  GeomRec read_geom(pugi::xml_node node, FrameRec* frame, const DefaultClass& def);
+  void read_frame(pugi::xml_node node, int body, FrameRec* frame, const DefaultClass& def);
+  void read_body(pugi::xml_node node, int parent, FrameRec* frame, const DefaultClass& def);
+  [[noreturn]] void unknown_attribute(pugi::xml_node node, pugi::xml_attribute a) const;
   void read_inertial(pugi::xml_node node, BodyRec& b);
   void read_tendons(pugi::xml_node node);
   void read_actuators(pugi::xml_node node);
@@ -478,10 +451,23 @@ class MjcfReader {
   int compile_joint(JointRec& j);
   void inertia_from_geoms(BodyRec& b);
   bool has_mass_and_inertia(int id) const;
+  void compile();
+
+  // assembly
+  struct NameIndex {
+    std::unordered_map<std::string, int> body, joint, tendon;
+  };
+  NameIndex index_names() const;
+  void assemble_tree();
+  void assemble_joint(const JointRec& j, int body);
+  void assemble_excludes(const NameIndex& names);
+  void assemble_actuators(const NameIndex& names);
+  std::pair<int, double> actuated_joint(const ActuatorRec& act, const NameIndex& names) const;
+  void apply_total_mass();
   Model assemble();
 
-  std::vector<std::unique_ptr<Source>> sources_;
-  std::unordered_map<const void*, const Source*> includes_;  // <include> node -> its file
+  std::vector<std::unique_ptr<XmlSource>> sources_;
+  std::unordered_map<const void*, const XmlSource*> includes_;  // <include> node -> its file
   std::string model_dir_;
   IgnoredList ignored_;
 
@@ -501,29 +487,17 @@ class MjcfReader {
 
 //------------------------------------------------------------------ sources and errors
 
-Source& MjcfReader::parse_source(const std::string& path, const std::string& dir,
-                                 const std::string& text, pugi::xml_node included_from) {
-  auto src = std::make_unique<Source>();
+XmlSource& MjcfReader::parse_source(const std::string& path, const std::string& dir,
+                                    const std::string& text, pugi::xml_node included_from) {
+  auto src = std::make_unique<XmlSource>();
   src->path = path;
   src->dir = dir;
-  src->line_starts.push_back(0);
-  for (size_t i = 0; i < text.size(); i++) {
-    if (text[i] == '\n') src->line_starts.push_back(static_cast<ptrdiff_t>(i + 1));
-  }
-  pugi::xml_parse_result result = src->doc.load_buffer(text.data(), text.size());
-  if (!result) {
-    auto line = std::upper_bound(src->line_starts.begin(), src->line_starts.end(), result.offset) -
-                src->line_starts.begin();
-    std::string msg =
-        path + ":" + std::to_string(line) + ": malformed XML: " + result.description();
-    if (included_from) msg += " (included from " + where(included_from) + ")";
-    throw std::runtime_error(msg);
-  }
+  src->parse(text, included_from ? " (included from " + where(included_from) + ")" : "");
   sources_.push_back(std::move(src));
   return *sources_.back();
 }
 
-const Source& MjcfReader::source_of(pugi::xml_node node) const {
+const XmlSource& MjcfReader::source_of(pugi::xml_node node) const {
   pugi::xml_node root = node.root();
   for (const auto& src : sources_) {
     if (src->doc == root) return *src;
@@ -533,13 +507,7 @@ const Source& MjcfReader::source_of(pugi::xml_node node) const {
 
 // "path:line" of a node; the file's base name only when `basename` is set
 std::string MjcfReader::where(pugi::xml_node node, bool basename) const {
-  const Source& src = source_of(node);
-  std::string file = basename ? fs::path(src.path).filename().string() : src.path;
-  ptrdiff_t offset = node.offset_debug();
-  if (offset < 0) return file;
-  auto line = std::upper_bound(src.line_starts.begin(), src.line_starts.end(), offset) -
-              src.line_starts.begin();
-  return file + ":" + std::to_string(line);
+  return source_of(node).where(node, basename);
 }
 
 void MjcfReader::fail(pugi::xml_node node, const std::string& message) const {
@@ -585,7 +553,7 @@ void MjcfReader::expand_includes(pugi::xml_node node, const std::string& dir) {
     }
     std::stringstream text;
     text << in.rdbuf();
-    Source& src = parse_source(path.string(), path.parent_path().string(), text.str(), c);
+    XmlSource& src = parse_source(path.string(), path.parent_path().string(), text.str(), c);
     pugi::xml_node root = src.doc.document_element();
     if (!root) fail(c, "include file '" + file + "' has no root element");
     includes_[c.internal_object()] = &src;
@@ -891,16 +859,18 @@ Model MjcfReader::read_file(const std::string& path) {
   text << in.rdbuf();
   model_dir_ = fs::path(path).parent_path().string();
   if (model_dir_.empty()) model_dir_ = ".";
-  Source& src = parse_source(path, model_dir_, text.str(), pugi::xml_node());
+  XmlSource& src = parse_source(path, model_dir_, text.str(), pugi::xml_node());
   model_.source = path;
   read_root(src.doc.document_element());
+  compile();
   return assemble();
 }
 
 Model MjcfReader::read_string(const std::string& xml, const std::string& dir) {
   model_dir_ = dir.empty() ? "." : dir;
-  Source& src = parse_source("<string>", model_dir_, xml, pugi::xml_node());
+  XmlSource& src = parse_source("<string>", model_dir_, xml, pugi::xml_node());
   read_root(src.doc.document_element());
+  compile();
   return assemble();
 }
 
@@ -1176,128 +1146,142 @@ void MjcfReader::read_inertial(pugi::xml_node node, BodyRec& b) {
 
 // Reads the children of a body (or of a frame inside it) into bodies_[body]; def is the default
 // class of the enclosing body or frame (its childclass, else inherited).
+// the children of a body (or of a frame in it), each element read by its own routine
 void MjcfReader::read_body_children(pugi::xml_node node, int body, FrameRec* frame,
                                     const DefaultClass& def) {
   for (pugi::xml_node c : children(node)) {
     std::string_view tag = c.name();
-    auto unknown = [&](pugi::xml_attribute a) {
-      fail(c, describe(c) + ": unknown attribute '" + a.name() + "'");
-    };
-
     if (tag == "inertial") {
       if (body == 0) fail(c, "the world body cannot have an inertial");
       read_inertial(c, bodies_[body]);
-
-    } else if (tag == "joint") {
+    } else if (tag == "joint" || tag == "freejoint") {
       if (body == 0) fail(c, "the world body cannot have joints");
-      JointRec j;
-      j.node = c;
-      j.s = find_class(c, "class", def).joint;
-      j.frame = frame;
-      for (pugi::xml_attribute a : c.attributes()) {
-        std::string_view k = a.name();
-        if (k == "name") {
-          j.name = a.value();
-        } else if (k != "class" && !joint_attr(c, a, j.s)) {
-          unknown(a);
-        }
-      }
-      bodies_[body].joints.push_back(j);
-
-    } else if (tag == "freejoint") {
-      // a free joint takes no default class attributes (mjs_addFreeJoint)
-      if (body == 0) fail(c, "the world body cannot have joints");
-      JointRec j;
-      j.node = c;
-      j.s.type = kJointFree;
-      j.frame = frame;
-      for (pugi::xml_attribute a : c.attributes()) {
-        std::string_view k = a.name();
-        if (k == "name") {
-          j.name = a.value();
-        } else if (k == "group") {
-          ignore(c, "freejoint@group");
-        } else if (k == "align") {
-          if (read_keyword(c, a, {"false", "true", "auto"}) == 1) {
-            fail(c, describe(c) + ": align=\"true\" is not supported");
-          }
-        } else {
-          unknown(a);
-        }
-      }
-      bodies_[body].joints.push_back(j);
-
+      bodies_[body].joints.push_back(tag == "joint" ? read_joint(c, frame, def)
+                                                    : read_freejoint(c, frame));
     } else if (tag == "geom") {
-      GeomRec g;
-      g.node = c;
-      g.s = find_class(c, "class", def).geom;
-      g.frame = frame;
-      check_one_orientation(c);
-      for (pugi::xml_attribute a : c.attributes()) {
-        std::string_view k = a.name();
-        if (k == "name") {
-          g.name = a.value();
-        } else if (k != "class" && !geom_attr(c, a, g.s)) {
-          unknown(a);
-        }
-      }
-      for (pugi::xml_node p : children(c)) fail(p, describe(c) + ": plugins are not supported");
-      bodies_[body].geoms.push_back(g);
-
+      bodies_[body].geoms.push_back(read_geom(c, frame, def));
     } else if (is_one_of(tag, {"site", "camera", "light"})) {
       ignore(c, std::string(tag));
-
     } else if (tag == "frame") {
-      FrameRec& f = frames_.emplace_back();
-      f.node = c;
-      f.parent = frame;
-      const DefaultClass& fdef = find_class(c, "childclass", def);
-      check_one_orientation(c);
-      for (pugi::xml_attribute a : c.attributes()) {
-        std::string_view k = a.name();
-        if (k == "pos") {
-          read_numbers(c, a, f.pos, 3, 3);
-        } else if (k != "name" && k != "childclass" && !read_orientation(c, a, f.quat, f.alt)) {
-          unknown(a);
-        }
-      }
-      read_body_children(c, body, &f, fdef);
-
+      read_frame(c, body, frame, def);
     } else if (tag == "body") {
-      int id = static_cast<int>(bodies_.size());
-      BodyRec& b = bodies_.emplace_back();
-      b.node = c;
-      b.parent = body;
-      b.frame = frame;
-      const DefaultClass& bdef = find_class(c, "childclass", def);
-      check_one_orientation(c);
-      for (pugi::xml_attribute a : c.attributes()) {
-        std::string_view k = a.name();
-        if (k == "name") {
-          b.name = a.value();
-        } else if (k == "pos") {
-          read_numbers(c, a, b.pos, 3, 3);
-        } else if (k == "mocap") {
-          if (read_bool(c, a)) fail(c, describe(c) + ": mocap bodies are not supported");
-        } else if (k == "gravcomp") {
-          double g = 0;
-          read_numbers(c, a, &g, 1, 1);
-          if (g != 0) fail(c, describe(c) + ": gravity compensation is not supported");
-        } else if (is_one_of(k, {"sleep", "simple", "user"})) {
-          ignore(c, "body@" + std::string(k));
-        } else if (k != "childclass" && !read_orientation(c, a, b.quat, b.alt)) {
-          unknown(a);
-        }
-      }
-      bodies_[body].children.push_back(id);
-      read_body_children(c, id, nullptr, bdef);
-
+      read_body(c, body, frame, def);
     } else if (is_one_of(tag, {"replicate", "attach", "plugin", "composite", "flexcomp"})) {
       fail(c, "<" + std::string(tag) + "> is not supported");
     } else {
       fail(c, "unknown element <" + std::string(tag) + "> in " + describe(node));
     }
   }
+}
+
+void MjcfReader::unknown_attribute(pugi::xml_node node, pugi::xml_attribute a) const {
+  fail(node, describe(node) + ": unknown attribute '" + a.name() + "'");
+}
+
+JointRec MjcfReader::read_joint(pugi::xml_node c, FrameRec* frame, const DefaultClass& def) {
+  JointRec j;
+  j.node = c;
+  j.s = find_class(c, "class", def).joint;
+  j.frame = frame;
+  for (pugi::xml_attribute a : c.attributes()) {
+    std::string_view k = a.name();
+    if (k == "name") {
+      j.name = a.value();
+    } else if (k != "class" && !joint_attr(c, a, j.s)) {
+      unknown_attribute(c, a);
+    }
+  }
+  return j;
+}
+
+// a free joint takes no default class attributes (mjs_addFreeJoint)
+JointRec MjcfReader::read_freejoint(pugi::xml_node c, FrameRec* frame) {
+  JointRec j;
+  j.node = c;
+  j.s.type = kJointFree;
+  j.frame = frame;
+  for (pugi::xml_attribute a : c.attributes()) {
+    std::string_view k = a.name();
+    if (k == "name") {
+      j.name = a.value();
+    } else if (k == "group") {
+      ignore(c, "freejoint@group");
+    } else if (k == "align") {
+      if (read_keyword(c, a, {"false", "true", "auto"}) == 1) {
+        fail(c, describe(c) + ": align=\"true\" is not supported");
+      }
+    } else {
+      unknown_attribute(c, a);
+    }
+  }
+  return j;
+}
+
+GeomRec MjcfReader::read_geom(pugi::xml_node c, FrameRec* frame, const DefaultClass& def) {
+  GeomRec g;
+  g.node = c;
+  g.s = find_class(c, "class", def).geom;
+  g.frame = frame;
+  check_one_orientation(c);
+  for (pugi::xml_attribute a : c.attributes()) {
+    std::string_view k = a.name();
+    if (k == "name") {
+      g.name = a.value();
+    } else if (k != "class" && !geom_attr(c, a, g.s)) {
+      unknown_attribute(c, a);
+    }
+  }
+  for (pugi::xml_node p : children(c)) fail(p, describe(c) + ": plugins are not supported");
+  return g;
+}
+
+// a frame: its pose, then its children as the body's, placed in it
+void MjcfReader::read_frame(pugi::xml_node c, int body, FrameRec* frame, const DefaultClass& def) {
+  FrameRec& f = frames_.emplace_back();
+  f.node = c;
+  f.parent = frame;
+  const DefaultClass& fdef = find_class(c, "childclass", def);
+  check_one_orientation(c);
+  for (pugi::xml_attribute a : c.attributes()) {
+    std::string_view k = a.name();
+    if (k == "pos") {
+      read_numbers(c, a, f.pos, 3, 3);
+    } else if (k != "name" && k != "childclass" && !read_orientation(c, a, f.quat, f.alt)) {
+      unknown_attribute(c, a);
+    }
+  }
+  read_body_children(c, body, &f, fdef);
+}
+
+// a child body of `parent`, then its own children, depth first
+void MjcfReader::read_body(pugi::xml_node c, int parent, FrameRec* frame, const DefaultClass& def) {
+  int id = static_cast<int>(bodies_.size());
+  BodyRec& b = bodies_.emplace_back();
+  b.node = c;
+  b.parent = parent;
+  b.frame = frame;
+  const DefaultClass& bdef = find_class(c, "childclass", def);
+  check_one_orientation(c);
+  for (pugi::xml_attribute a : c.attributes()) {
+    std::string_view k = a.name();
+    if (k == "name") {
+      b.name = a.value();
+    } else if (k == "pos") {
+      read_numbers(c, a, b.pos, 3, 3);
+    } else if (k == "mocap") {
+      if (read_bool(c, a)) fail(c, describe(c) + ": mocap bodies are not supported");
+    } else if (k == "gravcomp") {
+      double g = 0;
+      read_numbers(c, a, &g, 1, 1);
+      if (g != 0) fail(c, describe(c) + ": gravity compensation is not supported");
+    } else if (is_one_of(k, {"sleep", "simple", "user"})) {
+      ignore(c, "body@" + std::string(k));
+    } else if (k != "childclass" && !read_orientation(c, a, b.quat, b.alt)) {
+      unknown_attribute(c, a);
+    }
+  }
+  bodies_[parent].children.push_back(id);
+  read_body_children(c, id, nullptr, bdef);
 }
 
 void MjcfReader::read_tendons(pugi::xml_node node) {
@@ -1315,7 +1299,7 @@ void MjcfReader::read_tendons(pugi::xml_node node) {
       if (k == "name") {
         t.name = a.value();
       } else if (k != "class" && !tendon_attr(c, a, t.s)) {
-        fail(c, describe(c) + ": unknown attribute '" + std::string(k) + "'");
+        unknown_attribute(c, a);
       }
     }
     for (pugi::xml_node p : children(c)) {
@@ -1374,7 +1358,7 @@ void MjcfReader::read_actuators(pugi::xml_node node) {
                                "slidersite", "cranklength"})) {
         fail(c, describe(c) + ": transmission '" + std::string(k) + "' is not supported");
       } else if (k != "class" && !actuator_attr(c, a, act.s)) {
-        fail(c, describe(c) + ": unknown attribute '" + std::string(k) + "'");
+        unknown_attribute(c, a);
       }
     }
     actuators_.push_back(act);
@@ -1695,7 +1679,8 @@ void append(std::vector<T>& dst, const T* src, int n) {
   dst.insert(dst.end(), src, src + n);
 }
 
-Model MjcfReader::assemble() {
+// Pass 2: every body in tree order (parents first), then the check that moving bodies have mass
+void MjcfReader::compile() {
   static_.assign(bodies_.size(), false);
   for (int i = 0; i < static_cast<int>(bodies_.size()); i++) compile_body(i);
   for (int i = 1; i < static_cast<int>(bodies_.size()); i++) {
@@ -1704,20 +1689,22 @@ Model MjcfReader::assemble() {
                                 ": mass and inertia of moving bodies must be larger than 1e-15");
     }
   }
+}
 
-  // names, unique per kind
-  std::vector<BodyRec*> body_recs;
-  std::vector<JointRec*> joint_recs;
-  std::vector<GeomRec*> geom_recs;
-  for (BodyRec& b : bodies_) {
+// the index of each named element, names unique per kind; tendons name known joints
+MjcfReader::NameIndex MjcfReader::index_names() const {
+  std::vector<const BodyRec*> body_recs;
+  std::vector<const JointRec*> joint_recs;
+  std::vector<const GeomRec*> geom_recs;
+  for (const BodyRec& b : bodies_) {
     body_recs.push_back(&b);
-    for (JointRec& j : b.joints) joint_recs.push_back(&j);
-    for (GeomRec& g : b.geoms) geom_recs.push_back(&g);
+    for (const JointRec& j : b.joints) joint_recs.push_back(&j);
+    for (const GeomRec& g : b.geoms) geom_recs.push_back(&g);
   }
-  std::vector<ActuatorRec*> actuator_recs;
-  for (ActuatorRec& a : actuators_) actuator_recs.push_back(&a);
-  std::vector<TendonRec*> tendon_recs;
-  for (TendonRec& t : tendons_) tendon_recs.push_back(&t);
+  std::vector<const ActuatorRec*> actuator_recs;
+  for (const ActuatorRec& a : actuators_) actuator_recs.push_back(&a);
+  std::vector<const TendonRec*> tendon_recs;
+  for (const TendonRec& t : tendons_) tendon_recs.push_back(&t);
   auto name_index = [&](const auto& recs) {
     std::unordered_map<std::string, int> index;
     for (size_t i = 0; i < recs.size(); i++) {
@@ -1728,22 +1715,24 @@ Model MjcfReader::assemble() {
     }
     return index;
   };
-  auto body_index = name_index(body_recs);
-  auto joint_index = name_index(joint_recs);
+  NameIndex names;
+  names.body = name_index(body_recs);
+  names.joint = name_index(joint_recs);
   name_index(geom_recs);
   name_index(actuator_recs);
-  auto tendon_index = name_index(tendon_recs);
+  names.tendon = name_index(tendon_recs);
   for (const TendonRec& t : tendons_) {
     for (const auto& [name, coef] : t.joints) {
-      if (!joint_index.count(name))
+      if (!names.joint.count(name))
         fail(t.node, describe(t.node) + ": unknown joint '" + name + "'");
     }
   }
+  return names;
+}
 
+// bodies, their joints and dofs, their geoms
+void MjcfReader::assemble_tree() {
   Model& m = model_;
-  m.opt.gravity = gravity_disabled_ ? std::array<double, 3>{0, 0, 0} : m.opt.gravity;
-
-  // bodies, their joints and dofs, their geoms
   for (int i = 0; i < static_cast<int>(bodies_.size()); i++) {
     const BodyRec& b = bodies_[i];
     m.body_parentid.push_back(i == 0 ? 0 : b.parent);
@@ -1754,35 +1743,7 @@ Model MjcfReader::assemble() {
     m.body_mass.push_back(b.mass);
     append(m.body_inertia, b.inertia, 3);
     m.body_names.push_back(b.name);
-
-    for (const JointRec& j : b.joints) {
-      const JointSpec& s = j.s;
-      m.jnt_type.push_back(s.type);
-      m.jnt_bodyid.push_back(i);
-      m.jnt_limited.push_back(limit_disabled_ ? 0 : s.limited);
-      append(m.jnt_pos, s.pos, 3);
-      append(m.jnt_axis, s.axis, 3);
-      append(m.jnt_range, s.range, 2);
-      m.jnt_stiffness.push_back(spring_disabled_ ? 0 : s.stiffness[0]);
-      m.jnt_names.push_back(j.name);
-      if (s.type == kJointFree) {
-        // the body's pose; the spring reference is the same
-        for (auto* q : {&m.qpos0, &m.qpos_spring}) {
-          append(*q, b.pos, 3);
-          append(*q, b.quat, 4);
-        }
-      } else if (s.type == kJointBall) {
-        for (auto* q : {&m.qpos0, &m.qpos_spring}) q->insert(q->end(), {1.0, 0.0, 0.0, 0.0});
-      } else {
-        m.qpos0.push_back(s.ref);
-        m.qpos_spring.push_back(s.springref);
-      }
-      for (int d = 0; d < joint_nv(s.type); d++) {
-        m.dof_damping.push_back(damper_disabled_ ? 0 : s.damping[0]);
-        m.dof_armature.push_back(s.armature);
-      }
-    }
-
+    for (const JointRec& j : b.joints) assemble_joint(j, i);
     for (const GeomRec& g : b.geoms) {
       const GeomSpec& s = g.s;
       m.geom_type.push_back(s.type);
@@ -1797,50 +1758,62 @@ Model MjcfReader::assemble() {
       m.geom_names.push_back(g.name);
     }
   }
+}
 
-  // contact exclusions
-  for (const auto& [node, names] : excludes_) {
-    for (const std::string& name : {names.first, names.second}) {
-      if (!body_index.count(name)) fail(node, "exclude: unknown body '" + name + "'");
+// a joint of body `body`, its coordinates' reference and spring poses and its dofs
+void MjcfReader::assemble_joint(const JointRec& j, int body) {
+  Model& m = model_;
+  const JointSpec& s = j.s;
+  m.jnt_type.push_back(s.type);
+  m.jnt_bodyid.push_back(body);
+  m.jnt_limited.push_back(limit_disabled_ ? 0 : s.limited);
+  append(m.jnt_pos, s.pos, 3);
+  append(m.jnt_axis, s.axis, 3);
+  append(m.jnt_range, s.range, 2);
+  m.jnt_stiffness.push_back(spring_disabled_ ? 0 : s.stiffness[0]);
+  m.jnt_names.push_back(j.name);
+  if (s.type == kJointFree) {
+    // the body's pose; the spring reference is the same
+    const BodyRec& b = bodies_[body];
+    for (auto* q : {&m.qpos0, &m.qpos_spring}) {
+      append(*q, b.pos, 3);
+      append(*q, b.quat, 4);
     }
-    m.exclude_bodies.push_back(body_index.at(names.first));
-    m.exclude_bodies.push_back(body_index.at(names.second));
+  } else if (s.type == kJointBall) {
+    for (auto* q : {&m.qpos0, &m.qpos_spring}) q->insert(q->end(), {1.0, 0.0, 0.0, 0.0});
+  } else {
+    m.qpos0.push_back(s.ref);
+    m.qpos_spring.push_back(s.springref);
   }
+  for (int d = 0; d < joint_nv(s.type); d++) {
+    m.dof_damping.push_back(damper_disabled_ ? 0 : s.damping[0]);
+    m.dof_armature.push_back(s.armature);
+  }
+}
 
-  // actuators: motors on a joint, or on a fixed tendon that moves a single joint (then the
-  // tendon's coefficient multiplies the gear)
+// contact exclusions, by body name
+void MjcfReader::assemble_excludes(const NameIndex& names) {
+  for (const auto& [node, pair] : excludes_) {
+    for (const std::string& name : {pair.first, pair.second}) {
+      if (!names.body.count(name)) fail(node, "exclude: unknown body '" + name + "'");
+    }
+    model_.exclude_bodies.push_back(names.body.at(pair.first));
+    model_.exclude_bodies.push_back(names.body.at(pair.second));
+  }
+}
+
+// Actuators: motors on a joint, or on a fixed tendon that moves a single joint (then the
+// tendon's coefficient multiplies the gear). Control limits; force limits, actuator damping,
+// armature and delay are not supported.
+void MjcfReader::assemble_actuators(const NameIndex& names) {
+  Model& m = model_;
   for (const ActuatorRec& act : actuators_) {
     const ActuatorSpec& s = act.s;
     std::string what = describe(act.node);
-    int joint = -1;
-    double coef = 1;
-    if (!act.joint.empty()) {
-      auto it = joint_index.find(act.joint);
-      if (it == joint_index.end()) fail(act.node, what + ": unknown joint '" + act.joint + "'");
-      joint = it->second;
-    } else if (!act.tendon.empty()) {
-      auto it = tendon_index.find(act.tendon);
-      if (it == tendon_index.end()) fail(act.node, what + ": unknown tendon '" + act.tendon + "'");
-      const TendonRec& t = tendons_[it->second];
-      int nonzero = 0;
-      for (const auto& [name, c] : t.joints) {
-        if (c == 0) continue;
-        nonzero++;
-        joint = joint_index.at(name);  // checked above
-        coef = c;
-      }
-      if (t.spatial || nonzero != 1) {
-        fail(act.node, what + ": actuation through tendon '" + act.tendon +
-                           "' is not supported (only a fixed tendon moving a single joint)");
-      }
-    } else {
-      fail(act.node, what + ": missing transmission target (joint or tendon)");
-    }
+    auto [joint, coef] = actuated_joint(act, names);
     if (m.jnt_type[joint] == kJointFree || m.jnt_type[joint] == kJointBall) {
       fail(act.node, what + ": motors on free or ball joints are not supported");
     }
-
-    // control limits; force limits, actuator damping, armature and delay are not supported
     if (resolve_limited(act.node, s.forcelimited, s.forcerange, "force")) {
       fail(act.node, what + ": force limits (forcerange) are not supported");
     }
@@ -1857,18 +1830,59 @@ Model MjcfReader::assemble() {
     append(m.actuator_ctrlrange, s.ctrlrange, 2);
     m.actuator_names.push_back(act.name);
   }
+}
 
-  // settotalmass rescales every body's mass and inertia (mj_setTotalmass)
-  if (compiler_.settotalmass > 0) {
-    double total = 0;
-    for (size_t i = 1; i < m.body_mass.size(); i++) total += m.body_mass[i];
-    double scale = std::max(kMinVal, compiler_.settotalmass / std::max(kMinVal, total));
-    for (size_t i = 1; i < m.body_mass.size(); i++) {
-      m.body_mass[i] *= scale;
-      for (int k = 0; k < 3; k++) m.body_inertia[3 * i + k] *= scale;
-    }
+// the joint an actuator moves and the coefficient of its transmission
+std::pair<int, double> MjcfReader::actuated_joint(const ActuatorRec& act,
+                                                  const NameIndex& names) const {
+  std::string what = describe(act.node);
+  if (!act.joint.empty()) {
+    auto it = names.joint.find(act.joint);
+    if (it == names.joint.end()) fail(act.node, what + ": unknown joint '" + act.joint + "'");
+    return {it->second, 1.0};
   }
+  if (act.tendon.empty()) fail(act.node, what + ": missing transmission target (joint or tendon)");
+  auto it = names.tendon.find(act.tendon);
+  if (it == names.tendon.end()) fail(act.node, what + ": unknown tendon '" + act.tendon + "'");
+  const TendonRec& t = tendons_[it->second];
+  int nonzero = 0, joint = -1;
+  double coef = 1;
+  for (const auto& [name, c] : t.joints) {
+    if (c == 0) continue;
+    nonzero++;
+    joint = names.joint.at(name);  // checked by index_names
+    coef = c;
+  }
+  if (t.spatial || nonzero != 1) {
+    fail(act.node, what + ": actuation through tendon '" + act.tendon +
+                       "' is not supported (only a fixed tendon moving a single joint)");
+  }
+  return {joint, coef};
+}
 
+// settotalmass rescales every body's mass and inertia (mj_setTotalmass)
+void MjcfReader::apply_total_mass() {
+  if (!(compiler_.settotalmass > 0)) return;
+  Model& m = model_;
+  double total = 0;
+  for (size_t i = 1; i < m.body_mass.size(); i++) total += m.body_mass[i];
+  double scale = std::max(kMinVal, compiler_.settotalmass / std::max(kMinVal, total));
+  for (size_t i = 1; i < m.body_mass.size(); i++) {
+    m.body_mass[i] *= scale;
+    for (int k = 0; k < 3; k++) m.body_inertia[3 * i + k] *= scale;
+  }
+}
+
+// Pass 3: the flat arrays of the Model from the compiled records, then its derived arrays and
+// checks
+Model MjcfReader::assemble() {
+  NameIndex names = index_names();
+  Model& m = model_;
+  m.opt.gravity = gravity_disabled_ ? std::array<double, 3>{0, 0, 0} : m.opt.gravity;
+  assemble_tree();
+  assemble_excludes(names);
+  assemble_actuators(names);
+  apply_total_mass();
   m.ignored = ignored_.list();
   m.finalize();
   m.validate();

@@ -23,6 +23,7 @@
 #include <vector>
 
 #include "host/model.h"
+#include "host/xml_source.h"
 #include "phalanx/inertia.h"
 
 namespace phx {
@@ -79,25 +80,25 @@ class UrdfReader {
   void read_link(pugi::xml_node node);
   void read_joint(pugi::xml_node node);
   void check_attributes(pugi::xml_node node, std::initializer_list<std::string_view> known);
+  pugi::xml_node parse(const std::string& text, const std::string& path);
+  int link_tree();
   void add_body(Model& m, int link, int parent_body);
+  void add_inertial(Model& m, const Link& l);
+  void add_joint(Model& m, const Joint& j, int body, int parent_body);
+  void add_geoms(Model& m, const Link& l, int body);
+  void check_masses(const Model& m) const;
 
-  std::string path_;
-  std::vector<ptrdiff_t> line_starts_;
+  XmlSource src_;
   std::vector<Link> links_;
   std::vector<Joint> joints_;
   std::unordered_map<std::string, int> link_index_;
-  std::map<std::string, std::pair<std::string, int>> ignored_;  // what -> (where, count)
-  std::vector<std::string> ignored_order_;
+  IgnoredList ignored_;
 };
 
 //------------------------------------------------------------------ locations and values
 
 std::string UrdfReader::where(pugi::xml_node node) const {
-  ptrdiff_t offset = node.offset_debug();
-  if (offset < 0) return path_;
-  auto line =
-      std::upper_bound(line_starts_.begin(), line_starts_.end(), offset) - line_starts_.begin();
-  return path_ + ":" + std::to_string(line);
+  return src_.where(node);
 }
 
 void UrdfReader::fail(pugi::xml_node node, const std::string& message) const {
@@ -105,14 +106,7 @@ void UrdfReader::fail(pugi::xml_node node, const std::string& message) const {
 }
 
 void UrdfReader::ignore(pugi::xml_node node, const std::string& what) {
-  auto [it, inserted] = ignored_.try_emplace(what, "", 0);
-  if (inserted) {
-    std::string w = where(node);
-    size_t slash = w.find_last_of('/');
-    it->second.first = slash == std::string::npos ? w : w.substr(slash + 1);
-    ignored_order_.push_back(what);
-  }
-  it->second.second++;
+  ignored_.add(what, src_.where(node, true));
 }
 
 // a single number attribute; fallback when absent unless required
@@ -330,13 +324,22 @@ void UrdfReader::add_body(Model& m, int link, int parent_body) {
   int id = static_cast<int>(m.body_parentid.size());
   m.body_parentid.push_back(parent_body);
   m.body_names.push_back(l.name);
-
   // the body frame is the parent joint's frame
   Pose frame = l.parent_joint >= 0 ? joints_[l.parent_joint].origin : Pose();
   m.body_pos.insert(m.body_pos.end(), frame.pos, frame.pos + 3);
   m.body_quat.insert(m.body_quat.end(), frame.quat, frame.quat + 4);
+  add_inertial(m, l);
+  // the parent joint, at the body origin
+  if (l.parent_joint >= 0 && joints_[l.parent_joint].type != "fixed") {
+    add_joint(m, joints_[l.parent_joint], id, parent_body);
+  }
+  add_geoms(m, l, id);
+  for (int j : l.child_joints) add_body(m, joints_[j].child, id);
+}
 
-  // principal frame: the tensor's principal axes in the inertial frame, turned by its origin
+// mass and inertia; the principal frame is the tensor's principal axes in the inertial frame,
+// turned by its origin
+void UrdfReader::add_inertial(Model& m, const Link& l) {
   double principal[4] = {1, 0, 0, 0}, moments[3] = {0, 0, 0}, iquat[4] = {1, 0, 0, 0};
   if (l.has_inertial) {
     inertia_principal(principal, moments, l.full);
@@ -355,50 +358,49 @@ void UrdfReader::add_body(Model& m, int link, int parent_body) {
   m.body_iquat.insert(m.body_iquat.end(), iquat, iquat + 4);
   m.body_mass.push_back(l.mass);
   m.body_inertia.insert(m.body_inertia.end(), moments, moments + 3);
+}
 
-  // the parent joint, at the body origin
-  if (l.parent_joint >= 0 && joints_[l.parent_joint].type != "fixed") {
-    const Joint& j = joints_[l.parent_joint];
-    int type = j.type == "floating"    ? kJointFree
-               : j.type == "prismatic" ? kJointSlide
-                                       : kJointHinge;
-    if (type == kJointFree && parent_body != 1) {
-      fail(j.node,
-           "joint '" + j.name + "': a floating joint must connect the root link to a child");
-    }
-    bool limited = (j.type == "revolute" || j.type == "prismatic") && j.has_limit;
-    m.jnt_type.push_back(type);
-    m.jnt_bodyid.push_back(id);
-    m.jnt_limited.push_back(limited ? 1 : 0);
-    m.jnt_pos.insert(m.jnt_pos.end(), {0.0, 0.0, 0.0});
-    if (type == kJointFree) {
-      m.jnt_axis.insert(m.jnt_axis.end(), {0.0, 0.0, 1.0});
-    } else {
-      m.jnt_axis.insert(m.jnt_axis.end(), j.axis, j.axis + 3);
-    }
-    m.jnt_range.push_back(limited ? j.lower : 0);
-    m.jnt_range.push_back(limited ? j.upper : 0);
-    m.jnt_stiffness.push_back(0);
-    m.jnt_names.push_back(j.name);
-    if (type == kJointFree) {
-      for (auto* q : {&m.qpos0, &m.qpos_spring}) {
-        q->insert(q->end(), frame.pos, frame.pos + 3);
-        q->insert(q->end(), frame.quat, frame.quat + 4);
-      }
-    } else {
-      m.qpos0.push_back(0);
-      m.qpos_spring.push_back(0);
-    }
-    for (int d = 0; d < joint_nv(type); d++) {
-      m.dof_damping.push_back(j.damping);
-      m.dof_armature.push_back(0);
-    }
+// a moving joint j of `body`, at its origin, in MuJoCo's joint types
+void UrdfReader::add_joint(Model& m, const Joint& j, int body, int parent_body) {
+  int type = j.type == "floating" ? kJointFree : j.type == "prismatic" ? kJointSlide : kJointHinge;
+  if (type == kJointFree && parent_body != 1) {
+    fail(j.node, "joint '" + j.name + "': a floating joint must connect the root link to a child");
   }
+  bool limited = (j.type == "revolute" || j.type == "prismatic") && j.has_limit;
+  m.jnt_type.push_back(type);
+  m.jnt_bodyid.push_back(body);
+  m.jnt_limited.push_back(limited ? 1 : 0);
+  m.jnt_pos.insert(m.jnt_pos.end(), {0.0, 0.0, 0.0});
+  if (type == kJointFree) {
+    m.jnt_axis.insert(m.jnt_axis.end(), {0.0, 0.0, 1.0});
+  } else {
+    m.jnt_axis.insert(m.jnt_axis.end(), j.axis, j.axis + 3);
+  }
+  m.jnt_range.push_back(limited ? j.lower : 0);
+  m.jnt_range.push_back(limited ? j.upper : 0);
+  m.jnt_stiffness.push_back(0);
+  m.jnt_names.push_back(j.name);
+  if (type == kJointFree) {
+    // the body's pose, which is the joint's frame
+    for (auto* q : {&m.qpos0, &m.qpos_spring}) {
+      q->insert(q->end(), j.origin.pos, j.origin.pos + 3);
+      q->insert(q->end(), j.origin.quat, j.origin.quat + 4);
+    }
+  } else {
+    m.qpos0.push_back(0);
+    m.qpos_spring.push_back(0);
+  }
+  for (int d = 0; d < joint_nv(type); d++) {
+    m.dof_damping.push_back(j.damping);
+    m.dof_armature.push_back(0);
+  }
+}
 
-  // collision geoms: no mass, MuJoCo's default contact parameters
+// collision geoms: no mass, MuJoCo's default contact parameters
+void UrdfReader::add_geoms(Model& m, const Link& l, int body) {
   for (const Geom& g : l.geoms) {
     m.geom_type.push_back(g.type);
-    m.geom_bodyid.push_back(id);
+    m.geom_bodyid.push_back(body);
     m.geom_contype.push_back(1);
     m.geom_conaffinity.push_back(1);
     m.geom_condim.push_back(3);
@@ -408,42 +410,21 @@ void UrdfReader::add_body(Model& m, int link, int parent_body) {
     m.geom_friction.insert(m.geom_friction.end(), {1.0, 0.005, 0.0001});
     m.geom_names.push_back(g.name);
   }
-
-  for (int j : l.child_joints) add_body(m, joints_[j].child, id);
 }
 
-Model UrdfReader::read(const std::string& text, const std::string& path) {
-  path_ = path;
-  line_starts_.push_back(0);
-  for (size_t i = 0; i < text.size(); i++) {
-    if (text[i] == '\n') line_starts_.push_back(static_cast<ptrdiff_t>(i + 1));
-  }
-  pugi::xml_document doc;
-  pugi::xml_parse_result result = doc.load_buffer(text.data(), text.size());
-  if (!result) {
-    auto line = std::upper_bound(line_starts_.begin(), line_starts_.end(), result.offset) -
-                line_starts_.begin();
-    throw std::runtime_error(path + ":" + std::to_string(line) +
-                             ": malformed XML: " + result.description());
-  }
-  pugi::xml_node robot = doc.document_element();
+// the document's <robot> element
+pugi::xml_node UrdfReader::parse(const std::string& text, const std::string& path) {
+  src_.path = path;
+  src_.parse(text);
+  pugi::xml_node robot = src_.doc.document_element();
   if (!robot || std::string_view(robot.name()) != "robot") {
     throw std::runtime_error(path + ": the root element must be <robot>");
   }
+  return robot;
+}
 
-  // links first, then joints that refer to them
-  Model m;
-  m.name = robot.attribute("name").value();
-  m.source = path == "<string>" ? "" : path;
-  for (pugi::xml_node c : robot.children("link")) read_link(c);
-  for (pugi::xml_node c : robot.children("joint")) read_joint(c);
-  for (pugi::xml_node c : robot.children()) {
-    std::string_view tag = c.name();
-    if (c.type() == pugi::node_element && tag != "link" && tag != "joint") ignore(c, c.name());
-  }
-  if (links_.empty()) throw std::runtime_error(path + ": the robot has no links");
-
-  // the tree: one parent joint per link, a single root
+// the tree of links: one parent joint per link, a single root, which is returned
+int UrdfReader::link_tree() {
   for (int j = 0; j < static_cast<int>(joints_.size()); j++) {
     Link& child = links_[joints_[j].child];
     if (child.parent_joint >= 0) {
@@ -462,7 +443,41 @@ Model UrdfReader::read(const std::string& text, const std::string& path) {
     }
     root = l;
   }
-  if (root < 0) throw std::runtime_error(path + ": the joints form a cycle; no root link");
+  if (root < 0) throw std::runtime_error(src_.path + ": the joints form a cycle; no root link");
+  return root;
+}
+
+// a moving body needs mass and inertia, its own or that of a body welded to it
+void UrdfReader::check_masses(const Model& m) const {
+  std::vector<bool> massive(m.nbody, false);
+  for (int b = m.nbody - 1; b >= 1; b--) {
+    const double* I = &m.body_inertia[3 * b];
+    massive[b] =
+        massive[b] || (m.body_mass[b] >= 1e-15 && I[0] >= 1e-15 && I[1] >= 1e-15 && I[2] >= 1e-15);
+    if (m.body_jntnum[b] == 0 && massive[b]) massive[m.body_parentid[b]] = true;  // welded
+  }
+  for (int b = 1; b < m.nbody; b++) {
+    if (m.body_jntnum[b] > 0 && !massive[b]) {
+      fail(links_[link_index_.at(m.body_names[b])].node,
+           "link '" + m.body_names[b] + "' moves but has no mass or inertia");
+    }
+  }
+}
+
+Model UrdfReader::read(const std::string& text, const std::string& path) {
+  pugi::xml_node robot = parse(text, path);
+  // links first, then joints that refer to them
+  Model m;
+  m.name = robot.attribute("name").value();
+  m.source = path == "<string>" ? "" : path;
+  for (pugi::xml_node c : robot.children("link")) read_link(c);
+  for (pugi::xml_node c : robot.children("joint")) read_joint(c);
+  for (pugi::xml_node c : robot.children()) {
+    std::string_view tag = c.name();
+    if (c.type() == pugi::node_element && tag != "link" && tag != "joint") ignore(c, c.name());
+  }
+  if (links_.empty()) throw std::runtime_error(path + ": the robot has no links");
+  int root = link_tree();
 
   // world, then the tree depth first from the root
   m.body_parentid.push_back(0);
@@ -477,28 +492,9 @@ Model UrdfReader::read(const std::string& text, const std::string& path) {
   if (m.body_parentid.size() != links_.size() + 1) {
     throw std::runtime_error(path + ": the joints form a cycle; not every link is reachable");
   }
-
-  // a moving body needs mass and inertia, its own or that of a body welded to it
   m.finalize();
-  std::vector<bool> massive(m.nbody, false);
-  for (int b = m.nbody - 1; b >= 1; b--) {
-    const double* I = &m.body_inertia[3 * b];
-    massive[b] =
-        massive[b] || (m.body_mass[b] >= 1e-15 && I[0] >= 1e-15 && I[1] >= 1e-15 && I[2] >= 1e-15);
-    if (m.body_jntnum[b] == 0 && massive[b]) massive[m.body_parentid[b]] = true;  // welded
-  }
-  for (int b = 1; b < m.nbody; b++) {
-    if (m.body_jntnum[b] > 0 && !massive[b]) {
-      fail(links_[link_index_.at(m.body_names[b])].node,
-           "link '" + m.body_names[b] + "' moves but has no mass or inertia");
-    }
-  }
-
-  for (const std::string& what : ignored_order_) {
-    const auto& [loc, count] = ignored_.at(what);
-    m.ignored.push_back(what + " (" + loc + "), " + std::to_string(count) +
-                        (count == 1 ? " time" : " times"));
-  }
+  check_masses(m);
+  m.ignored = ignored_.list();
   m.validate();
   return m;
 }

@@ -1,10 +1,9 @@
-// Scratch storage handed out in order, and the tables workspaces are declared in.
+// Scratch storage handed out in order: how every workspace and solver lays out its arrays.
 #pragma once
 
 #include <type_traits>
 
 #include "phalanx/config.h"
-#include "phalanx/model_fields.h"
 
 namespace phx {
 
@@ -49,31 +48,19 @@ struct Arena {
       return p;
     }
   }
+  // Storage shared by alternatives that are never live together: each is carved from a copy
+  // of this arena made at the same point, this one included; afterwards the arena stands past
+  // the largest. cover(other) moves it past what the copy `other` took.
+  PHX_HD void cover(const Arena& other) {
+    if (other.nreal > nreal) nreal = other.nreal;
+    if (other.nint > nint) nint = other.nint;
+  }
   PHX_HD ScratchSize used() const { return {nreal, nint}; }
   // the storage not taken yet
   PHX_HD Scratch<T> rest() const {
     return {reals ? reals + nreal : nullptr, ints ? ints + nint : nullptr};
   }
 };
-
-// The counts workspace sizes are expressions in: a model's (any struct with them), or those of
-// a tape's step slot, which has room for fewer contacts and rows than the model allows.
-struct Counts {
-#define PHX_COUNTS_MEMBER(name, comment) int name;
-  PHX_MODEL_COUNTS(PHX_COUNTS_MEMBER)
-#undef PHX_COUNTS_MEMBER
-  int nconmax, nefcmax;  // capacities: contacts and constraint rows
-};
-template <class M>
-PHX_HD Counts counts_of(const M& m) {
-  Counts c;
-#define PHX_COUNTS_COPY(name, comment) c.name = m.name;
-  PHX_MODEL_COUNTS(PHX_COUNTS_COPY)
-#undef PHX_COUNTS_COPY
-  c.nconmax = m.nconmax;
-  c.nefcmax = m.nefcmax;
-  return c;
-}
 
 // the storage W::carve(m, arena, args...) takes, reals in units of T
 template <class W, class T, class M, class... Args>
@@ -84,12 +71,3 @@ PHX_HD ScratchSize carved_size(const M& m, Args... args) {
 }
 
 }  // namespace phx
-
-// Workspace tables: X(kind, name, size, comment), `size` an expression in the counts of a
-// model `m` (ModelView of any scalar), kind `real` (the workspace's scalar) or `int`. Consumers
-// expand them into members (PHX_WORKSPACE_MEMBER) and into the carve routine
-// (PHX_WORKSPACE_TAKE, into a workspace `w` from an Arena `arena`).
-#define PHX_WORKSPACE_MEMBER(kind, name, size, comment) kind* name;
-#define PHX_WORKSPACE_TAKE(kind, name, size, comment) \
-  w.name = arena.template take<kind>(long(size));
-

@@ -90,10 +90,10 @@ struct ContactData {
   X(real, bias, m.nv, "c(q, qvel) (nv)")                                                         \
   X(real, tmp, m.nv, "(nv)")                                                                     \
   X(real, f_prev, m.nefcmax, "impulses of the previous step (nefcmax)")                          \
-  X(real, lcp, lcp_scratch_size(m.nefcmax), "LCP solver scratch (lcp_scratch_size)")             \
+  X(real, lcp, lcp_storage(m.nefcmax).reals, "LCP solver scratch (lcp_storage)")                 \
   X(int, key_prev, m.nefcmax, "efc_key of the previous step (nefcmax)")                          \
   X(int, class_prev, m.nefcmax, "efc_class of the previous step (nefcmax)")                      \
-  X(int, ilcp, lcp_iscratch_size(m.nefcmax), "LCP solver integer scratch (lcp_iscratch_size)")
+  X(int, ilcp, lcp_storage(m.nefcmax).ints, "LCP solver integer scratch (lcp_storage)")
 
 template <class T>
 struct ConstraintWorkspace {

@@ -222,10 +222,10 @@ struct AdjConstraintWorkspace {
   // A pass in another scalar than the step's (LaneReplay's lanes, which read the step's
   // constraint workspace and contacts in place) takes from here what it cannot read there: the
   // step's impulses and vfree in its own scalar, for the outer-product terms, and adj_lcp's
-  // scratch (4 nefcmax); LaneReplay binds them, null otherwise (c.lcp is the scratch).
+  // vectors; LaneReplay binds them, null otherwise (c.lcp holds the vectors).
   const T* efc_force = nullptr;
   const T* vfree = nullptr;
-  T* lcp = nullptr;
+  LcpAdjointScratch<T> lcp{};
 
   // (the model of any scalar: a pass of several seeds reads its forward model in place)
   template <class M>
@@ -242,7 +242,7 @@ struct AdjConstraintWorkspace {
   template <class M>
   PHX_HD void bind_factor(const M& m, Arena<T>& arena) {
     const int ne = m.nefcmax;
-    base = lcp_adjoint_explicit_bind(ne, arena);
+    base = lcp_adjoint_explicit_carve(ne, arena);
     base_cls = arena.template take<int>(ne);
     Z = arena.template take<T>(long(ne) * m.nv);
   }
@@ -356,12 +356,12 @@ PHX_HD void replay_classification(const ModelView<S>& m, const LcpProblem<T>& p,
 }
 
 // adj_lcp of s.adj_f on the classification F holds into s.adj_A, s.adj_b, s.adj_mu (zeroed
-// first); scratch: 4 p.n scalars.
+// first), with adj_lcp's vectors in work
 template <class T, class S>
 PHX_HD void adj_lcp_rows(const LcpProblem<S>& p, const S* f, const LcpAdjointFactor<T>& F,
-                         T* scratch, AdjConstraintWorkspace<T>& s) {
+                         const LcpAdjointScratch<T>& work, AdjConstraintWorkspace<T>& s) {
   for (int r = 0; r < p.n; ++r) s.adj_b[r] = s.adj_mu[r] = T(0);
-  adj_lcp(p, f, F, s.adj_f, s.adj_A, s.adj_b, s.adj_mu, scratch);
+  adj_lcp(p, f, F, s.adj_f, s.adj_A, s.adj_b, s.adj_mu, work);
 }
 
 // Nimble's score of the classification adj_lcp_rows just used: ||dl/dqd||^2 + ||dl/dtau||^2 / dt
@@ -424,18 +424,22 @@ PHX_HD PHX_INLINE void adj_lcp_stage(const ModelView<S>& m, const LcpProblem<S>&
   if constexpr (std::is_same_v<S, T>) {
     const int* cls = cached ? s.base_cls : s.cls;
     if (!cached) replay_classification(m, p, f, cv, s.cls);
-    LcpAdjointFactor<T> F = cached ? s.base : lcp_adjoint_factor_bind(nrow, c.lcp, c.ilcp);
+    // in c.lcp: the factors of a classification when the pass computes them (without a shared
+    // factorisation, or for the loss-driven one), then adj_lcp's vectors
+    Arena<T> arena(c.lcp, c.ilcp);
+    LcpAdjointFactor<T> own;
+    if (!cached || aware) own = lcp_adjoint_factor_carve(nrow, arena);
+    const auto work = LcpAdjointScratch<T>::carve(nrow, arena);
+    LcpAdjointFactor<T> F = cached ? s.base : own;
     if (!cached) lcp_adjoint_factor(p, f, cls, lcp_rank_tol<T>(), F);
-    // adj_lcp's scratch: c.lcp past the factors bound there, or all of it when none is
-    T* lcp_free = cached && !aware ? c.lcp : c.lcp + lcp_adjoint_factor_size(nrow);
     if (aware) {
       lcp_classify_loss(p, cls, s.dl_dv, s.cls_loss);
-      adj_lcp_rows(p, f, F, lcp_free, s);
+      adj_lcp_rows(p, f, F, work, s);
       s.score[0] = adj_lcp_score(m, nrow, c, s);
-      // the loss-driven classification's factors in c.lcp, kept there when it wins
-      LcpAdjointFactor<T> L = lcp_adjoint_factor_bind(nrow, c.lcp, c.ilcp);
+      // the loss-driven classification's factors, kept when it wins
+      LcpAdjointFactor<T> L = own;
       lcp_adjoint_factor(p, f, s.cls_loss, lcp_rank_tol<T>(), L);
-      adj_lcp_rows(p, f, L, lcp_free, s);
+      adj_lcp_rows(p, f, L, work, s);
       s.score[1] = adj_lcp_score(m, nrow, c, s);
       if (s.score[1] > s.score[0]) {
         F = L;
@@ -443,7 +447,7 @@ PHX_HD PHX_INLINE void adj_lcp_stage(const ModelView<S>& m, const LcpProblem<S>&
         lcp_adjoint_factor(p, f, cls, lcp_rank_tol<T>(), F);
       }
     }
-    adj_lcp_rows(p, f, F, lcp_free, s);
+    adj_lcp_rows(p, f, F, work, s);
   } else {
     adj_lcp_rows(p, f, s.base, s.lcp, s);
   }
@@ -620,6 +624,48 @@ PHX_HD int bouncing_contacts(const ModelView<S>& m, const T* qvel, const Constra
   return n;
 }
 
+// The bounce correction's own term, once the step's adjoint has run on u with its state
+// adjoints held apart. The contacts that bounced are found again (the LCP adjoint used c.lcp);
+// lam solves G lam = rhs, G_ik = (J_i . J_k)^2, rhs_i = -(1 + e_i) |J_i|^2 (minimum norm: equal
+// rows make G singular); then (X - I)^T u = sum_k lam_k J_k (J_k . u) gives X^T u into
+// adj_qvel and, / dt, the tangent of qpos. c.lcp holds the restitutions, G, its decomposition
+// and rhs, no more than the LCP's factored form of nb <= nefc rows (lcp_storage).
+template <class T>
+PHX_HD void adj_bounce_velocity(const ModelView<T>& m, const T* qpos, const T* qvel,
+                                ConstraintWorkspace<T>& c, const ContactView<T>& cv,
+                                AdjConstraintWorkspace<T>& s, T* adj_qpos, T* adj_qvel) {
+  const int nv = m.nv;
+  int* brow = c.ilcp;
+  T* be = c.lcp;
+  const int nb = bouncing_contacts(m, qvel, c, cv, s.cls, brow, be);
+  Arena<T> arena(be + nb, brow + nb);
+  T* G = arena.template take<T>(long(nb) * nb);
+  Cod<T> cod = cod_carve(nb, arena);
+  T* lam = arena.template take<T>(nb);
+  for (int i = 0; i < nb; ++i) {
+    const T* Ji = c.J + long(brow[i]) * nv;
+    for (int k = 0; k < nb; ++k) {
+      const T* Jk = c.J + long(brow[k]) * nv;
+      T dot(0);
+      for (int d = 0; d < nv; ++d) dot += Ji[d] * Jk[d];
+      G[i * nb + k] = dot * dot;
+      if (i == k) lam[i] = -(T(1) + be[i]) * dot;
+    }
+  }
+  cod_factor(cod, G, lcp_rank_tol<T>());
+  cod_solve(cod, lam);
+  for (int d = 0; d < nv; ++d) s.tmp[d] = T(0);
+  for (int k = 0; k < nb; ++k) {
+    const T* Jk = c.J + long(brow[k]) * nv;
+    T ju(0);
+    for (int d = 0; d < nv; ++d) ju += Jk[d] * s.u[d];
+    for (int d = 0; d < nv; ++d) s.tmp[d] += lam[k] * ju * Jk[d];
+  }
+  for (int d = 0; d < nv; ++d) adj_qvel[d] += s.u[d] + s.tmp[d];
+  for (int d = 0; d < nv; ++d) s.tmp[d] /= m.timestep;
+  adj_tangent_to_qpos(m, qpos, s.tmp, adj_qpos);
+}
+
 }  // namespace detail
 
 // What the many reverse passes of a replayed constrained step share (a Jacobian's rows, s.base
@@ -679,13 +725,11 @@ PHX_HD void adj_step_constrained_replayed(const ModelView<S>& m, const T* qpos, 
     detail::adj_constrained_velocity(m, qpos, qvel, ctrl, w, c, cv, a, s, adj_qpos, adj_qvel,
                                      adj_ctrl, adj_model, adj_contact, adj_qfrc);
   } else {
-    // bouncing contacts (c.lcp is free until the LCP adjoint)
-    int* brow = c.ilcp;
-    T* be = c.lcp;
+    // bouncing contacts, counted in c.lcp (free until the LCP adjoint)
     int nb = 0;
     if (m.contact_gradient & kGradBounceCorrection) {
       detail::replay_classification(m, lcp_problem(nrow, c), cv.efc_force, cv, s.cls);
-      nb = detail::bouncing_contacts(m, qvel, c, cv, s.cls, brow, be);
+      nb = detail::bouncing_contacts(m, qvel, c, cv, s.cls, c.ilcp, c.lcp);
     }
     if (nb == 0) {
       for (int d = 0; d < nv; ++d) s.g[d] = adj_qvel_next[d] + s.u[d];
@@ -706,36 +750,7 @@ PHX_HD void adj_step_constrained_replayed(const ModelView<S>& m, const T* qpos, 
     }
     detail::adj_constrained_velocity(m, qpos, qvel, ctrl, w, c, cv, a, s, s.hold_qpos, s.hold_qvel,
                                      adj_ctrl, adj_model, adj_contact, adj_qfrc);
-    // the bouncing rows again (the LCP adjoint used c.lcp), then lam from G lam = rhs,
-    // G_ik = (J_i . J_k)^2, rhs_i = -(1 + e_i) |J_i|^2 (minimum norm: equal
-    // rows make G singular); c.lcp past the restitutions holds G, its decomposition and rhs
-    detail::bouncing_contacts(m, qvel, c, cv, s.cls, brow, be);
-    T* G = be + nb;
-    Cod<T> cod = cod_bind(nb, G + nb * nb, brow + nb);
-    T* lam = G + nb * nb + cod_scratch_size(nb);
-    for (int i = 0; i < nb; ++i) {
-      const T* Ji = c.J + long(brow[i]) * nv;
-      for (int k = 0; k < nb; ++k) {
-        const T* Jk = c.J + long(brow[k]) * nv;
-        T dot(0);
-        for (int d = 0; d < nv; ++d) dot += Ji[d] * Jk[d];
-        G[i * nb + k] = dot * dot;
-        if (i == k) lam[i] = -(T(1) + be[i]) * dot;
-      }
-    }
-    cod_factor(cod, G, lcp_rank_tol<T>());
-    cod_solve(cod, lam);
-    // (X - I)^T u = sum_k lam_k J_k (J_k . u): X^T u into adj_qvel, / dt into the tangent of qpos
-    for (int d = 0; d < nv; ++d) s.tmp[d] = T(0);
-    for (int k = 0; k < nb; ++k) {
-      const T* Jk = c.J + long(brow[k]) * nv;
-      T ju(0);
-      for (int d = 0; d < nv; ++d) ju += Jk[d] * s.u[d];
-      for (int d = 0; d < nv; ++d) s.tmp[d] += lam[k] * ju * Jk[d];
-    }
-    for (int d = 0; d < nv; ++d) adj_qvel[d] += s.u[d] + s.tmp[d];
-    for (int d = 0; d < nv; ++d) s.tmp[d] /= dt;
-    adj_tangent_to_qpos(m, qpos, s.tmp, adj_qpos);
+    detail::adj_bounce_velocity(m, qpos, qvel, c, cv, s, adj_qpos, adj_qvel);
   }
 }
 

@@ -13,8 +13,9 @@
 // formulas are corrected where cited: eq. 20 has the wrong sign on its second term, eq. 22 is
 // malformed, and appendix B drops the minus sign of f_C = -A_CC^-1 b_C.
 //
-// Every function is pure: no allocation, no exceptions, no recursion; scratch comes from the
-// caller, lcp_scratch_size(n) scalars and lcp_iscratch_size(n) ints serve every function here.
+// Every function is pure: no allocation, no exceptions, no recursion. Scratch comes from the
+// caller as one block (reals of the problem's scalar and ints) that each function lays out with
+// an Arena; lcp_storage(n), the largest of those layouts, serves every function here.
 #pragma once
 
 #include "phalanx/arena.h"
@@ -47,14 +48,6 @@ enum LcpClass : int {
   kLcpClassMask = 7,     // the class without its flags
   kLcpTied = 8,          // flag on C, S or B: f at a bound and v = 0 within tolerance (T)
 };
-
-// caller scratch for every function of this header
-PHX_HD constexpr int lcp_scratch_size(int n) {
-  return 3 * n * n + 9 * n;
-}
-PHX_HD constexpr int lcp_iscratch_size(int n) {
-  return 5 * n;
-}
 
 namespace detail {
 
@@ -152,6 +145,103 @@ namespace detail {
 
 enum DantzigState : int { kRowUnprocessed = 0, kRowClamped, kRowAtLo, kRowAtHi };
 
+// How row d enters a pass: +1 or -1, the direction its impulse is driven in, or 0 when it is
+// already complementary at its current impulse and joins a set directly (written to state[d]).
+template <class T>
+PHX_HD PHX_INLINE T dantzig_entry(int d, const T* f, const T* v, const T* lo, const T* hi,
+                                  int* state) {
+  if (v[d] > T(0)) {
+    if (!(f[d] <= lo[d])) return T(-1);
+    state[d] = kRowAtLo;
+  } else if (v[d] < T(0)) {
+    if (!(f[d] >= hi[d])) return T(1);
+    state[d] = kRowAtHi;
+  } else {
+    state[d] = f[d] <= lo[d] ? kRowAtLo : f[d] >= hi[d] ? kRowAtHi : kRowClamped;
+  }
+  return T(0);
+}
+
+// The direction of driving row d by sigma: df_d = sigma, df_C = -A_CC^-1 A_Cd sigma over the
+// clamped rows C (cidx; L holds A_CC's Cholesky factor), other rows 0; dv = A df. False when
+// A_CC is singular.
+template <class T>
+PHX_HD PHX_INLINE bool dantzig_direction(const LcpProblem<T>& p, int d, T sigma, const int* state,
+                                         T* L, T* rhs, int* cidx, T* df, T* dv) {
+  const int n = p.n;
+  const T* A = p.A;
+  int m = 0;
+  for (int i = 0; i < n; ++i)
+    if (state[i] == kRowClamped) cidx[m++] = i;
+  for (int a = 0; a < m; ++a)
+    for (int c = 0; c < m; ++c) L[a * m + c] = A[cidx[a] * n + cidx[c]];
+  if (m > 0 && !cholesky(L, m)) return false;
+  for (int a = 0; a < m; ++a) rhs[a] = -sigma * A[cidx[a] * n + d];
+  if (m > 0) cholesky_solve(L, m, rhs);
+  for (int i = 0; i < n; ++i) df[i] = T(0);
+  df[d] = sigma;
+  for (int a = 0; a < m; ++a) df[cidx[a]] = rhs[a];
+  for (int i = 0; i < n; ++i) {
+    T s(0);
+    for (int a = 0; a < m; ++a) s += A[i * n + cidx[a]] * df[cidx[a]];
+    dv[i] = s + A[i * n + d] * sigma;
+  }
+  return true;
+}
+
+// The largest step along (df, dv) before some row changes set: the blocking row (block, -1 when
+// nothing blocks: A_CC singular along the direction) and the set it moves to. Ties go to the
+// driven row d, then to the lowest index.
+template <class T>
+PHX_HD PHX_INLINE T dantzig_step(const LcpProblem<T>& p, int d, T sigma, const T* f, const T* v,
+                                 const T* df, const T* dv, const T* lo, const T* hi,
+                                 const int* state, int& block, int& to) {
+  const int n = p.n;
+  const T eps = T(lcp_eps(value(T(0))));
+  T step = T(kLcpInf);
+  block = -1;
+  to = kRowUnprocessed;
+  T tiny = eps * lcp_diag(p, d);
+  if (sigma * dv[d] > tiny) {
+    step = -v[d] / dv[d];
+    block = d;
+    to = kRowClamped;
+  }
+  T bound = sigma > T(0) ? hi[d] : lo[d];
+  if (lcp_finite_bound(bound) && sigma * (bound - f[d]) < step) {
+    step = sigma * (bound - f[d]);
+    block = d;
+    to = sigma > T(0) ? kRowAtHi : kRowAtLo;
+  }
+  for (int i = 0; i < n; ++i) {
+    if (i == d) continue;
+    T s = T(kLcpInf);
+    int dest = kRowUnprocessed;
+    T tiny_i = eps * lcp_diag(p, i);
+    if (state[i] == kRowClamped) {
+      if (df[i] > T(0) && lcp_finite_bound(hi[i])) {
+        s = (hi[i] - f[i]) / df[i];
+        dest = kRowAtHi;
+      } else if (df[i] < T(0) && lcp_finite_bound(lo[i])) {
+        s = (lo[i] - f[i]) / df[i];
+        dest = kRowAtLo;
+      }
+    } else if (state[i] == kRowAtLo && dv[i] < -tiny_i) {
+      s = -v[i] / dv[i];
+      dest = kRowClamped;
+    } else if (state[i] == kRowAtHi && dv[i] > tiny_i) {
+      s = -v[i] / dv[i];
+      dest = kRowClamped;
+    }
+    if (dest != kRowUnprocessed && s < step) {
+      step = s;
+      block = i;
+      to = dest;
+    }
+  }
+  return step;
+}
+
 // One pass of the boxed Dantzig pivoting method with fixed bounds lo, hi (Baraff, Fast contact
 // force computation for nonpenetrating rigid bodies, SIGGRAPH 1994, section 6; the method of
 // ODE's dLCP). Rows are brought in one at a time in index order; row d is driven (its impulse
@@ -164,8 +254,6 @@ template <class T>
 PHX_HD bool dantzig_pass(const LcpProblem<T>& p, T* f, T* lo, T* hi, bool ode_bounds, T* L, T* v,
                          T* df, T* dv, T* rhs, int* state, int* cidx) {
   const int n = p.n;
-  const T* A = p.A;
-  const T eps = T(lcp_eps(value(T(0))));
   int budget = 4 * n * n + 16;
   // start from f = 0 projected on the bounds; unprocessed rows keep their impulse
   for (int i = 0; i < n; ++i) {
@@ -181,89 +269,15 @@ PHX_HD bool dantzig_pass(const LcpProblem<T>& p, T* f, T* lo, T* hi, bool ode_bo
       lo[d] = -h;
       hi[d] = h;
     }
-    // rows already complementary at their current impulse join directly
-    T sigma;
-    if (v[d] > T(0)) {
-      if (f[d] <= lo[d]) {
-        state[d] = kRowAtLo;
-        continue;
-      }
-      sigma = T(-1);
-    } else if (v[d] < T(0)) {
-      if (f[d] >= hi[d]) {
-        state[d] = kRowAtHi;
-        continue;
-      }
-      sigma = T(1);
-    } else {
-      state[d] = f[d] <= lo[d] ? kRowAtLo : f[d] >= hi[d] ? kRowAtHi : kRowClamped;
-      continue;
-    }
-
+    const T sigma = dantzig_entry(d, f, v, lo, hi, state);
+    if (sigma == T(0)) continue;
     for (;;) {
       if (--budget < 0) return false;
-      // direction: df_d = sigma, df_C = -A_CC^-1 A_Cd sigma, others 0; dv = A df
-      int m = 0;
-      for (int i = 0; i < n; ++i)
-        if (state[i] == kRowClamped) cidx[m++] = i;
-      for (int a = 0; a < m; ++a)
-        for (int c = 0; c < m; ++c) L[a * m + c] = A[cidx[a] * n + cidx[c]];
-      if (m > 0 && !cholesky(L, m)) return false;
-      for (int a = 0; a < m; ++a) rhs[a] = -sigma * A[cidx[a] * n + d];
-      if (m > 0) cholesky_solve(L, m, rhs);
-      for (int i = 0; i < n; ++i) df[i] = T(0);
-      df[d] = sigma;
-      for (int a = 0; a < m; ++a) df[cidx[a]] = rhs[a];
-      for (int i = 0; i < n; ++i) {
-        T s(0);
-        for (int a = 0; a < m; ++a) s += A[i * n + cidx[a]] * df[cidx[a]];
-        dv[i] = s + A[i * n + d] * sigma;
-      }
-
-      // largest step before some row changes set; ties go to row d, then to the lowest index
-      T step = T(kLcpInf);
-      int block = -1, to = kRowUnprocessed;
-      T tiny = eps * lcp_diag(p, d);
-      if (sigma * dv[d] > tiny) {
-        step = -v[d] / dv[d];
-        block = d;
-        to = kRowClamped;
-      }
-      T bound = sigma > T(0) ? hi[d] : lo[d];
-      if (lcp_finite_bound(bound) && sigma * (bound - f[d]) < step) {
-        step = sigma * (bound - f[d]);
-        block = d;
-        to = sigma > T(0) ? kRowAtHi : kRowAtLo;
-      }
-      for (int i = 0; i < n; ++i) {
-        if (i == d) continue;
-        T s = T(kLcpInf);
-        int dest = kRowUnprocessed;
-        T tiny_i = eps * lcp_diag(p, i);
-        if (state[i] == kRowClamped) {
-          if (df[i] > T(0) && lcp_finite_bound(hi[i])) {
-            s = (hi[i] - f[i]) / df[i];
-            dest = kRowAtHi;
-          } else if (df[i] < T(0) && lcp_finite_bound(lo[i])) {
-            s = (lo[i] - f[i]) / df[i];
-            dest = kRowAtLo;
-          }
-        } else if (state[i] == kRowAtLo && dv[i] < -tiny_i) {
-          s = -v[i] / dv[i];
-          dest = kRowClamped;
-        } else if (state[i] == kRowAtHi && dv[i] > tiny_i) {
-          s = -v[i] / dv[i];
-          dest = kRowClamped;
-        }
-        if (dest != kRowUnprocessed && s < step) {
-          step = s;
-          block = i;
-          to = dest;
-        }
-      }
+      if (!dantzig_direction(p, d, sigma, state, L, rhs, cidx, df, dv)) return false;
+      int block, to;
+      T step = dantzig_step(p, d, sigma, f, v, df, dv, lo, hi, state, block, to);
       if (block < 0) return false;  // unbounded: A_CC singular along the direction
       if (step < T(0)) step = T(0);
-
       // move, then snap the blocking row exactly onto its new set
       for (int i = 0; i < n; ++i) {
         f[i] += step * df[i];
@@ -423,25 +437,72 @@ PHX_HD void lcp_set_system(const LcpProblem<T>& p, const int* cls, const T* fixe
 
 }  // namespace detail
 
+// The adjoint of A that adj_lcp gives, of rank two: adj_A[i][j] = z_i beta_j - y_i alpha_j, with
+// y and z zero off the clamping rows. Four arrays of n.
+template <class T>
+struct LcpAdjointA {
+  T* y;
+  T* alpha;
+  T* z;
+  T* beta;
+
+  PHX_HD T operator()(int i, int j) const { return z[i] * beta[j] - y[i] * alpha[j]; }
+};
+
+// What the adjoint of the LCP solution map (adj_lcp, below) needs of a classification cls at a
+// solution f, independently of the adjoint it maps: the clamping set (cidx, pos), and with K the
+// system of lcp_set_system, z = K^+T f_C and the means to apply K^+T and I - K^+ K. Two forms:
+// - factored (lcp_adjoint_factor): K and its complete orthogonal decomposition, solved per use;
+// - explicit (lcp_adjoint_factor_explicit): the matrix K^+T itself and an orthonormal basis V
+//   of K's null space (I - K^+ K = V V^T), matrix-vector products per use; built from the
+//   decomposition once (cod_pinv_transpose, m - rank reflections), worth it when many reverse
+//   passes share one solution (a one-step Jacobian's rows).
+template <class T>
+struct LcpAdjointFactor {
+  int m = 0;                 // clamping rows
+  const int* cls = nullptr;  // the classification it was computed for (n)
+  int* cidx;                 // clamping row of each column of K (m of n)
+  int* pos;                  // column of row j in K, -1 off the clamping set (n)
+  T* z;                      // K^+T f_C (m)
+  int nnull = 0;             // m - rank: K's null space (0: K invertible, K^+ K = I)
+  // factored form
+  T* K = nullptr;  // m x m
+  Cod<T> cod;      // of K
+  T* r;            // the system's right-hand side (m), written by the factorisation
+  // explicit form (null in the factored one)
+  T* pinv_t = nullptr;  // K^+T (m x m)
+  T* null_basis;        // V (m x nnull), orthonormal columns: I - K^+ K = V V^T
+};
+
+// The factored form over storage from arena (a counting Arena measures it), for up to n rows.
+// The solve on a classification (detail::lcp_set_solution) uses the same layout, so that the
+// factorisation a solver leaves in its scratch is this form's (lcp_adjoint_factor's known_rank).
+template <class T>
+PHX_HD LcpAdjointFactor<T> lcp_adjoint_factor_carve(int n, Arena<T>& arena) {
+  LcpAdjointFactor<T> F;
+  F.K = arena.template take<T>(long(n) * n);
+  F.cod = cod_carve(n, arena);
+  F.z = arena.template take<T>(n);
+  F.r = arena.template take<T>(n);
+  F.cidx = arena.template take<int>(n);
+  F.pos = arena.template take<int>(n);
+  return F;
+}
+
 namespace detail {
 
 // The solution on a classification (Nimble appendix B), written to fnew: f_C from K f_C = r
 // (lcp_set_system; minimum-norm least squares through a complete orthogonal decomposition when K
 // is rank deficient, rank_tol relative to its largest pivot), S rows at their bound (a friction
-// row marked S keeps its impulse in f), B rows at s mu f_n. scratch: K, the decomposition and r
-// (lcp_scratch_size(n) minus the n entries of fnew, which the caller places after them), laid
-// out as lcp_adjoint_factor_bind binds them. Returns the decomposition's rank (0 without
-// clamping rows).
+// row marked S keeps its impulse in f), B rows at s mu f_n. The system, its decomposition and
+// the clamping set go to F's factored form (lcp_adjoint_factor_carve, for at least n rows), fnew
+// to F.z. Returns the decomposition's rank (0 without clamping rows).
 template <class T>
-PHX_HD int lcp_set_solution(const LcpProblem<T>& p, const int* cls, const T* f, T* fnew,
-                            T rank_tol, T* scratch, int* iscratch) {
+PHX_HD int lcp_set_solution(const LcpProblem<T>& p, const int* cls, const T* f, T rank_tol,
+                            LcpAdjointFactor<T>& F) {
   const int n = p.n;
-  T* K = scratch;  // n x n
-  Cod<T> cod = cod_bind(n, K + n * n, iscratch);
-  T* r = K + n * n + cod_scratch_size(n) + n;
-  int* cidx = iscratch + cod_iscratch_size(n);
-  int* pos = cidx + n;
-  int m = lcp_gather(p, cls, cidx, pos);
+  T* fnew = F.z;
+  int m = lcp_gather(p, cls, F.cidx, F.pos);
   // constants of the non-clamping rows
   for (int j = 0; j < n; ++j) {
     int c = cls[j] & kLcpClassMask;
@@ -452,24 +513,18 @@ PHX_HD int lcp_set_solution(const LcpProblem<T>& p, const int* cls, const T* f, 
   }
   // clamping impulses, minimum norm (the stabilised solution)
   if (m > 0) {
-    lcp_set_system(p, cls, fnew, cidx, pos, m, K, r);
-    cod.n = m;
-    cod_factor(cod, K, rank_tol);
-    cod_solve(cod, r);
-    for (int a = 0; a < m; ++a) fnew[cidx[a]] = r[a];
+    lcp_set_system(p, cls, fnew, F.cidx, F.pos, m, F.K, F.r);
+    F.cod.n = m;
+    cod_factor(F.cod, F.K, rank_tol);
+    cod_solve(F.cod, F.r);
+    for (int a = 0; a < m; ++a) fnew[F.cidx[a]] = F.r[a];
   }
   // friction at its bound follows its normal
   for (int j = 0; j < n; ++j) {
     int k = lcp_findex(p, j);
     if (k >= 0 && lcp_is_bounded(cls[j])) fnew[j] = lcp_side<T>(cls[j]) * p.mu[j] * fnew[k];
   }
-  return m > 0 ? cod.rank : 0;
-}
-
-// where fnew lives in the scratch of lcp_set_solution
-template <class T>
-PHX_HD PHX_INLINE T* lcp_set_fnew(int n, T* scratch) {
-  return scratch + n * n + cod_scratch_size(n);
+  return m > 0 ? F.cod.rank : 0;
 }
 
 }  // namespace detail
@@ -481,8 +536,10 @@ PHX_HD PHX_INLINE T* lcp_set_fnew(int n, T* scratch) {
 template <class T>
 PHX_HD bool lcp_solve_on_set(const LcpProblem<T>& p, const int* cls, T* f, T tol, T rank_tol,
                              T* scratch, int* iscratch) {
-  T* fnew = detail::lcp_set_fnew(p.n, scratch);
-  detail::lcp_set_solution(p, cls, f, fnew, rank_tol, scratch, iscratch);
+  Arena<T> arena(scratch, iscratch);
+  LcpAdjointFactor<T> F = lcp_adjoint_factor_carve(p.n, arena);
+  detail::lcp_set_solution(p, cls, f, rank_tol, F);
+  const T* fnew = F.z;
   if (!(lcp_residual(p, fnew) <= tol)) return false;
   for (int j = 0; j < p.n; ++j) f[j] = fnew[j];
   return true;
@@ -503,10 +560,12 @@ template <class T>
 PHX_HD bool lcp_solve_on_set_repaired(const LcpProblem<T>& p, int* cls, T* f, T tol, T rank_tol,
                                       T* scratch, int* iscratch, int* factored_rank = nullptr) {
   const int n = p.n;
-  T* fnew = detail::lcp_set_fnew(n, scratch);
+  Arena<T> arena(scratch, iscratch);
+  LcpAdjointFactor<T> F = lcp_adjoint_factor_carve(n, arena);
+  const T* fnew = F.z;
   int rank = -1;
   for (int step = 0; step <= n; ++step) {
-    int r = detail::lcp_set_solution(p, cls, f, fnew, rank_tol, scratch, iscratch);
+    int r = detail::lcp_set_solution(p, cls, f, rank_tol, F);
     int worst = -1, worst_class = 0;
     T worst_excess = tol;
     for (int i = 0; i < n; ++i) {
@@ -538,6 +597,39 @@ PHX_HD bool lcp_solve_on_set_repaired(const LcpProblem<T>& p, int* cls, T* f, T 
   return true;
 }
 
+namespace detail {
+
+// dantzig's storage for up to n rows: the pivoting arrays (dantzig_pass) share theirs with the
+// solve on a classification that follows each pass (lcp_solve_on_set); the bounds and the sets
+// live past both
+template <class T>
+struct DantzigStorage {
+  T *L, *v, *df, *dv, *rhs;  // pivoting: the clamped block's factor (n x n) and four vectors
+  int* cidx;                 // pivoting: the clamped rows
+  T *lo, *hi;                // the bounds of the pass (friction bounds frozen)
+  int *state, *cls;          // each row's pivoting set, and the classification read off them
+
+  PHX_HD static DantzigStorage carve(int n, Arena<T>& arena) {
+    DantzigStorage d;
+    Arena<T> pivoting = arena;
+    d.L = pivoting.template take<T>(long(n) * n);
+    d.v = pivoting.template take<T>(n);
+    d.df = pivoting.template take<T>(n);
+    d.dv = pivoting.template take<T>(n);
+    d.rhs = pivoting.template take<T>(n);
+    d.cidx = pivoting.template take<int>(n);
+    lcp_adjoint_factor_carve(n, arena);
+    arena.cover(pivoting);
+    d.lo = arena.template take<T>(n);
+    d.hi = arena.template take<T>(n);
+    d.state = arena.template take<int>(n);
+    d.cls = arena.template take<int>(n);
+    return d;
+  }
+};
+
+}  // namespace detail
+
 // Dantzig (Baraff) pivoting for an exact small solve, with friction rows handled as in ODE and
 // then made exact. Each pass solves the boxed LCP with the friction bounds frozen (first pass:
 // set from the normal's impulse when the row is brought in, ODE's rule; later passes: mu_i f_n
@@ -553,23 +645,16 @@ template <class T>
 PHX_HD bool dantzig(const LcpProblem<T>& p, T* f, T tol, T rank_tol, int max_passes, T* scratch,
                     int* iscratch) {
   const int n = p.n;
-  // pivoting scratch shares its space with lcp_solve_on_set; bounds and sets live past it
-  T* L = scratch;  // n x n
-  T* v = L + n * n;
-  T* df = v + n;
-  T* dv = df + n;
-  T* rhs = dv + n;
-  T* lo = scratch + 3 * n * n + 5 * n;
-  T* hi = lo + n;
-  int* cidx = iscratch;
-  int* state = iscratch + 3 * n;
-  int* cls = state + n;
+  Arena<T> arena(scratch, iscratch);
+  const auto d = detail::DantzigStorage<T>::carve(n, arena);
+  T *lo = d.lo, *hi = d.hi, *v = d.v;
+  int *state = d.state, *cls = d.cls;
   for (int i = 0; i < n; ++i) {
     lo[i] = detail::lcp_findex(p, i) >= 0 ? T(0) : p.lo[i];
     hi[i] = detail::lcp_findex(p, i) >= 0 ? T(0) : p.hi[i];
   }
   for (int pass = 0; pass < max_passes; ++pass) {
-    if (!detail::dantzig_pass(p, f, lo, hi, pass == 0, L, v, df, dv, rhs, state, cidx))
+    if (!detail::dantzig_pass(p, f, lo, hi, pass == 0, d.L, v, d.df, d.dv, d.rhs, state, d.cidx))
       return false;
     // consistency of the frozen friction bounds with the final normal impulses
     bool consistent = true;
@@ -628,63 +713,9 @@ PHX_HD bool stabilize(const LcpProblem<T>& p, T* f, int* cls, T tol, T rank_tol,
   return false;
 }
 
-// The adjoint of A that adj_lcp gives, of rank two: adj_A[i][j] = z_i beta_j - y_i alpha_j, with
-// y and z zero off the clamping rows. Four arrays of n.
+// the explicit form for up to n rows over storage from arena (a counting Arena measures it)
 template <class T>
-struct LcpAdjointA {
-  T* y;
-  T* alpha;
-  T* z;
-  T* beta;
-
-  PHX_HD T operator()(int i, int j) const { return z[i] * beta[j] - y[i] * alpha[j]; }
-};
-
-// What the adjoint of the LCP solution map (adj_lcp, below) needs of a classification cls at a
-// solution f, independently of the adjoint it maps: the clamping set (cidx, pos), and with K the
-// system of lcp_set_system, z = K^+T f_C and the means to apply K^+T and I - K^+ K. Two forms:
-// - factored (lcp_adjoint_factor): K and its complete orthogonal decomposition, solved per use;
-// - explicit (lcp_adjoint_factor_explicit): the matrix K^+T itself and an orthonormal basis V
-//   of K's null space (I - K^+ K = V V^T), matrix-vector products per use; built from the
-//   decomposition once (cod_pinv_transpose, m - rank reflections), worth it when many reverse
-//   passes share one solution (a one-step Jacobian's rows).
-template <class T>
-struct LcpAdjointFactor {
-  int m = 0;                 // clamping rows
-  const int* cls = nullptr;  // the classification it was computed for (n)
-  int* cidx;                 // clamping row of each column of K (m of n)
-  int* pos;                  // column of row j in K, -1 off the clamping set (n)
-  T* z;                      // K^+T f_C (m)
-  int nnull = 0;             // m - rank: K's null space (0: K invertible, K^+ K = I)
-  // factored form
-  T* K = nullptr;  // m x m
-  Cod<T> cod;      // of K
-  // explicit form (null in the factored one)
-  T* pinv_t = nullptr;  // K^+T (m x m)
-  T* null_basis;        // V (m x nnull), orthonormal columns: I - K^+ K = V V^T
-};
-
-// storage of the factored form (lcp_adjoint_factor_bind)
-PHX_HD constexpr int lcp_adjoint_factor_size(int n) {
-  return n * n + cod_scratch_size(n) + 2 * n;
-}
-PHX_HD constexpr int lcp_adjoint_factor_isize(int n) {
-  return cod_iscratch_size(n) + 2 * n;
-}
-template <class T>
-PHX_HD LcpAdjointFactor<T> lcp_adjoint_factor_bind(int n, T* scratch, int* iscratch) {
-  LcpAdjointFactor<T> F;
-  F.K = scratch;
-  F.cod = cod_bind(n, F.K + n * n, iscratch);
-  F.z = F.K + n * n + cod_scratch_size(n);
-  F.cidx = iscratch + cod_iscratch_size(n);
-  F.pos = F.cidx + n;
-  return F;
-}
-
-// the explicit form for n rows over storage from arena (a counting Arena measures it)
-template <class T>
-PHX_HD LcpAdjointFactor<T> lcp_adjoint_explicit_bind(int n, Arena<T>& arena) {
+PHX_HD LcpAdjointFactor<T> lcp_adjoint_explicit_carve(int n, Arena<T>& arena) {
   LcpAdjointFactor<T> F;
   F.pinv_t = arena.template take<T>(long(n) * n);
   F.null_basis = arena.template take<T>(long(n) * n);
@@ -694,9 +725,9 @@ PHX_HD LcpAdjointFactor<T> lcp_adjoint_explicit_bind(int n, Arena<T>& arena) {
   return F;
 }
 
-// Factor classification cls of the solution f into F (factored form, bound for at least p.n
-// rows); cls must outlive F. The system's right-hand side is written to the last n scalars of
-// F's storage and not used. known_rank >= 0 says that F's storage already holds the
+// Factor classification cls of the solution f into F (factored form, carved for at least p.n
+// rows); cls must outlive F. The system's right-hand side is written to F.r and not used.
+// known_rank >= 0 says that F's storage already holds the
 // factorisation of cls's system, of that rank (the solver's last, lcp_solve_on_set_repaired),
 // which is then kept.
 template <class T>
@@ -709,8 +740,7 @@ PHX_HD void lcp_adjoint_factor(const LcpProblem<T>& p, const T* f, const int* cl
   if (known_rank >= 0) {
     F.cod.rank = known_rank;
   } else {
-    T* r = F.z + p.n;
-    detail::lcp_set_system(p, cls, f, F.cidx, F.pos, F.m, F.K, r);
+    detail::lcp_set_system(p, cls, f, F.cidx, F.pos, F.m, F.K, F.r);
     cod_factor(F.cod, F.K, rank_tol);
   }
   F.nnull = F.m - F.cod.rank;
@@ -718,16 +748,36 @@ PHX_HD void lcp_adjoint_factor(const LcpProblem<T>& p, const T* f, const int* cl
   cod_solve_transpose(F.cod, F.z);
 }
 
-// The explicit form of classification cls into E (bound by lcp_adjoint_explicit_bind for at
-// least p.n rows), through the factored form over caller scratch (lcp_scratch_size(p.n)
-// scalars, lcp_iscratch_size(p.n) ints); cls must outlive E. known_rank as in
+namespace detail {
+
+// lcp_adjoint_factor_explicit's storage: the factored form it converts, and a vector
+template <class T>
+struct ExplicitStorage {
+  LcpAdjointFactor<T> factored;
+  T* x;  // n
+
+  PHX_HD static ExplicitStorage carve(int n, Arena<T>& arena) {
+    ExplicitStorage e;
+    e.factored = lcp_adjoint_factor_carve(n, arena);
+    e.x = arena.template take<T>(n);
+    return e;
+  }
+};
+
+}  // namespace detail
+
+// The explicit form of classification cls into E (carved by lcp_adjoint_explicit_carve for at
+// least p.n rows), through the factored form over caller scratch (detail::ExplicitStorage, as
+// every function here within lcp_storage(p.n)); cls must outlive E. known_rank as in
 // lcp_adjoint_factor, for the factorisation in scratch.
 template <class T>
 PHX_HD void lcp_adjoint_factor_explicit(const LcpProblem<T>& p, const T* f, const int* cls,
                                         T rank_tol, LcpAdjointFactor<T>& E, T* scratch,
                                         int* iscratch, int known_rank = -1) {
   const int n = p.n;
-  LcpAdjointFactor<T> F = lcp_adjoint_factor_bind(n, scratch, iscratch);
+  Arena<T> arena(scratch, iscratch);
+  const auto w = detail::ExplicitStorage<T>::carve(n, arena);
+  LcpAdjointFactor<T> F = w.factored;
   lcp_adjoint_factor(p, f, cls, rank_tol, F, known_rank);
   const int m = F.m;
   E.cls = cls;
@@ -738,10 +788,24 @@ PHX_HD void lcp_adjoint_factor_explicit(const LcpProblem<T>& p, const T* f, cons
     E.cidx[a] = F.cidx[a];
     E.z[a] = F.z[a];
   }
-  T* x = scratch + lcp_adjoint_factor_size(n);
-  cod_pinv_transpose(F.cod, E.pinv_t, x);
-  cod_null_basis(F.cod, E.null_basis, x);
+  cod_pinv_transpose(F.cod, E.pinv_t, w.x);
+  cod_null_basis(F.cod, E.null_basis, w.x);
 }
+
+// adj_lcp's vectors for up to n rows
+template <class T>
+struct LcpAdjointScratch {
+  T *g, *y, *q, *t;  // n each
+
+  PHX_HD static LcpAdjointScratch carve(int n, Arena<T>& arena) {
+    LcpAdjointScratch s;
+    s.g = arena.template take<T>(n);
+    s.y = arena.template take<T>(n);
+    s.q = arena.template take<T>(n);
+    s.t = arena.template take<T>(n);
+    return s;
+  }
+};
 
 // Adjoint of the LCP solution map f*(A, b, mu) at a solution f with the classification F holds
 // (either form) (plain from stabilize, or loss-driven from lcp_classify_loss). With K, r of
@@ -761,18 +825,16 @@ PHX_HD void lcp_adjoint_factor_explicit(const LcpProblem<T>& p, const T* f, cons
 // adj_A (entries as read: not symmetrised) has rank two, every entry being -y_a alpha_j +
 // z_a beta_j on a clamping row a: it is written (overwritten) as its factors, LcpAdjointA.
 // Accumulates into adj_b (n) and adj_mu (n, nonzero on friction rows; may be null when p.mu is).
-// scratch: 4 n scalars. The problem and solution may be of another scalar S than the adjoints
-// (a Lane of seeds reads the forward problem in place).
+// The problem and solution may be of another scalar S than the adjoints (a Lane of seeds reads
+// the forward problem in place).
 template <class T, class S>
 PHX_HD void adj_lcp(const LcpProblem<S>& p, const S* f, const LcpAdjointFactor<T>& F,
                     const T* adj_f, const LcpAdjointA<T>& adj_A, T* adj_b, T* adj_mu,
-                    T* scratch) {
+                    const LcpAdjointScratch<T>& work) {
   const int n = p.n, m = F.m;
   const int *cls = F.cls, *cidx = F.cidx, *pos = F.pos;
   const T* z = F.z;
-  T* g = scratch;
-  T* y = g + n;
-  T* q = y + n;
+  T *g = work.g, *y = work.y, *q = work.q;
   for (int j = 0; j < n; ++j) adj_A.y[j] = adj_A.alpha[j] = adj_A.z[j] = adj_A.beta[j] = T(0);
 
   // B rows: f_j = s_j mu_j f_n(j), with f_n clamping (through E) or held
@@ -793,7 +855,7 @@ PHX_HD void adj_lcp(const LcpProblem<S>& p, const S* f, const LcpAdjointFactor<T
     // q = V (V^T g)
     const int k = F.nnull;
     if (k > 0) {
-      T* t = q + n;
+      T* t = work.t;
       for (int j = 0; j < k; ++j) t[j] = T(0);
       for (int a = 0; a < m; ++a)
         for (int j = 0; j < k; ++j) t[j] += F.null_basis[a * k + j] * g[a];
@@ -845,15 +907,49 @@ PHX_HD void adj_lcp(const LcpProblem<S>& p, const S* f, const LcpAdjointFactor<T
   for (int a = 0; a < m; ++a) adj_b[cidx[a]] -= y[a];
 }
 
-// adj_lcp for a single use: factors cls into the caller's scratch first (lcp_scratch_size(n)
-// scalars, lcp_iscratch_size(n) ints, as every function of this header).
+namespace detail {
+
+// the single-use adj_lcp's storage: the factored form and adj_lcp's vectors
+template <class T>
+struct AdjLcpStorage {
+  LcpAdjointFactor<T> factored;
+  LcpAdjointScratch<T> work;
+
+  PHX_HD static AdjLcpStorage carve(int n, Arena<T>& arena) {
+    AdjLcpStorage a;
+    a.factored = lcp_adjoint_factor_carve(n, arena);
+    a.work = LcpAdjointScratch<T>::carve(n, arena);
+    return a;
+  }
+};
+
+}  // namespace detail
+
+// adj_lcp for a single use: factors cls into the caller's scratch first (within lcp_storage(n),
+// as every function of this header).
 template <class T>
 PHX_HD void adj_lcp(const LcpProblem<T>& p, const T* f, const int* cls, const T* adj_f,
                     const LcpAdjointA<T>& adj_A, T* adj_b, T* adj_mu, T rank_tol, T* scratch,
                     int* iscratch) {
-  LcpAdjointFactor<T> F = lcp_adjoint_factor_bind(p.n, scratch, iscratch);
-  lcp_adjoint_factor(p, f, cls, rank_tol, F);
-  adj_lcp(p, f, F, adj_f, adj_A, adj_b, adj_mu, scratch + lcp_adjoint_factor_size(p.n));
+  Arena<T> arena(scratch, iscratch);
+  auto s = detail::AdjLcpStorage<T>::carve(p.n, arena);
+  lcp_adjoint_factor(p, f, cls, rank_tol, s.factored);
+  adj_lcp(p, f, s.factored, adj_f, adj_A, adj_b, adj_mu, s.work);
+}
+
+// The caller's block for every function of this header on up to n rows: the largest of their
+// layouts, each measured over a counting Arena; reals in units of the problem's scalar. pgs's
+// n scalars lie within any of them; the solve on a classification (lcp_solve_on_set, its
+// repair, stabilize) lays out the factored form, which the others contain.
+PHX_HD inline ScratchSize lcp_storage(int n) {
+  Arena<double> block, alternative;
+  detail::DantzigStorage<double>::carve(n, block);
+  detail::AdjLcpStorage<double>::carve(n, alternative);
+  block.cover(alternative);
+  alternative = Arena<double>();
+  detail::ExplicitStorage<double>::carve(n, alternative);
+  block.cover(alternative);
+  return block.used();
 }
 
 }  // namespace phx

@@ -9,7 +9,7 @@
 #include "phalanx/config.h"
 
 // Counts of the model's entities: X(name, comment). Array sizes are products of a count and a
-// width (PHX_MODEL_ARRAYS), workspace sizes expressions in the counts (phalanx/arena.h).
+// width (PHX_MODEL_ARRAYS), workspace sizes expressions in the counts (phalanx/workspace.h).
 #define PHX_MODEL_COUNTS(X)                                                                      \
   X(nq, "number of generalized coordinates")                                                     \
   X(nv, "number of degrees of freedom")                                                          \

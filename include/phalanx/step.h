@@ -88,6 +88,94 @@ PHX_HD bool same_keys(int nrow, const int* keys, const LcpSolution<T>& known) {
   return true;
 }
 
+// The stages of step_constrained (below), in the order they run.
+
+// the previous step's rows, impulses and classes, kept in c for warm starting; their number
+template <class T>
+PHX_HD PHX_INLINE int keep_previous_rows(ConstraintWorkspace<T>& c, const ContactView<T>& cv) {
+  int nprev = *cv.nefc;
+  for (int r = 0; r < nprev; ++r) {
+    c.key_prev[r] = cv.efc_key[r];
+    c.f_prev[r] = cv.efc_force[r];
+    c.class_prev[r] = cv.efc_class[r];
+  }
+  return nprev;
+}
+
+// Positions and velocities, then contacts and the constraint rows; their number. A replay with
+// the step's row keys (known) tests only the pairs they name; should the rows differ (they
+// cannot for a deterministic step), it detects again over every pair.
+template <class T>
+PHX_HD PHX_INLINE int kinematics_and_rows(const ModelView<T>& m, const T* qpos, const T* qvel,
+                                          Workspace<T>& w, ConstraintWorkspace<T>& c,
+                                          ContactView<T>& cv, const LcpSolution<T>& known) {
+  kinematics(m, qpos, w);
+  com_pos(m, w);
+  com_vel(m, qvel, w);
+  *cv.ncon = 0;
+  *cv.overflow = 0;
+  *cv.nwarm = 0;
+  *cv.set_hit = 0;
+  const int* keys = known.force ? known.key : nullptr;
+  if (m.contact && m.nconmax > 0) {
+    geom_poses(m, w, c);
+    detect_contacts(m, c, cv, keys, known.n);
+  }
+  int nrow = build_rows(m, qpos, qvel, w, c, cv);
+  if (keys && m.contact && m.nconmax > 0 && !same_keys(nrow, cv.efc_key, known)) {
+    detect_contacts(m, c, cv);
+    nrow = build_rows(m, qpos, qvel, w, c, cv);
+  }
+  return nrow;
+}
+
+// the unconstrained velocity vfree through the factor L of M + diag(armature + dt damping),
+// both into c; false when the factorisation fails
+template <class T>
+PHX_HD PHX_INLINE bool free_velocity(const ModelView<T>& m, const T* qvel, Workspace<T>& w,
+                                     ConstraintWorkspace<T>& c) {
+  const T dt = m.timestep;
+  const int nv = m.nv;
+  crba(m, w, c.L);
+  for (int d = 0; d < nv; ++d) c.L[d * nv + d] += dt * m.dof_damping[d];
+  if (!cholesky(c.L, nv)) return false;
+  rnea(m, qvel, static_cast<const T*>(nullptr), w, c.bias);
+  for (int d = 0; d < nv; ++d) c.tmp[d] = w.qfrc[d] - c.bias[d];
+  cholesky_solve(c.L, nv, c.tmp);
+  for (int d = 0; d < nv; ++d) c.vfree[d] = qvel[d] + dt * c.tmp[d];
+  return true;
+}
+
+// The LCP's impulses into cv.efc_force: warm started from the rows that persist from the
+// nprev previous ones, or, replaying, its known solution. kStatusLcpNotConverged or 0.
+template <class T>
+PHX_HD PHX_INLINE unsigned lcp_impulses(const ModelView<T>& m, int nrow, int nprev,
+                                        ConstraintWorkspace<T>& c, ContactView<T>& cv,
+                                        const LcpSolution<T>& known) {
+  T* f = cv.efc_force;
+  if (known.force && known.n == nrow) {
+    for (int r = 0; r < nrow; ++r) {
+      f[r] = known.force[r];
+      cv.efc_class[r] = known.cls[r];
+    }
+    return 0;
+  }
+  int nwarm = 0;
+  for (int r = 0; r < nrow; ++r) {
+    f[r] = T(0);
+    for (int k = 0; k < nprev; ++k) {
+      if (c.key_prev[k] == cv.efc_key[r]) {
+        f[r] = c.f_prev[k];
+        ++nwarm;
+        break;
+      }
+    }
+  }
+  *cv.nwarm = nwarm;
+  T residual = solve_lcp(m, nrow, nprev, c, cv.efc_key, f, cv.efc_class, cv.set_hit);
+  return residual <= m.lcp_residual_limit ? 0u : unsigned(kStatusLcpNotConverged);
+}
+
 // A step with contacts and joint limits (constraint.h): the same Euler step with the
 // constraint impulses f of the boxed LCP added to the velocity,
 //   qvel' = vfree + M^-1 J^T f,  vfree = qvel + dt M^-1 (qfrc - c),  qpos' = qpos (+) dt qvel',
@@ -101,8 +189,7 @@ PHX_HD bool same_keys(int nrow, const int* keys, const LcpSolution<T>& known) {
 template <class T>
 PHX_HD PHX_DEVICE_NOINLINE unsigned step_constrained(const ModelView<T>& m, T* qpos, T* qvel,
                                                      const T* ctrl, Workspace<T>& w,
-                                                     ConstraintWorkspace<T>& c,
-                                                     ContactView<T>& cv,
+                                                     ConstraintWorkspace<T>& c, ContactView<T>& cv,
                                                      LcpSolution<T> known = {},
                                                      const T* qfrc_applied = nullptr) {
   unsigned status = step_input_status(m, qpos, qvel, ctrl, qfrc_applied);
@@ -110,35 +197,9 @@ PHX_HD PHX_DEVICE_NOINLINE unsigned step_constrained(const ModelView<T>& m, T* q
   T dt = m.timestep;
   int nv = m.nv;
 
-  // the previous rows, for warm starting
-  int nprev = *cv.nefc;
   c.factored_rank = -1;  // solve_lcp sets it
-  for (int r = 0; r < nprev; ++r) {
-    c.key_prev[r] = cv.efc_key[r];
-    c.f_prev[r] = cv.efc_force[r];
-    c.class_prev[r] = cv.efc_class[r];
-  }
-
-  // positions and velocities, contacts and rows
-  kinematics(m, qpos, w);
-  com_pos(m, w);
-  com_vel(m, qvel, w);
-  *cv.ncon = 0;
-  *cv.overflow = 0;
-  *cv.nwarm = 0;
-  *cv.set_hit = 0;
-  // a replay with the step's row keys tests only the pairs they name; should the rows differ
-  // (they cannot for a deterministic step), it detects again over every pair
-  const int* keys = known.force ? known.key : nullptr;
-  if (m.contact && m.nconmax > 0) {
-    geom_poses(m, w, c);
-    detect_contacts(m, c, cv, keys, known.n);
-  }
-  int nrow = build_rows(m, qpos, qvel, w, c, cv);
-  if (keys && m.contact && m.nconmax > 0 && !same_keys(nrow, cv.efc_key, known)) {
-    detect_contacts(m, c, cv);
-    nrow = build_rows(m, qpos, qvel, w, c, cv);
-  }
+  const int nprev = keep_previous_rows(c, cv);
+  const int nrow = kinematics_and_rows(m, qpos, qvel, w, c, cv, known);
   if (*cv.overflow) status |= kStatusContactOverflow;
 
   // applied forces
@@ -149,44 +210,13 @@ PHX_HD PHX_DEVICE_NOINLINE unsigned step_constrained(const ModelView<T>& m, T* q
     aba(m, qvel, w.qfrc, w.armature, true, w, w.qacc);
     for (int d = 0; d < nv; ++d) qvel[d] += dt * w.qacc[d];
   } else {
-    // unconstrained velocity through the factor of M + diag(armature + dt damping)
-    crba(m, w, c.L);
-    for (int d = 0; d < nv; ++d) c.L[d * nv + d] += dt * m.dof_damping[d];
-    if (!cholesky(c.L, nv)) return status | kStatusNanResult;
-    rnea(m, qvel, static_cast<const T*>(nullptr), w, c.bias);
-    for (int d = 0; d < nv; ++d) c.tmp[d] = w.qfrc[d] - c.bias[d];
-    cholesky_solve(c.L, nv, c.tmp);
-    for (int d = 0; d < nv; ++d) c.vfree[d] = qvel[d] + dt * c.tmp[d];
-
-    // the LCP, warm started from the rows that persist (or, replaying, its known solution)
+    if (!free_velocity(m, qvel, w, c)) return status | kStatusNanResult;
     delassus(m, nrow, c);
-    T* f = cv.efc_force;
-    if (known.force && known.n == nrow) {
-      for (int r = 0; r < nrow; ++r) {
-        f[r] = known.force[r];
-        cv.efc_class[r] = known.cls[r];
-      }
-    } else {
-      int nwarm = 0;
-      for (int r = 0; r < nrow; ++r) {
-        f[r] = T(0);
-        for (int k = 0; k < nprev; ++k) {
-          if (c.key_prev[k] == cv.efc_key[r]) {
-            f[r] = c.f_prev[k];
-            ++nwarm;
-            break;
-          }
-        }
-      }
-      *cv.nwarm = nwarm;
-      T residual = solve_lcp(m, nrow, nprev, c, cv.efc_key, f, cv.efc_class, cv.set_hit);
-      if (!(residual <= m.lcp_residual_limit)) status |= kStatusLcpNotConverged;
-    }
-
+    status |= lcp_impulses(m, nrow, nprev, c, cv, known);
     // qvel' = vfree + L^-T (Y^T f), with Y = L^-1 J^T
     for (int d = 0; d < nv; ++d) c.tmp[d] = T(0);
     for (int r = 0; r < nrow; ++r)
-      for (int d = 0; d < nv; ++d) c.tmp[d] += f[r] * c.Y[long(r) * nv + d];
+      for (int d = 0; d < nv; ++d) c.tmp[d] += cv.efc_force[r] * c.Y[long(r) * nv + d];
     cholesky_solve_upper(c.L, nv, c.tmp);
     for (int d = 0; d < nv; ++d) qvel[d] = c.vfree[d] + c.tmp[d];
   }

@@ -4,9 +4,37 @@
 #pragma once
 
 #include "phalanx/arena.h"
+#include "phalanx/model_fields.h"
 #include "phalanx/model_view.h"
 
+// Workspace tables: X(kind, name, size, comment), `size` an expression in the counts of a
+// model `m` (ModelView of any scalar), kind `real` (the workspace's scalar) or `int`. Consumers
+// expand them into members (PHX_WORKSPACE_MEMBER) and into the carve routine
+// (PHX_WORKSPACE_TAKE, into a workspace `w` from an Arena `arena`).
+#define PHX_WORKSPACE_MEMBER(kind, name, size, comment) kind* name;
+#define PHX_WORKSPACE_TAKE(kind, name, size, comment) \
+  w.name = arena.template take<kind>(long(size));
+
 namespace phx {
+
+// The counts workspace sizes are expressions in: a model's (any struct with them), or those of
+// a tape's step slot, which has room for fewer contacts and rows than the model allows.
+struct Counts {
+#define PHX_COUNTS_MEMBER(name, comment) int name;
+  PHX_MODEL_COUNTS(PHX_COUNTS_MEMBER)
+#undef PHX_COUNTS_MEMBER
+  int nconmax, nefcmax;  // capacities: contacts and constraint rows
+};
+template <class M>
+PHX_HD Counts counts_of(const M& m) {
+  Counts c;
+#define PHX_COUNTS_COPY(name, comment) c.name = m.name;
+  PHX_MODEL_COUNTS(PHX_COUNTS_COPY)
+#undef PHX_COUNTS_COPY
+  c.nconmax = m.nconmax;
+  c.nefcmax = m.nefcmax;
+  return c;
+}
 
 // the intermediates of one environment's step, in the order they are carved. The reverse
 // passes read the forward quantities the stages keep here (xquat_scale, jnt_quat_in, jnt_qloc,

@@ -60,7 +60,23 @@ template <class T>
 struct Work {
   std::vector<T> s;
   std::vector<int> is;
-  explicit Work(int n) : s(lcp_scratch_size(n)), is(lcp_iscratch_size(n)) {}
+  explicit Work(int n) : s(lcp_storage(n).reals), is(lcp_storage(n).ints) {}
+};
+
+// storage for what carve(arena) takes, measured by running it over a counting Arena first;
+// returns the carve over the storage
+struct Storage {
+  std::vector<double> reals;
+  std::vector<int> ints;
+  template <class Carve>
+  auto carve(Carve carve) {
+    Arena<double> counting;
+    carve(counting);
+    reals.assign(counting.nreal, 0.0);
+    ints.assign(counting.nint, 0);
+    Arena<double> arena(reals.data(), ints.data());
+    return carve(arena);
+  }
 };
 
 double uniform(std::mt19937& rng, double a, double b) {
@@ -124,6 +140,49 @@ bool solve_stabilized(const Problem<>& p, std::vector<double>& f, std::vector<in
   cls.assign(p.n, 0);
   if (!dantzig(p.view(), f.data(), tol, 1e-10, 8, w.s.data(), w.is.data())) return false;
   return stabilize(p.view(), f.data(), cls.data(), tol, 1e-10, w.s.data(), w.is.data());
+}
+
+// lcp_storage holds every layout of the header, and the arrays a function keeps live across a
+// call that reuses the block lie past that call's layout: dantzig's bounds and sets past the
+// solve on a classification that follows each pass (the factored form), the explicit
+// conversion's vector and the single-use adjoint's vectors past the factored form they read.
+TEST(Lcp, StorageHoldsEveryLayoutAndKeepsLiveArraysApart) {
+  for (int n : {1, 3, 12}) {
+    const ScratchSize block = lcp_storage(n);
+    std::vector<double> r(block.reals);
+    std::vector<int> q(block.ints);
+    long most_reals = 0, most_ints = 0;  // of the layouts
+    auto fits = [&](const Arena<double>& a) {
+      EXPECT_LE(a.nreal, block.reals) << n;
+      EXPECT_LE(a.nint, block.ints) << n;
+      most_reals = std::max(most_reals, a.nreal);
+      most_ints = std::max(most_ints, a.nint);
+    };
+    Arena<double> factored(r.data(), q.data());
+    lcp_adjoint_factor_carve(n, factored);
+    const double* real_end = r.data() + factored.nreal;
+    const int* int_end = q.data() + factored.nint;
+
+    Arena<double> a(r.data(), q.data());
+    auto d = detail::DantzigStorage<double>::carve(n, a);
+    fits(a);
+    for (const double* p : {d.lo, d.hi}) EXPECT_GE(p, real_end) << n;
+    for (const int* p : {d.state, d.cls}) EXPECT_GE(p, int_end) << n;
+    EXPECT_EQ(d.cls + n, q.data() + a.nint) << n;
+
+    a = Arena<double>(r.data(), q.data());
+    auto e = detail::ExplicitStorage<double>::carve(n, a);
+    fits(a);
+    EXPECT_GE(e.x, real_end) << n;
+
+    a = Arena<double>(r.data(), q.data());
+    auto s = detail::AdjLcpStorage<double>::carve(n, a);
+    fits(a);
+    for (const double* p : {s.work.g, s.work.y, s.work.q, s.work.t}) EXPECT_GE(p, real_end) << n;
+    // and no larger than the largest of them
+    EXPECT_EQ(most_reals, block.reals) << n;
+    EXPECT_EQ(most_ints, block.ints) << n;
+  }
 }
 
 TEST(Lcp, FrictionlessSingleRowMatchesClosedForm) {
@@ -392,15 +451,13 @@ double adjoint_dot(const Problem<>& p, const std::vector<double>& f, const std::
   double* x = factors.data();
   LcpAdjointA<double> aA{x, x + p.n, x + 2 * p.n, x + 3 * p.n};
   if (explicit_form) {
-    Arena<double> counting;
-    lcp_adjoint_explicit_bind(p.n, counting);
-    std::vector<double> store(counting.nreal), tmp(4 * p.n);
-    std::vector<int> istore(counting.nint);
-    Arena<double> arena(store.data(), istore.data());
-    LcpAdjointFactor<double> E = lcp_adjoint_explicit_bind(p.n, arena);
-    lcp_adjoint_factor_explicit(p.view(), f.data(), cls.data(), 1e-10, E, w.s.data(),
-                                w.is.data());
-    adj_lcp(p.view(), f.data(), E, adj_f.data(), aA, ab.data(), amu.data(), tmp.data());
+    Storage store, tmp;
+    LcpAdjointFactor<double> E =
+        store.carve([&](Arena<double>& a) { return lcp_adjoint_explicit_carve(p.n, a); });
+    lcp_adjoint_factor_explicit(p.view(), f.data(), cls.data(), 1e-10, E, w.s.data(), w.is.data());
+    auto work =
+        tmp.carve([&](Arena<double>& a) { return LcpAdjointScratch<double>::carve(p.n, a); });
+    adj_lcp(p.view(), f.data(), E, adj_f.data(), aA, ab.data(), amu.data(), work);
   } else {
     adj_lcp(p.view(), f.data(), cls.data(), adj_f.data(), aA, ab.data(), amu.data(), 1e-10,
             w.s.data(), w.is.data());
@@ -534,7 +591,8 @@ TEST(Lcp, ExplicitAdjointMatchesFactoredOnASingularClampingSet) {
     std::vector<int> cls(12);
     pgs(p.view(), f.data(), 500, 1.0, p.pgs_scratch());
     ASSERT_TRUE(stabilize(p.view(), f.data(), cls.data(), 1e-9, 1e-9, w.s.data(), w.is.data()));
-    LcpAdjointFactor<double> F = lcp_adjoint_factor_bind(12, w.s.data(), w.is.data());
+    Arena<double> arena(w.s.data(), w.is.data());
+    LcpAdjointFactor<double> F = lcp_adjoint_factor_carve(12, arena);
     lcp_adjoint_factor(p.view(), f.data(), cls.data(), 1e-10, F);
     EXPECT_GT(F.nnull, 0) << "vx " << vx;
     std::vector<double> adj_f(12), dA(144), db(12), dmu(12);
@@ -711,9 +769,8 @@ TEST(Dense, CodGivesMinimumNormLeastSquares) {
     for (int i = 0; i < n; ++i)
       for (int j = 0; j < n; ++j)
         for (int k = 0; k < r; ++k) K[i * n + j] += U[i * r + k] * V[j * r + k];
-    std::vector<double> s(cod_scratch_size(n));
-    std::vector<int> is(cod_iscratch_size(n));
-    Cod<double> cod = cod_bind(n, s.data(), is.data());
+    Storage store;
+    Cod<double> cod = store.carve([&](Arena<double>& a) { return cod_carve(n, a); });
     EXPECT_EQ(cod_factor(cod, K.data(), 1e-10), r);
     for (int transpose = 0; transpose < 2; ++transpose) {
       // Kt is the matrix being inverted, W spans its row space

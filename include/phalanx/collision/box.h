@@ -272,35 +272,24 @@ PHX_HD PHX_INLINE void lower_to_ratio(S& best, S num, S den) {
   if (a > S(0) && num / a < best) best = num / a;
 }
 
-// Where the contacts of a capsule with a box lie along the capsule's segment (the algorithm of
-// MuJoCo's mjraw_CapsuleBox, by S. Kolev). Inputs in the box frame: capsule centre p, unit axis
-// a, half-length h, box half-sizes s; radius and margin only scale the initial search bound.
-// Writes segment parameters t (the points p + t h a, t in [-1, 1]) and returns their number:
-//  1. the first point is the segment point nearest the box, the better of
-//     - an end of the segment whose nearest box point is on a face (at most one coordinate
-//       clamped) or inside, and
-//     - the nearest points of the segment and each of the 12 edges (a clamped 2x2 solve);
-//  2. a second point is added when the segment runs at a low angle over the box: from the
-//     nearest feature (a corner, the middle of an edge, or a face under an end) it moves along
-//     the segment towards where it still lies over the box, stopping at the segment's end or
-//     where it leaves the box.
-// S may be a Dual: capsule-box's adjoint runs this on Dual<T, 10> for dt / d(p, a, h, s).
+// The box feature nearest a capsule's segment, compared by squared distance (capsule_box_params,
+// step 1). kind -3 / -1: the segment end t = -1 / +1 over a face (face = the clamped axis, -1
+// when the end is inside); kind 0..8: an edge, 3 e + f with e, f in {0, 1, 2} = clamped at the
+// lower end, free, clamped at the upper end, of the edge (e) and of the segment (f); -4: none
+// nearer than the initial bound.
 template <class S>
-PHX_HD int capsule_box_params(const Vec3<S>& p, const Vec3<S>& a, S h, const S* s, S radius,
-                              S margin, S* t) {
-  const S one(1), two(2), tiny(kCollisionMinVal);
-  Vec3<S> ha = h * a;  // the half-axis
-  int axis_octant = (ha.x > S(0) ? 1 : 0) | (ha.y > S(0) ? 2 : 0) | (ha.z > S(0) ? 4 : 0);
+struct CapsuleBoxFeature {
+  S best;         // squared distance (initially the search bound)
+  S seg{0};       // segment parameter of the nearest point
+  S edge_pos{0};  // its parameter along the edge, edge kinds
+  int kind = -4, face = -1;
+  int corner = 0, edge = 0;  // edge kinds: the edge's end nearer the contact, the edge's axis
+};
 
-  // the nearest feature, compared by squared distance; kind -3 / -1: the segment end t = -1 / +1
-  // over a face (face = the clamped axis, -1 when the end is inside); kind 0..8: an edge, 3 e + f
-  // with e, f in {0, 1, 2} = clamped at the lower end, free, clamped at the upper end, of the
-  // edge (e) and of the segment (f)
-  S best = margin + two * (radius + h + s[0] + s[1] + s[2]);
-  S seg(0), edge_pos(0);
-  int kind = -4, face = -1, corner = 0, edge = 0;
-
-  // 1a. the ends of the segment over a face or inside the box
+// 1a. the ends of the segment (centre p, half-axis ha) over a face of the box or inside it
+template <class S>
+PHX_HD PHX_INLINE void capsule_box_ends(const Vec3<S>& p, const Vec3<S>& ha, const S* s,
+                                        CapsuleBoxFeature<S>& f) {
   for (int end = -1; end <= 1; end += 2) {
     Vec3<S> q = p + S(end) * ha;
     Vec3<S> qc = q;
@@ -315,16 +304,21 @@ PHX_HD int capsule_box_params(const Vec3<S>& p, const Vec3<S>& a, S h, const S* 
     if (nclamp > 1) continue;
     Vec3<S> gap = qc - q;
     S d2 = dot(gap, gap);
-    if (d2 < best) {
-      best = d2;
-      seg = S(end);
-      kind = end - 2;
-      face = clamped_axis;
+    if (d2 < f.best) {
+      f.best = d2;
+      f.seg = S(end);
+      f.kind = end - 2;
+      f.face = clamped_axis;
     }
   }
+}
 
-  // 1b. the segment against each edge: edge j through the edge centre e (corner i with
-  // coordinate j zeroed), points e + x1 s_j e_j; segment points p + x2 ha
+// 1b. the segment against each edge: edge j through the edge centre e (corner i with
+// coordinate j zeroed), points e + x1 s_j e_j; segment points p + x2 ha
+template <class S>
+PHX_HD PHX_INLINE void capsule_box_edges(const Vec3<S>& p, const Vec3<S>& ha, const S* s,
+                                         CapsuleBoxFeature<S>& f) {
+  const S one(1), tiny(kCollisionMinVal);
   for (int j = 0; j < 3; ++j) {
     for (int i = 0; i < 8; ++i) {
       if (i & (1 << j)) continue;
@@ -355,78 +349,122 @@ PHX_HD int capsule_box_params(const Vec3<S>& p, const Vec3<S>& a, S h, const S* 
       Vec3<S> gap = dif - x2 * ha;
       gap[j] += s[j] * x1;
       S d2 = dot(gap, gap);
-      if (d2 < best - tiny) {  // the slack keeps segments parallel to a face on the face test
-        best = d2;
-        seg = x2;
-        edge_pos = x1;
-        corner = i + (c1 == 2 ? 1 << j : 0);  // the edge end nearer the contact
-        edge = j;
-        kind = 3 * c1 + c2;
+      if (d2 < f.best - tiny) {  // the slack keeps segments parallel to a face on the face test
+        f.best = d2;
+        f.seg = x2;
+        f.edge_pos = x1;
+        f.corner = i + (c1 == 2 ? 1 << j : 0);  // the edge end nearer the contact
+        f.edge = j;
+        f.kind = 3 * c1 + c2;
       }
     }
   }
-  if (kind == -4) return 0;
-  t[0] = seg;
+}
 
-  // 2. the second point, `second` along the segment from the first
+// 2, from a corner of the box (f an edge feature clamped at an end of the edge): the octant of
+// the axis relative to the corner decides; false when the axis points at or away from it
+template <class S>
+PHX_HD PHX_INLINE bool capsule_box_second_at_corner(const CapsuleBoxFeature<S>& f, const Vec3<S>& a,
+                                                    const Vec3<S>& ha, const S* s, int axis_octant,
+                                                    S& second) {
+  const S one(1), two(2);
+  int rel = axis_octant ^ f.corner;
+  if (rel == 0 || rel == 7) return false;
+  S mul, to_end, to_start;
+  if (rel == 1 || rel == 2 || rel == 4) {
+    mul = one, to_end = one - f.seg, to_start = one + f.seg;
+  } else {
+    mul = -one, rel = 7 - rel, to_start = one - f.seg, to_end = one + f.seg;
+  }
+  int ax = rel == 1 ? 0 : (rel == 2 ? 1 : 2), ax1 = (ax + 1) % 3, ax2 = (ax + 2) % 3;
+  if (a[ax] * a[ax] > S(0.5)) {  // along the edge through the corner
+    second = to_end;
+    lower_to_ratio(second, two * s[ax], ha[ax]);
+    second = mul * second;
+  } else {  // across a face
+    second = to_start;
+    lower_to_ratio(second, two * s[ax1], ha[ax1]);
+    lower_to_ratio(second, two * s[ax2], ha[ax2]);
+    second = -mul * second;
+  }
+  return true;
+}
+
+// 2, from the middle of an edge: only when the segment crosses the edge at a low angle over one
+// of its two faces (not in a T)
+template <class S>
+PHX_HD PHX_INLINE bool capsule_box_second_on_edge(const CapsuleBoxFeature<S>& f, const Vec3<S>& a,
+                                                  const Vec3<S>& ha, const S* s, int axis_octant,
+                                                  S& second) {
+  const S one(1), two(2);
+  int rel = (axis_octant ^ f.corner) & (7 - (1 << f.edge));
+  if (rel != 1 && rel != 2 && rel != 4) return false;
+  int ax = f.edge, ax1 = (ax + 1) % 3, ax2 = (ax + 2) % 3;
+  if (abs(a[ax1]) > abs(a[ax2])) ax1 = ax2;
+  ax2 = 3 - ax - ax1;
+  S mul = (rel & (1 << ax2)) ? one : -one;
+  second = one - mul * f.seg;
+  lower_to_ratio(second, two * s[ax2], ha[ax2]);
+  bool same = ((axis_octant >> ax) & 1) == ((rel >> ax2) & 1);
+  lower_to_ratio(second, s[ax] * (same ? one - f.edge_pos : one + f.edge_pos), ha[ax]);
+  second = mul * second;
+  return true;
+}
+
+// 2, from an end over a face: towards the other end, stopping where the segment leaves the box
+template <class S>
+PHX_HD PHX_INLINE void capsule_box_second_from_face(const CapsuleBoxFeature<S>& f, const Vec3<S>& p,
+                                                    const Vec3<S>& ha, const S* s, S& second) {
+  S mul = f.kind == -3 ? S(1) : S(-1);
+  Vec3<S> q = p - mul * ha;
+  second = S(2);
+  for (int i = 0; i < 3; ++i) {
+    if (i == f.face || !(abs(ha[i]) > S(0))) continue;
+    S e1 = (s[i] - q[i]) / ha[i] * mul;
+    if (e1 > S(0) && e1 < second) second = e1;
+    S e2 = (-s[i] - q[i]) / ha[i] * mul;
+    if (e2 > S(0) && e2 < second) second = e2;
+  }
+  second = mul * second;
+}
+
+// Where the contacts of a capsule with a box lie along the capsule's segment (the algorithm of
+// MuJoCo's mjraw_CapsuleBox, by S. Kolev). Inputs in the box frame: capsule centre p, unit axis
+// a, half-length h, box half-sizes s; radius and margin only scale the initial search bound.
+// Writes segment parameters t (the points p + t h a, t in [-1, 1]) and returns their number:
+//  1. the first point is the segment point nearest the box, the better of
+//     - an end of the segment whose nearest box point is on a face (at most one coordinate
+//       clamped) or inside, and
+//     - the nearest points of the segment and each of the 12 edges (a clamped 2x2 solve);
+//  2. a second point is added when the segment runs at a low angle over the box: from the
+//     nearest feature (a corner, the middle of an edge, or a face under an end) it moves along
+//     the segment towards where it still lies over the box, stopping at the segment's end or
+//     where it leaves the box.
+// S may be a Dual: capsule-box's adjoint runs this on Dual<T, 10> for dt / d(p, a, h, s).
+template <class S>
+PHX_HD int capsule_box_params(const Vec3<S>& p, const Vec3<S>& a, S h, const S* s, S radius,
+                              S margin, S* t) {
+  Vec3<S> ha = h * a;  // the half-axis
+  int axis_octant = (ha.x > S(0) ? 1 : 0) | (ha.y > S(0) ? 2 : 0) | (ha.z > S(0) ? 4 : 0);
+  CapsuleBoxFeature<S> f;
+  f.best = margin + S(2) * (radius + h + s[0] + s[1] + s[2]);
+  capsule_box_ends(p, ha, s, f);
+  capsule_box_edges(p, ha, s, f);
+  if (f.kind == -4) return 0;
+  t[0] = f.seg;
+
   S second(0);
   bool has_second = false;
-  if (kind >= 0 && kind / 3 != 1) {
-    // a corner of the box: octant of the axis relative to the corner
-    int rel = axis_octant ^ corner;
-    if (rel != 0 && rel != 7) {  // else the axis points at or away from the corner
-      S mul, to_end, to_start;
-      if (rel == 1 || rel == 2 || rel == 4) {
-        mul = one, to_end = one - seg, to_start = one + seg;
-      } else {
-        mul = -one, rel = 7 - rel, to_start = one - seg, to_end = one + seg;
-      }
-      int ax = rel == 1 ? 0 : (rel == 2 ? 1 : 2), ax1 = (ax + 1) % 3, ax2 = (ax + 2) % 3;
-      if (a[ax] * a[ax] > S(0.5)) {  // along the edge through the corner
-        second = to_end;
-        lower_to_ratio(second, two * s[ax], ha[ax]);
-        second = mul * second;
-      } else {  // across a face
-        second = to_start;
-        lower_to_ratio(second, two * s[ax1], ha[ax1]);
-        lower_to_ratio(second, two * s[ax2], ha[ax2]);
-        second = -mul * second;
-      }
-      has_second = true;
-    }
-  } else if (kind >= 0) {
-    // the middle of an edge: a second point only when the segment crosses the edge at a low
-    // angle over one of its two faces (not in a T)
-    int rel = (axis_octant ^ corner) & (7 - (1 << edge));
-    if (rel == 1 || rel == 2 || rel == 4) {
-      int ax = edge, ax1 = (ax + 1) % 3, ax2 = (ax + 2) % 3;
-      if (abs(a[ax1]) > abs(a[ax2])) ax1 = ax2;
-      ax2 = 3 - ax - ax1;
-      S mul = (rel & (1 << ax2)) ? one : -one;
-      second = one - mul * seg;
-      lower_to_ratio(second, two * s[ax2], ha[ax2]);
-      bool same = ((axis_octant >> ax) & 1) == ((rel >> ax2) & 1);
-      lower_to_ratio(second, s[ax] * (same ? one - edge_pos : one + edge_pos), ha[ax]);
-      second = mul * second;
-      has_second = true;
-    }
-  } else if (face != -1) {
-    // an end over a face: towards the other end, stopping where the segment leaves the box
-    S mul = kind == -3 ? one : -one;
-    Vec3<S> q = p - mul * ha;
-    second = two;
-    for (int i = 0; i < 3; ++i) {
-      if (i == face || !(abs(ha[i]) > S(0))) continue;
-      S e1 = (s[i] - q[i]) / ha[i] * mul;
-      if (e1 > S(0) && e1 < second) second = e1;
-      S e2 = (-s[i] - q[i]) / ha[i] * mul;
-      if (e2 > S(0) && e2 < second) second = e2;
-    }
-    second = mul * second;
+  if (f.kind >= 0 && f.kind / 3 != 1) {
+    has_second = capsule_box_second_at_corner(f, a, ha, s, axis_octant, second);
+  } else if (f.kind >= 0) {
+    has_second = capsule_box_second_on_edge(f, a, ha, s, axis_octant, second);
+  } else if (f.face != -1) {
+    capsule_box_second_from_face(f, p, ha, s, second);
     has_second = true;
   }
   if (!has_second) return 1;
-  t[1] = seg + second;
+  t[1] = f.seg + second;
   return 2;
 }
 

@@ -3,6 +3,7 @@
 // warp without touching the stages.
 #pragma once
 
+#include "phalanx/arena.h"
 #include "phalanx/math/scalar.h"
 
 namespace phx {
@@ -293,25 +294,17 @@ struct Cod {
   int* perm;     // n: column k of K P is column perm[k] of K
 };
 
-// scratch of cod_bind: scalars and ints
-PHX_HD constexpr int cod_scratch_size(int n) {
-  return 2 * n * n + 3 * n;
-}
-PHX_HD constexpr int cod_iscratch_size(int n) {
-  return n;
-}
-
-// a Cod of size n over caller scratch (cod_scratch_size(n) scalars, cod_iscratch_size(n) ints)
+// a Cod of size n over storage from arena (a counting Arena measures it)
 template <class T>
-PHX_HD Cod<T> cod_bind(int n, T* scratch, int* iscratch) {
+PHX_HD Cod<T> cod_carve(int n, Arena<T>& arena) {
   Cod<T> c;
   c.n = n;
-  c.qr = scratch;
-  c.w = c.qr + n * n;
-  c.tau_q = c.w + n * n;
-  c.tau_w = c.tau_q + n;
-  c.work = c.tau_w + n;
-  c.perm = iscratch;
+  c.qr = arena.template take<T>(long(n) * n);
+  c.w = arena.template take<T>(long(n) * n);
+  c.tau_q = arena.template take<T>(n);
+  c.tau_w = arena.template take<T>(n);
+  c.work = arena.template take<T>(n);
+  c.perm = arena.template take<int>(n);
   return c;
 }
 

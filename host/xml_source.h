@@ -1,0 +1,81 @@
+// What the XML model loaders (MJCF, URDF) share: a parsed file that names the line of each of
+// its nodes in messages, and the list of accepted but unused elements they report in
+// Model::ignored.
+#pragma once
+
+#include <algorithm>
+#include <cstddef>
+#include <filesystem>
+#include <pugixml.hpp>
+#include <stdexcept>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+namespace phx {
+
+// a parsed XML file; `doc` holds its nodes
+struct XmlSource {
+  std::string path;                    // as named in messages
+  std::string dir;                     // directory that relative references start from
+  std::vector<ptrdiff_t> line_starts;  // offset of each line's first character
+  pugi::xml_document doc;
+
+  // Parses text. Malformed XML throws std::runtime_error "path:line: malformed XML: ...",
+  // followed by `context` when given.
+  void parse(const std::string& text, const std::string& context = "") {
+    line_starts.assign(1, 0);
+    for (size_t i = 0; i < text.size(); i++) {
+      if (text[i] == '\n') line_starts.push_back(static_cast<ptrdiff_t>(i + 1));
+    }
+    pugi::xml_parse_result result = doc.load_buffer(text.data(), text.size());
+    if (!result) {
+      throw std::runtime_error(path + ":" + std::to_string(line(result.offset)) +
+                               ": malformed XML: " + result.description() + context);
+    }
+  }
+
+  // the line (from 1) of a character offset
+  long line(ptrdiff_t offset) const {
+    return std::upper_bound(line_starts.begin(), line_starts.end(), offset) - line_starts.begin();
+  }
+
+  // "path:line" of a node (the path alone for a node without an offset); the file's base name
+  // only when `basename` is set
+  std::string where(pugi::xml_node node, bool basename = false) const {
+    std::string file = basename ? std::filesystem::path(path).filename().string() : path;
+    ptrdiff_t offset = node.offset_debug();
+    if (offset < 0) return file;
+    return file + ":" + std::to_string(line(offset));
+  }
+};
+
+// Accepted but unused elements and attributes, one entry per kind with its first location and
+// its count, in the order first seen.
+class IgnoredList {
+ public:
+  void add(const std::string& what, const std::string& where) {
+    auto [it, inserted] = index_.try_emplace(what, entries_.size());
+    if (inserted) entries_.push_back({what, where, 0});
+    entries_[it->second].count++;
+  }
+  // "what (where), n times" per entry, for Model::ignored
+  std::vector<std::string> list() const {
+    std::vector<std::string> out;
+    for (const Entry& e : entries_) {
+      out.push_back(e.what + " (" + e.where + "), " + std::to_string(e.count) +
+                    (e.count == 1 ? " time" : " times"));
+    }
+    return out;
+  }
+
+ private:
+  struct Entry {
+    std::string what, where;
+    int count;
+  };
+  std::vector<Entry> entries_;
+  std::unordered_map<std::string, size_t> index_;
+};
+
+}  // namespace phx
