@@ -21,6 +21,7 @@
 #include <sstream>
 #include <stdexcept>
 #include <string>
+#include <string_view>
 #include <type_traits>
 #include <utility>
 #include <vector>
@@ -933,6 +934,15 @@ void def_query(py::module_& m, const char* name, F32 f32, F64 f64, const char* d
   if (order == Double::kSecond) def(f64);
 }
 
+// the count (one of PHX_MODEL_COUNTS) of the entities of the model array `field`
+const char* array_count(std::string_view field) {
+#define PHX_ARRAY_COUNT(kind, name, count, width, comment) \
+  if (field == #name) return #count;
+  PHX_MODEL_ARRAYS(PHX_ARRAY_COUNT)
+#undef PHX_ARRAY_COUNT
+  throw std::logic_error("phalanx: no model array " + std::string(field));
+}
+
 // "STATUS_nan_state" -> "STATUS_NAN_STATE"
 std::string upper(std::string s) {
   for (char& c : s) c = char(std::toupper(static_cast<unsigned char>(c)));
@@ -970,8 +980,10 @@ PYBIND11_MODULE(_phalanx, mod) {
   mod.attr("NUM_COUNTS") = int(phx::kNumCounts);
   py::list params;
   for (int k = 0; k < phx::kNumParams; ++k)
-    params.append(py::make_tuple(phx::kParamNames[k], phx::param_width(k)));
-  mod.attr("PARAMETERS") = params;  // (name, numbers per entity) in Param order
+    params.append(py::make_tuple(phx::kParamNames[k], array_count(phx::kParamNames[k]),
+                                 phx::param_width(k)));
+  // (name, the count of its entities, numbers per entity) in Param order
+  mod.attr("PARAMETERS") = params;
 
   mod.def("set_num_threads", &phx::set_num_threads, py::arg("n"),
           "Threads of the CPU backend's later calls (n >= 1). Phalanx keeps this count itself, "

@@ -322,16 +322,15 @@ def step_vjp(
                              args.qfrc(qfrc), device)
 
 
-# the differentiable parameters in the core's order (phx::Param), each with its shape in a model
-_COUNT = {"body": "nbody", "dof": "nv", "jnt": "njnt", "actuator": "nu", "geom": "ngeom"}
-
-
-def _parameter_shape(name: str, width: int):
-    count = _COUNT[name.split("_")[0]]
+def _parameter_shape(count: str, width: int):
+    """the shape of a parameter of `width` numbers for each of the model's `count` entities"""
     return lambda m: (getattr(m, count),) if width == 1 else (getattr(m, count), width)
 
 
-_PARAMETERS = [(name, _parameter_shape(name, width)) for name, width in _phalanx.PARAMETERS]
+# the differentiable parameters in the core's order (phx::Param), each with its shape in a
+# model; the core exports (name, count, width)
+_PARAMETERS = [(name, _parameter_shape(count, width))
+               for name, count, width in _phalanx.PARAMETERS]
 # names of the differentiable model parameters (model.set_parameter, gradients)
 PARAMETERS = tuple(name for name, _ in _PARAMETERS)
 
