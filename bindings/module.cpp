@@ -367,8 +367,9 @@ struct StepIO {
   PyWarmStart* warm_start = nullptr;
 };
 
-// the compiled model of a call and the inputs of one step on its device: qpos (E, nq), qvel
-// (E, nv), ctrl (E, nu) and the added generalized force qfrc (E, nv), null when not given
+// the compiled model of a call and its state inputs on its device: qpos (E, nq), qvel (E, nv),
+// ctrl (E, nu) for one step or (E, T, nu) for a rollout (T its second dimension), and the added
+// generalized force qfrc (E, nv), null when not given
 template <class T>
 struct StepInputs {
   std::shared_ptr<const phx::DeviceModel<T>> dm;
@@ -376,15 +377,24 @@ struct StepInputs {
   const std::int64_t E;
   const T *q, *v, *u, *f;
   StepInputs(PyModel& pm, ArgTable& a, py::handle qpos, py::handle qvel, py::handle ctrl,
-             py::handle qfrc)
+             py::handle qfrc, bool rollout = false)
       : dm(pm.compiled<T>(a.device())),
         m(dm->model()),
         E(a.batch()),
         q(a.in<T>("qpos", qpos, {{"E", E}, {"nq", m.nq}})),
         v(a.in<T>("qvel", qvel, {{"E", E}, {"nv", m.nv}})),
-        u(a.in<T>("ctrl", ctrl, {{"E", E}, {"nu", m.nu}})),
+        u(rollout ? a.in<T>("ctrl", ctrl,
+                            {{"E", E}, {"T", ArgTable::extent(ctrl, 3, 1)}, {"nu", m.nu}})
+                  : a.in<T>("ctrl", ctrl, {{"E", E}, {"nu", m.nu}})),
         f(a.optional<T>("qfrc", qfrc, {{"E", E}, {"nv", m.nv}})) {}
 };
+
+// the state inputs' shapes and dtypes checked as step (rollout: as rollout) checks them, without
+// running: phalanx.jax checks its arrays when it traces
+void check_state(PyModel& pm, py::handle qpos, py::handle qvel, py::handle ctrl, bool rollout) {
+  ArgTable a = call_table(pm, Source::kNumpy, qpos, py::none(), "cpu");
+  a.dispatch([&](auto x) { StepInputs<decltype(x)>(pm, a, qpos, qvel, ctrl, py::none(), rollout); });
+}
 
 // nstep steps with ctrl held and the added force qfrc -> (qpos, qvel, status)
 template <class T>
@@ -417,13 +427,10 @@ py::tuple step_t(PyModel& pm, ArgTable& a, py::handle qpos, py::handle qvel, py:
 template <class T>
 py::tuple rollout_t(PyModel& pm, ArgTable& a, py::handle qpos, py::handle qvel, py::handle ctrl,
                     py::handle counts, PyTape* py_tape, const StepIO& io) {
-  auto dm = pm.compiled<T>(a.device());
-  const phx::Model& m = dm->model();
-  const std::int64_t E = a.batch(), nstep = ArgTable::extent(ctrl, 3, 1);
+  const StepInputs<T> in(pm, a, qpos, qvel, ctrl, py::none(), true);
+  const auto& [dm, m, E, q, v, u, f] = in;
+  const std::int64_t nstep = ArgTable::extent(ctrl, 3, 1);
   if (nstep > INT_MAX) throw std::invalid_argument("phalanx: too many steps");
-  const T* q = a.in<T>("qpos", qpos, {{"E", E}, {"nq", m.nq}});
-  const T* v = a.in<T>("qvel", qvel, {{"E", E}, {"nv", m.nv}});
-  const T* u = a.in<T>("ctrl", ctrl, {{"E", E}, {"T", nstep}, {"nu", m.nu}});
   Output<T> qs = a.out<T>("qpos_out", io.qpos_out, {{"E", E}, {"T", nstep}, {"nq", m.nq}});
   Output<T> vs = a.out<T>("qvel_out", io.qvel_out, {{"E", E}, {"T", nstep}, {"nv", m.nv}});
   Output<unsigned> status = status_output(a, io.status_out, E);
@@ -887,6 +894,9 @@ void register_queries(py::module_& mod) {
   mod.def("inverse_dynamics", &query_of<Query::kInverseDynamics>, py::arg("model"),
           py::arg("qpos"), py::arg("qvel"), py::arg("qacc"), dtype, device,
           "qfrc_inverse -> (E, nv)");
+  mod.def("check_state", &check_state, py::arg("model"), py::arg("qpos"), py::arg("qvel"),
+          py::arg("ctrl"), py::arg("rollout"),
+          "check the state arrays as step (rollout=True: rollout) checks them, without running");
   mod.def("kinematics", &kinematics, py::arg("model"), py::arg("qpos"),
           py::arg("qvel") = py::none(), dtype, device,
           "-> (xpos (E, nbody, 3), xquat (E, nbody, 4), com (E, 3), com_vel (E, 3) or None)");

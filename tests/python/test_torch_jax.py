@@ -319,6 +319,13 @@ def test_jax_errors(scene):
     with pytest.raises(RuntimeError, match=r"step stopped in 1 of 2 environment\(s\): 1 \(NaN/inf "
                                            r"state\)"):
         pj.step(model, bad, qvel, ctrl[:, 0])
+    # the checks are the core's, the same for phalanx and phalanx.jax
+    for args in [(qpos, qvel[:, :3], ctrl[:, 0]), (qpos, qvel.astype(np.float32), ctrl[:, 0])]:
+        with pytest.raises(ValueError) as numpy_error:
+            phalanx.step(model, *args)
+        with pytest.raises(ValueError) as jax_error:
+            pj.step(model, *args)
+        assert str(jax_error.value) == str(numpy_error.value)
     with pytest.raises(RuntimeError, match=r"rollout stopped in 1 of 2 environment"):
         jax.jit(lambda q: pj.rollout(model, q, qvel, ctrl))(bad)[0].block_until_ready()
 
