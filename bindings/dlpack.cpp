@@ -1,7 +1,6 @@
 #include "bindings/dlpack.h"
 
 #include <stdexcept>
-#include <type_traits>
 
 namespace py = pybind11;
 
@@ -90,26 +89,5 @@ TensorRef import_tensor(py::handle obj, const char* name) {
   t.data = static_cast<char*>(d.data) + d.byte_offset;
   return t;
 }
-
-template <class T>
-T* TensorRef::as(const char* name, const std::vector<std::int64_t>& expected) const {
-  char k = std::is_floating_point_v<T> ? 'f' : std::is_signed_v<T> ? 'i' : 'u';
-  if (kind != k || bits != int(8 * sizeof(T))) {
-    const char* type = k == 'f' ? "float" : k == 'i' ? "int" : "uint";
-    throw std::invalid_argument(std::string("phalanx: ") + name + " must have dtype " + type +
-                                std::to_string(8 * sizeof(T)) + ", got " +
-                                (kind == 'f' ? "float" : kind == 'i' ? "int" : "uint") +
-                                std::to_string(bits));
-  }
-  if (shape != expected)
-    throw std::invalid_argument(std::string("phalanx: ") + name + " must have shape " +
-                                shape_string(expected) + ", got " + shape_string(shape));
-  return static_cast<T*>(data);
-}
-
-template float* TensorRef::as<float>(const char*, const std::vector<std::int64_t>&) const;
-template double* TensorRef::as<double>(const char*, const std::vector<std::int64_t>&) const;
-template std::int32_t* TensorRef::as<std::int32_t>(const char*,
-                                                   const std::vector<std::int64_t>&) const;
 
 }  // namespace phx::bindings

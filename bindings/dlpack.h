@@ -1,6 +1,7 @@
 // Arrays of other frameworks through DLPack (https://dmlc.github.io/dlpack): torch, jax and
 // cupy tensors and numpy arrays, on the host or on a CUDA device, read and written where they
-// live. The _into functions of the extension take their arguments this way.
+// live. The _into functions of the extension take their arguments this way (bindings/arrays.h
+// checks them).
 #pragma once
 
 #include <pybind11/pybind11.h>
@@ -23,11 +24,6 @@ struct TensorRef {
   int bits = 0;
   std::vector<std::int64_t> shape;
   std::shared_ptr<void> owner;
-
-  // the data as T*, after checking the element type and the shape (std::invalid_argument
-  // naming `name` and what was expected otherwise)
-  template <class T>
-  T* as(const char* name, const std::vector<std::int64_t>& expected) const;
 };
 
 // obj.__dlpack__() as a TensorRef. std::invalid_argument naming `name` unless obj provides

@@ -1,17 +1,19 @@
 // phalanx._phalanx: the pybind11 extension, a thin layer over host/api.h.
 //
-// It owns a loaded Model together with its compiled DeviceModels and moves numpy arrays to and
-// from the device: on the CPU the kernels read the caller's C-contiguous arrays in place and
-// write into freshly allocated numpy arrays; on CUDA both go through device buffers. The checks
-// users see (expected shape and dtype, named) are in phalanx/__init__.py; the checks here only
-// keep memory safe when _phalanx is called directly. C++ exceptions reach Python through
-// pybind11's translation: std::invalid_argument -> ValueError, std::runtime_error ->
-// RuntimeError.
+// It owns a loaded Model together with its compiled DeviceModels. Each operation (the functional
+// queries, step, rollout, step_vjp, the Jacobians, Tape.backward) has one implementation over an
+// ArgTable (bindings/arrays.h), which both numpy callers (phalanx) and DLPack callers (the _into
+// functions of phalanx.torch, phalanx.jax and phalanx.Simulator) fill; the table checks shapes
+// and dtypes and gives the messages users see. On the CPU the kernels read and write the
+// callers' arrays in place; numpy arrays on CUDA go through device buffers. C++ exceptions reach
+// Python through pybind11's translation: std::invalid_argument -> ValueError,
+// std::runtime_error and std::logic_error -> RuntimeError.
 #include <cctype>
 #include <pybind11/numpy.h>
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
+#include <algorithm>
 #include <array>
 #include <climits>
 #include <cmath>
@@ -21,11 +23,12 @@
 #include <sstream>
 #include <stdexcept>
 #include <string>
+#include <string_view>
 #include <type_traits>
 #include <utility>
 #include <vector>
 
-#include "bindings/dlpack.h"
+#include "bindings/arrays.h"
 #include "bindings/py_model.h"
 #include "bindings/submodules.h"
 #include "host/api.h"
@@ -35,237 +38,39 @@ namespace py = pybind11;
 namespace {
 
 using phx::Device;
-using phx::bindings::shape_string;
-using phx::bindings::TensorRef;
+using phx::bindings::ArgTable;
+using phx::bindings::CArray;
+using phx::bindings::Dims;
+using phx::bindings::Output;
+using phx::bindings::PyModel;
+using phx::bindings::Source;
 
 static_assert(sizeof(unsigned) == sizeof(std::uint32_t), "status words are returned as uint32");
 
-using phx::bindings::batch_size;
-using phx::bindings::CArray;
-using phx::bindings::CArrayD;
-using phx::bindings::DeviceInput;
-using phx::bindings::DeviceOutput;
-using phx::bindings::optional_rows;
-using phx::bindings::PyModel;
-using phx::bindings::require_shape;
-
-// M(q) with armature -> (E, nv, nv)
-template <class T>
-CArray<T> mass_matrix(PyModel& pm, const CArray<T>& qpos, const std::string& device_name) {
-  Device device = phx::parse_device(device_name);
-  auto dm = pm.compiled<T>(device);
-  const phx::Model& m = dm->model();
-  int E = batch_size(qpos, m.nq);
-  CArray<T> M({py::ssize_t(E), py::ssize_t(m.nv), py::ssize_t(m.nv)});
-  const T* q = qpos.data();
-  T* out = M.mutable_data();
-  {
-    py::gil_scoped_release nogil;
-    DeviceInput<T> d_qpos(device, q, size_t(E) * m.nq);
-    DeviceOutput<T> d_M(device, out, size_t(E) * m.nv * m.nv);
-    phx::mass_matrix(*dm, E, d_qpos.get(), d_M.get());
-    d_M.finish();
-  }
-  return M;
+// "STATUS_nan_state" -> "STATUS_NAN_STATE"
+std::string upper(std::string s) {
+  for (char& c : s) c = char(std::toupper(static_cast<unsigned char>(c)));
+  return s;
 }
 
-// c(q, qvel) -> (E, nv)
-template <class T>
-CArray<T> bias_forces(PyModel& pm, const CArray<T>& qpos, const CArray<T>& qvel,
-                      const std::string& device_name) {
-  Device device = phx::parse_device(device_name);
-  auto dm = pm.compiled<T>(device);
-  const phx::Model& m = dm->model();
-  int E = batch_size(qpos, m.nq);
-  require_shape(qvel, {E, m.nv}, "qvel");
-  CArray<T> bias({py::ssize_t(E), py::ssize_t(m.nv)});
-  const T* q = qpos.data();
-  const T* v = qvel.data();
-  T* out = bias.mutable_data();
-  {
-    py::gil_scoped_release nogil;
-    DeviceInput<T> d_qpos(device, q, size_t(E) * m.nq);
-    DeviceInput<T> d_qvel(device, v, size_t(E) * m.nv);
-    DeviceOutput<T> d_bias(device, out, size_t(E) * m.nv);
-    phx::bias_forces(*dm, E, d_qpos.get(), d_qvel.get(), d_bias.get());
-    d_bias.finish();
-  }
-  return bias;
+// the count (one of PHX_MODEL_COUNTS) of the entities of the model array `field`
+const char* array_count(std::string_view field) {
+#define PHX_ARRAY_COUNT(kind, name, count, width, comment) \
+  if (field == #name) return #count;
+  PHX_MODEL_ARRAYS(PHX_ARRAY_COUNT)
+#undef PHX_ARRAY_COUNT
+  throw std::logic_error("phalanx: no model array " + std::string(field));
 }
 
-// body frames and the centre of mass -> (xpos (E, nbody, 3), xquat (E, nbody, 4), com (E, 3),
-// com_vel (E, 3) or None without qvel)
-template <class T>
-py::tuple kinematics(PyModel& pm, const CArray<T>& qpos, const std::optional<CArray<T>>& qvel,
-                     const std::string& device_name) {
-  Device device = phx::parse_device(device_name);
-  auto dm = pm.compiled<T>(device);
-  const phx::Model& m = dm->model();
-  int E = batch_size(qpos, m.nq);
-  if (qvel) require_shape(*qvel, {E, m.nv}, "qvel");
-  py::ssize_t nb = m.nbody;
-  CArray<T> xpos({py::ssize_t(E), nb, py::ssize_t(3)}), xquat({py::ssize_t(E), nb, py::ssize_t(4)});
-  CArray<T> com({py::ssize_t(E), py::ssize_t(3)}), com_vel({py::ssize_t(qvel ? E : 0), py::ssize_t(3)});
-  const T* q = qpos.data();
-  const T* v = qvel ? qvel->data() : nullptr;
-  T *px = xpos.mutable_data(), *pq = xquat.mutable_data(), *pc = com.mutable_data(),
-    *pv = qvel ? com_vel.mutable_data() : nullptr;
-  {
-    py::gil_scoped_release nogil;
-    DeviceInput<T> d_qpos(device, q, size_t(E) * m.nq);
-    DeviceInput<T> d_qvel(device, v, v ? size_t(E) * m.nv : 0);
-    DeviceOutput<T> d_xpos(device, px, size_t(E) * nb * 3), d_xquat(device, pq, size_t(E) * nb * 4),
-        d_com(device, pc, size_t(E) * 3), d_com_vel(device, pv, v ? size_t(E) * 3 : 0);
-    phx::kinematics(*dm, E, d_qpos.get(), v ? d_qvel.get() : nullptr, d_xpos.get(), d_xquat.get(),
-                    d_com.get(), v ? d_com_vel.get() : nullptr);
-    d_xpos.finish();
-    d_xquat.finish();
-    d_com.finish();
-    d_com_vel.finish();
-  }
-  return py::make_tuple(xpos, xquat, com, qvel ? py::object(com_vel) : py::object(py::none()));
+// the count of the entities of parameter k ("nbody"), from the array table once
+const char* param_count(int k) {
+  static const auto counts = [] {
+    std::array<const char*, phx::kNumParams> c{};
+    for (int i = 0; i < phx::kNumParams; ++i) c[size_t(i)] = array_count(phx::kParamNames[i]);
+    return c;
+  }();
+  return counts[size_t(k)];
 }
-
-// qacc without constraints -> (E, nv)
-template <class T>
-CArray<T> forward_dynamics(PyModel& pm, const CArray<T>& qpos, const CArray<T>& qvel,
-                           const CArray<T>& ctrl, const std::string& device_name) {
-  Device device = phx::parse_device(device_name);
-  auto dm = pm.compiled<T>(device);
-  const phx::Model& m = dm->model();
-  int E = batch_size(qpos, m.nq);
-  require_shape(qvel, {E, m.nv}, "qvel");
-  require_shape(ctrl, {E, m.nu}, "ctrl");
-  CArray<T> qacc({py::ssize_t(E), py::ssize_t(m.nv)});
-  const T* q = qpos.data();
-  const T* v = qvel.data();
-  const T* u = ctrl.data();
-  T* out = qacc.mutable_data();
-  {
-    py::gil_scoped_release nogil;
-    DeviceInput<T> d_qpos(device, q, size_t(E) * m.nq);
-    DeviceInput<T> d_qvel(device, v, size_t(E) * m.nv);
-    DeviceInput<T> d_ctrl(device, u, size_t(E) * m.nu);
-    DeviceOutput<T> d_qacc(device, out, size_t(E) * m.nv);
-    phx::forward_dynamics(*dm, E, d_qpos.get(), d_qvel.get(), d_ctrl.get(), d_qacc.get());
-    d_qacc.finish();
-  }
-  return qacc;
-}
-
-// the generalized force producing qacc (MuJoCo's qfrc_inverse) -> (E, nv)
-template <class T>
-CArray<T> inverse_dynamics(PyModel& pm, const CArray<T>& qpos, const CArray<T>& qvel,
-                           const CArray<T>& qacc, const std::string& device_name) {
-  Device device = phx::parse_device(device_name);
-  auto dm = pm.compiled<T>(device);
-  const phx::Model& m = dm->model();
-  int E = batch_size(qpos, m.nq);
-  require_shape(qvel, {E, m.nv}, "qvel");
-  require_shape(qacc, {E, m.nv}, "qacc");
-  CArray<T> tau({py::ssize_t(E), py::ssize_t(m.nv)});
-  const T* q = qpos.data();
-  const T* v = qvel.data();
-  const T* a = qacc.data();
-  T* out = tau.mutable_data();
-  {
-    py::gil_scoped_release nogil;
-    DeviceInput<T> d_qpos(device, q, size_t(E) * m.nq);
-    DeviceInput<T> d_qvel(device, v, size_t(E) * m.nv);
-    DeviceInput<T> d_qacc(device, a, size_t(E) * m.nv);
-    DeviceOutput<T> d_tau(device, out, size_t(E) * m.nv);
-    phx::inverse_dynamics(*dm, E, d_qpos.get(), d_qvel.get(), d_qacc.get(), d_tau.get());
-    d_tau.finish();
-  }
-  return tau;
-}
-
-// nstep steps with ctrl held -> (qpos, qvel, status), new arrays
-template <class T>
-py::tuple step(PyModel& pm, const CArray<T>& qpos, const CArray<T>& qvel, const CArray<T>& ctrl,
-               int nstep, const std::optional<CArray<T>>& qfrc, const std::string& device_name) {
-  Device device = phx::parse_device(device_name);
-  auto dm = pm.compiled<T>(device);
-  const phx::Model& m = dm->model();
-  int E = batch_size(qpos, m.nq);
-  require_shape(qvel, {E, m.nv}, "qvel");
-  require_shape(ctrl, {E, m.nu}, "ctrl");
-  const T* f = optional_rows(qfrc, E, m.nv, "qfrc");
-  if (nstep < 0) throw std::invalid_argument("phalanx: nstep must be >= 0");
-  CArray<T> qpos_out({py::ssize_t(E), py::ssize_t(m.nq)});
-  CArray<T> qvel_out({py::ssize_t(E), py::ssize_t(m.nv)});
-  py::array_t<std::uint32_t> status(py::ssize_t{E});
-  const T* q = qpos.data();
-  const T* v = qvel.data();
-  const T* u = ctrl.data();
-  T* q_out = qpos_out.mutable_data();
-  T* v_out = qvel_out.mutable_data();
-  unsigned* s_out = reinterpret_cast<unsigned*>(status.mutable_data());
-  if (E > 0) {
-    py::gil_scoped_release nogil;
-    phx::Data<T> data(*dm, E);
-    data.qpos.upload(q, size_t(E) * m.nq);
-    data.qvel.upload(v, size_t(E) * m.nv);
-    data.ctrl.upload(u, size_t(E) * m.nu);
-    DeviceInput<T> d_f(device, f, size_t(E) * m.nv);
-    phx::step(*dm, data, nstep, d_f.get());
-    data.qpos.download(q_out, size_t(E) * m.nq);
-    data.qvel.download(v_out, size_t(E) * m.nv);
-    data.status.download(s_out, size_t(E));
-  }
-  return py::make_tuple(qpos_out, qvel_out, status);
-}
-
-// T steps driven by ctrl (E, T, nu) -> (qpos (E, T, nq), qvel (E, T, nv), status (E,))
-// The per-environment parameter gradients of step_vjp and Tape.backward: the numpy arrays
-// (E, ...) made with the GIL held, then bind() (GIL released) gives the device outputs the
-// kernels fill and finish() copies them back.
-template <class T>
-class ParameterGrads {
- public:
-  ParameterGrads(const phx::Model& m, int E) {
-    for (int k = 0; k < phx::kNumParams; ++k) {
-      py::ssize_t n = py::ssize_t(m.param_size(k)), w = phx::param_width(k);
-      std::vector<py::ssize_t> dims = {py::ssize_t(E), n / w};
-      if (w > 1) dims.push_back(w);
-      arrays_.push_back({phx::kParamNames[k], CArray<T>(dims), size_t(E) * size_t(n)});
-    }
-  }
-  void bind(Device device) {
-    for (Entry& a : arrays_)
-      out_.push_back(std::make_unique<DeviceOutput<T>>(device, a.array.mutable_data(), a.n));
-  }
-  phx::ModelAdjoint<T> model_adjoint() {
-    adjoints();
-    return model_;
-  }
-  phx::ContactModelAdjoint<T> contact_adjoint() {
-    adjoints();
-    return contact_;
-  }
-  void finish() {
-    for (auto& o : out_) o->finish();
-  }
-  void into(py::dict& d) const {
-    for (const Entry& a : arrays_) d[a.name] = a.array;
-  }
-
- private:
-  struct Entry {
-    const char* name;
-    CArray<T> array;
-    size_t n;
-  };
-  std::vector<Entry> arrays_;
-  std::vector<std::unique_ptr<DeviceOutput<T>>> out_;
-  phx::ModelAdjoint<T> model_;
-  phx::ContactModelAdjoint<T> contact_;
-  // the device arrays of the bound outputs, in Param order
-  void adjoints() {
-    for (int k = 0; k < phx::kNumParams; ++k)
-      phx::param_adjoint(model_, contact_, k) = out_[size_t(k)]->get();
-  }
-};
 
 // phalanx.Tape: records a rollout (phalanx.rollout(..., tape=)) for its backward pass. Holds the
 // compiled model it was recorded with, so later option changes do not affect the replay.
@@ -330,6 +135,7 @@ class PyTape {
     return py::module_::import("numpy").attr(f64_.tape ? "float64" : "float32");
   }
   Device device() const { return device_; }
+  int bits() const { return f64_.tape ? 64 : 32; }
 
  private:
   int every_;
@@ -361,7 +167,7 @@ py::object array_view(const py::array& base, const T* p, int nd, const Py_intptr
 
 // the blocks d{qpos,qvel}_d{qpos,qvel,ctrl,qfrc} of jac (E, nq + nv, nq + 2 nv + nu) as views
 template <class T>
-py::dict jacobian_blocks(const CArray<T>& jac, int nq, int nv, int nu) {
+py::dict jacobian_blocks(const py::array& jac, int nq, int nv, int nu) {
   static const char* const kNames[2][4] = {
       {"dqpos_dqpos", "dqpos_dqvel", "dqpos_dctrl", "dqpos_dqfrc"},
       {"dqvel_dqpos", "dqvel_dqvel", "dqvel_dctrl", "dqvel_dqfrc"}};
@@ -378,7 +184,7 @@ py::dict jacobian_blocks(const CArray<T>& jac, int nq, int nv, int nu) {
   py::dict out;
   for (int r = 0; r < 2; ++r) {
     for (int c = 0; c < 4; ++c) {
-      const T* p = jac.data() + Py_intptr_t(row0[r]) * cols + col0[c];
+      const T* p = static_cast<const T*>(jac.data()) + Py_intptr_t(row0[r]) * cols + col0[c];
       const Py_intptr_t dims[3] = {jac.shape(0), nrow[r], ncol[c]};
       if (PyDict_SetItem(out.ptr(), keys[r][c], array_view(jac, p, 3, dims, strides).ptr()) != 0)
         throw py::error_already_set();
@@ -386,252 +192,6 @@ py::dict jacobian_blocks(const CArray<T>& jac, int nq, int nv, int nu) {
   }
   return out;
 }
-
-// one-step Jacobians -> (the blocks of jac (E, nq + nv, nq + 2 nv + nu) by name, jac_param
-// (E, nq + nv, nparam) or None)
-template <class T>
-py::tuple step_jacobian(PyModel& pm, const CArray<T>& qpos, const CArray<T>& qvel,
-                        const CArray<T>& ctrl, bool parameters, int contact_gradient,
-                        const std::optional<CArray<T>>& qfrc, const std::string& device_name) {
-  Device device = phx::parse_device(device_name);
-  auto dm = pm.compiled<T>(device);
-  const phx::Model& m = dm->model();
-  int E = batch_size(qpos, m.nq);
-  require_shape(qvel, {E, m.nv}, "qvel");
-  require_shape(ctrl, {E, m.nu}, "ctrl");
-  const T* f = optional_rows(qfrc, E, m.nv, "qfrc");
-  py::ssize_t rows = m.nq + m.nv, cols = m.nq + 2 * m.nv + m.nu,
-              np = phx::jacobian_nparam(dm->view());
-  CArray<T> jac({py::ssize_t(E), rows, cols});
-  std::optional<CArray<T>> jac_param;
-  if (parameters) jac_param = CArray<T>({py::ssize_t(E), rows, np});
-  T* pj = jac.mutable_data();
-  T* pp = parameters ? jac_param->mutable_data() : nullptr;
-  if (E > 0) {
-    py::gil_scoped_release nogil;
-    DeviceInput<T> d_q(device, qpos.data(), size_t(E) * m.nq);
-    DeviceInput<T> d_v(device, qvel.data(), size_t(E) * m.nv);
-    DeviceInput<T> d_u(device, ctrl.data(), size_t(E) * m.nu);
-    DeviceOutput<T> d_jac(device, pj, size_t(E) * rows * cols);
-    DeviceOutput<T> d_par(device, pp, pp ? size_t(E) * rows * np : 0);
-    DeviceInput<T> d_f(device, f, size_t(E) * m.nv);
-    phx::step_jacobian(*dm, E, d_q.get(), d_v.get(), d_u.get(), d_jac.get(),
-                       pp ? d_par.get() : nullptr, contact_gradient, d_f.get());
-    d_jac.finish();
-    if (pp) d_par.finish();
-  }
-  return py::make_tuple(jacobian_blocks(jac, m.nq, m.nv, m.nu),
-                        jac_param ? py::object(*jac_param) : py::none());
-}
-
-// Tape.backward for the tape's scalar type -> dict of gradients: qpos (E, nq), qvel (E, nv),
-// ctrl (E, T, nu) and ParameterGrads
-template <class T>
-py::dict tape_backward(PyTape& pt, std::optional<CArray<T>> adj_qpos_out,
-                       std::optional<CArray<T>> adj_qvel_out, int contact_gradient) {
-  PyTape::Recording<T>& r = pt.recording<T>();
-  if (!r.tape || !r.tape->recorded())
-    throw std::logic_error("phalanx: this tape holds no rollout of this dtype; pass tape= to "
-                           "phalanx.rollout first");
-  const phx::Model& m = r.model->model();
-  int E = r.tape->nenv(), nstep = r.tape->nstep();
-  if (adj_qpos_out) require_shape(*adj_qpos_out, {E, nstep, m.nq}, "adj_qpos");
-  if (adj_qvel_out) require_shape(*adj_qvel_out, {E, nstep, m.nv}, "adj_qvel");
-  CArray<T> gq({py::ssize_t(E), py::ssize_t(m.nq)}), gv({py::ssize_t(E), py::ssize_t(m.nv)}),
-      gc({py::ssize_t(E), py::ssize_t(nstep), py::ssize_t(m.nu)});
-  ParameterGrads<T> params(m, E);
-  Device device = pt.device();
-  const T* aq = adj_qpos_out ? adj_qpos_out->data() : nullptr;
-  const T* av = adj_qvel_out ? adj_qvel_out->data() : nullptr;
-  T* pq = gq.mutable_data();
-  T* pv = gv.mutable_data();
-  T* pc = gc.mutable_data();
-  {
-    py::gil_scoped_release nogil;
-    DeviceInput<T> d_aq(device, aq, aq ? size_t(E) * nstep * m.nq : 0);
-    DeviceInput<T> d_av(device, av, av ? size_t(E) * nstep * m.nv : 0);
-    DeviceOutput<T> d_gq(device, pq, size_t(E) * m.nq), d_gv(device, pv, size_t(E) * m.nv),
-        d_gc(device, pc, size_t(E) * nstep * m.nu);
-    params.bind(device);
-    phx::rollout_backward(*r.model, *r.tape, aq ? d_aq.get() : nullptr, av ? d_av.get() : nullptr,
-                          d_gq.get(), d_gv.get(), d_gc.get(), params.model_adjoint(),
-                          params.contact_adjoint(), contact_gradient);
-    d_gq.finish();
-    d_gv.finish();
-    d_gc.finish();
-    params.finish();
-  }
-  py::dict result;
-  result["qpos"] = gq;
-  result["qvel"] = gv;
-  result["ctrl"] = gc;
-  params.into(result);
-  return result;
-}
-
-template <class T>
-py::tuple rollout(PyModel& pm, const CArray<T>& qpos, const CArray<T>& qvel, const CArray<T>& ctrl,
-                  std::optional<CArray<T>> qpos_out_arg, std::optional<CArray<T>> qvel_out_arg,
-                  std::optional<py::array_t<int, py::array::c_style>> counts_arg,
-                  PyTape* py_tape, const std::string& device_name) {
-  Device device = phx::parse_device(device_name);
-  auto dm = pm.compiled<T>(device);
-  const phx::Model& m = dm->model();
-  int E = batch_size(qpos, m.nq);
-  require_shape(qvel, {E, m.nv}, "qvel");
-  py::ssize_t nstep = ctrl.ndim() == 3 ? ctrl.shape(1) : 0;
-  require_shape(ctrl, {E, nstep, m.nu}, "ctrl");
-  if (nstep > INT_MAX) throw std::invalid_argument("phalanx: too many steps");
-  phx::Tape<T>* tape = py_tape ? py_tape->start<T>(dm, device, E, nstep) : nullptr;
-  // outputs: the caller's arrays when given (reused across calls), else new ones
-  CArray<T> qpos_out = qpos_out_arg ? *qpos_out_arg
-                                    : CArray<T>({py::ssize_t(E), nstep, py::ssize_t(m.nq)});
-  CArray<T> qvel_out = qvel_out_arg ? *qvel_out_arg
-                                    : CArray<T>({py::ssize_t(E), nstep, py::ssize_t(m.nv)});
-  require_shape(qpos_out, {E, nstep, m.nq}, "qpos_out");
-  require_shape(qvel_out, {E, nstep, m.nv}, "qvel_out");
-  if (counts_arg) require_shape(*counts_arg, {E, nstep, phx::kNumCounts}, "counts");
-  int* counts_ptr = counts_arg ? counts_arg->mutable_data() : nullptr;
-  py::array_t<std::uint32_t> status(py::ssize_t{E});
-  const T* q = qpos.data();
-  const T* v = qvel.data();
-  const T* u = ctrl.data();
-  T* q_out = qpos_out.mutable_data();
-  T* v_out = qvel_out.mutable_data();
-  unsigned* s_out = reinterpret_cast<unsigned*>(status.mutable_data());
-  if (E > 0) {
-    py::gil_scoped_release nogil;
-    phx::Data<T> data(*dm, E);
-    data.qpos.upload(q, size_t(E) * m.nq);
-    data.qvel.upload(v, size_t(E) * m.nv);
-    DeviceInput<T> d_ctrl(device, u, size_t(E) * nstep * m.nu);
-    DeviceOutput<T> d_qpos_out(device, q_out, size_t(E) * nstep * m.nq);
-    DeviceOutput<T> d_qvel_out(device, v_out, size_t(E) * nstep * m.nv);
-    DeviceOutput<int> d_counts(device, counts_ptr,
-                               counts_ptr ? size_t(E) * nstep * phx::kNumCounts : 0);
-    phx::rollout(*dm, data, d_ctrl.get(), int(nstep), d_qpos_out.get(), d_qvel_out.get(),
-                 counts_ptr ? d_counts.get() : nullptr, tape);
-    d_qpos_out.finish();
-    d_qvel_out.finish();
-    if (counts_ptr) d_counts.finish();
-    data.status.download(s_out, size_t(E));
-  }
-  return py::make_tuple(qpos_out, qvel_out, status);
-}
-
-// vector-Jacobian product of one step -> dict of adjoints: qpos (E, nq), qvel (E, nv),
-// ctrl (E, nu) and per-environment parameter adjoints body_mass (E, nbody),
-// body_inertia (E, nbody, 3), dof_damping (E, nv), dof_armature (E, nv), jnt_stiffness
-// (E, njnt), actuator_gear (E, nu)
-template <class T>
-py::dict step_vjp(PyModel& pm, const CArray<T>& qpos, const CArray<T>& qvel, const CArray<T>& ctrl,
-                  const CArray<T>& adj_qpos_next, const CArray<T>& adj_qvel_next,
-                  int contact_gradient, const std::optional<CArray<T>>& qfrc,
-                  const std::string& device_name) {
-  Device device = phx::parse_device(device_name);
-  auto dm = pm.compiled<T>(device);
-  const phx::Model& m = dm->model();
-  int E = batch_size(qpos, m.nq);
-  require_shape(qvel, {E, m.nv}, "qvel");
-  require_shape(ctrl, {E, m.nu}, "ctrl");
-  const T* f = optional_rows(qfrc, E, m.nv, "qfrc");
-  require_shape(adj_qpos_next, {E, m.nq}, "adj_qpos_next");
-  require_shape(adj_qvel_next, {E, m.nv}, "adj_qvel_next");
-  auto out = [E](std::vector<py::ssize_t> dims) {
-    dims.insert(dims.begin(), py::ssize_t(E));
-    return CArray<T>(dims);
-  };
-  py::dict result;
-  CArray<T> gq = out({m.nq}), gv = out({m.nv}), gc = out({m.nu}), gf = out({m.nv});
-  ParameterGrads<T> params(m, E);
-  // device copies of the inputs and outputs, then one launch
-  const T* in[5] = {qpos.data(), qvel.data(), ctrl.data(), adj_qpos_next.data(),
-                    adj_qvel_next.data()};
-  size_t in_n[5] = {size_t(m.nq), size_t(m.nv), size_t(m.nu), size_t(m.nq), size_t(m.nv)};
-  T* pq = gq.mutable_data();
-  T* pv = gv.mutable_data();
-  T* pc = gc.mutable_data();
-  T* pf = gf.mutable_data();
-  if (E > 0) {
-    py::gil_scoped_release nogil;
-    std::vector<std::unique_ptr<DeviceInput<T>>> d_in;
-    for (int i = 0; i < 5; ++i)
-      d_in.push_back(std::make_unique<DeviceInput<T>>(device, in[i], size_t(E) * in_n[i]));
-    DeviceInput<T> d_f(device, f, size_t(E) * m.nv);
-    DeviceOutput<T> d_gq(device, pq, size_t(E) * m.nq), d_gv(device, pv, size_t(E) * m.nv),
-        d_gc(device, pc, size_t(E) * m.nu), d_gf(device, pf, size_t(E) * m.nv);
-    params.bind(device);
-    phx::step_vjp(*dm, E, d_in[0]->get(), d_in[1]->get(), d_in[2]->get(), d_in[3]->get(),
-                  d_in[4]->get(), d_gq.get(), d_gv.get(), d_gc.get(), params.model_adjoint(),
-                  params.contact_adjoint(), contact_gradient, d_f.get(),
-                  d_gf.get());
-    d_gq.finish();
-    d_gv.finish();
-    d_gc.finish();
-    d_gf.finish();
-    params.finish();
-  }
-  result["qpos"] = gq;
-  result["qvel"] = gv;
-  result["ctrl"] = gc;
-  result["qfrc"] = gf;
-  params.into(result);
-  return result;
-}
-
-// ---- the same calls on tensors the caller allocated (torch, jax, cupy or numpy through
-// DLPack), run on the device the tensors live on, inputs read and outputs written in place ----
-
-// the tensors of one call (None: an empty TensorRef): all on one device, of one float type,
-// those of the first given
-struct TensorArgs {
-  std::vector<TensorRef> refs;
-  Device device = Device::kCpu;
-  int bits = 0;
-  explicit TensorArgs(std::initializer_list<std::pair<py::handle, const char*>> args) {
-    for (const auto& [obj, name] : args) {
-      if (obj.is_none()) {
-        refs.emplace_back();
-        continue;
-      }
-      refs.push_back(phx::bindings::import_tensor(obj, name));
-      const TensorRef& t = refs.back();
-      if (bits == 0) {
-        device = t.device;
-        bits = t.kind == 'f' ? t.bits : 0;
-        if (bits != 32 && bits != 64)
-          throw std::invalid_argument(std::string("phalanx: ") + name +
-                                      " must be float32 or float64");
-      } else if (t.device != device) {
-        throw std::invalid_argument(std::string("phalanx: ") + name + " is on " +
-                                    phx::device_name(t.device) + ", the other arguments on " +
-                                    phx::device_name(device));
-      }
-    }
-  }
-  const TensorRef& operator[](size_t i) const { return refs[i]; }
-};
-
-// copy a state between a tensor and Data on the tensors' device
-template <class T>
-void copy_to(Device d, T* dst, const T* src, size_t n) {
-  phx::detail::device_copy(d, dst, d, src, n * sizeof(T));
-}
-
-// the compiled model and the one-step inputs (qpos, qvel, ctrl) of a call's first tensors
-template <class T>
-struct StepArgs {
-  std::shared_ptr<const phx::DeviceModel<T>> dm;
-  std::int64_t E;
-  const T *q, *v, *u;
-  StepArgs(PyModel& pm, const TensorArgs& a) : dm(pm.compiled<T>(a.device)) {
-    const phx::Model& m = dm->model();
-    E = a[0].shape.empty() ? 0 : a[0].shape[0];
-    q = a[0].as<T>("qpos", {E, m.nq});
-    v = a[1].as<T>("qvel", {E, m.nv});
-    u = a[2].as<T>("ctrl", {E, m.nu});
-  }
-};
 
 // The contact storage of a batch of environments (the previous step's rows and impulses, the
 // warm start of the next) kept across step_into / rollout_into calls, as phx::Data keeps it in
@@ -718,171 +278,378 @@ struct CallData {
   }
 };
 
+// ---- the operations, one implementation each: an ArgTable holds the call's arrays, numpy
+// arrays (phalanx) or DLPack tensors (phalanx.torch, phalanx.jax, phalanx.Simulator) ----
+
+// copy n numbers on the call's device
 template <class T>
-void step_into_t(PyModel& pm, const TensorArgs& a, int nstep, PyWarmStart* ws) {
-  StepArgs<T> in(pm, a);
-  const phx::Model& m = in.dm->model();
-  auto [dm, E, q, v, u] = in;
-  T* q1 = a[3].as<T>("qpos_out", {E, m.nq});
-  T* v1 = a[4].as<T>("qvel_out", {E, m.nv});
-  auto* status = reinterpret_cast<unsigned*>(a[5].as<std::int32_t>("status_out", {E}));
-  if (E == 0) return;
-  py::gil_scoped_release nogil;
-  CallData<T> call(*dm, int(E), ws);
-  phx::Data<T>& data = *call.data;
-  copy_to(a.device, data.qpos.data(), q, size_t(E) * m.nq);
-  copy_to(a.device, data.qvel.data(), v, size_t(E) * m.nv);
-  copy_to(a.device, data.ctrl.data(), u, size_t(E) * m.nu);
-  phx::step(*dm, data, nstep);
-  copy_to(a.device, q1, data.qpos.data(), size_t(E) * m.nq);
-  copy_to(a.device, v1, data.qvel.data(), size_t(E) * m.nv);
-  copy_to(a.device, status, data.status.data(), size_t(E));
+void copy_on(Device d, T* dst, const T* src, size_t n) {
+  phx::detail::device_copy(d, dst, d, src, n * sizeof(T));
 }
 
-void step_into(PyModel& pm, py::handle qpos, py::handle qvel, py::handle ctrl, py::handle qpos_out,
-               py::handle qvel_out, py::handle status_out, int nstep, PyWarmStart* ws) {
-  if (nstep < 0) throw std::invalid_argument("phalanx: nstep must be >= 0");
-  TensorArgs a({{qpos, "qpos"}, {qvel, "qvel"}, {ctrl, "ctrl"}, {qpos_out, "qpos_out"},
-                {qvel_out, "qvel_out"}, {status_out, "status_out"}});
-  a.bits == 32 ? step_into_t<float>(pm, a, nstep, ws) : step_into_t<double>(pm, a, nstep, ws);
+// a call's table with its scalar type and E from qpos (E, nq): numpy arrays on `device`
+// (dtype None: that of qpos; else converted to dtype) or DLPack tensors on their own device
+ArgTable call_table(const PyModel& pm, Source source, py::handle qpos, py::handle dtype,
+                    const std::string& device) {
+  ArgTable a(source, source == Source::kNumpy ? phx::parse_device(device) : Device::kCpu);
+  a.scalar_from("qpos", qpos, dtype, {{"E", -1}, {"nq", pm.model().nq}});
+  return a;
 }
 
+// M(q) with armature -> (E, nv, nv)
 template <class T>
-void rollout_into_t(PyModel& pm, const TensorArgs& a, PyTape* py_tape, PyWarmStart* ws) {
-  auto dm = pm.compiled<T>(a.device);
+py::object mass_matrix_t(PyModel& pm, ArgTable& a, py::handle qpos) {
+  auto dm = pm.compiled<T>(a.device());
   const phx::Model& m = dm->model();
-  std::int64_t E = a[0].shape.empty() ? 0 : a[0].shape[0];
-  std::int64_t nstep = a[2].shape.size() == 3 ? a[2].shape[1] : 0;
-  if (nstep > INT_MAX) throw std::invalid_argument("phalanx: too many steps");
-  const T* q = a[0].as<T>("qpos", {E, m.nq});
-  const T* v = a[1].as<T>("qvel", {E, m.nv});
-  const T* u = a[2].as<T>("ctrl", {E, nstep, m.nu});
-  T* qs = a[3].as<T>("qpos_out", {E, nstep, m.nq});
-  T* vs = a[4].as<T>("qvel_out", {E, nstep, m.nv});
-  auto* status = reinterpret_cast<unsigned*>(a[5].as<std::int32_t>("status_out", {E}));
-  phx::Tape<T>* tape = py_tape ? py_tape->start<T>(dm, a.device, E, nstep) : nullptr;
-  if (E == 0) return;
-  py::gil_scoped_release nogil;
-  CallData<T> call(*dm, int(E), ws);
-  phx::Data<T>& data = *call.data;
-  copy_to(a.device, data.qpos.data(), q, size_t(E) * m.nq);
-  copy_to(a.device, data.qvel.data(), v, size_t(E) * m.nv);
-  phx::rollout(*dm, data, u, int(nstep), qs, vs, nullptr, tape);
-  copy_to(a.device, status, data.status.data(), size_t(E));
+  const std::int64_t E = a.batch();
+  const T* q = a.in<T>("qpos", qpos, {{"E", E}, {"nq", m.nq}});
+  Output<T> M = a.out<T>("M", py::none(), {{"E", E}, {"nv", m.nv}, {"nv", m.nv}});
+  a.run([&] { phx::mass_matrix(*dm, int(E), q, M.p); });
+  return M.array;
 }
 
-void rollout_into(PyModel& pm, py::handle qpos, py::handle qvel, py::handle ctrl,
-                  py::handle qpos_out, py::handle qvel_out, py::handle status_out, PyTape* tape,
-                  PyWarmStart* ws) {
-  TensorArgs a({{qpos, "qpos"}, {qvel, "qvel"}, {ctrl, "ctrl"}, {qpos_out, "qpos_out"},
-                {qvel_out, "qvel_out"}, {status_out, "status_out"}});
-  a.bits == 32 ? rollout_into_t<float>(pm, a, tape, ws) : rollout_into_t<double>(pm, a, tape, ws);
-}
+// The queries of (qpos, qvel, x) -> (E, nv): c(q, qvel) (x absent), qacc without constraints
+// (x = ctrl (E, nu)) and the generalized force producing qacc (x = qacc (E, nv), MuJoCo's
+// qfrc_inverse)
+enum class Query { kBiasForces, kForwardDynamics, kInverseDynamics };
 
-// gradient outputs: grads maps "qpos", "qvel", "ctrl" and parameter names to tensors (E, ...)
-// to overwrite; absent names are not computed
 template <class T>
-struct GradTensors {
-  T* state[3] = {};
+py::object query_t(PyModel& pm, ArgTable& a, Query query, py::handle qpos, py::handle qvel,
+                   py::handle x) {
+  auto dm = pm.compiled<T>(a.device());
+  const phx::Model& m = dm->model();
+  const std::int64_t E = a.batch();
+  const T* q = a.in<T>("qpos", qpos, {{"E", E}, {"nq", m.nq}});
+  const T* v = a.in<T>("qvel", qvel, {{"E", E}, {"nv", m.nv}});
+  const T* third = query == Query::kForwardDynamics ? a.in<T>("ctrl", x, {{"E", E}, {"nu", m.nu}})
+                   : query == Query::kInverseDynamics
+                       ? a.in<T>("qacc", x, {{"E", E}, {"nv", m.nv}})
+                       : nullptr;
+  Output<T> out = a.out<T>("out", py::none(), {{"E", E}, {"nv", m.nv}});
+  a.run([&] {
+    if (query == Query::kBiasForces) phx::bias_forces(*dm, int(E), q, v, out.p);
+    if (query == Query::kForwardDynamics) phx::forward_dynamics(*dm, int(E), q, v, third, out.p);
+    if (query == Query::kInverseDynamics) phx::inverse_dynamics(*dm, int(E), q, v, third, out.p);
+  });
+  return out.array;
+}
+
+// body frames and the centre of mass -> (xpos (E, nbody, 3), xquat (E, nbody, 4), com (E, 3),
+// com_vel (E, 3) or None without qvel)
+template <class T>
+py::tuple kinematics_t(PyModel& pm, ArgTable& a, py::handle qpos, py::handle qvel) {
+  auto dm = pm.compiled<T>(a.device());
+  const phx::Model& m = dm->model();
+  const std::int64_t E = a.batch(), nb = m.nbody;
+  const T* q = a.in<T>("qpos", qpos, {{"E", E}, {"nq", m.nq}});
+  const T* v = a.optional<T>("qvel", qvel, {{"E", E}, {"nv", m.nv}});
+  Output<T> xpos = a.out<T>("xpos", py::none(), {{"E", E}, {"nbody", nb}, {"3", 3}});
+  Output<T> xquat = a.out<T>("xquat", py::none(), {{"E", E}, {"nbody", nb}, {"4", 4}});
+  Output<T> com = a.out<T>("com", py::none(), {{"E", E}, {"3", 3}});
+  Output<T> com_vel = a.out<T>("com_vel", py::none(), {{"E", v ? E : 0}, {"3", 3}});
+  a.run([&] {
+    phx::kinematics(*dm, int(E), q, v, xpos.p, xquat.p, com.p, v ? com_vel.p : nullptr);
+  });
+  return py::make_tuple(xpos.array, xquat.array, com.array, v ? com_vel.array : py::none());
+}
+
+// the status words (E,): new uint32 (numpy) or the caller's int32
+Output<unsigned> status_output(ArgTable& a, py::handle given, std::int64_t E) {
+  if (given.is_none()) return a.out<std::uint32_t>("status_out", given, {{"E", E}});
+  Output<std::int32_t> s = a.out<std::int32_t>("status_out", given, {{"E", E}});
+  return {reinterpret_cast<unsigned*>(s.p), s.array};
+}
+
+// The arrays of step and rollout besides the state: outputs (None: new numpy arrays) and what
+// carries over between calls
+struct StepIO {
+  py::handle qpos_out = py::none(), qvel_out = py::none(), status_out = py::none();
+  PyWarmStart* warm_start = nullptr;
+};
+
+// the compiled model of a call and its state inputs on its device: qpos (E, nq), qvel (E, nv),
+// ctrl (E, nu) for one step or (E, T, nu) for a rollout (T its second dimension), and the added
+// generalized force qfrc (E, nv), null when not given
+template <class T>
+struct StepInputs {
+  std::shared_ptr<const phx::DeviceModel<T>> dm;
+  const phx::Model& m;
+  const std::int64_t E;
+  const T *q, *v, *u, *f;
+  StepInputs(PyModel& pm, ArgTable& a, py::handle qpos, py::handle qvel, py::handle ctrl,
+             py::handle qfrc, bool rollout = false)
+      : dm(pm.compiled<T>(a.device())),
+        m(dm->model()),
+        E(a.batch()),
+        q(a.in<T>("qpos", qpos, {{"E", E}, {"nq", m.nq}})),
+        v(a.in<T>("qvel", qvel, {{"E", E}, {"nv", m.nv}})),
+        u(rollout ? a.in<T>("ctrl", ctrl,
+                            {{"E", E}, {"T", ArgTable::extent(ctrl, 3, 1)}, {"nu", m.nu}})
+                  : a.in<T>("ctrl", ctrl, {{"E", E}, {"nu", m.nu}})),
+        f(a.optional<T>("qfrc", qfrc, {{"E", E}, {"nv", m.nv}})) {}
+};
+
+// the state inputs' shapes and dtypes checked as step (rollout: as rollout) checks them, without
+// running: phalanx.jax checks its arrays when it traces
+void check_state(PyModel& pm, py::handle qpos, py::handle qvel, py::handle ctrl, bool rollout) {
+  ArgTable a = call_table(pm, Source::kNumpy, qpos, py::none(), "cpu");
+  a.dispatch([&](auto x) { StepInputs<decltype(x)>(pm, a, qpos, qvel, ctrl, py::none(), rollout); });
+}
+
+// nstep steps with ctrl held and the added force qfrc -> (qpos, qvel, status)
+template <class T>
+py::tuple step_t(PyModel& pm, ArgTable& a, py::handle qpos, py::handle qvel, py::handle ctrl,
+                 py::handle qfrc, int nstep, const StepIO& io) {
+  const StepInputs<T> in(pm, a, qpos, qvel, ctrl, qfrc);
+  const auto& [dm, m, E, q, v, u, f] = in;
+  Output<T> q1 = a.out<T>("qpos_out", io.qpos_out, {{"E", E}, {"nq", m.nq}});
+  Output<T> v1 = a.out<T>("qvel_out", io.qvel_out, {{"E", E}, {"nv", m.nv}});
+  Output<unsigned> status = status_output(a, io.status_out, E);
+  if (E > 0) {
+    a.run([&] {
+      CallData<T> call(*dm, int(E), io.warm_start);
+      phx::Data<T>& data = *call.data;
+      Device d = a.device();
+      copy_on(d, data.qpos.data(), q, size_t(E) * m.nq);
+      copy_on(d, data.qvel.data(), v, size_t(E) * m.nv);
+      copy_on(d, data.ctrl.data(), u, size_t(E) * m.nu);
+      phx::step(*dm, data, nstep, f);
+      copy_on(d, q1.p, data.qpos.data(), size_t(E) * m.nq);
+      copy_on(d, v1.p, data.qvel.data(), size_t(E) * m.nv);
+      copy_on(d, status.p, data.status.data(), size_t(E));
+    });
+  }
+  return py::make_tuple(q1.array, v1.array, status.array);
+}
+
+// T steps driven by ctrl (E, T, nu) -> (qpos (E, T, nq), qvel (E, T, nv), status (E,)); counts
+// (E, T, NUM_COUNTS) int32 when given; recorded on tape when given
+template <class T>
+py::tuple rollout_t(PyModel& pm, ArgTable& a, py::handle qpos, py::handle qvel, py::handle ctrl,
+                    py::handle counts, PyTape* py_tape, const StepIO& io) {
+  const StepInputs<T> in(pm, a, qpos, qvel, ctrl, py::none(), true);
+  const auto& [dm, m, E, q, v, u, f] = in;
+  const std::int64_t nstep = ArgTable::extent(ctrl, 3, 1);
+  if (nstep > INT_MAX) throw std::invalid_argument("phalanx: too many steps");
+  Output<T> qs = a.out<T>("qpos_out", io.qpos_out, {{"E", E}, {"T", nstep}, {"nq", m.nq}});
+  Output<T> vs = a.out<T>("qvel_out", io.qvel_out, {{"E", E}, {"T", nstep}, {"nv", m.nv}});
+  Output<unsigned> status = status_output(a, io.status_out, E);
+  Output<std::int32_t> count;
+  if (!counts.is_none())
+    count = a.out<std::int32_t>("counts", counts,
+                                {{"E", E}, {"T", nstep}, {"NUM_COUNTS", phx::kNumCounts}});
+  phx::Tape<T>* tape = py_tape ? py_tape->start<T>(dm, a.device(), E, nstep) : nullptr;
+  if (E > 0) {
+    a.run([&] {
+      CallData<T> call(*dm, int(E), io.warm_start);
+      phx::Data<T>& data = *call.data;
+      copy_on(a.device(), data.qpos.data(), q, size_t(E) * m.nq);
+      copy_on(a.device(), data.qvel.data(), v, size_t(E) * m.nv);
+      phx::rollout(*dm, data, u, int(nstep), qs.p, vs.p, count.p, tape);
+      copy_on(a.device(), status.p, data.status.data(), size_t(E));
+    });
+  }
+  return py::make_tuple(qs.array, vs.array, status.array);
+}
+
+// The gradient outputs of step_vjp and Tape.backward. `grads` maps names (qpos, qvel, ctrl, qfrc
+// of a step, the parameters) to arrays (E, ...) to overwrite, and absent names are not
+// computed; None (numpy) asks for all of them in new arrays. dict() holds them by name.
+template <class T>
+class Gradients {
+ public:
+  T* state[4] = {};  // qpos, qvel, ctrl, qfrc
   phx::ModelAdjoint<T> model;
   phx::ContactModelAdjoint<T> contact;
-  std::vector<TensorRef> keep;
 
-  GradTensors(const py::dict& grads, const phx::Model& m, Device device, std::int64_t E,
-              std::int64_t nstep) {
-    auto take = [&](const char* name, std::vector<std::int64_t> shape) -> T* {
-      if (!grads.contains(name)) return nullptr;
-      keep.push_back(phx::bindings::import_tensor(grads[name], name));
-      if (keep.back().device != device)
-        throw std::invalid_argument(std::string("phalanx: gradient ") + name +
-                                    " is on another device than the inputs");
-      return keep.back().as<T>(name, shape);
-    };
-    state[0] = take("qpos", {E, m.nq});
-    state[1] = take("qvel", {E, m.nv});
-    state[2] = nstep < 0 ? take("ctrl", {E, m.nu}) : take("ctrl", {E, nstep, m.nu});
-    for (int k = 0; k < phx::kNumParams; ++k) {
-      std::int64_t n = std::int64_t(m.param_size(k)), w = phx::param_width(k);
-      std::vector<std::int64_t> shape = {E, n / w};
-      if (w > 1) shape.push_back(w);
-      phx::param_adjoint(model, contact, k) = take(phx::kParamNames[k], shape);
-    }
-    for (const auto& item : grads) {
+  // nstep < 0: of one step (ctrl (E, nu) and qfrc); else of a rollout (ctrl (E, T, nu))
+  Gradients(ArgTable& a, py::handle grads, const phx::Model& m, std::int64_t E,
+            std::int64_t nstep)
+      : all_(grads.is_none()), E_(E), nq_(m.nq), nv_(m.nv), nctrl_(m.nu * std::max<std::int64_t>(nstep, 1)) {
+    if (!all_) given_ = py::reinterpret_borrow<py::dict>(grads);
+    for (const auto& item : given_) {
       std::string key = py::str(item.first);
-      bool known = key == "qpos" || key == "qvel" || key == "ctrl";
+      bool known = key == "qpos" || key == "qvel" || key == "ctrl" || (nstep < 0 && key == "qfrc");
       for (int k = 0; k < phx::kNumParams; ++k) known = known || key == phx::kParamNames[k];
       if (!known) throw std::invalid_argument("phalanx: unknown gradient '" + key + "'");
     }
+    state[0] = take(a, "qpos", {{"E", E}, {"nq", m.nq}});
+    state[1] = take(a, "qvel", {{"E", E}, {"nv", m.nv}});
+    state[2] = nstep < 0 ? take(a, "ctrl", {{"E", E}, {"nu", m.nu}})
+                         : take(a, "ctrl", {{"E", E}, {"T", nstep}, {"nu", m.nu}});
+    if (nstep < 0) state[3] = take(a, "qfrc", {{"E", E}, {"nv", m.nv}});
+    for (int k = 0; k < phx::kNumParams; ++k) {
+      const char* name = phx::kParamNames[k];
+      std::int64_t w = phx::param_width(k), n = std::int64_t(m.param_size(k)) / w;
+      std::string width = std::to_string(w);
+      phx::param_adjoint(model, contact, k) =
+          w > 1 ? take(a, name, {{"E", E}, {param_count(k), n}, {width.c_str(), w}})
+                : take(a, name, {{"E", E}, {param_count(k), n}});
+    }
   }
+
+  // scratch on the device for the state gradients not asked for, which the kernels write
+  void spare(Device device) {
+    spare_ = phx::Buffer<T>(device, size_t(E_) * size_t(nq_ + nv_ + nctrl_));
+    T* p[3] = {spare_.data(), spare_.data() + size_t(E_) * nq_,
+               spare_.data() + size_t(E_) * (nq_ + nv_)};
+    for (int i = 0; i < 3; ++i) state[i] = state[i] ? state[i] : p[i];
+  }
+  const py::dict& dict() const { return out_; }
+
+ private:
+  T* take(ArgTable& a, const char* name, Dims dims) {
+    if (!all_ && !given_.contains(name)) return nullptr;
+    py::object given = all_ ? py::object(py::none()) : py::object(given_[name]);
+    Output<T> o = a.out<T>(name, given, dims);
+    out_[name] = o.array;
+    return o.p;
+  }
+  bool all_;
+  std::int64_t E_, nq_, nv_, nctrl_;
+  py::dict given_, out_;
+  phx::Buffer<T> spare_;
 };
 
+// vector-Jacobian product of one step at (qpos, qvel, ctrl, qfrc) -> Gradients::dict
 template <class T>
-void step_vjp_into_t(PyModel& pm, const TensorArgs& a, const py::dict& grads,
-                     int contact_gradient) {
-  StepArgs<T> in(pm, a);
-  const phx::Model& m = in.dm->model();
-  auto [dm, E, q, v, u] = in;
-  const T* aq = a[3].as<T>("adj_qpos_next", {E, m.nq});
-  const T* av = a[4].as<T>("adj_qvel_next", {E, m.nv});
-  GradTensors<T> g(grads, m, a.device, E, -1);
-  if (E == 0) return;
-  py::gil_scoped_release nogil;
-  // the kernel writes every state gradient: scratch for those not asked for
-  phx::Buffer<T> spare(a.device, size_t(E) * (m.nq + m.nv + m.nu));
-  T* gq = g.state[0] ? g.state[0] : spare.data();
-  T* gv = g.state[1] ? g.state[1] : spare.data() + size_t(E) * m.nq;
-  T* gc = g.state[2] ? g.state[2] : spare.data() + size_t(E) * (m.nq + m.nv);
-  phx::step_vjp(*dm, int(E), q, v, u, aq, av, gq, gv, gc, g.model, g.contact, contact_gradient);
+py::dict step_vjp_t(PyModel& pm, ArgTable& a, py::handle qpos, py::handle qvel, py::handle ctrl,
+                    py::handle adj_qpos_next, py::handle adj_qvel_next, py::handle qfrc,
+                    py::handle grads, int contact_gradient) {
+  const StepInputs<T> in(pm, a, qpos, qvel, ctrl, qfrc);
+  const auto& [dm, m, E, q, v, u, f] = in;
+  const T* aq = a.in<T>("adj_qpos_next", adj_qpos_next, {{"E", E}, {"nq", m.nq}});
+  const T* av = a.in<T>("adj_qvel_next", adj_qvel_next, {{"E", E}, {"nv", m.nv}});
+  Gradients<T> g(a, grads, m, E, -1);
+  if (E > 0) {
+    a.run([&] {
+      g.spare(a.device());
+      phx::step_vjp(*dm, int(E), q, v, u, aq, av, g.state[0], g.state[1], g.state[2], g.model,
+                    g.contact, contact_gradient, f, g.state[3]);
+    });
+  }
+  return g.dict();
 }
 
-void step_vjp_into(PyModel& pm, py::handle qpos, py::handle qvel, py::handle ctrl,
-                   py::handle adj_qpos_next, py::handle adj_qvel_next, const py::dict& grads,
-                   int contact_gradient) {
-  TensorArgs a({{qpos, "qpos"}, {qvel, "qvel"}, {ctrl, "ctrl"}, {adj_qpos_next, "adj_qpos_next"},
-                {adj_qvel_next, "adj_qvel_next"}});
-  a.bits == 32 ? step_vjp_into_t<float>(pm, a, grads, contact_gradient)
-               : step_vjp_into_t<double>(pm, a, grads, contact_gradient);
-}
-
+// Tape.backward from dL/d(state after each step) (None: zero) -> Gradients::dict
 template <class T>
-void tape_backward_into_t(PyTape& pt, const TensorArgs& a, const py::dict& grads,
-                          int contact_gradient) {
+py::dict tape_backward_t(PyTape& pt, ArgTable& a, py::handle adj_qpos, py::handle adj_qvel,
+                         py::handle grads, int contact_gradient) {
   PyTape::Recording<T>& r = pt.recording<T>();
-  if (!r.tape || !r.tape->recorded())
-    throw std::logic_error("phalanx: this tape holds no rollout of this dtype; pass tape= to "
-                           "phalanx.rollout first");
   const phx::Model& m = r.model->model();
-  std::int64_t E = r.tape->nenv(), nstep = r.tape->nstep();
-  if (a.device != pt.device())
-    throw std::invalid_argument("phalanx: the loss gradients are on another device than the "
-                                "tape's rollout");
-  const T* aq = a[0].data ? a[0].as<T>("adj_qpos", {E, nstep, m.nq}) : nullptr;
-  const T* av = a[1].data ? a[1].as<T>("adj_qvel", {E, nstep, m.nv}) : nullptr;
-  GradTensors<T> g(grads, m, pt.device(), E, nstep);
-  py::gil_scoped_release nogil;
-  phx::Buffer<T> spare(pt.device(), size_t(E) * (m.nq + m.nv + nstep * m.nu));
-  T* gq = g.state[0] ? g.state[0] : spare.data();
-  T* gv = g.state[1] ? g.state[1] : spare.data() + size_t(E) * m.nq;
-  T* gc = g.state[2] ? g.state[2] : spare.data() + size_t(E) * (m.nq + m.nv);
-  phx::rollout_backward(*r.model, *r.tape, aq, av, gq, gv, gc, g.model, g.contact,
-                        contact_gradient);
+  const std::int64_t E = r.tape->nenv(), nstep = r.tape->nstep();
+  const T* aq = a.optional<T>("adj_qpos", adj_qpos, {{"E", E}, {"T", nstep}, {"nq", m.nq}});
+  const T* av = a.optional<T>("adj_qvel", adj_qvel, {{"E", E}, {"T", nstep}, {"nv", m.nv}});
+  Gradients<T> g(a, grads, m, E, nstep);
+  a.run([&] {
+    g.spare(a.device());
+    phx::rollout_backward(*r.model, *r.tape, aq, av, g.state[0], g.state[1], g.state[2],
+                          g.model, g.contact, contact_gradient);
+  });
+  return g.dict();
 }
 
-void tape_backward_into(PyTape& pt, py::handle adj_qpos, py::handle adj_qvel,
-                        const py::dict& grads, int contact_gradient) {
-  if (adj_qpos.is_none() && adj_qvel.is_none())
-    throw std::invalid_argument("phalanx: give adj_qpos, adj_qvel or both");
-  if (!pt.recorded())
-    throw std::logic_error("phalanx: this tape holds no rollout; pass tape= to phalanx.rollout "
-                           "first");
-  TensorArgs a({{adj_qpos, "adj_qpos"}, {adj_qvel, "adj_qvel"}});
-  // the float type is the tape's
-  bool f64 = pt.dtype().is(py::module_::import("numpy").attr("float64"));
-  if ((a.bits == 64) != f64)
-    throw std::invalid_argument("phalanx: the loss gradients must have the tape's dtype");
-  f64 ? tape_backward_into_t<double>(pt, a, grads, contact_gradient)
-      : tape_backward_into_t<float>(pt, a, grads, contact_gradient);
+// one-step Jacobians -> (the blocks of jac (E, nq + nv, nq + 2 nv + nu) by name, jac_param
+// (E, nq + nv, nparam) or None)
+template <class T>
+py::tuple step_jacobian_t(PyModel& pm, ArgTable& a, py::handle qpos, py::handle qvel,
+                          py::handle ctrl, py::handle qfrc, bool parameters,
+                          int contact_gradient) {
+  const StepInputs<T> in(pm, a, qpos, qvel, ctrl, qfrc);
+  const auto& [dm, m, E, q, v, u, f] = in;
+  const std::int64_t rows = m.nq + m.nv, cols = m.nq + 2 * m.nv + m.nu,
+                     np = phx::jacobian_nparam(dm->view());
+  Output<T> jac = a.out<T>("jac", py::none(), {{"E", E}, {"rows", rows}, {"cols", cols}});
+  Output<T> jac_param;
+  if (parameters)
+    jac_param = a.out<T>("jac_param", py::none(), {{"E", E}, {"rows", rows}, {"np", np}});
+  if (E > 0) {
+    a.run([&] {
+      phx::step_jacobian(*dm, int(E), q, v, u, jac.p, jac_param.p, contact_gradient, f);
+    });
+  }
+  return py::make_tuple(jacobian_blocks<T>(jac.array, m.nq, m.nv, m.nu),
+                        parameters ? jac_param.array : py::none());
 }
+
+// ---- entry points: numpy (phalanx) and DLPack (the _into functions) reach the same
+// operations above ----
+
+py::object mass_matrix(PyModel& pm, py::handle qpos, py::handle dtype,
+                       const std::string& device) {
+  ArgTable a = call_table(pm, Source::kNumpy, qpos, dtype, device);
+  return a.dispatch([&](auto x) { return mass_matrix_t<decltype(x)>(pm, a, qpos); });
+}
+
+py::object query(PyModel& pm, Query query, py::handle qpos, py::handle qvel, py::handle x,
+                 py::handle dtype, const std::string& device) {
+  ArgTable a = call_table(pm, Source::kNumpy, qpos, dtype, device);
+  return a.dispatch([&](auto t) { return query_t<decltype(t)>(pm, a, query, qpos, qvel, x); });
+}
+
+template <Query Q>
+py::object query_of(PyModel& pm, py::handle qpos, py::handle qvel, py::handle x, py::handle dtype,
+                    const std::string& device) {
+  return query(pm, Q, qpos, qvel, x, dtype, device);
+}
+
+py::tuple kinematics(PyModel& pm, py::handle qpos, py::handle qvel, py::handle dtype,
+                     const std::string& device) {
+  ArgTable a = call_table(pm, Source::kNumpy, qpos, dtype, device);
+  return a.dispatch([&](auto x) { return kinematics_t<decltype(x)>(pm, a, qpos, qvel); });
+}
+
+py::tuple step(PyModel& pm, Source source, py::handle qpos, py::handle qvel, py::handle ctrl,
+               py::handle qfrc, int nstep, const StepIO& io, py::handle dtype,
+               const std::string& device) {
+  if (nstep < 0) throw std::invalid_argument("phalanx: nstep must be >= 0");
+  ArgTable a = call_table(pm, source, qpos, dtype, device);
+  return a.dispatch(
+      [&](auto x) { return step_t<decltype(x)>(pm, a, qpos, qvel, ctrl, qfrc, nstep, io); });
+}
+
+py::tuple rollout(PyModel& pm, Source source, py::handle qpos, py::handle qvel, py::handle ctrl,
+                  py::handle counts, PyTape* tape, const StepIO& io, py::handle dtype,
+                  const std::string& device) {
+  ArgTable a = call_table(pm, source, qpos, dtype, device);
+  return a.dispatch(
+      [&](auto x) { return rollout_t<decltype(x)>(pm, a, qpos, qvel, ctrl, counts, tape, io); });
+}
+
+py::dict step_vjp(PyModel& pm, Source source, py::handle qpos, py::handle qvel, py::handle ctrl,
+                  py::handle adj_qpos_next, py::handle adj_qvel_next, py::handle qfrc,
+                  py::handle grads, int contact_gradient, py::handle dtype,
+                  const std::string& device) {
+  ArgTable a = call_table(pm, source, qpos, dtype, device);
+  return a.dispatch([&](auto x) {
+    return step_vjp_t<decltype(x)>(pm, a, qpos, qvel, ctrl, adj_qpos_next, adj_qvel_next, qfrc,
+                                   grads, contact_gradient);
+  });
+}
+
+py::tuple step_jacobian(PyModel& pm, py::handle qpos, py::handle qvel, py::handle ctrl,
+                        bool parameters, int contact_gradient, py::handle qfrc, py::handle dtype,
+                        const std::string& device) {
+  ArgTable a = call_table(pm, Source::kNumpy, qpos, dtype, device);
+  return a.dispatch([&](auto x) {
+    return step_jacobian_t<decltype(x)>(pm, a, qpos, qvel, ctrl, qfrc, parameters,
+                                        contact_gradient);
+  });
+}
+
+// numpy arrays are converted to the tape's dtype, DLPack tensors must have it
+py::dict tape_backward(PyTape& pt, Source source, py::handle adj_qpos, py::handle adj_qvel,
+                       py::handle grads, int contact_gradient) {
+  if (!pt.recorded())
+    throw std::logic_error("phalanx: this tape holds no rollout; record one with "
+                           "phalanx.rollout(..., tape=tape) first");
+  ArgTable a(source, pt.device());
+  a.scalar(pt.bits(), "the tape's dtype", pt.nenv());
+  return a.dispatch([&](auto x) {
+    return tape_backward_t<decltype(x)>(pt, a, adj_qpos, adj_qvel, grads, contact_gradient);
+  });
+}
+
 
 // bytes of device memory one environment uses: state plus the workspace of a step
 template <class T>
@@ -918,36 +685,12 @@ void def_array(py::class_<PyModel>& cls, const char* name, std::vector<V> phx::M
       doc.c_str());
 }
 
-// bind the float and double overloads of one query; numpy arrays are matched without
-// conversion, so the dtype chooses the overload and no copy is made. pybind11 tries them in
-// the order bound: the derivatives, mostly taken in double, bind it first (Double::kFirst),
-// which saves a failed match per call (0.2 us)
-enum class Double { kSecond, kFirst };
-template <Double order = Double::kSecond, class F32, class F64, class... Args>
-void def_query(py::module_& m, const char* name, F32 f32, F64 f64, const char* doc, Args... args) {
-  auto def = [&](auto f) {
-    m.def(name, f, py::arg("model"), args..., py::arg("device") = "cpu", doc);
-  };
-  if (order == Double::kFirst) def(f64);
-  def(f32);
-  if (order == Double::kSecond) def(f64);
-}
+// ---- registration, one function per area ----
 
-// "STATUS_nan_state" -> "STATUS_NAN_STATE"
-std::string upper(std::string s) {
-  for (char& c : s) c = char(std::toupper(static_cast<unsigned char>(c)));
-  return s;
-}
-
-}  // namespace
-
-PYBIND11_MODULE(_phalanx, mod) {
-  mod.doc() = "Phalanx C++ core; use the phalanx package, which checks arguments.";
-  phx::bindings::register_collision(mod);
-  phx::bindings::register_planner(mod);
-
-  // status bits (PHX_STATUS_BITS): STATUS_<NAME>, STATUS_STOP_MASK, and STATUS_BITS, the
-  // (name, bit) pairs in the order they are reported; joint and geom type names by number
+// status bits (PHX_STATUS_BITS): STATUS_<NAME>, STATUS_STOP_MASK, and STATUS_BITS, the (name,
+// bit) pairs in the order they are reported; joint and geom type names by number; the flags of
+// the contact gradient, the per-step counts and the parameter table
+void register_constants(py::module_& mod) {
   py::list status_bits;
 #define PHX_EXPORT_STATUS(Name, name, bit, stops)                        \
   mod.attr(upper("STATUS_" #name).c_str()) = unsigned(phx::kStatus##Name); \
@@ -970,9 +713,14 @@ PYBIND11_MODULE(_phalanx, mod) {
   mod.attr("NUM_COUNTS") = int(phx::kNumCounts);
   py::list params;
   for (int k = 0; k < phx::kNumParams; ++k)
-    params.append(py::make_tuple(phx::kParamNames[k], phx::param_width(k)));
-  mod.attr("PARAMETERS") = params;  // (name, numbers per entity) in Param order
+    params.append(py::make_tuple(phx::kParamNames[k], param_count(k),
+                                 phx::param_width(k)));
+  // (name, the count of its entities, numbers per entity) in Param order
+  mod.attr("PARAMETERS") = params;
+}
 
+// the threads of the CPU backend, the CUDA backend's presence and memory per environment
+void register_runtime(py::module_& mod) {
   mod.def("set_num_threads", &phx::set_num_threads, py::arg("n"),
           "Threads of the CPU backend's later calls (n >= 1). Phalanx keeps this count itself, "
           "so torch or another library changing OpenMP's thread count does not change it; "
@@ -981,28 +729,14 @@ PYBIND11_MODULE(_phalanx, mod) {
   mod.def(
       "cuda_available", [] { return phx::cuda_available(); },
       "True when the CUDA backend was built and a GPU is visible.");
+  mod.def("bytes_per_env_float32", &bytes_per_env<float>, py::arg("model"),
+          py::arg("device") = "cpu");
+  mod.def("bytes_per_env_float64", &bytes_per_env<double>, py::arg("model"),
+          py::arg("device") = "cpu");
+}
 
-  py::class_<PyModel> cls(mod, "Model",
-                          "A mechanism loaded from MJCF or URDF: MuJoCo-style flat arrays (read "
-                          "only) and the options timestep and gravity (read and write).");
-
-  mod.def(
-      "load_model",
-      [](const std::string& path) {
-        phx::Model model = phx::load_model(path);
-        model.validate();
-        return PyModel(std::move(model));
-      },
-      py::arg("path"), "Load an MJCF (.xml, .mjcf) or URDF (.urdf) file.");
-
-  // counts (PHX_MODEL_COUNTS)
-#define PHX_DEF_COUNT(name, comment) \
-  cls.def_property_readonly(         \
-      #name, [](const PyModel& pm) { return pm.model().name; }, comment);
-  PHX_MODEL_COUNTS(PHX_DEF_COUNT)
-#undef PHX_DEF_COUNT
-
-  // names and options
+// phalanx.Model's names and options (the options drop the compiled copies)
+void register_model_options(py::class_<PyModel>& cls) {
   cls.def_property_readonly("name", [](const PyModel& pm) { return pm.model().name; })
       .def_property_readonly("source", [](const PyModel& pm) { return pm.model().source; })
       .def_property(
@@ -1069,8 +803,32 @@ PYBIND11_MODULE(_phalanx, mod) {
             if (n < 1) throw std::invalid_argument("phalanx: lcp_iterations must be >= 1");
             pm.set_option(&phx::Options::lcp_iterations, n);
           },
-          "projected Gauss-Seidel sweeps per step")
-      .def("set_parameter", &PyModel::set_parameter, py::arg("name"), py::arg("values"),
+          "projected Gauss-Seidel sweeps per step");
+}
+
+// phalanx.Model and load_model: counts, options, parameters, names, ids and the arrays
+void register_model(py::module_& mod) {
+  py::class_<PyModel> cls(mod, "Model",
+                          "A mechanism loaded from MJCF or URDF: MuJoCo-style flat arrays (read "
+                          "only) and the options timestep and gravity (read and write).");
+
+  mod.def(
+      "load_model",
+      [](const std::string& path) {
+        phx::Model model = phx::load_model(path);
+        model.validate();
+        return PyModel(std::move(model));
+      },
+      py::arg("path"), "Load an MJCF (.xml, .mjcf) or URDF (.urdf) file.");
+
+  // counts (PHX_MODEL_COUNTS)
+#define PHX_DEF_COUNT(name, comment) \
+  cls.def_property_readonly(         \
+      #name, [](const PyModel& pm) { return pm.model().name; }, comment);
+  PHX_MODEL_COUNTS(PHX_DEF_COUNT)
+#undef PHX_DEF_COUNT
+  register_model_options(cls);
+  cls.def("set_parameter", &PyModel::set_parameter, py::arg("name"), py::arg("values"),
            "Replace a model parameter (one of phalanx.PARAMETERS). values of the field's shape "
            "are shared by all "
            "environments; with a leading dimension nbatch they are per environment: "
@@ -1116,30 +874,129 @@ PYBIND11_MODULE(_phalanx, mod) {
   def_array(cls, #name, &M::name, width, comment, #count);
   PHX_MODEL_ARRAYS(PHX_DEF_ARRAY)
 #undef PHX_DEF_ARRAY
+}
 
-  // functional queries and stepping, one overload per scalar type
-  def_query(mod, "mass_matrix", &mass_matrix<float>, &mass_matrix<double>,
-            "M(q) with armature -> (E, nv, nv)", py::arg("qpos").noconvert());
-  def_query(mod, "bias_forces", &bias_forces<float>, &bias_forces<double>, "c(q, qvel) -> (E, nv)",
-            py::arg("qpos").noconvert(), py::arg("qvel").noconvert());
-  def_query(mod, "kinematics", &kinematics<float>, &kinematics<double>,
-            "-> (xpos (E, nbody, 3), xquat (E, nbody, 4), com (E, 3), com_vel (E, 3) or None)",
-            py::arg("qpos").noconvert(), py::arg("qvel").noconvert() = py::none());
-  def_query(mod, "forward_dynamics", &forward_dynamics<float>, &forward_dynamics<double>,
-            "qacc -> (E, nv)", py::arg("qpos").noconvert(), py::arg("qvel").noconvert(),
-            py::arg("ctrl").noconvert());
-  def_query(mod, "inverse_dynamics", &inverse_dynamics<float>, &inverse_dynamics<double>,
-            "qfrc_inverse -> (E, nv)", py::arg("qpos").noconvert(), py::arg("qvel").noconvert(),
-            py::arg("qacc").noconvert());
-  def_query(mod, "step", &step<float>, &step<double>, "-> (qpos, qvel, status)",
-            py::arg("qpos").noconvert(), py::arg("qvel").noconvert(), py::arg("ctrl").noconvert(),
-            py::arg("nstep") = 1, py::arg("qfrc").noconvert() = py::none());
-  def_query(mod, "rollout", &rollout<float>, &rollout<double>,
-            "-> (qpos (E, T, nq), qvel (E, T, nv), status (E,))", py::arg("qpos").noconvert(),
-            py::arg("qvel").noconvert(), py::arg("ctrl").noconvert(),
-            py::arg("qpos_out").noconvert() = py::none(),
-            py::arg("qvel_out").noconvert() = py::none(),
-            py::arg("counts").noconvert() = py::none(), py::arg("tape") = nullptr);
+
+// the functional queries on numpy arrays: (model, arrays..., dtype, device)
+void register_queries(py::module_& mod) {
+  auto dtype = py::arg("dtype") = py::none();
+  auto device = py::arg("device") = "cpu";
+  mod.def("mass_matrix", &mass_matrix, py::arg("model"), py::arg("qpos"), dtype, device,
+          "M(q) with armature -> (E, nv, nv)");
+  mod.def(
+      "bias_forces",
+      [](PyModel& pm, py::handle q, py::handle v, py::handle dt, const std::string& dev) {
+        return query(pm, Query::kBiasForces, q, v, py::none(), dt, dev);
+      },
+      py::arg("model"), py::arg("qpos"), py::arg("qvel"), dtype, device, "c(q, qvel) -> (E, nv)");
+  mod.def("forward_dynamics", &query_of<Query::kForwardDynamics>, py::arg("model"),
+          py::arg("qpos"), py::arg("qvel"), py::arg("ctrl"), dtype, device, "qacc -> (E, nv)");
+  mod.def("inverse_dynamics", &query_of<Query::kInverseDynamics>, py::arg("model"),
+          py::arg("qpos"), py::arg("qvel"), py::arg("qacc"), dtype, device,
+          "qfrc_inverse -> (E, nv)");
+  mod.def("check_state", &check_state, py::arg("model"), py::arg("qpos"), py::arg("qvel"),
+          py::arg("ctrl"), py::arg("rollout"),
+          "check the state arrays as step (rollout=True: rollout) checks them, without running");
+  mod.def("kinematics", &kinematics, py::arg("model"), py::arg("qpos"),
+          py::arg("qvel") = py::none(), dtype, device,
+          "-> (xpos (E, nbody, 3), xquat (E, nbody, 4), com (E, 3), com_vel (E, 3) or None)");
+}
+
+// step and rollout: on numpy arrays into new ones (or rollout's out=), and on DLPack tensors
+// into the caller's (step_into, rollout_into), optionally warm-started across calls
+void register_stepping(py::module_& mod) {
+  mod.def(
+      "step",
+      [](PyModel& pm, py::handle q, py::handle v, py::handle u, int nstep, py::handle qfrc,
+         py::handle dtype, const std::string& device) {
+        return step(pm, Source::kNumpy, q, v, u, qfrc, nstep, {}, dtype, device);
+      },
+      py::arg("model"), py::arg("qpos"), py::arg("qvel"), py::arg("ctrl"), py::arg("nstep") = 1,
+      py::arg("qfrc") = py::none(), py::arg("dtype") = py::none(), py::arg("device") = "cpu",
+      "-> (qpos, qvel, status)");
+  mod.def(
+      "rollout",
+      [](PyModel& pm, py::handle q, py::handle v, py::handle u, py::handle qpos_out,
+         py::handle qvel_out, py::handle counts, PyTape* tape, py::handle dtype,
+         const std::string& device) {
+        return rollout(pm, Source::kNumpy, q, v, u, counts, tape,
+                       {qpos_out, qvel_out, py::none(), nullptr}, dtype, device);
+      },
+      py::arg("model"), py::arg("qpos"), py::arg("qvel"), py::arg("ctrl"),
+      py::arg("qpos_out") = py::none(), py::arg("qvel_out") = py::none(),
+      py::arg("counts") = py::none(), py::arg("tape") = nullptr, py::arg("dtype") = py::none(),
+      py::arg("device") = "cpu", "-> (qpos (E, T, nq), qvel (E, T, nv), status (E,))");
+  mod.def(
+      "step_into",
+      [](PyModel& pm, py::handle q, py::handle v, py::handle u, py::handle qpos_out,
+         py::handle qvel_out, py::handle status_out, int nstep, PyWarmStart* ws) {
+        step(pm, Source::kDlpack, q, v, u, py::none(), nstep, {qpos_out, qvel_out, status_out, ws},
+             py::none(), "cpu");
+      },
+      py::arg("model"), py::arg("qpos"), py::arg("qvel"), py::arg("ctrl"), py::arg("qpos_out"),
+      py::arg("qvel_out"), py::arg("status_out"), py::arg("nstep") = 1,
+      py::arg("warm_start") = nullptr,
+      "step on DLPack tensors (float32/64; status_out int32), outputs overwritten; with a "
+      "WarmStart the contact rows persist across calls");
+  mod.def(
+      "rollout_into",
+      [](PyModel& pm, py::handle q, py::handle v, py::handle u, py::handle qpos_out,
+         py::handle qvel_out, py::handle status_out, PyTape* tape, PyWarmStart* ws) {
+        rollout(pm, Source::kDlpack, q, v, u, py::none(), tape,
+                {qpos_out, qvel_out, status_out, ws}, py::none(), "cpu");
+      },
+      py::arg("model"), py::arg("qpos"), py::arg("qvel"), py::arg("ctrl"), py::arg("qpos_out"),
+      py::arg("qvel_out"), py::arg("status_out"), py::arg("tape") = nullptr,
+      py::arg("warm_start") = nullptr, "rollout on DLPack tensors, outputs overwritten");
+  py::class_<PyWarmStart>(mod, "WarmStart",
+                          "contact rows kept across step_into / rollout_into calls of one batch")
+      .def(py::init<>())
+      .def("cold_start", &PyWarmStart::cold_start, py::arg("env_ids"),
+           "forget the rows of these environments (their next step starts cold)")
+      .def("rows", &PyWarmStart::rows, "constraint rows each environment holds (nefc)");
+}
+
+// one step's vector-Jacobian product (numpy: every gradient in new arrays; DLPack: those of
+// grads, name -> tensor) and its Jacobians
+void register_gradients(py::module_& mod) {
+  mod.def(
+      "step_vjp",
+      [](PyModel& pm, py::handle q, py::handle v, py::handle u, py::handle aq, py::handle av,
+         int contact_gradient, py::handle qfrc, py::handle dtype, const std::string& device) {
+        return step_vjp(pm, Source::kNumpy, q, v, u, aq, av, qfrc, py::none(), contact_gradient,
+                        dtype, device);
+      },
+      py::arg("model"), py::arg("qpos"), py::arg("qvel"), py::arg("ctrl"),
+      py::arg("adj_qpos_next"), py::arg("adj_qvel_next"), py::arg("contact_gradient"),
+      py::arg("qfrc") = py::none(), py::arg("dtype") = py::none(), py::arg("device") = "cpu",
+      "vector-Jacobian product of one step -> dict of adjoints");
+  mod.def(
+      "step_vjp_into",
+      [](PyModel& pm, py::handle q, py::handle v, py::handle u, py::handle aq, py::handle av,
+         const py::dict& grads, int contact_gradient) {
+        step_vjp(pm, Source::kDlpack, q, v, u, aq, av, py::none(), grads, contact_gradient,
+                 py::none(), "cpu");
+      },
+      py::arg("model"), py::arg("qpos"), py::arg("qvel"), py::arg("ctrl"),
+      py::arg("adj_qpos_next"), py::arg("adj_qvel_next"), py::arg("grads"),
+      py::arg("contact_gradient"),
+      "step_vjp on DLPack tensors into the gradient tensors of grads (name -> tensor)");
+  mod.def("step_jacobian", &step_jacobian, py::arg("model"), py::arg("qpos"), py::arg("qvel"),
+          py::arg("ctrl"), py::arg("parameters"), py::arg("contact_gradient"),
+          py::arg("qfrc") = py::none(), py::arg("dtype") = py::none(), py::arg("device") = "cpu",
+          "-> (jac (E, nq + nv, nq + 2 nv + nu), jac_param (E, nq + nv, nparam) or None)");
+  mod.def(
+      "jacobian_blocks",
+      [](const CArray<double>& jac, int nq, int nv, int nu) {
+        return jacobian_blocks<double>(jac, nq, nv, nu);
+      },
+      py::arg("jac").noconvert(), py::arg("nq"), py::arg("nv"), py::arg("nu"),
+      "the named blocks of a one-step Jacobian (E, nq + nv, nq + 2 nv + nu), as views");
+}
+
+// phalanx.Tape and its backward pass (numpy: converted to the tape's dtype, every gradient in
+// new arrays; DLPack: the tape's dtype, into the tensors of grads)
+void register_tape(py::module_& mod) {
   py::class_<PyTape>(mod, "Tape", "a rollout's checkpoints for its backward pass")
       .def(py::init<int, std::int64_t>(), py::arg("checkpoint_every") = 0,
            py::arg("memory_budget") = 0)
@@ -1153,49 +1010,32 @@ PYBIND11_MODULE(_phalanx, mod) {
                              "the room of each step the backward pass keeps while it recomputes "
                              "a segment")
       .def_property_readonly("dtype", &PyTape::dtype)
-      .def("_backward_float32", &tape_backward<float>, py::arg("adj_qpos").noconvert(),
-           py::arg("adj_qvel").noconvert(), py::arg("contact_gradient"))
-      .def("_backward_float64", &tape_backward<double>, py::arg("adj_qpos").noconvert(),
-           py::arg("adj_qvel").noconvert(), py::arg("contact_gradient"));
-  def_query<Double::kFirst>(
-      mod, "step_jacobian", &step_jacobian<float>, &step_jacobian<double>,
-      "-> (jac (E, nq + nv, nq + 2 nv + nu), jac_param (E, nq + nv, nparam) or None)",
-      py::arg("qpos").noconvert(), py::arg("qvel").noconvert(), py::arg("ctrl").noconvert(),
-      py::arg("parameters"), py::arg("contact_gradient"), py::arg("qfrc").noconvert() = py::none());
-  mod.def("jacobian_blocks", &jacobian_blocks<double>, py::arg("jac").noconvert(), py::arg("nq"),
-          py::arg("nv"), py::arg("nu"),
-          "the named blocks of a one-step Jacobian (E, nq + nv, nq + 2 nv + nu), as views");
-  def_query<Double::kFirst>(
-      mod, "step_vjp", &step_vjp<float>, &step_vjp<double>,
-      "vector-Jacobian product of one step -> dict of adjoints", py::arg("qpos").noconvert(),
-      py::arg("qvel").noconvert(), py::arg("ctrl").noconvert(),
-      py::arg("adj_qpos_next").noconvert(), py::arg("adj_qvel_next").noconvert(),
-      py::arg("contact_gradient"), py::arg("qfrc").noconvert() = py::none());
-  // tensors through DLPack, on their own device, no host round trip (phalanx.torch uses these)
-  mod.def("step_into", &step_into, py::arg("model"), py::arg("qpos"), py::arg("qvel"),
-          py::arg("ctrl"), py::arg("qpos_out"), py::arg("qvel_out"), py::arg("status_out"),
-          py::arg("nstep") = 1, py::arg("warm_start") = nullptr,
-          "step on DLPack tensors (float32/64; status_out int32), outputs overwritten; with a "
-          "WarmStart the contact rows persist across calls");
-  mod.def("rollout_into", &rollout_into, py::arg("model"), py::arg("qpos"), py::arg("qvel"),
-          py::arg("ctrl"), py::arg("qpos_out"), py::arg("qvel_out"), py::arg("status_out"),
-          py::arg("tape") = nullptr, py::arg("warm_start") = nullptr,
-          "rollout on DLPack tensors, outputs overwritten");
-  py::class_<PyWarmStart>(mod, "WarmStart",
-                          "contact rows kept across step_into / rollout_into calls of one batch")
-      .def(py::init<>())
-      .def("cold_start", &PyWarmStart::cold_start, py::arg("env_ids"),
-           "forget the rows of these environments (their next step starts cold)")
-      .def("rows", &PyWarmStart::rows, "constraint rows each environment holds (nefc)");
-  mod.def("step_vjp_into", &step_vjp_into, py::arg("model"), py::arg("qpos"), py::arg("qvel"),
-          py::arg("ctrl"), py::arg("adj_qpos_next"), py::arg("adj_qvel_next"), py::arg("grads"),
-          py::arg("contact_gradient"),
-          "step_vjp on DLPack tensors into the gradient tensors of grads (name -> tensor)");
-  mod.def("tape_backward_into", &tape_backward_into, py::arg("tape"), py::arg("adj_qpos"),
-          py::arg("adj_qvel"), py::arg("grads"), py::arg("contact_gradient"),
-          "Tape.backward on DLPack tensors into the gradient tensors of grads");
-  mod.def("bytes_per_env_float32", &bytes_per_env<float>, py::arg("model"),
-          py::arg("device") = "cpu");
-  mod.def("bytes_per_env_float64", &bytes_per_env<double>, py::arg("model"),
-          py::arg("device") = "cpu");
+      .def(
+          "_backward",
+          [](PyTape& pt, py::handle aq, py::handle av, int contact_gradient) {
+            return tape_backward(pt, Source::kNumpy, aq, av, py::none(), contact_gradient);
+          },
+          py::arg("adj_qpos"), py::arg("adj_qvel"), py::arg("contact_gradient"));
+  mod.def(
+      "tape_backward_into",
+      [](PyTape& pt, py::handle aq, py::handle av, const py::dict& grads, int contact_gradient) {
+        tape_backward(pt, Source::kDlpack, aq, av, grads, contact_gradient);
+      },
+      py::arg("tape"), py::arg("adj_qpos"), py::arg("adj_qvel"), py::arg("grads"),
+      py::arg("contact_gradient"), "Tape.backward on DLPack tensors into the gradient tensors of grads");
+}
+
+}  // namespace
+
+PYBIND11_MODULE(_phalanx, mod) {
+  mod.doc() = "Phalanx C++ core; use the phalanx package.";
+  register_constants(mod);
+  register_runtime(mod);
+  register_model(mod);
+  register_queries(mod);
+  register_stepping(mod);
+  register_gradients(mod);
+  register_tape(mod);
+  phx::bindings::register_collision(mod);
+  phx::bindings::register_planner(mod);
 }

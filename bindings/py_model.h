@@ -1,5 +1,5 @@
 // What the extension's source files share: the Python-side Model (a loaded phx::Model with its
-// compiled DeviceModels), shape checks, and the staging of numpy arrays to and from a device.
+// compiled DeviceModels) and the staging of numpy arrays to and from a device.
 #pragma once
 
 #include <pybind11/numpy.h>
@@ -135,24 +135,6 @@ class PyModel {
   std::array<std::shared_ptr<const phx::DeviceModel<double>>, 2> f64_;
 };
 
-// throw std::invalid_argument unless a has exactly this shape
-inline void require_shape(const py::array& a, const std::vector<py::ssize_t>& shape, const char* name) {
-  std::vector<py::ssize_t> got(a.shape(), a.shape() + a.ndim());
-  if (got != shape) {
-    throw std::invalid_argument(std::string("phalanx: ") + name + " must have shape " +
-                                shape_string(shape) + ", got " + shape_string(got));
-  }
-}
-
-// the number of environments: the leading dimension of qpos, which must be (E, nq)
-inline int batch_size(const py::array& qpos, int nq) {
-  if (qpos.ndim() != 2 || qpos.shape(1) != nq) {
-    require_shape(qpos, {qpos.ndim() ? qpos.shape(0) : 0, nq}, "qpos");
-  }
-  if (qpos.shape(0) > INT_MAX) throw std::invalid_argument("phalanx: too many environments");
-  return int(qpos.shape(0));
-}
-
 // An input array as the device sees it: the numpy buffer itself on the CPU, a copy on CUDA;
 // null for a null host array (an optional input not given).
 template <class T>
@@ -171,14 +153,6 @@ class DeviceInput {
   phx::Buffer<T> buffer_;
   const T* p_;
 };
-
-// an optional (E, n) input's data after its shape check, null when it is not given
-template <class T>
-const T* optional_rows(const std::optional<CArray<T>>& a, int E, int n, const char* name) {
-  if (!a) return nullptr;
-  require_shape(*a, {E, n}, name);
-  return a->data();
-}
 
 // An output array: the numpy buffer itself on the CPU; on CUDA a device buffer that finish()
 // copies back (and that starts with the array's values when it is also an input).

@@ -20,7 +20,6 @@ import functools
 import importlib.metadata
 import operator
 import os
-from typing import Sequence
 
 import numpy as np
 
@@ -93,7 +92,6 @@ except importlib.metadata.PackageNotFoundError:  # imported from a build tree
     __version__ = "0+unknown"
 
 _FLOAT_DTYPES = (np.dtype(np.float32), np.dtype(np.float64))
-_F32, _F64 = _FLOAT_DTYPES
 
 
 def raise_if_stopped(status, what: str = "step") -> None:
@@ -127,14 +125,12 @@ def load_model(path: str | os.PathLike) -> Model:
 
 def mass_matrix(model: Model, qpos, *, dtype=None, device: str = "cpu") -> np.ndarray:
     """Joint-space inertia M(q), armature included on the diagonal -> (E, nv, nv)."""
-    args = _Args(model, qpos, dtype)
-    return _phalanx.mass_matrix(model, args.qpos, device)
+    return _phalanx.mass_matrix(model, qpos, dtype, device)
 
 
 def bias_forces(model: Model, qpos, qvel, *, dtype=None, device: str = "cpu") -> np.ndarray:
     """Bias forces c(q, qvel): Coriolis, centrifugal and gravity (MuJoCo's qfrc_bias) -> (E, nv)."""
-    args = _Args(model, qpos, dtype)
-    return _phalanx.bias_forces(model, args.qpos, args.qvel(qvel), device)
+    return _phalanx.bias_forces(model, qpos, qvel, dtype, device)
 
 
 def kinematics(model: Model, qpos, qvel=None, *, dtype=None, device: str = "cpu") -> dict:
@@ -142,9 +138,7 @@ def kinematics(model: Model, qpos, qvel=None, *, dtype=None, device: str = "cpu"
     ``xquat`` (E, nbody, 4) (MuJoCo's body frames in world, w x y z), ``com`` (E, 3) (the centre
     of mass of all bodies, MuJoCo's subtree_com of the world) and, when qvel is given,
     ``com_vel`` (E, 3) (its velocity, MuJoCo's subtree_linvel of the world)."""
-    args = _Args(model, qpos, dtype)
-    xpos, xquat, com, com_vel = _phalanx.kinematics(
-        model, args.qpos, None if qvel is None else args.qvel(qvel), device)
+    xpos, xquat, com, com_vel = _phalanx.kinematics(model, qpos, qvel, dtype, device)
     out = dict(xpos=xpos, xquat=xquat, com=com)
     if com_vel is not None:
         out["com_vel"] = com_vel
@@ -158,8 +152,7 @@ def forward_dynamics(
 
     MuJoCo's qacc with contacts and limits disabled -> (E, nv).
     """
-    args = _Args(model, qpos, dtype)
-    return _phalanx.forward_dynamics(model, args.qpos, args.qvel(qvel), args.ctrl(ctrl), device)
+    return _phalanx.forward_dynamics(model, qpos, qvel, ctrl, dtype, device)
 
 
 def inverse_dynamics(
@@ -170,9 +163,7 @@ def inverse_dynamics(
     MuJoCo's qfrc_inverse without constraints; inverts forward_dynamics for the actuation force
     -> (E, nv).
     """
-    args = _Args(model, qpos, dtype)
-    qacc = args.array("qacc", qacc, ("nv", model.nv))
-    return _phalanx.inverse_dynamics(model, args.qpos, args.qvel(qvel), qacc, device)
+    return _phalanx.inverse_dynamics(model, qpos, qvel, qacc, dtype, device)
 
 
 def step(
@@ -186,9 +177,7 @@ def step(
     Returns new arrays (qpos (E, nq), qvel (E, nv), status (E,) uint32); the inputs are not
     modified. status holds STATUS_* bits; an environment stops at the step that set one.
     """
-    nstep = _count("nstep", nstep)
-    q, v, u, f = _step_arrays(model, qpos, qvel, ctrl, qfrc, dtype)
-    return _phalanx.step(model, q, v, u, nstep, f, device)
+    return _phalanx.step(model, qpos, qvel, ctrl, _count("nstep", nstep), qfrc, dtype, device)
 
 
 def rollout(
@@ -209,32 +198,11 @@ def rollout(
     ``tape``, a phalanx.Tape, records the rollout for ``tape.backward`` (replacing what the tape
     held before).
     """
-    args = _Args(model, qpos, dtype)
-    nstep = np.shape(ctrl)[1] if np.ndim(ctrl) == 3 else None
-    ctrl = args.array("ctrl", ctrl, ("T", nstep), ("nu", model.nu))
-    qpos_out = qvel_out = None
-    if out is not None:
-        qpos_out, qvel_out = out
-        for name, a, n in [("qpos_out", qpos_out, ("nq", model.nq)),
-                           ("qvel_out", qvel_out, ("nv", model.nv))]:
-            dims = [("E", args.batch), ("T", nstep), n]
-            if not (isinstance(a, np.ndarray) and a.dtype == args.dtype
-                    and a.shape == tuple(d for _, d in dims) and a.flags.c_contiguous
-                    and a.flags.writeable):
-                raise ValueError(
-                    f"phalanx: {name} must be a writeable C-contiguous {args.dtype} array of "
-                    f"shape {_expected(dims)}")
-    if counts is not None:
-        dims = [("E", args.batch), ("T", nstep), ("NUM_COUNTS", NUM_COUNTS)]
-        if not (isinstance(counts, np.ndarray) and counts.dtype == np.int32
-                and counts.shape == tuple(d for _, d in dims) and counts.flags.c_contiguous
-                and counts.flags.writeable):
-            raise ValueError(f"phalanx: counts must be a writeable C-contiguous int32 array of "
-                             f"shape {_expected(dims)}")
+    qpos_out, qvel_out = (None, None) if out is None else out
     if tape is not None and not isinstance(tape, _phalanx.Tape):
         raise TypeError("phalanx: tape must be a phalanx.Tape")
-    return _phalanx.rollout(model, args.qpos, args.qvel(qvel), ctrl, qpos_out, qvel_out, counts,
-                            tape, device)
+    return _phalanx.rollout(model, qpos, qvel, ctrl, qpos_out, qvel_out, counts, tape, dtype,
+                            device)
 
 
 class Tape(_phalanx.Tape):
@@ -264,18 +232,8 @@ class Tape(_phalanx.Tape):
         contact options are those of step_vjp. Environments whose rollout stopped (a
         STATUS_NAN_* bit) get zeros.
         """
-        if not self.recorded:
-            raise RuntimeError("phalanx: this tape holds no rollout; record one with "
-                               "phalanx.rollout(..., tape=tape) first")
-        dtype = np.dtype(self.dtype)
-        arrays = []
-        for name, a in [("adj_qpos", adj_qpos), ("adj_qvel", adj_qvel)]:
-            if a is not None:
-                a = np.ascontiguousarray(a, dtype=dtype)
-            arrays.append(a)
-        flags = _gradient_flags(complementarity_aware, bounce_correction)
-        method = self._backward_float64 if dtype == np.float64 else self._backward_float32
-        return method(arrays[0], arrays[1], flags)
+        return self._backward(adj_qpos, adj_qvel,
+                              _gradient_flags(complementarity_aware, bounce_correction))
 
 
 def step_vjp(
@@ -311,27 +269,19 @@ def step_vjp(
     -e (restitution) instead of the discrete step's +1, along the contact normal.
     """
     flags = _gradient_flags(complementarity_aware, bounce_correction)
-    out = _core_first(model, dtype, _phalanx.step_vjp, qpos, qvel, ctrl, adj_qpos_next,
-                      adj_qvel_next, flags, qfrc, device)
-    if out is not None:
-        return out
-    args = _Args(model, qpos, dtype)
-    aq = args.array("adj_qpos_next", adj_qpos_next, ("nq", model.nq))
-    av = args.array("adj_qvel_next", adj_qvel_next, ("nv", model.nv))
-    return _phalanx.step_vjp(model, args.qpos, args.qvel(qvel), args.ctrl(ctrl), aq, av, flags,
-                             args.qfrc(qfrc), device)
+    return _phalanx.step_vjp(model, qpos, qvel, ctrl, adj_qpos_next, adj_qvel_next, flags, qfrc,
+                             dtype, device)
 
 
-# the differentiable parameters in the core's order (phx::Param), each with its shape in a model
-_COUNT = {"body": "nbody", "dof": "nv", "jnt": "njnt", "actuator": "nu", "geom": "ngeom"}
-
-
-def _parameter_shape(name: str, width: int):
-    count = _COUNT[name.split("_")[0]]
+def _parameter_shape(count: str, width: int):
+    """the shape of a parameter of `width` numbers for each of the model's `count` entities"""
     return lambda m: (getattr(m, count),) if width == 1 else (getattr(m, count), width)
 
 
-_PARAMETERS = [(name, _parameter_shape(name, width)) for name, width in _phalanx.PARAMETERS]
+# the differentiable parameters in the core's order (phx::Param), each with its shape in a
+# model; the core exports (name, count, width)
+_PARAMETERS = [(name, _parameter_shape(count, width))
+               for name, count, width in _phalanx.PARAMETERS]
 # names of the differentiable model parameters (model.set_parameter, gradients)
 PARAMETERS = tuple(name for name, _ in _PARAMETERS)
 
@@ -359,12 +309,8 @@ def step_jacobians(
     """
     flags = _gradient_flags(complementarity_aware, bounce_correction)
     parameters = bool(parameters)
-    r = _core_first(model, dtype, _phalanx.step_jacobian, qpos, qvel, ctrl, parameters, flags,
-                    qfrc, device)
-    if r is None:
-        q, v, u, f = _step_arrays(model, qpos, qvel, ctrl, qfrc, dtype)
-        r = _phalanx.step_jacobian(model, q, v, u, parameters, flags, f, device)
-    out, jac_param = r
+    out, jac_param = _phalanx.step_jacobian(model, qpos, qvel, ctrl, parameters, flags, qfrc,
+                                            dtype, device)
     if parameters:
         nq, nv = model.nq, model.nv
         out["parameters"], k = {}, 0
@@ -398,10 +344,10 @@ def step_jacobians_fd(
     unknown = [n for n in names if n not in cols]
     if unknown or not names or len(set(names)) != len(names):
         raise ValueError(f"phalanx: wrt must name distinct inputs among {list(cols)}, got {wrt!r}")
-    args = _Args(model, qpos, np.float64)
-    E, nq, nv, nu = args.qpos.shape[0], model.nq, model.nv, model.nu
-    f = args.qfrc(qfrc)
-    x = [args.qpos, args.qvel(qvel), args.ctrl(ctrl), np.zeros((E, nv)) if f is None else f]
+    _phalanx.step(model, qpos, qvel, ctrl, 0, qfrc, np.float64)  # checks the arrays' shapes
+    E, nq, nv, nu = np.shape(qpos)[0], model.nq, model.nv, model.nu
+    x = [np.asarray(a, np.float64) for a in (qpos, qvel, ctrl)]
+    x.append(np.zeros((E, nv)) if qfrc is None else np.asarray(qfrc, np.float64))
     dirs, scale = _fd_directions(model.nq, model.nv, model.nu, model.timestep,
                                  tuple(n in names for n in cols))
     m = len(scale)
@@ -410,7 +356,7 @@ def step_jacobians_fd(
         # (E, nq + nv, m): one batch of 2 m E perturbed states
         part = [a[None] + (hh * d)[:, None, :] for a, d in zip(x, dirs)]  # (2 m, E, n)
         q, v, _ = _phalanx.step(model, *(p.reshape(2 * m * E, p.shape[2]) for p in part[:3]), 1,
-                                part[3].reshape(2 * m * E, nv), "cpu")
+                                part[3].reshape(2 * m * E, nv))
         out = np.empty((E, nq + nv, m))
         denom = (2 * hh * scale)[:, None, None]
         for y, r in ((q.reshape(2, m, E, nq), slice(0, nq)),
@@ -511,100 +457,10 @@ def bytes_per_env(model: Model, *, dtype=np.float64, device: str = "cpu") -> int
     return f(model, device)
 
 
-def _core_first(model: Model, dtype, core, *args):
-    """core(model, *args) on the caller's arrays as they are, which the core takes when they
-    already are C-contiguous of one float dtype and checks the shapes of itself (a small
-    model's derivative costs about 10 us, the Python checks 0.6-1.5 us); None when they need
-    the checked conversion (a TypeError or ValueError from the core, or a dtype to convert to),
-    which then converts them or rejects them with a message naming the expected shapes."""
-    if dtype is None and type(model) is Model:
-        try:
-            return core(model, *args)
-        except (TypeError, ValueError):
-            pass
-    return None
-
-
 def _gradient_flags(complementarity_aware: bool, bounce_correction: bool) -> int:
     """the core's contact-gradient flags of Nimble's two options"""
     return (_phalanx.GRAD_COMPLEMENTARITY_AWARE if complementarity_aware else 0) | (
         _phalanx.GRAD_BOUNCE_CORRECTION if bounce_correction else 0)
-
-
-def _step_arrays(model: Model, qpos, qvel, ctrl, qfrc, dtype) -> tuple:
-    """(qpos, qvel, ctrl, qfrc) of a step as _Args checks them; arrays that already are
-    C-contiguous of one float dtype and the right shapes (and no qfrc) pass through a check of a
-    few comparisons (a small model's step takes a few microseconds, like _Args)."""
-    if (qfrc is None and dtype is None and type(qpos) is np.ndarray
-            and type(qvel) is np.ndarray and type(ctrl) is np.ndarray):
-        d = qpos.dtype
-        if ((d is _F64 or d is _F32) and qvel.dtype is d and ctrl.dtype is d and qpos.ndim == 2
-                and isinstance(model, Model)):
-            E = qpos.shape[0]
-            if (qpos.shape[1] == model.nq and qvel.shape == (E, model.nv)
-                    and ctrl.shape == (E, model.nu) and qpos.flags.c_contiguous
-                    and qvel.flags.c_contiguous and ctrl.flags.c_contiguous):
-                return qpos, qvel, ctrl, None
-    args = _Args(model, qpos, dtype)
-    return args.qpos, args.qvel(qvel), args.ctrl(ctrl), args.qfrc(qfrc)
-
-
-class _Args:
-    """The checked arrays of one call: their scalar type and number of environments E, both
-    set by qpos (or by an explicit dtype)."""
-
-    def __init__(self, model: Model, qpos, dtype) -> None:
-        if not isinstance(model, Model):
-            raise TypeError(f"phalanx: model must be a phalanx.Model, got {type(model).__name__}")
-        self.model = model
-        qpos = np.asarray(qpos)
-        self.batch = qpos.shape[0] if qpos.ndim == 2 else None
-        if dtype is None:
-            if qpos.dtype not in _FLOAT_DTYPES:
-                raise ValueError(
-                    f"phalanx: qpos must be a float32 or float64 array of shape "
-                    f"{_expected([('E', self.batch), ('nq', model.nq)])}, got dtype {qpos.dtype}"
-                    " (pass dtype= to convert)"
-                )
-            self.dtype, self.strict = qpos.dtype, True
-        else:
-            self.dtype, self.strict = np.dtype(dtype), False
-            if self.dtype not in _FLOAT_DTYPES:
-                raise ValueError(f"phalanx: dtype must be float32 or float64, got {self.dtype}")
-        self.qpos = self.array("qpos", qpos, ("nq", model.nq))
-
-    def qvel(self, qvel) -> np.ndarray:
-        return self.array("qvel", qvel, ("nv", self.model.nv))
-
-    def ctrl(self, ctrl) -> np.ndarray:
-        return self.array("ctrl", ctrl, ("nu", self.model.nu))
-
-    def qfrc(self, qfrc) -> np.ndarray | None:
-        return None if qfrc is None else self.array("qfrc", qfrc, ("nv", self.model.nv))
-
-    def array(self, name: str, x, *dims: tuple[str, int | None]) -> np.ndarray:
-        """x as a C-contiguous array of shape (E, *dims) and the call's dtype, without a copy when
-        it already is one. dims are (symbol, size) pairs; a size of None matches nothing."""
-        x = np.asarray(x)
-        if x.dtype == self.dtype and x.shape == (self.batch, *[n for _, n in dims]):
-            # the common case, checked cheaply (a small model's step takes microseconds)
-            return x if x.flags.c_contiguous else np.ascontiguousarray(x)
-        dims = [("E", self.batch), *dims]
-        if self.strict and x.dtype != self.dtype:
-            raise ValueError(
-                f"phalanx: {name} must have dtype {self.dtype} (the dtype of qpos) and shape "
-                f"{_expected(dims)}, got dtype {x.dtype}"
-            )
-        if x.shape != tuple(n for _, n in dims):
-            raise ValueError(f"phalanx: {name} must have shape {_expected(dims)}, got {x.shape}")
-        return np.ascontiguousarray(x, dtype=self.dtype)
-
-
-def _expected(dims: Sequence[tuple[str, int | None]]) -> str:
-    """'(E, nq) = (4, 28)'; an unknown size prints as its symbol."""
-    symbols = ", ".join(s for s, _ in dims)
-    sizes = ", ".join(s if n is None else str(n) for s, n in dims)
-    return f"({symbols}) = ({sizes})"
 
 
 def _count(name: str, n) -> int:

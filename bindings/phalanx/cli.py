@@ -40,6 +40,9 @@ HUMANOID = "/usr/share/mujoco/model/humanoid/humanoid.xml"
 
 # the core's status bits, (name, bit) in the order they are reported
 STATUS_BITS = phalanx.STATUS_BITS
+# jnt_type values, by the core's names
+_JOINT_FREE, _JOINT_SLIDE, _JOINT_HINGE = (phalanx.JOINT_TYPES.index(t)
+                                           for t in ("free", "slide", "hinge"))
 
 
 def _type_name(names, t) -> str:
@@ -400,7 +403,7 @@ def drop_poses(model: phalanx.Model, nenv: int, rng: np.random.Generator) -> np.
     quat = _quat_mul(_quat_mul(q_yaw, q_tilt), qpos[:, a + 3:a + 7])
     qpos[:, a + 3:a + 7] = quat / np.linalg.norm(quat, axis=1, keepdims=True)
     for j in range(1, model.njnt):
-        if int(model.jnt_type[j]) not in (2, 3):  # hinge and slide joints only
+        if int(model.jnt_type[j]) not in (_JOINT_SLIDE, _JOINT_HINGE):
             continue
         k = int(model.jnt_qposadr[j])
         q = qpos[:, k] + rng.uniform(-0.3, 0.3, nenv)
@@ -416,7 +419,7 @@ def demo_drop(args) -> int:
     and joint limits on. Reports as it goes how many have fallen (root below half its height in
     qpos0), the contacts and how fast the batch simulates."""
     model = load(args.model)
-    if model.njnt == 0 or int(model.jnt_type[0]) != 0:
+    if model.njnt == 0 or int(model.jnt_type[0]) != _JOINT_FREE:
         raise CliError(f"phalanx: demo drop needs a model whose first joint is free; "
                        f"{model.source} has none")
     nenv = args.envs

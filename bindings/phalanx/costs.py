@@ -8,8 +8,15 @@ each step), to one number per rollout, (M,):
     cost.value_and_grad(qs, vs, ctrl)    -> value, dq (M, T, nq), dv (M, T, nv), du (M, T, nu)
 
 Built-in terms run in the C++ kernels (include/phalanx/cost.h) on the model's device, values and
-gradients alike. Each is summed over the steps with its running ``weight`` and added once more
-on the last state with its ``terminal_weight``:
+gradients alike. Every cost of Phalanx (these terms and ``phalanx.losses``) follows one
+convention: a term phi, for a quadratic term the squared error (x - target)^2 without a factor
+1/2, is summed over all T steps with its running ``weight`` and added once more on the last
+state with its ``terminal_weight``,
+
+    C = sum_t sum_i weight_i phi_i(x_t, u_t) + sum_i terminal_weight_i phi_i(x_{T-1}).
+
+``quadratic`` evaluates that quadratic term and its gradient in numpy (for targets that vary
+per rollout or step, as ``phalanx.losses.StateCost`` takes them). The terms:
 
 ==================  ======================================================================
 ``Quadratic``       tracking of qpos, qvel and ctrl: (x - target)^2 per coordinate, or
@@ -37,7 +44,7 @@ import numpy as np
 from . import _phalanx
 
 __all__ = ["Cost", "Terms", "Quadratic", "BodyHeight", "BodyPosition", "BodyUpright",
-           "ComPosition", "ComVelocity", "CallableCost", "as_cost"]
+           "ComPosition", "ComVelocity", "CallableCost", "as_cost", "quadratic"]
 
 _KIND = _phalanx.COST_KINDS  # name -> kind of include/phalanx/cost.h
 
@@ -51,6 +58,21 @@ def check_trajectories(qs, vs, ctrl) -> tuple[np.ndarray, np.ndarray, np.ndarray
             f"phalanx.costs: a cost takes qs (M, T, nq), vs (M, T, nv) and ctrl (M, T, nu) "
             f"with the same M and T, got {qs.shape}, {vs.shape}, {ctrl.shape}")
     return qs, vs, ctrl
+
+
+def quadratic(x, target, weight, terminal_weight=0.0) -> tuple[np.ndarray, np.ndarray]:
+    """The quadratic term of the convention above on trajectories x (M, T, n), in numpy:
+
+        sum_t sum_i weight_i (x_ti - target_ti)^2 + sum_i terminal_weight_i (x_T-1,i - target_T-1,i)^2
+
+    with weight and terminal_weight (n,) and target broadcast to x's shape. Returns (value (M,),
+    its gradient with respect to x, shaped and typed like x)."""
+    x = np.asarray(x)
+    err = x - target
+    w = np.array(np.broadcast_to(weight, x.shape[1:]), dtype=np.float64)
+    w[-1] += terminal_weight
+    g = w * err
+    return (g * err).sum(axis=(1, 2)), (2 * g).astype(x.dtype)
 
 
 class Cost:

@@ -62,11 +62,12 @@ from gymnasium import spaces
 from gymnasium.vector import AutoresetMode
 from gymnasium.vector.utils import batch_space
 
+from . import _phalanx
 from .simulator import Simulator
 
 __all__ = ["VectorEnv", "cartpole", "example_model_path"]
 
-_FREE, _BALL = 0, 1  # jnt_type values (MuJoCo's mjtJoint)
+_FREE, _BALL = (_phalanx.JOINT_TYPES.index(t) for t in ("free", "ball"))  # jnt_type values
 
 
 def _default_obs(sim: Simulator) -> np.ndarray:

@@ -38,6 +38,7 @@ import jax.numpy as jnp
 import numpy as np
 
 import phalanx
+from phalanx import _phalanx
 
 __all__ = ["step", "rollout", "PARAMETERS"]
 
@@ -185,20 +186,10 @@ def _check(model, qpos, qvel, ctrl, params, rollout):
     if dtype not in _FLOATS:
         raise ValueError(f"phalanx.jax: qpos must be float32 or float64, got {dtype} (float64 "
                          "needs jax.config.update('jax_enable_x64', True))")
-    E = qpos.shape[0] if qpos.ndim == 2 else None
-    T = ctrl.shape[1] if rollout and ctrl.ndim == 3 else None
-    specs = [("qpos", qpos, [("E", E), ("nq", model.nq)]),
-             ("qvel", qvel, [("E", E), ("nv", model.nv)]),
-             ("ctrl", ctrl, [("E", E)] + ([("T", T)] if rollout else []) + [("nu", model.nu)])]
-    for name, x, dims in specs:
-        if np.dtype(x.dtype) != dtype:
-            raise ValueError(f"phalanx.jax: {name} must have dtype {dtype} (the dtype of qpos), "
-                             f"got {x.dtype}")
-        if x.shape != tuple(n for _, n in dims):
-            symbols = ", ".join(s for s, _ in dims)
-            sizes = ", ".join(s if n is None else str(n) for s, n in dims)
-            raise ValueError(f"phalanx.jax: {name} must have shape ({symbols}) = ({sizes}), "
-                             f"got {x.shape}")
+    # shapes and dtypes as the core checks every call, on stand-ins of the arrays (which hold no
+    # values while jax traces)
+    stand_ins = [np.empty(x.shape, np.dtype(x.dtype)) for x in (qpos, qvel, ctrl)]
+    _phalanx.check_state(model, *stand_ins, rollout)
     checked = {}
     for name, value in ({} if params is None else params).items():
         if name not in _SHAPES:

@@ -7,6 +7,12 @@ gradients with respect to those three arrays. The built-in terms of ``phalanx.co
 body and centre-of-mass tracking, evaluated in the kernels) are losses as they are; this module
 adds tracking with per-environment and per-step targets (``StateCost``) and control effort
 (``ControlCost``) in numpy. Losses add: ``StateCost(...) + ControlCost(...)``.
+
+The losses follow the convention of ``phalanx.costs``: a quadratic term is the squared error
+without a factor 1/2, weighted by its running weight at every step, and the terminal weight adds
+the term once more at the last step. ``StateCost(qpos_weight=W, terminal_qpos_weight=tw * W)``
+with a fixed target therefore equals ``costs.Quadratic(model, qpos_weight=W,
+terminal_weight=tw)``.
 ``value_and_grad`` runs the rollout on a tape, evaluates the loss and returns its gradients
 with respect to the initial state, the controls and the model parameters.
 
@@ -21,7 +27,7 @@ import numpy as np
 
 import phalanx
 
-from .costs import Cost
+from .costs import Cost, quadratic
 
 __all__ = ["Loss", "StateCost", "ControlCost", "value_and_grad"]
 
@@ -47,13 +53,14 @@ def _weights(w, n, name):
 class StateCost(_NumpyLoss):
     """Quadratic tracking of qpos and qvel, running and terminal:
 
-        L = sum_{t < T-1} 1/2 (|x_t - x*|^2_W + |v_t - v*|^2_V)
-            + 1/2 (|x_T-1 - x*|^2_Wf + |v_T-1 - v*|^2_Vf)
+        L = sum_t (|x_t - x*|^2_W + |v_t - v*|^2_V) + |x_T-1 - x*|^2_Wf + |v_T-1 - v*|^2_Vf
 
-    per environment, with diagonal weights W = qpos_weight, V = qvel_weight (running) and
-    Wf = terminal_qpos_weight, Vf = terminal_qvel_weight (scalars or per coordinate, >= 0).
-    Targets are (nq,) / (nv,), (E, n) or (E, T, n); None is zero. Quaternion coordinates are
-    compared as the four stored numbers."""
+    per environment, with |e|^2_W = sum_i W_i e_i^2 (the convention of ``phalanx.costs``: no
+    factor 1/2, the terminal term added to the running one at the last step), running weights
+    W = qpos_weight, V = qvel_weight and terminal weights Wf = terminal_qpos_weight,
+    Vf = terminal_qvel_weight (scalars or per coordinate, >= 0). Targets are (nq,) / (nv,),
+    (E, n) or (E, T, n); None is zero. Quaternion coordinates are compared as the four stored
+    numbers."""
 
     def __init__(self, qpos_target=None, qvel_target=None, *, qpos_weight=0.0, qvel_weight=0.0,
                  terminal_qpos_weight=0.0, terminal_qvel_weight=0.0):
@@ -73,29 +80,26 @@ class StateCost(_NumpyLoss):
             if target.ndim == 2:
                 target = target[:, None, :]
             try:
-                err = x - np.broadcast_to(target, x.shape)
+                target = np.broadcast_to(target, x.shape)
             except ValueError:
                 raise ValueError(f"phalanx: {name}_target must have shape ({n},), (E, {n}) or "
                                  f"(E, T, {n}) = ({E}, {T}, {n}), got {target.shape}") from None
-            weight = np.broadcast_to(w, (T, n)).copy()
-            weight[-1] = wf
-            g = weight * err
-            value += 0.5 * (g * err).sum(axis=(1, 2))
-            grads.append(g.astype(x.dtype))
+            v, g = quadratic(x, target, w, wf)
+            value += v
+            grads.append(g)
         return value, grads[0], grads[1], np.zeros_like(ctrl)
 
 
 class ControlCost(_NumpyLoss):
-    """Control effort, 1/2 sum_t |u_t|^2_W with diagonal weight W (scalar or (nu,), >= 0)."""
+    """Control effort, sum_t |u_t|^2_W = sum_t sum_a W_a u_ta^2 with diagonal weight W (scalar or
+    (nu,), >= 0), as ``costs.Quadratic``'s ctrl_weight (no factor 1/2)."""
 
     def __init__(self, weight=1.0):
         self.weight = weight
 
     def value_and_grad(self, qs, vs, ctrl):
-        w = _weights(self.weight, ctrl.shape[2], "weight")
-        g = w * ctrl
-        return (0.5 * (g * ctrl).sum(axis=(1, 2)), np.zeros_like(qs), np.zeros_like(vs),
-                g.astype(ctrl.dtype))
+        value, g = quadratic(ctrl, 0.0, _weights(self.weight, ctrl.shape[2], "weight"))
+        return value, np.zeros_like(qs), np.zeros_like(vs), g
 
 
 def value_and_grad(model, qpos, qvel, ctrl, loss: Cost, *, tape: phalanx.Tape | None = None,

@@ -68,7 +68,7 @@ def step(model: phalanx.Model, qpos: torch.Tensor, qvel: torch.Tensor, ctrl: tor
     masses), which limits finite-difference checks to the other entries.
     """
     names, values = _params(model, params)
-    qpos, qvel, ctrl = _state(model, qpos, qvel, ctrl, ctrl_ndim=2)
+    qpos, qvel, ctrl = _state(qpos, qvel, ctrl)
     options = (bool(complementarity_aware), bool(bounce_correction))
     return _Step.apply(model, options, names, qpos, qvel, ctrl, *values)
 
@@ -87,7 +87,7 @@ def rollout(model: phalanx.Model, qpos0: torch.Tensor, qvel0: torch.Tensor, ctrl
     the tape holds the model it recorded, so the backward is unaffected by later changes.
     """
     names, values = _params(model, params)
-    qpos0, qvel0, ctrl = _state(model, qpos0, qvel0, ctrl, ctrl_ndim=3)
+    qpos0, qvel0, ctrl = _state(qpos0, qvel0, ctrl)
     options = (int(checkpoint_every), int(memory_budget), bool(complementarity_aware),
                bool(bounce_correction))
     return _Rollout.apply(model, options, names, qpos0, qvel0, ctrl, *values)
@@ -131,7 +131,7 @@ class _Rollout(torch.autograd.Function):
         tape = None
         if any(ctx.needs_input_grad):
             tape = phalanx.Tape(checkpoint_every=checkpoint_every, memory_budget=memory_budget)
-        E, T = ctrl.shape[:2]
+        E, T = qpos0.shape[0], ctrl.shape[1] if ctrl.dim() == 3 else 0
         qs, vs = _empty(qpos0, (E, T, model.nq)), _empty(qpos0, (E, T, model.nv))
         status = _empty(qpos0, (E,), torch.int32)
         _phalanx.rollout_into(model, _dl(qpos0), _dl(qvel0), _dl(ctrl), qs, vs, status, tape)
@@ -196,27 +196,11 @@ def _grads(ctx, grads):
     return out
 
 
-def _state(model, qpos, qvel, ctrl, ctrl_ndim):
-    """check the state arguments' type, device, dtype and shape"""
-    tensors = {"qpos": qpos, "qvel": qvel, "ctrl": ctrl}
-    for name, t in tensors.items():
+def _state(qpos, qvel, ctrl):
+    """check that the state arguments are float tensors on the CPU or CUDA (their shapes, common
+    dtype and device are checked by the core, as for every caller)"""
+    for name, t in (("qpos", qpos), ("qvel", qvel), ("ctrl", ctrl)):
         _check_tensor(name, t)
-    for name, t in tensors.items():
-        if t.dtype != qpos.dtype:
-            raise ValueError(f"phalanx.torch: {name} must have dtype {qpos.dtype} (the dtype of "
-                             f"qpos), got {t.dtype}")
-        if t.device != qpos.device:
-            raise ValueError(f"phalanx.torch: {name} is on device '{t.device}', qpos on "
-                             f"'{qpos.device}'")
-    E = qpos.shape[0] if qpos.dim() == 2 else None
-    T = ctrl.shape[1] if ctrl.dim() == 3 else None
-    ctrl_dims = [("E", E), ("nu", model.nu)] if ctrl_ndim == 2 else [("E", E), ("T", T),
-                                                                      ("nu", model.nu)]
-    for name, t, dims in [("qpos", qpos, [("E", E), ("nq", model.nq)]),
-                          ("qvel", qvel, [("E", E), ("nv", model.nv)]), ("ctrl", ctrl, ctrl_dims)]:
-        if E is None or tuple(t.shape) != tuple(n for _, n in dims):
-            raise ValueError(f"phalanx.torch: {name} must have shape {phalanx._expected(dims)}, "
-                             f"got {tuple(t.shape)}")
     return qpos, qvel, ctrl
 
 

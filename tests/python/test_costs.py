@@ -230,3 +230,32 @@ def test_kinematics_equals_mujoco(humanoid_pair):
     assert "com_vel" not in phalanx.kinematics(model, qpos)
     with pytest.raises(ValueError, match=r"qvel must have shape \(E, nv\) = \(4, 27\)"):
         phalanx.kinematics(model, qpos, qvel[:, :3])
+
+
+def test_one_quadratic_convention_for_costs_and_losses():
+    """costs.Quadratic (in the kernels) and losses.StateCost + ControlCost (numpy) are the same
+    function: squared errors without 1/2, the terminal weight added at the last step"""
+    model = phalanx.load_model(CARTPOLE)
+    rng = np.random.default_rng(7)
+    E, T = 3, 5
+    qs, vs, us = rng.normal(size=(E, T, 2)), rng.normal(size=(E, T, 2)), rng.normal(size=(E, T, 1))
+    target, wq, wv, tw = np.array([0.3, -0.2]), np.array([0.5, 2.0]), np.array([0.1, 0.4]), 3.0
+    kernel = costs.Quadratic(model, qpos_target=target, qpos_weight=wq, qvel_weight=wv,
+                             ctrl_weight=0.7, terminal_weight=tw)
+    numpy = (losses.StateCost(qpos_target=target, qpos_weight=wq, qvel_weight=wv,
+                              terminal_qpos_weight=tw * wq, terminal_qvel_weight=tw * wv)
+             + losses.ControlCost(weight=0.7))
+    for a, b in zip(kernel.value_and_grad(qs, vs, us), numpy.value_and_grad(qs, vs, us)):
+        np.testing.assert_allclose(a, b, rtol=1e-13, atol=1e-13)
+    # by hand: one environment, two steps, one coordinate
+    x = np.array([[[1.0], [3.0]]])
+    value, grad = costs.quadratic(x, 0.5, [2.0], [10.0])
+    assert value[0] == 2.0 * 0.25 + 2.0 * 6.25 + 10.0 * 6.25
+    np.testing.assert_array_equal(grad, [[[2 * 2.0 * 0.5], [2 * 12.0 * 2.5]]])
+    # the gradient against central differences, with per-step targets
+    tgt = rng.normal(size=(E, T, 2))
+    value, grad = costs.quadratic(qs, tgt, wq, tw * wq)
+    d, h = rng.normal(size=qs.shape), 1e-6
+    fd = (costs.quadratic(qs + h * d, tgt, wq, tw * wq)[0]
+          - costs.quadratic(qs - h * d, tgt, wq, tw * wq)[0]) / (2 * h)
+    np.testing.assert_allclose((grad * d).sum(axis=(1, 2)), fd, rtol=1e-8)

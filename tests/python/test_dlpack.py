@@ -8,6 +8,7 @@ import pytest
 import torch
 
 import phalanx
+import phalanx.torch
 from phalanx import _phalanx
 
 
@@ -70,9 +71,10 @@ def test_into_errors(scene):
     E = qpos.shape[0]
     u = ctrl[:, 0].copy()
     out = lambda: (np.empty_like(qpos), np.empty_like(qvel), np.empty(E, dtype=np.int32))  # noqa
-    with pytest.raises(ValueError, match=r"qvel must have dtype float64, got float32"):
+    with pytest.raises(ValueError, match=r"qvel must have dtype float64 \(the dtype of qpos\) "
+                       r"and shape \(E, nv\) = \(3, 7\), got dtype float32"):
         _phalanx.step_into(model, qpos, qvel.astype(np.float32), u, *out())
-    with pytest.raises(ValueError, match=r"ctrl must have shape \(3, 1\), got \(3, 2\)"):
+    with pytest.raises(ValueError, match=r"ctrl must have shape \(E, nu\) = \(3, 1\), got \(3, 2\)"):
         _phalanx.step_into(model, qpos, qvel, np.zeros((E, 2)), *out())
     with pytest.raises(ValueError, match="qpos must be C-contiguous"):
         _phalanx.step_into(model, np.asfortranarray(np.repeat(qpos, 2, 1)[:, ::2]), qvel, u,
@@ -86,3 +88,54 @@ def test_into_errors(scene):
     tape = phalanx.Tape()
     with pytest.raises(RuntimeError, match="holds no rollout"):
         _phalanx.tape_backward_into(tape, np.zeros((E, 1, model.nq)), None, {}, 0)
+
+
+def test_numpy_dlpack_and_torch_callers_get_the_same_checks(scene):
+    # one argument table checks every caller: the same message for the same wrong argument
+    model, qpos, qvel, ctrl = scene
+    E = qpos.shape[0]
+    bad = np.zeros((E, 2))
+    expected = r"phalanx: ctrl must have shape \(E, nu\) = \(3, 1\), got \(3, 2\)$"
+    with pytest.raises(ValueError, match=expected):
+        phalanx.step(model, qpos, qvel, bad)
+    with pytest.raises(ValueError, match=expected):
+        _phalanx.step_into(model, qpos, qvel, bad, np.empty_like(qpos), np.empty_like(qvel),
+                           np.empty(E, np.int32))
+    with pytest.raises(ValueError, match=expected):
+        phalanx.torch.step(model, torch.from_numpy(qpos), torch.from_numpy(qvel),
+                           torch.from_numpy(bad))
+    expected = (r"phalanx: adj_qvel_next must have dtype float64 \(the dtype of qpos\) and "
+                r"shape \(E, nv\) = \(3, 7\), got dtype float32$")
+    adj = (np.ones_like(qpos), np.ones_like(qvel, dtype=np.float32))
+    with pytest.raises(ValueError, match=expected):
+        phalanx.step_vjp(model, qpos, qvel, ctrl[:, 0], *adj)
+    with pytest.raises(ValueError, match=expected):
+        _phalanx.step_vjp_into(model, qpos, qvel, ctrl[:, 0].copy(), *adj, {}, 0)
+    # a gradient tensor has its parameter's shape, named by the core's table
+    with pytest.raises(ValueError, match=r"body_inertia must have shape \(E, nbody, 3\) = "
+                                         r"\(3, 3, 3\), got \(3, 3\)"):
+        _phalanx.step_vjp_into(model, qpos, qvel, ctrl[:, 0].copy(), *adj[:1], qvel,
+                               {"body_inertia": np.empty((E, 3))}, 0)
+
+
+def test_numpy_conversions_are_those_of_numpy(scene):
+    # lists, strided views and other dtypes are read as numpy.ascontiguousarray(x, dtype) reads
+    # them: the results equal those of the converted arrays, bit for bit
+    model, qpos, qvel, ctrl = scene
+    u = ctrl[:, 0].copy()
+    ref = phalanx.step(model, qpos.astype(np.float32), qvel.astype(np.float32),
+                       u.astype(np.float32))
+    wide = np.repeat(qvel, 2, axis=1)[:, ::2]  # not contiguous
+    for got in [phalanx.step(model, qpos, qvel, u, dtype=np.float32),
+                phalanx.step(model, qpos.tolist(), wide.astype(np.float32), u,
+                             dtype="float32")]:
+        for a, b in zip(got, ref):
+            assert a.dtype == b.dtype
+            np.testing.assert_array_equal(a, b)
+    ref = phalanx.step(model, qpos, qvel, u)
+    for a, b in zip(phalanx.step(model, qpos, wide, u), ref):
+        np.testing.assert_array_equal(a, b)
+    with pytest.raises(ValueError, match=r"qpos must be a float32 or float64 array of shape "
+                                         r"\(E, nq\) = \(3, 8\), got dtype int64 \(pass dtype= "
+                                         r"to convert\)"):
+        phalanx.step(model, qpos.astype(np.int64), qvel, u)

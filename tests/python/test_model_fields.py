@@ -3,6 +3,7 @@ read-only property of the shape its docstring names, (count,) or (count, width),
 model's own."""
 
 import re
+from pathlib import Path
 
 import mujoco
 import numpy as np
@@ -48,6 +49,38 @@ def test_parameters_are_arrays_of_the_table(name):
     model = phalanx.load_model(HUMANOID)
     assert name in phalanx.PARAMETERS
     np.testing.assert_array_equal(model.parameter(name), getattr(model, name))
+
+
+@pytest.mark.parametrize("path", [HUMANOID, "examples/models/sysid_scene.xml",
+                                  "examples/models/cartpole.xml"])
+def test_parameter_table_names_each_parameters_count_and_width(path):
+    # the core's (name, count, width) of every parameter gives the shape of its model array,
+    # of model.parameter and of its gradient
+    model = phalanx.load_model(Path(__file__).parents[2] / path)
+    table = phalanx._phalanx.PARAMETERS
+    assert [name for name, _, _ in table] == list(phalanx.PARAMETERS)
+    assert ("body_inertia", "nbody", 3) in table and ("dof_damping", "nv", 1) in table
+    shapes = dict(phalanx._PARAMETERS)
+    qpos = np.tile(model.qpos0, (2, 1))
+    grads = phalanx.step_vjp(model, qpos, np.zeros((2, model.nv)), np.zeros((2, model.nu)),
+                             np.ones((2, model.nq)), np.ones((2, model.nv)))
+    for name, count, width in table:
+        n = getattr(model, count)
+        shape = (n,) if width == 1 else (n, width)
+        assert getattr(model, name).shape == shape == shapes[name](model), name
+        assert model.parameter(name).shape == shape, name
+        assert grads[name].shape == (2, *shape), name
+
+
+def test_joint_types_in_python_are_the_cores():
+    # the modules that test joint types take the numbers from the core's names
+    import phalanx.cli as cli
+    import phalanx.envs as envs
+    assert (cli._JOINT_FREE, cli._JOINT_SLIDE, cli._JOINT_HINGE) == (0, 2, 3)
+    assert (envs._FREE, envs._BALL) == (0, 1)
+    assert list(phalanx.load_model(Path(__file__).parents[2] / "examples/models/cartpole.xml")
+                .jnt_type) == [phalanx.JOINT_TYPES.index("slide"),
+                               phalanx.JOINT_TYPES.index("hinge")]
 
 
 def test_status_bits_and_type_names_come_from_the_core():

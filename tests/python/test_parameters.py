@@ -142,9 +142,10 @@ def test_builtin_losses_value_and_gradient(sphere_and_pendulum, rng):
     value, g = losses.value_and_grad(model, qpos, qvel, ctrl, loss)
     qs, vs = g["qs"], g["vs"]
     eq, ev = qs - q_goal, vs
-    expect = (0.5 * (w * eq[:, :-1] ** 2).sum(axis=(1, 2)) + 5.0 * (eq[:, -1] ** 2).sum(axis=1)
-              + 0.05 * (ev[:, :-1] ** 2).sum(axis=(1, 2)) + 0.5 * (ev[:, -1] ** 2).sum(axis=1)
-              + 0.15 * (ctrl ** 2).sum(axis=(1, 2)))
+    # phalanx.costs's convention: no factor 1/2; the terminal weight adds at the last step
+    expect = ((w * eq ** 2).sum(axis=(1, 2)) + 10.0 * (eq[:, -1] ** 2).sum(axis=1)
+              + 0.1 * (ev ** 2).sum(axis=(1, 2)) + 1.0 * (ev[:, -1] ** 2).sum(axis=1)
+              + 0.3 * (ctrl ** 2).sum(axis=(1, 2)))
     np.testing.assert_allclose(value, expect, rtol=1e-13)
 
     def total(qpos=qpos, qvel=qvel, ctrl=ctrl):

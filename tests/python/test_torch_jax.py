@@ -289,7 +289,7 @@ def test_torch_errors(scene):
     with pytest.raises(ValueError, match="unknown parameter 'mass'"):
         pt.step(model, q, v, u, {"mass": torch.ones(3)})
     # dtypes and types
-    with pytest.raises(ValueError, match="qvel must have dtype torch.float64"):
+    with pytest.raises(ValueError, match=r"qvel must have dtype float64 \(the dtype of qpos\)"):
         pt.step(model, q, v.float(), u)
     with pytest.raises(ValueError, match="qpos must be float32 or float64, got torch.bfloat16"):
         pt.step(model, q.bfloat16(), v, u)
@@ -319,6 +319,13 @@ def test_jax_errors(scene):
     with pytest.raises(RuntimeError, match=r"step stopped in 1 of 2 environment\(s\): 1 \(NaN/inf "
                                            r"state\)"):
         pj.step(model, bad, qvel, ctrl[:, 0])
+    # the checks are the core's, the same for phalanx and phalanx.jax
+    for args in [(qpos, qvel[:, :3], ctrl[:, 0]), (qpos, qvel.astype(np.float32), ctrl[:, 0])]:
+        with pytest.raises(ValueError) as numpy_error:
+            phalanx.step(model, *args)
+        with pytest.raises(ValueError) as jax_error:
+            pj.step(model, *args)
+        assert str(jax_error.value) == str(numpy_error.value)
     with pytest.raises(RuntimeError, match=r"rollout stopped in 1 of 2 environment"):
         jax.jit(lambda q: pj.rollout(model, q, qvel, ctrl))(bad)[0].block_until_ready()
 
