@@ -189,83 +189,6 @@ PHX_HD void add_to(T* p, const Mat3<T>& A) {
   for (int i = 0; i < 9; ++i) p[i] += A.m[i];
 }
 
-// The stages of adj_kinematics (below).
-
-// a free joint's body: pos = qpos[0:3] (its anchor too), quat = normalize(normalize(qpos[3:7]))
-template <class T, class S>
-PHX_HD PHX_INLINE void adj_free_body(const ModelView<S>& m, int jnt, const T* qpos,
-                                     const AdjWorkspace<T>& a, Vec3<T> adj_pos,
-                                     const Quat<T>& adj_quat, T* adj_qpos) {
-  int qa = m.jnt_qposadr[jnt];
-  Quat<T> raw = Quat<T>::load(qpos + qa + 3), unit = normalize(raw);
-  Quat<T> adj_unit = Quat<T>::zero(), adj_raw = Quat<T>::zero();
-  adj_normalize(unit, adj_unit, adj_quat);
-  adj_normalize(raw, adj_raw, adj_unit);
-  adj_pos += Vec3<T>::load(a.xanchor + 3 * jnt);
-  for (int i = 0; i < 3; ++i) adj_qpos[qa + i] += adj_pos[i];
-  adj_qpos[qa + 3] += adj_raw.w;
-  adj_qpos[qa + 4] += adj_raw.x;
-  adj_qpos[qa + 5] += adj_raw.y;
-  adj_qpos[qa + 6] += adj_raw.z;
-}
-
-// Joint j of a chain, backward: (adj_pos, adj_q), the adjoints of the body pose after the
-// joint, become those of the pose before it, with the adjoints of its anchor and axis; its
-// coordinates' adjoints go to adj_qpos.
-template <class T, class S>
-PHX_HD PHX_INLINE void adj_joint_pose(const ModelView<S>& m, int j, const T* qpos,
-                                      const Workspace<S>& w, const AdjWorkspace<T>& a,
-                                      Vec3<T>& adj_pos, Quat<T>& adj_q, T* adj_qpos) {
-  int qa = m.jnt_qposadr[j];
-  Quat<T> q_in = Quat<T>::load(w.jnt_quat_in + 4 * j);
-  Vec3<T> jpos = Vec3<T>::load(m.jnt_pos + 3 * j);
-  Vec3<T> jaxis = Vec3<T>::load(m.jnt_axis + 3 * j);
-  Vec3<T> adj_anchor = Vec3<T>::load(a.xanchor + 3 * j);
-  Vec3<T> adj_axis = Vec3<T>::load(a.xaxis + 3 * j);
-  Vec3<T> adj_pos_in;
-  Quat<T> adj_q_in = Quat<T>::zero();
-
-  if (m.jnt_type[j] == kJointSlide) {
-    // pos_out = pos_in + (qpos - qpos0) axis, orientation unchanged
-    Vec3<T> axis = Vec3<T>::load(w.xaxis + 3 * j);
-    adj_pos_in += adj_pos;
-    adj_axis += (qpos[qa] - m.qpos0[qa]) * adj_pos;
-    adj_qpos[qa] += dot(axis, adj_pos);
-    adj_q_in = adj_q;
-  } else {
-    // q_out = q_in * qloc; pos_out = anchor - to_mat(q_out) jpos
-    bool ball = m.jnt_type[j] == kJointBall;
-    Quat<T> raw = Quat<T>::load(qpos + qa);
-    Quat<T> qloc = Quat<T>::load(w.jnt_qloc + 4 * j);
-    Quat<T> q_out = Quat<T>::load(w.jnt_quat_out + 4 * j);  // q_in qloc
-    adj_anchor += adj_pos;
-    Mat3<T> adj_Rout;
-    add_outer(adj_Rout, -adj_pos, jpos);
-    Quat<T> adj_q_out = adj_q;
-    adj_to_mat(q_out, adj_q_out, adj_Rout);
-    Quat<T> adj_qloc = Quat<T>::zero();
-    adj_mul(q_in, qloc, adj_q_in, adj_qloc, adj_q_out);
-    if (ball) {
-      Quat<T> adj_raw = Quat<T>::zero();
-      adj_normalize(raw, adj_raw, adj_qloc);
-      adj_qpos[qa] += adj_raw.w;
-      adj_qpos[qa + 1] += adj_raw.x;
-      adj_qpos[qa + 2] += adj_raw.y;
-      adj_qpos[qa + 3] += adj_raw.z;
-    } else {
-      adj_qpos[qa] += adj_axis_angle(jaxis, qloc, adj_qloc);
-    }
-  }
-  // anchor = R jpos + pos_in; axis = R jaxis, with R = to_mat(q_in)
-  Mat3<T> adj_R;
-  add_outer(adj_R, adj_anchor, jpos);
-  add_outer(adj_R, adj_axis, jaxis);
-  adj_pos_in += adj_anchor;
-  adj_to_mat(q_in, adj_q_in, adj_R);
-  adj_pos = adj_pos_in;
-  adj_q = adj_q_in;
-}
-
 // Adjoint of kinematics: from the adjoints of xpos, xquat, xmat, xanchor and xaxis in `a`
 // to adj_qpos (accumulated). Walks each body's joint chain backward, children before parents,
 // from the orientations and joint rotations the forward kinematics left in the workspace.
@@ -281,20 +204,82 @@ PHX_HD void adj_kinematics(const ModelView<S>& m, const T* qpos, const Workspace
     Quat<T> adj_quat = Quat<T>::load(a.xquat + 4 * b);
     adj_to_mat(quat, adj_quat, Mat3<T>::load(a.xmat + 9 * b));
     Vec3<T> adj_pos = Vec3<T>::load(a.xpos + 3 * b);
+
     if (njnt > 0 && m.jnt_type[jnt0] == kJointFree) {
-      adj_free_body(m, jnt0, qpos, a, adj_pos, adj_quat, adj_qpos);
+      // pos = qpos[0:3]; quat = normalize(normalize(qpos[3:7]))
+      int qa = m.jnt_qposadr[jnt0];
+      Quat<T> raw = Quat<T>::load(qpos + qa + 3), unit = normalize(raw);
+      Quat<T> adj_unit = Quat<T>::zero(), adj_raw = Quat<T>::zero();
+      adj_normalize(unit, adj_unit, adj_quat);
+      adj_normalize(raw, adj_raw, adj_unit);
+      adj_pos += Vec3<T>::load(a.xanchor + 3 * jnt0);
+      for (int i = 0; i < 3; ++i) adj_qpos[qa + i] += adj_pos[i];
+      adj_qpos[qa + 3] += adj_raw.w;
+      adj_qpos[qa + 4] += adj_raw.x;
+      adj_qpos[qa + 5] += adj_raw.y;
+      adj_qpos[qa + 6] += adj_raw.z;
       continue;
     }
 
-    // quat = normalize(q), q the orientation after the last joint; the joints backward
-    Quat<T> adj_q = Quat<T>::zero();
-    adj_normalize_unit(quat, T(w.xquat_scale[b]), adj_q, adj_quat);
-    for (int j = jnt0 + njnt - 1; j >= jnt0; --j)
-      adj_joint_pose(m, j, qpos, w, a, adj_pos, adj_q, adj_qpos);
-
-    // pos0 = xpos_p + Rp bpos; q0 = xquat_p * bquat
+    // quat = normalize(q), q the orientation after the last joint
     Vec3<T> bpos = Vec3<T>::load(m.body_pos + 3 * b);
     Quat<T> bquat = Quat<T>::load(m.body_quat + 4 * b);
+    Quat<T> adj_q = Quat<T>::zero();
+    adj_normalize_unit(quat, T(w.xquat_scale[b]), adj_q, adj_quat);
+
+    // joints backward
+    for (int j = jnt0 + njnt - 1; j >= jnt0; --j) {
+      int qa = m.jnt_qposadr[j];
+      Quat<T> q_in = Quat<T>::load(w.jnt_quat_in + 4 * j);
+      Vec3<T> jpos = Vec3<T>::load(m.jnt_pos + 3 * j);
+      Vec3<T> jaxis = Vec3<T>::load(m.jnt_axis + 3 * j);
+      Vec3<T> adj_anchor = Vec3<T>::load(a.xanchor + 3 * j);
+      Vec3<T> adj_axis = Vec3<T>::load(a.xaxis + 3 * j);
+      Vec3<T> adj_pos_in;
+      Quat<T> adj_q_in = Quat<T>::zero();
+
+      if (m.jnt_type[j] == kJointSlide) {
+        // pos_out = pos_in + (qpos - qpos0) axis, orientation unchanged
+        Vec3<T> axis = Vec3<T>::load(w.xaxis + 3 * j);
+        adj_pos_in += adj_pos;
+        adj_axis += (qpos[qa] - m.qpos0[qa]) * adj_pos;
+        adj_qpos[qa] += dot(axis, adj_pos);
+        adj_q_in = adj_q;
+      } else {
+        // q_out = q_in * qloc; pos_out = anchor - to_mat(q_out) jpos
+        bool ball = m.jnt_type[j] == kJointBall;
+        Quat<T> raw = Quat<T>::load(qpos + qa);
+        Quat<T> qloc = Quat<T>::load(w.jnt_qloc + 4 * j);
+        Quat<T> q_out = Quat<T>::load(w.jnt_quat_out + 4 * j);  // q_in qloc
+        adj_anchor += adj_pos;
+        Mat3<T> adj_Rout;
+        add_outer(adj_Rout, -adj_pos, jpos);
+        Quat<T> adj_q_out = adj_q;
+        adj_to_mat(q_out, adj_q_out, adj_Rout);
+        Quat<T> adj_qloc = Quat<T>::zero();
+        adj_mul(q_in, qloc, adj_q_in, adj_qloc, adj_q_out);
+        if (ball) {
+          Quat<T> adj_raw = Quat<T>::zero();
+          adj_normalize(raw, adj_raw, adj_qloc);
+          adj_qpos[qa] += adj_raw.w;
+          adj_qpos[qa + 1] += adj_raw.x;
+          adj_qpos[qa + 2] += adj_raw.y;
+          adj_qpos[qa + 3] += adj_raw.z;
+        } else {
+          adj_qpos[qa] += adj_axis_angle(jaxis, qloc, adj_qloc);
+        }
+      }
+      // anchor = R jpos + pos_in; axis = R jaxis, with R = to_mat(q_in)
+      Mat3<T> adj_R;
+      add_outer(adj_R, adj_anchor, jpos);
+      add_outer(adj_R, adj_axis, jaxis);
+      adj_pos_in += adj_anchor;
+      adj_to_mat(q_in, adj_q_in, adj_R);
+      adj_pos = adj_pos_in;
+      adj_q = adj_q_in;
+    }
+
+    // pos0 = xpos_p + Rp bpos; q0 = xquat_p * bquat
     adj_pos.add_to(a.xpos + 3 * p);
     Mat3<T> adj_Rp;
     add_outer(adj_Rp, adj_pos, bpos);
