@@ -286,58 +286,73 @@ def cmd_bench(args) -> int:
         raise CliError("phalanx: --device cuda, but CUDA is not available (no GPU visible or "
                        "the CUDA backend was not built)")
     dtype = np.dtype(args.dtype)
+    with threads(args.threads) as nthread:
+        if not args.json:
+            print(f"{model.name!r} ({model.source}): {args.envs} envs x {args.steps} steps, "
+                  f"{dtype.name}, {args.device}, {nthread if nthread else '?'} threads, contact "
+                  f"{'on' if model.contact else 'off'}, limit {'on' if model.limit else 'off'}, "
+                  f"lcp_solver {model.lcp_solver}", flush=True)
+        timing = _bench_repeats(model, args, dtype)
+    result = _bench_result(model, args, dtype, nthread, timing)
+    if args.json:
+        print(_dump(result))
+    else:
+        _print_bench(model, args, result, timing)
+    return 0
+
+
+def _bench_repeats(model, args, dtype) -> dict:
+    """Times args.repeats rollouts of the same random controls, chunk by chunk, after a warm-up
+    call; the counts and status bits of the first repeat"""
     nenv, nstep = args.envs, args.steps
     chunk = min(args.chunk, nstep)
     lo, hi = ctrl_bounds(model)
     runner = _RolloutChunks(model, nenv, dtype, args.device)
     qpos0 = np.repeat(model.qpos0[None].astype(dtype), nenv, axis=0)
     qvel0 = np.zeros((nenv, model.nv), dtype)
+    # warm-up, not timed: compiles the model onto the device and touches the buffers
+    runner.run(qpos0, qvel0, np.zeros((nenv, 1, model.nu), dtype))
 
-    with threads(args.threads) as nthread:
+    seconds = []
+    totals = np.zeros(phalanx.NUM_COUNTS, np.int64)
+    max_contacts = 0
+    status_all = np.zeros(nenv, np.uint32)
+    for r in range(args.repeats):
+        # the same controls in every repeat, drawn outside the timed calls
+        rng = np.random.default_rng(args.seed)
+        qpos, qvel = qpos0, qvel0
+        elapsed = 0.0
+        for t0 in range(0, nstep, chunk):
+            n = min(chunk, nstep - t0)
+            ctrl = rng.uniform(lo, hi, size=(nenv, n, model.nu)).astype(dtype)
+            qs, vs, status, counts, dt = runner.run(qpos, qvel, ctrl)
+            t1 = time.perf_counter()
+            qpos, qvel = qs[:, n - 1].copy(), vs[:, n - 1].copy()  # buffers are reused
+            elapsed += dt + time.perf_counter() - t1
+            if r == 0:  # every repeat does the same work
+                totals += counts.reshape(-1, phalanx.NUM_COUNTS).sum(axis=0)
+                max_contacts = max(max_contacts, int(counts[..., phalanx.COUNT_CONTACTS].max()))
+                status_all |= status
+        seconds.append(elapsed)
         if not args.json:
-            print(f"{model.name!r} ({model.source}): {nenv} envs x {nstep} steps, {dtype.name}, "
-                  f"{args.device}, {nthread if nthread else '?'} threads, contact "
-                  f"{'on' if model.contact else 'off'}, limit {'on' if model.limit else 'off'}, "
-                  f"lcp_solver {model.lcp_solver}", flush=True)
-        # warm-up, not timed: compiles the model onto the device and touches the buffers
-        runner.run(qpos0, qvel0, np.zeros((nenv, 1, model.nu), dtype))
+            print(f"  repeat {r + 1}/{args.repeats}: {elapsed:.3f} s, "
+                  f"{nenv * nstep / elapsed:,.0f} env-steps/s", flush=True)
+    return {"seconds": seconds, "chunk": chunk, "totals": totals, "max_contacts": max_contacts,
+            "status": status_all}
 
-        seconds = []
-        totals = np.zeros(phalanx.NUM_COUNTS, np.int64)
-        max_contacts = 0
-        status_all = np.zeros(nenv, np.uint32)
-        for r in range(args.repeats):
-            # the same controls in every repeat, drawn outside the timed calls
-            rng = np.random.default_rng(args.seed)
-            qpos, qvel = qpos0, qvel0
-            elapsed = 0.0
-            for t0 in range(0, nstep, chunk):
-                n = min(chunk, nstep - t0)
-                ctrl = rng.uniform(lo, hi, size=(nenv, n, model.nu)).astype(dtype)
-                qs, vs, status, counts, dt = runner.run(qpos, qvel, ctrl)
-                t1 = time.perf_counter()
-                qpos, qvel = qs[:, n - 1].copy(), vs[:, n - 1].copy()  # buffers are reused
-                elapsed += dt + time.perf_counter() - t1
-                if r == 0:  # every repeat does the same work
-                    totals += counts.reshape(-1, phalanx.NUM_COUNTS).sum(axis=0)
-                    max_contacts = max(max_contacts,
-                                       int(counts[..., phalanx.COUNT_CONTACTS].max()))
-                    status_all |= status
-            seconds.append(elapsed)
-            if not args.json:
-                print(f"  repeat {r + 1}/{args.repeats}: {elapsed:.3f} s, "
-                      f"{nenv * nstep / elapsed:,.0f} env-steps/s", flush=True)
 
-    env_steps = nenv * nstep
-    median = statistics.median(seconds)
-    per_step = totals / env_steps
-    summary = status_summary(status_all)
-    result = {
+def _bench_result(model, args, dtype, nthread, timing: dict) -> dict:
+    """the figures of a benchmark run, as `phalanx bench --json` prints them"""
+    env_steps = args.envs * args.steps
+    median = statistics.median(timing["seconds"])
+    per_step = timing["totals"] / env_steps
+    status_all = timing["status"]
+    return {
         "model": model.source,
         "name": model.name,
-        "envs": nenv,
-        "steps": nstep,
-        "chunk": chunk,
+        "envs": args.envs,
+        "steps": args.steps,
+        "chunk": timing["chunk"],
         "dtype": dtype.name,
         "device": args.device,
         "threads": nthread,
@@ -345,32 +360,32 @@ def cmd_bench(args) -> int:
         "contact": bool(model.contact),
         "limit": bool(model.limit),
         "lcp_solver": model.lcp_solver,
-        "seconds": seconds,
+        "seconds": timing["seconds"],
         "median_seconds": median,
         "env_steps": env_steps,
         "env_steps_per_second": env_steps / median,
-        "simulated_seconds_per_env": nstep * model.timestep,
+        "simulated_seconds_per_env": args.steps * model.timestep,
         "contacts_per_step": float(per_step[phalanx.COUNT_CONTACTS]),
-        "max_contacts": max_contacts,
+        "max_contacts": timing["max_contacts"],
         "rows_per_step": float(per_step[phalanx.COUNT_ROWS]),
         "overflow_per_step": float(per_step[phalanx.COUNT_OVERFLOW]),
-        "status": summary,
+        "status": status_summary(status_all),
         "stopped": int(np.count_nonzero(status_all & phalanx.STATUS_STOP_MASK)),
         "bytes_per_env": int(phalanx.bytes_per_env(model, dtype=dtype, device=args.device)),
     }
-    if args.json:
-        print(_dump(result))
-        return 0
-    print(f"median {result['env_steps_per_second']:,.0f} env-steps/s ({median:.3f} s for "
-          f"{env_steps:,} env-steps, {args.repeats} repeat(s); "
-          f"{result['simulated_seconds_per_env']:g} s simulated per env)")
+
+
+def _print_bench(model, args, result: dict, timing: dict) -> None:
+    totals = timing["totals"]
+    print(f"median {result['env_steps_per_second']:,.0f} env-steps/s "
+          f"({result['median_seconds']:.3f} s for {result['env_steps']:,} env-steps, "
+          f"{args.repeats} repeat(s); {result['simulated_seconds_per_env']:g} s simulated per env)")
     if totals[phalanx.COUNT_ROWS] or totals[phalanx.COUNT_OVERFLOW]:
-        print(f"contacts {result['contacts_per_step']:.2f} per env-step (max {max_contacts}), "
-              f"{result['rows_per_step']:.2f} LCP rows, {result['overflow_per_step']:.3g} "
-              f"beyond nconmax={model.nconmax}")
-    print(_status_line(summary, nenv, model))
-    print(f"memory {_bytes(result['bytes_per_env'])} per env ({dtype.name}, {args.device})")
-    return 0
+        print(f"contacts {result['contacts_per_step']:.2f} per env-step "
+              f"(max {result['max_contacts']}), {result['rows_per_step']:.2f} LCP rows, "
+              f"{result['overflow_per_step']:.3g} beyond nconmax={model.nconmax}")
+    print(_status_line(result["status"], args.envs, model))
+    print(f"memory {_bytes(result['bytes_per_env'])} per env ({result['dtype']}, {args.device})")
 
 
 # ----------------------------------------------------------------------------------------------
@@ -490,17 +505,22 @@ def demo_drop(args) -> int:
         result["plot"] = _plot_drop(args.out, heights, contacts, dt, z_fallen, model.name)
     if args.json:
         print(_dump(result))
-        return 0
+    else:
+        _print_drop(model, result)
+    return 0
+
+
+def _print_drop(model, result: dict) -> None:
+    nenv, simulated, wall = result["envs"], result["simulated_seconds"], result["wall_seconds"]
     print(f"{nenv} envs x {simulated:g} s simulated in {wall:.2f} s of rollout: "
           f"{result['realtime_factor']:,.1f}x real time per env, "
           f"{nenv * simulated / wall:,.0f} env-seconds per second, "
           f"{result['env_steps_per_second']:,.0f} env-steps/s")
     print(f"fallen {100 * result['fallen']:.1f} % of envs; {result['contacts_per_step']:.2f} "
           f"contacts per env-step")
-    print(_status_line(summary, nenv, model))
+    print(_status_line(result["status"], nenv, model))
     if result["plot"]:
         print(f"plot written to {result['plot']}")
-    return 0
 
 
 def _plot_drop(out, heights, contacts, dt, z_fallen, name):
