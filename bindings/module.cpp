@@ -53,6 +53,21 @@ std::string upper(std::string s) {
   return s;
 }
 
+// "'a', 'b' or 'c'"
+template <size_t N>
+std::string quoted_list(const char* const (&names)[N]) {
+  std::string s;
+  for (size_t i = 0; i < N; ++i)
+    s += (i == 0 ? "'" : i + 1 == N ? " or '" : ", '") + std::string(names[i]) + "'";
+  return s;
+}
+
+// the names of a core enum, by number
+template <size_t N>
+py::tuple enum_names(const char* const (&names)[N]) {
+  return py::cast(std::vector<std::string>(std::begin(names), std::end(names)));
+}
+
 // the count (one of PHX_MODEL_COUNTS) of the entities of the model array `field`
 const char* array_count(std::string_view field) {
 #define PHX_ARRAY_COUNT(kind, name, count, width, comment) \
@@ -699,10 +714,9 @@ void register_constants(py::module_& mod) {
 #undef PHX_EXPORT_STATUS
   mod.attr("STATUS_BITS") = py::tuple(status_bits);
   mod.attr("STATUS_STOP_MASK") = phx::kStatusStopMask;
-  mod.attr("JOINT_TYPES") = py::cast(std::vector<std::string>(std::begin(phx::kJointTypeNames),
-                                                              std::end(phx::kJointTypeNames)));
-  mod.attr("GEOM_TYPES") = py::cast(std::vector<std::string>(std::begin(phx::kGeomTypeNames),
-                                                             std::end(phx::kGeomTypeNames)));
+  mod.attr("JOINT_TYPES") = enum_names(phx::kJointTypeNames);
+  mod.attr("GEOM_TYPES") = enum_names(phx::kGeomTypeNames);
+  mod.attr("LCP_SOLVERS") = enum_names(phx::kLcpSolverNames);
   mod.attr("GRAD_COMPLEMENTARITY_AWARE") = int(phx::kGradComplementarityAware);
   mod.attr("GRAD_BOUNCE_CORRECTION") = int(phx::kGradBounceCorrection);
   mod.attr("COUNT_CONTACTS") = int(phx::kCountContacts);
@@ -762,16 +776,16 @@ void register_model_options(py::class_<PyModel>& cls) {
       .def_property(
           "lcp_solver",
           [](const PyModel& pm) {
-            static const char* names[] = {"pgs", "pgs_stabilized", "dantzig"};
-            return std::string(names[pm.model().opt.lcp_solver]);
+            return std::string(phx::kLcpSolverNames[pm.model().opt.lcp_solver]);
           },
           [](PyModel& pm, const std::string& name) {
-            int k = name == "pgs" ? 0 : name == "pgs_stabilized" ? 1 : name == "dantzig" ? 2 : -1;
-            if (k < 0) {
-              throw std::invalid_argument("phalanx: lcp_solver must be 'pgs', 'pgs_stabilized' "
-                                          "or 'dantzig', got '" + name + "'");
+            const auto& names = phx::kLcpSolverNames;
+            auto it = std::find(std::begin(names), std::end(names), name);
+            if (it == std::end(names)) {
+              throw std::invalid_argument("phalanx: lcp_solver must be " + quoted_list(names) +
+                                          ", got '" + name + "'");
             }
-            pm.set_option(&phx::Options::lcp_solver, k);
+            pm.set_option(&phx::Options::lcp_solver, int(it - std::begin(names)));
           },
           "LCP solver: 'pgs' (projected Gauss-Seidel), 'pgs_stabilized' (then Nimble's exact "
           "re-solve on the clamping set, warm-started from the previous set) or 'dantzig'")

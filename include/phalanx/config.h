@@ -55,7 +55,18 @@ PHX_HD constexpr int joint_nv(int type) {
 // How a step solves its LCP (Options::lcp_solver). The stabilised modes re-solve exactly on the
 // clamping set (Nimble), first trying the previous step's set as a warm start, and keep the row
 // classification that the LCP adjoint needs.
-enum LcpSolver : int { kLcpPgs = 0, kLcpPgsStabilized = 1, kLcpDantzig = 2 };
+#define PHX_LCP_SOLVERS(X) X(Pgs, pgs, 0) X(PgsStabilized, pgs_stabilized, 1) X(Dantzig, dantzig, 2)
+enum LcpSolver : int {
+#define PHX_LCP_SOLVER_ENUM(Name, name, value) kLcp##Name = value,
+  PHX_LCP_SOLVERS(PHX_LCP_SOLVER_ENUM)
+#undef PHX_LCP_SOLVER_ENUM
+};
+// the name of each solver, by its number (Python's model.lcp_solver)
+inline constexpr const char* kLcpSolverNames[] = {
+#define PHX_LCP_SOLVER_NAME(Name, name, value) #name,
+    PHX_LCP_SOLVERS(PHX_LCP_SOLVER_NAME)
+#undef PHX_LCP_SOLVER_NAME
+};
 
 // Options of the gradient through contacts (flags of Options::contact_gradient and of a
 // step_vjp call; Werling et al. 2021). 0 differentiates the branch the forward step took.

@@ -96,3 +96,17 @@ def test_status_bits_and_type_names_come_from_the_core():
         assert int(getattr(mujoco.mjtJoint, f"mjJNT_{name.upper()}")) == t
     for t, name in enumerate(phalanx.GEOM_TYPES):
         assert int(getattr(mujoco.mjtGeom, f"mjGEOM_{name.upper()}")) == t
+
+
+def test_lcp_solver_names_are_the_cores_and_set_the_option():
+    """model.lcp_solver reads and writes the core's solver by its exported name, and a wrong
+    name is refused with the list of names"""
+    model = phalanx.load_model(Path(__file__).parents[2] / "examples/models/cartpole.xml")
+    assert phalanx.LCP_SOLVERS == ("pgs", "pgs_stabilized", "dantzig")
+    for name in phalanx.LCP_SOLVERS:
+        model.lcp_solver = name
+        assert model.lcp_solver == name
+    with pytest.raises(ValueError, match=r"lcp_solver must be 'pgs', 'pgs_stabilized' or "
+                                         r"'dantzig', got 'lemke'"):
+        model.lcp_solver = "lemke"
+
