@@ -224,9 +224,19 @@ def model_info(model: phalanx.Model) -> dict:
         "parameters": {name: list(np.shape(model.parameter(name)))
                        for name in phalanx.PARAMETERS},
         "ignored": list(model.ignored),
-        "bytes_per_env": {"float32": int(phalanx.bytes_per_env(model, dtype=np.float32)),
-                          "float64": int(phalanx.bytes_per_env(model, dtype=np.float64))},
+        **_device_memory(model),
     }
+
+
+def _device_memory(model) -> dict:
+    """bytes per environment in each scalar type; None and the reason when the model cannot be
+    prepared for the CPU (a geom pair whose collision is not implemented)"""
+    try:
+        return {"bytes_per_env": {"float32": int(phalanx.bytes_per_env(model, dtype=np.float32)),
+                                  "float64": int(phalanx.bytes_per_env(model, dtype=np.float64))},
+                "device_error": None}
+    except ValueError as e:
+        return {"bytes_per_env": None, "device_error": " ".join(str(e).split())}
 
 
 def _print_info(info: dict) -> None:
@@ -259,8 +269,11 @@ def _print_info(info: dict) -> None:
     for item in ignored:
         print(f"  {item}")
     b = info["bytes_per_env"]
-    print(f"memory     {_bytes(b['float32'])} per env in float32, {_bytes(b['float64'])} in "
-          f"float64 (state and step workspace, cpu)")
+    if b is None:
+        print(f"memory     not known: the model cannot be stepped as it is: {info['device_error']}")
+    else:
+        print(f"memory     {_bytes(b['float32'])} per env in float32, {_bytes(b['float64'])} in "
+              f"float64 (state and step workspace, cpu)")
 
 
 def cmd_info(args) -> int:
@@ -631,6 +644,11 @@ def main(argv: list[str] | None = None) -> int:
         return args.func(args)
     except CliError as e:
         print(e, file=sys.stderr)
+        return 2
+    except ValueError as e:  # the core refusing a model it cannot step, in one line
+        if not str(e).startswith("phalanx:"):
+            raise
+        print(" ".join(str(e).split()), file=sys.stderr)
         return 2
     except SystemExit as e:  # --help and --version
         return e.code if isinstance(e.code, int) else 0

@@ -1,14 +1,31 @@
-"""Helpers for tests that compare Phalanx with other simulators: random states and a
-norm-relative closeness check."""
+"""Helpers for tests that compare Phalanx with other simulators: random states, a
+norm-relative closeness check, and where reference models are installed."""
 
 from __future__ import annotations
 
+import importlib.metadata
+import pathlib
+
 import numpy as np
 
-from ._phalanx import Model
+from ._phalanx import JOINT_TYPES, Model
 
-# MuJoCo's joint types (include/phalanx/config.h)
-JOINT_FREE, JOINT_BALL, JOINT_SLIDE, JOINT_HINGE = 0, 1, 2, 3
+# the core's joint types (MuJoCo's numbering)
+JOINT_FREE, JOINT_BALL, JOINT_SLIDE, JOINT_HINGE = (JOINT_TYPES.index(t)
+                                                    for t in ("free", "ball", "slide", "hinge"))
+
+
+def example_robot_data_dir() -> pathlib.Path | None:
+    """example-robot-data's robots/ folder, found through the installed distribution's files
+    (its layout differs between releases), or None when it is not installed"""
+    try:
+        files = importlib.metadata.distribution("example-robot-data").files or []
+    except importlib.metadata.PackageNotFoundError:
+        return None
+    for f in files:
+        if f.as_posix().endswith("robots/ur_description/urdf/ur5_robot.urdf"):
+            return pathlib.Path(f.locate()).parents[2]
+    return None
 
 
 def random_state(

@@ -199,3 +199,30 @@ def test_module_entry_point():
                        capture_output=True, text=True, timeout=60)
     assert p.returncode == 2 and p.stdout == ""
     assert p.stderr == "phalanx: no such model file: /no/such/model.xml\n"
+
+
+# an ellipsoid that may touch the floor: it loads, but its collision is not implemented
+ELLIPSOID_ON_FLOOR = """<mujoco><worldbody><geom name="floor" type="plane" size="1 1 .1"/>
+  <body pos="0 0 1"><freejoint/><geom name="egg" type="ellipsoid" size=".1 .2 .3"/></body>
+</worldbody></mujoco>"""
+
+
+def test_info_and_bench_of_a_model_that_cannot_be_stepped(capsys, tmp_path):
+    """info describes the model and gives the core's reason in place of the memory; bench
+    refuses it in one line on stderr with exit status 2, not a traceback"""
+    path = tmp_path / "egg.xml"
+    path.write_text(ELLIPSOID_ON_FLOOR)
+    model = phalanx.load_model(path)
+    with pytest.raises(ValueError) as refused:
+        phalanx.bytes_per_env(model)
+    reason = " ".join(str(refused.value).split())
+    assert "ellipsoid" in reason and "egg" in reason
+    info = run_json(capsys, "info", path)
+    assert info["bytes_per_env"] is None and info["device_error"] == reason
+    assert info["geoms"]["by_type"] == {"plane": 1, "ellipsoid": 1}
+    code, out, err = run(capsys, "info", path)
+    assert code == 0 and err == ""
+    assert f"memory     not known: the model cannot be stepped as it is: {reason}" in out
+    code, out, err = run(capsys, "bench", path, "--envs", 2, "--steps", 2, "--repeats", 1)
+    assert code == 2 and err == reason + "\n"
+

@@ -18,7 +18,6 @@ Tolerance: norm-relative per environment, ||phalanx_e - pinocchio_e|| <= 1e-10
 
 from __future__ import annotations
 
-import importlib.metadata
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
@@ -31,6 +30,7 @@ from phalanx.testing import (
     JOINT_SLIDE,
     actuator_force,
     assert_close,
+    example_robot_data_dir,
     random_ctrl,
     random_state,
 )
@@ -42,20 +42,7 @@ NENV = 6
 EXAMPLE_MODELS = Path(__file__).resolve().parents[2] / "examples" / "models"
 
 
-def robots_dir() -> Path | None:
-    """example-robot-data's robots/ folder, found through the installed distribution's files
-    (its layout differs between releases), or None when it is not installed"""
-    try:
-        files = importlib.metadata.distribution("example-robot-data").files or []
-    except importlib.metadata.PackageNotFoundError:
-        return None
-    for f in files:
-        if f.as_posix().endswith("robots/ur_description/urdf/ur5_robot.urdf"):
-            return Path(f.locate()).parents[2]
-    return None
-
-
-ROBOTS = robots_dir()
+ROBOTS = example_robot_data_dir()
 
 
 def robot(name: str, sub: str):
