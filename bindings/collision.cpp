@@ -5,6 +5,7 @@
 #include <string>
 
 #include "bindings/submodules.h"
+#include "host/model.h"
 #include "phalanx/collision/narrowphase.h"
 
 namespace py = pybind11;
@@ -43,18 +44,13 @@ void check_shape(const CArrayD& a, const char* name, std::initializer_list<long>
   }
 }
 
-bool supported(int type) {
-  return type == kGeomPlane || type == kGeomSphere || type == kGeomCapsule || type == kGeomBox;
-}
-
 py::tuple collide_pairs(int type1, const CArrayD& size1, const CArrayD& pos1, const CArrayD& rot1,
                         int type2, const CArrayD& size2, const CArrayD& pos2, const CArrayD& rot2,
                         double margin) {
-  if (!supported(type1) || !supported(type2)) {
-    throw std::invalid_argument(
-        "collide_pairs: geom types must be plane (0), sphere (2), capsule (3) "
-        "or box (6), got " +
-        std::to_string(type1) + " and " + std::to_string(type2));
+  if (!phx::collision_implemented(type1) || !phx::collision_implemented(type2)) {
+    throw std::invalid_argument("collide_pairs: geom types must be " +
+                                phx::collidable_geom_types(true, " or ") + ", got " +
+                                std::to_string(type1) + " and " + std::to_string(type2));
   }
   if (type1 > type2) {
     throw std::invalid_argument("collide_pairs: type1 must be <= type2 (swap the geoms), got " +

@@ -180,11 +180,19 @@ void Model::compute_pairs() {
   if (nconmax <= 0) nconmax = static_cast<int>(std::min<long>(capacity, std::max(32, 4 * ngeom)));
 }
 
+std::string collidable_geom_types(bool numbers, const char* conjunction) {
+  std::vector<std::string> names;
+  for (int t = 0; t < int(std::size(kGeomTypeNames)); ++t)
+    if (collision_implemented(t))
+      names.push_back(kGeomTypeNames[t] + (numbers ? " (" + std::to_string(t) + ")" : ""));
+  std::string s;
+  for (size_t i = 0; i < names.size(); ++i)
+    s += (i == 0 ? "" : i + 1 == names.size() ? conjunction : ", ") + names[i];
+  return s;
+}
+
 void Model::check_collision_support() const {
   if (!opt.contact) return;
-  auto supported = [](int t) {
-    return t == kGeomPlane || t == kGeomSphere || t == kGeomCapsule || t == kGeomBox;
-  };
   auto describe = [&](int g) {
     std::string n = geom_names.size() > size_t(g) && !geom_names[g].empty()
                         ? "'" + geom_names[g] + "'"
@@ -193,14 +201,16 @@ void Model::check_collision_support() const {
   };
   for (int p = 0; p < npair; p++) {
     int g1 = pair_geom[2 * p], g2 = pair_geom[2 * p + 1];
-    int bad = !supported(geom_type[g1]) ? g1 : !supported(geom_type[g2]) ? g2 : -1;
+    int bad = !collision_implemented(geom_type[g1])   ? g1
+              : !collision_implemented(geom_type[g2]) ? g2
+                                                      : -1;
     if (bad < 0) continue;
     throw std::invalid_argument(
         "phalanx: " + describe(bad) + " may collide with " + describe(bad == g1 ? g2 : g1) +
         ", but " + kGeomTypeNames[geom_type[bad]] +
-        " collisions are not implemented yet (plane, sphere, capsule and box are); give it "
-        "contype=\"0\" conaffinity=\"0\", replace it by a capsule or box, or turn contacts off "
-        "(model.contact = False)");
+        " collisions are not implemented yet (" + collidable_geom_types(false, " and ") +
+        " are); give it contype=\"0\" conaffinity=\"0\", replace it by a capsule or box, or turn "
+        "contacts off (model.contact = False)");
   }
 }
 

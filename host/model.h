@@ -118,4 +118,8 @@ Model load_urdf_string(const std::string& xml);
 // Chooses the loader by extension: .xml / .mjcf for MJCF, .urdf for URDF.
 Model load_model(const std::string& path);
 
+// the geom types the narrowphase collides (collision_implemented), for messages: "plane, sphere,
+// capsule and box", or with their numbers and another conjunction, "plane (0), ... or box (6)"
+std::string collidable_geom_types(bool numbers, const char* conjunction);
+
 }  // namespace phx

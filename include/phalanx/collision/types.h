@@ -9,6 +9,13 @@ namespace phx {
 // most contacts one geom pair can produce (a box-box face manifold)
 constexpr int kMaxPairContacts = 8;
 
+// whether the narrowphase collides geoms of this type: collide has a function for every pair of
+// these types except plane-plane (Model::check_collision_support refuses models whose geoms of
+// other types may touch)
+PHX_HD constexpr bool collision_implemented(int type) {
+  return type == kGeomPlane || type == kGeomSphere || type == kGeomCapsule || type == kGeomBox;
+}
+
 // most contacts a pair of these geom types can produce (MuJoCo's manifolds)
 PHX_HD constexpr int max_pair_contacts(int type1, int type2) {
   int a = type1 < type2 ? type1 : type2, b = type1 < type2 ? type2 : type1;
