@@ -38,11 +38,11 @@ def write_result(result, path):
     print(f"  written to {path}")
 
 
-def parse_args(description, result_file):
-    """The options every humanoid benchmark takes."""
+def parse_args(description, result_file, envs=4096, steps=1000):
+    """The options every rollout benchmark takes."""
     parser = argparse.ArgumentParser(description=description)
-    parser.add_argument("--envs", type=int, default=4096)
-    parser.add_argument("--steps", type=int, default=1000)
+    parser.add_argument("--envs", type=int, default=envs)
+    parser.add_argument("--steps", type=int, default=steps)
     parser.add_argument("--chunk", type=int, default=100)
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--threads", type=int, default=os.cpu_count())

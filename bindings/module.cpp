@@ -35,6 +35,13 @@
 
 namespace py = pybind11;
 
+#if PHX_HAVE_MUJOCO
+namespace phx::bindings {
+// phalanx.from_mujoco (bindings/mujoco.cpp, built when cmake/mujoco.cmake finds MuJoCo)
+void register_mujoco(py::module_& mod);
+}  // namespace phx::bindings
+#endif
+
 namespace {
 
 using phx::Device;
@@ -797,8 +804,7 @@ void register_model_options(py::class_<PyModel>& cls) {
           },
           "velocity tolerance (m/s) of row classification and of accepting exact re-solves")
       .def_property(
-          "lcp_residual_limit",
-          [](const PyModel& pm) { return pm.model().opt.lcp_residual_limit; },
+          "lcp_residual_limit", [](const PyModel& pm) { return pm.model().opt.lcp_residual_limit; },
           [](PyModel& pm, double tol) {
             if (!(tol > 0)) throw std::invalid_argument("phalanx: lcp_residual_limit must be > 0");
             pm.set_option(&phx::Options::lcp_residual_limit, tol);
@@ -817,7 +823,24 @@ void register_model_options(py::class_<PyModel>& cls) {
             if (n < 1) throw std::invalid_argument("phalanx: lcp_iterations must be >= 1");
             pm.set_option(&phx::Options::lcp_iterations, n);
           },
-          "projected Gauss-Seidel sweeps per step");
+          "projected Gauss-Seidel sweeps per step")
+      .def_property(
+          "ccd_iterations", [](const PyModel& pm) { return pm.model().opt.ccd_iterations; },
+          [](PyModel& pm, int n) {
+            if (n < 1 || n > phx::kMaxCcdIterations)
+              throw std::invalid_argument("phalanx: ccd_iterations must be in [1, " +
+                                          std::to_string(phx::kMaxCcdIterations) + "], got " +
+                                          std::to_string(n));
+            pm.set_option(&phx::Options::ccd_iterations, n);
+          },
+          "iteration bound of the convex narrowphase (GJK, EPA): MuJoCo's ccd_iterations")
+      .def_property(
+          "ccd_tolerance", [](const PyModel& pm) { return pm.model().opt.ccd_tolerance; },
+          [](PyModel& pm, double tol) {
+            if (!(tol > 0)) throw std::invalid_argument("phalanx: ccd_tolerance must be > 0");
+            pm.set_option(&phx::Options::ccd_tolerance, tol);
+          },
+          "distance tolerance (m) ending the convex narrowphase: MuJoCo's ccd_tolerance");
 }
 
 // phalanx.Model and load_model: counts, options, parameters, names, ids and the arrays
@@ -1052,4 +1075,7 @@ PYBIND11_MODULE(_phalanx, mod) {
   register_tape(mod);
   phx::bindings::register_collision(mod);
   phx::bindings::register_planner(mod);
+#if PHX_HAVE_MUJOCO
+  phx::bindings::register_mujoco(mod);
+#endif
 }

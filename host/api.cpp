@@ -16,7 +16,6 @@ template <class T>
 DeviceModel<T>::DeviceModel(const Model& model, Device device) : model_(model), device_(device) {
   require_device(device);
   model_.validate();
-  model_.check_collision_support();
   // copy one array to the device and return its pointer
   auto real = [&](const std::vector<double>& v) -> const T* {
     std::vector<T> cast(v.begin(), v.end());

@@ -299,6 +299,9 @@ struct LaneRows {
                  const T* u, JacobianScratch<T>& js, Scratch<T> rest, T* J, T* Jp) const {
     const int nl = m.nv % kLanes<T> == 1 ? m.nv - 1 : m.nv;
     if (nl == 0) return 0;
+    // the lane passes' contact adjoint reads geom sizes only: meshes and height fields take the
+    // kernel's single passes
+    if (m.nmesh + m.nhfield > 0 && m.nefcmax > 0 && *js.cv.ncon > 0) return 0;
     if (m.nefcmax > 0 && *js.cv.nefc > 0) {
       fill(m, LaneReplay<T>(m, rest, q, v, u, js.x.w, js.x.c, js.cv, js.x.s), nl, J, Jp);
     } else {

@@ -130,6 +130,15 @@ void Model::finalize() {
     body_geomnum[b]++;
   }
 
+  if (geom_dataid.size() != static_cast<size_t>(ngeom)) geom_dataid.assign(ngeom, -1);
+  // meshes and height fields: counts from their arrays
+  nmesh = static_cast<int>(mesh_vertadr.size());
+  nmeshvert = static_cast<int>(mesh_vert.size() / 3);
+  nmeshadj = static_cast<int>(mesh_vertadj.size());
+  nmeshpoly = static_cast<int>(mesh_polyvertadr.size());
+  nmeshpolyvert = static_cast<int>(mesh_polyvert.size());
+  nhfield = static_cast<int>(hfield_adr.size());
+  nhfielddata = static_cast<int>(hfield_data.size());
   // bounding sphere radii from type and size
   check_size(geom_size, "geom_size", 3 * static_cast<size_t>(ngeom));
   update_rbound();
@@ -169,7 +178,7 @@ void Model::compute_pairs() {
       if (!(geom_contype[g1] & geom_conaffinity[g2]) && !(geom_contype[g2] & geom_conaffinity[g1])) {
         continue;
       }
-      if (geom_type[g1] == kGeomPlane && geom_type[g2] == kGeomPlane) continue;
+      if (!has_collision_function(geom_type[g1], geom_type[g2])) continue;
       if (excluded(b1, b2)) continue;
       pair_geom.push_back(g1);
       pair_geom.push_back(g2);
@@ -178,40 +187,6 @@ void Model::compute_pairs() {
   }
   npair = static_cast<int>(pair_geom.size() / 2);
   if (nconmax <= 0) nconmax = static_cast<int>(std::min<long>(capacity, std::max(32, 4 * ngeom)));
-}
-
-std::string collidable_geom_types(bool numbers, const char* conjunction) {
-  std::vector<std::string> names;
-  for (int t = 0; t < int(std::size(kGeomTypeNames)); ++t)
-    if (collision_implemented(t))
-      names.push_back(kGeomTypeNames[t] + (numbers ? " (" + std::to_string(t) + ")" : ""));
-  std::string s;
-  for (size_t i = 0; i < names.size(); ++i)
-    s += (i == 0 ? "" : i + 1 == names.size() ? conjunction : ", ") + names[i];
-  return s;
-}
-
-void Model::check_collision_support() const {
-  if (!opt.contact) return;
-  auto describe = [&](int g) {
-    std::string n = geom_names.size() > size_t(g) && !geom_names[g].empty()
-                        ? "'" + geom_names[g] + "'"
-                        : "#" + std::to_string(g);
-    return "geom " + n + " (" + kGeomTypeNames[geom_type[g]] + ")";
-  };
-  for (int p = 0; p < npair; p++) {
-    int g1 = pair_geom[2 * p], g2 = pair_geom[2 * p + 1];
-    int bad = !collision_implemented(geom_type[g1])   ? g1
-              : !collision_implemented(geom_type[g2]) ? g2
-                                                      : -1;
-    if (bad < 0) continue;
-    throw std::invalid_argument(
-        "phalanx: " + describe(bad) + " may collide with " + describe(bad == g1 ? g2 : g1) +
-        ", but " + kGeomTypeNames[geom_type[bad]] +
-        " collisions are not implemented yet (" + collidable_geom_types(false, " and ") +
-        " are); give it contype=\"0\" conaffinity=\"0\", replace it by a capsule or box, or turn "
-        "contacts off (model.contact = False)");
-  }
 }
 
 void Model::validate() const {
@@ -277,6 +252,12 @@ void Model::validate() const {
       invalid("geom_type", "has unknown type " + std::to_string(t));
   }
   check_range(exclude_bodies, "exclude_bodies", 0, nbody);
+  if (opt.ccd_iterations < 1 || opt.ccd_iterations > kMaxCcdIterations)
+    invalid("opt.ccd_iterations", "is " + std::to_string(opt.ccd_iterations) +
+                                      ", expected a value in [1, " +
+                                      std::to_string(kMaxCcdIterations) + "]");
+  if (!(opt.ccd_tolerance > 0)) invalid("opt.ccd_tolerance", "must be > 0");
+  validate_geom_data();
   check_range(actuator_trnid, "actuator_trnid", 0, njnt);
   check_range(actuator_ctrllimited, "actuator_ctrllimited", 0, 2);
   for (int k = 0; k < kNumParams; ++k) {
@@ -290,6 +271,68 @@ void Model::validate() const {
                   std::to_string(n));
     check_param_values(k, batch, int(batch.size() / n));
   }
+}
+
+// [adr, adr + num) of each entity within an array of `total` entries
+static void check_blocks(const std::vector<int>& adr, const std::vector<int>& num,
+                         const std::string& field, int total) {
+  for (size_t i = 0; i < adr.size(); i++) {
+    if (adr[i] < 0 || num[i] < 0 || long(adr[i]) + num[i] > total) {
+      invalid(field, "entry " + std::to_string(i) + " covers [" + std::to_string(adr[i]) + ", " +
+                         std::to_string(long(adr[i]) + num[i]) + "), outside the " +
+                         std::to_string(total) + " entries");
+    }
+  }
+}
+
+void Model::validate_geom_data() const {
+  for (int g = 0; g < ngeom; g++) {
+    int t = geom_type[g], id = geom_dataid[g];
+    int n = t == kGeomMesh ? nmesh : t == kGeomHField ? nhfield : 0;
+    bool ok = n > 0 ? id >= 0 && id < n : id == -1;
+    if (!ok) {
+      invalid("geom_dataid", "entry " + std::to_string(g) + " (" + kGeomTypeNames[t] + ") is " +
+                                 std::to_string(id) + ", expected " +
+                                 (n > 0 ? "a value in [0, " + std::to_string(n) + ")" : "-1"));
+    }
+  }
+  check_blocks(mesh_vertadr, mesh_vertnum, "mesh_vertadr", nmeshvert);
+  check_blocks(mesh_polyadr, mesh_polynum, "mesh_polyadr", nmeshpoly);
+  check_blocks(mesh_vertadjadr, mesh_vertadjnum, "mesh_vertadjadr", nmeshadj);
+  check_blocks(mesh_polyvertadr, mesh_polyvertnum, "mesh_polyvertadr", nmeshpolyvert);
+  // local vertex ids within their mesh
+  for (int k = 0; k < nmesh; k++) {
+    int nvert = mesh_vertnum[k];
+    if (nvert < 4)
+      invalid("mesh_vertnum", "entry " + std::to_string(k) + " is " + std::to_string(nvert) +
+                                  ", a convex hull needs at least 4 vertices");
+    for (int v = mesh_vertadr[k]; v < mesh_vertadr[k] + nvert; v++)
+      for (int a = mesh_vertadjadr[v]; a < mesh_vertadjadr[v] + mesh_vertadjnum[v]; a++)
+        if (mesh_vertadj[a] < 0 || mesh_vertadj[a] >= nvert)
+          invalid("mesh_vertadj", "entry " + std::to_string(a) + " is " +
+                                      std::to_string(mesh_vertadj[a]) + ", outside mesh " +
+                                      std::to_string(k) + "'s " + std::to_string(nvert) +
+                                      " vertices");
+    for (int f = mesh_polyadr[k]; f < mesh_polyadr[k] + mesh_polynum[k]; f++)
+      for (int a = mesh_polyvertadr[f]; a < mesh_polyvertadr[f] + mesh_polyvertnum[f]; a++)
+        if (mesh_polyvert[a] < 0 || mesh_polyvert[a] >= nvert)
+          invalid("mesh_polyvert", "entry " + std::to_string(a) + " is " +
+                                       std::to_string(mesh_polyvert[a]) + ", outside mesh " +
+                                       std::to_string(k) + "'s " + std::to_string(nvert) +
+                                       " vertices");
+  }
+  for (int h = 0; h < nhfield; h++) {
+    if (hfield_nrow[h] < 2 || hfield_ncol[h] < 2)
+      invalid("hfield_nrow", "height field " + std::to_string(h) + " is " +
+                                 std::to_string(hfield_nrow[h]) + " x " +
+                                 std::to_string(hfield_ncol[h]) + ", expected at least 2 x 2");
+    for (int c = 0; c < 4; c++)
+      if (!(hfield_size[4 * h + c] > 0))
+        invalid("hfield_size", "entry " + std::to_string(4 * h + c) + " must be > 0");
+  }
+  std::vector<int> hfield_num(nhfield);
+  for (int h = 0; h < nhfield; h++) hfield_num[h] = hfield_nrow[h] * hfield_ncol[h];
+  check_blocks(hfield_adr, hfield_num, "hfield_adr", nhfielddata);
 }
 
 int Model::param_index(const std::string& name) {
@@ -339,10 +382,13 @@ void Model::check_param_values(int k, const std::vector<double>& values, int nco
     if (check == kCheckUnitInterval && !(x >= 0 && x <= 1))
       invalid(field, where + ", expected a value in [0, 1]");
     if (check == kCheckGeomSize) {
-      // the sizes a geom type uses must be positive (plane: none; sphere: radius; capsule:
-      // radius and half-length; box: three half-sizes)
+      // the sizes a geom type uses must be positive (plane, mesh, height field: none; sphere:
+      // radius; capsule and cylinder: radius and half-length; box and ellipsoid: three)
       int g = int(entry / 3), c = int(entry % 3), t = geom_type[g];
-      int used = t == kGeomSphere ? 1 : t == kGeomCapsule ? 2 : t == kGeomBox ? 3 : 0;
+      int used = t == kGeomSphere                          ? 1
+                 : t == kGeomCapsule || t == kGeomCylinder ? 2
+                 : t == kGeomBox || t == kGeomEllipsoid    ? 3
+                                                           : 0;
       if (c < used && !(x > 0)) invalid(field, where + ", expected > 0");
     }
   }
@@ -376,6 +422,15 @@ void Model::update_rbound() {
                                    : geom_size.data();
     for (int g = 0; g < ngeom; g++)
       geom_rbound[g] = std::max(geom_rbound[g], phx::geom_rbound(geom_type[g], size + 3 * g));
+  }
+  // a mesh's bound is its farthest hull vertex (its geom_size plays no part in collisions)
+  for (int g = 0; g < ngeom; g++) {
+    if (geom_type[g] != kGeomMesh || geom_dataid[g] < 0 || geom_dataid[g] >= nmesh) continue;
+    int k = geom_dataid[g];
+    for (int v = mesh_vertadr[k]; v < mesh_vertadr[k] + mesh_vertnum[k]; v++) {
+      const double* p = &mesh_vert[3 * size_t(v)];
+      geom_rbound[g] = std::max(geom_rbound[g], std::sqrt(p[0] * p[0] + p[1] * p[1] + p[2] * p[2]));
+    }
   }
 }
 

@@ -86,10 +86,8 @@ struct Model {
   // Check every count against the array sizes and every index against its range.
   // Throws std::invalid_argument naming the first inconsistent field.
   void validate() const;
-  // With opt.contact, throws std::invalid_argument naming the first candidate pair (pair_geom)
-  // whose geom type has no collision function yet (height field, ellipsoid, cylinder, mesh):
-  // such a pair is never silently skipped. Called when the model is compiled for a device.
-  void check_collision_support() const;
+  // the part of validate for geom_dataid, the meshes' hull arrays and the height fields
+  void validate_geom_data() const;
 
   // Fill the derived arrays (rootid, adr/num fields, dof arrays, qposadr/dofadr, counts) from
   // body_parentid, jnt_bodyid, jnt_type and geom_bodyid. Loaders call this last.
@@ -117,9 +115,5 @@ Model load_urdf(const std::string& path);
 Model load_urdf_string(const std::string& xml);
 // Chooses the loader by extension: .xml / .mjcf for MJCF, .urdf for URDF.
 Model load_model(const std::string& path);
-
-// the geom types the narrowphase collides (collision_implemented), for messages: "plane, sphere,
-// capsule and box", or with their numbers and another conjunction, "plane (0), ... or box (6)"
-std::string collidable_geom_types(bool numbers, const char* conjunction);
 
 }  // namespace phx

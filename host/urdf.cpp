@@ -6,12 +6,20 @@
 // with its axis in body coordinates. Joints map to MuJoCo's types: revolute (limited) and
 // continuous (unlimited) to hinges, prismatic to slides, floating to a free joint (only below
 // the root), fixed to no joint at all. Masses come from <inertial> only; collision boxes,
-// spheres and cylinders become geoms without mass. URDF angles are radians.
+// spheres, cylinders and meshes become geoms without mass, a mesh as its convex hull (host/mesh.h;
+// a file used twice with one scale is loaded once). URDF angles are radians.
+// Mesh filenames are paths (absolute, or relative to the URDF's directory; to the working
+// directory for a URDF given as a string), file:// URIs, or package://NAME/PATH resolved to the
+// first existing file of: each ROS_PACKAGE_PATH entry that is named NAME or holds NAME (not
+// searched recursively), each AMENT_PREFIX_PATH entry's share/NAME, then the URDF's directory
+// and each one above it that is named NAME or holds NAME (example-robot-data's URDFs name their
+// own installed folder, share/example-robot-data, so they resolve without any setting).
 // Elements without meaning for Phalanx are recorded in Model::ignored; what changes the physics
 // and is not supported throws std::runtime_error naming the file, the line and the element.
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
+#include <filesystem>
 #include <fstream>
 #include <map>
 #include <pugixml.hpp>
@@ -22,6 +30,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "host/mesh.h"
 #include "host/model.h"
 #include "host/xml_source.h"
 #include "phalanx/inertia.h"
@@ -39,6 +48,7 @@ struct Geom {
   int type = kGeomBox;
   std::string name;
   double size[3] = {0, 0, 0};
+  int mesh = -1;  // a mesh geom's hull, in UrdfReader::hulls_ and then in the model's meshes
   Pose pose;
 };
 
@@ -80,6 +90,9 @@ class UrdfReader {
   void read_link(pugi::xml_node node);
   void read_joint(pugi::xml_node node);
   void check_attributes(pugi::xml_node node, std::initializer_list<std::string_view> known);
+  int load_mesh(pugi::xml_node shape);
+  std::string mesh_path(pugi::xml_node shape, const std::string& filename) const;
+  std::string package_path(pugi::xml_node shape, const std::string& uri) const;
   pugi::xml_node parse(const std::string& text, const std::string& path);
   int link_tree();
   void add_body(Model& m, int link, int parent_body);
@@ -93,6 +106,8 @@ class UrdfReader {
   std::vector<Joint> joints_;
   std::unordered_map<std::string, int> link_index_;
   IgnoredList ignored_;
+  std::vector<Hull> hulls_;                                   // collision meshes, in order of use
+  std::map<std::pair<std::string, Point3>, int> mesh_index_;  // (path, scale) -> hull
 };
 
 //------------------------------------------------------------------ locations and values
@@ -232,12 +247,15 @@ void UrdfReader::read_link(pugi::xml_node node) {
         g.size[1] = number(shape, "length", 0, true) / 2;
         g.type = kGeomCylinder;
       } else if (kind == "mesh") {
-        ignore(c, "collision mesh, not loaded");
-        continue;
+        g.mesh = load_mesh(shape);
+        g.type = kGeomMesh;
       } else {
         fail(shape, "collision: unknown geometry <" + std::string(kind) + ">");
       }
-      int nsize = g.type == kGeomSphere ? 1 : g.type == kGeomCylinder ? 2 : 3;
+      int nsize = g.type == kGeomSphere     ? 1
+                  : g.type == kGeomCylinder ? 2
+                  : g.type == kGeomBox      ? 3
+                                            : 0;
       for (int i = 0; i < nsize; i++) {
         if (!(g.size[i] > 0))
           fail(shape, "collision " + std::string(kind) + ": sizes must be positive");
@@ -314,6 +332,95 @@ void UrdfReader::read_joint(pugi::xml_node node) {
     }
   }
   joints_.push_back(j);
+}
+
+//------------------------------------------------------------------ meshes
+
+// the hull of a collision <mesh filename scale>, loaded once per file and scale
+int UrdfReader::load_mesh(pugi::xml_node shape) {
+  check_attributes(shape, {"filename", "scale"});
+  std::string filename = shape.attribute("filename").value();
+  if (filename.empty()) fail(shape, "mesh: attribute 'filename' is required");
+  Point3 scale = {1, 1, 1};
+  if (shape.attribute("scale")) numbers(shape, "scale", scale.data(), 3);
+  std::string path = mesh_path(shape, filename);
+  auto [it, inserted] = mesh_index_.try_emplace({path, scale}, static_cast<int>(hulls_.size()));
+  if (!inserted) return it->second;
+  std::string name = "mesh '" + filename + "'" + (path != filename ? " (" + path + ")" : "");
+  try {
+    hulls_.push_back(convex_hull(read_mesh_vertices(path, scale), -1, name));
+  } catch (const std::exception& e) {
+    std::string what = e.what();
+    fail(shape, what.rfind(name, 0) == 0 ? what : name + ": " + what);
+  }
+  return it->second;
+}
+
+// the file a mesh filename names: a path (relative to the URDF's directory), file:// or
+// package://
+std::string UrdfReader::mesh_path(pugi::xml_node shape, const std::string& filename) const {
+  namespace fs = std::filesystem;
+  std::string name = filename;
+  if (filename.rfind("package://", 0) == 0) return package_path(shape, filename);
+  if (filename.rfind("file://", 0) == 0) {
+    name = filename.substr(7);
+  } else if (size_t colon = filename.find("://"); colon != std::string::npos) {
+    fail(shape, "mesh '" + filename + "': unsupported URI scheme '" + filename.substr(0, colon) +
+                    "' (expected a path, file:// or package://)");
+  }
+  fs::path p(name);
+  if (p.is_relative() && !src_.dir.empty()) p = fs::path(src_.dir) / p;
+  return p.lexically_normal().string();
+}
+
+// package://NAME/PATH: the first existing NAME/PATH under ROS_PACKAGE_PATH, AMENT_PREFIX_PATH's
+// share/ folders, the URDF's directory and those above it (the file's header comment)
+std::string UrdfReader::package_path(pugi::xml_node shape, const std::string& uri) const {
+  namespace fs = std::filesystem;
+  // a slash after the scheme is tolerated (talos_data writes package:///example-robot-data/...,
+  // which Pinocchio reads as package://example-robot-data/...)
+  size_t start = uri.find_first_not_of('/', 10);
+  std::string rest = start == std::string::npos ? "" : uri.substr(start);
+  size_t slash = rest.find('/');
+  if (slash == 0 || slash == std::string::npos || slash + 1 == rest.size()) {
+    fail(shape, "mesh '" + uri + "': expected package://NAME/PATH");
+  }
+  std::string package = rest.substr(0, slash), file = rest.substr(slash + 1);
+  std::vector<std::string> tried;
+  std::error_code ec;
+  // root: a folder that may be the package, or hold it
+  auto found = [&](const fs::path& root, bool holds) {
+    fs::path p = (holds ? root / package : root) / file;
+    tried.push_back(p.lexically_normal().string());
+    return fs::is_regular_file(p, ec);
+  };
+  auto entries = [](const char* var) {
+    std::vector<fs::path> out;
+    std::stringstream list(std::getenv(var) ? std::getenv(var) : "");
+    for (std::string e; std::getline(list, e, ':');) {
+      while (e.size() > 1 && e.back() == '/') e.pop_back();
+      if (!e.empty()) out.push_back(e);
+    }
+    return out;
+  };
+  for (const fs::path& e : entries("ROS_PACKAGE_PATH")) {
+    if (e.filename() == package && found(e, false)) return tried.back();
+    if (found(e, true)) return tried.back();
+  }
+  for (const fs::path& e : entries("AMENT_PREFIX_PATH")) {
+    if (found(e / "share", true)) return tried.back();
+  }
+  fs::path dir = fs::absolute(src_.dir.empty() ? fs::path(".") : fs::path(src_.dir), ec);
+  for (fs::path d = dir.lexically_normal(); !d.empty(); d = d.parent_path()) {
+    if (d.filename() == package && found(d, false)) return tried.back();
+    if (found(d, true)) return tried.back();
+    if (d == d.parent_path()) break;
+  }
+  std::string list;
+  for (const std::string& t : tried) list += (list.empty() ? "" : ", ") + t;
+  fail(shape, "mesh '" + uri + "': package '" + package + "' not found; looked for " + list +
+                  " (set ROS_PACKAGE_PATH to the folder holding '" + package +
+                  "', or to the package itself)");
 }
 
 //------------------------------------------------------------------ model
@@ -408,6 +515,7 @@ void UrdfReader::add_geoms(Model& m, const Link& l, int body) {
     m.geom_pos.insert(m.geom_pos.end(), g.pose.pos, g.pose.pos + 3);
     m.geom_quat.insert(m.geom_quat.end(), g.pose.quat, g.pose.quat + 4);
     m.geom_friction.insert(m.geom_friction.end(), {1.0, 0.005, 0.0001});
+    m.geom_dataid.push_back(g.mesh);  // hulls_ are added to the model in their order
     m.geom_names.push_back(g.name);
   }
 }
@@ -470,6 +578,7 @@ Model UrdfReader::read(const std::string& text, const std::string& path) {
   Model m;
   m.name = robot.attribute("name").value();
   m.source = path == "<string>" ? "" : path;
+  src_.dir = m.source.empty() ? "" : std::filesystem::path(path).parent_path().string();
   for (pugi::xml_node c : robot.children("link")) read_link(c);
   for (pugi::xml_node c : robot.children("joint")) read_joint(c);
   for (pugi::xml_node c : robot.children()) {
@@ -492,6 +601,7 @@ Model UrdfReader::read(const std::string& text, const std::string& path) {
   if (m.body_parentid.size() != links_.size() + 1) {
     throw std::runtime_error(path + ": the joints form a cycle; not every link is reachable");
   }
+  for (const Hull& h : hulls_) add_mesh(m, h);
   m.finalize();
   check_masses(m);
   m.ignored = ignored_.list();

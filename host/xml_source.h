@@ -12,6 +12,8 @@
 #include <unordered_map>
 #include <vector>
 
+#include "host/ignored_list.h"
+
 namespace phx {
 
 // a parsed XML file; `doc` holds its nodes
@@ -48,34 +50,6 @@ struct XmlSource {
     if (offset < 0) return file;
     return file + ":" + std::to_string(line(offset));
   }
-};
-
-// Accepted but unused elements and attributes, one entry per kind with its first location and
-// its count, in the order first seen.
-class IgnoredList {
- public:
-  void add(const std::string& what, const std::string& where) {
-    auto [it, inserted] = index_.try_emplace(what, entries_.size());
-    if (inserted) entries_.push_back({what, where, 0});
-    entries_[it->second].count++;
-  }
-  // "what (where), n times" per entry, for Model::ignored
-  std::vector<std::string> list() const {
-    std::vector<std::string> out;
-    for (const Entry& e : entries_) {
-      out.push_back(e.what + " (" + e.where + "), " + std::to_string(e.count) +
-                    (e.count == 1 ? " time" : " times"));
-    }
-    return out;
-  }
-
- private:
-  struct Entry {
-    std::string what, where;
-    int count;
-  };
-  std::vector<Entry> entries_;
-  std::unordered_map<std::string, size_t> index_;
 };
 
 }  // namespace phx

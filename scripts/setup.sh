@@ -7,7 +7,8 @@ cd "$root"
 
 # Debian packages: compilers and libraries (see README, "Dependencies")
 apt_packages=(build-essential cmake ccache libeigen3-dev libpugixml-dev libgtest-dev
-  libbenchmark-dev pybind11-dev libomp-dev python3-venv python3-dev libmujoco-samples)
+  libbenchmark-dev pybind11-dev libomp-dev python3-venv python3-dev libmujoco-samples
+  libassimp-dev libqhull-dev)
 missing=()
 for p in "${apt_packages[@]}"; do
   dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p")

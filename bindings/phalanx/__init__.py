@@ -52,6 +52,7 @@ __all__ = [
     "Model",
     "Simulator",
     "load_model",
+    "from_mujoco",
     "mass_matrix",
     "bias_forces",
     "kinematics",
@@ -123,6 +124,32 @@ def load_model(path: str | os.PathLike) -> Model:
     if not os.path.isfile(path):
         raise FileNotFoundError(errno.ENOENT, "phalanx: no such model file", path)
     return _phalanx.load_model(path)
+
+
+def from_mujoco(mj_model) -> Model:
+    """Convert a compiled ``mujoco.MjModel`` into a Model, as MJX's and MuJoCo Warp's
+    ``put_model`` do: what MuJoCo's compiler computed (frames, inertias, defaults, meshes' convex
+    hulls, height fields) is taken as compiled. A model that ``load_model`` also loads gives the
+    same arrays.
+
+    Meshes become their convex hulls (hull vertices, vertex adjacency, faces counter-clockwise
+    about their outward normals). Motors (joint or single-joint fixed-tendon transmission, fixed
+    gain, no bias, no dynamics) become actuators with gear = gear[0] * gainprm[0] * tendon coef.
+    Disabled contacts, limits, springs, dampers, gravity and control clamping are applied as
+    ``load_model`` applies ``<flag>``.
+
+    Raises TypeError unless ``mj_model`` is a ``mujoco.MjModel``; RuntimeError when the imported
+    mujoco is not the version phalanx was built against, when phalanx was built without MuJoCo,
+    or for physics Phalanx does not simulate (equality constraints, tendons with forces,
+    non-motor actuators, force limits, friction loss, mocap bodies, explicit contact pairs,
+    flexes, plugins, ...; the message names the element). What is dropped harmlessly (sites,
+    cameras, lights, sensors, solver parameters, ...) is listed in ``Model.ignored``.
+    """
+    convert = getattr(_phalanx, "from_mujoco", None)
+    if convert is None:
+        raise RuntimeError("phalanx.from_mujoco: this phalanx was built without MuJoCo (cmake "
+                           "found neither PHX_MUJOCO_DIR nor the mujoco Python package)")
+    return convert(mj_model)
 
 
 def mass_matrix(model: Model, qpos, *, dtype=None, device: str = "cpu") -> np.ndarray:

@@ -229,14 +229,9 @@ def model_info(model: phalanx.Model) -> dict:
 
 
 def _device_memory(model) -> dict:
-    """bytes per environment in each scalar type; None and the reason when the model cannot be
-    prepared for the CPU (a geom pair whose collision is not implemented)"""
-    try:
-        return {"bytes_per_env": {"float32": int(phalanx.bytes_per_env(model, dtype=np.float32)),
-                                  "float64": int(phalanx.bytes_per_env(model, dtype=np.float64))},
-                "device_error": None}
-    except ValueError as e:
-        return {"bytes_per_env": None, "device_error": " ".join(str(e).split())}
+    """bytes per environment in each scalar type"""
+    return {"bytes_per_env": {"float32": int(phalanx.bytes_per_env(model, dtype=np.float32)),
+                              "float64": int(phalanx.bytes_per_env(model, dtype=np.float64))}}
 
 
 def _print_info(info: dict) -> None:
@@ -269,11 +264,8 @@ def _print_info(info: dict) -> None:
     for item in ignored:
         print(f"  {item}")
     b = info["bytes_per_env"]
-    if b is None:
-        print(f"memory     not known: the model cannot be stepped as it is: {info['device_error']}")
-    else:
-        print(f"memory     {_bytes(b['float32'])} per env in float32, {_bytes(b['float64'])} in "
-              f"float64 (state and step workspace, cpu)")
+    print(f"memory     {_bytes(b['float32'])} per env in float32, {_bytes(b['float64'])} in "
+          f"float64 (state and step workspace, cpu)")
 
 
 def cmd_info(args) -> int:

@@ -113,6 +113,41 @@ struct ConstraintWorkspace {
   }
 };
 
+// What the narrowphase reads of geom g besides its frame: its type, the sizes at `size` (geom_size
+// or a copy of it) and, for a mesh or height-field geom, the model's hull or elevation data.
+template <class T>
+PHX_HD GeomShape<T> geom_shape(const ModelView<T>& m, int g, const T* size) {
+  GeomShape<T> s;
+  s.type = m.geom_type[g];
+  s.size = size;
+  int id = m.geom_dataid[g];
+  if (s.type == kGeomMesh && id >= 0) {
+    int v = m.mesh_vertadr[id], f = m.mesh_polyadr[id];
+    s.hull.nvert = m.mesh_vertnum[id];
+    s.hull.vert = m.mesh_vert + 3 * v;
+    s.hull.adjadr = m.mesh_vertadjadr + v;
+    s.hull.adjnum = m.mesh_vertadjnum + v;
+    s.hull.adj = m.mesh_vertadj;
+    s.hull.npoly = m.mesh_polynum[id];
+    s.hull.polynormal = m.mesh_polynormal + 3 * f;
+    s.hull.polyvertadr = m.mesh_polyvertadr + f;
+    s.hull.polyvertnum = m.mesh_polyvertnum + f;
+    s.hull.polyvert = m.mesh_polyvert;
+  } else if (s.type == kGeomHField && id >= 0) {
+    s.hfield.nrow = m.hfield_nrow[id];
+    s.hfield.ncol = m.hfield_ncol[id];
+    s.hfield.size = m.hfield_size + 4 * id;
+    s.hfield.data = m.hfield_data + m.hfield_adr[id];
+  }
+  return s;
+}
+
+// the model's convex-narrowphase budget (ccd_iterations, ccd_tolerance)
+template <class T>
+PHX_HD PHX_INLINE CcdSettings<T> ccd_settings(const ModelView<T>& m) {
+  return {m.ccd_iterations, T(m.ccd_tolerance)};
+}
+
 // world poses of the geoms from the body frames
 template <class T>
 PHX_HD void geom_poses(const ModelView<T>& m, const Workspace<T>& w, ConstraintWorkspace<T>& c) {
@@ -134,8 +169,9 @@ PHX_HD constexpr int key_pair(int key) {
 }
 
 // Broadphase and narrowphase: the candidate pairs in model order, a bounding-sphere test,
-// then the pair function with the lower geom type first. Contacts beyond nconmax are counted
-// in *overflow and not stored. A replay that knows the step's row keys (nkeys of them, in row
+// then the pair function with the lower geom type first. Contacts beyond nconmax, and a height
+// field's prism contacts beyond the kMaxPairContacts of its pair, are counted in *overflow and
+// not stored. A replay that knows the step's row keys (nkeys of them, in row
 // order) passes them: only the pairs they name are tested, which yields the same contacts,
 // since every stored contact has rows.
 template <class T>
@@ -160,8 +196,9 @@ PHX_HD void detect_contacts(const ModelView<T>& m, const ConstraintWorkspace<T>&
     GeomFrame<T> f1{p1, Mat3<T>::load(c.geom_xmat + 9 * g1)};
     GeomFrame<T> f2{p2, Mat3<T>::load(c.geom_xmat + 9 * g2)};
     ContactPoint<T> pts[kMaxPairContacts];
-    int n = collide(m.geom_type[g1], f1, m.geom_size + 3 * g1, m.geom_type[g2], f2,
-                    m.geom_size + 3 * g2, T(0), pts);
+    int n =
+        collide(geom_shape(m, g1, m.geom_size + 3 * g1), f1,
+                geom_shape(m, g2, m.geom_size + 3 * g2), f2, T(0), ccd_settings(m), pts, &overflow);
     for (int i = 0; i < n; ++i) {
       if (ncon == m.nconmax) {
         overflow += n - i;

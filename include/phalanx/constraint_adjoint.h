@@ -328,8 +328,15 @@ PHX_HD void adj_contact_rows(const ModelView<S>& m, const Workspace<S>& w,
       size1[k] = T(m.geom_size[3 * g1 + k]);
       size2[k] = T(m.geom_size[3 * g2 + k]);
     }
-    adj_collide(m.geom_type[g1], f1, size1, m.geom_type[g2], f2, size2, T(0), pts, n, adj,
-                adj_f1, adj_size1, adj_f2, adj_size2);
+    if constexpr (std::is_same_v<T, S>) {
+      adj_collide(geom_shape(m, g1, size1), f1, geom_shape(m, g2, size2), f2, T(0), ccd_settings(m),
+                  n, adj, adj_f1, adj_size1, adj_f2, adj_size2);
+    } else {
+      // passes in another scalar (the host's SIMD lanes) read the sizes only: their callers
+      // leave models with meshes or height fields to passes in the forward's scalar
+      adj_collide(m.geom_type[g1], f1, size1, m.geom_type[g2], f2, size2, T(0), pts, n, adj, adj_f1,
+                  adj_size1, adj_f2, adj_size2);
+    }
     if (adj_contact.geom_size)
       for (int k = 0; k < 3; ++k) {
         adj_contact.geom_size[3 * g1 + k] += adj_size1[k];

@@ -18,7 +18,14 @@
   X(njnt, "number of joints")                                                                    \
   X(ngeom, "number of geoms")                                                                    \
   X(npair, "number of geom pairs that may collide (after MuJoCo's filters)")                     \
-  X(nexclude, "number of excluded body pairs (MJCF <contact><exclude>)")
+  X(nexclude, "number of excluded body pairs (MJCF <contact><exclude>)")                         \
+  X(nmesh, "number of meshes (each kept as its convex hull)")                                    \
+  X(nmeshvert, "number of hull vertices of all meshes")                                          \
+  X(nmeshadj, "number of hull-edge entries of all meshes' vertex adjacency (twice the edges)")   \
+  X(nmeshpoly, "number of hull faces of all meshes")                                             \
+  X(nmeshpolyvert, "number of vertex entries of all hull faces")                                 \
+  X(nhfield, "number of height fields")                                                          \
+  X(nhfielddata, "number of elevation samples of all height fields")
 
 // Options (MJCF <option> and Phalanx's solver settings), scalars:
 //   X(kind, name, default, comment)
@@ -40,7 +47,9 @@
     "ContactGradient flags of the step adjoint: complementarity-aware classification, "         \
     "elastic-bounce correction")                                                                 \
   X(real, erp, 0.2, "fraction of a penetration removed per step (Baumgarte)")                   \
-  X(real, slop, 1e-3, "penetration (m or rad) left uncorrected, avoids jitter")
+  X(real, slop, 1e-3, "penetration (m or rad) left uncorrected, avoids jitter")                \
+  X(int, ccd_iterations, 35, "iteration bound of the convex narrowphase (GJK, EPA)")             \
+  X(real, ccd_tolerance, 1e-6, "distance tolerance (m) ending the convex narrowphase")
 
 // Arrays: X(kind, name, count, width, comment), `count` entities (one of PHX_MODEL_COUNTS) of
 // `width` numbers each. kind `real` is double on the
@@ -94,6 +103,28 @@
   X(real, geom_friction, ngeom, 3, "sliding, torsional and rolling friction")                   \
   X(real, geom_rbound, ngeom, 1, "radius of a bounding sphere at geom_pos; 0: infinite")        \
   X(real, geom_restitution, ngeom, 1, "coefficient of restitution; a pair uses the larger")     \
+  X(int, geom_dataid, ngeom, 1, "mesh id of a mesh geom, height-field id of an hfield, else -1") \
+  /* meshes: each one's convex hull, in the frame of the geoms that use it (MuJoCo's mesh       \
+     frame); vertex ids in mesh_vertadj and mesh_polyvert are local to the mesh */               \
+  X(int, mesh_vertadr, nmesh, 1, "first hull vertex in mesh_vert")                              \
+  X(int, mesh_vertnum, nmesh, 1, "number of hull vertices")                                     \
+  X(int, mesh_polyadr, nmesh, 1, "first hull face in the mesh_poly arrays")                     \
+  X(int, mesh_polynum, nmesh, 1, "number of hull faces")                                        \
+  X(real, mesh_vert, nmeshvert, 3, "hull vertex position in the mesh frame")                    \
+  X(int, mesh_vertadjadr, nmeshvert, 1, "first neighbour of the vertex in mesh_vertadj")        \
+  X(int, mesh_vertadjnum, nmeshvert, 1, "number of neighbours of the vertex (its hull edges)")  \
+  X(int, mesh_vertadj, nmeshadj, 1, "neighbouring hull vertex (local id)")                      \
+  X(real, mesh_polynormal, nmeshpoly, 3, "outward unit normal of the hull face")                \
+  X(int, mesh_polyvertadr, nmeshpoly, 1, "first vertex of the face in mesh_polyvert")           \
+  X(int, mesh_polyvertnum, nmeshpoly, 1, "number of vertices of the face")                      \
+  X(int, mesh_polyvert, nmeshpolyvert, 1, "face vertex (local id), counter-clockwise about the " \
+    "outward normal")                                                                            \
+  /* height fields (MuJoCo's hfield): elevation in [0, 1] on a nrow x ncol grid */               \
+  X(real, hfield_size, nhfield, 4, "half-extents x and y, height, depth of the base")           \
+  X(int, hfield_nrow, nhfield, 1, "number of rows (along y)")                                   \
+  X(int, hfield_ncol, nhfield, 1, "number of columns (along x)")                                \
+  X(int, hfield_adr, nhfield, 1, "first sample in hfield_data")                                 \
+  X(real, hfield_data, nhfielddata, 1, "elevation, row-major, scaled by the height")            \
   /* geom pairs that may collide, in deterministic order (g1 < g2) */                            \
   X(int, pair_geom, npair, 2, "candidate collision pairs after MuJoCo's filters")               \
   X(int, exclude_bodies, nexclude, 2, "body pairs whose geoms never collide (MJCF <exclude>)")   \

@@ -1,13 +1,22 @@
 // Tests of the URDF loader (host/urdf.cpp): the bundled arm7.urdf, inertia decomposition, fixed
-// and floating joints, collision shapes, and errors on bad input.
+// and floating joints, collision shapes and meshes (paths, file:// and package:// resolution,
+// each file and scale loaded once), example-robot-data's robots, and errors on bad input.
 // Tolerance: 1e-12 relative, the loader's arithmetic being a few roundings deep in double.
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <array>
 #include <cmath>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <optional>
+#include <sstream>
 #include <stdexcept>
 #include <string>
 
+#include "host/mesh.h"
 #include "host/model.h"
 
 namespace phx {
@@ -207,7 +216,6 @@ TEST(UrdfJoints, ContinuousPrismaticFloatingAndCylinder) {
   <link name="free">
     <inertial><mass value="2"/><inertia ixx="1" iyy="1" izz="1" ixy="0" ixz="0" iyz="0"/></inertial>
     <collision><geometry><cylinder radius="0.1" length="0.4"/></geometry></collision>
-    <collision><geometry><mesh filename="part.stl"/></geometry></collision>
   </link>
   <link name="wheel">
     <inertial>
@@ -240,11 +248,262 @@ TEST(UrdfJoints, ContinuousPrismaticFloatingAndCylinder) {
   expect_near_all(&m.jnt_axis[3], axis, 3, "normalized axis");
   EXPECT_EQ(m.jnt_range[4], -0.5);
   EXPECT_EQ(m.dof_damping[7], 3);
-  EXPECT_EQ(m.geom_type, (std::vector<int>{kGeomCylinder}));  // the mesh is not loaded
-  EXPECT_EQ(m.geom_size, (std::vector<double>{0.1, 0.2, 0}));
-  EXPECT_NE(std::find(m.ignored.begin(), m.ignored.end(),
-                      "collision mesh, not loaded (<string>:7), 1 time"),
-            m.ignored.end());
+  EXPECT_EQ(m.geom_type, (std::vector<int>{kGeomCylinder}));
+  EXPECT_EQ(m.geom_size, (std::vector<double>{0.1, 0.2, 0}));  // radius, half-length
+  EXPECT_EQ(m.geom_dataid, (std::vector<int>{-1}));
+}
+
+//------------------------------------------------------------------ meshes
+
+namespace fs = std::filesystem;
+
+// a folder of this process's own under the system's temporary folder, removed at exit
+fs::path temp_root() {
+  return fs::temp_directory_path() / ("phx_test_urdf_" + std::to_string(getpid()));
+}
+struct RemoveTempRoot : ::testing::Environment {
+  void TearDown() override { fs::remove_all(temp_root()); }
+};
+const ::testing::Environment* const kRemoveTempRoot =
+    ::testing::AddGlobalTestEnvironment(new RemoveTempRoot);
+
+// writes text to root/relative (creating folders), returns the file's path
+std::string write(const fs::path& root, const std::string& relative, const std::string& text) {
+  fs::path p = root / relative;
+  fs::create_directories(p.parent_path());
+  std::ofstream(p) << text;
+  return p.string();
+}
+
+// the box [-0.5, 0.5]^3 as an OBJ file of 6 quads
+const char* kBoxObj =
+    "v -0.5 -0.5 -0.5\nv 0.5 -0.5 -0.5\nv -0.5 0.5 -0.5\nv 0.5 0.5 -0.5\n"
+    "v -0.5 -0.5 0.5\nv 0.5 -0.5 0.5\nv -0.5 0.5 0.5\nv 0.5 0.5 0.5\n"
+    "f 1 3 4 2\nf 5 6 8 7\nf 1 2 6 5\nf 3 7 8 4\nf 1 5 7 3\nf 2 4 8 6\n";
+
+// a robot of one link holding `collisions` (the URDF's lines 3 onwards)
+std::string one_link(const std::string& collisions) {
+  return "<robot name='r'>\n<link name='base'>\n" + collisions + "\n</link>\n</robot>\n";
+}
+
+// sets an environment variable for a scope, then restores it
+class ScopedEnv {
+ public:
+  ScopedEnv(const char* name, const std::string& value) : name_(name) {
+    if (const char* old = std::getenv(name)) old_ = old;
+    setenv(name, value.c_str(), 1);
+  }
+  ~ScopedEnv() {
+    if (old_) {
+      setenv(name_, old_->c_str(), 1);
+    } else {
+      unsetenv(name_);
+    }
+  }
+
+ private:
+  const char* name_;
+  std::optional<std::string> old_;
+};
+
+std::string load_file_error(const std::string& path) {
+  try {
+    load_urdf(path);
+  } catch (const std::runtime_error& e) {
+    return e.what();
+  }
+  return "";
+}
+
+TEST(UrdfMeshes, MeshAndCylinderGeoms) {
+  // a box mesh three times: relative path and scale, the same again (loaded once), and by a
+  // file:// URI without scale (a second mesh); a cylinder; a visual mesh (not loaded)
+  fs::path dir = temp_root() / "mesh_and_cylinder";
+  std::string box = write(dir, "meshes/box.obj", kBoxObj);
+  std::string collisions =
+      "<collision name='c'><geometry><cylinder radius='0.05' length='0.4'/></geometry>"
+      "</collision>\n"
+      "<collision name='m1'><origin xyz='0 0 1'/>"
+      "<geometry><mesh filename='meshes/box.obj' scale='0.1 0.2 0.3'/></geometry></collision>\n"
+      "<collision name='m2'><geometry><mesh filename='./meshes/box.obj' scale='0.1 0.2 0.3'/>"
+      "</geometry></collision>\n"
+      "<collision name='m3'><geometry><mesh filename='file://BOX'/></geometry></collision>\n"
+      "<visual><geometry><mesh filename='missing.dae'/></geometry></visual>";
+  collisions.replace(collisions.find("BOX"), 3, box);
+  std::string urdf = write(dir, "robot.urdf", one_link(collisions));
+  Model m = load_urdf(urdf);
+  EXPECT_EQ(m.geom_type, (std::vector<int>{kGeomCylinder, kGeomMesh, kGeomMesh, kGeomMesh}));
+  EXPECT_EQ(m.geom_dataid, (std::vector<int>{-1, 0, 0, 1}));
+  EXPECT_EQ(m.nmesh, 2);
+  EXPECT_EQ(m.geom_size[0], 0.05);  // cylinder: radius, half-length
+  EXPECT_EQ(m.geom_size[1], 0.2);
+  EXPECT_EQ(m.geom_pos[3 * 1 + 2], 1);
+  // mesh 0: the box scaled to half-sizes (0.05, 0.1, 0.15), 6 faces, 12 edges
+  ASSERT_EQ(m.mesh_vertnum, (std::vector<int>{8, 8}));
+  EXPECT_EQ(m.mesh_polynum, (std::vector<int>{6, 6}));
+  EXPECT_EQ(m.nmeshadj, 2 * 24);
+  double half[3] = {0.05, 0.1, 0.15};
+  for (int v = 0; v < 8; v++) {
+    for (int k = 0; k < 3; k++) {
+      EXPECT_NEAR(std::abs(m.mesh_vert[3 * v + k]), half[k], 1e-9);
+      EXPECT_NEAR(std::abs(m.mesh_vert[3 * (8 + v) + k]), 0.5, 1e-9);
+    }
+  }
+  double r = std::sqrt(0.05 * 0.05 + 0.1 * 0.1 + 0.15 * 0.15);
+  EXPECT_NEAR(m.geom_rbound[1], r, 1e-9);  // the farthest hull vertex
+  EXPECT_NEAR(m.geom_rbound[3], std::sqrt(0.75), 1e-9);
+  EXPECT_NEAR(m.geom_rbound[0], std::sqrt(0.05 * 0.05 + 0.2 * 0.2), 1e-12);
+  EXPECT_EQ(m.ignored.front().rfind("visual (robot.urdf:7), 1 time", 0), 0u) << m.ignored.front();
+}
+
+TEST(UrdfMeshes, PackageUris) {
+  // ws/src/my_pkg/{meshes/box.obj, urdf/robot.urdf}: found walking up from the URDF to the
+  // folder named my_pkg; from elsewhere only through ROS_PACKAGE_PATH (the folder holding the
+  // package, or the package itself); otherwise an error listing where it looked
+  ScopedEnv no_ros("ROS_PACKAGE_PATH", "");
+  ScopedEnv no_ament("AMENT_PREFIX_PATH", "");
+  fs::path root = temp_root() / "packages";
+  write(root, "ws/src/my_pkg/meshes/box.obj", kBoxObj);
+  std::string robot = one_link(
+      "<collision><geometry><mesh filename='package://my_pkg/meshes/box.obj'/></geometry>"
+      "</collision>");
+  Model m = load_urdf(write(root, "ws/src/my_pkg/urdf/robot.urdf", robot));
+  EXPECT_EQ(m.nmesh, 1);
+  EXPECT_EQ(m.mesh_vertnum[0], 8);
+
+  std::string elsewhere = write(root, "other/robot.urdf", robot);
+  std::string e = load_file_error(elsewhere);
+  for (std::string part :
+       {elsewhere + ":3: mesh 'package://my_pkg/meshes/box.obj': package "
+                    "'my_pkg' not found; looked for ",
+        (root / "other/my_pkg/meshes/box.obj").string(), (root / "my_pkg/meshes/box.obj").string(),
+        std::string("ROS_PACKAGE_PATH")})
+    EXPECT_NE(e.find(part), std::string::npos) << "'" << part << "' not in: " << e;
+  for (std::string path : {(root / "ws/src").string() + "/", (root / "ws/src/my_pkg").string()}) {
+    ScopedEnv ros("ROS_PACKAGE_PATH", "/nonexistent:" + path);
+    EXPECT_EQ(load_urdf(elsewhere).nmesh, 1) << path;
+  }
+  // malformed or unsupported URIs
+  for (auto [uri, message] : std::map<std::string, std::string>{
+           {"package://my_pkg", "expected package://NAME/PATH"},
+           {"http://host/box.obj", "unsupported URI scheme 'http'"}}) {
+    std::string file = write(
+        root, "bad.urdf",
+        one_link("<collision><geometry><mesh filename='" + uri + "'/></geometry></collision>"));
+    e = load_file_error(file);
+    EXPECT_NE(e.find(file + ":3: mesh '" + uri + "': " + message), std::string::npos) << e;
+  }
+}
+
+TEST(UrdfMeshes, ErrorsNameTheUrdfLineAndTheMesh) {
+  fs::path root = temp_root() / "mesh_errors";
+  // a missing file, a flat mesh (coplanar vertices), a mesh of 3 points
+  write(root, "flat.obj", "v 0 0 0\nv 1 0 0\nv 1 1 0\nv 0 1 0\nf 1 2 3 4\n");
+  write(root, "tri.obj", "v 0 0 0\nv 1 0 0\nv 0 1 0\nf 1 2 3\n");
+  for (auto [file, message] : std::map<std::string, std::string>{
+           {"missing.stl", "mesh file '" + (root / "missing.stl").string() + "' not found"},
+           {"flat.obj", "no convex hull: the points are coplanar or collinear"},
+           {"tri.obj", "a convex hull needs at least 4 points, got 3"}}) {
+    std::string urdf = write(
+        root, "robot.urdf",
+        one_link("<collision><geometry><mesh filename='" + file + "'/></geometry></collision>"));
+    std::string e = load_file_error(urdf);
+    std::string where = urdf + ":3: mesh '" + file + "' (" + (root / file).string() + "): ";
+    EXPECT_NE(e.find(where), std::string::npos) << e;
+    EXPECT_NE(e.find(message), std::string::npos) << e;
+  }
+}
+
+//------------------------------------------------------------------ example-robot-data
+
+// example-robot-data's robots/ folder: $PHX_EXAMPLE_ROBOT_DATA, else the one pip installed in
+// the project's venv (.venv, scripts/setup.sh); empty when neither exists
+fs::path example_robot_data() {
+  if (const char* dir = std::getenv("PHX_EXAMPLE_ROBOT_DATA")) return dir;
+  std::error_code ec;
+  fs::path lib = fs::path(PHX_SOURCE_DIR) / ".venv" / "lib";
+  for (const auto& python : fs::directory_iterator(lib, ec)) {
+    fs::path robots = python.path() / "site-packages/cmeel.prefix/share/example-robot-data/robots";
+    if (fs::is_directory(robots / "panda_description", ec)) return robots;
+  }
+  return {};
+}
+
+// every mesh's hull: at least 4 vertices, each face a unit normal with all of the mesh's
+// vertices below its plane, and Euler's formula
+void expect_valid_meshes(const Model& m) {
+  for (int k = 0; k < m.nmesh; k++) {
+    int v0 = m.mesh_vertadr[k], nv = m.mesh_vertnum[k], nf = m.mesh_polynum[k];
+    int nadj = 0;
+    for (int v = v0; v < v0 + nv; v++) nadj += m.mesh_vertadjnum[v];
+    EXPECT_EQ(nv - nadj / 2 + nf, 2) << "mesh " << k;
+    for (int f = m.mesh_polyadr[k]; f < m.mesh_polyadr[k] + nf; f++) {
+      const double* n = &m.mesh_polynormal[3 * f];
+      EXPECT_NEAR(n[0] * n[0] + n[1] * n[1] + n[2] * n[2], 1, 1e-12);
+      const double* a = &m.mesh_vert[3 * (v0 + m.mesh_polyvert[m.mesh_polyvertadr[f]])];
+      for (int v = v0; v < v0 + nv; v++) {
+        const double* p = &m.mesh_vert[3 * v];
+        EXPECT_LE(n[0] * (p[0] - a[0]) + n[1] * (p[1] - a[1]) + n[2] * (p[2] - a[2]), 1e-9);
+      }
+    }
+  }
+}
+
+TEST(ExampleRobotData, PandaCollisionMeshes) {
+  // panda.urdf's collision meshes (package://example-robot-data/robots/panda_description/...):
+  // 9 STL files, 9 hulls; its boxes on the fingers. The URDF is loaded from a copy without its
+  // <mimic> (not supported), so the package is found through ROS_PACKAGE_PATH
+  fs::path robots = example_robot_data();
+  if (robots.empty()) {
+    GTEST_SKIP() << "example-robot-data is not installed";
+  }
+  std::ifstream in(robots / "panda_description/urdf/panda.urdf");
+  std::stringstream text;
+  text << in.rdbuf();
+  std::string urdf = text.str();
+  size_t mimic = urdf.find("<mimic");
+  ASSERT_NE(mimic, std::string::npos);
+  urdf.erase(mimic, urdf.find("/>", mimic) + 2 - mimic);
+  ScopedEnv ros("ROS_PACKAGE_PATH", (robots / "../..").lexically_normal().string());
+  Model m = load_urdf(write(temp_root() / "panda", "panda.urdf", urdf));
+  int nmeshgeom = 0, nbox = 0;
+  for (int t : m.geom_type) (t == kGeomMesh ? nmeshgeom : nbox) += 1;
+  EXPECT_EQ(nmeshgeom, 9);
+  EXPECT_EQ(nbox, 8);
+  EXPECT_EQ(m.nmesh, 9);
+  EXPECT_EQ(m.nmeshvert, 1168);  // link0, link6, link7, hand: 102 each; link1-5: 152 each
+  EXPECT_EQ(m.nmeshpoly, 2300);  // all triangles: 2 V - 4 per mesh
+  expect_valid_meshes(m);
+  // link0's hull (the base): metres, about 0.1 m around its origin
+  int g = m.body_geomadr[m.body_id("panda_link0")];
+  EXPECT_EQ(m.geom_type[g], kGeomMesh);
+  EXPECT_GT(m.geom_rbound[g], 0.1);
+  EXPECT_LT(m.geom_rbound[g], 0.3);
+}
+
+TEST(ExampleRobotData, MeshRobotsLoadInPlace) {
+  // URDFs whose package:// URIs resolve from their own folder (share/example-robot-data/robots/
+  // ...), with shared files loaded once: (mesh geoms, meshes)
+  fs::path robots = example_robot_data();
+  if (robots.empty()) {
+    GTEST_SKIP() << "example-robot-data is not installed";
+  }
+  ScopedEnv no_ros("ROS_PACKAGE_PATH", "");
+  for (auto [file, counts] : std::map<std::string, std::pair<int, int>>{
+           {"ur_description/urdf/ur5_robot.urdf", {7, 7}},
+           {"solo_description/robots/solo12.urdf", {17, 10}},
+           {"double_pendulum_description/urdf/double_pendulum.urdf", {3, 3}}}) {
+    Model m = load_urdf((robots / file).string());
+    int nmeshgeom = 0;
+    for (int t : m.geom_type) nmeshgeom += t == kGeomMesh;
+    EXPECT_EQ(nmeshgeom, counts.first) << file;
+    EXPECT_EQ(m.nmesh, counts.second) << file;
+    expect_valid_meshes(m);
+    for (int g = 0; g < m.ngeom; g++) {
+      if (m.geom_type[g] != kGeomMesh) continue;
+      EXPECT_LT(m.geom_rbound[g], 1.0) << file << " geom " << g;
+    }
+  }
 }
 
 //------------------------------------------------------------------ errors

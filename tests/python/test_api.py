@@ -343,18 +343,20 @@ def test_cuda_available_is_bool():
     assert isinstance(phalanx.cuda_available(), bool)
 
 
-def test_unsupported_collision_geom_is_an_error_with_contacts_on(tmp_path):
-    # a colliding cylinder is never silently skipped: stepping with contacts on names it; with
-    # contacts off (or contype = conaffinity = 0) the model steps, here as a free fall:
-    # qvel' = g dt, qpos' = qpos + g dt^2 (semi-implicit Euler)
+def test_cylinder_lands_on_its_cap_and_falls_freely_with_contacts_off(tmp_path):
+    # with contacts on, an upright cylinder dropped on the floor comes to rest on its cap (centre
+    # at its half-height, less the penetration the Baumgarte correction leaves: the slop); with
+    # contacts off it falls freely: qvel' = g dt, qpos' = qpos + g dt^2 (semi-implicit Euler)
     path = tmp_path / "cylinder.xml"
     path.write_text("<mujoco><worldbody><geom type='plane' size='1 1 .1'/>"
                     "<body pos='0 0 1'><freejoint/><geom name='can' type='cylinder' size='.1 .2'/>"
                     "</body></worldbody></mujoco>")
     model = phalanx.load_model(path)
     qpos, qvel, ctrl = model.qpos0[None], np.zeros((1, model.nv)), np.zeros((1, 0))
-    with pytest.raises(ValueError, match="geom 'can' \\(cylinder\\) may collide.*not implemented"):
-        phalanx.step(model, qpos, qvel, ctrl)
+    qs, vs, status = phalanx.rollout(model, qpos, qvel, np.zeros((1, 1500, 0)))
+    assert abs(qs[0, -1, 2] - 0.2) < 1.1e-3
+    np.testing.assert_allclose(qs[0, -1, 3:], [1, 0, 0, 0], atol=1e-3)  # upright
+    assert np.abs(vs[0, -1]).max() < 1e-3
     model.contact = False
     q1, v1, status = phalanx.step(model, qpos, qvel, ctrl)
     dt, g = model.timestep, model.gravity[2]

@@ -162,7 +162,7 @@ def compare(type1, size1, type2, size2, kind, spread, seed, min_contacts, min_mu
     rng = np.random.default_rng(seed)
     p1, q1, p2, q2 = poses(kind, rng, NPOSE, spread)
     x1, r1, x2, r2, ref = mujoco_contacts(type1, size1, type2, size2, p1, q1, p2, q2)
-    count, pos, normal, dist = _phalanx.collide_pairs(type1, padded(size1), x1, r1, type2,
+    count, pos, normal, dist, _ = _phalanx.collide_pairs(type1, padded(size1), x1, r1, type2,
                                                       padded(size2), x2, r2, 0.0)
     worst = assert_same_contacts(ref, count, pos, normal, dist)
     # the pose set reached what it was built for
@@ -224,14 +224,14 @@ def test_box_box_reaches_full_manifolds_and_edge_contacts():
                    0.6 - rng.uniform(0.001, 0.02, n)], 1)
     q1 = np.tile([1.0, 0, 0, 0], (n, 1))
     x1, r1, x2, r2, ref = mujoco_contacts(BOX, size, BOX, size, p1, q1, p2, q2)
-    count, pos, normal, dist = _phalanx.collide_pairs(BOX, padded(size), x1, r1, BOX,
+    count, pos, normal, dist, _ = _phalanx.collide_pairs(BOX, padded(size), x1, r1, BOX,
                                                       padded(size), x2, r2)
     assert_same_contacts(ref, count, pos, normal, dist)
     assert (count == 8).sum() > n // 2
     # edge-edge: random orientations, single contacts with a normal off every face
     p1, q1, p2, q2 = poses("random", rng, NPOSE, 0.6)
     x1, r1, x2, r2, ref = mujoco_contacts(BOX, size, BOX, size, p1, q1, p2, q2)
-    count, pos, normal, dist = _phalanx.collide_pairs(BOX, padded(size), x1, r1, BOX,
+    count, pos, normal, dist, _ = _phalanx.collide_pairs(BOX, padded(size), x1, r1, BOX,
                                                       padded(size), x2, r2)
     assert_same_contacts(ref, count, pos, normal, dist)
     single = np.flatnonzero(count == 1)
@@ -266,7 +266,7 @@ def test_margin_keeps_separated_contacts_like_mujoco():
             count_mj.append(d.ncon)
             xs.append((d.geom_xpos.copy(), d.geom_xmat.reshape(2, 3, 3).copy(),
                        sorted(float(c.dist) for c in d.contact[: d.ncon])))
-        count, _, _, dist = _phalanx.collide_pairs(
+        count, _, _, dist, _ = _phalanx.collide_pairs(
             type1, padded(size1), np.array([x[0][0] for x in xs]), np.array([x[1][0] for x in xs]),
             type2, padded(size2), np.array([x[0][1] for x in xs]), np.array([x[1][1] for x in xs]),
             margin)
@@ -285,12 +285,12 @@ def test_collide_pairs_checks_its_arguments():
         _phalanx.collide_pairs(BOX, np.ones(3), one, rot, SPHERE, np.ones(3), one, rot, 0.0)
     with pytest.raises(ValueError, match=r"rot2 must have shape \(N, 3, 3\)"):
         _phalanx.collide_pairs(SPHERE, np.ones(3), one, rot, BOX, np.ones(3), one, np.eye(3), 0.0)
-    with pytest.raises(ValueError, match="plane-plane"):
+    with pytest.raises(ValueError, match="have no collision function"):
         _phalanx.collide_pairs(PLANE, np.ones(3), one, rot, PLANE, np.ones(3), one, rot, 0.0)
     with pytest.raises(ValueError, match="geom types"):
         _phalanx.collide_pairs(SPHERE, np.ones(3), one, rot, 7, np.ones(3), one, rot, 0.0)
-    count, pos, normal, dist = _phalanx.collide_pairs(SPHERE, np.ones(3), one, rot, SPHERE,
-                                                      np.ones(3), one + [0, 0, 1.5], rot)
+    count, pos, normal, dist, _ = _phalanx.collide_pairs(SPHERE, np.ones(3), one, rot, SPHERE,
+                                                         np.ones(3), one + [0, 0, 1.5], rot)
     assert count.dtype == np.int32 and count.tolist() == [1]
     assert pos.shape == (1, 8, 3) and normal.shape == (1, 8, 3) and dist.shape == (1, 8)
     np.testing.assert_allclose(dist[0, 0], -0.5)  # dist = |c2 - c1| - r1 - r2

@@ -74,8 +74,8 @@ URDFS = [
 def strip_unsupported(path: Path, out_dir: Path) -> Path:
     """A copy of a URDF without what the loader refuses and Pinocchio's dynamics do not use:
     dry friction (<dynamics friction>) and <mimic> (Pinocchio's default URDF parser treats a
-    mimic joint as an independent joint). Mesh paths are package:// URLs, so the copy may live
-    elsewhere."""
+    mimic joint as an independent joint). The copy lives elsewhere, so its package:// mesh URLs
+    become absolute paths into example-robot-data."""
     tree = ET.parse(path)
     changed = False
     for joint in tree.iter("joint"):
@@ -86,6 +86,13 @@ def strip_unsupported(path: Path, out_dir: Path) -> Path:
             changed = True
     if not changed:
         return path
+    package = example_robot_data_dir().parent  # robots/ lies in the package's folder
+    for mesh in tree.iter("mesh"):
+        url = mesh.get("filename", "")
+        if url.startswith("package://"):
+            name, _, rest = url[len("package://"):].lstrip("/").partition("/")
+            assert name == "example-robot-data", url
+            mesh.set("filename", str(package / rest))
     out = out_dir / path.name
     tree.write(out)
     return out

@@ -1,45 +1,70 @@
-// Narrowphase dispatch: one pair function per (type1, type2) among plane, sphere, capsule and
-// box (MuJoCo's mjCOLLISIONFUNC table restricted to those), its adjoint, and the tangent frame
-// of a contact normal.
+// Narrowphase dispatch: one pair function per (type1, type2), MuJoCo's mjCOLLISIONFUNC table
+// (engine_collision_driver.c) over the geom types Phalanx has, with its adjoint, and the tangent
+// frame of a contact normal.
 //
-//   pair               forward                  contacts   adjoint
-//   plane   : sphere   plane_sphere             0..1       hand-written
-//   plane   : capsule  plane_capsule            0..2       hand-written
-//   plane   : box      plane_box                0..4       hand-written
-//   sphere  : sphere   sphere_sphere            0..1       hand-written
-//   sphere  : capsule  sphere_capsule           0..1       hand-written
-//   sphere  : box      sphere_box               0..1       hand-written
-//   capsule : capsule  capsule_capsule          0..2       hand-written, 2x2 solve by Dual<T, 5>
-//   capsule : box      capsule_box              0..2       hand-written, segment points by
-//                                                           Dual<T, 10>
-//   box     : box      box_box                  0..8       Dual<T, 6>, five passes
+//   pair                      forward           contacts  file            adjoint
+//   plane : sphere            plane_sphere      0..1      primitives.h    hand-written
+//   plane : capsule           plane_capsule     0..2      primitives.h    hand-written
+//   plane : ellipsoid         plane_ellipsoid   0..1      plane_convex.h  hand-written
+//   plane : cylinder          plane_cylinder    0..4      plane_convex.h  hand-written
+//   plane : box               plane_box         0..4      box.h           hand-written
+//   plane : mesh              plane_convex      0..4      plane_convex.h  hand-written
+//   hfield : any but plane    hfield_convex     0..8      hfield.h        per prism, convex's
+//   sphere : sphere           sphere_sphere     0..1      primitives.h    hand-written
+//   sphere : capsule          sphere_capsule    0..1      primitives.h    hand-written
+//   sphere : cylinder         sphere_cylinder   0..1      plane_convex.h  hand-written
+//   sphere : box              sphere_box        0..1      box.h           hand-written
+//   capsule : capsule         capsule_capsule   0..2      primitives.h    hand-written, Dual<T, 5>
+//   capsule : box             capsule_box       0..2      box.h           hand-written, Dual<T, 10>
+//   box : box                 box_box           0..8      box.h           Dual<T, 6>, five passes
+//   other convex pairs        convex_convex     0..4      convex.h        from the witness
+//     (ellipsoid, cylinder,                                               features
+//      mesh; sphere-ellipsoid,
+//      capsule-cylinder, ...)
+// Plane-plane, plane-hfield and hfield-hfield have no function (as in MuJoCo): such pairs never
+// collide (Model::compute_pairs leaves them out).
 #pragma once
 
 #include "phalanx/collision/box.h"
+#include "phalanx/collision/convex.h"
+#include "phalanx/collision/hfield.h"
+#include "phalanx/collision/plane_convex.h"
 #include "phalanx/collision/primitives.h"
 
 namespace phx {
 
-// Contacts of geom1 (type1, frame g1, geom_size size1) with geom2, written to out (room for
-// kMaxPairContacts); returns their number, 0 for unsupported pairs (plane-plane, and any type
-// other than plane, sphere, capsule, box). The caller orders the pair: type1 <= type2 (MuJoCo's
-// order), so the normals point from the geom of the smaller type number to the other; a pair
-// given the other way round returns 0. margin: contacts are kept up to dist <= margin.
+// Contacts of geom1 (shape s1 at frame g1) with geom2, written to out (room for
+// kMaxPairContacts); returns their number, 0 for pairs without a function. The caller orders the
+// pair: s1.type <= s2.type (MuJoCo's order), so the normals point from the geom of the smaller
+// type number to the other; a pair given the other way round returns 0. margin: contacts are
+// kept up to dist <= margin. Height-field pairs add the contacts beyond kMaxPairContacts to
+// *dropped (when given).
 template <class T>
-PHX_HD int collide(int type1, const GeomFrame<T>& g1, const T* size1, int type2,
-                   const GeomFrame<T>& g2, const T* size2, T margin, ContactPoint<T>* out) {
-  if (type1 < 0 || type2 < 0 || type1 >= 8 || type2 >= 8) return 0;
+PHX_HD int collide(const GeomShape<T>& s1, const GeomFrame<T>& g1, const GeomShape<T>& s2,
+                   const GeomFrame<T>& g2, T margin, const CcdSettings<T>& ccd,
+                   ContactPoint<T>* out, int* dropped = nullptr) {
+  int type1 = s1.type, type2 = s2.type;
+  if (type1 > type2 || !has_collision_function(type1, type2)) return 0;
+  const T *size1 = s1.size, *size2 = s2.size;
   switch (type1 * 8 + type2) {
     case kGeomPlane * 8 + kGeomSphere:
       return plane_sphere(g1, size1, g2, size2, margin, out);
     case kGeomPlane * 8 + kGeomCapsule:
       return plane_capsule(g1, size1, g2, size2, margin, out);
+    case kGeomPlane * 8 + kGeomEllipsoid:
+      return plane_ellipsoid(g1, size1, g2, size2, margin, out);
+    case kGeomPlane * 8 + kGeomCylinder:
+      return plane_cylinder(g1, size1, g2, size2, margin, out);
     case kGeomPlane * 8 + kGeomBox:
       return plane_box(g1, size1, g2, size2, margin, out);
+    case kGeomPlane * 8 + kGeomMesh:
+      return plane_convex(g1, size1, s2.hull, g2, margin, out);
     case kGeomSphere * 8 + kGeomSphere:
       return sphere_sphere(g1, size1, g2, size2, margin, out);
     case kGeomSphere * 8 + kGeomCapsule:
       return sphere_capsule(g1, size1, g2, size2, margin, out);
+    case kGeomSphere * 8 + kGeomCylinder:
+      return sphere_cylinder(g1, size1, g2, size2, margin, out);
     case kGeomSphere * 8 + kGeomBox:
       return sphere_box(g1, size1, g2, size2, margin, out);
     case kGeomCapsule * 8 + kGeomCapsule:
@@ -49,26 +74,40 @@ PHX_HD int collide(int type1, const GeomFrame<T>& g1, const T* size1, int type2,
     case kGeomBox * 8 + kGeomBox:
       return box_box(g1, size1, g2, size2, margin, out);
     default:
-      return 0;
+      if (type1 == kGeomHField) return hfield_convex(s1, g1, s2, g2, margin, ccd, out, dropped);
+      return convex_convex(s1, g1, s2, g2, margin, ccd, out);
   }
+}
+
+// collide for the primitive types (plane, sphere, capsule, ellipsoid, cylinder, box), which need
+// nothing but their sizes, with the default convex iteration budget
+template <class T>
+PHX_HD int collide(int type1, const GeomFrame<T>& g1, const T* size1, int type2,
+                   const GeomFrame<T>& g2, const T* size2, T margin, ContactPoint<T>* out) {
+  if (type1 == kGeomMesh || type1 == kGeomHField || type2 == kGeomMesh || type2 == kGeomHField)
+    return 0;
+  GeomShape<T> s1, s2;
+  s1.type = type1, s1.size = size1, s2.type = type2, s2.size = size2;
+  return collide(s1, g1, s2, g2, margin, CcdSettings<T>{}, out);
 }
 
 // Adjoint of collide: given the n contacts it returned and their adjoints adj_contacts (pos,
 // normal, dist), accumulates (+=) into the adjoints of both frames (position and the nine
 // rotation-matrix entries, as independent inputs) and both sizes (3 entries each; entries a
-// geom type does not read get nothing). The derivatives are those of the branch the forward
-// took (which contact features): each pair re-runs its discrete choices from the same inputs
-// in the same arithmetic. Should that ever select a different number of contacts than n (a
-// knife-edge tie decided differently, e.g. under a different floating-point contraction), the
-// pair adds nothing rather than misattribute contacts. `contacts` (the forward's output) is part
-// of the contract but not read: each pair recomputes what it needs from the inputs.
+// geom type does not read get nothing; meshes and height fields have no size parameter). The
+// derivatives are those of the branch the forward took (which contact features): each pair
+// re-runs its discrete choices from the same inputs in the same arithmetic. Should that ever
+// select a different number of contacts than n (a knife-edge tie decided differently, e.g.
+// under a different floating-point contraction), the pair adds nothing rather than misattribute
+// contacts.
 template <class T>
-PHX_HD void adj_collide(int type1, const GeomFrame<T>& g1, const T* size1, int type2,
-                        const GeomFrame<T>& g2, const T* size2, T margin,
-                        const ContactPoint<T>* contacts, int n, const ContactPoint<T>* adj_contacts,
-                        GeomFrame<T>& adj_g1, T* adj_size1, GeomFrame<T>& adj_g2, T* adj_size2) {
-  (void)contacts;
-  if (n < 1 || type1 < 0 || type2 < 0 || type1 >= 8 || type2 >= 8) return;
+PHX_HD void adj_collide(const GeomShape<T>& s1, const GeomFrame<T>& g1, const GeomShape<T>& s2,
+                        const GeomFrame<T>& g2, T margin, const CcdSettings<T>& ccd, int n,
+                        const ContactPoint<T>* adj_contacts, GeomFrame<T>& adj_g1, T* adj_size1,
+                        GeomFrame<T>& adj_g2, T* adj_size2) {
+  int type1 = s1.type, type2 = s2.type;
+  if (n < 1 || type1 > type2 || !has_collision_function(type1, type2)) return;
+  const T *size1 = s1.size, *size2 = s2.size;
   const ContactPoint<T>* a = adj_contacts;
 #define PHX_ADJ_PAIR(f) f(g1, size1, g2, size2, margin, n, a, adj_g1, adj_size1, adj_g2, adj_size2)
   switch (type1 * 8 + type2) {
@@ -78,14 +117,26 @@ PHX_HD void adj_collide(int type1, const GeomFrame<T>& g1, const T* size1, int t
     case kGeomPlane * 8 + kGeomCapsule:
       PHX_ADJ_PAIR(adj_plane_capsule);
       break;
+    case kGeomPlane * 8 + kGeomEllipsoid:
+      PHX_ADJ_PAIR(adj_plane_ellipsoid);
+      break;
+    case kGeomPlane * 8 + kGeomCylinder:
+      PHX_ADJ_PAIR(adj_plane_cylinder);
+      break;
     case kGeomPlane * 8 + kGeomBox:
       PHX_ADJ_PAIR(adj_plane_box);
+      break;
+    case kGeomPlane * 8 + kGeomMesh:
+      adj_plane_convex(g1, size1, s2.hull, g2, margin, n, a, adj_g1, adj_size1, adj_g2);
       break;
     case kGeomSphere * 8 + kGeomSphere:
       PHX_ADJ_PAIR(adj_sphere_sphere);
       break;
     case kGeomSphere * 8 + kGeomCapsule:
       PHX_ADJ_PAIR(adj_sphere_capsule);
+      break;
+    case kGeomSphere * 8 + kGeomCylinder:
+      PHX_ADJ_PAIR(adj_sphere_cylinder);
       break;
     case kGeomSphere * 8 + kGeomBox:
       PHX_ADJ_PAIR(adj_sphere_box);
@@ -100,11 +151,29 @@ PHX_HD void adj_collide(int type1, const GeomFrame<T>& g1, const T* size1, int t
       PHX_ADJ_PAIR(adj_box_box);
       break;
     default:
+      if (type1 == kGeomHField)
+        adj_hfield_convex(s1, g1, s2, g2, margin, ccd, n, a, adj_g1, adj_size1, adj_g2, adj_size2);
+      else
+        adj_convex_convex(s1, g1, s2, g2, margin, ccd, n, a, adj_g1, adj_size1, adj_g2, adj_size2);
       break;
   }
 #undef PHX_ADJ_PAIR
 }
 
+// adj_collide for the primitive types (the counterpart of the primitive collide)
+template <class T>
+PHX_HD void adj_collide(int type1, const GeomFrame<T>& g1, const T* size1, int type2,
+                        const GeomFrame<T>& g2, const T* size2, T margin,
+                        const ContactPoint<T>* contacts, int n, const ContactPoint<T>* adj_contacts,
+                        GeomFrame<T>& adj_g1, T* adj_size1, GeomFrame<T>& adj_g2, T* adj_size2) {
+  (void)contacts;
+  if (type1 == kGeomMesh || type1 == kGeomHField || type2 == kGeomMesh || type2 == kGeomHField)
+    return;
+  GeomShape<T> s1, s2;
+  s1.type = type1, s1.size = size1, s2.type = type2, s2.size = size2;
+  adj_collide(s1, g1, s2, g2, margin, CcdSettings<T>{}, n, adj_contacts, adj_g1, adj_size1, adj_g2,
+              adj_size2);
+}
 // A deterministic orthonormal tangent pair (t1, t2) of a unit normal n, MuJoCo's mju_makeFrame
 // without a preferred tangent: t1 = normalize(e - n (n . e)) with e = +y when |n_y| < 0.5 and +z
 // otherwise, t2 = n x t1, so (n, t1, t2) is right-handed. Smooth in n away from |n_y| = 0.5,

@@ -1,0 +1,52 @@
+// A compiled MuJoCo model (mjModel) converted into a phx::Model, the way MJX's and MuJoCo Warp's
+// put_model do: what MuJoCo's compiler computed (frames, inertias, defaults, meshes and their
+// convex hulls, height fields) is taken as compiled.
+//
+// Built only when MuJoCo's headers are found (cmake/mujoco.cmake defines PHX_HAVE_MUJOCO=1).
+// The conversion reads the mjModel's fields and calls no MuJoCo function, so the mjModel must
+// come from a MuJoCo of the version whose headers Phalanx was compiled against
+// (kMujocoHeaderVersion; the Python binding checks mujoco.mj_version()).
+#pragma once
+
+#include "host/model.h"
+
+// mjModel, as declared by <mujoco/mjmodel.h>
+typedef struct mjModel_ mjModel;
+
+namespace phx {
+
+// mjVERSION_HEADER of the MuJoCo headers this conversion was compiled against (4000000 is 4.0.0)
+extern const int kMujocoHeaderVersion;
+
+// Convert a compiled MuJoCo model into a Phalanx Model, then finalize() and validate() it.
+//
+// Taken as compiled: counts, timestep, gravity, ccd_iterations and ccd_tolerance; bodies,
+// joints, dofs and geoms with their frames, masses, inertias, sizes, friction and contact
+// filters; meshes as their convex hulls (hull vertices, vertex adjacency, faces counter-clockwise
+// about their outward normals, vertex ids local to the mesh); height fields; contact exclusions;
+// motors (joint transmission or a fixed tendon moving a single joint, fixed gain, no bias, no
+// dynamics: gear = gear[0] x gainprm[0] x tendon coefficient); names. Disable flags are applied
+// as the MJCF loader applies them (contact: contype = conaffinity = 0 and opt.contact off; limit:
+// jnt_limited = 0 and opt.limit off; spring, damper, gravity, clampctrl: the coefficients,
+// gravity or ctrllimited set to 0).
+//
+// Throws std::runtime_error naming the element ("joint 'hip' (id 3)") for physics Phalanx does not
+// simulate: equality constraints, tendons with forces (limits, stiffness, damping, friction loss,
+// armature), actuators other than motors, actuator force limits, damping, armature or delay,
+// motors on free or ball joints, friction loss, polynomial stiffness or damping, plasticity,
+// actuator gravity compensation, joint actuator force limits, limits of ball joints, mocap
+// bodies, gravity compensation, explicit contact pairs, flexes, plugins, SDF geoms, surface
+// velocity, adhesion, fluid shapes, disabled actuation or parent filtering, and a colliding geom
+// on a mesh MuJoCo computed no convex hull for. std::invalid_argument for a null model or data
+// inconsistent with MuJoCo's conventions.
+//
+// Recorded in Model::ignored (one entry per kind, with the first element and a count): what does
+// not change the simulated physics or that the MJCF loader also drops: sites, cameras, lights,
+// sensors, keyframes, textures, materials, skins, custom data, tendons without forces, the
+// convex hull MuJoCo did not compute for a mesh only non-colliding geoms use (its bounding box
+// stands in, keeping mesh and geom ids MuJoCo's), non-default contact and limit solver
+// parameters (solref, solimp, solmix, priority, margin, gap), integrators other than Euler
+// (semi-implicit Euler is used), fluid forces, and flags of features Phalanx lacks.
+Model from_mujoco(const mjModel* m);
+
+}  // namespace phx
