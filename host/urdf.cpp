@@ -32,8 +32,11 @@
 
 #include "host/mesh.h"
 #include "host/model.h"
+#include "host/view_builder.h"
 #include "host/xml_source.h"
+#include "phalanx/constraint.h"
 #include "phalanx/inertia.h"
+#include "phalanx/math/quat.h"
 
 namespace phx {
 namespace {
@@ -106,6 +109,7 @@ class UrdfReader {
   std::vector<Joint> joints_;
   std::unordered_map<std::string, int> link_index_;
   IgnoredList ignored_;
+  void exclude_links_overlapping_at_rest(Model& m);
   std::vector<Hull> hulls_;                                   // collision meshes, in order of use
   std::map<std::pair<std::string, Point3>, int> mesh_index_;  // (path, scale) -> hull
 };
@@ -603,6 +607,7 @@ Model UrdfReader::read(const std::string& text, const std::string& path) {
   }
   for (const Hull& h : hulls_) add_mesh(m, h);
   m.finalize();
+  exclude_links_overlapping_at_rest(m);
   check_masses(m);
   m.ignored = ignored_.list();
   m.validate();
@@ -610,6 +615,50 @@ Model UrdfReader::read(const std::string& text, const std::string& path) {
 }
 
 }  // namespace
+
+// URDF collision meshes of neighbouring links often overlap around their joint: they are drawn
+// to cover the link, not as disjoint solids, and an unresolvable overlap makes the contact
+// solver push against the joints. Pairs of links whose collision geoms penetrate at the
+// reference configuration are therefore excluded, as MoveIt's setup assistant disables the pairs
+// "in collision by default" (which an SRDF would list); each exclusion is listed in
+// Model::ignored.
+void UrdfReader::exclude_links_overlapping_at_rest(Model& m) {
+  // world frames at qpos0 (every URDF joint at 0: the bodies' fixed offsets)
+  std::vector<Vec3<double>> xpos(m.nbody);
+  std::vector<Mat3<double>> xmat(m.nbody, Mat3<double>::identity());
+  for (int b = 1; b < m.nbody; ++b) {
+    int p = m.body_parentid[b];
+    xpos[b] = xpos[p] + xmat[p] * Vec3<double>::load(&m.body_pos[3 * b]);
+    xmat[b] = xmat[p] * to_mat(Quat<double>::load(&m.body_quat[4 * b]));
+  }
+  ModelView<double> view = build_view<double>(
+      m, [](const std::vector<double>& v) { return v.data(); },
+      [](const std::vector<int>& v) { return v.data(); });
+  auto frame = [&](int g) {
+    int b = m.geom_bodyid[g];
+    return GeomFrame<double>{xpos[b] + xmat[b] * Vec3<double>::load(&m.geom_pos[3 * g]),
+                             xmat[b] * to_mat(Quat<double>::load(&m.geom_quat[4 * g]))};
+  };
+  bool changed = false;
+  for (int k = 0; k < m.npair; ++k) {
+    int g1 = m.pair_geom[2 * k], g2 = m.pair_geom[2 * k + 1];
+    if (m.geom_type[g1] > m.geom_type[g2]) std::swap(g1, g2);
+    ContactPoint<double> pts[kMaxPairContacts];
+    int n = collide(geom_shape(view, g1, view.geom_size + 3 * g1), frame(g1),
+                    geom_shape(view, g2, view.geom_size + 3 * g2), frame(g2), 0.0,
+                    ccd_settings(view), pts);
+    bool overlap = false;
+    for (int i = 0; i < n; ++i) overlap |= pts[i].dist < 0;
+    if (!overlap) continue;
+    int b1 = m.geom_bodyid[g1], b2 = m.geom_bodyid[g2];
+    m.exclude_bodies.insert(m.exclude_bodies.end(), {b1, b2});
+    ignored_.add("contacts between links '" + m.body_names[b1] + "' and '" + m.body_names[b2] +
+                     "', whose collision geoms overlap at the reference configuration",
+                 std::filesystem::path(src_.path).filename().string());
+    changed = true;
+  }
+  if (changed) m.compute_pairs();
+}
 
 Model load_urdf(const std::string& path) {
   std::ifstream in(path, std::ios::binary);

@@ -315,6 +315,43 @@ std::string load_file_error(const std::string& path) {
   return "";
 }
 
+// The root link (welded to the world) carries a box that the first arm link's box overlaps at
+// rest, and the second arm link's box is 0.2 m clear of both: the overlapping pair is excluded
+// (and listed as ignored), the clear ones stay candidate pairs.
+TEST(UrdfJoints, LinksOverlappingAtRestDoNotCollide) {
+  const char* inertial =
+      R"(<inertial><mass value="1"/><inertia ixx="0.1" iyy="0.1" izz="0.1" ixy="0" ixz="0" iyz="0"/></inertial>)";
+  std::string xml = std::string(R"(
+<robot name="overlap">
+  <link name="base"><collision><geometry><box size="0.4 0.4 0.2"/></geometry></collision></link>
+  <link name="upper">)") + inertial + R"(
+    <collision><origin xyz="0 0 0.2"/><geometry><box size="0.1 0.1 0.4"/></geometry></collision>
+  </link>
+  <link name="lower">)" + inertial + R"(
+    <collision><origin xyz="0.6 0 0.1"/><geometry><box size="0.1 0.1 0.1"/></geometry></collision>
+  </link>
+  <joint name="shoulder" type="revolute">
+    <parent link="base"/><child link="upper"/><axis xyz="0 1 0"/>
+    <limit lower="-1" upper="1" effort="1" velocity="1"/>
+  </joint>
+  <joint name="elbow" type="revolute">
+    <parent link="upper"/><child link="lower"/><origin xyz="0 0 0.4"/><axis xyz="0 1 0"/>
+    <limit lower="-1" upper="1" effort="1" velocity="1"/>
+  </joint>
+</robot>)";
+  Model m = load_urdf_string(xml);
+  // geoms: base's (welded to the world), upper's, lower's; upper-lower are parent and child
+  ASSERT_EQ(m.ngeom, 3);
+  ASSERT_EQ(m.nexclude, 1);
+  EXPECT_EQ(m.exclude_bodies, (std::vector<int>{m.body_id("base"), m.body_id("upper")}));
+  ASSERT_EQ(m.npair, 1);
+  EXPECT_EQ(m.pair_geom, (std::vector<int>{0, 2}));
+  int listed = 0;
+  for (const std::string& entry : m.ignored)
+    listed += entry.find("links 'base' and 'upper'") != std::string::npos;
+  EXPECT_EQ(listed, 1);
+}
+
 TEST(UrdfMeshes, MeshAndCylinderGeoms) {
   // a box mesh three times: relative path and scale, the same again (loaded once), and by a
   // file:// URI without scale (a second mesh); a cylinder; a visual mesh (not loaded)
