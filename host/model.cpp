@@ -120,6 +120,16 @@ void Model::finalize() {
     }
     last_dof[b] = last;
   }
+  // dof trees: each dof's topmost ancestor dof. The factorisations work on the trees as blocks,
+  // which needs each tree's dofs consecutive (bodies in depth-first order, as MuJoCo and the
+  // loaders store them); otherwise all dofs form one block.
+  dof_treeadr.assign(nv, 0);
+  bool consecutive = true;
+  for (int d = 0; d < nv; d++) {
+    dof_treeadr[d] = dof_parentid[d] < 0 ? d : dof_treeadr[dof_parentid[d]];
+    consecutive &= d == 0 || dof_treeadr[d] == dof_treeadr[d - 1] || dof_treeadr[d] == d;
+  }
+  if (!consecutive) dof_treeadr.assign(nv, 0);
 
   // geoms per body
   body_geomnum.assign(nbody, 0);
@@ -241,6 +251,15 @@ void Model::validate() const {
   check_range(dof_bodyid, "dof_bodyid", 1, nbody);
   check_range(dof_jntid, "dof_jntid", 0, njnt);
   check_range(dof_parentid, "dof_parentid", -1, nv);
+  for (int d = 0; d < nv; d++) {
+    if (dof_treeadr[d] < 0 || dof_treeadr[d] > d || dof_parentid[d] >= d ||
+        (dof_parentid[d] >= 0 && dof_parentid[d] < dof_treeadr[d]) ||
+        (d > 0 && dof_treeadr[d] != d && dof_treeadr[d] != dof_treeadr[d - 1]))
+      invalid("dof_treeadr", "entry " + std::to_string(d) + " is " +
+                                 std::to_string(dof_treeadr[d]) +
+                                 ", expected the first dof of a block of consecutive dofs "
+                                 "holding the dof's ancestors");
+  }
   for (int d = 0; d < nv; d++) {
     if (dof_parentid[d] >= d) {
       invalid("dof_parentid", "entry " + std::to_string(d) + " is not a previous dof");

@@ -93,6 +93,7 @@ struct ContactData {
   X(real, lcp, lcp_storage(m.nefcmax).reals, "LCP solver scratch (lcp_storage)")                 \
   X(int, key_prev, m.nefcmax, "efc_key of the previous step (nefcmax)")                          \
   X(int, class_prev, m.nefcmax, "efc_class of the previous step (nefcmax)")                      \
+  X(int, span, 2L * m.nefcmax, "first, past-last nonzero column of each Y row (nefcmax x 2)")    \
   X(int, ilcp, lcp_storage(m.nefcmax).ints, "LCP solver integer scratch (lcp_storage)")
 
 template <class T>
@@ -343,17 +344,32 @@ PHX_HD int build_rows(const ModelView<T>& m, const T* qpos, const T* qvel, const
 template <class T>
 PHX_HD void delassus(const ModelView<T>& m, int nrow, ConstraintWorkspace<T>& c) {
   int nv = m.nv;
+  const int* tree = m.dof_treeadr;
   for (int r = 0; r < nrow; ++r) {
     const T* J = c.J + long(r) * nv;
     T* y = c.Y + long(r) * nv;
     c.b[r] += dot_n(J, c.vfree, nv);
     for (int d = 0; d < nv; ++d) y[d] = J[d];
   }
-  // L y_r = J_r
-  cholesky_solve_lower_rows(c.L, nv, c.Y, nrow);
+  // L y_r = J_r, by dof trees: y_r is zero on the trees where J_r is
+  cholesky_solve_lower_rows(c.L, nv, c.Y, nrow, tree);
+  // A = Y Y^T over the columns where both rows may be nonzero: from the first tree to the end of
+  // the last tree that each row reaches
+  for (int r = 0; r < nrow; ++r) {
+    const T* J = c.J + long(r) * nv;
+    int first = 0, last = nv;
+    while (first < nv && J[first] == T(0)) ++first;
+    while (last > first && J[last - 1] == T(0)) --last;
+    first = first < nv ? tree[first] : nv;
+    while (last > first && last < nv && tree[last] != last) ++last;
+    c.span[2 * r] = first;
+    c.span[2 * r + 1] = last;
+  }
   for (int r = 0; r < nrow; ++r)
     for (int q = 0; q <= r; ++q) {
-      T s = dot_n(c.Y + long(r) * nv, c.Y + long(q) * nv, nv);
+      int a = c.span[2 * r] > c.span[2 * q] ? c.span[2 * r] : c.span[2 * q];
+      int e = c.span[2 * r + 1] < c.span[2 * q + 1] ? c.span[2 * r + 1] : c.span[2 * q + 1];
+      T s = e > a ? dot_n(c.Y + long(r) * nv + a, c.Y + long(q) * nv + a, e - a) : T(0);
       c.A[r * nrow + q] = s;
       c.A[q * nrow + r] = s;
     }

@@ -89,6 +89,7 @@
   X(int, dof_bodyid, nv, 1, "id of the dof's body")                                             \
   X(int, dof_jntid, nv, 1, "id of the dof's joint")                                             \
   X(int, dof_parentid, nv, 1, "previous dof on the path to the root, -1 if none")               \
+  X(int, dof_treeadr, nv, 1, "first dof of the dof's tree: the mass matrix couples no two trees") \
   X(real, dof_armature, nv, 1, "armature inertia added to the mass matrix's diagonal")          \
   X(real, dof_damping, nv, 1, "viscous damping coefficient")                                    \
   /* geoms */                                                                                    \

@@ -138,10 +138,10 @@ PHX_HD PHX_INLINE bool free_velocity(const ModelView<T>& m, const T* qvel, Works
   const int nv = m.nv;
   crba(m, w, c.L);
   for (int d = 0; d < nv; ++d) c.L[d * nv + d] += dt * m.dof_damping[d];
-  if (!cholesky(c.L, nv)) return false;
+  if (!cholesky(c.L, nv, m.dof_treeadr)) return false;
   rnea(m, qvel, static_cast<const T*>(nullptr), w, c.bias);
   for (int d = 0; d < nv; ++d) c.tmp[d] = w.qfrc[d] - c.bias[d];
-  cholesky_solve(c.L, nv, c.tmp);
+  cholesky_solve(c.L, nv, c.tmp, m.dof_treeadr);
   for (int d = 0; d < nv; ++d) c.vfree[d] = qvel[d] + dt * c.tmp[d];
   return true;
 }
@@ -217,7 +217,7 @@ PHX_HD PHX_DEVICE_NOINLINE unsigned step_constrained(const ModelView<T>& m, T* q
     for (int d = 0; d < nv; ++d) c.tmp[d] = T(0);
     for (int r = 0; r < nrow; ++r)
       for (int d = 0; d < nv; ++d) c.tmp[d] += cv.efc_force[r] * c.Y[long(r) * nv + d];
-    cholesky_solve_upper(c.L, nv, c.tmp);
+    cholesky_solve_upper(c.L, nv, c.tmp, m.dof_treeadr);
     for (int d = 0; d < nv; ++d) qvel[d] = c.vfree[d] + c.tmp[d];
   }
   integrate_pos(m, qpos, qvel, dt);

@@ -132,19 +132,26 @@ struct OuterSum {
   }
 };
 
+// Block structure of a matrix for the factorisation and solves below: start[i] is the first
+// row of row i's diagonal block (blocks of consecutive rows, no entry between two blocks), as
+// the mass matrix's dof trees (dof_treeadr); null: one block. The block-aware loops skip only
+// products with exact zeros, so one block gives the dense arithmetic bit for bit.
+PHX_HD PHX_INLINE int block_start(const int* start, int i) { return start ? start[i] : 0; }
+
 // In-place Cholesky factorisation A = L L^T of a symmetric positive definite n x n matrix;
 // L overwrites the strictly lower triangle and the diagonal holds 1 / L_jj, so that the solves
-// multiply instead of divide (the upper triangle is left untouched). Returns false when a pivot
-// is not positive.
+// multiply instead of divide (the upper triangle is left untouched, and so are the zero entries
+// between blocks). Returns false when a pivot is not positive.
 template <class T>
-PHX_HD bool cholesky(T* A, int n) {
+PHX_HD bool cholesky(T* A, int n, const int* start = nullptr) {
   for (int j = 0; j < n; ++j) {
-    T d = A[j * n + j] - dot_n(A + j * n, A + j * n, j);
+    const int s = block_start(start, j);
+    T d = A[j * n + j] - dot_n(A + j * n + s, A + j * n + s, j - s);
     if (!(d > T(0))) return false;
     T inv = T(1) / sqrt(d);
     A[j * n + j] = inv;
-    for (int i = j + 1; i < n; ++i)
-      A[i * n + j] = (A[i * n + j] - dot_n(A + i * n, A + j * n, j)) * inv;
+    for (int i = j + 1; i < n && block_start(start, i) == s; ++i)
+      A[i * n + j] = (A[i * n + j] - dot_n(A + i * n + s, A + j * n + s, j - s)) * inv;
   }
   return true;
 }
@@ -152,18 +159,21 @@ PHX_HD bool cholesky(T* A, int n) {
 // Solve L y = b in place (forward substitution) with the factor from cholesky(). The solves
 // take the factor in its own scalar S (a Lane b reads it in place).
 template <class S, class T>
-PHX_HD void cholesky_solve_lower(const S* L, int n, T* b) {
+PHX_HD void cholesky_solve_lower(const S* L, int n, T* b, const int* start = nullptr) {
   for (int i = 0; i < n; ++i) {
+    const int s = block_start(start, i);
     const S* row = L + i * n;
-    b[i] = (b[i] - dot_n(row, b, i)) * row[i];
+    b[i] = (b[i] - dot_n(row + s, b + s, i - s)) * row[i];
   }
 }
 
 // Solve L y_r = b_r in place (forward substitution) for the nrow right-hand sides stored as the
 // rows of B (stride n): four rows at a time share each row of L and run four independent sums,
-// the rest one at a time.
+// the rest one at a time. With blocks, a group of rows runs over the blocks where one of them
+// is nonzero; elsewhere their solutions are zero.
 template <class T>
-PHX_HD void cholesky_solve_lower_rows(const T* L, int n, T* B, int nrow) {
+PHX_HD void cholesky_solve_lower_rows(const T* L, int n, T* B, int nrow,
+                                      const int* start = nullptr) {
   int r = 0;
   for (; r + 4 <= nrow; r += 4) {
     T* PHX_RESTRICT b0 = B + long(r) * n;
@@ -171,9 +181,22 @@ PHX_HD void cholesky_solve_lower_rows(const T* L, int n, T* B, int nrow) {
     T* PHX_RESTRICT b2 = b1 + n;
     T* PHX_RESTRICT b3 = b2 + n;
     for (int i = 0; i < n; ++i) {
+      const int s = block_start(start, i);
+      if (start && s == i) {
+        // a block no row reaches stays zero
+        int e = i + 1;
+        while (e < n && start[e] == s) ++e;
+        bool any = false;
+        for (int k = i; k < e && !any; ++k)
+          any = b0[k] != T(0) || b1[k] != T(0) || b2[k] != T(0) || b3[k] != T(0);
+        if (!any) {
+          i = e - 1;
+          continue;
+        }
+      }
       const T* PHX_RESTRICT row = L + i * n;
       T s0 = b0[i], s1 = b1[i], s2 = b2[i], s3 = b3[i];
-      for (int k = 0; k < i; ++k) {
+      for (int k = s; k < i; ++k) {
         const T l = row[k];
         s0 -= l * b0[k];
         s1 -= l * b1[k];
@@ -186,27 +209,27 @@ PHX_HD void cholesky_solve_lower_rows(const T* L, int n, T* B, int nrow) {
       b3[i] = s3 * row[i];
     }
   }
-  for (; r < nrow; ++r) cholesky_solve_lower(L, n, B + long(r) * n);
+  for (; r < nrow; ++r) cholesky_solve_lower(L, n, B + long(r) * n, start);
 }
 
 // Solve L^T x = y in place (back substitution) with the factor from cholesky(): by columns of
 // L^T, which are rows of L, so that the inner loop runs along memory.
 template <class S, class T>
-PHX_HD void cholesky_solve_upper(const S* L, int n, T* b) {
+PHX_HD void cholesky_solve_upper(const S* L, int n, T* b, const int* start = nullptr) {
   for (int i = n - 1; i >= 0; --i) {
     const S* PHX_RESTRICT row = L + i * n;
     const T x = b[i] * row[i];
     b[i] = x;
     T* PHX_RESTRICT out = b;
-    for (int k = 0; k < i; ++k) out[k] -= row[k] * x;
+    for (int k = block_start(start, i); k < i; ++k) out[k] -= row[k] * x;
   }
 }
 
 // Solve L L^T x = b in place (x overwrites b) with the factor from cholesky().
 template <class S, class T>
-PHX_HD void cholesky_solve(const S* L, int n, T* b) {
-  cholesky_solve_lower(L, n, b);
-  cholesky_solve_upper(L, n, b);
+PHX_HD void cholesky_solve(const S* L, int n, T* b, const int* start = nullptr) {
+  cholesky_solve_lower(L, n, b, start);
+  cholesky_solve_upper(L, n, b, start);
 }
 
 // Adjoint of x = A^-1 b for symmetric A given its factor (implicit differentiation, as in
