@@ -35,10 +35,16 @@
 //
 // A cylinder's cap is a disk face: it clips a single incident point (the other core's deepest
 // vertex or support point); a capsule's segment on a face is clipped to it (up to 2 contacts).
-// Limitation: for overlapping curved shapes the basin of the Newton solve is EPA's direction; an
-// EPA stopped early by ccd.iterations can leave it near a non-global stationary point of the
-// separation (a deeper, wrong depth). Polytope cores are not affected (their depth is a face
-// or edge-edge value that EPA's polytope contains).
+// Validity: the gap along any direction u, u . (support2(-u) - support1(u)), bounds the distance
+// from below (overlapping: no direction overlaps less than the penetration depth). A feature
+// solution is kept only when its features classify so at its direction or their points realise
+// the gap along it, and when its dist is not below the gap along GJK/EPA's direction by more
+// than round-off (Newton reached another stationary point); otherwise the contact is the gap
+// along GJK/EPA's direction (the fallback, within ccd.tolerance of the distance; no adjoint).
+// Faces within kFeatureAngle are kept as before (snapped onto by design).
+// EPA keeps its polytope convex on the flat patches of a cylinder's cap and side (Minkowski
+// points coplanar with faces): faces the new point is within round-off of are not seen, and an
+// update whose horizon is not one loop or whose new faces come nearer the origin is not made.
 //
 // Adjoints re-run steps 1-2 from the same inputs (same discrete choices) and differentiate the
 // smooth formulas of 3a/3b: the face branch by running it on Dual<T, 6> (five passes over the 30
@@ -509,6 +515,7 @@ PHX_HD EpaResult<T> epa(const ConvexBody<T, T>& b1, const ConvexBody<T, T>& b2,
     scale = e[i] > scale ? e[i] : scale;
   }
   T flat = T(kSinglePrecision<T> ? 1e-5 : 1e-10) * scale;
+  T vis = T(kSinglePrecision<T> ? 1e-6 : 1e-12) * scale;
   if (np == 1) {
     for (int i = 0; i < 6 && np == 1; ++i) {
       Vec3<T> d = i % 2 ? -axes[i / 2] : axes[i / 2];
@@ -562,7 +569,10 @@ PHX_HD EpaResult<T> epa(const ConvexBody<T, T>& b1, const ConvexBody<T, T>& b2,
     bool seen[kEpaMaxFaces];
     int edges[3 * kEpaMaxFaces][2], ne = 0;
     for (int i = 0; i < nf; ++i) {
-      seen[i] = f[i].alive && dot(f[i].n, m.w) - f[i].dist > T(0);
+      // faces the new point is nearly coplanar with (round-off of thin faces) are not seen,
+      // the nearest face always is: a point coplanar with a face (a flat patch of a cylinder's
+      // cap or side, a repeated support point) otherwise splits the horizon
+      seen[i] = f[i].alive && (i == best || dot(f[i].n, m.w) - f[i].dist > vis);
       if (!seen[i]) continue;
       for (int k = 0; k < 3; ++k) {
         int a = f[i].v[k], b = f[i].v[(k + 1) % 3];
@@ -581,8 +591,20 @@ PHX_HD EpaResult<T> epa(const ConvexBody<T, T>& b1, const ConvexBody<T, T>& b2,
     }
     EpaFace<T> added[kEpaMaxFaces];
     bool sound = ne >= 3 && ne <= kEpaMaxFaces;
+    // the horizon must be one closed loop (each vertex once as a start and once as an end), and
+    // the new faces must keep the origin at least the nearest face's distance inside (the grown
+    // polytope contains the old one): else the update would break convexity
+    for (int e = 0; e < ne && sound; ++e) {
+      int starts = 0, ends = 0;
+      for (int e2 = 0; e2 < ne; ++e2) {
+        starts += edges[e2][0] == edges[e][0];
+        ends += edges[e2][1] == edges[e][0];
+      }
+      sound = starts == 1 && ends == 1;
+    }
     for (int e = 0; e < ne && sound; ++e)
-      sound = epa_make_face(p, edges[e][0], edges[e][1], np, added[e]);
+      sound = epa_make_face(p, edges[e][0], edges[e][1], np, added[e]) &&
+              added[e].dist >= f[best].dist - vis;
     int nseen = 0;
     for (int i = 0; i < nf; ++i) nseen += seen[i];
     if (!sound || nf - nseen + ne > kEpaMaxFaces) break;
@@ -983,6 +1005,18 @@ PHX_HD int face_contacts(const ConvexBody<S, T>* body, int ref, int face, S marg
 
 // ---- the pair ------------------------------------------------------------------------------
 
+// The separation of the cores along unit direction u (the support gap): u . (p2 - p1), p1 the
+// support point of core 1 in u, p2 of core 2 in -u. No direction separates the cores more than
+// their distance (overlapping: every direction overlaps at least by the penetration depth), so
+// the gap along any direction bounds the true distance from below.
+template <class T>
+PHX_HD T core_gap(const ConvexBody<T, T>* body, const Vec3<T>& u, Vec3<T>* p1, Vec3<T>* p2) {
+  int v1 = 0, v2 = 0;
+  *p1 = core_support(body[0], u, &v1);
+  *p2 = core_support(body[1], -u, &v2);
+  return dot(u, *p2 - *p1);
+}
+
 // which branch makes a pair's contacts, decided on values: the adjoint re-runs this
 enum ConvexBranch : int { kBranchNone, kBranchFace, kBranchFeatures, kBranchFallback };
 
@@ -1026,6 +1060,13 @@ PHX_HD ConvexPlan<T> convex_plan(const ConvexBody<T, T>* body, T margin,
         cd.witness1 + (T(0.5) * (body[0].radius() - body[1].radius())) * plan.fallback.normal;
     return plan;
   }
+  // The gap along GJK/EPA's direction: a lower bound of the distance (GJK and EPA stop at
+  // ccd.tolerance; EPA's own depth bounds it from the other side). A feature solution deeper
+  // than it (by more than round-off) reached another stationary point of the separation.
+  Vec3<T> s1, s2;
+  T gap = core_gap(body, cd.normal, &s1, &s2) - radii;
+  T eps = T(kSinglePrecision<T> ? 1e-5 : 1e-10) *
+          (T(1) + norm(s1 - body[0].frame.pos) + norm(s2 - body[1].frame.pos));
   Vec3<T> u = cd.normal;
   bool allow_face = true;
   for (int round = 0; round < 4; ++round) {
@@ -1047,7 +1088,9 @@ PHX_HD ConvexPlan<T> convex_plan(const ConvexBody<T, T>* body, T margin,
       plan.face = ref == 0 ? f1.a : f2.a;
       ContactPoint<T> tmp[kMaxConvexContacts];
       // a face whose side planes exclude the whole incident geometry did not support the
-      // contact (an edge or vertex of it does): features without faces
+      // contact (an edge or vertex of it does): features without faces. (A face within
+      // kFeatureAngle of u is snapped onto by design, even where its depth is a little deeper
+      // than the gap along u.)
       if (face_contacts(body, plan.ref, plan.face, T(1e30), tmp) > 0) return plan;
       allow_face = false;
       continue;
@@ -1064,21 +1107,30 @@ PHX_HD ConvexPlan<T> convex_plan(const ConvexBody<T, T>* body, T margin,
                 plan.t[1] <= T(1) + slack;
       // (and not flip to the other root of (I - u u^T) w = 0, u antiparallel to w)
       bool same_side = dot(plan.u, cd.normal) > T(0.5);
-      if (on && same_side && classify(body[0], plan.u, false) == f1 &&
-          classify(body[1], -plan.u, false) == f2)
-        return plan;
+      // the features support the solution: they classify so at its direction, or (a vertex at
+      // the end of an edge within kFeatureAngle of perpendicular) their points realise the
+      // support gap along it; and it is not deeper than the gap along GJK/EPA's direction
+      ContactPoint<T> c;
+      T z[4] = {T(0), T(0), plan.t[0], plan.t[1]}, F[4];
+      feature_system(body[0], f1, body[1], f2, plan.u, z, F, c);
+      Vec3<T> q1, q2;
+      bool supported =
+          (classify(body[0], plan.u, false) == f1 && classify(body[1], -plan.u, false) == f2) ||
+          abs(c.dist + radii - core_gap(body, c.normal, &q1, &q2)) <= eps;
+      if (on && same_side && supported && c.dist >= gap - eps) return plan;
       if (!same_side) break;
       u = plan.u;
       continue;
     }
     break;
   }
-  // no consistent features: the GJK/EPA contact, no adjoint
+  // no consistent features: the gap along GJK/EPA's direction (a valid separation, within
+  // ccd.tolerance of the distance), no adjoint
   plan.branch = kBranchFallback;
   plan.fallback.normal = cd.normal;
-  plan.fallback.dist = cd.dist - radii;
-  plan.fallback.pos = T(0.5) * (cd.witness1 + cd.witness2) +
-                      (T(0.5) * (body[0].radius() - body[1].radius())) * cd.normal;
+  plan.fallback.dist = gap;
+  plan.fallback.pos =
+      T(0.5) * (s1 + s2) + (T(0.5) * (body[0].radius() - body[1].radius())) * cd.normal;
   return plan;
 }
 
