@@ -856,7 +856,8 @@ void register_model(py::module_& mod) {
         model.validate();
         return PyModel(std::move(model));
       },
-      py::arg("path"), "Load an MJCF (.xml, .mjcf) or URDF (.urdf) file.");
+      py::arg("path"),
+      "Load an MJCF (.xml, .mjcf: MuJoCo's compiler, then from_mujoco) or URDF (.urdf) file.");
 
   // counts (PHX_MODEL_COUNTS)
 #define PHX_DEF_COUNT(name, comment) \

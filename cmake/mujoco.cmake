@@ -1,13 +1,15 @@
-# MuJoCo's compiled models into Phalanx (host/mujoco_model.cpp, phx::from_mujoco, and
-# phalanx.from_mujoco in bindings/mujoco.cpp). Optional: built when MuJoCo's headers and library
-# are found, in PHX_MUJOCO_DIR (a directory with include/mujoco/mujoco.h and libmujoco.so*) or
-# else in the `mujoco` Python package of Python_EXECUTABLE (the wheel ships both). Sets
-# PHX_HAVE_MUJOCO (ON/OFF) for the directories below.
+# MuJoCo: its compiler loads MJCF (host/mjcf.cpp: mj_loadXML, then phx::from_mujoco) and its
+# compiled models convert into Phalanx (host/mujoco_model.cpp, phalanx.from_mujoco in
+# bindings/mujoco.cpp). Optional: used when MuJoCo's headers and library are found, in
+# PHX_MUJOCO_DIR (a directory with include/mujoco/mujoco.h and libmujoco.so*) or else in the
+# `mujoco` Python package of Python_EXECUTABLE (the wheel ships both). Without it Phalanx builds
+# and load_mjcf throws. Sets PHX_HAVE_MUJOCO (ON/OFF) for the directories below.
 #
-# The conversion only reads mjModel's fields: the Python extension calls no MuJoCo function and
-# is linked --as-needed, so it does not depend on libmujoco at run time (phalanx.from_mujoco
-# checks that the imported mujoco has the version of the headers). The C++ tests link libmujoco
-# (to compile models) with a build rpath to its directory.
+# libphalanx, the C++ tests and the Python extension link libmujoco. The extension finds it at
+# run time through its rpath: $ORIGIN/../mujoco (installed, site-packages/phalanx/_phalanx*.so
+# beside site-packages/mujoco/libmujoco.so.*), then the directory it was built against (the
+# build tree). phalanx.from_mujoco checks that the imported mujoco has the version of the
+# headers.
 
 set(PHX_MUJOCO_DIR "" CACHE PATH
     "MuJoCo directory (include/mujoco/mujoco.h, libmujoco.so*); empty: the mujoco Python package")
@@ -42,7 +44,7 @@ endif()
 if(_phx_mujoco_lib)
   set(PHX_HAVE_MUJOCO ON)
   get_filename_component(_phx_mujoco_libdir "${_phx_mujoco_lib}" DIRECTORY)
-  message(STATUS "phalanx: MuJoCo found in ${_phx_mujoco_dir}; building from_mujoco")
+  message(STATUS "phalanx: MuJoCo found in ${_phx_mujoco_dir}; building the MJCF loader and from_mujoco")
   add_library(phx_mujoco SHARED IMPORTED)
   set_target_properties(phx_mujoco PROPERTIES
     IMPORTED_LOCATION "${_phx_mujoco_lib}"
@@ -56,11 +58,12 @@ if(_phx_mujoco_lib)
 
   if(TARGET _phalanx)
     target_sources(_phalanx PRIVATE ${PROJECT_SOURCE_DIR}/bindings/mujoco.cpp)
-    # no run-time dependency on libmujoco (nothing of it is called; the mjModel comes from the
-    # mujoco package the caller imported)
-    target_link_options(_phalanx PRIVATE -Wl,--as-needed)
+    # libmujoco of the installed mujoco package, else the one built against
+    set_target_properties(_phalanx PROPERTIES
+      BUILD_RPATH "\$ORIGIN/../mujoco;${_phx_mujoco_libdir}"
+      INSTALL_RPATH "\$ORIGIN/../mujoco;${_phx_mujoco_libdir}")
   endif()
 else()
   message(STATUS "phalanx: MuJoCo not found (set PHX_MUJOCO_DIR or install the mujoco Python "
-                 "package); building without from_mujoco")
+                 "package); building without the MJCF loader and from_mujoco")
 endif()

@@ -107,10 +107,16 @@ struct Model {
   int actuator_id(const std::string& name) const;
 };
 
-// Loaders. Each throws std::runtime_error naming the file, the line and the element on
-// malformed or unsupported input.
+// MJCF: MuJoCo's compiler (mj_loadXML) then from_mujoco (host/mujoco_model.h), name and source
+// set. Errors: std::runtime_error "<path>: <MuJoCo's message on one line>" (it names the element
+// and the line; "<string>" for load_mjcf_string), or from_mujoco's refusal of physics Phalanx
+// does not simulate. MuJoCo's compiler warnings are recorded in Model::ignored. Built without
+// MuJoCo, both throw std::runtime_error. load_mjcf_string reads xml as if it were a file in
+// `dir`: includes, meshdir and asset files resolve against dir.
 Model load_mjcf(const std::string& path);
 Model load_mjcf_string(const std::string& xml, const std::string& dir = ".");
+// URDF (host/urdf.cpp). Throws std::runtime_error naming the file, the line and the element on
+// malformed or unsupported input.
 Model load_urdf(const std::string& path);
 Model load_urdf_string(const std::string& xml);
 // Chooses the loader by extension: .xml / .mjcf for MJCF, .urdf for URDF.

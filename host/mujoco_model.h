@@ -1,6 +1,7 @@
 // A compiled MuJoCo model (mjModel) converted into a phx::Model, the way MJX's and MuJoCo Warp's
 // put_model do: what MuJoCo's compiler computed (frames, inertias, defaults, meshes and their
-// convex hulls, height fields) is taken as compiled.
+// convex hulls, height fields) is taken as compiled. The MJCF loader (host/mjcf.cpp) is MuJoCo's
+// compiler followed by this conversion.
 //
 // Built only when MuJoCo's headers are found (cmake/mujoco.cmake defines PHX_HAVE_MUJOCO=1).
 // The conversion reads the mjModel's fields and calls no MuJoCo function, so the mjModel must
@@ -26,7 +27,7 @@ extern const int kMujocoHeaderVersion;
 // about their outward normals, vertex ids local to the mesh); height fields; contact exclusions;
 // motors (joint transmission or a fixed tendon moving a single joint, fixed gain, no bias, no
 // dynamics: gear = gear[0] x gainprm[0] x tendon coefficient); names. Disable flags are applied
-// as the MJCF loader applies them (contact: contype = conaffinity = 0 and opt.contact off; limit:
+// (contact or constraint: contype = conaffinity = 0 and opt.contact off; limit:
 // jnt_limited = 0 and opt.limit off; spring, damper, gravity, clampctrl: the coefficients,
 // gravity or ctrllimited set to 0).
 //
@@ -41,7 +42,7 @@ extern const int kMujocoHeaderVersion;
 // inconsistent with MuJoCo's conventions.
 //
 // Recorded in Model::ignored (one entry per kind, with the first element and a count): what does
-// not change the simulated physics or that the MJCF loader also drops: sites, cameras, lights,
+// not change the simulated physics: sites, cameras, lights,
 // sensors, keyframes, textures, materials, skins, custom data, tendons without forces, the
 // convex hull MuJoCo did not compute for a mesh only non-colliding geoms use (its bounding box
 // stands in, keeping mesh and geom ids MuJoCo's), non-default contact and limit solver

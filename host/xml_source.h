@@ -1,6 +1,6 @@
-// What the XML model loaders (MJCF, URDF) share: a parsed file that names the line of each of
-// its nodes in messages, and the list of accepted but unused elements they report in
-// Model::ignored.
+// The URDF loader's parsed XML file (host/urdf.cpp; MJCF is read by MuJoCo's compiler): a
+// parsed file that names the line of each of its nodes in messages, and the list of accepted but
+// unused elements reported in Model::ignored.
 #pragma once
 
 #include <algorithm>

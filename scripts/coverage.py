@@ -6,7 +6,8 @@ phalanx.load_model and, when it loads, rolled out for --steps steps of zero cont
 with the model's own contact and limit settings (float64, on the CPU). Each row reads
 
     ok        loaded and stepped; contacts seen, and the largest contact count of a step
-    load      the loader refused it: its message (the first line)
+    load      the loader refused it: its message (the first line; for MJCF MuJoCo's compiler's
+              message, or from_mujoco's refusal of physics Phalanx does not simulate)
     device    it loaded but could not be prepared for the device: the message
     stopped   a step set a stopping status bit (non-finite state or result): the bits
     warning   stepped, with warning bits (contact overflow, LCP not converged): the bits

@@ -117,8 +117,15 @@ def raise_if_stopped(status, what: str = "step") -> None:
 def load_model(path: str | os.PathLike) -> Model:
     """Load a model from an MJCF (.xml, .mjcf) or URDF (.urdf) file.
 
-    Raises FileNotFoundError for a missing file, RuntimeError for malformed or unsupported input
-    (the message names the file, line and element).
+    MJCF is compiled by MuJoCo's compiler (libmujoco of the ``mujoco`` package) and converted as
+    ``from_mujoco`` converts: meshes (as their convex hulls), height fields, includes and
+    defaults are MuJoCo's. MuJoCo's compiler warnings are listed in ``Model.ignored``.
+
+    Raises FileNotFoundError for a missing file, RuntimeError for malformed or unsupported input:
+    for MJCF "<path>: <MuJoCo's message>" (it names the element and line) or from_mujoco's
+    refusal of physics Phalanx does not simulate (naming the element); for URDF the message names
+    the file, line and element. RuntimeError also when phalanx was built without MuJoCo and the
+    file is MJCF.
     """
     path = os.fspath(path)
     if not os.path.isfile(path):
@@ -129,14 +136,14 @@ def load_model(path: str | os.PathLike) -> Model:
 def from_mujoco(mj_model) -> Model:
     """Convert a compiled ``mujoco.MjModel`` into a Model, as MJX's and MuJoCo Warp's
     ``put_model`` do: what MuJoCo's compiler computed (frames, inertias, defaults, meshes' convex
-    hulls, height fields) is taken as compiled. A model that ``load_model`` also loads gives the
-    same arrays.
+    hulls, height fields) is taken as compiled. ``load_model`` of an MJCF file is MuJoCo's compiler
+    followed by this conversion.
 
     Meshes become their convex hulls (hull vertices, vertex adjacency, faces counter-clockwise
     about their outward normals). Motors (joint or single-joint fixed-tendon transmission, fixed
     gain, no bias, no dynamics) become actuators with gear = gear[0] * gainprm[0] * tendon coef.
-    Disabled contacts, limits, springs, dampers, gravity and control clamping are applied as
-    ``load_model`` applies ``<flag>``.
+    Disabled contacts, limits, springs, dampers, gravity and control clamping (``<flag>``) are
+    applied: contype = conaffinity = 0, limits off, the coefficients, gravity or ctrllimited 0.
 
     Raises TypeError unless ``mj_model`` is a ``mujoco.MjModel``; RuntimeError when the imported
     mujoco is not the version phalanx was built against, when phalanx was built without MuJoCo,

@@ -1,11 +1,11 @@
-// Mass and inertia of primitive geoms, and the principal axes of an inertia tensor.
+// Bounding radii of primitive geoms, and the principal axes of an inertia tensor (the URDF
+// loader's).
 //
 // The formulas and the arithmetic follow MuJoCo's model compiler (src/user/user_objects.cc,
-// mjCGeom::GetVolume / SetInertia / GetRBound, and src/user/user_util.cc, mjuu_globalinertia,
-// mjuu_offcenter, mjuu_eig3) so that a model loaded here matches MuJoCo's compiled model to
-// rounding. Sizes use MuJoCo's meaning: sphere (r), capsule and cylinder (r, half-length),
-// ellipsoid and box (three half-sizes). A symmetric tensor is stored as its six distinct entries
-// (xx, yy, zz, xy, xz, yz). Quaternions are (w, x, y, z).
+// mjCGeom::GetRBound, and src/user/user_util.cc, mjuu_eig3) so that a model loaded here matches
+// MuJoCo's compiled model to rounding. Sizes use MuJoCo's meaning: sphere (r), capsule and
+// cylinder (r, half-length), ellipsoid and box (three half-sizes). A symmetric tensor is stored as
+// its six distinct entries (xx, yy, zz, xy, xz, yz). Quaternions are (w, x, y, z).
 //
 // All functions are templates on the scalar type, allocate nothing and throw nothing.
 #pragma once
@@ -18,9 +18,6 @@
 namespace phx {
 
 namespace detail {
-
-// pi as MuJoCo's mjPI
-inline constexpr double kPi = 3.14159265358979323846;
 
 // normalize v (length n) in place and return its old length; like mjuu_normvec it leaves v
 // unchanged when the norm is below 1e-14 (and returns 0) or already within 1e-14 of 1
@@ -84,76 +81,6 @@ PHX_HD void mat_mul3(T res[9], const T A[9], const T B[9]) {
 
 }  // namespace detail
 
-// volume of a solid geom; 0 for planes and for types without a primitive volume
-template <typename T>
-PHX_HD T geom_volume(int type, const T size[3]) {
-  const T pi = T(detail::kPi);
-  switch (type) {
-    case kGeomSphere:
-      return 4 * pi * size[0] * size[0] * size[0] / 3;
-    case kGeomCapsule:  // cylinder of height 2 size[1] plus a sphere
-      return pi * (size[0] * size[0] * (2 * size[1]) + 4 * size[0] * size[0] * size[0] / 3);
-    case kGeomCylinder:
-      return pi * size[0] * size[0] * (2 * size[1]);
-    case kGeomEllipsoid:
-      return 4 * pi * size[0] * size[1] * size[2] / 3;
-    case kGeomBox:
-      return size[0] * size[1] * size[2] * 8;
-    default:
-      return T(0);
-  }
-}
-
-// principal moments of inertia of a solid geom of the given mass, about its centre, in the geom
-// frame (the geom's symmetry axis is z); zero for types without a primitive volume
-template <typename T>
-PHX_HD void geom_inertia(int type, const T size[3], T mass, T inertia[3]) {
-  switch (type) {
-    case kGeomSphere:  // I = 2/5 m r^2
-      inertia[0] = inertia[1] = inertia[2] = 2 * mass * size[0] * size[0] / 5;
-      return;
-    case kGeomCapsule: {
-      // cylinder of height h plus two hemispheres whose centres of mass sit 3r/8 beyond the
-      // cylinder's ends. The pair has 2/5 m_s r^2 about its own base centre; moving each half
-      // to its centre of mass and then to the capsule's centre (parallel axes) adds
-      // m_s ((h/2 + 3r/8)^2 - (3r/8)^2) = m_s h (3r + 2h) / 8, exactly
-      T r = size[0], h = 2 * size[1];
-      T sphere_mass = mass * 4 * r / (4 * r + 3 * h);  // mass * sphere volume / total volume
-      T cylinder_mass = mass - sphere_mass;
-      inertia[0] = inertia[1] = cylinder_mass * (3 * r * r + h * h) / 12;
-      inertia[2] = cylinder_mass * r * r / 2;
-      T sphere_inertia = 2 * sphere_mass * r * r / 5;
-      inertia[0] += sphere_inertia + sphere_mass * h * (3 * r + 2 * h) / 8;
-      inertia[1] += sphere_inertia + sphere_mass * h * (3 * r + 2 * h) / 8;
-      inertia[2] += sphere_inertia;
-      return;
-    }
-    case kGeomCylinder: {  // Ixx = m (3 r^2 + h^2) / 12, Izz = m r^2 / 2
-      T r = size[0], h = 2 * size[1];
-      inertia[0] = inertia[1] = mass * (3 * r * r + h * h) / 12;
-      inertia[2] = mass * r * r / 2;
-      return;
-    }
-    case kGeomEllipsoid: {  // Ixx = m (b^2 + c^2) / 5
-      T s00 = size[0] * size[0], s11 = size[1] * size[1], s22 = size[2] * size[2];
-      inertia[0] = mass * (s11 + s22) / 5;
-      inertia[1] = mass * (s00 + s22) / 5;
-      inertia[2] = mass * (s00 + s11) / 5;
-      return;
-    }
-    case kGeomBox: {  // Ixx = m (b^2 + c^2) / 3 with half-sizes (a, b, c)
-      T s00 = size[0] * size[0], s11 = size[1] * size[1], s22 = size[2] * size[2];
-      inertia[0] = mass * (s11 + s22) / 3;
-      inertia[1] = mass * (s00 + s22) / 3;
-      inertia[2] = mass * (s00 + s11) / 3;
-      return;
-    }
-    default:
-      inertia[0] = inertia[1] = inertia[2] = T(0);
-      return;
-  }
-}
-
 // radius of the bounding sphere centred at the geom's position; 0 (infinite) for planes
 template <typename T>
 PHX_HD T geom_rbound(int type, const T size[3]) {
@@ -174,34 +101,6 @@ PHX_HD T geom_rbound(int type, const T size[3]) {
     default:
       return T(0);
   }
-}
-
-// full tensor (xx, yy, zz, xy, xz, yz) of principal moments `diag` whose axes are rotated by
-// quat: R diag R^T (mjuu_globalinertia)
-template <typename T>
-PHX_HD void inertia_rotate(T full[6], const T diag[3], const T quat[4]) {
-  T mat[9];
-  detail::quat_to_mat(mat, quat);
-  T tmp[9] = {mat[0] * diag[0], mat[3] * diag[0], mat[6] * diag[0],
-              mat[1] * diag[1], mat[4] * diag[1], mat[7] * diag[1],
-              mat[2] * diag[2], mat[5] * diag[2], mat[8] * diag[2]};
-  full[0] = mat[0] * tmp[0] + mat[1] * tmp[3] + mat[2] * tmp[6];
-  full[1] = mat[3] * tmp[1] + mat[4] * tmp[4] + mat[5] * tmp[7];
-  full[2] = mat[6] * tmp[2] + mat[7] * tmp[5] + mat[8] * tmp[8];
-  full[3] = mat[0] * tmp[1] + mat[1] * tmp[4] + mat[2] * tmp[7];
-  full[4] = mat[0] * tmp[2] + mat[1] * tmp[5] + mat[2] * tmp[8];
-  full[5] = mat[3] * tmp[2] + mat[4] * tmp[5] + mat[5] * tmp[8];
-}
-
-// parallel-axis term of a point mass at offset d: m (|d|^2 I - d d^T) (mjuu_offcenter)
-template <typename T>
-PHX_HD void inertia_offcenter(T full[6], T mass, const T d[3]) {
-  full[0] = mass * (d[1] * d[1] + d[2] * d[2]);
-  full[1] = mass * (d[0] * d[0] + d[2] * d[2]);
-  full[2] = mass * (d[0] * d[0] + d[1] * d[1]);
-  full[3] = -mass * d[0] * d[1];
-  full[4] = -mass * d[0] * d[2];
-  full[5] = -mass * d[1] * d[2];
 }
 
 // Principal axes of a symmetric tensor: full = R(quat) diag(moments) R(quat)^T with the moments

@@ -27,9 +27,10 @@ def test_each_status_and_its_reason(tmp_path):
     assert 0 < rows["ball"]["contacts_seen"] < 400
     # the egg (an ellipsoid) falls and rests on the floor, one plane-ellipsoid contact
     assert rows["egg"]["status"] == "ok" and rows["egg"]["max_contacts"] == 1
-    # the loader's refusal, with the file named by its base name
+    # MuJoCo's compiler's refusal (element and line), with the file named by its base name
     assert rows["bad"]["status"] == "load"
-    assert rows["bad"]["reason"].startswith("bad.xml:1: ") and "rocket" in rows["bad"]["reason"]
+    reason = rows["bad"]["reason"]
+    assert reason.startswith("bad.xml: ") and "'rocket', line 1" in reason, reason
     assert str(tmp_path) not in rows["bad"]["reason"]
 
 

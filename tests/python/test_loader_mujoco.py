@@ -1,9 +1,9 @@
-"""The MJCF loader against MuJoCo's compiler.
+"""The MJCF loader (MuJoCo's compiler in libmujoco, then from_mujoco) against the mujoco package.
 
 Each model is loaded by phalanx.load_model and by mujoco.MjModel.from_xml_path, and every array
-the loader fills is compared. Values must agree to RTOL relative to the magnitude of their row
-(a body's position, a joint's range, a body's inertia tensor): the loader repeats MuJoCo's
-arithmetic, so the differences are rounding, far below 1e-10.
+the loader fills is compared with MuJoCo's field of the same meaning (the conversion's own
+reading of mjModel: disabled flags, gears, limits). Values must agree to RTOL relative to the
+magnitude of their row (a body's position, a joint's range, a body's inertia tensor).
 
 Inertias are compared as the full tensor in the body frame, R(iquat) diag(inertia) R(iquat)^T,
 because principal axes are not unique when moments coincide; geom quaternions up to sign.
