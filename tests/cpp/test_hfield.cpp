@@ -10,9 +10,13 @@
 
 #include "phalanx/collision/narrowphase.h"
 #include "phalanx/math/quat.h"
+#include "tests/cpp/hull_builder.h"
 
 namespace phx {
 namespace {
+
+using test_hulls::box_hull;
+using test_hulls::HullData;
 
 using Contacts = std::vector<ContactPoint<double>>;
 
@@ -42,47 +46,6 @@ Field bumpy() {
       f.data[r * f.ncol + c] = 0.5 + 0.3 * std::sin(1.3 * c + 0.4) * std::cos(0.9 * r - 0.2);
   return f;
 }
-
-// the 8 corners and 6 faces of a box as a hull
-struct BoxHull {
-  double vert[24];
-  int adjadr[8], adjnum[8], adj[24];
-  double polynormal[18];
-  int polyvertadr[6], polyvertnum[6], polyvert[24];
-  explicit BoxHull(Vec3<double> s) {
-    for (int v = 0; v < 8; ++v) {
-      vert[3 * v] = v & 1 ? s.x : -s.x;
-      vert[3 * v + 1] = v & 2 ? s.y : -s.y;
-      vert[3 * v + 2] = v & 4 ? s.z : -s.z;
-      adjadr[v] = 3 * v;
-      adjnum[v] = 3;
-      for (int k = 0; k < 3; ++k) adj[3 * v + k] = v ^ (1 << k);
-    }
-    // faces -x, +x, -y, +y, -z, +z, counter-clockwise seen from outside
-    const int faces[6][4] = {{0, 4, 6, 2}, {1, 3, 7, 5}, {0, 1, 5, 4},
-                             {2, 6, 7, 3}, {0, 2, 3, 1}, {4, 5, 7, 6}};
-    for (int f = 0; f < 6; ++f) {
-      for (int k = 0; k < 3; ++k) polynormal[3 * f + k] = k == f / 2 ? (f % 2 ? 1 : -1) : 0;
-      polyvertadr[f] = 4 * f;
-      polyvertnum[f] = 4;
-      for (int k = 0; k < 4; ++k) polyvert[4 * f + k] = faces[f][k];
-    }
-  }
-  ConvexHull<double> hull() const {
-    ConvexHull<double> h;
-    h.nvert = 8;
-    h.vert = vert;
-    h.adjadr = adjadr;
-    h.adjnum = adjnum;
-    h.adj = adj;
-    h.npoly = 6;
-    h.polynormal = polynormal;
-    h.polyvertadr = polyvertadr;
-    h.polyvertnum = polyvertnum;
-    h.polyvert = polyvert;
-    return h;
-  }
-};
 
 Contacts collide_field(const Field& f, const GeomFrame<double>& g1, const GeomShape<double>& s2,
                        const GeomFrame<double>& g2, int* dropped = nullptr) {
@@ -156,7 +119,7 @@ using Inputs = std::array<double, 30>;
 struct Case {
   int type;
   std::array<double, 3> size;
-  const BoxHull* hull;
+  const HullData<>* hull;
 };
 
 Contacts contacts_at(const Field& f, const Case& c, const Inputs& x) {
@@ -250,7 +213,7 @@ TEST(HFieldAdjoint, BoxMatchesCentralDifferences) {
 }
 
 TEST(HFieldAdjoint, MeshMatchesCentralDifferences) {
-  BoxHull hull({0.12, 0.1, 0.08});
+  HullData<> hull = box_hull({0.12, 0.1, 0.08});
   for (unsigned seed : {1u, 2u, 3u}) check_adjoint({kGeomMesh, {0, 0, 0}, &hull}, seed);
 }
 
