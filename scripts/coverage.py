@@ -19,7 +19,6 @@ followed by a count per source. Used to track which models users can bring:
 
 import argparse
 import collections
-import importlib.util
 import json
 import re
 import pathlib
@@ -28,23 +27,16 @@ import sys
 import numpy as np
 
 import phalanx
-from phalanx.testing import example_robot_data_dir
-
-MUJOCO_SAMPLES = pathlib.Path("/usr/share/mujoco/model")
-
-
-def package_dir(name: str) -> pathlib.Path | None:
-    spec = importlib.util.find_spec(name)
-    return pathlib.Path(spec.submodule_search_locations[0]) if spec else None
+from phalanx.testing import (MUJOCO_SAMPLES, dm_control_suite_dir, example_robot_data_dir,
+                             gymnasium_assets_dir)
 
 
 def sources() -> dict[str, list[pathlib.Path]]:
     """the model files of each source, sorted; an absent source has none"""
-    dm, gym, robots = (package_dir("dm_control"), package_dir("gymnasium"),
-                       example_robot_data_dir())
+    dm, gym, robots = dm_control_suite_dir(), gymnasium_assets_dir(), example_robot_data_dir()
     found = {
-        "dm_control": sorted((dm / "suite").glob("*.xml")) if dm else [],
-        "gymnasium": sorted((gym / "envs" / "mujoco" / "assets").glob("*.xml")) if gym else [],
+        "dm_control": sorted(dm.glob("*.xml")) if dm else [],
+        "gymnasium": sorted(gym.glob("*.xml")) if gym else [],
         "mujoco_samples": sorted(MUJOCO_SAMPLES.rglob("*.xml")),
         "example_robot_data": sorted(robots.rglob("*.urdf")) if robots else [],
     }

@@ -4,6 +4,7 @@ norm-relative closeness check, and where reference models are installed."""
 from __future__ import annotations
 
 import importlib.metadata
+import importlib.util
 import pathlib
 
 import numpy as np
@@ -13,6 +14,28 @@ from ._phalanx import JOINT_TYPES, Model
 # the core's joint types (MuJoCo's numbering)
 JOINT_FREE, JOINT_BALL, JOINT_SLIDE, JOINT_HINGE = (JOINT_TYPES.index(t)
                                                     for t in ("free", "ball", "slide", "hinge"))
+
+
+# MuJoCo's sample models (Debian's libmujoco-samples)
+MUJOCO_SAMPLES = pathlib.Path("/usr/share/mujoco/model")
+
+
+def package_dir(name: str) -> pathlib.Path | None:
+    """the folder of an installed Python package, or None"""
+    spec = importlib.util.find_spec(name)
+    return pathlib.Path(spec.submodule_search_locations[0]) if spec else None
+
+
+def gymnasium_assets_dir() -> pathlib.Path | None:
+    """Gymnasium's MuJoCo model files, or None when Gymnasium is not installed"""
+    gym = package_dir("gymnasium")
+    return gym / "envs" / "mujoco" / "assets" if gym else None
+
+
+def dm_control_suite_dir() -> pathlib.Path | None:
+    """dm_control's suite of model files, or None when dm_control is not installed"""
+    dm = package_dir("dm_control")
+    return dm / "suite" if dm else None
 
 
 def example_robot_data_dir() -> pathlib.Path | None:

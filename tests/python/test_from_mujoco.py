@@ -9,7 +9,6 @@ face's positive side; a height field converts with its data; unsupported physics
 documented errors. A converted mesh model steps as MuJoCo does with contacts off.
 """
 
-import importlib.util
 import pathlib
 import re
 
@@ -18,15 +17,14 @@ import numpy as np
 import pytest
 
 import phalanx
+from phalanx.testing import MUJOCO_SAMPLES, dm_control_suite_dir, gymnasium_assets_dir
 
 RTOL = 1e-12
 
 REPO = pathlib.Path(__file__).resolve().parents[2]
-MUJOCO_MODELS = pathlib.Path("/usr/share/mujoco/model")  # Debian package libmujoco-samples
-GYM_ASSETS = (pathlib.Path(importlib.util.find_spec("gymnasium").submodule_search_locations[0])
-              / "envs" / "mujoco" / "assets")
-DM_SUITE = (pathlib.Path(importlib.util.find_spec("dm_control").submodule_search_locations[0])
-            / "suite")
+MUJOCO_MODELS = MUJOCO_SAMPLES
+GYM_ASSETS = gymnasium_assets_dir()
+DM_SUITE = dm_control_suite_dir()
 MUG = MUJOCO_MODELS / "mug" / "mug.obj"
 
 

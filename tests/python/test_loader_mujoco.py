@@ -9,7 +9,6 @@ Inertias are compared as the full tensor in the body frame, R(iquat) diag(inerti
 because principal axes are not unique when moments coincide; geom quaternions up to sign.
 """
 
-import importlib.util
 import pathlib
 import shutil
 
@@ -18,6 +17,7 @@ import numpy as np
 import pytest
 
 import phalanx
+from phalanx.testing import MUJOCO_SAMPLES, dm_control_suite_dir, gymnasium_assets_dir
 
 RTOL = 1e-10
 
@@ -27,11 +27,9 @@ MUJOCO_WARNINGS = []
 mujoco.set_mju_user_warning(MUJOCO_WARNINGS.append)
 
 REPO = pathlib.Path(__file__).resolve().parents[2]
-MUJOCO_MODELS = pathlib.Path("/usr/share/mujoco/model")  # Debian package libmujoco-samples
-GYM_ASSETS = (pathlib.Path(importlib.util.find_spec("gymnasium").submodule_search_locations[0])
-              / "envs" / "mujoco" / "assets")
-DM_SUITE = (pathlib.Path(importlib.util.find_spec("dm_control").submodule_search_locations[0])
-            / "suite")
+MUJOCO_MODELS = MUJOCO_SAMPLES
+GYM_ASSETS = gymnasium_assets_dir()
+DM_SUITE = dm_control_suite_dir()
 
 GYM_MODELS = ["ant", "half_cheetah", "hopper", "walker2d", "humanoid", "humanoidstandup",
               "swimmer", "inverted_pendulum", "inverted_double_pendulum", "reacher"]
