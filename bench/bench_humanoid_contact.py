@@ -10,45 +10,12 @@ sweeps and the fraction of rows warm-started from the previous step. Results go 
 """
 
 import platform
-import statistics
-import time
 
 import mujoco
 import numpy as np
 
 import phalanx
-from _common import HUMANOID, parse_args, time_mujoco, write_result
-
-def time_phalanx(model, ctrl, chunk):
-    nenv, nstep, _ = ctrl.shape
-    qpos = np.repeat(model.qpos0[None].astype(np.float32), nenv, axis=0)
-    qvel = np.zeros((nenv, model.nv), np.float32)
-    ctrl = ctrl.astype(np.float32)
-    out = (np.empty((nenv, chunk, model.nq), np.float32),
-           np.empty((nenv, chunk, model.nv), np.float32))
-    counts = np.empty((nenv, chunk, phalanx.NUM_COUNTS), np.int32)
-    totals = np.zeros(phalanx.NUM_COUNTS)
-    constrained_steps = 0
-    flags = 0
-    start = time.perf_counter()
-    for t0 in range(0, nstep, chunk):
-        c = np.ascontiguousarray(ctrl[:, t0:t0 + chunk])
-        n = c.shape[1]
-        full = n == chunk
-        qs, vs, status = phalanx.rollout(model, qpos, qvel, c, out=out if full else None,
-                                         counts=counts if full else None)
-        qpos, qvel = qs[:, n - 1].copy(), vs[:, n - 1].copy()
-        if full:
-            totals += counts.reshape(-1, phalanx.NUM_COUNTS).sum(axis=0)
-            constrained_steps += int((counts[..., phalanx.COUNT_ROWS] > 0).sum())
-        flags |= int(np.bitwise_or.reduce(status))
-    elapsed = time.perf_counter() - start
-    if flags & (phalanx.STATUS_NAN_STATE | phalanx.STATUS_NAN_CTRL | phalanx.STATUS_NAN_RESULT):
-        raise RuntimeError("phalanx: non-finite state in some environments")
-    stats = dict(zip(["contacts", "rows", "warm_rows", "set_hits", "overflow"], totals / (nenv * nstep)))
-    stats["set_hit_rate"] = totals[phalanx.COUNT_SET_HIT] / max(constrained_steps, 1)
-    return elapsed, stats, flags
-
+from _common import HUMANOID, parse_args, race, time_phalanx, write_result
 
 def main():
     args = parse_args(__doc__.splitlines()[0], "humanoid_contact.json")
@@ -57,19 +24,7 @@ def main():
     model = phalanx.load_model(HUMANOID)
     rng = np.random.default_rng(0)
     ctrl = rng.uniform(-1.0, 1.0, size=(args.envs, args.steps, model.nu))
-    env_steps = args.envs * args.steps
-
-    times = {"phalanx_float32": [], "mujoco": []}
-    stats = flags = None
-    for r in range(args.repeats):
-        elapsed, stats, flags = time_phalanx(model, ctrl, args.chunk)
-        times["phalanx_float32"].append(elapsed)
-        times["mujoco"].append(time_mujoco(mj_model, ctrl, args.chunk, args.threads))
-        print(f"repeat {r + 1}/{args.repeats}: " + ", ".join(
-            f"{k} {env_steps / v[-1]:,.0f} env-steps/s" for k, v in times.items()), flush=True)
-
-    median = {k: statistics.median(v) for k, v in times.items()}
-    rate = {k: env_steps / v for k, v in median.items()}
+    median, rate, stats, flags = race("humanoid", model, mj_model, ctrl, args)
     ncon, nefc, nwarm, overflow = stats["contacts"], stats["rows"], stats["warm_rows"], stats["overflow"]
 
     # Nimble's stabilised solver: exact re-solve on the clamping set, warm-started from the
@@ -105,7 +60,7 @@ def main():
     print()
     print(f"humanoid with contacts, {args.envs} envs x {args.steps} steps, {args.threads} threads, "
           f"median of {args.repeats}")
-    for k in times:
+    for k in rate:
         print(f"  {k:16s} {rate[k]:>14,.0f} env-steps/s   ({median[k]:.2f} s)")
     print(f"  ratio float32 / MuJoCo: {result['ratio_float32_vs_mujoco']:.2f}x (target >= 1.5x)")
     print(f"  contacts per step {ncon:.2f}, LCP rows {nefc:.2f}, PGS sweeps "

@@ -16,14 +16,12 @@ phalanx.rollout, MuJoCo through mujoco.rollout with one MjData per thread. Repor
 """
 
 import platform
-import statistics
-import time
 
 import mujoco
 import numpy as np
 
 import phalanx
-from _common import parse_args, time_mujoco, write_result
+from _common import parse_args, race, write_result
 
 
 def icosahedron(radius):
@@ -98,45 +96,11 @@ def terrain_xml(rng):
             f'{"".join(legs)}</body></worldbody><actuator>{motors}</actuator></mujoco>')
 
 
-def time_phalanx(model, ctrl, chunk):
-    nenv, nstep, _ = ctrl.shape
-    qpos = np.repeat(model.qpos0[None].astype(np.float32), nenv, axis=0)
-    qvel = np.zeros((nenv, model.nv), np.float32)
-    ctrl = ctrl.astype(np.float32)
-    counts = np.empty((nenv, chunk, phalanx.NUM_COUNTS), np.int32)
-    totals = np.zeros(phalanx.NUM_COUNTS)
-    flags = 0
-    start = time.perf_counter()
-    for t0 in range(0, nstep, chunk):
-        c = np.ascontiguousarray(ctrl[:, t0:t0 + chunk])
-        n = c.shape[1]
-        qs, vs, status = phalanx.rollout(model, qpos, qvel, c,
-                                         counts=counts if n == chunk else None)
-        qpos, qvel = qs[:, n - 1].copy(), vs[:, n - 1].copy()
-        if n == chunk:
-            totals += counts.reshape(-1, phalanx.NUM_COUNTS).sum(axis=0)
-        flags |= int(np.bitwise_or.reduce(status))
-    elapsed = time.perf_counter() - start
-    if flags & (phalanx.STATUS_NAN_STATE | phalanx.STATUS_NAN_CTRL | phalanx.STATUS_NAN_RESULT):
-        raise RuntimeError("phalanx: non-finite state in some environments")
-    return elapsed, totals / (nenv * nstep), flags
-
-
 def run_scene(name, xml, args, rng):
     mj_model = mujoco.MjModel.from_xml_string(xml)
     model = phalanx.from_mujoco(mj_model)
     ctrl = rng.uniform(-1.0, 1.0, size=(args.envs, args.steps, model.nu))
-    env_steps = args.envs * args.steps
-    times = {"phalanx_float32": [], "mujoco": []}
-    stats = flags = None
-    for r in range(args.repeats):
-        elapsed, stats, flags = time_phalanx(model, ctrl, args.chunk)
-        times["phalanx_float32"].append(elapsed)
-        times["mujoco"].append(time_mujoco(mj_model, ctrl, args.chunk, args.threads))
-        print(f"{name} repeat {r + 1}/{args.repeats}: " + ", ".join(
-            f"{k} {env_steps / v[-1]:,.0f} env-steps/s" for k, v in times.items()), flush=True)
-    median = {k: statistics.median(v) for k, v in times.items()}
-    rate = {k: env_steps / v for k, v in median.items()}
+    median, rate, stats, flags = race(name, model, mj_model, ctrl, args)
     return {
         "scene": name,
         "ngeom": model.ngeom,
@@ -144,9 +108,9 @@ def run_scene(name, xml, args, rng):
         "median_seconds": median,
         "env_steps_per_second": rate,
         "ratio_float32_vs_mujoco": rate["phalanx_float32"] / rate["mujoco"],
-        "contacts_per_step": stats[phalanx.COUNT_CONTACTS],
-        "lcp_rows_per_step": stats[phalanx.COUNT_ROWS],
-        "contacts_over_capacity_per_step": stats[phalanx.COUNT_OVERFLOW],
+        "contacts_per_step": stats["contacts"],
+        "lcp_rows_per_step": stats["rows"],
+        "contacts_over_capacity_per_step": stats["overflow"],
         "ccd_iterations": model.ccd_iterations,
         "status_bits_seen": flags,
         "bytes_per_env_float32": phalanx.bytes_per_env(model, dtype=np.float32),
