@@ -1,5 +1,6 @@
-// Convex hulls built in the narrowphase tests: the arrays a ConvexHull points to, from vertices
-// and counter-clockwise polygons, and the hulls of a box, a prism and an icosahedron.
+// What the narrowphase tests share: convex hulls built in the test (the arrays a ConvexHull
+// points to, from vertices and counter-clockwise polygons; a box, a prism, an icosahedron) and
+// the scalar through which adjoints are checked against central differences.
 #pragma once
 
 #include <algorithm>
@@ -109,6 +110,16 @@ HullData<> icosahedron_hull(double r, Vec3<double> stretch) {
         if (below == 0) f.push_back({a, c, b});
       }
   return HullData<>(v, f);
+}
+
+// <w, c>: contacts c weighed by adjoint seeds w (pos, normal and dist of each), the scalar whose
+// derivative an adjoint gives for the seeds w
+inline double weigh(const std::vector<ContactPoint<double>>& c,
+                    const std::vector<ContactPoint<double>>& w) {
+  double s = 0;
+  for (size_t k = 0; k < c.size(); ++k)
+    s += dot(w[k].pos, c[k].pos) + dot(w[k].normal, c[k].normal) + w[k].dist * c[k].dist;
+  return s;
 }
 
 }  // namespace phx::test_hulls

@@ -33,6 +33,7 @@ using test_hulls::box_hull;
 using test_hulls::HullData;
 using test_hulls::icosahedron_hull;
 using test_hulls::prism_hull;
+using test_hulls::weigh;
 
 // ---- helpers -----------------------------------------------------------------------------------
 
@@ -644,13 +645,6 @@ Inputs vjp(const PairCase& c, const Inputs& x, const Contacts& adj) {
   Inputs r;
   for (int k = 0; k < 30; ++k) r[k] = collision_impl::pair_input(k, a1, as1, a2, as2);
   return r;
-}
-
-double weigh(const Contacts& c, const Contacts& w) {
-  double s = 0;
-  for (size_t k = 0; k < c.size(); ++k)
-    s += dot(w[k].pos, c[k].pos) + dot(w[k].normal, c[k].normal) + w[k].dist * c[k].dist;
-  return s;
 }
 
 void check_adjoint(const PairCase& c, unsigned seed) {

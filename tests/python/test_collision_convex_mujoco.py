@@ -76,7 +76,7 @@ mujoco = pytest.importorskip("mujoco")
 import phalanx  # noqa: E402
 from phalanx import _phalanx  # noqa: E402
 
-from test_collision_mujoco import quat_mul, random_quat  # noqa: E402
+from test_collision_mujoco import assert_same_contacts, quat_mul, random_quat  # noqa: E402
 
 TOL_CLOSED = 1e-9
 TOL_DIST = 1e-7
@@ -283,22 +283,8 @@ def test_closed_form_pairs_match_mujoco_contact_by_contact(case):
     n = 1500
     ref, (count, pos, normal, dist, dropped) = run_both(mj, ph, a in STATIC,
                                                         closed_form_poses(case, mj, rng, n))
-    counts_mj = np.array([len(c) for c in ref])
-    bad = np.flatnonzero(counts_mj != count)
-    assert bad.size == 0, (f"{bad.size} poses differ in count, first {bad[0]}: MuJoCo "
-                           f"{counts_mj[bad[0]]}, Phalanx {count[bad[0]]}")
     assert not dropped.any()
-    worst = 0.0
-    for e, cons in enumerate(ref):
-        free = list(range(count[e]))
-        for rp, rn, rd in cons:
-            k = min(free, key=lambda k: np.linalg.norm(pos[e, k] - rp))
-            free.remove(k)
-            err = max(np.abs(pos[e, k] - rp).max(), np.abs(normal[e, k] - rn).max(),
-                      abs(dist[e, k] - rd))
-            worst = max(worst, err)
-            assert err <= TOL_CLOSED, (f"pose {e}: MuJoCo {rp} {rn} {rd}; Phalanx {pos[e, k]} "
-                                       f"{normal[e, k]} {dist[e, k]}")
+    worst = assert_same_contacts(ref, count, pos, normal, dist, TOL_CLOSED)
     # the pose set reaches single and multi-point contacts and misses
     assert (count == 0).sum() > 50 and (count >= 1).sum() > 300
     if a == "plane" and b != "ellipsoid":

@@ -132,9 +132,9 @@ def padded(size) -> np.ndarray:
     return np.array(list(size) + [0.0] * (3 - len(size)))
 
 
-def assert_same_contacts(ref, count, pos, normal, dist) -> float:
+def assert_same_contacts(ref, count, pos, normal, dist, tol=TOL) -> float:
     """the same number of contacts per pose, and, matched as sets by position, equal pos, normal
-    and dist to TOL; returns the worst difference"""
+    and dist to tol; returns the worst difference"""
     counts_mj = np.array([len(c) for c in ref])
     mismatch = np.flatnonzero(counts_mj != count)
     assert mismatch.size == 0, (
@@ -150,7 +150,7 @@ def assert_same_contacts(ref, count, pos, normal, dist) -> float:
             err = max(np.abs(pos[e, k] - rp).max(), np.abs(normal[e, k] - rn).max(),
                       abs(dist[e, k] - rd))
             worst = max(worst, err)
-            assert err <= TOL, (
+            assert err <= tol, (
                 f"pose {e}: MuJoCo pos {rp} normal {rn} dist {rd}; "
                 f"Phalanx pos {pos[e, k]} normal {normal[e, k]} dist {dist[e, k]}")
     return worst
