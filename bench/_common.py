@@ -64,8 +64,8 @@ def time_phalanx(model, ctrl, chunk):
     elapsed = time.perf_counter() - start
     if flags & (phalanx.STATUS_NAN_STATE | phalanx.STATUS_NAN_CTRL | phalanx.STATUS_NAN_RESULT):
         raise RuntimeError("phalanx: non-finite state in some environments")
-    stats = dict(zip(["contacts", "rows", "warm_rows", "set_hits", "overflow"],
-                     totals / (nenv * nstep)))
+    stats = dict(zip(["contacts", "rows", "warm_rows", "set_hits", "overflow", "gjk_iterations",
+                      "epa_iterations"], totals / (nenv * nstep)))
     stats["set_hit_rate"] = totals[phalanx.COUNT_SET_HIT] / max(constrained_steps, 1)
     return elapsed, stats, flags
 

@@ -10,7 +10,8 @@ Two scenes, written below as MJCF and compiled by MuJoCo; Phalanx takes MuJoCo's
 
 E environments by T steps from the model's initial state, both cores: Phalanx through
 phalanx.rollout, MuJoCo through mujoco.rollout with one MjData per thread. Reports env-steps/s
-(median of the repeats) and their ratio, contacts per step, and memory per environment.
+(median of the repeats) and their ratio, contacts per step, the GJK and EPA iterations per step
+(summed over the convex pairs), and memory per environment.
 
     .venv/bin/python bench/bench_mesh.py [--envs 1024] [--steps 500] [--repeats 3]
 """
@@ -111,7 +112,9 @@ def run_scene(name, xml, args, rng):
         "contacts_per_step": stats["contacts"],
         "lcp_rows_per_step": stats["rows"],
         "contacts_over_capacity_per_step": stats["overflow"],
-        "ccd_iterations": model.ccd_iterations,
+        "gjk_iterations_per_step": stats["gjk_iterations"],
+        "epa_iterations_per_step": stats["epa_iterations"],
+        "ccd_iterations_bound": model.ccd_iterations,
         "status_bits_seen": flags,
         "bytes_per_env_float32": phalanx.bytes_per_env(model, dtype=np.float32),
     }
@@ -130,7 +133,8 @@ def main():
         print(f"  {s['scene']:8s} phalanx float32 {r['phalanx_float32']:>12,.0f}  mujoco "
               f"{r['mujoco']:>12,.0f} env-steps/s  ratio {s['ratio_float32_vs_mujoco']:.2f}x  "
               f"contacts/step {s['contacts_per_step']:.1f}  overflow/step "
-              f"{s['contacts_over_capacity_per_step']:.2f}  "
+              f"{s['contacts_over_capacity_per_step']:.2f}  GJK/EPA iterations/step "
+              f"{s['gjk_iterations_per_step']:.0f}/{s['epa_iterations_per_step']:.0f}  "
               f"{s['bytes_per_env_float32'] / 1024:.1f} KiB/env")
     write_result({"benchmark": "mesh scenes", "envs": args.envs, "steps": args.steps,
                   "threads": args.threads, "repeats": args.repeats,

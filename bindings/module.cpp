@@ -731,6 +731,8 @@ void register_constants(py::module_& mod) {
   mod.attr("COUNT_WARM_ROWS") = int(phx::kCountWarmRows);
   mod.attr("COUNT_SET_HIT") = int(phx::kCountSetHit);
   mod.attr("COUNT_OVERFLOW") = int(phx::kCountOverflow);
+  mod.attr("COUNT_GJK_ITERATIONS") = int(phx::kCountGjkIterations);
+  mod.attr("COUNT_EPA_ITERATIONS") = int(phx::kCountEpaIterations);
   mod.attr("NUM_COUNTS") = int(phx::kNumCounts);
   py::list params;
   for (int k = 0; k < phx::kNumParams; ++k)

@@ -26,6 +26,8 @@ import numpy as np
 from . import _phalanx
 from ._phalanx import (
     COUNT_CONTACTS,
+    COUNT_EPA_ITERATIONS,
+    COUNT_GJK_ITERATIONS,
     COUNT_OVERFLOW,
     COUNT_ROWS,
     COUNT_SET_HIT,
@@ -86,6 +88,8 @@ __all__ = [
     "COUNT_WARM_ROWS",
     "COUNT_SET_HIT",
     "COUNT_OVERFLOW",
+    "COUNT_GJK_ITERATIONS",
+    "COUNT_EPA_ITERATIONS",
     "NUM_COUNTS",
 ]
 
@@ -229,8 +233,9 @@ def rollout(
     of those shapes and the call's dtype (reused across calls, no allocation) and returns them.
     ``counts``, an int32 array (E, T, NUM_COUNTS), receives per step the numbers indexed by
     COUNT_CONTACTS, COUNT_ROWS (constraint rows), COUNT_WARM_ROWS (rows warm-started from the
-    previous impulses), COUNT_SET_HIT (1 when the previous clamping set solved the LCP) and
-    COUNT_OVERFLOW (contacts beyond model.nconmax, not resolved).
+    previous impulses), COUNT_SET_HIT (1 when the previous clamping set solved the LCP),
+    COUNT_OVERFLOW (contacts beyond model.nconmax, not resolved), and COUNT_GJK_ITERATIONS and
+    COUNT_EPA_ITERATIONS (the convex narrowphase's iterations, summed over its pairs).
     ``tape``, a phalanx.Tape, records the rollout for ``tape.backward`` (replacing what the tape
     held before).
     """

@@ -374,6 +374,8 @@ def _bench_result(model, args, dtype, nthread, timing: dict) -> dict:
         "max_contacts": timing["max_contacts"],
         "rows_per_step": float(per_step[phalanx.COUNT_ROWS]),
         "overflow_per_step": float(per_step[phalanx.COUNT_OVERFLOW]),
+        "gjk_iterations_per_step": float(per_step[phalanx.COUNT_GJK_ITERATIONS]),
+        "epa_iterations_per_step": float(per_step[phalanx.COUNT_EPA_ITERATIONS]),
         "status": status_summary(status_all),
         "stopped": int(np.count_nonzero(status_all & phalanx.STATUS_STOP_MASK)),
         "bytes_per_env": int(phalanx.bytes_per_env(model, dtype=dtype, device=args.device)),
@@ -389,6 +391,9 @@ def _print_bench(model, args, result: dict, timing: dict) -> None:
         print(f"contacts {result['contacts_per_step']:.2f} per env-step "
               f"(max {result['max_contacts']}), {result['rows_per_step']:.2f} LCP rows, "
               f"{result['overflow_per_step']:.3g} beyond nconmax={model.nconmax}")
+    if totals[phalanx.COUNT_GJK_ITERATIONS]:
+        print(f"convex narrowphase {result['gjk_iterations_per_step']:.1f} GJK and "
+              f"{result['epa_iterations_per_step']:.1f} EPA iterations per env-step")
     print(_status_line(result["status"], args.envs, model))
     print(f"memory {_bytes(result['bytes_per_env'])} per env ({result['dtype']}, {args.device})")
 

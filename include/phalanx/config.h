@@ -105,11 +105,13 @@ constexpr unsigned kStatusStopMask = 0u
 
 // per-step counts a rollout can record
 enum RolloutCount : int {
-  kCountContacts = 0,  // contacts found
-  kCountRows,          // constraint rows
-  kCountWarmRows,      // rows warm-started from the previous step's impulse
-  kCountSetHit,        // 1 when the previous clamping set solved the LCP (stabilised solvers)
-  kCountOverflow,      // contacts beyond nconmax, not resolved
+  kCountContacts = 0,   // contacts found
+  kCountRows,           // constraint rows
+  kCountWarmRows,       // rows warm-started from the previous step's impulse
+  kCountSetHit,         // 1 when the previous clamping set solved the LCP (stabilised solvers)
+  kCountOverflow,       // contacts beyond nconmax, not resolved
+  kCountGjkIterations,  // GJK iterations of the convex narrowphase, over all pairs
+  kCountEpaIterations,  // EPA expansions of the convex narrowphase, over all pairs
   kNumCounts
 };
 

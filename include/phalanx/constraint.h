@@ -31,6 +31,7 @@ namespace phx {
 #define PHX_CONTACT_ARRAYS(X)                                                                    \
   X(int, ncon, 1, "number of contacts (1)")                                                      \
   X(int, overflow, 1, "contacts found beyond nconmax in the last step (1)")                      \
+  X(int, ccd_iterations, 2, "GJK and EPA iterations of the last step's narrowphase (2)")         \
   X(real, pos, 3L * m.nconmax, "contact point in world (nconmax x 3)")                           \
   X(real, frame, 9L * m.nconmax, "normal (geom1 -> geom2), tangent 1, tangent 2 (nconmax x 9)") \
   X(real, dist, m.nconmax, "signed distance, negative when penetrating (nconmax)")               \
@@ -93,7 +94,8 @@ struct ContactData {
   X(real, lcp, lcp_storage(m.nefcmax).reals, "LCP solver scratch (lcp_storage)")                 \
   X(int, key_prev, m.nefcmax, "efc_key of the previous step (nefcmax)")                          \
   X(int, class_prev, m.nefcmax, "efc_class of the previous step (nefcmax)")                      \
-  X(int, span, 2L * m.nefcmax, "first, past-last nonzero column of each Y row (nefcmax x 2)")    \
+  X(int, span, 4L * m.nefcmax, "the two dof ranges each Y row reaches (nefcmax x 4, lcp.h)")     \
+  X(real, gs_vel, m.nv, "Y^T f of the Gauss-Seidel sweeps in velocity form (nv)")                \
   X(int, ilcp, lcp_storage(m.nefcmax).ints, "LCP solver integer scratch (lcp_storage)")
 
 template <class T>
@@ -104,6 +106,11 @@ struct ConstraintWorkspace {
   // the rank of the factorisation of the rows' classification (efc_class) that lcp and ilcp
   // hold after solve_lcp (lcp_adjoint_factor's layout), -1 when they hold none
   int factored_rank = -1;
+  // Set by kernels whose steps no reverse pass or Jacobian reads (step_scratch): delassus then
+  // leaves A unbuilt when the LCP solver reads only its factor (PGS sweeps in velocity form).
+  bool forward_only = false;
+  // whether A holds the Delassus matrix of the rows (lcp_problem passes it on only then)
+  bool has_matrix = true;
 
   template <class M>
   PHX_HD static ConstraintWorkspace carve(const M& m, Arena<T>& arena) {
@@ -169,16 +176,19 @@ PHX_HD constexpr int key_pair(int key) {
   return key / (3 * kMaxPairContacts);
 }
 
-// Broadphase and narrowphase: the candidate pairs in model order, a bounding-sphere test,
-// then the pair function with the lower geom type first. Contacts beyond nconmax, and a height
-// field's prism contacts beyond the kMaxPairContacts of its pair, are counted in *overflow and
-// not stored. A replay that knows the step's row keys (nkeys of them, in row
-// order) passes them: only the pairs they name are tested, which yields the same contacts,
-// since every stored contact has rows.
+// Broadphase and narrowphase: the candidate pairs in model order, a bounding-sphere test (for a
+// plane: the other's bounding sphere against the plane), then the pair function with the lower geom
+// type first. Contacts beyond nconmax, and a height field's prism contacts beyond the
+// kMaxPairContacts of its pair, are counted in *overflow and not stored. A replay that knows the
+// step's row keys (nkeys of them, in row order) passes them: only the pairs they name are tested,
+// which yields the same contacts, since every stored contact has rows.
 template <class T>
 PHX_HD void detect_contacts(const ModelView<T>& m, const ConstraintWorkspace<T>& c,
                             ContactView<T>& cv, const int* keys = nullptr, int nkeys = 0) {
   int ncon = 0, overflow = 0, next = 0;
+  CcdSettings<T> ccd = ccd_settings(m);
+  cv.ccd_iterations[0] = cv.ccd_iterations[1] = 0;
+  ccd.counts = cv.ccd_iterations;
   for (int k = 0; k < m.npair; ++k) {
     if (keys) {
       // contact row keys ascend with the pair, 3 kMaxPairContacts per pair; limits are < 0
@@ -196,10 +206,11 @@ PHX_HD void detect_contacts(const ModelView<T>& m, const ConstraintWorkspace<T>&
     if (r1 > T(0) && r2 > T(0) && norm(p2 - p1) > r1 + r2) continue;  // planes have rbound 0
     GeomFrame<T> f1{p1, Mat3<T>::load(c.geom_xmat + 9 * g1)};
     GeomFrame<T> f2{p2, Mat3<T>::load(c.geom_xmat + 9 * g2)};
+    // a plane (infinite, normal its z axis) touches a bounding sphere only from below its top
+    if (m.geom_type[g1] == kGeomPlane && r2 > T(0) && dot(p2 - p1, f1.rot.col(2)) > r2) continue;
     ContactPoint<T> pts[kMaxPairContacts];
-    int n =
-        collide(geom_shape(m, g1, m.geom_size + 3 * g1), f1,
-                geom_shape(m, g2, m.geom_size + 3 * g2), f2, T(0), ccd_settings(m), pts, &overflow);
+    int n = collide(geom_shape(m, g1, m.geom_size + 3 * g1), f1,
+                    geom_shape(m, g2, m.geom_size + 3 * g2), f2, T(0), ccd, pts, &overflow);
     for (int i = 0; i < n; ++i) {
       if (ncon == m.nconmax) {
         overflow += n - i;
@@ -340,7 +351,56 @@ PHX_HD int build_rows(const ModelView<T>& m, const T* qpos, const T* qvel, const
   return nrow;
 }
 
-// Delassus matrix and free velocity term: Y = L^-1 J^T (rows), A = Y^T Y, b += J vfree.
+// First dof past the tree that dof d belongs to (tree: dof_treeadr).
+PHX_HD PHX_INLINE int tree_end(const int* tree, int nv, int d) {
+  int s = tree[d];
+  while (d < nv && tree[d] == s) ++d;
+  return d;
+}
+
+// The dof ranges a row of J reaches, as LcpProblem's factor wants them (4 ints): its first tree
+// and, when it reaches another, the range from the start of the second tree to the end of the
+// last. Exact for rows on at most two trees (contacts, joint limits), conservative beyond.
+template <class T>
+PHX_HD void row_span(const T* J, int nv, const int* tree, int* span) {
+  int d = 0;
+  while (d < nv && J[d] == T(0)) ++d;
+  if (d == nv) {
+    span[0] = span[1] = span[2] = span[3] = 0;
+    return;
+  }
+  span[0] = tree[d];
+  span[1] = tree_end(tree, nv, d);
+  int k = span[1], last = nv;
+  while (k < nv && J[k] == T(0)) ++k;
+  while (last > k && J[last - 1] == T(0)) --last;
+  span[2] = k < nv ? tree[k] : span[1];
+  span[3] = k < nv ? tree_end(tree, nv, last - 1) : span[1];
+}
+
+// The LCP of the rows in c; with nv > 0 also A's factor Y (span as delassus left it).
+template <class T>
+PHX_HD LcpProblem<T> lcp_problem(int nrow, const ConstraintWorkspace<T>& c, int nv = 0) {
+  LcpProblem<T> p;
+  p.n = nrow;
+  p.A = c.has_matrix ? c.A : nullptr;
+  p.b = c.b;
+  p.lo = c.lo;
+  p.hi = c.hi;
+  p.mu = c.mu;
+  p.findex = c.findex;
+  if (nv > 0) {
+    p.Y = c.Y;
+    p.span = c.span;
+    p.ncol = nv;
+  }
+  return p;
+}
+
+// Delassus matrix and free velocity term: Y = L^-1 J^T (rows), A = Y^T Y, b += J vfree. The
+// mass matrix couples no two dof trees, so Y's rows are zero beyond the trees of their J rows
+// (row_span), and A's entries are dot products over the trees two rows share. A is left unbuilt
+// (c.has_matrix false) when nothing will read it: PGS sweeps in a forward-only kernel.
 template <class T>
 PHX_HD void delassus(const ModelView<T>& m, int nrow, ConstraintWorkspace<T>& c) {
   int nv = m.nv;
@@ -350,26 +410,16 @@ PHX_HD void delassus(const ModelView<T>& m, int nrow, ConstraintWorkspace<T>& c)
     T* y = c.Y + long(r) * nv;
     c.b[r] += dot_n(J, c.vfree, nv);
     for (int d = 0; d < nv; ++d) y[d] = J[d];
+    row_span(J, nv, tree, c.span + 4 * r);
   }
   // L y_r = J_r, by dof trees: y_r is zero on the trees where J_r is
   cholesky_solve_lower_rows(c.L, nv, c.Y, nrow, tree);
-  // A = Y Y^T over the columns where both rows may be nonzero: from the first tree to the end of
-  // the last tree that each row reaches
-  for (int r = 0; r < nrow; ++r) {
-    const T* J = c.J + long(r) * nv;
-    int first = 0, last = nv;
-    while (first < nv && J[first] == T(0)) ++first;
-    while (last > first && J[last - 1] == T(0)) --last;
-    first = first < nv ? tree[first] : nv;
-    while (last > first && last < nv && tree[last] != last) ++last;
-    c.span[2 * r] = first;
-    c.span[2 * r + 1] = last;
-  }
+  c.has_matrix = !(c.forward_only && m.lcp_solver == kLcpPgs);
+  if (!c.has_matrix) return;
+  LcpProblem<T> p = lcp_problem(nrow, c, nv);
   for (int r = 0; r < nrow; ++r)
     for (int q = 0; q <= r; ++q) {
-      int a = c.span[2 * r] > c.span[2 * q] ? c.span[2 * r] : c.span[2 * q];
-      int e = c.span[2 * r + 1] < c.span[2 * q + 1] ? c.span[2 * r + 1] : c.span[2 * q + 1];
-      T s = e > a ? dot_n(c.Y + long(r) * nv + a, c.Y + long(q) * nv + a, e - a) : T(0);
+      T s = lcp_factor_entry(p, r, q);
       c.A[r * nrow + q] = s;
       c.A[q * nrow + r] = s;
     }
@@ -384,19 +434,6 @@ struct LcpSolution {
   int n = -1;
   const int* key = nullptr;  // (n) the rows' efc_key, may be null
 };
-
-template <class T>
-PHX_HD LcpProblem<T> lcp_problem(int nrow, const ConstraintWorkspace<T>& c) {
-  LcpProblem<T> p;
-  p.n = nrow;
-  p.A = c.A;
-  p.b = c.b;
-  p.lo = c.lo;
-  p.hi = c.hi;
-  p.mu = c.mu;
-  p.findex = c.findex;
-  return p;
-}
 
 // relative pivot below which the clamping-set system counts as rank deficient
 template <class T>
@@ -415,10 +452,10 @@ PHX_HD T lcp_rank_tol() {
 template <class T>
 PHX_HD T solve_lcp(const ModelView<T>& m, int nrow, int nprev, ConstraintWorkspace<T>& c,
                    const int* key, T* f, int* cls, int* hit) {
-  LcpProblem<T> p = lcp_problem(nrow, c);
+  LcpProblem<T> p = lcp_problem(nrow, c, m.nv);
   *hit = 0;
   c.factored_rank = -1;
-  if (m.lcp_solver == kLcpPgs) return pgs(p, f, m.lcp_iterations, T(1), c.lcp);
+  if (m.lcp_solver == kLcpPgs) return pgs(p, f, m.lcp_iterations, T(1), c.lcp, c.gs_vel);
   T tol = m.lcp_tolerance, rank_tol = lcp_rank_tol<T>();
   if (nprev > 0) {
     for (int r = 0; r < nrow; ++r) {
@@ -437,7 +474,7 @@ PHX_HD T solve_lcp(const ModelView<T>& m, int nrow, int nprev, ConstraintWorkspa
   }
   bool pivot_first = m.lcp_solver == kLcpDantzig;
   bool solved = pivot_first && dantzig(p, f, tol, rank_tol, 4, c.lcp, c.ilcp);
-  if (!solved) pgs(p, f, m.lcp_iterations, T(1), c.lcp);
+  if (!solved) pgs(p, f, m.lcp_iterations, T(1), c.lcp, c.gs_vel);
   if (stabilize(p, f, cls, tol, rank_tol, c.lcp, c.ilcp, &c.factored_rank) || pivot_first)
     return lcp_residual(p, f);
   // PGS's classification did not give an exact solution (too few sweeps on an ill-conditioned

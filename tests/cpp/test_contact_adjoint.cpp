@@ -22,7 +22,8 @@ using test::HostModel;
 
 // contacts and rows of one environment, with their storage
 struct ContactStore {
-  std::vector<int> ncon{0}, overflow{0}, geom, nefc{0}, nwarm{0}, set_hit{0}, efc_class, efc_key;
+  std::vector<int> ncon{0}, overflow{0}, ccd_iterations{0, 0}, geom, nefc{0}, nwarm{0}, set_hit{0},
+      efc_class, efc_key;
   std::vector<double> pos, frame, dist, efc_force;
   ContactView<double> view;
 
@@ -35,9 +36,9 @@ struct ContactStore {
     frame.resize(9 * nc);
     dist.resize(nc);
     efc_force.resize(ne);
-    view = {ncon.data(),      overflow.data(),  pos.data(),     frame.data(),
-            dist.data(),      geom.data(),      nefc.data(),    nwarm.data(),
-            set_hit.data(),   efc_class.data(), efc_force.data(), efc_key.data()};
+    view = {ncon.data(),      overflow.data(),  ccd_iterations.data(), pos.data(),   frame.data(),
+            dist.data(),      geom.data(),      nefc.data(),           nwarm.data(), set_hit.data(),
+            efc_class.data(), efc_force.data(), efc_key.data()};
   }
 };
 

@@ -266,6 +266,39 @@ TEST(ConvexGjk, BoxBoxDepthAndNormalMatchSeparatingAxes) {
   EXPECT_GE(exact, tested * 95 / 100);
 }
 
+TEST(ConvexGjk, CountsItsIterationsWithinTheBound) {
+  // two point cores (spheres) apart: GJK's second support repeats the first, one iteration and
+  // no EPA; overlapping boxes need both, within ccd.iterations (EPA may try one more to stop;
+  // two GJK iterations may not reach the overlap, and then EPA does not run); the counts add up
+  // over calls
+  const double r[1] = {0.2}, s[3] = {0.3, 0.2, 0.4};
+  GeomShape<double> ball = shape(kGeomSphere, r), box = shape(kGeomBox, s);
+  int counts[2] = {0, 0};
+  CcdSettings<double> ccd;
+  ccd.counts = counts;
+  convex_distance(ball, at({0, 0, 0}), ball, at({1, 0.3, 0}), ccd);
+  EXPECT_EQ(counts[0], 1);
+  EXPECT_EQ(counts[1], 0);
+  std::mt19937 rng(9);
+  for (int bound : {2, 35}) {
+    ccd.iterations = bound;
+    for (int trial = 0; trial < 20; ++trial) {
+      counts[0] = counts[1] = 0;
+      GeomFrame<double> g1 = at({0, 0, 0}, random_rotation(rng));
+      GeomFrame<double> g2 = at({0.1, -0.05, 0.08}, random_rotation(rng));
+      convex_distance(box, g1, box, g2, ccd);
+      EXPECT_GE(counts[0], 1);
+      EXPECT_LE(counts[0], bound);
+      EXPECT_GE(counts[1], bound > 2 ? 1 : 0) << counts[0];
+      EXPECT_LE(counts[1], bound + 1);
+      int once[2] = {counts[0], counts[1]};
+      convex_distance(box, g1, box, g2, ccd);
+      EXPECT_EQ(counts[0], 2 * once[0]);
+      EXPECT_EQ(counts[1], 2 * once[1]);
+    }
+  }
+}
+
 TEST(ConvexGjk, SeparatedPolytopesHaveASeparatingPlaneAtTheirDistance) {
   // optimality certificate of a separated pair: with u the normal, the gap between the
   // supporting planes, min_{x in 2} u.x - max_{x in 1} u.x, equals dist (and |w2 - w1| of the

@@ -287,6 +287,89 @@ TEST(Lcp, PgsAndDantzigAgreeOnRandomFrictionProblems) {
               worst_res_dz, worst_res_pgs, worst_diff, worst_float);
 }
 
+// A factored problem (A = Y Y^T) whose rows reach one or two of four blocks of 6 columns, as
+// contacts between free bodies do, and one row reaching three blocks through its second range.
+struct FactoredContacts {
+  static constexpr int kCols = 24;
+  Problem<> p;
+  std::vector<double> Y;
+  std::vector<int> span;
+
+  FactoredContacts(std::mt19937& rng, int ncontact)
+      : p(3 * ncontact), Y(3 * ncontact * kCols, 0.0), span(4 * 3 * ncontact) {
+    for (int c = 0; c < ncontact; ++c) {
+      int a = 6 * (c % 4), e = 6 * ((c + 1 + c / 4) % 4);
+      int r[4] = {a, a + 6, e, e + 6};
+      if (c % 3 == 0) r[2] = r[3] = r[1];  // one block
+      if (r[2] < r[0]) std::swap(r[0], r[2]), std::swap(r[1], r[3]);
+      if (c == 1) r[0] = 0, r[1] = 6, r[2] = 12, r[3] = 24;  // reaches blocks 0, 2 and 3
+      for (int k = 0; k < 3; ++k) {
+        int row = 3 * c + k;
+        for (int h = 0; h < 4; ++h) span[4 * row + h] = r[h];
+        for (int h = 0; h < 4; h += 2)
+          for (int d = r[h]; d < r[h + 1]; ++d)
+            Y[row * kCols + d] = c == 1 && d >= 12 && d < 18 ? 0.0 : uniform(rng, -1, 1);
+      }
+      p.b[3 * c] = uniform(rng, -1, 0.5);
+      for (int t = 1; t <= 2; ++t) {
+        p.b[3 * c + t] = uniform(rng, -1, 1);
+        p.findex[3 * c + t] = 3 * c;
+        p.mu[3 * c + t] = uniform(rng, 0.3, 0.9);
+      }
+    }
+    LcpProblem<double> v = view();
+    for (int i = 0; i < p.n; ++i)
+      for (int j = 0; j < p.n; ++j) p.A[i * p.n + j] = lcp_factor_entry(v, i, j);
+  }
+  LcpProblem<double> view() const {
+    LcpProblem<double> v = p.view();
+    v.Y = Y.data();
+    v.span = span.data();
+    v.ncol = kCols;
+    return v;
+  }
+};
+
+// The sweeps in velocity form (with A, or from the factor alone) follow the dense sweeps.
+TEST(Lcp, FactoredSweepsFollowTheDenseOnes) {
+  std::mt19937 rng(5);
+  const FactoredContacts fc(rng, 10);
+  const Problem<>& p = fc.p;
+  const int n = p.n, nc = FactoredContacts::kCols;
+  // A's entries from the factor are Y Y^T, zero where two rows share no block
+  int zeros = 0;
+  for (int i = 0; i < n; ++i)
+    for (int j = 0; j < n; ++j) {
+      double s = 0;
+      for (int d = 0; d < nc; ++d) s += fc.Y[i * nc + d] * fc.Y[j * nc + d];
+      EXPECT_NEAR(p.A[i * n + j], s, 1e-14 * (1 + std::abs(s)));
+      zeros += p.A[i * n + j] == 0.0;
+    }
+  EXPECT_GT(zeros, n * n / 5);
+  // the same sweeps from the same warm start, dense and in velocity form
+  std::vector<double> warm(n);
+  for (int i = 0; i < n; i += 3) warm[i] = uniform(rng, 0, 0.5);
+  for (int sweeps : {1, 7, 60}) {
+    std::vector<double> f_dense = warm, f_vel = warm, f_noA = warm, vel(nc, 0.0), step(n);
+    double r_dense = pgs(p.view(), f_dense.data(), sweeps, 1.0, step.data());
+    // without A, from the factor alone (diagonal and residual included)
+    LcpProblem<double> factor_only = fc.view();
+    factor_only.A = nullptr;
+    double r_noA = pgs(factor_only, f_noA.data(), sweeps, 1.0, step.data(), vel.data());
+    double r_vel = pgs(fc.view(), f_vel.data(), sweeps, 1.0, step.data(), vel.data());
+    EXPECT_LT(max_abs_diff(f_dense, f_vel), 1e-12) << sweeps;
+    EXPECT_NEAR(r_dense, r_vel, 1e-12) << sweeps;
+    EXPECT_EQ(f_noA, f_vel) << sweeps;
+    EXPECT_NEAR(r_dense, r_noA, 1e-12) << sweeps;
+    // the velocity form ran: vel holds Y^T f
+    for (int d = 0; d < nc; ++d) {
+      double s = 0;
+      for (int i = 0; i < n; ++i) s += fc.Y[i * nc + d] * f_vel[i];
+      EXPECT_NEAR(vel[d], s, 1e-12) << d;
+    }
+  }
+}
+
 TEST(Lcp, StabilizeSplitsRankDeficientContactsEvenly) {
   // Nimble appendix B: a 2D box (mass m) that cannot rotate rests on two contacts with the same
   // normal, so both columns of A are equal and A_CC = [1 1; 1 1] / m has rank 1. Any split of

@@ -352,18 +352,22 @@ PHX_HD bool solve_small(T (*A)[4], T* b, int n, T rel) {
   return true;
 }
 
-// The point of the simplex w[0..n) nearest the origin, by trying every face (subset) of it: the
+// The point of the simplex w[0..n) nearest the origin, by trying the faces (subsets) of it: the
 // nearest point is the projection onto the affine hull of the face containing it in its
 // interior, and every such projection with positive barycentric weights lies in the simplex, so
-// the nearest among those is the answer (15 subsets at most). Keeps only the vertices of that
-// face (in order) and writes their weights; returns the nearest point.
+// the nearest among those is the answer. Only faces with the newest point w[n-1] are tried (8
+// subsets at most): GJK adds a support point only when it lies beyond the plane through the
+// previous nearest point v normal to v (v . w < v . v), so the new simplex has points nearer
+// than v and the nearest face must contain w. Keeps only the vertices of that face (in order)
+// and writes their weights; returns the nearest point.
 template <class T>
 PHX_HD Vec3<T> simplex_nearest(MinkowskiPoint<T>* s, int& n, T* lambda) {
   T best_d2(-1);
-  int best_mask = 1;
+  const int newest = 1 << (n - 1);
+  int best_mask = newest;
   T best_l[4] = {T(1), T(0), T(0), T(0)};
-  Vec3<T> best_v = s[0].w;
-  for (int mask = 1; mask < (1 << n); ++mask) {
+  Vec3<T> best_v = s[n - 1].w;
+  for (int mask = newest; mask < (1 << n); ++mask) {
     int idx[4], k = 0;
     for (int i = 0; i < n; ++i)
       if (mask >> i & 1) idx[k++] = i;
@@ -414,6 +418,7 @@ struct GjkState {
   Vec3<T> v;  // nearest point of core1 - core2 to the origin
   T lambda[4] = {};
   bool overlap = false, far = false;
+  int iterations = 0;  // support points taken after the first
 };
 
 // GJK distance between the cores (Gilbert, Johnson, Keerthi 1988, with the face-enumeration
@@ -433,6 +438,7 @@ PHX_HD GjkState<T> gjk(const ConvexBody<T, T>& b1, const ConvexBody<T, T>& b2,
   g.v = g.simplex[0].w;
   T eps2 = ccd.tolerance * ccd.tolerance;
   for (int it = 0; it < iters; ++it) {
+    g.iterations = it + 1;
     T vv = dot(g.v, g.v);
     if (vv <= tiny<T>() * T(1e10)) {
       g.overlap = true;
@@ -493,6 +499,7 @@ struct EpaResult {
   Vec3<T> u;
   T depth = T(0);
   Vec3<T> a, b;
+  int iterations = 0;  // expansions tried
 };
 
 // Expanding polytope algorithm (van den Bergen 2001) from GJK's final simplex, blown up to a
@@ -554,6 +561,7 @@ PHX_HD EpaResult<T> epa(const ConvexBody<T, T>& b1, const ConvexBody<T, T>& b2,
   int iters = ccd.iterations < kMaxCcdIterations ? ccd.iterations : kMaxCcdIterations;
   int best = 0;
   for (int it = 0; it <= iters; ++it) {
+    r.iterations = it + 1;
     best = -1;
     for (int i = 0; i < nf; ++i)
       if (f[i].alive && (best < 0 || f[i].dist < f[best].dist)) best = i;
@@ -642,6 +650,7 @@ PHX_HD ConvexDistance<T> core_distance(const ConvexBody<T, T>& b1, const ConvexB
   ConvexDistance<T> d;
   *ok = true;
   GjkState<T> g = gjk(b1, b2, ccd, cutoff);
+  if (ccd.counts) ccd.counts[0] += g.iterations;
   if (!g.overlap) {
     T len = norm(g.v);
     d.far = g.far;
@@ -654,6 +663,7 @@ PHX_HD ConvexDistance<T> core_distance(const ConvexBody<T, T>& b1, const ConvexB
     return d;
   }
   EpaResult<T> e = epa(b1, b2, g, ccd);
+  if (ccd.counts) ccd.counts[1] += e.iterations;
   if (!e.ok) {  // flat difference: coincident centres or crossing segments
     *ok = false;
     d.dist = T(0);

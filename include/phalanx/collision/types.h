@@ -86,6 +86,7 @@ template <class T>
 struct CcdSettings {
   int iterations = 35;
   T tolerance = T(1e-6);
+  int* counts = nullptr;  // when set, GJK adds its iterations to counts[0] and EPA to counts[1]
 };
 
 // One contact point of a geom pair, in MuJoCo's convention: the normal points from geom1 to

@@ -15,11 +15,14 @@ PHX_HD ScratchSize scratch_size(const ModelView<T>& m) {
   return carved_size<StepScratch<T>, T>(m);
 }
 
-// StepScratch over one environment's scratch
+// StepScratch over one environment's scratch, for kernels that only step forward (no reverse
+// pass or Jacobian reads their steps' constraint matrices)
 template <class T>
 PHX_HD StepScratch<T> step_scratch(const ModelView<T>& m, Scratch<T> scratch) {
   Arena<T> arena(scratch);
-  return StepScratch<T>::carve(m, arena);
+  StepScratch<T> x = StepScratch<T>::carve(m, arena);
+  x.c.forward_only = true;
+  return x;
 }
 
 // nstep Euler steps of each environment, state updated in place; ctrl held constant
@@ -100,6 +103,8 @@ struct RolloutKernel {
         c[kCountWarmRows] = on ? con.nwarm[e] : 0;
         c[kCountSetHit] = on ? con.set_hit[e] : 0;
         c[kCountOverflow] = on ? con.overflow[e] : 0;
+        c[kCountGjkIterations] = on ? con.ccd_iterations[2 * e] : 0;
+        c[kCountEpaIterations] = on ? con.ccd_iterations[2 * e + 1] : 0;
       }
     }
     status[e] = bits;
