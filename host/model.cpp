@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cctype>
 #include <cmath>
+#include <initializer_list>
 #include <sstream>
 #include <stdexcept>
 #include <string>
@@ -43,6 +44,13 @@ void check_range(const std::vector<int>& v, const std::string& field, int lo, in
                          std::to_string(hi) + ")");
     }
   }
+}
+
+// v = n copies of value when v is empty (a field its builder left to the default)
+template <class V>
+void fill_default(V& v, int n, std::initializer_list<typename V::value_type> value) {
+  if (!v.empty()) return;
+  for (int i = 0; i < n; i++) v.insert(v.end(), value);
 }
 
 // v sorted in non-decreasing order (joints and geoms are grouped by body)
@@ -153,6 +161,14 @@ void Model::finalize() {
   check_size(geom_size, "geom_size", 3 * static_cast<size_t>(ngeom));
   update_rbound();
   if (geom_restitution.size() != static_cast<size_t>(ngeom)) geom_restitution.assign(ngeom, 0);
+  fill_default(dof_frictionloss, nv, {0.0});
+  // actuators given without a gain and bias are motors: fixed gain 1, no bias, no force limit
+  fill_default(actuator_gaintype, nu, {kGainFixed});
+  fill_default(actuator_biastype, nu, {kBiasNone});
+  fill_default(actuator_gainprm, nu, {1.0, 0.0, 0.0});
+  fill_default(actuator_biasprm, nu, {0.0, 0.0, 0.0});
+  fill_default(actuator_forcelimited, nu, {0});
+  fill_default(actuator_forcerange, nu, {0.0, 0.0});
 
   // candidate collision pairs and the contact capacity
   compute_pairs();
@@ -279,6 +295,20 @@ void Model::validate() const {
   validate_geom_data();
   check_range(actuator_trnid, "actuator_trnid", 0, njnt);
   check_range(actuator_ctrllimited, "actuator_ctrllimited", 0, 2);
+  for (int d = 0; d < nv; d++)
+    if (!(dof_frictionloss[d] >= 0) || !std::isfinite(dof_frictionloss[d]))
+      invalid("dof_frictionloss", "entry " + std::to_string(d) + " must be finite and >= 0");
+  check_range(actuator_gaintype, "actuator_gaintype", kGainFixed, kGainAffine + 1);
+  check_range(actuator_biastype, "actuator_biastype", kBiasNone, kBiasAffine + 1);
+  check_range(actuator_forcelimited, "actuator_forcelimited", 0, 2);
+  for (int u = 0; u < nu; u++) {
+    int t = jnt_type[actuator_trnid[u]];
+    if (t != kJointHinge && t != kJointSlide)
+      invalid("actuator_trnid", "actuator " + std::to_string(u) + " moves a " + kJointTypeNames[t] +
+                                    " joint; actuators move hinge or slide joints");
+    if (actuator_forcelimited[u] && !(actuator_forcerange[2 * u] <= actuator_forcerange[2 * u + 1]))
+      invalid("actuator_forcerange", "actuator " + std::to_string(u) + " has lower > upper limit");
+  }
   for (int k = 0; k < kNumParams; ++k) {
     check_param_values(k, param_field(k), 1);
     const std::vector<double>& batch = param_batch[k];

@@ -192,8 +192,6 @@ void Converter::joints() {
     if (type < mjJNT_FREE || type > mjJNT_HINGE) fail(what, "unknown joint type");
     // what changes the dynamics and Phalanx lacks (the MJCF loader's refusals)
     for (int d = dadr; d < dadr + nv; d++) {
-      if (m->dof_frictionloss[d] != 0 && !frictionloss_disabled_)
-        fail(what, "frictionloss is not supported (no dry friction)");
       if (!all_zero(m->dof_dampingpoly + mjNPOLY * d, mjNPOLY))
         fail(what, "polynomial stiffness or damping is not supported");
     }
@@ -225,6 +223,7 @@ void Converter::joints() {
     for (int d = dadr; d < dadr + nv; d++) {
       o.dof_armature.push_back(m->dof_armature[d]);
       o.dof_damping.push_back(damper_disabled_ ? 0.0 : m->dof_damping[d]);
+      o.dof_frictionloss.push_back(frictionloss_disabled_ ? 0.0 : m->dof_frictionloss[d]);
     }
   }
 }
@@ -463,7 +462,8 @@ void Converter::actuators() {
     if (m->actuator_plugin[i] >= 0) fail(what, "plugins are not supported");
     int dyn = m->actuator_dyntype[i], gaintype = m->actuator_gaintype[i];
     int bias = m->actuator_biastype[i];
-    if (dyn != mjDYN_NONE || gaintype != mjGAIN_FIXED || bias != mjBIAS_NONE) {
+    if (dyn != mjDYN_NONE || (gaintype != mjGAIN_FIXED && gaintype != mjGAIN_AFFINE) ||
+        (bias != mjBIAS_NONE && bias != mjBIAS_AFFINE)) {
       const char* dyns[] = {"none",   "integrator", "filter", "filterexact",
                             "muscle", "dcmotor",    "pid",    "user"};
       const char* gains[] = {"fixed", "affine", "muscle", "dcmotor", "so3", "pid", "user"};
@@ -472,14 +472,13 @@ void Converter::actuators() {
         return v >= 0 && v < n ? std::string(names[v]) : std::to_string(v);
       };
       fail(what,
-           "is not a motor, and only motors are supported (fixed gain, no bias, no "
-           "activation dynamics); it has dyntype " +
-               str(dyn, dyns, 8) + ", gaintype " + str(gaintype, gains, 7) + ", biastype " +
-               str(bias, biases, 6));
+           "has dyntype " + str(dyn, dyns, 8) + ", gaintype " + str(gaintype, gains, 7) +
+               ", biastype " + str(bias, biases, 6) +
+               "; supported are dyntype none with fixed or affine gains and no or affine biases "
+               "(motor, position, velocity, damper, general)");
     }
     if (m->actuator_ctrlnum[i] != 1)
       fail(what, "actuators with several controls are not supported");
-    if (m->actuator_forcelimited[i]) fail(what, "force limits (forcerange) are not supported");
     if (m->actuator_damping[i] != 0 || !all_zero(m->actuator_dampingpoly + mjNPOLY * i, mjNPOLY) ||
         m->actuator_armature[i] != 0 || m->actuator_delay[i] != 0)
       fail(what, "actuator damping, armature and delay are not supported");
@@ -488,7 +487,7 @@ void Converter::actuators() {
     int joint = -1;
     double coef = 1;
     int trn = m->actuator_trntype[i], id = m->actuator_trnid[2 * i];
-    if (trn == mjTRN_JOINT) {
+    if (trn == mjTRN_JOINT || trn == mjTRN_JOINTINPARENT) {
       joint = id;
     } else if (trn == mjTRN_TENDON) {
       int nonzero = 0;
@@ -511,16 +510,29 @@ void Converter::actuators() {
                      "' is not supported");
     }
     if (m->jnt_type[joint] == mjJNT_FREE || m->jnt_type[joint] == mjJNT_BALL)
-      fail(what, "motors on free or ball joints are not supported");
+      fail(what, "actuators on free or ball joints are not supported");
+    // the parameters the gain and bias types read (MuJoCo ignores the others)
     const double* gain = m->actuator_gainprm + mjNGAIN * i;
-    if (!all_zero(gain + 1, mjNGAIN - 1))
-      fail(what, "gain parameters other than gainprm[0] are not supported");
+    const double* biasprm = m->actuator_biasprm + mjNBIAS * i;
+    if (gaintype == mjGAIN_AFFINE && !all_zero(gain + 3, mjNGAIN - 3))
+      fail(what, "affine gain parameters beyond gainprm[2] are not supported");
+    if (bias == mjBIAS_AFFINE && !all_zero(biasprm + 3, mjNBIAS - 3))
+      fail(what, "affine bias parameters beyond biasprm[2] are not supported");
     int c = m->actuator_ctrladr[i];
     o.actuator_trnid.push_back(joint);
     o.actuator_ctrllimited.push_back(m->actuator_ctrllimited[c] && !clampctrl_disabled_ ? 1 : 0);
-    o.actuator_gear.push_back(m->actuator_gear[6 * i] * gain[0] * coef);
+    o.actuator_gear.push_back(m->actuator_gear[6 * i] * coef);
     o.actuator_ctrlrange.push_back(m->actuator_ctrlrange[2 * c]);
     o.actuator_ctrlrange.push_back(m->actuator_ctrlrange[2 * c + 1]);
+    o.actuator_gaintype.push_back(gaintype == mjGAIN_AFFINE ? kGainAffine : kGainFixed);
+    o.actuator_biastype.push_back(bias == mjBIAS_AFFINE ? kBiasAffine : kBiasNone);
+    for (int k = 0; k < 3; k++) {
+      o.actuator_gainprm.push_back(gaintype == mjGAIN_AFFINE || k == 0 ? gain[k] : 0.0);
+      o.actuator_biasprm.push_back(bias == mjBIAS_AFFINE ? biasprm[k] : 0.0);
+    }
+    o.actuator_forcelimited.push_back(m->actuator_forcelimited[i] ? 1 : 0);
+    o.actuator_forcerange.push_back(m->actuator_forcerange[2 * i]);
+    o.actuator_forcerange.push_back(m->actuator_forcerange[2 * i + 1]);
     o.actuator_names.push_back(name(m->name_actuatoradr, i));
   }
 }

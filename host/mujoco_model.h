@@ -25,16 +25,19 @@ extern const int kMujocoHeaderVersion;
 // joints, dofs and geoms with their frames, masses, inertias, sizes, friction and contact
 // filters; meshes as their convex hulls (hull vertices, vertex adjacency, faces counter-clockwise
 // about their outward normals, vertex ids local to the mesh); height fields; contact exclusions;
-// motors (joint transmission or a fixed tendon moving a single joint, fixed gain, no bias, no
-// dynamics: gear = gear[0] x gainprm[0] x tendon coefficient); names. Disable flags are applied
-// (contact or constraint: contype = conaffinity = 0 and opt.contact off; limit:
-// jnt_limited = 0 and opt.limit off; spring, damper, gravity, clampctrl: the coefficients,
-// gravity or ctrllimited set to 0).
+// dof friction loss; actuators without activation dynamics (motor, position, velocity, damper,
+// general with fixed or affine gain and no or affine bias; joint or jointinparent transmission on a
+// hinge or slide, or a fixed tendon moving a single joint: gear = gear[0] x tendon coefficient;
+// gainprm and biasprm up to their third entry; ctrl and force ranges); names. Disable flags are
+// applied (contact or constraint: contype = conaffinity = 0 and opt.contact off; limit: jnt_limited
+// = 0 and opt.limit off; spring, damper, gravity, clampctrl: the coefficients, gravity or
+// ctrllimited set to 0).
 //
 // Throws std::runtime_error naming the element ("joint 'hip' (id 3)") for physics Phalanx does not
 // simulate: equality constraints, tendons with forces (limits, stiffness, damping, friction loss,
-// armature), actuators other than motors, actuator force limits, damping, armature or delay,
-// motors on free or ball joints, friction loss, polynomial stiffness or damping, plasticity,
+// armature), actuators with activation dynamics (integrator, filter, muscle) or muscle, dcmotor,
+// so3 or pid gains and biases, actuator damping, armature or delay, actuators on free or ball
+// joints, polynomial stiffness or damping, plasticity,
 // actuator gravity compensation, joint actuator force limits, limits of ball joints, mocap
 // bodies, gravity compensation, explicit contact pairs, flexes, plugins, SDF geoms, surface
 // velocity, adhesion, fluid shapes, disabled actuation or parent filtering, and a colliding geom

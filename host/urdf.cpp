@@ -76,7 +76,7 @@ struct Joint {
   double axis[3] = {1, 0, 0};
   bool has_limit = false;
   double lower = 0, upper = 0;
-  double damping = 0;
+  double damping = 0, friction = 0;
 };
 
 class UrdfReader {
@@ -309,11 +309,10 @@ void UrdfReader::read_joint(pugi::xml_node node) {
       }
     } else if (tag == "dynamics") {
       j.damping = number(c, "damping", 0);
-      if (number(c, "friction", 0) != 0) {
-        fail(c, what + ": dynamics friction is not supported (no dry friction)");
-      }
+      j.friction = number(c, "friction", 0);
+      if (!(j.friction >= 0)) fail(c, what + ": dynamics friction must be >= 0");
     } else if (tag == "mimic") {
-      fail(c, what + ": mimic joints are not supported");
+      ignore(c, "joint/mimic (the joint moves on its own: no coupling)");
     } else if (tag == "safety_controller" || tag == "calibration") {
       ignore(c, std::string(tag));
     } else if (tag != "origin") {
@@ -503,6 +502,7 @@ void UrdfReader::add_joint(Model& m, const Joint& j, int body, int parent_body) 
   }
   for (int d = 0; d < joint_nv(type); d++) {
     m.dof_damping.push_back(j.damping);
+    m.dof_frictionloss.push_back(j.friction);
     m.dof_armature.push_back(0);
   }
 }

@@ -18,7 +18,9 @@ inline int constraint_capacity(const Model& m) {
     bool scalar = m.jnt_type[j] == kJointHinge || m.jnt_type[j] == kJointSlide;
     nlimit += m.opt.limit && scalar && m.jnt_limited[j];
   }
-  return 3 * (m.opt.contact ? m.nconmax : 0) + nlimit;
+  int nfriction = 0;
+  for (int d = 0; d < m.nv; ++d) nfriction += m.dof_frictionloss[d] > 0;
+  return 3 * (m.opt.contact ? m.nconmax : 0) + nlimit + nfriction;
 }
 
 // real(const std::vector<double>&) -> const T*, integer(const std::vector<int>&) -> const int*

@@ -1,5 +1,6 @@
 """Helpers for tests that compare Phalanx with other simulators: random states, a
-norm-relative closeness check, and where reference models are installed."""
+norm-relative closeness check, where reference models are installed, and step-by-step reference
+gradients."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ import pathlib
 
 import numpy as np
 
+from . import step, step_vjp
 from ._phalanx import JOINT_TYPES, Model
 
 # the core's joint types (MuJoCo's numbering)
@@ -119,3 +121,25 @@ def assert_close(actual, desired, rtol: float, what: str = "") -> float:
             f"desired {np.asarray(desired)[e].ravel()[:8]} ..."
         )
     return worst
+
+
+def chained_vjp(model: Model, qpos, qvel, ctrl, adj_qpos, adj_qvel,
+                parameters=()) -> dict[str, np.ndarray]:
+    """Gradients of L = <adj_qpos, qpos_T> + <adj_qvel, qvel_T> after the steps of ctrl (E, T, nu)
+    by phalanx.step forward and phalanx.step_vjp backward, one step at a time (a reference for
+    taped gradients): {"qpos", "qvel", "ctrl" (E, T, nu), and each named parameter summed over
+    the environments}."""
+    states = [(qpos, qvel)]
+    for t in range(ctrl.shape[1]):
+        q, v, _ = step(model, *states[-1], ctrl[:, t])
+        states.append((q, v))
+    gq, gv = np.array(adj_qpos, np.float64), np.array(adj_qvel, np.float64)
+    out = {"ctrl": np.zeros(ctrl.shape)}
+    out.update({p: 0.0 for p in parameters})
+    for t in reversed(range(ctrl.shape[1])):
+        g = step_vjp(model, *states[t], np.ascontiguousarray(ctrl[:, t]), gq, gv)
+        gq, gv, out["ctrl"][:, t] = g["qpos"], g["qvel"], g["ctrl"]
+        for p in parameters:
+            out[p] = out[p] + g[p].sum(axis=0)
+    out["qpos"], out["qvel"] = gq, gv
+    return out

@@ -44,6 +44,11 @@ inline constexpr const char* kJointTypeNames[] = {
 inline constexpr const char* kGeomTypeNames[] = {PHX_GEOM_TYPES(PHX_TYPE_NAME)};
 #undef PHX_TYPE_NAME
 
+// An actuator's gain and bias (Model::actuator_gaintype, actuator_biastype), numbered as MuJoCo's
+// mjtGain and mjtBias.
+enum ActuatorGain : int { kGainFixed = 0, kGainAffine = 1 };
+enum ActuatorBias : int { kBiasNone = 0, kBiasAffine = 1 };
+
 // number of qpos and qvel coordinates of each joint type
 PHX_HD constexpr int joint_nq(int type) {
   return type == kJointFree ? 7 : type == kJointBall ? 4 : 1;

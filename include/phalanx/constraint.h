@@ -270,9 +270,15 @@ PHX_HD PHX_INLINE NormalCorrection<T> normal_correction(const ModelView<S>& m, T
   return {vn < T(0) ? e * vn : T(0), depth < T(0) ? m.erp * depth / m.timestep : T(0)};
 }
 
-// Rows of the contacts and active joint limits: J, bounds, friction links, and b without the
-// unconstrained velocity term. Returns the number of rows. Row keys of contacts were set by
-// detect_contacts in efc_key[contact]; this spreads them to the rows.
+// The row key of dof d's friction loss, below every joint limit's (-1 - 2 j - side).
+template <class T>
+PHX_HD PHX_INLINE int friction_loss_key(const ModelView<T>& m, int d) {
+  return -1 - 2 * m.njnt - d;
+}
+
+// Rows of the contacts, active joint limits and friction losses: J, bounds, friction links, and
+// b without the unconstrained velocity term. Returns the number of rows. Row keys of contacts were
+// set by detect_contacts in efc_key[contact]; this spreads them to the rows.
 template <class T>
 PHX_HD int build_rows(const ModelView<T>& m, const T* qpos, const T* qvel, const Workspace<T>& w,
                       ConstraintWorkspace<T>& c, ContactView<T>& cv) {
@@ -346,6 +352,23 @@ PHX_HD int build_rows(const ModelView<T>& m, const T* qpos, const T* qvel, const
       cv.efc_key[nrow] = -1 - 2 * j - (sign < T(0) ? 1 : 0);
       ++nrow;
     }
+  }
+
+  // friction loss: a row per dof with dry friction, its impulse within +-frictionloss dt and its
+  // velocity driven to zero (MuJoCo's frictionloss, as a hard boxed row)
+  for (int d = 0; d < nv; ++d) {
+    T loss = m.dof_frictionloss[d];
+    if (!(loss > T(0))) continue;
+    T* J = c.J + long(nrow) * nv;
+    for (int k = 0; k < nv; ++k) J[k] = T(0);
+    J[d] = T(1);
+    c.lo[nrow] = -loss * m.timestep;
+    c.hi[nrow] = loss * m.timestep;
+    c.findex[nrow] = -1;
+    c.mu[nrow] = T(0);
+    c.b[nrow] = T(0);
+    cv.efc_key[nrow] = friction_loss_key(m, d);
+    ++nrow;
   }
   *cv.nefc = nrow;
   return nrow;

@@ -462,8 +462,8 @@ PHX_HD PHX_INLINE void adj_lcp_stage(const ModelView<S>& m, const LcpProblem<S>&
 
 // The corrections in b of the contact rows (the branch build_rows took) and the friction
 // coefficients, then the joint limits' (J constant, corr = erp (dist + slop) / dt with
-// dist = +-(q - bound)): to adj_qvel, adj_qpos, the restitution and friction adjoints,
-// s.adj_dist, and adj_J's bounce term
+// dist = +-(q - bound); friction-loss rows have none): to adj_qvel, adj_qpos, the restitution and
+// friction adjoints, s.adj_dist, and adj_J's bounce term
 template <class T, class S>
 PHX_HD PHX_INLINE void adj_row_corrections(const ModelView<S>& m, const T* qpos, const T* qvel,
                                            int nrow, const ConstraintWorkspace<S>& c,
@@ -506,6 +506,7 @@ PHX_HD PHX_INLINE void adj_row_corrections(const ModelView<S>& m, const T* qpos,
   if (nbounce > 0) adj_J.add(s.bounce, qvel, T(1));
   for (int r = row; r < nrow; ++r) {
     int key = -1 - cv.efc_key[r];
+    if (key >= 2 * m.njnt) continue;  // friction loss: J and b constant
     int j = key / 2;
     T sign = key % 2 ? T(-1) : T(1);
     int qa = m.jnt_qposadr[j];
@@ -597,7 +598,7 @@ PHX_HD void adj_constrained_velocity(const ModelView<S>& m, const T* qpos, const
   adj_rnea(m, qvel, static_cast<const T*>(nullptr), w, a, s.adj_bias, adj_qvel,
            static_cast<T*>(nullptr));
   adj_passive(m, qpos, qvel, s.adj_qfrc, adj_qpos, adj_qvel, adj_model);
-  adj_actuation(m, ctrl, s.adj_qfrc, adj_ctrl, adj_model);
+  adj_actuation(m, qpos, qvel, ctrl, s.adj_qfrc, adj_qpos, adj_qvel, adj_ctrl, adj_model);
   if constexpr (write_out) {
     adj_J.write(s.adj_J, nrow, nv);
     adj_contact_rows(m, w, c, cv, DenseEntries<T>{s.adj_J, nv}, s, a, adj_contact);

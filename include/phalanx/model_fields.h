@@ -92,6 +92,7 @@
   X(int, dof_treeadr, nv, 1, "first dof of the dof's tree: the mass matrix couples no two trees") \
   X(real, dof_armature, nv, 1, "armature inertia added to the mass matrix's diagonal")          \
   X(real, dof_damping, nv, 1, "viscous damping coefficient")                                    \
+  X(real, dof_frictionloss, nv, 1, "dry friction (N or N m): a row of impulse within +-it dt")  \
   /* geoms */                                                                                    \
   X(int, geom_type, ngeom, 1, "GeomType: 0 plane, 2 sphere, 3 capsule, 6 box, ...")             \
   X(int, geom_bodyid, ngeom, 1, "id of the geom's body")                                        \
@@ -129,11 +130,22 @@
   /* geom pairs that may collide, in deterministic order (g1 < g2) */                            \
   X(int, pair_geom, npair, 2, "candidate collision pairs after MuJoCo's filters")               \
   X(int, exclude_bodies, nexclude, 2, "body pairs whose geoms never collide (MJCF <exclude>)")   \
-  /* actuators: motors on one joint, force = gear * clamp(ctrl, ctrlrange) */                    \
-  X(int, actuator_trnid, nu, 1, "id of the transmission joint")                                 \
+  /* actuators: MuJoCo's general model without activation state, on one hinge or slide          \
+     joint: length L = gear q, velocity V = gear qvel, force = gain ctrl + bias with            \
+     gain = gainprm[0] (+ gainprm[1] L + gainprm[2] V when affine) and bias = 0 or              \
+     biasprm[0] + biasprm[1] L + biasprm[2] V (affine), ctrl and force clamped where            \
+     limited; qfrc += gear force. A motor: fixed gain 1, no bias. <position>: gain kp,          \
+     bias (0, -kp, -kv). */                                                                     \
+  X(int, actuator_trnid, nu, 1, "id of the transmission joint (hinge or slide)")                \
   X(int, actuator_ctrllimited, nu, 1, "is ctrl clamped to ctrlrange (0 or 1)")                  \
   X(real, actuator_gear, nu, 1, "scalar gear ratio")                                            \
-  X(real, actuator_ctrlrange, nu, 2, "ctrl limits")
+  X(real, actuator_ctrlrange, nu, 2, "ctrl limits")                                             \
+  X(int, actuator_gaintype, nu, 1, "ActuatorGain: 0 fixed, 1 affine (MuJoCo's mjtGain)")        \
+  X(int, actuator_biastype, nu, 1, "ActuatorBias: 0 none, 1 affine (MuJoCo's mjtBias)")         \
+  X(real, actuator_gainprm, nu, 3, "gain: constant, length and velocity coefficients")          \
+  X(real, actuator_biasprm, nu, 3, "bias: constant, length and velocity coefficients")          \
+  X(int, actuator_forcelimited, nu, 1, "is the force clamped to forcerange (0 or 1)")           \
+  X(real, actuator_forcerange, nu, 2, "force limits")
 
 // The differentiable parameters, in the order of every parameter list (gradients,
 // parameter-Jacobian columns, per-environment values): X(Name, field, check), `field` a real
@@ -147,7 +159,9 @@
   X(DofArmature, dof_armature, kCheckFinite)                                                     \
   X(JntStiffness, jnt_stiffness, kCheckFinite)                                                   \
   X(ActuatorGear, actuator_gear, kCheckFinite)                                                   \
-  X(BodyIpos, body_ipos, kCheckFinite)
+  X(BodyIpos, body_ipos, kCheckFinite)                                                           \
+  X(ActuatorGainprm, actuator_gainprm, kCheckFinite)                                             \
+  X(ActuatorBiasprm, actuator_biasprm, kCheckFinite)
 #define PHX_CONTACT_PARAMS(X)                                                                    \
   X(GeomFriction, geom_friction, kCheckNonNegative)                                              \
   X(GeomRestitution, geom_restitution, kCheckUnitInterval)                                       \

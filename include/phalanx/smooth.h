@@ -94,15 +94,50 @@ PHX_HD void passive(const ModelView<T>& m, const T* qpos, const T* qvel, T* qfrc
   }
 }
 
-// Actuation: qfrc += gear * ctrl, ctrl clamped to ctrlrange where limited.
+// One actuator's force and what it was made of (MuJoCo's mj_fwdActuation without activation
+// dynamics): the joint's length L = gear q and velocity V = gear qvel, ctrl clamped to
+// ctrlrange where limited, force = gain ctrl + bias (Model's actuator_gaintype, _biastype)
+// clamped to forcerange where limited. The `inside` flags say a clamp was not active.
 template <class T>
-PHX_HD void actuation(const ModelView<T>& m, const T* ctrl, T* qfrc) {
+struct ActuatorForce {
+  T ctrl, length, velocity, gain, force;
+  bool ctrl_inside = true, force_inside = true;
+};
+
+template <class T, class S>
+PHX_HD PHX_INLINE ActuatorForce<T> actuator_force(const ModelView<S>& m, int u, const T* qpos,
+                                                  const T* qvel, const T* ctrl) {
+  ActuatorForce<T> a;
+  const int j = m.actuator_trnid[u];
+  const S gear = m.actuator_gear[u];
+  const S* g = m.actuator_gainprm + 3 * u;
+  const S* b = m.actuator_biasprm + 3 * u;
+  a.ctrl = ctrl[u];
+  if (m.actuator_ctrllimited[u]) {
+    S lo = m.actuator_ctrlrange[2 * u], hi = m.actuator_ctrlrange[2 * u + 1];
+    a.ctrl_inside = a.ctrl >= lo && a.ctrl <= hi;
+    a.ctrl = clamp(a.ctrl, T(lo), T(hi));
+  }
+  a.length = gear * qpos[m.jnt_qposadr[j]];
+  a.velocity = gear * qvel[m.jnt_dofadr[j]];
+  a.gain = T(g[0]);
+  if (m.actuator_gaintype[u] == kGainAffine) a.gain += g[1] * a.length + g[2] * a.velocity;
+  a.force = a.gain * a.ctrl;
+  if (m.actuator_biastype[u] == kBiasAffine) a.force += b[0] + b[1] * a.length + b[2] * a.velocity;
+  if (m.actuator_forcelimited[u]) {
+    S lo = m.actuator_forcerange[2 * u], hi = m.actuator_forcerange[2 * u + 1];
+    a.force_inside = a.force >= lo && a.force <= hi;
+    a.force = clamp(a.force, T(lo), T(hi));
+  }
+  return a;
+}
+
+// Actuation: qfrc += gear * force of each actuator (actuator_force) on its joint's dof.
+template <class T>
+PHX_HD void actuation(const ModelView<T>& m, const T* qpos, const T* qvel, const T* ctrl, T* qfrc) {
   for (int u = 0; u < m.nu; ++u) {
-    T c = ctrl[u];
-    if (m.actuator_ctrllimited[u]) {
-      c = clamp(c, m.actuator_ctrlrange[2 * u], m.actuator_ctrlrange[2 * u + 1]);
-    }
-    qfrc[m.jnt_dofadr[m.actuator_trnid[u]]] += m.actuator_gear[u] * c;
+    ActuatorForce<T> a = actuator_force(m, u, qpos, qvel, ctrl);
+    qfrc[m.jnt_dofadr[m.actuator_trnid[u]]] += m.actuator_gear[u] * a.force;
   }
 }
 
@@ -246,21 +281,53 @@ PHX_HD void adj_passive(const ModelView<S>& m, const T* qpos, const T* qvel, con
   }
 }
 
-// Adjoint of actuation: from adj_qfrc to adj_ctrl (zero where the clamp is active) and gear.
+// Adjoint of actuation: from adj_qfrc to adj_ctrl (zero where the ctrl clamp is active), the
+// joint's qpos and qvel (through affine gains and biases), gear and the gain and bias
+// parameters; nothing passes a force clamp that is active.
 template <class T, class S>
-PHX_HD void adj_actuation(const ModelView<S>& m, const T* ctrl, const T* adj_qfrc, T* adj_ctrl,
+PHX_HD void adj_actuation(const ModelView<S>& m, const T* qpos, const T* qvel, const T* ctrl,
+                          const T* adj_qfrc, T* adj_qpos, T* adj_qvel, T* adj_ctrl,
                           const ModelAdjoint<T>& adj_model) {
   for (int u = 0; u < m.nu; ++u) {
-    T c = ctrl[u];
-    bool inside = true;
-    if (m.actuator_ctrllimited[u]) {
-      T lo = m.actuator_ctrlrange[2 * u], hi = m.actuator_ctrlrange[2 * u + 1];
-      inside = c >= lo && c <= hi;
-      c = clamp(c, lo, hi);
+    const int j = m.actuator_trnid[u], qa = m.jnt_qposadr[j], da = m.jnt_dofadr[j];
+    const S gear = m.actuator_gear[u];
+    const S* g = m.actuator_gainprm + 3 * u;
+    const S* b = m.actuator_biasprm + 3 * u;
+    ActuatorForce<T> a = actuator_force(m, u, qpos, qvel, ctrl);
+    T adj_out = adj_qfrc[da];
+    T adj_gear = a.force * adj_out;
+    T adj_force = a.force_inside ? gear * adj_out : T(0);
+    if (a.ctrl_inside) adj_ctrl[u] += a.gain * adj_force;
+    // d force / d (L, V) through the affine gain (times ctrl) and bias
+    T adj_len(0), adj_vel(0);
+    const bool affine_gain = m.actuator_gaintype[u] == kGainAffine;
+    const bool affine_bias = m.actuator_biastype[u] == kBiasAffine;
+    if (affine_gain) {
+      adj_len += g[1] * a.ctrl * adj_force;
+      adj_vel += g[2] * a.ctrl * adj_force;
     }
-    T g = adj_qfrc[m.jnt_dofadr[m.actuator_trnid[u]]];
-    if (inside) adj_ctrl[u] += m.actuator_gear[u] * g;
-    if (adj_model.actuator_gear) adj_model.actuator_gear[u] += c * g;
+    if (affine_bias) {
+      adj_len += b[1] * adj_force;
+      adj_vel += b[2] * adj_force;
+    }
+    adj_qpos[qa] += gear * adj_len;
+    adj_qvel[da] += gear * adj_vel;
+    adj_gear += qpos[qa] * adj_len + qvel[da] * adj_vel;
+    if (adj_model.actuator_gear) adj_model.actuator_gear[u] += adj_gear;
+    if (adj_model.actuator_gainprm) {
+      T* ag = adj_model.actuator_gainprm + 3 * u;
+      ag[0] += a.ctrl * adj_force;
+      if (affine_gain) {
+        ag[1] += a.length * a.ctrl * adj_force;
+        ag[2] += a.velocity * a.ctrl * adj_force;
+      }
+    }
+    if (adj_model.actuator_biasprm && affine_bias) {
+      T* ab = adj_model.actuator_biasprm + 3 * u;
+      ab[0] += adj_force;
+      ab[1] += a.length * adj_force;
+      ab[2] += a.velocity * adj_force;
+    }
   }
 }
 

@@ -37,7 +37,7 @@ template <class T>
 PHX_HD void applied_forces(const ModelView<T>& m, const T* qpos, const T* qvel, const T* ctrl,
                            const T* qfrc_applied, T* qfrc) {
   passive(m, qpos, qvel, qfrc);
-  actuation(m, ctrl, qfrc);
+  actuation(m, qpos, qvel, ctrl, qfrc);
   if (qfrc_applied)
     for (int d = 0; d < m.nv; ++d) qfrc[d] += qfrc_applied[d];
 }
@@ -251,7 +251,7 @@ PHX_HD void adj_forward_dynamics(const ModelView<T>& m, const T* qpos, const T* 
 
   // applied forces enter r with a minus sign: adj_qfrc = lambda
   adj_passive(m, qpos, qvel, a.lambda, adj_qpos, adj_qvel, adj_model);
-  adj_actuation(m, ctrl, a.lambda, adj_ctrl, adj_model);
+  adj_actuation(m, qpos, qvel, ctrl, a.lambda, adj_qpos, adj_qvel, adj_ctrl, adj_model);
 
   // RNEA at the solution, then its adjoint with adj_tau = -lambda
   rnea(m, qvel, qacc, w, a.tmp);

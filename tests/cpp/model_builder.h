@@ -100,12 +100,25 @@ class ModelBuilder {
 
   // a motor on a hinge or slide joint
   void motor(int jnt, double gear, double lo = -1, double hi = 1, bool limited = true) {
+    actuator(jnt, gear, kGainFixed, {1, 0, 0}, kBiasNone, {0, 0, 0}, lo, hi, limited);
+  }
+
+  // MuJoCo's general actuator (no activation), force unlimited unless flo < fhi
+  void actuator(int jnt, double gear, int gaintype, Vec3<double> gainprm, int biastype,
+                Vec3<double> biasprm, double lo = -1, double hi = 1, bool limited = true,
+                double flo = 0, double fhi = 0) {
     Model& m = m_;
     m.actuator_trnid.push_back(jnt);
     m.actuator_gear.push_back(gear);
     m.actuator_ctrlrange.insert(m.actuator_ctrlrange.end(), {lo, hi});
     m.actuator_ctrllimited.push_back(limited ? 1 : 0);
-    m.actuator_names.push_back("motor" + std::to_string(m.actuator_trnid.size() - 1));
+    m.actuator_gaintype.push_back(gaintype);
+    m.actuator_biastype.push_back(biastype);
+    m.actuator_gainprm.insert(m.actuator_gainprm.end(), {gainprm[0], gainprm[1], gainprm[2]});
+    m.actuator_biasprm.insert(m.actuator_biasprm.end(), {biasprm[0], biasprm[1], biasprm[2]});
+    m.actuator_forcelimited.push_back(flo < fhi ? 1 : 0);
+    m.actuator_forcerange.insert(m.actuator_forcerange.end(), {flo, fhi});
+    m.actuator_names.push_back("actuator" + std::to_string(m.actuator_trnid.size() - 1));
   }
 
   Model build(double timestep = 0.002) {
@@ -150,6 +163,13 @@ inline Model random_mechanism(unsigned seed, double timestep = 0.002) {
   b.motor(j0, u(1, 10));
   b.motor(j1, u(1, 10), -2, 2);
   b.motor(j2, u(1, 10), -1, 1, false);
+  // a position servo (gain kp, bias -kp q - kv qvel) with a force range wide enough to stay
+  // inactive, and a general actuator with affine gain and bias
+  double kp = u(5, 20);
+  b.actuator(j1, u(0.5, 2), kGainFixed, {kp, 0, 0}, kBiasAffine, {0, -kp, -u(0.5, 2)}, -1, 1, true,
+             -1e3, 1e3);
+  b.actuator(j0, u(0.5, 2), kGainAffine, {u(1, 3), u(-1, 1), u(-1, 1)}, kBiasAffine,
+             {u(-1, 1), u(-2, 2), u(-2, 2)}, -1, 1, false);
   return b.build(timestep);
 }
 

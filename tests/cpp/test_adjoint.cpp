@@ -21,11 +21,22 @@ using test::HostModel;
 template <class T>
 struct Inputs {
   std::vector<T> qpos, qvel, qacc, ctrl;
-  std::vector<T> body_mass, body_inertia, dof_damping, dof_armature, jnt_stiffness, actuator_gear;
+  std::vector<T> body_mass, body_inertia, dof_damping, dof_armature, jnt_stiffness, actuator_gear,
+      actuator_gainprm, actuator_biasprm;
 
   std::vector<std::vector<T>*> all() {
-    return {&qpos, &qvel, &qacc, &ctrl, &body_mass, &body_inertia, &dof_damping, &dof_armature,
-            &jnt_stiffness, &actuator_gear};
+    return {&qpos,
+            &qvel,
+            &qacc,
+            &ctrl,
+            &body_mass,
+            &body_inertia,
+            &dof_damping,
+            &dof_armature,
+            &jnt_stiffness,
+            &actuator_gear,
+            &actuator_gainprm,
+            &actuator_biasprm};
   }
 };
 
@@ -44,6 +55,8 @@ void set_params(HostModel<T>& hm, Inputs<T>& in) {
   put(hm.view.dof_armature, in.dof_armature);
   put(hm.view.jnt_stiffness, in.jnt_stiffness);
   put(hm.view.actuator_gear, in.actuator_gear);
+  put(hm.view.actuator_gainprm, in.actuator_gainprm);
+  put(hm.view.actuator_biasprm, in.actuator_biasprm);
 }
 
 // forward evaluation of a stage; the output flattened
@@ -88,7 +101,7 @@ std::vector<T> evaluate(Stage stage, const Model& model, Inputs<T> in) {
       break;
     case Stage::kActuation:
       out.assign(m.nv, T(0));
-      actuation(m, in.ctrl.data(), out.data());
+      actuation(m, in.qpos.data(), in.qvel.data(), in.ctrl.data(), out.data());
       break;
     case Stage::kIntegrate:
       out = in.qpos;
@@ -119,8 +132,15 @@ Inputs<double> adjoint(Stage stage, const Model& model, Inputs<double> in,
   a.zero();
   Inputs<double> g = in;
   for (auto* v : g.all()) std::fill(v->begin(), v->end(), 0.0);
-  ModelAdjoint<double> am{g.body_mass.data(), g.body_inertia.data(), g.dof_damping.data(),
-                          g.dof_armature.data(), g.jnt_stiffness.data(), g.actuator_gear.data()};
+  ModelAdjoint<double> am;
+  am.body_mass = g.body_mass.data();
+  am.body_inertia = g.body_inertia.data();
+  am.dof_damping = g.dof_damping.data();
+  am.dof_armature = g.dof_armature.data();
+  am.jnt_stiffness = g.jnt_stiffness.data();
+  am.actuator_gear = g.actuator_gear.data();
+  am.actuator_gainprm = g.actuator_gainprm.data();
+  am.actuator_biasprm = g.actuator_biasprm.data();
   auto load = [&](double* dst, long offset, long n) {
     for (long i = 0; i < n; ++i) dst[i] += adj_out[offset + i];
   };
@@ -171,7 +191,8 @@ Inputs<double> adjoint(Stage stage, const Model& model, Inputs<double> in,
                   am);
       break;
     case Stage::kActuation:
-      adj_actuation(m, in.ctrl.data(), adj_out.data(), g.ctrl.data(), am);
+      adj_actuation(m, in.qpos.data(), in.qvel.data(), in.ctrl.data(), adj_out.data(),
+                    g.qpos.data(), g.qvel.data(), g.ctrl.data(), am);
       break;
     case Stage::kIntegrate:
       adj_integrate_pos(m, in.qpos.data(), in.qvel.data(), 0.05, adj_out.data(), g.qpos.data(),
@@ -227,6 +248,12 @@ Inputs<double> random_inputs(const Model& model, std::mt19937& rng, bool directi
   fill(in.dof_armature, model.nv, 0.01, 0.05);
   fill(in.jnt_stiffness, model.njnt, 0.5, 5);
   fill(in.actuator_gear, model.nu, 1, 10);
+  in.actuator_gainprm = model.actuator_gainprm;  // the mechanism's servo and affine actuator
+  in.actuator_biasprm = model.actuator_biasprm;
+  if (direction) {
+    fill(in.actuator_gainprm, 3 * model.nu, 0, 0);
+    fill(in.actuator_biasprm, 3 * model.nu, 0, 0);
+  }
   if (!direction) {
     in.body_mass[0] = 0;
     for (int k = 0; k < 3; ++k) in.body_inertia[k] = 0;

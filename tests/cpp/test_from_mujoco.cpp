@@ -247,12 +247,9 @@ TEST(FromMujoco, UnsupportedPhysicsIsRefused) {
   };
   expect_refused(model("", R"(<equality><joint name="e" joint1="j" joint2="k"/></equality>)"),
                  "equality 'e' (id 0): equality constraints are not supported");
-  expect_refused(model("frictionloss=\"1\"", ""),
-                 "joint 'j' (id 0): frictionloss is not supported");
-  expect_refused(model("", R"(<actuator><velocity name="v" joint="j"/></actuator>)"),
-                 "actuator 'v' (id 0): is not a motor");
-  expect_refused(model("", R"(<actuator><motor name="m" joint="j" forcerange="-1 1"/></actuator>)"),
-                 "actuator 'm' (id 0): force limits (forcerange) are not supported");
+  expect_refused(model("", R"(<actuator><intvelocity name="v" joint="j" actrange="-1 1"/>
+                 </actuator>)"),
+                 "actuator 'v' (id 0): has dyntype integrator");
   expect_refused(model("", R"(<tendon><fixed name="t" damping="1"><joint joint="j" coef="1"/>
                  </fixed></tendon>)"),
                  "tendon 't' (id 0): tendons are not supported: it has damping");
@@ -270,7 +267,8 @@ TEST(FromMujoco, MotorThroughASingleJointTendon) {
   phx::Model o = phx::from_mujoco(m.get());
   ASSERT_EQ(o.nu, 1);
   EXPECT_EQ(o.actuator_trnid[0], 0);
-  EXPECT_EQ(o.actuator_gear[0], 3.0 * 5.0 * -2.0);
+  EXPECT_EQ(o.actuator_gear[0], 3.0 * -2.0);
+  EXPECT_EQ(o.actuator_gainprm[0], 5.0);
   EXPECT_EQ(o.actuator_ctrllimited[0], 1);
   EXPECT_NE(std::find(o.ignored.begin(), o.ignored.end(),
                       "tendon fixed without forces (first: tendon 't' (id 0)), 1 time"),

@@ -733,13 +733,9 @@ TEST(MjcfErrors, UnsupportedPhysicsIsRefusedByName) {
       "</mujoco>",
       {"tendon 't'"});
   expect_error(
-      "<mujoco><worldbody><body><joint name='h' frictionloss='1'/><geom size='1'/></body>"
-      "</worldbody></mujoco>",
-      {"joint 'h'"});
-  expect_error(
       "<mujoco><worldbody><body><joint name='j'/><geom size='1'/></body></worldbody>"
-      "<actuator><position name='p' joint='j'/></actuator></mujoco>",
-      {"actuator 'p'"});
+      "<actuator><intvelocity name='p' joint='j' actrange='-1 1'/></actuator></mujoco>",
+      {"actuator 'p'", "dyntype integrator"});
   expect_error(
       "<mujoco><worldbody><body name='a'><freejoint/><geom size='1'/></body></worldbody>"
       "<equality><weld name='w' body1='a'/></equality></mujoco>",

@@ -64,7 +64,7 @@ TEST(ModelFields, ViewCarriesEveryArray) {
   EXPECT_EQ(v.contact, int(m.opt.contact));
   EXPECT_EQ(v.nexclude, m.nexclude);
   // the real arrays counted for the lane broadcast: the humanoid's by hand
-  long reals = 2L * m.nq + 18L * m.nbody + 9L * m.njnt + 2L * m.nv + 15L * m.ngeom + 3L * m.nu;
+  long reals = 2L * m.nq + 18L * m.nbody + 9L * m.njnt + 3L * m.nv + 15L * m.ngeom + 11L * m.nu;
   EXPECT_EQ(model_reals(v), reals);
 }
 
@@ -72,10 +72,11 @@ TEST(ModelFields, ParametersAgreeWithTheirArrays) {
   const Model m = humanoid();
   test::HostModel<double> hm(m);
   ModelView<double> v = hm.view;
-  const char* expected[] = {"body_mass",     "body_inertia", "dof_damping",   "dof_armature",
-                            "jnt_stiffness", "actuator_gear", "body_ipos",    "geom_friction",
-                            "geom_restitution", "geom_size"};
-  ASSERT_EQ(int(kNumParams), 10);
+  const char* expected[] = {"body_mass",     "body_inertia",     "dof_damping",
+                            "dof_armature",  "jnt_stiffness",    "actuator_gear",
+                            "body_ipos",     "actuator_gainprm", "actuator_biasprm",
+                            "geom_friction", "geom_restitution", "geom_size"};
+  ASSERT_EQ(int(kNumParams), 12);
   for (int k = 0; k < kNumParams; ++k) {
     EXPECT_STREQ(kParamNames[k], expected[k]);
     EXPECT_EQ(m.param_field(k).size(), m.param_size(k)) << kParamNames[k];

@@ -574,13 +574,25 @@ TEST(UrdfErrors, UnsupportedJoints) {
                      "<joint name='f' type='floating'><parent link='b'/><child link='c'/></joint>"),
                {"joint 'f'", "floating joint must connect the root link"});
   expect_error(robot("<joint name='j' type='revolute'><parent link='a'/><child link='b'/>"
-                     "<limit lower='0' upper='1'/><mimic joint='k'/></joint>"),
-               {"mimic joints are not supported"});
-  expect_error(robot("<joint name='j' type='revolute'><parent link='a'/><child link='b'/>"
-                     "<limit lower='0' upper='1'/><dynamics friction='0.5'/></joint>"),
-               {"friction is not supported"});
+                     "<limit lower='0' upper='1'/><dynamics friction='-0.5'/></joint>"),
+               {"joint 'j'", "friction must be >= 0"});
   expect_error(robot("<joint name='j' type='revolute'><parent link='a'/><child link='b'/></joint>"),
                {"requires <limit>"});
+}
+
+// <dynamics friction> is the dof's friction loss; a mimic joint moves on its own, listed as ignored
+TEST(Urdf, DynamicsFrictionAndMimic) {
+  Model m = load_urdf_string(
+      robot("<joint name='j' type='revolute'><parent link='a'/><child link='b'/>"
+            "<limit lower='0' upper='1'/><dynamics damping='0.2' friction='0.5'/></joint>"
+            "<joint name='k' type='prismatic'><parent link='b'/><child link='c'/>"
+            "<limit lower='0' upper='1'/><mimic joint='j' multiplier='2'/></joint>"));
+  ASSERT_EQ(m.nv, 2);
+  EXPECT_EQ(m.dof_frictionloss, (std::vector<double>{0.5, 0}));
+  EXPECT_EQ(m.dof_damping[0], 0.2);
+  bool mimic = false;
+  for (const std::string& s : m.ignored) mimic = mimic || s.rfind("joint/mimic", 0) == 0;
+  EXPECT_TRUE(mimic);
 }
 
 TEST(UrdfErrors, BrokenTrees) {

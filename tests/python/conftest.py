@@ -46,12 +46,14 @@ SPHERE_AND_PENDULUM = """<mujoco><option timestep='0.002'/><worldbody>
   <body pos='2 0 1'><joint name='hinge' type='hinge' axis='0 1 0' damping='0.05'/>
     <geom type='capsule' fromto='0 0 0 0.4 0 0' size='0.03' mass='0.7' contype='0'
       conaffinity='0'/></body>
-</worldbody><actuator><motor joint='hinge' gear='1.5'/></actuator></mujoco>"""
+</worldbody><actuator><general joint='hinge' gear='1.5' gaintype='affine' gainprm='1 0.2 -0.1'
+  biastype='affine' biasprm='0.05 -0.5 -0.05'/></actuator></mujoco>"""
 
 
 @pytest.fixture
 def sphere_and_pendulum(tmp_path):
-    """a sphere that slides on the floor (one contact) beside a motor-driven pendulum, with
+    """a sphere that slides on the floor (one contact) beside a pendulum driven by an actuator
+    with affine gain and bias (a servo-like general actuator), with
     the stabilised PGS solver at a tight tolerance: the scene of the gradient tests"""
     path = tmp_path / "sphere_and_pendulum.xml"
     path.write_text(SPHERE_AND_PENDULUM)

@@ -84,10 +84,12 @@ def row_error(ours, ref):
 def mujoco_array(mj, name, ours):
     """MuJoCo's compiled field for the phalanx array `name` (None when MjModel has no such field
     or it has another size): the same values are expected"""
-    if name == "actuator_gear":  # the motor's gear[0] x gainprm[0] (joint transmissions)
-        return mj.actuator_gear[:, 0] * mj.actuator_gainprm[:, 0]
+    if name == "actuator_gear":  # gear[0] (joint transmissions)
+        return mj.actuator_gear[:, 0]
     if name == "actuator_trnid":
         return mj.actuator_trnid[:, 0]
+    if name in ("actuator_gainprm", "actuator_biasprm"):  # the fixed and affine parameters
+        return np.asarray(getattr(mj, name))[:, :3]
     if not hasattr(mj, name):
         return None
     ref = np.asarray(getattr(mj, name))
@@ -361,14 +363,10 @@ REFUSALS = [
     ("tendon", variant(sections='<tendon><fixed name="t" stiffness="3"><joint joint="j1" coef="1"/>'
                                 '</fixed></tendon>'),
      r"tendon 't' \(id 0\): tendons are not supported: it has stiffness"),
-    ("position", variant(sections='<actuator><position name="p" joint="j1" kp="10"/></actuator>'),
-     r"actuator 'p' \(id 0\): is not a motor, and only motors are supported \(fixed gain, no "
-     r"bias, no activation dynamics\); it has dyntype none, gaintype fixed, biastype affine"),
-    ("forcerange", variant(sections='<actuator><motor name="m" joint="j1" forcerange="-1 1"/>'
-                                    '</actuator>'),
-     r"actuator 'm' \(id 0\): force limits"),
-    ("frictionloss", variant(joint='frictionloss="0.1"'),
-     r"joint 'j1' \(id 0\): frictionloss is not supported"),
+    ("intvelocity", variant(sections='<actuator><intvelocity name="p" joint="j1" kp="10" '
+                                     'actrange="-1 1"/></actuator>'),
+     r"actuator 'p' \(id 0\): has dyntype integrator, gaintype fixed, biastype affine; "
+     r"supported are dyntype none"),
     ("mocap", variant(world='<body name="target" mocap="true"><geom size="0.1"/></body>'),
      r"body 'target' \(id 3\): mocap bodies are not supported"),
     ("pair", variant(sections='<contact><pair geom1="g1" geom2="g2"/></contact>'),

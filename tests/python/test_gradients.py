@@ -335,8 +335,11 @@ def test_step_jacobians_match_finite_differences_and_identities(taped_scene, rng
         np.testing.assert_allclose(jac[key], ref, rtol=0, atol=1e-6 * scale, err_msg=key)
         np.testing.assert_allclose(jac[key], ridders[key], rtol=0, atol=1e-6 * scale,
                                    err_msg=key)
-    # the motor (gear 1.5) on the hinge (dof 6) is a generalized force on that dof
-    np.testing.assert_allclose(jac["dqvel_dctrl"][:, :, 0], 1.5 * jac["dqvel_dqfrc"][:, :, 6],
+    # the actuator (gear 1.5, affine gain 1 + 0.2 L - 0.1 V of the hinge's L = 1.5 q, V = 1.5
+    # qvel) on the hinge (dof 6) is a generalized force on that dof, gear x gain per unit ctrl
+    gain = 1 + 0.2 * 1.5 * qpos[:, 7] - 0.1 * 1.5 * qvel[:, 6]
+    np.testing.assert_allclose(jac["dqvel_dctrl"][:, :, 0],
+                               (1.5 * gain)[:, None] * jac["dqvel_dqfrc"][:, :, 6],
                                rtol=1e-12, atol=1e-15)
     # semi-implicit Euler: qpos' = qpos + dt qvel' on the hinge, so its qpos row is dt times the
     # qvel row plus the identity
