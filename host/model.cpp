@@ -162,6 +162,9 @@ void Model::finalize() {
   update_rbound();
   if (geom_restitution.size() != static_cast<size_t>(ngeom)) geom_restitution.assign(ngeom, 0);
   fill_default(dof_frictionloss, nv, {0.0});
+  ntendon = static_cast<int>(tendon_adr.size());
+  nwrap = static_cast<int>(wrap_jnt.size());
+  fill_default(actuator_trntype, nu, {kTrnJoint});
   // actuators given without a gain and bias are motors: fixed gain 1, no bias, no force limit
   fill_default(actuator_gaintype, nu, {kGainFixed});
   fill_default(actuator_biastype, nu, {kBiasNone});
@@ -214,6 +217,9 @@ void Model::compute_pairs() {
   npair = static_cast<int>(pair_geom.size() / 2);
   if (nconmax <= 0) nconmax = static_cast<int>(std::min<long>(capacity, std::max(32, 4 * ngeom)));
 }
+
+static void check_blocks(const std::vector<int>& adr, const std::vector<int>& num,
+                         const std::string& field, int total);
 
 void Model::validate() const {
   // counts
@@ -293,7 +299,6 @@ void Model::validate() const {
                                       std::to_string(kMaxCcdIterations) + "]");
   if (!(opt.ccd_tolerance > 0)) invalid("opt.ccd_tolerance", "must be > 0");
   validate_geom_data();
-  check_range(actuator_trnid, "actuator_trnid", 0, njnt);
   check_range(actuator_ctrllimited, "actuator_ctrllimited", 0, 2);
   for (int d = 0; d < nv; d++)
     if (!(dof_frictionloss[d] >= 0) || !std::isfinite(dof_frictionloss[d]))
@@ -301,7 +306,28 @@ void Model::validate() const {
   check_range(actuator_gaintype, "actuator_gaintype", kGainFixed, kGainAffine + 1);
   check_range(actuator_biastype, "actuator_biastype", kBiasNone, kBiasAffine + 1);
   check_range(actuator_forcelimited, "actuator_forcelimited", 0, 2);
+  check_blocks(tendon_adr, tendon_num, "tendon_adr", nwrap);
+  check_range(tendon_limited, "tendon_limited", 0, 2);
+  check_range(wrap_jnt, "wrap_jnt", 0, njnt);
+  for (int w = 0; w < nwrap; w++) {
+    int t = jnt_type[wrap_jnt[w]];
+    if (t != kJointHinge && t != kJointSlide)
+      invalid("wrap_jnt", "entry " + std::to_string(w) + " is a " + kJointTypeNames[t] +
+                              " joint; tendons combine hinge and slide joints");
+  }
+  check_range(actuator_trntype, "actuator_trntype", kTrnJoint, kTrnTendon + 1);
   for (int u = 0; u < nu; u++) {
+    if (actuator_trntype[u] == kTrnTendon) {
+      if (actuator_trnid[u] < 0 || actuator_trnid[u] >= ntendon)
+        invalid("actuator_trnid", "actuator " + std::to_string(u) + " names tendon " +
+                                      std::to_string(actuator_trnid[u]) + " of " +
+                                      std::to_string(ntendon));
+      continue;
+    }
+    if (actuator_trnid[u] < 0 || actuator_trnid[u] >= njnt)
+      invalid("actuator_trnid", "actuator " + std::to_string(u) + " names joint " +
+                                    std::to_string(actuator_trnid[u]) + " of " +
+                                    std::to_string(njnt));
     int t = jnt_type[actuator_trnid[u]];
     if (t != kJointHinge && t != kJointSlide)
       invalid("actuator_trnid", "actuator " + std::to_string(u) + " moves a " + kJointTypeNames[t] +
@@ -446,6 +472,10 @@ void Model::check_param_values(int k, const std::vector<double>& values, int nco
 void Model::set_parameter(const std::string& name, const std::vector<double>& values) {
   int k = param_index(name);
   size_t n = param_size(k);
+  if (n == 0 && values.empty()) {  // a parameter of no entities (a model without tendons)
+    param_batch[k].clear();
+    return;
+  }
   if (values.empty() || (n ? values.size() % n != 0 : true)) {
     throw std::invalid_argument("phalanx: " + name + " must hold " + std::to_string(n) +
                                 " values (one copy, shared) or a multiple of that (one copy per "

@@ -55,6 +55,7 @@ class Converter {
   bool contact_disabled_ = false, limit_disabled_ = false, spring_disabled_ = false;
   bool damper_disabled_ = false, gravity_disabled_ = false, clampctrl_disabled_ = false;
   bool frictionloss_disabled_ = false, equality_disabled_ = false;
+  std::vector<int> tendon_id_;      // Phalanx's id of each MuJoCo tendon, -1 when not converted
   std::vector<bool> hull_missing_;  // meshes MuJoCo computed no convex hull for
 
   // a name from mjModel's names buffer, "" when none
@@ -421,36 +422,57 @@ void Converter::hfields() {
   }
 }
 
-// tendons that add no force are bookkeeping (a motor may act through a fixed one)
+// fixed tendons over hinges and slides convert (with their springs, dampers and limits);
+// spatial tendons only when they add no force (an actuator on one is refused)
 void Converter::tendons() {
   const mjModel* m = m_;
+  Model& o = out_;
+  tendon_id_.assign(m->ntendon, -1);
   for (long t = 0; t < m->ntendon; t++) {
     std::string what = describe("tendon", m->name_tendonadr, t);
     const char* why = nullptr;
-    if (m->tendon_limited[t] && !limit_disabled_) {
-      why = "limits";
-    } else if (m->tendon_actfrclimited[t]) {
+    bool limited = m->tendon_limited[t] && !limit_disabled_;
+    bool spring = m->tendon_stiffness[t] != 0 && !spring_disabled_;
+    bool damper = m->tendon_damping[t] != 0 && !damper_disabled_;
+    if (m->tendon_actfrclimited[t]) {
       why = "actuator force limits";
-    } else if ((m->tendon_stiffness[t] != 0 ||
-                !all_zero(m->tendon_stiffnesspoly + mjNPOLY * t, mjNPOLY)) &&
-               !spring_disabled_) {
-      why = "stiffness";
-    } else if ((m->tendon_damping[t] != 0 ||
-                !all_zero(m->tendon_dampingpoly + mjNPOLY * t, mjNPOLY)) &&
-               !damper_disabled_) {
-      why = "damping";
+    } else if (!all_zero(m->tendon_stiffnesspoly + mjNPOLY * t, mjNPOLY) ||
+               !all_zero(m->tendon_dampingpoly + mjNPOLY * t, mjNPOLY)) {
+      why = "polynomial stiffness or damping";
     } else if (m->tendon_frictionloss[t] != 0 && !frictionloss_disabled_) {
       why = "frictionloss";
     } else if (m->tendon_armature[t] != 0) {
       why = "armature";
     }
-    if (why)
-      fail(what,
-           std::string("tendons are not supported: it has ") + why + ", which change the dynamics");
-    ignored_.add(std::string("tendon ") +
-                     (m->tendon_type[t] == mjTENDON_FIXED ? "fixed" : "spatial") +
-                     " without forces",
-                 "first: " + what);
+    if (why) fail(what, std::string("tendons with ") + why + " are not supported");
+    if (m->tendon_type[t] != mjTENDON_FIXED) {
+      if (limited || spring || damper)
+        fail(what,
+             "spatial tendons are not supported: it has " + std::string(limited  ? "limits"
+                                                                        : spring ? "stiffness"
+                                                                                 : "damping"));
+      ignored_.add("tendon spatial without forces", "first: " + what);
+      continue;
+    }
+    int adr = static_cast<int>(o.wrap_jnt.size());
+    for (int w = m->tendon_adr[t]; w < m->tendon_adr[t] + m->tendon_num[t]; w++) {
+      int j = m->wrap_objid[w];
+      if (m->wrap_type[w] != mjWRAP_JOINT ||
+          (m->jnt_type[j] != mjJNT_HINGE && m->jnt_type[j] != mjJNT_SLIDE))
+        fail(what, "fixed tendons combine hinge and slide joints only");
+      o.wrap_jnt.push_back(j);
+      o.wrap_coef.push_back(m->wrap_prm[w]);
+    }
+    tendon_id_[t] = static_cast<int>(o.tendon_adr.size());
+    o.tendon_adr.push_back(adr);
+    o.tendon_num.push_back(static_cast<int>(o.wrap_jnt.size()) - adr);
+    o.tendon_limited.push_back(limited ? 1 : 0);
+    o.tendon_range.insert(o.tendon_range.end(), m->tendon_range + 2 * t,
+                          m->tendon_range + 2 * t + 2);
+    o.tendon_stiffness.push_back(spring ? m->tendon_stiffness[t] : 0.0);
+    o.tendon_damping.push_back(damper ? m->tendon_damping[t] : 0.0);
+    o.tendon_lengthspring.insert(o.tendon_lengthspring.end(), m->tendon_lengthspring + 2 * t,
+                                 m->tendon_lengthspring + 2 * t + 2);
   }
 }
 
@@ -483,33 +505,23 @@ void Converter::actuators() {
         m->actuator_armature[i] != 0 || m->actuator_delay[i] != 0)
       fail(what, "actuator damping, armature and delay are not supported");
 
-    // the joint moved and the transmission's coefficient
-    int joint = -1;
-    double coef = 1;
+    // the joint or tendon moved
+    int trntype = kTrnJoint, joint = -1;
     int trn = m->actuator_trntype[i], id = m->actuator_trnid[2 * i];
     if (trn == mjTRN_JOINT || trn == mjTRN_JOINTINPARENT) {
       joint = id;
     } else if (trn == mjTRN_TENDON) {
-      int nonzero = 0;
-      for (int w = m->tendon_adr[id]; w < m->tendon_adr[id] + m->tendon_num[id]; w++) {
-        if (m->wrap_type[w] != mjWRAP_JOINT) {
-          nonzero = -1;
-          break;
-        }
-        if (m->wrap_prm[w] == 0) continue;
-        nonzero++;
-        joint = m->wrap_objid[w];
-        coef = m->wrap_prm[w];
-      }
-      if (m->tendon_type[id] != mjTENDON_FIXED || nonzero != 1)
+      if (tendon_id_[id] < 0)
         fail(what, "actuation through " + describe("tendon", m->name_tendonadr, id) +
-                       " is not supported (only a fixed tendon moving a single joint)");
+                       " is not supported (only fixed tendons)");
+      trntype = kTrnTendon;
+      id = tendon_id_[id];
     } else {
       const char* names[] = {"joint", "jointinparent", "slidercrank", "tendon", "site", "body"};
       fail(what, std::string("transmission '") + (trn >= 0 && trn < 6 ? names[trn] : "?") +
                      "' is not supported");
     }
-    if (m->jnt_type[joint] == mjJNT_FREE || m->jnt_type[joint] == mjJNT_BALL)
+    if (joint >= 0 && (m->jnt_type[joint] == mjJNT_FREE || m->jnt_type[joint] == mjJNT_BALL))
       fail(what, "actuators on free or ball joints are not supported");
     // the parameters the gain and bias types read (MuJoCo ignores the others)
     const double* gain = m->actuator_gainprm + mjNGAIN * i;
@@ -519,9 +531,10 @@ void Converter::actuators() {
     if (bias == mjBIAS_AFFINE && !all_zero(biasprm + 3, mjNBIAS - 3))
       fail(what, "affine bias parameters beyond biasprm[2] are not supported");
     int c = m->actuator_ctrladr[i];
-    o.actuator_trnid.push_back(joint);
+    o.actuator_trntype.push_back(trntype);
+    o.actuator_trnid.push_back(trntype == kTrnTendon ? id : joint);
     o.actuator_ctrllimited.push_back(m->actuator_ctrllimited[c] && !clampctrl_disabled_ ? 1 : 0);
-    o.actuator_gear.push_back(m->actuator_gear[6 * i] * coef);
+    o.actuator_gear.push_back(m->actuator_gear[6 * i]);
     o.actuator_ctrlrange.push_back(m->actuator_ctrlrange[2 * c]);
     o.actuator_ctrlrange.push_back(m->actuator_ctrlrange[2 * c + 1]);
     o.actuator_gaintype.push_back(gaintype == mjGAIN_AFFINE ? kGainAffine : kGainFixed);

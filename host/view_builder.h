@@ -18,6 +18,7 @@ inline int constraint_capacity(const Model& m) {
     bool scalar = m.jnt_type[j] == kJointHinge || m.jnt_type[j] == kJointSlide;
     nlimit += m.opt.limit && scalar && m.jnt_limited[j];
   }
+  for (int t = 0; t < m.ntendon; ++t) nlimit += m.opt.limit && m.tendon_limited[t];
   int nfriction = 0;
   for (int d = 0; d < m.nv; ++d) nfriction += m.dof_frictionloss[d] > 0;
   return 3 * (m.opt.contact ? m.nconmax : 0) + nlimit + nfriction;

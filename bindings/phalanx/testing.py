@@ -143,3 +143,17 @@ def chained_vjp(model: Model, qpos, qvel, ctrl, adj_qpos, adj_qvel,
             out[p] = out[p] + g[p].sum(axis=0)
     out["qpos"], out["qvel"] = gq, gv
     return out
+
+
+def parameter_difference(model: Model, name: str, loss, direction, h: float = 1e-6) -> float:
+    """Central difference (loss(p + h d) - loss(p - h d)) / 2h of loss() along a direction d of
+    the model's parameter ``name`` (shared by the environments), which is restored after."""
+    p0 = np.array(getattr(model, name), np.float64)
+    values = []
+    for s in (h, -h):
+        model.set_parameter(name, p0 + s * direction)
+        try:
+            values.append(loss())
+        finally:
+            model.set_parameter(name, p0)
+    return (values[0] - values[1]) / (2 * h)

@@ -48,6 +48,8 @@ inline constexpr const char* kGeomTypeNames[] = {PHX_GEOM_TYPES(PHX_TYPE_NAME)};
 // mjtGain and mjtBias.
 enum ActuatorGain : int { kGainFixed = 0, kGainAffine = 1 };
 enum ActuatorBias : int { kBiasNone = 0, kBiasAffine = 1 };
+// What an actuator moves (Model::actuator_trntype): a joint or a tendon.
+enum ActuatorTrn : int { kTrnJoint = 0, kTrnTendon = 1 };
 
 // number of qpos and qvel coordinates of each joint type
 PHX_HD constexpr int joint_nq(int type) {

@@ -270,15 +270,53 @@ PHX_HD PHX_INLINE NormalCorrection<T> normal_correction(const ModelView<S>& m, T
   return {vn < T(0) ? e * vn : T(0), depth < T(0) ? m.erp * depth / m.timestep : T(0)};
 }
 
-// The row key of dof d's friction loss, below every joint limit's (-1 - 2 j - side).
+// Keys of the rows other than contacts, all negative: joint j's limit -1 - 2 j - side (side 1 at
+// the upper bound), then dof d's friction loss, then tendon t's limit.
 template <class T>
 PHX_HD PHX_INLINE int friction_loss_key(const ModelView<T>& m, int d) {
   return -1 - 2 * m.njnt - d;
 }
+template <class T>
+PHX_HD PHX_INLINE int tendon_limit_key(const ModelView<T>& m, int t, int side) {
+  return -1 - 2 * m.njnt - m.nv - 2 * t - side;
+}
 
-// Rows of the contacts, active joint limits and friction losses: J, bounds, friction links, and
-// b without the unconstrained velocity term. Returns the number of rows. Row keys of contacts were
-// set by detect_contacts in efc_key[contact]; this spreads them to the rows.
+// How far a length q is inside [lo, hi] (negative: beyond a bound) and the row's sign: +1 when
+// the lower bound is the nearer, -1 for the upper.
+template <class T, class S>
+PHX_HD PHX_INLINE T limit_distance(T q, S lo, S hi, T* sign) {
+  bool lower = q - lo < hi - q;
+  *sign = lower ? T(1) : T(-1);
+  return lower ? q - lo : hi - q;
+}
+
+// Row r for the limits range (lo, hi) of a joint's coordinate or a tendon's length (a
+// transmission: type, id) when one is violated: J = sign times the transmission's coefficients
+// (+1 at the lower bound, -1 at the upper, in *sign), impulse >= 0, b the Baumgarte push-out
+// beyond the slop. Returns whether the row was made.
+template <class T>
+PHX_HD bool limit_row(const ModelView<T>& m, int type, int id, const T* range, const T* qpos,
+                      const T* qvel, ConstraintWorkspace<T>& c, int r, T* sign) {
+  T length, velocity;
+  transmission_state(m, type, id, qpos, qvel, length, velocity);
+  T dist = limit_distance(length, range[0], range[1], sign);
+  if (!(dist < T(0))) return false;
+  T* J = c.J + long(r) * m.nv;
+  for (int d = 0; d < m.nv; ++d) J[d] = T(0);
+  const T s = *sign;
+  for_each_moved_joint(m, type, id, [&](int j, T coef) { J[m.jnt_dofadr[j]] += s * coef; });
+  c.lo[r] = T(0);
+  c.hi[r] = T(kLcpInf);
+  c.findex[r] = -1;
+  c.mu[r] = T(0);
+  T depth = dist + m.slop;
+  c.b[r] = depth < T(0) ? m.erp * depth / m.timestep : T(0);
+  return true;
+}
+
+// Rows of the contacts, active joint limits, friction losses and active tendon limits: J, bounds,
+// friction links, and b without the unconstrained velocity term. Returns the number of rows. Row
+// keys of contacts were set by detect_contacts in efc_key[contact]; this spreads them to the rows.
 template <class T>
 PHX_HD int build_rows(const ModelView<T>& m, const T* qpos, const T* qvel, const Workspace<T>& w,
                       ConstraintWorkspace<T>& c, ContactView<T>& cv) {
@@ -335,20 +373,8 @@ PHX_HD int build_rows(const ModelView<T>& m, const T* qpos, const T* qvel, const
     for (int j = 0; j < m.njnt; ++j) {
       int type = m.jnt_type[j];
       if (!m.jnt_limited[j] || (type != kJointHinge && type != kJointSlide)) continue;
-      T q = qpos[m.jnt_qposadr[j]];
-      T lo = m.jnt_range[2 * j], hi = m.jnt_range[2 * j + 1];
-      T dist = q - lo < hi - q ? q - lo : hi - q;
-      if (!(dist < T(0))) continue;
-      T sign = q - lo < hi - q ? T(1) : T(-1);
-      T* J = c.J + long(nrow) * nv;
-      for (int d = 0; d < nv; ++d) J[d] = T(0);
-      J[m.jnt_dofadr[j]] = sign;
-      c.lo[nrow] = T(0);
-      c.hi[nrow] = inf;
-      c.findex[nrow] = -1;
-      c.mu[nrow] = T(0);
-      T depth = dist + m.slop;
-      c.b[nrow] = depth < T(0) ? m.erp * depth / m.timestep : T(0);
+      T sign;
+      if (!limit_row(m, kTrnJoint, j, m.jnt_range + 2 * j, qpos, qvel, c, nrow, &sign)) continue;
       cv.efc_key[nrow] = -1 - 2 * j - (sign < T(0) ? 1 : 0);
       ++nrow;
     }
@@ -369,6 +395,18 @@ PHX_HD int build_rows(const ModelView<T>& m, const T* qpos, const T* qvel, const
     c.b[nrow] = T(0);
     cv.efc_key[nrow] = friction_loss_key(m, d);
     ++nrow;
+  }
+
+  // tendon limits: one-sided rows along the tendon's coefficients
+  if (m.limit) {
+    for (int t = 0; t < m.ntendon; ++t) {
+      T sign;
+      if (!m.tendon_limited[t] ||
+          !limit_row(m, kTrnTendon, t, m.tendon_range + 2 * t, qpos, qvel, c, nrow, &sign))
+        continue;
+      cv.efc_key[nrow] = tendon_limit_key(m, t, sign < T(0) ? 1 : 0);
+      ++nrow;
+    }
   }
   *cv.nefc = nrow;
   return nrow;

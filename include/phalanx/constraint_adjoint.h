@@ -462,7 +462,8 @@ PHX_HD PHX_INLINE void adj_lcp_stage(const ModelView<S>& m, const LcpProblem<S>&
 
 // The corrections in b of the contact rows (the branch build_rows took) and the friction
 // coefficients, then the joint limits' (J constant, corr = erp (dist + slop) / dt with
-// dist = +-(q - bound); friction-loss rows have none): to adj_qvel, adj_qpos, the restitution and
+// dist = +-(q - bound), q the joint's coordinate or the tendon's length; friction-loss rows have
+// none): to adj_qvel, adj_qpos, the restitution and
 // friction adjoints, s.adj_dist, and adj_J's bounce term
 template <class T, class S>
 PHX_HD PHX_INLINE void adj_row_corrections(const ModelView<S>& m, const T* qpos, const T* qvel,
@@ -506,13 +507,20 @@ PHX_HD PHX_INLINE void adj_row_corrections(const ModelView<S>& m, const T* qpos,
   if (nbounce > 0) adj_J.add(s.bounce, qvel, T(1));
   for (int r = row; r < nrow; ++r) {
     int key = -1 - cv.efc_key[r];
-    if (key >= 2 * m.njnt) continue;  // friction loss: J and b constant
-    int j = key / 2;
+    if (key >= 2 * m.njnt && key < 2 * m.njnt + nv) continue;  // friction loss: J, b constant
+    bool tendon = key >= 2 * m.njnt + nv;
+    if (tendon) key -= 2 * m.njnt + nv;
+    int id = key / 2;
     T sign = key % 2 ? T(-1) : T(1);
-    int qa = m.jnt_qposadr[j];
-    T q = qpos[qa], lo = m.jnt_range[2 * j], hi = m.jnt_range[2 * j + 1];
-    T dist = sign > T(0) ? q - lo : hi - q;
-    if (dist + m.slop < T(0)) adj_qpos[qa] += sign * m.erp / dt * s.adj_b[r];
+    const S* range = tendon ? m.tendon_range + 2 * id : m.jnt_range + 2 * id;
+    T length, velocity;
+    transmission_state(m, tendon ? kTrnTendon : kTrnJoint, id, qpos, qvel, length, velocity);
+    T dist = sign > T(0) ? length - range[0] : range[1] - length;
+    if (!(dist + m.slop < T(0))) continue;
+    // b = erp (dist + slop) / dt, dist = sign (length - bound)
+    T adj_len = sign * m.erp / dt * s.adj_b[r];
+    for_each_moved_joint(m, tendon ? kTrnTendon : kTrnJoint, id,
+                         [&](int j, S coef) { adj_qpos[m.jnt_qposadr[j]] += coef * adj_len; });
   }
 }
 

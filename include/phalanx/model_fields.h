@@ -19,6 +19,8 @@
   X(ngeom, "number of geoms")                                                                    \
   X(npair, "number of geom pairs that may collide (after MuJoCo's filters)")                     \
   X(nexclude, "number of excluded body pairs (MJCF <contact><exclude>)")                         \
+  X(ntendon, "number of fixed tendons (linear combinations of joint coordinates)")               \
+  X(nwrap, "number of joint entries of all tendons")                                             \
   X(nmesh, "number of meshes (each kept as its convex hull)")                                    \
   X(nmeshvert, "number of hull vertices of all meshes")                                          \
   X(nmeshadj, "number of hull-edge entries of all meshes' vertex adjacency (twice the edges)")   \
@@ -130,13 +132,26 @@
   /* geom pairs that may collide, in deterministic order (g1 < g2) */                            \
   X(int, pair_geom, npair, 2, "candidate collision pairs after MuJoCo's filters")               \
   X(int, exclude_bodies, nexclude, 2, "body pairs whose geoms never collide (MJCF <exclude>)")   \
-  /* actuators: MuJoCo's general model without activation state, on one hinge or slide          \
-     joint: length L = gear q, velocity V = gear qvel, force = gain ctrl + bias with            \
-     gain = gainprm[0] (+ gainprm[1] L + gainprm[2] V when affine) and bias = 0 or              \
-     biasprm[0] + biasprm[1] L + biasprm[2] V (affine), ctrl and force clamped where            \
-     limited; qfrc += gear force. A motor: fixed gain 1, no bias. <position>: gain kp,          \
-     bias (0, -kp, -kv). */                                                                     \
-  X(int, actuator_trnid, nu, 1, "id of the transmission joint (hinge or slide)")                \
+  /* fixed tendons: length L = sum of coef q over the tendon's entries (hinge or slide          \
+     joints), velocity likewise; a spring-damper -stiffness (L - clamp(L, lengthspring))        \
+     - damping V along the coefficients; limits as one-sided rows */                            \
+  X(int, tendon_adr, ntendon, 1, "first entry in wrap_jnt and wrap_coef")                       \
+  X(int, tendon_num, ntendon, 1, "number of entries")                                           \
+  X(int, tendon_limited, ntendon, 1, "is the length limited to tendon_range (0 or 1)")          \
+  X(real, tendon_range, ntendon, 2, "length limits")                                            \
+  X(real, tendon_stiffness, ntendon, 1, "spring stiffness")                                     \
+  X(real, tendon_damping, ntendon, 1, "damping coefficient")                                    \
+  X(real, tendon_lengthspring, ntendon, 2, "lengths between which the spring is slack")         \
+  X(int, wrap_jnt, nwrap, 1, "joint of the entry (hinge or slide)")                             \
+  X(real, wrap_coef, nwrap, 1, "coefficient of the joint's coordinate")                         \
+  /* actuators: MuJoCo's general model without activation state on a hinge or slide joint       \
+     or a tendon: length L = gear q (gear times the tendon's length), velocity V likewise,      \
+     force = gain ctrl + bias with gain = gainprm[0] (+ gainprm[1] L + gainprm[2] V when        \
+     affine) and bias = 0 or biasprm[0] + biasprm[1] L + biasprm[2] V (affine), ctrl and        \
+     force clamped where limited; qfrc += gear force along the joint or the tendon's            \
+     coefficients. A motor: fixed gain 1, no bias. <position>: gain kp, bias (0, -kp, -kv). */  \
+  X(int, actuator_trntype, nu, 1, "ActuatorTrn: 0 joint, 1 tendon")                             \
+  X(int, actuator_trnid, nu, 1, "id of the transmission joint (hinge or slide) or tendon")      \
   X(int, actuator_ctrllimited, nu, 1, "is ctrl clamped to ctrlrange (0 or 1)")                  \
   X(real, actuator_gear, nu, 1, "scalar gear ratio")                                            \
   X(real, actuator_ctrlrange, nu, 2, "ctrl limits")                                             \
@@ -161,7 +176,10 @@
   X(ActuatorGear, actuator_gear, kCheckFinite)                                                   \
   X(BodyIpos, body_ipos, kCheckFinite)                                                           \
   X(ActuatorGainprm, actuator_gainprm, kCheckFinite)                                             \
-  X(ActuatorBiasprm, actuator_biasprm, kCheckFinite)
+  X(ActuatorBiasprm, actuator_biasprm, kCheckFinite)                                             \
+  X(TendonStiffness, tendon_stiffness, kCheckFinite)                                             \
+  X(TendonDamping, tendon_damping, kCheckFinite)                                                 \
+  X(TendonLengthspring, tendon_lengthspring, kCheckFinite)
 #define PHX_CONTACT_PARAMS(X)                                                                    \
   X(GeomFriction, geom_friction, kCheckNonNegative)                                              \
   X(GeomRestitution, geom_restitution, kCheckUnitInterval)                                       \

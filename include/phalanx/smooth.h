@@ -67,8 +67,45 @@ PHX_HD void crba(const ModelView<T>& m, Workspace<T>& w, T* M) {
   }
 }
 
-// Passive joint forces: viscous damping and springs about qpos_spring (MuJoCo's
-// mj_passive for joints). qfrc is overwritten.
+// Calls f(joint, coef) for each joint a transmission moves: the joint itself with coefficient 1
+// (kTrnJoint), or the entries of tendon `id` (kTrnTendon).
+template <class S, class F>
+PHX_HD PHX_INLINE void for_each_moved_joint(const ModelView<S>& m, int type, int id, F&& f) {
+  if (type == kTrnTendon) {
+    for (int w = m.tendon_adr[id]; w < m.tendon_adr[id] + m.tendon_num[id]; ++w)
+      f(m.wrap_jnt[w], m.wrap_coef[w]);
+  } else {
+    f(id, S(1));
+  }
+}
+
+// Length and velocity of a transmission: the joint's coordinate and velocity, or the tendon's
+// sums of coef q and coef qvel.
+template <class T, class S>
+PHX_HD PHX_INLINE void transmission_state(const ModelView<S>& m, int type, int id, const T* qpos,
+                                          const T* qvel, T& length, T& velocity) {
+  length = T(0);
+  velocity = T(0);
+  for_each_moved_joint(m, type, id, [&](int j, S coef) {
+    length += coef * qpos[m.jnt_qposadr[j]];
+    velocity += coef * qvel[m.jnt_dofadr[j]];
+  });
+}
+
+// A tendon's spring-damper force along its length: -stiffness (L - clamp(L, lengthspring))
+// - damping V (MuJoCo's dead band: no spring force between the two lengths); *outside says
+// which end of the band the length is beyond (-1 below, +1 above, 0 within).
+template <class T, class S>
+PHX_HD PHX_INLINE T tendon_passive_force(const ModelView<S>& m, int t, T length, T velocity,
+                                         int* outside) {
+  const S lo = m.tendon_lengthspring[2 * t], hi = m.tendon_lengthspring[2 * t + 1];
+  *outside = length > hi ? 1 : (length < lo ? -1 : 0);
+  T stretch = *outside > 0 ? length - hi : (*outside < 0 ? length - lo : T(0));
+  return -m.tendon_stiffness[t] * stretch - m.tendon_damping[t] * velocity;
+}
+
+// Passive forces: joints' viscous damping and springs about qpos_spring, and tendons'
+// spring-dampers (MuJoCo's mj_passive for joints and fixed tendons). qfrc is overwritten.
 template <class T>
 PHX_HD void passive(const ModelView<T>& m, const T* qpos, const T* qvel, T* qfrc) {
   for (int d = 0; d < m.nv; ++d) qfrc[d] = -m.dof_damping[d] * qvel[d];
@@ -92,6 +129,14 @@ PHX_HD void passive(const ModelView<T>& m, const T* qpos, const T* qvel, T* qfrc
         qfrc[da] -= k * (qpos[qa] - m.qpos_spring[qa]);
     }
   }
+  for (int t = 0; t < m.ntendon; ++t) {
+    T length, velocity;
+    int outside;
+    transmission_state(m, kTrnTendon, t, qpos, qvel, length, velocity);
+    T f = tendon_passive_force(m, t, length, velocity, &outside);
+    for_each_moved_joint(m, kTrnTendon, t,
+                         [&](int j, T coef) { qfrc[m.jnt_dofadr[j]] += coef * f; });
+  }
 }
 
 // One actuator's force and what it was made of (MuJoCo's mj_fwdActuation without activation
@@ -108,7 +153,6 @@ template <class T, class S>
 PHX_HD PHX_INLINE ActuatorForce<T> actuator_force(const ModelView<S>& m, int u, const T* qpos,
                                                   const T* qvel, const T* ctrl) {
   ActuatorForce<T> a;
-  const int j = m.actuator_trnid[u];
   const S gear = m.actuator_gear[u];
   const S* g = m.actuator_gainprm + 3 * u;
   const S* b = m.actuator_biasprm + 3 * u;
@@ -118,8 +162,10 @@ PHX_HD PHX_INLINE ActuatorForce<T> actuator_force(const ModelView<S>& m, int u, 
     a.ctrl_inside = a.ctrl >= lo && a.ctrl <= hi;
     a.ctrl = clamp(a.ctrl, T(lo), T(hi));
   }
-  a.length = gear * qpos[m.jnt_qposadr[j]];
-  a.velocity = gear * qvel[m.jnt_dofadr[j]];
+  T length, velocity;
+  transmission_state(m, m.actuator_trntype[u], m.actuator_trnid[u], qpos, qvel, length, velocity);
+  a.length = gear * length;
+  a.velocity = gear * velocity;
   a.gain = T(g[0]);
   if (m.actuator_gaintype[u] == kGainAffine) a.gain += g[1] * a.length + g[2] * a.velocity;
   a.force = a.gain * a.ctrl;
@@ -132,12 +178,14 @@ PHX_HD PHX_INLINE ActuatorForce<T> actuator_force(const ModelView<S>& m, int u, 
   return a;
 }
 
-// Actuation: qfrc += gear * force of each actuator (actuator_force) on its joint's dof.
+// Actuation: qfrc += gear * force of each actuator (actuator_force) along its transmission.
 template <class T>
 PHX_HD void actuation(const ModelView<T>& m, const T* qpos, const T* qvel, const T* ctrl, T* qfrc) {
   for (int u = 0; u < m.nu; ++u) {
     ActuatorForce<T> a = actuator_force(m, u, qpos, qvel, ctrl);
-    qfrc[m.jnt_dofadr[m.actuator_trnid[u]]] += m.actuator_gear[u] * a.force;
+    T f = m.actuator_gear[u] * a.force;
+    for_each_moved_joint(m, m.actuator_trntype[u], m.actuator_trnid[u],
+                         [&](int j, T coef) { qfrc[m.jnt_dofadr[j]] += coef * f; });
   }
 }
 
@@ -279,6 +327,30 @@ PHX_HD void adj_passive(const ModelView<S>& m, const T* qpos, const T* qvel, con
     }
     if (adj_model.jnt_stiffness) adj_model.jnt_stiffness[j] += adj_k;
   }
+  // tendons: qfrc += coef f, f = -k (L - end) - b V outside the dead band, -b V within
+  for (int t = 0; t < m.ntendon; ++t) {
+    T length, velocity;
+    int outside;
+    transmission_state(m, kTrnTendon, t, qpos, qvel, length, velocity);
+    tendon_passive_force(m, t, length, velocity, &outside);
+    T adj_f(0);
+    for_each_moved_joint(m, kTrnTendon, t,
+                         [&](int j, S coef) { adj_f += coef * adj_qfrc[m.jnt_dofadr[j]]; });
+    const S k = m.tendon_stiffness[t];
+    T adj_len = outside ? -k * adj_f : T(0);
+    T adj_vel = -m.tendon_damping[t] * adj_f;
+    for_each_moved_joint(m, kTrnTendon, t, [&](int j, S coef) {
+      adj_qpos[m.jnt_qposadr[j]] += coef * adj_len;
+      adj_qvel[m.jnt_dofadr[j]] += coef * adj_vel;
+    });
+    if (outside) {
+      S end = m.tendon_lengthspring[2 * t + (outside > 0 ? 1 : 0)];
+      if (adj_model.tendon_stiffness) adj_model.tendon_stiffness[t] -= (length - end) * adj_f;
+      if (adj_model.tendon_lengthspring)
+        adj_model.tendon_lengthspring[2 * t + (outside > 0 ? 1 : 0)] += k * adj_f;
+    }
+    if (adj_model.tendon_damping) adj_model.tendon_damping[t] -= velocity * adj_f;
+  }
 }
 
 // Adjoint of actuation: from adj_qfrc to adj_ctrl (zero where the ctrl clamp is active), the
@@ -289,12 +361,15 @@ PHX_HD void adj_actuation(const ModelView<S>& m, const T* qpos, const T* qvel, c
                           const T* adj_qfrc, T* adj_qpos, T* adj_qvel, T* adj_ctrl,
                           const ModelAdjoint<T>& adj_model) {
   for (int u = 0; u < m.nu; ++u) {
-    const int j = m.actuator_trnid[u], qa = m.jnt_qposadr[j], da = m.jnt_dofadr[j];
+    const int type = m.actuator_trntype[u], id = m.actuator_trnid[u];
     const S gear = m.actuator_gear[u];
     const S* g = m.actuator_gainprm + 3 * u;
     const S* b = m.actuator_biasprm + 3 * u;
     ActuatorForce<T> a = actuator_force(m, u, qpos, qvel, ctrl);
-    T adj_out = adj_qfrc[da];
+    // qfrc += gear force coef on each moved dof
+    T adj_out(0);
+    for_each_moved_joint(m, type, id,
+                         [&](int j, S coef) { adj_out += coef * adj_qfrc[m.jnt_dofadr[j]]; });
     T adj_gear = a.force * adj_out;
     T adj_force = a.force_inside ? gear * adj_out : T(0);
     if (a.ctrl_inside) adj_ctrl[u] += a.gain * adj_force;
@@ -310,9 +385,14 @@ PHX_HD void adj_actuation(const ModelView<S>& m, const T* qpos, const T* qvel, c
       adj_len += b[1] * adj_force;
       adj_vel += b[2] * adj_force;
     }
-    adj_qpos[qa] += gear * adj_len;
-    adj_qvel[da] += gear * adj_vel;
-    adj_gear += qpos[qa] * adj_len + qvel[da] * adj_vel;
+    // L = gear sum coef q, V = gear sum coef qvel
+    for_each_moved_joint(m, type, id, [&](int j, S coef) {
+      adj_qpos[m.jnt_qposadr[j]] += gear * coef * adj_len;
+      adj_qvel[m.jnt_dofadr[j]] += gear * coef * adj_vel;
+    });
+    T length, velocity;  // before the gear
+    transmission_state(m, type, id, qpos, qvel, length, velocity);
+    adj_gear += length * adj_len + velocity * adj_vel;
     if (adj_model.actuator_gear) adj_model.actuator_gear[u] += adj_gear;
     if (adj_model.actuator_gainprm) {
       T* ag = adj_model.actuator_gainprm + 3 * u;

@@ -250,29 +250,37 @@ TEST(FromMujoco, UnsupportedPhysicsIsRefused) {
   expect_refused(model("", R"(<actuator><intvelocity name="v" joint="j" actrange="-1 1"/>
                  </actuator>)"),
                  "actuator 'v' (id 0): has dyntype integrator");
-  expect_refused(model("", R"(<tendon><fixed name="t" damping="1"><joint joint="j" coef="1"/>
+  expect_refused(model("", R"(<tendon><fixed name="t" frictionloss="1"><joint joint="j" coef="1"/>
                  </fixed></tendon>)"),
-                 "tendon 't' (id 0): tendons are not supported: it has damping");
+                 "tendon 't' (id 0): tendons with frictionloss are not supported");
   EXPECT_THROW(phx::from_mujoco(nullptr), std::invalid_argument);
 }
 
-TEST(FromMujoco, MotorThroughASingleJointTendon) {
+TEST(FromMujoco, FixedTendonAndAnActuatorOnIt) {
   ModelPtr m = compile_string(R"(
 <mujoco>
-  <worldbody><body><joint name="j" type="slide" axis="1 0 0"/><geom size="0.1"/></body></worldbody>
-  <tendon><fixed name="t"><joint joint="j" coef="-2"/></fixed></tendon>
+  <worldbody><body><joint name="j" type="slide" axis="1 0 0"/><geom size="0.1"/>
+    <body><joint name="k" type="hinge"/><geom size="0.1"/></body></body></worldbody>
+  <tendon><fixed name="t" stiffness="4" damping="0.5" springlength="0.1 0.3" limited="true"
+    range="-1 2"><joint joint="j" coef="-2"/><joint joint="k" coef="0.5"/></fixed></tendon>
   <actuator><general name="g" tendon="t" gear="3" gainprm="5" ctrlrange="-1 1"/></actuator>
 </mujoco>)");
   ASSERT_TRUE(m);
   phx::Model o = phx::from_mujoco(m.get());
+  ASSERT_EQ(o.ntendon, 1);
+  EXPECT_EQ(o.wrap_jnt, (std::vector<int>{0, 1}));
+  EXPECT_EQ(o.wrap_coef, (std::vector<double>{-2, 0.5}));
+  EXPECT_EQ(o.tendon_stiffness[0], 4);
+  EXPECT_EQ(o.tendon_damping[0], 0.5);
+  EXPECT_EQ(o.tendon_lengthspring, (std::vector<double>{0.1, 0.3}));
+  EXPECT_EQ(o.tendon_limited[0], 1);
+  EXPECT_EQ(o.tendon_range, (std::vector<double>{-1, 2}));
   ASSERT_EQ(o.nu, 1);
+  EXPECT_EQ(o.actuator_trntype[0], phx::kTrnTendon);
   EXPECT_EQ(o.actuator_trnid[0], 0);
-  EXPECT_EQ(o.actuator_gear[0], 3.0 * -2.0);
+  EXPECT_EQ(o.actuator_gear[0], 3.0);
   EXPECT_EQ(o.actuator_gainprm[0], 5.0);
   EXPECT_EQ(o.actuator_ctrllimited[0], 1);
-  EXPECT_NE(std::find(o.ignored.begin(), o.ignored.end(),
-                      "tendon fixed without forces (first: tendon 't' (id 0)), 1 time"),
-            o.ignored.end());
 }
 
 }  // namespace

@@ -47,14 +47,16 @@ SPHERE_AND_PENDULUM = """<mujoco><option timestep='0.002'/><worldbody>
     <geom type='capsule' fromto='0 0 0 0.4 0 0' size='0.03' mass='0.7' contype='0'
       conaffinity='0'/></body>
 </worldbody><actuator><general joint='hinge' gear='1.5' gaintype='affine' gainprm='1 0.2 -0.1'
-  biastype='affine' biasprm='0.05 -0.5 -0.05'/></actuator></mujoco>"""
+  biastype='affine' biasprm='0.05 -0.5 -0.05'/></actuator><tendon><fixed stiffness='0.5'
+  damping='0.05' springlength='-0.1 0.1'><joint joint='hinge' coef='0.8'/></fixed></tendon></mujoco>"""
 
 
 @pytest.fixture
 def sphere_and_pendulum(tmp_path):
     """a sphere that slides on the floor (one contact) beside a pendulum driven by an actuator
-    with affine gain and bias (a servo-like general actuator), with
-    the stabilised PGS solver at a tight tolerance: the scene of the gradient tests"""
+    with affine gain and bias (a servo-like general actuator) and held by a fixed tendon's
+    spring, with the stabilised PGS solver at a tight tolerance: the scene of the gradient
+    tests"""
     path = tmp_path / "sphere_and_pendulum.xml"
     path.write_text(SPHERE_AND_PENDULUM)
     model = phalanx.load_model(path)

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 import phalanx
-from phalanx.testing import chained_vjp
+from phalanx.testing import chained_vjp, parameter_difference
 
 ARM = """<mujoco><option timestep="0.002"><flag contact="disable"/></option><worldbody>
   <body pos="0 0 1"><joint name="h1" type="hinge" axis="0 1 0" damping="0.1"/>
@@ -122,17 +122,8 @@ def test_gradients_match_central_differences(arm, rng, name):
         h = 1e-6
         fd = (loss(**{name: x0 + h * d}) - loss(**{name: x0 - h * d})) / (2 * h)
     else:
-        p0 = np.array(getattr(model, name), np.float64)
+        p0 = np.asarray(getattr(model, name))
         d = rng.uniform(0.5, 1.5, p0.shape) * np.where(p0 == 0, 0.1, p0)
-        h = 1e-5
-
-        def f(p):
-            model.set_parameter(name, p)
-            try:
-                return loss()
-            finally:
-                model.set_parameter(name, p0)
-
-        fd = (f(p0 + h * d) - f(p0 - h * d)) / (2 * h)
+        fd = parameter_difference(model, name, loss, d, h=1e-5)
     ad = float((grads[name] * d).sum())
     assert ad == pytest.approx(fd, rel=1e-6, abs=1e-8), name

@@ -86,8 +86,10 @@ def mujoco_array(mj, name, ours):
     or it has another size): the same values are expected"""
     if name == "actuator_gear":  # gear[0] (joint transmissions)
         return mj.actuator_gear[:, 0]
-    if name == "actuator_trnid":
+    if name == "actuator_trnid":  # (all of these models' tendons are fixed: the same ids)
         return mj.actuator_trnid[:, 0]
+    if name == "actuator_trntype":  # Phalanx's numbering: joint 0, tendon 1
+        return (mj.actuator_trntype == mujoco.mjtTrn.mjTRN_TENDON).astype(np.int32)
     if name in ("actuator_gainprm", "actuator_biasprm"):  # the fixed and affine parameters
         return np.asarray(getattr(mj, name))[:, :3]
     if not hasattr(mj, name):
@@ -360,9 +362,9 @@ def variant(joint="", geom="", body="", world="", sections=""):
 REFUSALS = [
     ("equality", variant(sections='<equality><joint name="e" joint1="j1" joint2="j2"/></equality>'),
      r"equality 'e' \(id 0\): equality constraints are not supported"),
-    ("tendon", variant(sections='<tendon><fixed name="t" stiffness="3"><joint joint="j1" coef="1"/>'
-                                '</fixed></tendon>'),
-     r"tendon 't' \(id 0\): tendons are not supported: it has stiffness"),
+    ("tendon", variant(sections='<tendon><fixed name="t" frictionloss="3"><joint joint="j1" '
+                                'coef="1"/></fixed></tendon>'),
+     r"tendon 't' \(id 0\): tendons with frictionloss are not supported"),
     ("intvelocity", variant(sections='<actuator><intvelocity name="p" joint="j1" kp="10" '
                                      'actrange="-1 1"/></actuator>'),
      r"actuator 'p' \(id 0\): has dyntype integrator, gaintype fixed, biastype affine; "
@@ -387,15 +389,17 @@ def test_unsupported_physics_is_refused(xml, message):
 
 
 def test_harmless_elements_are_listed_as_ignored():
-    xml = variant(world='<site name="s"/><camera name="c"/><light name="l"/>',
+    xml = variant(world='<site name="s"/><site name="s2" pos="0 0 1"/><camera name="c"/>'
+                        '<light name="l"/>',
                   geom='solref="0.01 1" margin="0.01"',
                   sections='<sensor><jointpos joint="j1"/></sensor>'
                            '<option integrator="RK4"/>'
-                           '<tendon><fixed name="t"><joint joint="j1" coef="1"/></fixed></tendon>')
+                           '<tendon><spatial name="t"><site site="s"/><site site="s2"/></spatial>'
+                           '</tendon>')
     model = phalanx.from_mujoco(mujoco.MjModel.from_xml_string(xml))
     text = "\n".join(model.ignored)
-    for what in ["site (first: site 's' (id 0)), 1 time", "camera", "light", "sensor",
-                 "geom@solref", "geom@margin", "integrator=\"RK4\"", "tendon fixed without forces"]:
+    for what in ["site (first: site 's' (id 0)), 2 times", "camera", "light", "sensor",
+                 "geom@solref", "geom@margin", "integrator=\"RK4\"", "tendon spatial without forces"]:
         assert what in text, (what, model.ignored)
 
 

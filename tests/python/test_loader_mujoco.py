@@ -158,15 +158,14 @@ def compare(path):
     our_pairs = sorted(tuple(sorted(p)) for p in np.asarray(ours.exclude_bodies).reshape(-1, 2))
     assert our_pairs == ref_pairs
 
-    # actuators: a joint motor's gear is MuJoCo's first gear component; a motor on a fixed
-    # tendon that moves a single joint becomes a motor on that joint, its gear times the coef
-    gear = ref.actuator_gear[:, 0].copy()
-    for i in range(ref.nu):
-        if ref.actuator_trntype[i] == mujoco.mjtTrn.mjTRN_TENDON:
-            t = ref.actuator_trnid[i, 0]
-            coef = ref.wrap_prm[ref.tendon_adr[t]:ref.tendon_adr[t] + ref.tendon_num[t]]
-            gear[i] *= coef[coef != 0].item()
-    c.close("actuator_gear", np.asarray(ours.actuator_gear)[:, None], gear[:, None])
+    # actuators: MuJoCo's first gear component and its joint or (fixed) tendon; tendons: the
+    # joints and coefficients of each
+    c.close("actuator_gear", np.asarray(ours.actuator_gear)[:, None], ref.actuator_gear[:, :1])
+    c.equal("actuator_trntype", ours.actuator_trntype,
+            (ref.actuator_trntype == mujoco.mjtTrn.mjTRN_TENDON).astype(np.int32))
+    c.equal("actuator_trnid", ours.actuator_trnid, ref.actuator_trnid[:, 0])
+    c.equal("wrap_jnt", ours.wrap_jnt, ref.wrap_objid)
+    c.close("wrap_coef", np.asarray(ours.wrap_coef)[:, None], ref.wrap_prm[:, None])
     c.close("actuator_ctrlrange", ours.actuator_ctrlrange, ref.actuator_ctrlrange)
     clamp = not disabled & mujoco.mjtDisableBit.mjDSBL_CLAMPCTRL
     c.equal("actuator_ctrllimited", ours.actuator_ctrllimited, ref.actuator_ctrllimited * clamp)

@@ -24,7 +24,8 @@ def test_parameter_names_and_shapes(sphere_and_pendulum):
     model = sphere_and_pendulum
     assert phalanx.PARAMETERS == ("body_mass", "body_inertia", "dof_damping", "dof_armature",
                                   "jnt_stiffness", "actuator_gear", "body_ipos",
-                                  "actuator_gainprm", "actuator_biasprm", "geom_friction",
+                                  "actuator_gainprm", "actuator_biasprm", "tendon_stiffness",
+                                  "tendon_damping", "tendon_lengthspring", "geom_friction",
                                   "geom_restitution", "geom_size")
     for name in phalanx.PARAMETERS:
         np.testing.assert_array_equal(model.parameter(name), getattr(model, name))
