@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <random>
 #include <vector>
 
 #include "phalanx/collision/types.h"
@@ -120,6 +121,19 @@ inline double weigh(const std::vector<ContactPoint<double>>& c,
   for (size_t k = 0; k < c.size(); ++k)
     s += dot(w[k].pos, c[k].pos) + dot(w[k].normal, c[k].normal) + w[k].dist * c[k].dist;
   return s;
+}
+
+// n adjoint seeds for contacts: each one's pos, normal and dist uniform in [-1, 1)
+template <class Rng>
+std::vector<ContactPoint<double>> random_seeds(size_t n, Rng& rng) {
+  std::uniform_real_distribution<double> u(-1, 1);
+  std::vector<ContactPoint<double>> w(n);
+  for (ContactPoint<double>& k : w) {
+    k.pos = {u(rng), u(rng), u(rng)};
+    k.normal = {u(rng), u(rng), u(rng)};
+    k.dist = u(rng);
+  }
+  return w;
 }
 
 }  // namespace phx::test_hulls

@@ -33,6 +33,7 @@ using test_hulls::box_hull;
 using test_hulls::HullData;
 using test_hulls::icosahedron_hull;
 using test_hulls::prism_hull;
+using test_hulls::random_seeds;
 using test_hulls::weigh;
 
 // ---- helpers -----------------------------------------------------------------------------------
@@ -711,12 +712,7 @@ void check_adjoint(const PairCase& c, unsigned seed) {
       }
     }
     if (!stable) continue;
-    Contacts w(y.size());
-    for (ContactPoint<double>& k : w) {
-      k.pos = {u(rng), u(rng), u(rng)};
-      k.normal = {u(rng), u(rng), u(rng)};
-      k.dist = u(rng);
-    }
+    Contacts w = random_seeds(y.size(), rng);
     Inputs g = vjp(c, x, w);
     for (const Inputs& d : v) {
       const double h = 1e-6;

@@ -17,6 +17,7 @@ namespace {
 
 using test_hulls::box_hull;
 using test_hulls::HullData;
+using test_hulls::random_seeds;
 using test_hulls::weigh;
 
 using Contacts = std::vector<ContactPoint<double>>;
@@ -177,12 +178,7 @@ void check_adjoint(const Case& c, unsigned seed) {
       stable = stable && contacts_at(f, c, xs).size() == y0.size();
     }
     if (!stable) continue;
-    Contacts w(y0.size());
-    for (ContactPoint<double>& k : w) {
-      k.pos = {u(rng), u(rng), u(rng)};
-      k.normal = {u(rng), u(rng), u(rng)};
-      k.dist = u(rng);
-    }
+    Contacts w = random_seeds(y0.size(), rng);
     Inputs g = vjp(f, c, in, w);
     const double h = 1e-6;
     Inputs xp, xm;
