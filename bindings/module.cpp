@@ -914,6 +914,14 @@ void register_model(py::module_& mod) {
   def_array(cls, #name, &M::name, width, comment, #count);
   PHX_MODEL_ARRAYS(PHX_DEF_ARRAY)
 #undef PHX_DEF_ARRAY
+  // the one array a user switches between runs: which equality constraints hold
+  cls.def_property(
+      "eq_active",
+      [](const py::object& self) {
+        return field_view(self, self.cast<const PyModel&>().model().eq_active, 0);
+      },
+      &PyModel::set_eq_active,
+      "is each equality constraint enforced (neq,): a copy; assign 0/1 or booleans to change");
 }
 
 

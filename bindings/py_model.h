@@ -59,6 +59,17 @@ class PyModel {
     invalidate();
   }
 
+  void set_eq_active(const std::vector<int>& active) {
+    if (active.size() != model_.eq_active.size())
+      throw std::invalid_argument("phalanx: eq_active needs " +
+                                  std::to_string(model_.eq_active.size()) + " entries, got " +
+                                  std::to_string(active.size()));
+    for (int a : active)
+      if (a != 0 && a != 1) throw std::invalid_argument("phalanx: eq_active entries are 0 or 1");
+    model_.eq_active = active;
+    invalidate();
+  }
+
   void set_gravity(const std::array<double, 3>& g) {
     for (double x : g) {
       if (!std::isfinite(x)) throw std::invalid_argument("phalanx: gravity must be finite");

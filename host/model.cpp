@@ -164,6 +164,12 @@ void Model::finalize() {
   fill_default(dof_frictionloss, nv, {0.0});
   ntendon = static_cast<int>(tendon_adr.size());
   nwrap = static_cast<int>(wrap_jnt.size());
+  neq = static_cast<int>(eq_type.size());
+  fill_default(eq_obj2id, neq, {-1});
+  fill_default(eq_active, neq, {1});
+  fill_default(eq_anchor, neq, {0.0, 0.0, 0.0, 0.0, 0.0, 0.0});
+  fill_default(eq_relquat, neq, {1.0, 0.0, 0.0, 0.0, 1.0, 0.0, 0.0, 0.0});
+  fill_default(eq_polycoef, neq, {0.0, 1.0, 0.0, 0.0, 0.0});
   fill_default(actuator_trntype, nu, {kTrnJoint});
   // actuators given without a gain and bias are motors: fixed gain 1, no bias, no force limit
   fill_default(actuator_gaintype, nu, {kGainFixed});
@@ -299,6 +305,7 @@ void Model::validate() const {
                                       std::to_string(kMaxCcdIterations) + "]");
   if (!(opt.ccd_tolerance > 0)) invalid("opt.ccd_tolerance", "must be > 0");
   validate_geom_data();
+  validate_equality();
   check_range(actuator_ctrllimited, "actuator_ctrllimited", 0, 2);
   for (int d = 0; d < nv; d++)
     if (!(dof_frictionloss[d] >= 0) || !std::isfinite(dof_frictionloss[d]))
@@ -358,6 +365,41 @@ static void check_blocks(const std::vector<int>& adr, const std::vector<int>& nu
                          std::to_string(total) + " entries");
     }
   }
+}
+
+void Model::validate_equality() const {
+  check_range(eq_type, "eq_type", kEqConnect, kEqTendon + 1);
+  check_range(eq_active, "eq_active", 0, 2);
+  for (int i = 0; i < neq; i++) {
+    int type = eq_type[i], o1 = eq_obj1id[i], o2 = eq_obj2id[i];
+    std::string what = "equality " + std::to_string(i);
+    auto object = [&](int id, int n, bool optional, const char* field, const char* kind) {
+      if (id < (optional ? -1 : 0) || id >= n)
+        invalid(field,
+                what + " names " + kind + " " + std::to_string(id) + " of " + std::to_string(n));
+    };
+    if (type == kEqConnect || type == kEqWeld) {
+      object(o1, nbody, false, "eq_obj1id", "body");
+      object(o2, nbody, false, "eq_obj2id", "body");
+      if (o1 == o2) invalid("eq_obj2id", what + " joins body " + std::to_string(o1) + " to itself");
+    } else if (type == kEqJoint) {
+      object(o1, njnt, false, "eq_obj1id", "joint");
+      object(o2, njnt, true, "eq_obj2id", "joint");
+      for (int j : {o1, o2}) {
+        if (j >= 0 && jnt_type[j] != kJointHinge && jnt_type[j] != kJointSlide)
+          invalid("eq_obj1id", what + " couples a " + std::string(kJointTypeNames[jnt_type[j]]) +
+                                   " joint; joint equalities couple hinge and slide joints");
+      }
+    } else {
+      object(o1, ntendon, false, "eq_obj1id", "tendon");
+      object(o2, ntendon, true, "eq_obj2id", "tendon");
+    }
+  }
+  std::pair<const std::vector<double>*, const char*> data[] = {
+      {&eq_anchor, "eq_anchor"}, {&eq_relquat, "eq_relquat"}, {&eq_polycoef, "eq_polycoef"}};
+  for (const auto& [v, name] : data)
+    for (double x : *v)
+      if (!std::isfinite(x)) invalid(name, "must hold finite values");
 }
 
 void Model::validate_geom_data() const {

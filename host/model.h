@@ -88,6 +88,7 @@ struct Model {
   void validate() const;
   // the part of validate for geom_dataid, the meshes' hull arrays and the height fields
   void validate_geom_data() const;
+  void validate_equality() const;
 
   // Fill the derived arrays (rootid, adr/num fields, dof arrays, qposadr/dofadr, counts) from
   // body_parentid, jnt_bodyid, jnt_type and geom_bodyid. Loaders call this last.

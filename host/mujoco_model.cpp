@@ -89,6 +89,7 @@ class Converter {
   void meshes();
   void hfields();
   void tendons();
+  void equalities();
   void actuators();
   void excludes();
   void ignored_elements();
@@ -149,9 +150,6 @@ void Converter::options() {
 
 void Converter::global_refusals() {
   const mjModel* m = m_;
-  if (m->neq > 0 && !equality_disabled_)
-    fail(describe("equality", m->name_eqadr, 0), "equality constraints are not supported");
-  if (m->neq > 0) ignore_all("equality (disabled)", m->name_eqadr, m->neq);
   if (m->npair > 0)
     fail(describe("contact pair", m->name_pairadr, 0),
          "explicit contact pairs (<pair>) are not supported");
@@ -574,6 +572,73 @@ void Converter::ignored_elements() {
   ignore_all("tuple", m->name_tupleadr, m->ntuple);
 }
 
+// Equality constraints become Phalanx's hard bilateral rows. Connect and weld are taken with body
+// semantics: anchors and frames in the bodies' frames (a site's position and orientation for
+// site semantics). MuJoCo's solref and solimp (soft constraints) have no counterpart, nor has a
+// weld's torquescale, which scales rows that a hard constraint holds at zero anyway; a weld with
+// torquescale 0 leaves the orientation free and becomes a connect at its anchor.
+void Converter::equalities() {
+  const mjModel* m = m_;
+  Model& o = out_;
+  if (m->neq == 0) return;
+  if (equality_disabled_) {
+    ignore_all("equality (disabled)", m->name_eqadr, m->neq);
+    return;
+  }
+  ignored_.add("equality@solref, solimp: the rows are hard",
+               "first: " + describe("equality", m->name_eqadr, 0), m->neq);
+  for (long i = 0; i < m->neq; i++) {
+    std::string what = describe("equality", m->name_eqadr, i);
+    const mjtNum* data = m->eq_data + mjNEQDATA * i;
+    int type = m->eq_type[i], o1 = m->eq_obj1id[i], o2 = m->eq_obj2id[i];
+    double anchor[6] = {}, relquat[8] = {1, 0, 0, 0, 1, 0, 0, 0}, poly[5] = {};
+    if (type == mjEQ_CONNECT || type == mjEQ_WELD) {
+      if (type == mjEQ_WELD && data[10] == 0) type = mjEQ_CONNECT;
+      bool weld = m->eq_type[i] == mjEQ_WELD;
+      if (m->eq_objtype[i] == mjOBJ_SITE) {
+        for (int k = 0; k < 3; k++) {
+          anchor[k] = m->site_pos[3 * o1 + k];
+          anchor[3 + k] = m->site_pos[3 * o2 + k];
+        }
+        for (int k = 0; k < 4; k++) {
+          relquat[k] = m->site_quat[4 * o1 + k];
+          relquat[4 + k] = m->site_quat[4 * o2 + k];
+        }
+        o1 = m->site_bodyid[o1];
+        o2 = m->site_bodyid[o2];
+      } else {
+        // a weld keeps its anchor on body 2 first (MuJoCo's eq_data layout)
+        for (int k = 0; k < 3; k++) {
+          anchor[k] = data[(weld ? 3 : 0) + k];
+          anchor[3 + k] = data[(weld ? 0 : 3) + k];
+        }
+        if (weld)
+          for (int k = 0; k < 4; k++) relquat[k] = data[6 + k];
+      }
+    } else if (type == mjEQ_JOINT || type == mjEQ_TENDON) {
+      for (int k = 0; k < 5; k++) poly[k] = data[k];
+      if (type == mjEQ_TENDON) {
+        for (int* id : {&o1, &o2}) {
+          if (*id < 0) continue;
+          if (tendon_id_[*id] < 0)
+            fail(what, "couples " + describe("tendon", m->name_tendonadr, *id) +
+                           ", which is not converted (only fixed tendons)");
+          *id = tendon_id_[*id];
+        }
+      }
+    } else {
+      fail(what, "flex equality constraints are not supported");
+    }
+    o.eq_type.push_back(type);
+    o.eq_obj1id.push_back(o1);
+    o.eq_obj2id.push_back(o2);
+    o.eq_active.push_back(m->eq_active0[i] ? 1 : 0);
+    o.eq_anchor.insert(o.eq_anchor.end(), anchor, anchor + 6);
+    o.eq_relquat.insert(o.eq_relquat.end(), relquat, relquat + 8);
+    o.eq_polycoef.insert(o.eq_polycoef.end(), poly, poly + 5);
+  }
+}
+
 Model Converter::convert() {
   const mjModel* m = m_;
   out_.name = m->nnames > 0 ? std::string(m->names) : "";
@@ -588,6 +653,7 @@ Model Converter::convert() {
   geoms();
   hfields();
   tendons();
+  equalities();
   actuators();
   excludes();
   ignored_elements();

@@ -77,6 +77,8 @@ struct Joint {
   bool has_limit = false;
   double lower = 0, upper = 0;
   double damping = 0, friction = 0;
+  std::string mimic;  // the joint this one follows (<mimic>), "" if none
+  double multiplier = 1, offset = 0;
 };
 
 class UrdfReader {
@@ -92,6 +94,7 @@ class UrdfReader {
   Pose origin(pugi::xml_node parent);
   void read_link(pugi::xml_node node);
   void read_joint(pugi::xml_node node);
+  void add_mimics(Model& m);
   void check_attributes(pugi::xml_node node, std::initializer_list<std::string_view> known);
   int load_mesh(pugi::xml_node shape);
   std::string mesh_path(pugi::xml_node shape, const std::string& filename) const;
@@ -312,7 +315,10 @@ void UrdfReader::read_joint(pugi::xml_node node) {
       j.friction = number(c, "friction", 0);
       if (!(j.friction >= 0)) fail(c, what + ": dynamics friction must be >= 0");
     } else if (tag == "mimic") {
-      ignore(c, "joint/mimic (the joint moves on its own: no coupling)");
+      j.mimic = c.attribute("joint").value();
+      if (j.mimic.empty()) fail(c, what + ": mimic needs attribute 'joint'");
+      j.multiplier = number(c, "multiplier", 1);
+      j.offset = number(c, "offset", 0);
     } else if (tag == "safety_controller" || tag == "calibration") {
       ignore(c, std::string(tag));
     } else if (tag != "origin") {
@@ -470,6 +476,26 @@ void UrdfReader::add_inertial(Model& m, const Link& l) {
   m.body_inertia.insert(m.body_inertia.end(), moments, moments + 3);
 }
 
+// <mimic joint="k" multiplier="a" offset="b">: q = a q_k + b, a joint equality (URDF's joints are
+// at 0 in qpos0, so the coupling's polynomial is b + a x)
+void UrdfReader::add_mimics(Model& m) {
+  for (const Joint& j : joints_) {
+    if (j.mimic.empty()) continue;
+    std::string what = "joint '" + j.name + "'";
+    int self = m.joint_id(j.name), leader = m.joint_id(j.mimic);
+    if (self < 0 || m.jnt_type[self] == kJointFree)
+      fail(j.node, what + ": only revolute, continuous and prismatic joints can mimic");
+    if (leader < 0 || m.jnt_type[leader] == kJointFree)
+      fail(j.node, what + ": mimics '" + j.mimic +
+                       "', which is not a revolute, continuous or prismatic joint of the robot");
+    m.eq_type.push_back(kEqJoint);
+    m.eq_obj1id.push_back(self);
+    m.eq_obj2id.push_back(leader);
+    m.eq_active.push_back(1);
+    m.eq_polycoef.insert(m.eq_polycoef.end(), {j.offset, j.multiplier, 0.0, 0.0, 0.0});
+  }
+}
+
 // a moving joint j of `body`, at its origin, in MuJoCo's joint types
 void UrdfReader::add_joint(Model& m, const Joint& j, int body, int parent_body) {
   int type = j.type == "floating" ? kJointFree : j.type == "prismatic" ? kJointSlide : kJointHinge;
@@ -606,6 +632,7 @@ Model UrdfReader::read(const std::string& text, const std::string& path) {
     throw std::runtime_error(path + ": the joints form a cycle; not every link is reachable");
   }
   for (const Hull& h : hulls_) add_mesh(m, h);
+  add_mimics(m);
   m.finalize();
   exclude_links_overlapping_at_rest(m);
   check_masses(m);

@@ -50,6 +50,11 @@ enum ActuatorGain : int { kGainFixed = 0, kGainAffine = 1 };
 enum ActuatorBias : int { kBiasNone = 0, kBiasAffine = 1 };
 // What an actuator moves (Model::actuator_trntype): a joint or a tendon.
 enum ActuatorTrn : int { kTrnJoint = 0, kTrnTendon = 1 };
+// What an equality constraint holds (Model::eq_type), numbered as MuJoCo's mjtEq, and its rows.
+enum EqType : int { kEqConnect = 0, kEqWeld = 1, kEqJoint = 2, kEqTendon = 3 };
+PHX_HD constexpr int eq_rows(int type) {
+  return type == kEqConnect ? 3 : type == kEqWeld ? 6 : 1;
+}
 
 // number of qpos and qvel coordinates of each joint type
 PHX_HD constexpr int joint_nq(int type) {

@@ -1,4 +1,5 @@
-// Contacts and joint limits as rows of a velocity-level boxed LCP (Werling et al. 2021):
+// Contacts, limits, friction loss and equality constraints as rows of a velocity-level boxed LCP
+// (Werling et al. 2021):
 //   v = A f + b,  A = J M^-1 J^T,  b = J v_free + corrections,
 // with f the constraint impulses, v the constrained velocities after the step, and M the
 // joint-space inertia with armature and implicit damping (M + diag(armature + dt damping)), so
@@ -7,7 +8,9 @@
 // Rows, in this order: for each contact its normal and, when either geom has condim > 1, two
 // friction rows along the tangents of contact_frame(normal) bounded by +-mu f_normal (a
 // four-sided friction pyramid; torsional and rolling friction of condim 4 and 6 are not
-// modelled); then one row per active limit of a hinge or slide joint.
+// modelled); then one row per active limit of a hinge or slide joint, one per dof with friction
+// loss, one per active tendon limit, and the bilateral rows of the active equality constraints
+// (equality.h).
 //
 // Corrections in b: restitution e (the larger of the two geoms') asks an approaching contact
 // to leave with at least e times its approach speed (Newton's law, v+ >= -e v-); penetration
@@ -17,7 +20,7 @@
 #pragma once
 
 #include "phalanx/collision/narrowphase.h"
-#include "phalanx/kinematics.h"
+#include "phalanx/equality.h"
 #include "phalanx/lcp.h"
 #include "phalanx/math/dense.h"
 
@@ -233,26 +236,6 @@ PHX_HD void detect_contacts(const ModelView<T>& m, const ConstraintWorkspace<T>&
   *cv.overflow = overflow;
 }
 
-// the last dof on the path from body b to the root, -1 if none
-template <class T>
-PHX_HD int last_dof(const ModelView<T>& m, int b) {
-  while (b > 0 && m.body_dofnum[b] == 0) b = m.body_parentid[b];
-  return b > 0 ? m.body_dofadr[b] + m.body_dofnum[b] - 1 : -1;
-}
-
-// rows k < nr (row k at rows + k nv) += sign * u[k] . (velocity of the point p fixed to body b
-// per unit qvel): a contact's normal and tangent rows share the point and the walk to the root
-template <class T>
-PHX_HD void add_point_jacobian(const ModelView<T>& m, const Workspace<T>& w, int b,
-                               const Vec3<T>& p, const Vec3<T>* u, int nr, T sign, T* rows) {
-  Vec3<T> r = p - Vec3<T>::load(w.xpos + 3 * m.body_rootid[b]);
-  for (int d = last_dof(m, b); d >= 0; d = m.dof_parentid[d]) {
-    Vec6<T> s = Vec6<T>::load(w.cdof + 6 * d);
-    Vec3<T> t = s.lin() + cross(s.ang(), r);
-    for (int k = 0; k < nr; ++k) rows[long(k) * m.nv + d] += sign * dot(u[k], t);
-  }
-}
-
 // The demand of a contact's normal row on its separating velocity after the step, given vn = J
 // qvel before it: restitution's bounce e vn when approaching and Baumgarte's push-out
 // erp (dist + slop) / dt when deeper than the slop; both are <= 0 and the stronger (smaller)
@@ -271,7 +254,8 @@ PHX_HD PHX_INLINE NormalCorrection<T> normal_correction(const ModelView<S>& m, T
 }
 
 // Keys of the rows other than contacts, all negative: joint j's limit -1 - 2 j - side (side 1 at
-// the upper bound), then dof d's friction loss, then tendon t's limit.
+// the upper bound), then dof d's friction loss, then tendon t's limit, then the equalities' rows
+// (eq_key, equality.h).
 template <class T>
 PHX_HD PHX_INLINE int friction_loss_key(const ModelView<T>& m, int d) {
   return -1 - 2 * m.njnt - d;
@@ -314,9 +298,10 @@ PHX_HD bool limit_row(const ModelView<T>& m, int type, int id, const T* range, c
   return true;
 }
 
-// Rows of the contacts, active joint limits, friction losses and active tendon limits: J, bounds,
-// friction links, and b without the unconstrained velocity term. Returns the number of rows. Row
-// keys of contacts were set by detect_contacts in efc_key[contact]; this spreads them to the rows.
+// Rows of the contacts, active joint limits, friction losses, active tendon limits and active
+// equality constraints: J, bounds, friction links, and b without the unconstrained velocity term.
+// Returns the number of rows. Row keys of contacts were set by detect_contacts in efc_key[contact];
+// this spreads them to the rows.
 template <class T>
 PHX_HD int build_rows(const ModelView<T>& m, const T* qpos, const T* qvel, const Workspace<T>& w,
                       ConstraintWorkspace<T>& c, ContactView<T>& cv) {
@@ -408,6 +393,9 @@ PHX_HD int build_rows(const ModelView<T>& m, const T* qpos, const T* qvel, const
       ++nrow;
     }
   }
+
+  // equality constraints: bilateral rows (equality.h)
+  nrow = equality_rows(m, qpos, qvel, w, c, cv.efc_key, nrow);
   *cv.nefc = nrow;
   return nrow;
 }

@@ -60,42 +60,6 @@ PHX_HD void adj_geom_pose(const ModelView<S>& m, int g, const GeomFrame<T>& adj_
   adj_f.pos.add_to(a.xpos + 3 * b);
 }
 
-// Adjoint of add_point_jacobian: from the adjoints of its nr rows (rows row0.. of adj_J, read
-// on the path's dofs only) to adj_p, adj_u[k] (accumulated) and to the adjoints of cdof and of
-// the root body's xpos in a.
-// Per dof d on the path: row_kd += sign u_k . t,  t = s_lin + s_ang x r,  r = p - xpos[root];
-// the rows' adjoints combine into one adj_t = sum_k g_kd u_k before the cross products.
-template <class T, class S, class AdjRows>
-PHX_HD void adj_add_point_jacobian(const ModelView<S>& m, const Workspace<S>& w, int b,
-                                   const Vec3<T>& p, const Vec3<T>* u, int nr, T sign,
-                                   const AdjRows& adj_J, int row0, AdjWorkspace<T>& a,
-                                   Vec3<T>& adj_p, Vec3<T>* adj_u) {
-  if (last_dof(m, b) < 0) return;  // the world: no dofs
-  int root = m.body_rootid[b];
-  Vec3<T> r = p - Vec3<T>::load(w.xpos + 3 * root);
-  Vec3<T> adj_r;
-  typename AdjRows::Row rows[3];
-  for (int k = 0; k < nr; ++k) rows[k] = adj_J.row(row0 + k);
-  for (int d = last_dof(m, b); d >= 0; d = m.dof_parentid[d]) {
-    Vec6<T> s = Vec6<T>::load(w.cdof + 6 * d);
-    Vec3<T> t = s.lin() + cross(s.ang(), r), adj_t;
-    for (int k = 0; k < nr; ++k) {
-      T g = sign * rows[k](d);
-      adj_u[k] += g * t;
-      adj_t += g * u[k];
-    }
-    // u . (s_ang x r) = s_ang . (r x u) = r . (u x s_ang)
-    Vec3<T> adj_ang = cross(r, adj_t);
-    adj_r += cross(adj_t, s.ang());
-    for (int i = 0; i < 3; ++i) {
-      a.cdof[6 * d + i] += adj_ang[i];
-      a.cdof[6 * d + 3 + i] += adj_t[i];
-    }
-  }
-  adj_p += adj_r;
-  (-adj_r).add_to(a.xpos + 3 * root);
-}
-
 // Z = M^-1 J^T by rows (Z_r = L^-T Y_r with Y_r = L^-1 J_r, M factored in c.L), which the
 // adjoint of delassus needs: a function of the forward step alone, computed once per replay
 // (adj_constrained_prepare) for every reverse pass that follows.
@@ -508,6 +472,7 @@ PHX_HD PHX_INLINE void adj_row_corrections(const ModelView<S>& m, const T* qpos,
   for (int r = row; r < nrow; ++r) {
     int key = -1 - cv.efc_key[r];
     if (key >= 2 * m.njnt && key < 2 * m.njnt + nv) continue;  // friction loss: J, b constant
+    if (key >= 2 * m.njnt + nv + 2 * m.ntendon) continue;      // equalities: adj_equality_rows
     bool tendon = key >= 2 * m.njnt + nv;
     if (tendon) key -= 2 * m.njnt + nv;
     int id = key / 2;
@@ -610,8 +575,13 @@ PHX_HD void adj_constrained_velocity(const ModelView<S>& m, const T* qpos, const
   if constexpr (write_out) {
     adj_J.write(s.adj_J, nrow, nv);
     adj_contact_rows(m, w, c, cv, DenseEntries<T>{s.adj_J, nv}, s, a, adj_contact);
+    if (m.neq > 0)
+      adj_equality_rows(m, qpos, qvel, w, cv.efc_key, nrow, DenseEntries<T>{s.adj_J, nv}, s.adj_b,
+                        a, adj_qpos, adj_qvel);
   } else {
     adj_contact_rows(m, w, c, cv, adj_J, s, a, adj_contact);
+    if (m.neq > 0)
+      adj_equality_rows(m, qpos, qvel, w, cv.efc_key, nrow, adj_J, s.adj_b, a, adj_qpos, adj_qvel);
   }
   adj_com_vel(m, qvel, w, a, adj_qvel);
   adj_com_pos(m, w, a, adj_model);

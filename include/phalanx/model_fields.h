@@ -21,6 +21,7 @@
   X(nexclude, "number of excluded body pairs (MJCF <contact><exclude>)")                         \
   X(ntendon, "number of fixed tendons (linear combinations of joint coordinates)")               \
   X(nwrap, "number of joint entries of all tendons")                                             \
+  X(neq, "number of equality constraints")                                                       \
   X(nmesh, "number of meshes (each kept as its convex hull)")                                    \
   X(nmeshvert, "number of hull vertices of all meshes")                                          \
   X(nmeshadj, "number of hull-edge entries of all meshes' vertex adjacency (twice the edges)")   \
@@ -144,6 +145,19 @@
   X(real, tendon_lengthspring, ntendon, 2, "lengths between which the spring is slack")         \
   X(int, wrap_jnt, nwrap, 1, "joint of the entry (hinge or slide)")                             \
   X(real, wrap_coef, nwrap, 1, "coefficient of the joint's coordinate")                         \
+  /* equality constraints, held by bilateral rows: connect (3 rows, two anchor points             \
+     coincide), weld (6 rows, the anchors coincide and two frames align), joint and tendon (1     \
+     row: L1 - L1ref = P(L2 - L2ref), a quartic P in the second joint's coordinate or tendon's    \
+     length, refs at qpos0; without a second, L1 - L1ref = P(0)) */                               \
+  X(int, eq_type, neq, 1, "EqType: 0 connect, 1 weld, 2 joint, 3 tendon (MuJoCo's mjtEq)")        \
+  X(int, eq_obj1id, neq, 1, "first body (connect, weld), joint (hinge or slide) or tendon")       \
+  X(int, eq_obj2id, neq, 1, "second body, joint or tendon; -1: none (joint, tendon)")             \
+  X(int, eq_active, neq, 1, "is the constraint enforced (0 or 1)")                                \
+  X(real, eq_anchor, neq, 6, "connect, weld: point on body 1, point on body 2, each in its "      \
+    "body's frame")                                                                               \
+  X(real, eq_relquat, neq, 8, "weld: frames on body 1 and on body 2 (orientations in their "      \
+    "bodies' frames) held aligned")                                                               \
+  X(real, eq_polycoef, neq, 5, "joint, tendon: coefficients of P, constant term first")           \
   /* actuators: MuJoCo's general model without activation state on a hinge or slide joint       \
      or a tendon: length L = gear q (gear times the tendon's length), velocity V likewise,      \
      force = gain ctrl + bias with gain = gainprm[0] (+ gainprm[1] L + gainprm[2] V when        \

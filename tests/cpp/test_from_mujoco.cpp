@@ -245,8 +245,12 @@ TEST(FromMujoco, UnsupportedPhysicsIsRefused) {
     b.replace(b.find("{J}"), 3, joint);
     return "<mujoco>" + b + rest + "</mujoco>";
   };
-  expect_refused(model("", R"(<equality><joint name="e" joint1="j" joint2="k"/></equality>)"),
-                 "equality 'e' (id 0): equality constraints are not supported");
+  expect_refused(R"(<mujoco><worldbody><site name="s1"/><body><freejoint/><geom size="0.1"/>
+                 <site name="s2"/></body></worldbody><tendon><spatial name="sp"><site site="s1"/>
+                 <site site="s2"/></spatial></tendon><equality><tendon name="e" tendon1="sp"/>
+                 </equality></mujoco>)",
+                 "equality 'e' (id 0): couples tendon 'sp' (id 0), which is not converted (only "
+                 "fixed tendons)");
   expect_refused(model("", R"(<actuator><intvelocity name="v" joint="j" actrange="-1 1"/>
                  </actuator>)"),
                  "actuator 'v' (id 0): has dyntype integrator");
@@ -254,6 +258,38 @@ TEST(FromMujoco, UnsupportedPhysicsIsRefused) {
                  </fixed></tendon>)"),
                  "tendon 't' (id 0): tendons with frictionloss are not supported");
   EXPECT_THROW(phx::from_mujoco(nullptr), std::invalid_argument);
+}
+
+TEST(FromMujoco, EqualitiesKeepTheirBodiesAnchorsAndCoefficients) {
+  // a weld stores its anchor on body 2 first (MuJoCo's eq_data); Phalanx keeps body 1's first,
+  // and a weld with torquescale 0 becomes a connect
+  ModelPtr m = compile_string(R"(<mujoco><worldbody>
+      <body name="a" pos="0 0 1"><freejoint/><geom size="0.1"/></body>
+      <body name="b" pos="1 0 1"><joint name="j" type="hinge"/><geom size="0.1"/></body>
+      <body name="c" pos="2 0 1"><joint name="k" type="slide"/><geom size="0.1"/></body>
+    </worldbody><equality>
+      <connect body1="a" body2="b" anchor="0.1 0.2 0.3"/>
+      <weld body1="a" body2="b" anchor="0.4 0.5 0.6" relpose="1 2 3 0 1 0 0"/>
+      <weld body1="b" body2="c" torquescale="0" active="false"/>
+      <joint joint1="k" joint2="j" polycoef="0.1 0.2 0.3 0.4 0.5"/>
+    </equality></mujoco>)");
+  phx::Model p = phx::from_mujoco(m.get());
+  ASSERT_EQ(p.neq, 4);
+  EXPECT_EQ(p.eq_type,
+            (std::vector<int>{phx::kEqConnect, phx::kEqWeld, phx::kEqConnect, phx::kEqJoint}));
+  EXPECT_EQ(p.eq_obj1id, (std::vector<int>{1, 1, 2, 2}));
+  EXPECT_EQ(p.eq_obj2id, (std::vector<int>{2, 2, 3, 1}));
+  EXPECT_EQ(p.eq_active, (std::vector<int>{1, 1, 0, 1}));
+  const double* d = m->eq_data;
+  for (int k = 0; k < 3; ++k) {
+    EXPECT_EQ(p.eq_anchor[k], d[k]);  // connect: as MuJoCo's
+    EXPECT_EQ(p.eq_anchor[3 + k], d[3 + k]);
+    EXPECT_EQ(p.eq_anchor[6 + k], d[mjNEQDATA + 3 + k]);  // weld: body 1's anchor first
+    EXPECT_EQ(p.eq_anchor[9 + k], d[mjNEQDATA + k]);
+  }
+  for (int k = 0; k < 4; ++k) EXPECT_EQ(p.eq_relquat[8 + k], d[mjNEQDATA + 6 + k]);
+  EXPECT_EQ(p.eq_relquat[12], 1.0);
+  for (int k = 0; k < 5; ++k) EXPECT_EQ(p.eq_polycoef[15 + k], d[3 * mjNEQDATA + k]);
 }
 
 TEST(FromMujoco, FixedTendonAndAnActuatorOnIt) {

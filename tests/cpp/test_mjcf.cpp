@@ -738,9 +738,10 @@ TEST(MjcfErrors, UnsupportedPhysicsIsRefusedByName) {
       "<actuator><intvelocity name='p' joint='j' actrange='-1 1'/></actuator></mujoco>",
       {"actuator 'p'", "dyntype integrator"});
   expect_error(
-      "<mujoco><worldbody><body name='a'><freejoint/><geom size='1'/></body></worldbody>"
-      "<equality><weld name='w' body1='a'/></equality></mujoco>",
-      {"equality"});
+      "<mujoco><worldbody><body name='a'><freejoint/><geom size='1'/><site name='s'/></body>"
+      "<site name='r'/></worldbody><tendon><spatial name='sp'><site site='s'/><site site='r'/>"
+      "</spatial></tendon><equality><tendon name='w' tendon1='sp'/></equality></mujoco>",
+      {"equality 'w'", "not converted"});
 }
 
 }  // namespace

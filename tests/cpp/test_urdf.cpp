@@ -489,7 +489,7 @@ void expect_valid_meshes(const Model& m) {
 TEST(ExampleRobotData, PandaCollisionMeshes) {
   // panda.urdf's collision meshes (package://example-robot-data/robots/panda_description/...):
   // 9 STL files, 9 hulls; its boxes on the fingers. The URDF is loaded from a copy without its
-  // <mimic> (not supported), so the package is found through ROS_PACKAGE_PATH
+  // <mimic>, so the package is found through ROS_PACKAGE_PATH
   fs::path robots = example_robot_data();
   if (robots.empty()) {
     GTEST_SKIP() << "example-robot-data is not installed";
@@ -580,19 +580,27 @@ TEST(UrdfErrors, UnsupportedJoints) {
                {"requires <limit>"});
 }
 
-// <dynamics friction> is the dof's friction loss; a mimic joint moves on its own, listed as ignored
+// <dynamics friction> is the dof's friction loss; a mimic joint follows its leader through a
+// joint equality q_k = multiplier q_j + offset
 TEST(Urdf, DynamicsFrictionAndMimic) {
   Model m = load_urdf_string(
       robot("<joint name='j' type='revolute'><parent link='a'/><child link='b'/>"
             "<limit lower='0' upper='1'/><dynamics damping='0.2' friction='0.5'/></joint>"
             "<joint name='k' type='prismatic'><parent link='b'/><child link='c'/>"
-            "<limit lower='0' upper='1'/><mimic joint='j' multiplier='2'/></joint>"));
+            "<limit lower='0' upper='1'/><mimic joint='j' multiplier='2' offset='0.1'/>"
+            "</joint>"));
   ASSERT_EQ(m.nv, 2);
   EXPECT_EQ(m.dof_frictionloss, (std::vector<double>{0.5, 0}));
   EXPECT_EQ(m.dof_damping[0], 0.2);
-  bool mimic = false;
-  for (const std::string& s : m.ignored) mimic = mimic || s.rfind("joint/mimic", 0) == 0;
-  EXPECT_TRUE(mimic);
+  ASSERT_EQ(m.neq, 1);
+  EXPECT_EQ(m.eq_type[0], kEqJoint);
+  EXPECT_EQ(m.eq_obj1id[0], m.joint_id("k"));
+  EXPECT_EQ(m.eq_obj2id[0], m.joint_id("j"));
+  EXPECT_EQ(m.eq_polycoef, (std::vector<double>{0.1, 2, 0, 0, 0}));
+  expect_error(robot("<joint name='j' type='revolute'><parent link='a'/><child link='b'/>"
+                     "<limit lower='0' upper='1'/><mimic joint='nope'/></joint>"
+                     "<joint name='k' type='fixed'><parent link='b'/><child link='c'/></joint>"),
+               {"joint 'j'", "mimics 'nope'"});
 }
 
 TEST(UrdfErrors, BrokenTrees) {

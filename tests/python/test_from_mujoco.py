@@ -360,8 +360,11 @@ def variant(joint="", geom="", body="", world="", sections=""):
 
 
 REFUSALS = [
-    ("equality", variant(sections='<equality><joint name="e" joint1="j1" joint2="j2"/></equality>'),
-     r"equality 'e' \(id 0\): equality constraints are not supported"),
+    ("equality", variant(world='<site name="s"/><site name="s2" pos="0 0 1"/>',
+                         sections='<tendon><spatial name="t"><site site="s"/><site site="s2"/>'
+                                  '</spatial></tendon><equality><tendon name="e" tendon1="t"/>'
+                                  '</equality>'),
+     r"equality 'e' \(id 0\): couples tendon 't' \(id 0\), which is not converted"),
     ("tendon", variant(sections='<tendon><fixed name="t" frictionloss="3"><joint joint="j1" '
                                 'coef="1"/></fixed></tendon>'),
      r"tendon 't' \(id 0\): tendons with frictionloss are not supported"),

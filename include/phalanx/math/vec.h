@@ -90,6 +90,15 @@ template <class T> PHX_HD PHX_INLINE Mat3<T> operator*(const Mat3<T>& A, const M
   return C;
 }
 
+// M^T
+template <class T>
+PHX_HD PHX_INLINE Mat3<T> transpose(const Mat3<T>& M) {
+  Mat3<T> R;
+  for (int i = 0; i < 3; ++i)
+    for (int j = 0; j < 3; ++j) R.m[3 * i + j] = M.m[3 * j + i];
+  return R;
+}
+
 // adjoint of y = M a: adj_M += adj_y a^T, adj_a += M^T adj_y
 template <class T>
 PHX_HD PHX_INLINE void adj_mul(const Mat3<T>& M, const Vec3<T>& a, Mat3<T>& adj_M, Vec3<T>& adj_a,
