@@ -357,7 +357,7 @@ py::object query_t(PyModel& pm, ArgTable& a, Query query, py::handle qpos, py::h
 }
 
 // body frames and the centre of mass -> (xpos (E, nbody, 3), xquat (E, nbody, 4), com (E, 3),
-// com_vel (E, 3) or None without qvel)
+// com_vel (E, 3) or None without qvel, site_xpos (E, nsite, 3), site_xmat (E, nsite, 3, 3))
 template <class T>
 py::tuple kinematics_t(PyModel& pm, ArgTable& a, py::handle qpos, py::handle qvel) {
   auto dm = pm.compiled<T>(a.device());
@@ -369,10 +369,16 @@ py::tuple kinematics_t(PyModel& pm, ArgTable& a, py::handle qpos, py::handle qve
   Output<T> xquat = a.out<T>("xquat", py::none(), {{"E", E}, {"nbody", nb}, {"4", 4}});
   Output<T> com = a.out<T>("com", py::none(), {{"E", E}, {"3", 3}});
   Output<T> com_vel = a.out<T>("com_vel", py::none(), {{"E", v ? E : 0}, {"3", 3}});
+  const std::int64_t ns = m.nsite;
+  Output<T> site_xpos = a.out<T>("site_xpos", py::none(), {{"E", E}, {"nsite", ns}, {"3", 3}});
+  Output<T> site_xmat =
+      a.out<T>("site_xmat", py::none(), {{"E", E}, {"nsite", ns}, {"3", 3}, {"3", 3}});
   a.run([&] {
-    phx::kinematics(*dm, int(E), q, v, xpos.p, xquat.p, com.p, v ? com_vel.p : nullptr);
+    phx::kinematics(*dm, int(E), q, v, xpos.p, xquat.p, com.p, v ? com_vel.p : nullptr,
+                    ns > 0 ? site_xpos.p : nullptr, ns > 0 ? site_xmat.p : nullptr);
   });
-  return py::make_tuple(xpos.array, xquat.array, com.array, v ? com_vel.array : py::none());
+  return py::make_tuple(xpos.array, xquat.array, com.array, v ? com_vel.array : py::none(),
+                        site_xpos.array, site_xmat.array);
 }
 
 // the status words (E,): new uint32 (numpy) or the caller's int32
@@ -869,12 +875,12 @@ void register_model(py::module_& mod) {
 #undef PHX_DEF_COUNT
   register_model_options(cls);
   cls.def("set_parameter", &PyModel::set_parameter, py::arg("name"), py::arg("values"),
-           "Replace a model parameter (one of phalanx.PARAMETERS). values of the field's shape "
-           "are shared by all "
-           "environments; with a leading dimension nbatch they are per environment: "
-           "environment e uses values[e % nbatch]. Checked like a loaded model (finite; masses, "
-           "inertias and friction >= 0; restitution in [0, 1]; used sizes > 0); compiled "
-           "copies are rebuilt on next use.")
+          "Replace a model parameter (one of phalanx.PARAMETERS). values of the field's shape "
+          "are shared by all "
+          "environments; with a leading dimension nbatch they are per environment: "
+          "environment e uses values[e % nbatch]. Checked like a loaded model (finite; masses, "
+          "inertias and friction >= 0; restitution in [0, 1]; used sizes > 0); compiled "
+          "copies are rebuilt on next use.")
       .def("parameter", &PyModel::parameter, py::arg("name"),
            "A copy of a model parameter: the field's shape when shared by all environments, "
            "(nbatch, *shape) when set per environment.")
@@ -883,6 +889,7 @@ void register_model(py::module_& mod) {
       .def_property_readonly("geom_names", [](const PyModel& pm) { return pm.model().geom_names; })
       .def_property_readonly("actuator_names",
                              [](const PyModel& pm) { return pm.model().actuator_names; })
+      .def_property_readonly("site_names", [](const PyModel& pm) { return pm.model().site_names; })
       .def_property_readonly(
           "ignored", [](const PyModel& pm) { return pm.model().ignored; },
           "what the loader accepted but did not use, one entry per kind")
@@ -900,6 +907,9 @@ void register_model(py::module_& mod) {
           "actuator_id",
           [](const PyModel& pm, const std::string& n) { return pm.model().actuator_id(n); },
           py::arg("name"), "id of the named actuator, -1 when absent")
+      .def(
+          "site_id", [](const PyModel& pm, const std::string& n) { return pm.model().site_id(n); },
+          py::arg("name"), "id of the named site, -1 when absent")
       .def("__repr__", [](const PyModel& pm) {
         const phx::Model& m = pm.model();
         std::ostringstream s;

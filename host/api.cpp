@@ -218,11 +218,12 @@ void bias_forces(const DeviceModel<T>& model, int nenv, const T* d_qpos, const T
 }
 
 template <class T>
-void kinematics(const DeviceModel<T>& model, int nenv, const T* d_qpos, const T* d_qvel,
-                T* d_xpos, T* d_xquat, T* d_com, T* d_com_vel) {
+void kinematics(const DeviceModel<T>& model, int nenv, const T* d_qpos, const T* d_qvel, T* d_xpos,
+                T* d_xquat, T* d_com, T* d_com_vel, T* d_site_xpos, T* d_site_xmat) {
   check_nenv(nenv);
   launch(model.device(), nenv,
-         KinematicsKernel<T>{model.view(), d_qpos, d_qvel, d_xpos, d_xquat, d_com, d_com_vel},
+         KinematicsKernel<T>{model.view(), d_qpos, d_qvel, d_xpos, d_xquat, d_com, d_com_vel,
+                             d_site_xpos, d_site_xmat},
          model.scratch_size());
 }
 
@@ -322,28 +323,26 @@ void rollout_backward(const DeviceModel<T>& model, Tape<T>& tape, const T* d_adj
          rollout_adjoint_scratch_size(view, k.nslot, k.slot_ncon, k.slot_nrow));
 }
 
-#define PHX_INSTANTIATE_API(T)                                                            \
-  template class DeviceModel<T>;                                                          \
-  template class Data<T>;                                                                 \
-  template void step<T>(const DeviceModel<T>&, Data<T>&, int, const T*);                  \
-  template class Tape<T>;                                                                 \
-  template void rollout<T>(const DeviceModel<T>&, Data<T>&, const T*, int, T*, T*, int*,      \
-                           Tape<T>*);                                                         \
-  template void step_jacobian<T>(const DeviceModel<T>&, int, const T*, const T*, const T*, T*, \
-                                 T*, int, const T*);                                         \
-  template void rollout_backward<T>(const DeviceModel<T>&, Tape<T>&, const T*, const T*, T*,  \
-                                    T*, T*, const ModelAdjoint<T>&,                           \
-                                    const ContactModelAdjoint<T>&, int);                      \
-  template void mass_matrix<T>(const DeviceModel<T>&, int, const T*, T*);                 \
-  template void bias_forces<T>(const DeviceModel<T>&, int, const T*, const T*, T*);       \
-  template void kinematics<T>(const DeviceModel<T>&, int, const T*, const T*, T*, T*, T*,  \
-                              T*);                                                         \
-  template void forward_dynamics<T>(const DeviceModel<T>&, int, const T*, const T*,       \
-                                    const T*, T*);                                        \
-  template void inverse_dynamics<T>(const DeviceModel<T>&, int, const T*, const T*,       \
-                                    const T*, T*);                                        \
-  template void step_vjp<T>(const DeviceModel<T>&, int, const T*, const T*, const T*,     \
-                            const T*, const T*, T*, T*, T*, const ModelAdjoint<T>&,       \
+#define PHX_INSTANTIATE_API(T)                                                                     \
+  template class DeviceModel<T>;                                                                   \
+  template class Data<T>;                                                                          \
+  template void step<T>(const DeviceModel<T>&, Data<T>&, int, const T*);                           \
+  template class Tape<T>;                                                                          \
+  template void rollout<T>(const DeviceModel<T>&, Data<T>&, const T*, int, T*, T*, int*,           \
+                           Tape<T>*);                                                              \
+  template void step_jacobian<T>(const DeviceModel<T>&, int, const T*, const T*, const T*, T*, T*, \
+                                 int, const T*);                                                   \
+  template void rollout_backward<T>(const DeviceModel<T>&, Tape<T>&, const T*, const T*, T*, T*,   \
+                                    T*, const ModelAdjoint<T>&, const ContactModelAdjoint<T>&,     \
+                                    int);                                                          \
+  template void mass_matrix<T>(const DeviceModel<T>&, int, const T*, T*);                          \
+  template void bias_forces<T>(const DeviceModel<T>&, int, const T*, const T*, T*);                \
+  template void kinematics<T>(const DeviceModel<T>&, int, const T*, const T*, T*, T*, T*, T*, T*,  \
+                              T*);                                                                 \
+  template void forward_dynamics<T>(const DeviceModel<T>&, int, const T*, const T*, const T*, T*); \
+  template void inverse_dynamics<T>(const DeviceModel<T>&, int, const T*, const T*, const T*, T*); \
+  template void step_vjp<T>(const DeviceModel<T>&, int, const T*, const T*, const T*, const T*,    \
+                            const T*, T*, T*, T*, const ModelAdjoint<T>&,                          \
                             const ContactModelAdjoint<T>&, int, const T*, T*);
 PHX_INSTANTIATE_API(float)
 PHX_INSTANTIATE_API(double)

@@ -162,8 +162,13 @@ void Model::finalize() {
   update_rbound();
   if (geom_restitution.size() != static_cast<size_t>(ngeom)) geom_restitution.assign(ngeom, 0);
   fill_default(dof_frictionloss, nv, {0.0});
+  fill_default(tendon_frictionloss, static_cast<int>(tendon_adr.size()), {0.0});
   ntendon = static_cast<int>(tendon_adr.size());
   nwrap = static_cast<int>(wrap_jnt.size());
+  nsite = static_cast<int>(site_bodyid.size());
+  fill_default(site_pos, nsite, {0.0, 0.0, 0.0});
+  fill_default(site_quat, nsite, {1.0, 0.0, 0.0, 0.0});
+  if (site_names.empty()) site_names.resize(nsite);
   neq = static_cast<int>(eq_type.size());
   fill_default(eq_obj2id, neq, {-1});
   fill_default(eq_active, neq, {1});
@@ -258,6 +263,8 @@ void Model::validate() const {
   check_size(jnt_names, "jnt_names", nj);
   check_size(geom_names, "geom_names", ng);
   check_size(actuator_names, "actuator_names", na);
+  check_size(site_names, "site_names", size_t(nsite));
+  check_range(site_bodyid, "site_bodyid", 0, nbody);
 
   // indices
   if (body_parentid[0] != 0) invalid("body_parentid", "entry 0 (world) must be 0");
@@ -310,6 +317,9 @@ void Model::validate() const {
   for (int d = 0; d < nv; d++)
     if (!(dof_frictionloss[d] >= 0) || !std::isfinite(dof_frictionloss[d]))
       invalid("dof_frictionloss", "entry " + std::to_string(d) + " must be finite and >= 0");
+  for (int t = 0; t < ntendon; t++)
+    if (!(tendon_frictionloss[t] >= 0) || !std::isfinite(tendon_frictionloss[t]))
+      invalid("tendon_frictionloss", "entry " + std::to_string(t) + " must be finite and >= 0");
   check_range(actuator_gaintype, "actuator_gaintype", kGainFixed, kGainAffine + 1);
   check_range(actuator_biastype, "actuator_biastype", kBiasNone, kBiasAffine + 1);
   check_range(actuator_forcelimited, "actuator_forcelimited", 0, 2);
@@ -566,6 +576,9 @@ int Model::geom_id(const std::string& name) const {
 }
 int Model::actuator_id(const std::string& name) const {
   return find_name(actuator_names, name);
+}
+int Model::site_id(const std::string& name) const {
+  return find_name(site_names, name);
 }
 
 Model load_model(const std::string& path) {

@@ -53,6 +53,7 @@ struct Model {
   std::vector<std::string> jnt_names;       // (njnt)
   std::vector<std::string> geom_names;      // (ngeom)
   std::vector<std::string> actuator_names;  // (nu)
+  std::vector<std::string> site_names;      // (nsite)
 
   // What the loader accepted but did not use, one entry per element or attribute kind, each
   // naming it and where it first appeared ("light (humanoid.xml:53), 2 times").
@@ -106,6 +107,7 @@ struct Model {
   int joint_id(const std::string& name) const;
   int geom_id(const std::string& name) const;
   int actuator_id(const std::string& name) const;
+  int site_id(const std::string& name) const;
 };
 
 // MJCF: MuJoCo's compiler (mj_loadXML) then from_mujoco (host/mujoco_model.h), name and source

@@ -88,6 +88,7 @@ class Converter {
   void geoms();
   void meshes();
   void hfields();
+  void sites();
   void tendons();
   void equalities();
   void actuators();
@@ -432,23 +433,23 @@ void Converter::tendons() {
     bool limited = m->tendon_limited[t] && !limit_disabled_;
     bool spring = m->tendon_stiffness[t] != 0 && !spring_disabled_;
     bool damper = m->tendon_damping[t] != 0 && !damper_disabled_;
+    bool friction = m->tendon_frictionloss[t] != 0 && !frictionloss_disabled_;
     if (m->tendon_actfrclimited[t]) {
       why = "actuator force limits";
     } else if (!all_zero(m->tendon_stiffnesspoly + mjNPOLY * t, mjNPOLY) ||
                !all_zero(m->tendon_dampingpoly + mjNPOLY * t, mjNPOLY)) {
       why = "polynomial stiffness or damping";
-    } else if (m->tendon_frictionloss[t] != 0 && !frictionloss_disabled_) {
-      why = "frictionloss";
     } else if (m->tendon_armature[t] != 0) {
       why = "armature";
     }
     if (why) fail(what, std::string("tendons with ") + why + " are not supported");
     if (m->tendon_type[t] != mjTENDON_FIXED) {
-      if (limited || spring || damper)
+      if (limited || spring || damper || friction)
         fail(what,
              "spatial tendons are not supported: it has " + std::string(limited  ? "limits"
                                                                         : spring ? "stiffness"
-                                                                                 : "damping"));
+                                                                        : damper ? "damping"
+                                                                                 : "frictionloss"));
       ignored_.add("tendon spatial without forces", "first: " + what);
       continue;
     }
@@ -469,6 +470,7 @@ void Converter::tendons() {
                           m->tendon_range + 2 * t + 2);
     o.tendon_stiffness.push_back(spring ? m->tendon_stiffness[t] : 0.0);
     o.tendon_damping.push_back(damper ? m->tendon_damping[t] : 0.0);
+    o.tendon_frictionloss.push_back(friction ? m->tendon_frictionloss[t] : 0.0);
     o.tendon_lengthspring.insert(o.tendon_lengthspring.end(), m->tendon_lengthspring + 2 * t,
                                  m->tendon_lengthspring + 2 * t + 2);
   }
@@ -559,7 +561,6 @@ void Converter::excludes() {
 
 void Converter::ignored_elements() {
   const mjModel* m = m_;
-  ignore_all("site", m->name_siteadr, m->nsite);
   ignore_all("camera", m->name_camadr, m->ncam);
   ignore_all("light", m->name_lightadr, m->nlight);
   ignore_all("sensor", m->name_sensoradr, m->nsensor);
@@ -570,6 +571,17 @@ void Converter::ignored_elements() {
   ignore_all("numeric", m->name_numericadr, m->nnumeric);
   ignore_all("text", m->name_textadr, m->ntext);
   ignore_all("tuple", m->name_tupleadr, m->ntuple);
+}
+
+void Converter::sites() {
+  const mjModel* m = m_;
+  Model& o = out_;
+  for (long i = 0; i < m->nsite; i++) {
+    o.site_bodyid.push_back(m->site_bodyid[i]);
+    o.site_pos.insert(o.site_pos.end(), m->site_pos + 3 * i, m->site_pos + 3 * i + 3);
+    o.site_quat.insert(o.site_quat.end(), m->site_quat + 4 * i, m->site_quat + 4 * i + 4);
+    o.site_names.push_back(name(m->name_siteadr, i));
+  }
 }
 
 // Equality constraints become Phalanx's hard bilateral rows. Connect and weld are taken with body
@@ -652,6 +664,7 @@ Model Converter::convert() {
   meshes();
   geoms();
   hfields();
+  sites();
   tendons();
   equalities();
   actuators();

@@ -21,6 +21,7 @@ inline int constraint_capacity(const Model& m) {
   for (int t = 0; t < m.ntendon; ++t) nlimit += m.opt.limit && m.tendon_limited[t];
   int nfriction = 0;
   for (int d = 0; d < m.nv; ++d) nfriction += m.dof_frictionloss[d] > 0;
+  for (int t = 0; t < m.ntendon; ++t) nfriction += m.tendon_frictionloss[t] > 0;
   int nequality = 0;
   for (int i = 0; i < m.neq; ++i) nequality += eq_rows(m.eq_type[i]);
   return 3 * (m.opt.contact ? m.nconmax : 0) + nlimit + nfriction + nequality;

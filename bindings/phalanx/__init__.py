@@ -175,11 +175,14 @@ def bias_forces(model: Model, qpos, qvel, *, dtype=None, device: str = "cpu") ->
 
 def kinematics(model: Model, qpos, qvel=None, *, dtype=None, device: str = "cpu") -> dict:
     """Body frames and the centre of mass of E states -> dict with ``xpos`` (E, nbody, 3) and
-    ``xquat`` (E, nbody, 4) (MuJoCo's body frames in world, w x y z), ``com`` (E, 3) (the centre
+    ``xquat`` (E, nbody, 4) (MuJoCo's body frames in world, w x y z), ``site_xpos``
+    (E, nsite, 3) and ``site_xmat`` (E, nsite, 3, 3) (the sites' frames, MuJoCo's site_xpos
+    and site_xmat; ``model.site_id(name)`` gives a site's index), ``com`` (E, 3) (the centre
     of mass of all bodies, MuJoCo's subtree_com of the world) and, when qvel is given,
     ``com_vel`` (E, 3) (its velocity, MuJoCo's subtree_linvel of the world)."""
-    xpos, xquat, com, com_vel = _phalanx.kinematics(model, qpos, qvel, dtype, device)
-    out = dict(xpos=xpos, xquat=xquat, com=com)
+    xpos, xquat, com, com_vel, site_xpos, site_xmat = _phalanx.kinematics(model, qpos, qvel,
+                                                                          dtype, device)
+    out = dict(xpos=xpos, xquat=xquat, site_xpos=site_xpos, site_xmat=site_xmat, com=com)
     if com_vel is not None:
         out["com_vel"] = com_vel
     return out

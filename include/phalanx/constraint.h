@@ -9,8 +9,8 @@
 // friction rows along the tangents of contact_frame(normal) bounded by +-mu f_normal (a
 // four-sided friction pyramid; torsional and rolling friction of condim 4 and 6 are not
 // modelled); then one row per active limit of a hinge or slide joint, one per dof with friction
-// loss, one per active tendon limit, and the bilateral rows of the active equality constraints
-// (equality.h).
+// loss, one per active tendon limit, one per tendon with friction loss, and the bilateral rows of
+// the active equality constraints (equality.h).
 //
 // Corrections in b: restitution e (the larger of the two geoms') asks an approaching contact
 // to leave with at least e times its approach speed (Newton's law, v+ >= -e v-); penetration
@@ -254,8 +254,8 @@ PHX_HD PHX_INLINE NormalCorrection<T> normal_correction(const ModelView<S>& m, T
 }
 
 // Keys of the rows other than contacts, all negative: joint j's limit -1 - 2 j - side (side 1 at
-// the upper bound), then dof d's friction loss, then tendon t's limit, then the equalities' rows
-// (eq_key, equality.h).
+// the upper bound), then dof d's friction loss, then tendon t's limit, then tendon t's friction
+// loss, then the equalities' rows (eq_key, equality.h).
 template <class T>
 PHX_HD PHX_INLINE int friction_loss_key(const ModelView<T>& m, int d) {
   return -1 - 2 * m.njnt - d;
@@ -263,6 +263,24 @@ PHX_HD PHX_INLINE int friction_loss_key(const ModelView<T>& m, int d) {
 template <class T>
 PHX_HD PHX_INLINE int tendon_limit_key(const ModelView<T>& m, int t, int side) {
   return -1 - 2 * m.njnt - m.nv - 2 * t - side;
+}
+template <class T>
+PHX_HD PHX_INLINE int tendon_friction_key(const ModelView<T>& m, int t) {
+  return -1 - 2 * m.njnt - m.nv - 2 * m.ntendon - t;
+}
+
+// Row r of friction loss `loss` (MuJoCo's frictionloss, as a hard boxed row): impulse within
+// +-loss dt, velocity driven to zero; J zeroed, for the caller to fill
+template <class T>
+PHX_HD T* friction_row(const ModelView<T>& m, T loss, ConstraintWorkspace<T>& c, int r) {
+  T* J = c.J + long(r) * m.nv;
+  for (int k = 0; k < m.nv; ++k) J[k] = T(0);
+  c.lo[r] = -loss * m.timestep;
+  c.hi[r] = loss * m.timestep;
+  c.findex[r] = -1;
+  c.mu[r] = T(0);
+  c.b[r] = T(0);
+  return J;
 }
 
 // How far a length q is inside [lo, hi] (negative: beyond a bound) and the row's sign: +1 when
@@ -365,19 +383,11 @@ PHX_HD int build_rows(const ModelView<T>& m, const T* qpos, const T* qvel, const
     }
   }
 
-  // friction loss: a row per dof with dry friction, its impulse within +-frictionloss dt and its
-  // velocity driven to zero (MuJoCo's frictionloss, as a hard boxed row)
+  // friction loss: a row per dof with dry friction
   for (int d = 0; d < nv; ++d) {
     T loss = m.dof_frictionloss[d];
     if (!(loss > T(0))) continue;
-    T* J = c.J + long(nrow) * nv;
-    for (int k = 0; k < nv; ++k) J[k] = T(0);
-    J[d] = T(1);
-    c.lo[nrow] = -loss * m.timestep;
-    c.hi[nrow] = loss * m.timestep;
-    c.findex[nrow] = -1;
-    c.mu[nrow] = T(0);
-    c.b[nrow] = T(0);
+    friction_row(m, loss, c, nrow)[d] = T(1);
     cv.efc_key[nrow] = friction_loss_key(m, d);
     ++nrow;
   }
@@ -392,6 +402,16 @@ PHX_HD int build_rows(const ModelView<T>& m, const T* qpos, const T* qvel, const
       cv.efc_key[nrow] = tendon_limit_key(m, t, sign < T(0) ? 1 : 0);
       ++nrow;
     }
+  }
+
+  // tendon friction loss: a row along the tendon's coefficients
+  for (int t = 0; t < m.ntendon; ++t) {
+    T loss = m.tendon_frictionloss[t];
+    if (!(loss > T(0))) continue;
+    T* J = friction_row(m, loss, c, nrow);
+    for_each_moved_joint(m, kTrnTendon, t, [&](int j, T coef) { J[m.jnt_dofadr[j]] += coef; });
+    cv.efc_key[nrow] = tendon_friction_key(m, t);
+    ++nrow;
   }
 
   // equality constraints: bilateral rows (equality.h)

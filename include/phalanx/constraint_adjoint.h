@@ -472,7 +472,8 @@ PHX_HD PHX_INLINE void adj_row_corrections(const ModelView<S>& m, const T* qpos,
   for (int r = row; r < nrow; ++r) {
     int key = -1 - cv.efc_key[r];
     if (key >= 2 * m.njnt && key < 2 * m.njnt + nv) continue;  // friction loss: J, b constant
-    if (key >= 2 * m.njnt + nv + 2 * m.ntendon) continue;      // equalities: adj_equality_rows
+    // tendon friction losses (J, b constant) and equalities (adj_equality_rows)
+    if (key >= 2 * m.njnt + nv + 2 * m.ntendon) continue;
     bool tendon = key >= 2 * m.njnt + nv;
     if (tendon) key -= 2 * m.njnt + nv;
     int id = key / 2;

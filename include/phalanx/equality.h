@@ -23,15 +23,16 @@
 namespace phx {
 
 // The rows of equality i (eq_rows of its type) have keys eq_key(m, i, k), k < 6; they follow
-// the keys of joint limits, friction losses and tendon limits (constraint.h).
+// the keys of joint limits, dof friction losses, tendon limits and tendon friction losses
+// (constraint.h).
 template <class T>
 PHX_HD PHX_INLINE int eq_key(const ModelView<T>& m, int i, int k) {
-  return -1 - 2 * m.njnt - m.nv - 2 * m.ntendon - 6 * i - k;
+  return -1 - 2 * m.njnt - m.nv - 3 * m.ntendon - 6 * i - k;
 }
 // the equality a key names, -1 when it names no equality row
 template <class T>
 PHX_HD PHX_INLINE int eq_of_key(const ModelView<T>& m, int key) {
-  int k = -1 - key - 2 * m.njnt - m.nv - 2 * m.ntendon;
+  int k = -1 - key - 2 * m.njnt - m.nv - 3 * m.ntendon;
   return k >= 0 ? k / 6 : -1;
 }
 

@@ -146,6 +146,16 @@ PHX_HD void com_pos(const ModelView<T>& m, Workspace<T>& w) {
   }
 }
 
+// world frame of site s from its body's: position xpos + R site_pos, rotation R Q(site_quat)
+// (MuJoCo's site_xpos and site_xmat)
+template <class T>
+PHX_HD void site_frame(const ModelView<T>& m, const Workspace<T>& w, int s, T* pos, T* mat) {
+  int b = m.site_bodyid[s];
+  Mat3<T> R = Mat3<T>::load(w.xmat + 9 * b);
+  (Vec3<T>::load(w.xpos + 3 * b) + R * Vec3<T>::load(m.site_pos + 3 * s)).store(pos);
+  (R * to_mat(Quat<T>::load(m.site_quat + 4 * s))).store(mat);
+}
+
 // body velocities and cdof_dot from qvel (MuJoCo's mj_comVel)
 template <class T>
 PHX_HD void com_vel(const ModelView<T>& m, const T* qvel, Workspace<T>& w) {

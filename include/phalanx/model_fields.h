@@ -17,6 +17,7 @@
   X(nbody, "number of bodies, including the world body 0")                                       \
   X(njnt, "number of joints")                                                                    \
   X(ngeom, "number of geoms")                                                                    \
+  X(nsite, "number of sites (frames fixed to bodies, for costs and observations)")               \
   X(npair, "number of geom pairs that may collide (after MuJoCo's filters)")                     \
   X(nexclude, "number of excluded body pairs (MJCF <contact><exclude>)")                         \
   X(ntendon, "number of fixed tendons (linear combinations of joint coordinates)")               \
@@ -109,6 +110,10 @@
   X(real, geom_rbound, ngeom, 1, "radius of a bounding sphere at geom_pos; 0: infinite")        \
   X(real, geom_restitution, ngeom, 1, "coefficient of restitution; a pair uses the larger")     \
   X(int, geom_dataid, ngeom, 1, "mesh id of a mesh geom, height-field id of an hfield, else -1") \
+  /* sites: frames fixed to bodies */                                                             \
+  X(int, site_bodyid, nsite, 1, "id of the site's body")                                          \
+  X(real, site_pos, nsite, 3, "position in the body frame")                                       \
+  X(real, site_quat, nsite, 4, "orientation in the body frame")                                   \
   /* meshes: each one's convex hull, in the frame of the geoms that use it (MuJoCo's mesh       \
      frame); vertex ids in mesh_vertadj and mesh_polyvert are local to the mesh */               \
   X(int, mesh_vertadr, nmesh, 1, "first hull vertex in mesh_vert")                              \
@@ -143,6 +148,8 @@
   X(real, tendon_stiffness, ntendon, 1, "spring stiffness")                                     \
   X(real, tendon_damping, ntendon, 1, "damping coefficient")                                    \
   X(real, tendon_lengthspring, ntendon, 2, "lengths between which the spring is slack")         \
+  X(real, tendon_frictionloss, ntendon, 1, "dry friction (N or N m) along the tendon: a row "     \
+    "of impulse within +-it dt")                                                                  \
   X(int, wrap_jnt, nwrap, 1, "joint of the entry (hinge or slide)")                             \
   X(real, wrap_coef, nwrap, 1, "coefficient of the joint's coordinate")                         \
   /* equality constraints, held by bilateral rows: connect (3 rows, two anchor points             \

@@ -254,9 +254,9 @@ TEST(FromMujoco, UnsupportedPhysicsIsRefused) {
   expect_refused(model("", R"(<actuator><intvelocity name="v" joint="j" actrange="-1 1"/>
                  </actuator>)"),
                  "actuator 'v' (id 0): has dyntype integrator");
-  expect_refused(model("", R"(<tendon><fixed name="t" frictionloss="1"><joint joint="j" coef="1"/>
+  expect_refused(model("", R"(<tendon><fixed name="t" armature="1"><joint joint="j" coef="1"/>
                  </fixed></tendon>)"),
-                 "tendon 't' (id 0): tendons with frictionloss are not supported");
+                 "tendon 't' (id 0): tendons with armature are not supported");
   EXPECT_THROW(phx::from_mujoco(nullptr), std::invalid_argument);
 }
 

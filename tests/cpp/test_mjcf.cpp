@@ -729,7 +729,7 @@ TEST(MjcfErrors, UnsupportedPhysicsIsRefusedByName) {
   // from_mujoco's refusals, naming the element
   expect_error(
       "<mujoco>\n<worldbody><body><joint name='j'/><geom size='1'/></body></worldbody>\n"
-      "<tendon>\n  <fixed name='t' frictionloss='1'><joint joint='j' "
+      "<tendon>\n  <fixed name='t' armature='1'><joint joint='j' "
       "coef='1'/></fixed>\n</tendon>\n"
       "</mujoco>",
       {"tendon 't'"});

@@ -79,16 +79,23 @@ def test_gradients_through_the_rows_match_central_differences(wheel, rng, regime
     ctrl = scale * model.dof_frictionloss * rng.uniform(0.8, 1.0, (1, T, 2))
     qpos = rng.uniform(-0.3, 0.3, (1, 2))
     qvel = np.zeros((1, 2)) if regime == "stuck" else np.array([[0.5, 0.5]])
-    wq, wv = rng.standard_normal((1, 2)), rng.standard_normal((1, 2))
+    gctrl = check_gradients(model, qpos, qvel, ctrl, rng)
+    if regime == "stuck":
+        np.testing.assert_allclose(gctrl, 0.0, atol=1e-12)
+
+
+def check_gradients(model, qpos, qvel, ctrl, rng) -> np.ndarray:
+    """chained_vjp's gradients of a random linear loss of the final state against central
+    differences along random directions; returns the control gradient"""
+    wq, wv = rng.standard_normal((1, model.nq)), rng.standard_normal((1, model.nv))
     g = chained_vjp(model, qpos, qvel, ctrl, wq, wv)
-    gq, gv, gctrl = g["qpos"], g["qvel"], g["ctrl"]
 
     def loss(q, v, u):
         qs, vs, _ = phalanx.rollout(model, q, v, u)
         return float((wq * qs[:, -1]).sum() + (wv * vs[:, -1]).sum())
 
     h = 1e-7
-    for g, x, name in [(gq, qpos, "qpos"), (gv, qvel, "qvel"), (gctrl, ctrl, "ctrl")]:
+    for x, name in [(qpos, "qpos"), (qvel, "qvel"), (ctrl, "ctrl")]:
         d = rng.standard_normal(x.shape)
         key = {"qpos": "q", "qvel": "v", "ctrl": "u"}[name]
 
@@ -96,6 +103,52 @@ def test_gradients_through_the_rows_match_central_differences(wheel, rng, regime
             return loss(**{"q": qpos, "v": qvel, "u": ctrl, key: y})
 
         fd = (f(x + h * d) - f(x - h * d)) / (2 * h)
-        assert float((g * d).sum()) == pytest.approx(fd, rel=1e-6, abs=1e-8), name
+        assert float((g[name] * d).sum()) == pytest.approx(fd, rel=1e-6, abs=1e-8), name
+    return g["ctrl"]
+
+
+# friction loss on a fixed tendon: L = 2 hinge - 0.5 slide; its row resists the motion along the
+# tendon's coefficients and leaves the orthogonal combination free
+TENDON = WHEEL.replace(' frictionloss="0.3"', "").replace(' frictionloss="1.5"', "").replace(
+    "</worldbody>", """</worldbody><tendon><fixed name="t" frictionloss="0.8">
+  <joint joint="hinge" coef="2"/><joint joint="slide" coef="-0.5"/></fixed></tendon>""")
+
+
+def test_tendon_friction_loss_holds_and_slips_along_the_tendon():
+    mj = mujoco.MjModel.from_xml_string(TENDON)
+    model = phalanx.from_mujoco(mj)
+    np.testing.assert_array_equal(model.tendon_frictionloss, [0.8])
+    inertia = mj.dof_M0.copy()
+    c = np.array([2.0, -0.5])
+    # a generalized force tau: the tendon's row takes the impulse f (|f| <= loss dt) that stops
+    # the motion along c when it can; the motion starts from rest, so after one step
+    # qvel = dt M^-1 (tau + c f / dt), with c . qvel = 0 if |c M^-1 tau| <= loss |c M^-1 c|
+    minv = 1 / inertia
+    for tau in (np.array([0.3, 0.2]), np.array([1.5, -1.0]), np.array([-4.0, 2.0])):
+        force_along = c @ (minv * tau) / (c @ (minv * c))  # the friction force that would stick
+        friction = -np.clip(force_along, -0.8, 0.8)
+        expect_acc = minv * (tau + c * friction)
+        T = 100
+        ctrl = np.repeat(tau[None, None], T, axis=1)
+        qs, vs, status = phalanx.rollout(model, np.zeros((1, 2)), np.zeros((1, 2)), ctrl)
+        assert not status.any()
+        np.testing.assert_allclose(vs[0, -1], expect_acc * T * model.timestep, rtol=1e-9,
+                                   atol=1e-12)
+        stuck = abs(force_along) <= 0.8
+        assert (abs(c @ vs[0, -1]) < 1e-12) == stuck
+
+
+@pytest.mark.parametrize("regime", ["stuck", "sliding"])
+def test_gradients_through_a_tendon_friction_row(rng, regime):
+    model = phalanx.from_mujoco(mujoco.MjModel.from_xml_string(TENDON))
+    T = 40
+    tau = np.array([0.3, 0.2]) if regime == "stuck" else np.array([-4.0, 2.0])
+    ctrl = tau * rng.uniform(0.9, 1.0, (1, T, 2))
+    qvel = np.zeros((1, 2)) if regime == "stuck" else np.array([[-0.5, 0.2]])
+    gctrl = check_gradients(model, rng.uniform(-0.3, 0.3, (1, 2)), qvel, ctrl, rng)
     if regime == "stuck":
-        np.testing.assert_allclose(gctrl, 0.0, atol=1e-12)
+        # the stuck row absorbs a generalized force along the tendon's coefficients c (its impulse
+        # changes, the motion does not), while other forces move the state
+        c = np.array([2.0, -0.5])
+        np.testing.assert_allclose(gctrl @ c, 0.0, atol=1e-12)
+        assert np.abs(gctrl).max() > 1e-4

@@ -365,9 +365,9 @@ REFUSALS = [
                                   '</spatial></tendon><equality><tendon name="e" tendon1="t"/>'
                                   '</equality>'),
      r"equality 'e' \(id 0\): couples tendon 't' \(id 0\), which is not converted"),
-    ("tendon", variant(sections='<tendon><fixed name="t" frictionloss="3"><joint joint="j1" '
+    ("tendon", variant(sections='<tendon><fixed name="t" armature="3"><joint joint="j1" '
                                 'coef="1"/></fixed></tendon>'),
-     r"tendon 't' \(id 0\): tendons with frictionloss are not supported"),
+     r"tendon 't' \(id 0\): tendons with armature are not supported"),
     ("intvelocity", variant(sections='<actuator><intvelocity name="p" joint="j1" kp="10" '
                                      'actrange="-1 1"/></actuator>'),
      r"actuator 'p' \(id 0\): has dyntype integrator, gaintype fixed, biastype affine; "
@@ -401,7 +401,8 @@ def test_harmless_elements_are_listed_as_ignored():
                            '</tendon>')
     model = phalanx.from_mujoco(mujoco.MjModel.from_xml_string(xml))
     text = "\n".join(model.ignored)
-    for what in ["site (first: site 's' (id 0)), 2 times", "camera", "light", "sensor",
+    assert model.nsite == 2 and "site" not in text  # sites convert
+    for what in ["camera", "light", "sensor",
                  "geom@solref", "geom@margin", "integrator=\"RK4\"", "tendon spatial without forces"]:
         assert what in text, (what, model.ignored)
 
@@ -436,3 +437,23 @@ def test_mujoco_of_another_version_is_refused(monkeypatch):
     message = r"built against MuJoCo \d+\.\d+\.\d+ but the imported mujoco is 3\.2\.7"
     with pytest.raises(RuntimeError, match=message):
         phalanx.from_mujoco(mj)
+
+
+def test_sites_convert_and_their_frames_match_mujoco(rng):
+    # dm_control's manipulator: 20 sites on the arm, hand and objects; phalanx.kinematics gives
+    # their world frames as MuJoCo's site_xpos and site_xmat
+    mj = mujoco.MjModel.from_xml_path(str(DM_SUITE / "manipulator.xml"))
+    model = phalanx.from_mujoco(mj)
+    assert model.nsite == mj.nsite == 20
+    assert model.site_id("grasp") == mj.site("grasp").id
+    np.testing.assert_array_equal(model.site_bodyid, mj.site_bodyid)
+    qpos = mj.qpos0 + 0.3 * rng.standard_normal((6, mj.nq))
+    out = phalanx.kinematics(model, qpos)
+    assert out["site_xpos"].shape == (6, 20, 3) and out["site_xmat"].shape == (6, 20, 3, 3)
+    data = mujoco.MjData(mj)
+    for e in range(6):
+        data.qpos[:] = qpos[e]
+        mujoco.mj_kinematics(mj, data)
+        np.testing.assert_allclose(out["site_xpos"][e], data.site_xpos, rtol=0, atol=1e-14)
+        np.testing.assert_allclose(out["site_xmat"][e].reshape(-1, 9), data.site_xmat, rtol=0,
+                                   atol=1e-14)

@@ -153,7 +153,8 @@ struct BiasKernel {
 };
 
 // body frames and the centre of mass: xpos (nenv x nbody x 3), xquat (nenv x nbody x 4), com
-// (nenv x 3) and, when qvel is non-null, its velocity com_vel (nenv x 3) (cost.h)
+// (nenv x 3), when qvel is non-null its velocity com_vel (nenv x 3) (cost.h), and when site_xpos
+// is non-null the site frames site_xpos (nenv x nsite x 3) and site_xmat (nenv x nsite x 9)
 template <class T>
 struct KinematicsKernel {
   using Scalar = T;
@@ -164,6 +165,8 @@ struct KinematicsKernel {
   T* xquat;
   T* com;
   T* com_vel;          // may be null
+  T* site_xpos = nullptr;  // may be null
+  T* site_xmat = nullptr;
 
   PHX_HD void operator()(int e, Scratch<T> scratch) const {
     const ModelView<T> m = env_view(model, e);
@@ -174,6 +177,10 @@ struct KinematicsKernel {
     for (int i = 0; i < 4 * m.nbody; ++i) xquat[long(e) * 4 * m.nbody + i] = w.xquat[i];
     com_position(m, w).store(com + 3L * e);
     if (qvel) com_velocity(m, w).store(com_vel + 3L * e);
+    if (site_xpos)
+      for (int s = 0; s < m.nsite; ++s)
+        site_frame(m, w, s, site_xpos + (long(e) * m.nsite + s) * 3,
+                   site_xmat + (long(e) * m.nsite + s) * 9);
   }
 };
 
