@@ -424,12 +424,19 @@ void check_state(PyModel& pm, py::handle qpos, py::handle qvel, py::handle ctrl,
   a.dispatch([&](auto x) { StepInputs<decltype(x)>(pm, a, qpos, qvel, ctrl, py::none(), rollout); });
 }
 
-// nstep steps with ctrl held and the added force qfrc -> (qpos, qvel, status)
+// the added forces and torques on the bodies (E, nbody, 6), or null for None
+template <class T>
+const T* body_forces(ArgTable& a, py::handle xfrc, const phx::Model& m, std::int64_t E) {
+  return a.optional<T>("xfrc", xfrc, {{"E", E}, {"nbody", m.nbody}, {"6", 6}});
+}
+
+// nstep steps with ctrl held and the added forces qfrc and xfrc -> (qpos, qvel, status)
 template <class T>
 py::tuple step_t(PyModel& pm, ArgTable& a, py::handle qpos, py::handle qvel, py::handle ctrl,
-                 py::handle qfrc, int nstep, const StepIO& io) {
+                 py::handle qfrc, py::handle xfrc, int nstep, const StepIO& io) {
   const StepInputs<T> in(pm, a, qpos, qvel, ctrl, qfrc);
   const auto& [dm, m, E, q, v, u, f] = in;
+  const T* x = body_forces<T>(a, xfrc, m, E);
   Output<T> q1 = a.out<T>("qpos_out", io.qpos_out, {{"E", E}, {"nq", m.nq}});
   Output<T> v1 = a.out<T>("qvel_out", io.qvel_out, {{"E", E}, {"nv", m.nv}});
   Output<unsigned> status = status_output(a, io.status_out, E);
@@ -441,7 +448,7 @@ py::tuple step_t(PyModel& pm, ArgTable& a, py::handle qpos, py::handle qvel, py:
       copy_on(d, data.qpos.data(), q, size_t(E) * m.nq);
       copy_on(d, data.qvel.data(), v, size_t(E) * m.nv);
       copy_on(d, data.ctrl.data(), u, size_t(E) * m.nu);
-      phx::step(*dm, data, nstep, f);
+      phx::step(*dm, data, nstep, f, x);
       copy_on(d, q1.p, data.qpos.data(), size_t(E) * m.nq);
       copy_on(d, v1.p, data.qvel.data(), size_t(E) * m.nv);
       copy_on(d, status.p, data.status.data(), size_t(E));
@@ -487,17 +494,24 @@ template <class T>
 class Gradients {
  public:
   T* state[4] = {};  // qpos, qvel, ctrl, qfrc
+  T* xfrc = nullptr;
   phx::ModelAdjoint<T> model;
   phx::ContactModelAdjoint<T> contact;
 
-  // nstep < 0: of one step (ctrl (E, nu) and qfrc); else of a rollout (ctrl (E, T, nu))
-  Gradients(ArgTable& a, py::handle grads, const phx::Model& m, std::int64_t E,
-            std::int64_t nstep)
-      : all_(grads.is_none()), E_(E), nq_(m.nq), nv_(m.nv), nctrl_(m.nu * std::max<std::int64_t>(nstep, 1)) {
+  // nstep < 0: of one step (ctrl (E, nu), qfrc and, with body_forces, xfrc); else of a rollout
+  // (ctrl (E, T, nu))
+  Gradients(ArgTable& a, py::handle grads, const phx::Model& m, std::int64_t E, std::int64_t nstep,
+            bool body_forces = false)
+      : all_(grads.is_none()),
+        E_(E),
+        nq_(m.nq),
+        nv_(m.nv),
+        nctrl_(m.nu * std::max<std::int64_t>(nstep, 1)) {
     if (!all_) given_ = py::reinterpret_borrow<py::dict>(grads);
     for (const auto& item : given_) {
       std::string key = py::str(item.first);
-      bool known = key == "qpos" || key == "qvel" || key == "ctrl" || (nstep < 0 && key == "qfrc");
+      bool known = key == "qpos" || key == "qvel" || key == "ctrl" ||
+                   (nstep < 0 && key == "qfrc") || (body_forces && key == "xfrc");
       for (int k = 0; k < phx::kNumParams; ++k) known = known || key == phx::kParamNames[k];
       if (!known) throw std::invalid_argument("phalanx: unknown gradient '" + key + "'");
     }
@@ -506,6 +520,7 @@ class Gradients {
     state[2] = nstep < 0 ? take(a, "ctrl", {{"E", E}, {"nu", m.nu}})
                          : take(a, "ctrl", {{"E", E}, {"T", nstep}, {"nu", m.nu}});
     if (nstep < 0) state[3] = take(a, "qfrc", {{"E", E}, {"nv", m.nv}});
+    if (body_forces) xfrc = take(a, "xfrc", {{"E", E}, {"nbody", m.nbody}, {"6", 6}});
     for (int k = 0; k < phx::kNumParams; ++k) {
       const char* name = phx::kParamNames[k];
       std::int64_t w = phx::param_width(k), n = std::int64_t(m.param_size(k)) / w;
@@ -543,17 +558,18 @@ class Gradients {
 template <class T>
 py::dict step_vjp_t(PyModel& pm, ArgTable& a, py::handle qpos, py::handle qvel, py::handle ctrl,
                     py::handle adj_qpos_next, py::handle adj_qvel_next, py::handle qfrc,
-                    py::handle grads, int contact_gradient) {
+                    py::handle xfrc, py::handle grads, int contact_gradient) {
   const StepInputs<T> in(pm, a, qpos, qvel, ctrl, qfrc);
   const auto& [dm, m, E, q, v, u, f] = in;
+  const T* x = body_forces<T>(a, xfrc, m, E);
   const T* aq = a.in<T>("adj_qpos_next", adj_qpos_next, {{"E", E}, {"nq", m.nq}});
   const T* av = a.in<T>("adj_qvel_next", adj_qvel_next, {{"E", E}, {"nv", m.nv}});
-  Gradients<T> g(a, grads, m, E, -1);
+  Gradients<T> g(a, grads, m, E, -1, x != nullptr);
   if (E > 0) {
     a.run([&] {
       g.spare(a.device());
       phx::step_vjp(*dm, int(E), q, v, u, aq, av, g.state[0], g.state[1], g.state[2], g.model,
-                    g.contact, contact_gradient, f, g.state[3]);
+                    g.contact, contact_gradient, f, g.state[3], x, g.xfrc);
     });
   }
   return g.dict();
@@ -628,12 +644,12 @@ py::tuple kinematics(PyModel& pm, py::handle qpos, py::handle qvel, py::handle d
 }
 
 py::tuple step(PyModel& pm, Source source, py::handle qpos, py::handle qvel, py::handle ctrl,
-               py::handle qfrc, int nstep, const StepIO& io, py::handle dtype,
+               py::handle qfrc, py::handle xfrc, int nstep, const StepIO& io, py::handle dtype,
                const std::string& device) {
   if (nstep < 0) throw std::invalid_argument("phalanx: nstep must be >= 0");
   ArgTable a = call_table(pm, source, qpos, dtype, device);
   return a.dispatch(
-      [&](auto x) { return step_t<decltype(x)>(pm, a, qpos, qvel, ctrl, qfrc, nstep, io); });
+      [&](auto x) { return step_t<decltype(x)>(pm, a, qpos, qvel, ctrl, qfrc, xfrc, nstep, io); });
 }
 
 py::tuple rollout(PyModel& pm, Source source, py::handle qpos, py::handle qvel, py::handle ctrl,
@@ -646,12 +662,12 @@ py::tuple rollout(PyModel& pm, Source source, py::handle qpos, py::handle qvel, 
 
 py::dict step_vjp(PyModel& pm, Source source, py::handle qpos, py::handle qvel, py::handle ctrl,
                   py::handle adj_qpos_next, py::handle adj_qvel_next, py::handle qfrc,
-                  py::handle grads, int contact_gradient, py::handle dtype,
+                  py::handle xfrc, py::handle grads, int contact_gradient, py::handle dtype,
                   const std::string& device) {
   ArgTable a = call_table(pm, source, qpos, dtype, device);
   return a.dispatch([&](auto x) {
     return step_vjp_t<decltype(x)>(pm, a, qpos, qvel, ctrl, adj_qpos_next, adj_qvel_next, qfrc,
-                                   grads, contact_gradient);
+                                   xfrc, grads, contact_gradient);
   });
 }
 
@@ -966,12 +982,12 @@ void register_stepping(py::module_& mod) {
   mod.def(
       "step",
       [](PyModel& pm, py::handle q, py::handle v, py::handle u, int nstep, py::handle qfrc,
-         py::handle dtype, const std::string& device) {
-        return step(pm, Source::kNumpy, q, v, u, qfrc, nstep, {}, dtype, device);
+         py::handle dtype, const std::string& device, py::handle xfrc) {
+        return step(pm, Source::kNumpy, q, v, u, qfrc, xfrc, nstep, {}, dtype, device);
       },
       py::arg("model"), py::arg("qpos"), py::arg("qvel"), py::arg("ctrl"), py::arg("nstep") = 1,
       py::arg("qfrc") = py::none(), py::arg("dtype") = py::none(), py::arg("device") = "cpu",
-      "-> (qpos, qvel, status)");
+      py::arg("xfrc") = py::none(), "-> (qpos, qvel, status)");
   mod.def(
       "rollout",
       [](PyModel& pm, py::handle q, py::handle v, py::handle u, py::handle qpos_out,
@@ -988,8 +1004,8 @@ void register_stepping(py::module_& mod) {
       "step_into",
       [](PyModel& pm, py::handle q, py::handle v, py::handle u, py::handle qpos_out,
          py::handle qvel_out, py::handle status_out, int nstep, PyWarmStart* ws) {
-        step(pm, Source::kDlpack, q, v, u, py::none(), nstep, {qpos_out, qvel_out, status_out, ws},
-             py::none(), "cpu");
+        step(pm, Source::kDlpack, q, v, u, py::none(), py::none(), nstep,
+             {qpos_out, qvel_out, status_out, ws}, py::none(), "cpu");
       },
       py::arg("model"), py::arg("qpos"), py::arg("qvel"), py::arg("ctrl"), py::arg("qpos_out"),
       py::arg("qvel_out"), py::arg("status_out"), py::arg("nstep") = 1,
@@ -1020,24 +1036,24 @@ void register_gradients(py::module_& mod) {
   mod.def(
       "step_vjp",
       [](PyModel& pm, py::handle q, py::handle v, py::handle u, py::handle aq, py::handle av,
-         int contact_gradient, py::handle qfrc, py::handle dtype, const std::string& device) {
-        return step_vjp(pm, Source::kNumpy, q, v, u, aq, av, qfrc, py::none(), contact_gradient,
-                        dtype, device);
+         int contact_gradient, py::handle qfrc, py::handle dtype, const std::string& device,
+         py::handle xfrc) {
+        return step_vjp(pm, Source::kNumpy, q, v, u, aq, av, qfrc, xfrc, py::none(),
+                        contact_gradient, dtype, device);
       },
-      py::arg("model"), py::arg("qpos"), py::arg("qvel"), py::arg("ctrl"),
-      py::arg("adj_qpos_next"), py::arg("adj_qvel_next"), py::arg("contact_gradient"),
-      py::arg("qfrc") = py::none(), py::arg("dtype") = py::none(), py::arg("device") = "cpu",
+      py::arg("model"), py::arg("qpos"), py::arg("qvel"), py::arg("ctrl"), py::arg("adj_qpos_next"),
+      py::arg("adj_qvel_next"), py::arg("contact_gradient"), py::arg("qfrc") = py::none(),
+      py::arg("dtype") = py::none(), py::arg("device") = "cpu", py::arg("xfrc") = py::none(),
       "vector-Jacobian product of one step -> dict of adjoints");
   mod.def(
       "step_vjp_into",
       [](PyModel& pm, py::handle q, py::handle v, py::handle u, py::handle aq, py::handle av,
          const py::dict& grads, int contact_gradient) {
-        step_vjp(pm, Source::kDlpack, q, v, u, aq, av, py::none(), grads, contact_gradient,
-                 py::none(), "cpu");
+        step_vjp(pm, Source::kDlpack, q, v, u, aq, av, py::none(), py::none(), grads,
+                 contact_gradient, py::none(), "cpu");
       },
-      py::arg("model"), py::arg("qpos"), py::arg("qvel"), py::arg("ctrl"),
-      py::arg("adj_qpos_next"), py::arg("adj_qvel_next"), py::arg("grads"),
-      py::arg("contact_gradient"),
+      py::arg("model"), py::arg("qpos"), py::arg("qvel"), py::arg("ctrl"), py::arg("adj_qpos_next"),
+      py::arg("adj_qvel_next"), py::arg("grads"), py::arg("contact_gradient"),
       "step_vjp on DLPack tensors into the gradient tensors of grads (name -> tensor)");
   mod.def("step_jacobian", &step_jacobian, py::arg("model"), py::arg("qpos"), py::arg("qvel"),
           py::arg("ctrl"), py::arg("parameters"), py::arg("contact_gradient"),

@@ -102,10 +102,14 @@ void check_nenv(int nenv) {
 }  // namespace
 
 template <class T>
-void step(const DeviceModel<T>& model, Data<T>& data, int nstep, const T* d_qfrc_applied) {
+void step(const DeviceModel<T>& model, Data<T>& data, int nstep, const T* d_qfrc_applied,
+          const T* d_xfrc_applied) {
   if (nstep < 0) throw std::invalid_argument("phalanx: nstep must be >= 0");
-  StepKernel<T> k{model.view(), data.qpos.data(), data.qvel.data(), data.ctrl.data(),
-                  data.status.data(), nstep, data.contacts(), d_qfrc_applied};
+  // each step's generalized force of qfrc and xfrc together
+  Buffer<T> total(model.device(), d_xfrc_applied ? size_t(data.nenv()) * model.model().nv : 0);
+  StepKernel<T> k{
+      model.view(), data.qpos.data(), data.qvel.data(), data.ctrl.data(), data.status.data(),
+      nstep,        data.contacts(),  d_qfrc_applied,   d_xfrc_applied,   total.data()};
   launch(model.device(), data.nenv(), k, model.scratch_size());
   for (double& t : data.time) t += nstep * model.model().opt.timestep;
 }
@@ -264,15 +268,33 @@ void step_vjp(const DeviceModel<T>& model, int nenv, const T* d_qpos, const T* d
               const T* d_ctrl, const T* d_adj_qpos_next, const T* d_adj_qvel_next, T* d_adj_qpos,
               T* d_adj_qvel, T* d_adj_ctrl, const ModelAdjoint<T>& d_adj_model,
               const ContactModelAdjoint<T>& d_adj_contact, int contact_gradient,
-              const T* d_qfrc_applied, T* d_adj_qfrc_applied) {
+              const T* d_qfrc_applied, T* d_adj_qfrc_applied, const T* d_xfrc_applied,
+              T* d_adj_xfrc_applied) {
   check_nenv(nenv);
   ModelView<T> view = gradient_view(model, contact_gradient);
   if (nenv == 0) return;
   Data<T> replay(model, nenv);  // cold-start contact storage of the replayed step
-  StepAdjointKernel<T> k{view,     d_qpos,        d_qvel,          d_ctrl,
-                         d_adj_qpos_next,  d_adj_qvel_next, d_adj_qpos,    d_adj_qvel,
-                         d_adj_ctrl,       d_adj_model,   d_adj_contact,   replay.contacts(),
-                         d_adj_qfrc_applied, d_qfrc_applied};
+  // with body forces: the step's generalized force of both, and its adjoint when not asked for
+  const size_t nforce = d_xfrc_applied ? size_t(nenv) * model.model().nv : 0;
+  Buffer<T> total(model.device(), nforce);
+  Buffer<T> adj_total(model.device(), d_adj_qfrc_applied ? 0 : nforce);
+  StepAdjointKernel<T> k{view,
+                         d_qpos,
+                         d_qvel,
+                         d_ctrl,
+                         d_adj_qpos_next,
+                         d_adj_qvel_next,
+                         d_adj_qpos,
+                         d_adj_qvel,
+                         d_adj_ctrl,
+                         d_adj_model,
+                         d_adj_contact,
+                         replay.contacts(),
+                         d_adj_qfrc_applied ? d_adj_qfrc_applied : adj_total.data(),
+                         d_qfrc_applied,
+                         d_xfrc_applied,
+                         d_adj_xfrc_applied,
+                         total.data()};
   launch(model.device(), nenv, k, adjoint_scratch_size(view));
 }
 
@@ -326,7 +348,7 @@ void rollout_backward(const DeviceModel<T>& model, Tape<T>& tape, const T* d_adj
 #define PHX_INSTANTIATE_API(T)                                                                     \
   template class DeviceModel<T>;                                                                   \
   template class Data<T>;                                                                          \
-  template void step<T>(const DeviceModel<T>&, Data<T>&, int, const T*);                           \
+  template void step<T>(const DeviceModel<T>&, Data<T>&, int, const T*, const T*);                 \
   template class Tape<T>;                                                                          \
   template void rollout<T>(const DeviceModel<T>&, Data<T>&, const T*, int, T*, T*, int*,           \
                            Tape<T>*);                                                              \
@@ -343,7 +365,7 @@ void rollout_backward(const DeviceModel<T>& model, Tape<T>& tape, const T* d_adj
   template void inverse_dynamics<T>(const DeviceModel<T>&, int, const T*, const T*, const T*, T*); \
   template void step_vjp<T>(const DeviceModel<T>&, int, const T*, const T*, const T*, const T*,    \
                             const T*, T*, T*, T*, const ModelAdjoint<T>&,                          \
-                            const ContactModelAdjoint<T>&, int, const T*, T*);
+                            const ContactModelAdjoint<T>&, int, const T*, T*, const T*, T*);
 PHX_INSTANTIATE_API(float)
 PHX_INSTANTIATE_API(double)
 #undef PHX_INSTANTIATE_API

@@ -135,10 +135,12 @@ class Tape {
 
 // nstep steps of every environment with ctrl held; status bits accumulate. d_qfrc_applied
 // (nenv x nv on the device, may be null) is a generalized force added to the applied ones at
-// every step (MuJoCo's qfrc_applied); a non-finite one sets kStatusNanCtrl.
+// every step (MuJoCo's qfrc_applied), d_xfrc_applied (nenv x nbody x 6, may be null) forces and
+// torques in world on the bodies, the forces at their centres of mass (MuJoCo's xfrc_applied);
+// non-finite ones set kStatusNanCtrl.
 template <class T>
 void step(const DeviceModel<T>& model, Data<T>& data, int nstep = 1,
-          const T* d_qfrc_applied = nullptr);
+          const T* d_qfrc_applied = nullptr, const T* d_xfrc_applied = nullptr);
 
 // nstep steps driven by d_ctrl (nenv x nstep x nu, on the device). Writes the state after each
 // step to d_qpos_out (nenv x nstep x nq) and d_qvel_out (nenv x nstep x nv), and per step the
@@ -211,14 +213,16 @@ void inverse_dynamics(const DeviceModel<T>& model, int nenv, const T* d_qpos, co
 // pointers are skipped).
 // contact_gradient: ContactGradient flags for this call (-1: the model's
 // opt.contact_gradient); other bits are an std::invalid_argument.
-// d_qfrc_applied (nenv x nv, may be null: zero) is the step's added generalized force, as step()
-// takes it; d_adj_qfrc_applied (nenv x nv, may be null) receives its adjoint.
+// d_qfrc_applied (nenv x nv, may be null: zero) and d_xfrc_applied (nenv x nbody x 6, may be
+// null) are the step's added forces, as step() takes them; d_adj_qfrc_applied (nenv x nv) and
+// d_adj_xfrc_applied (nenv x nbody x 6), each may be null, receive their adjoints.
 template <class T>
 void step_vjp(const DeviceModel<T>& model, int nenv, const T* d_qpos, const T* d_qvel,
               const T* d_ctrl, const T* d_adj_qpos_next, const T* d_adj_qvel_next, T* d_adj_qpos,
               T* d_adj_qvel, T* d_adj_ctrl, const ModelAdjoint<T>& d_adj_model,
               const ContactModelAdjoint<T>& d_adj_contact = {}, int contact_gradient = -1,
-              const T* d_qfrc_applied = nullptr, T* d_adj_qfrc_applied = nullptr);
+              const T* d_qfrc_applied = nullptr, T* d_adj_qfrc_applied = nullptr,
+              const T* d_xfrc_applied = nullptr, T* d_adj_xfrc_applied = nullptr);
 
 // ---- costs and sampling planners (host/planner.cpp) -----------------------------------------
 

@@ -210,17 +210,21 @@ def inverse_dynamics(
 
 
 def step(
-    model: Model, qpos, qvel, ctrl, *, nstep: int = 1, qfrc=None, dtype=None,
+    model: Model, qpos, qvel, ctrl, *, nstep: int = 1, qfrc=None, xfrc=None, dtype=None,
     device: str = "cpu"
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Advance nstep semi-implicit Euler steps (MuJoCo's Euler integrator) with ctrl held.
 
     ``qfrc`` (E, nv), if given, is a generalized force added to the applied forces at every
-    step (MuJoCo's qfrc_applied); a non-finite one sets STATUS_NAN_CTRL.
+    step (MuJoCo's qfrc_applied); ``xfrc`` (E, nbody, 6), if given, holds a force and a torque
+    in world on each body, the force acting at the body's centre of mass (MuJoCo's
+    xfrc_applied), turned into generalized forces at each step's configuration; a non-finite
+    one sets STATUS_NAN_CTRL.
     Returns new arrays (qpos (E, nq), qvel (E, nv), status (E,) uint32); the inputs are not
     modified. status holds STATUS_* bits; an environment stops at the step that set one.
     """
-    return _phalanx.step(model, qpos, qvel, ctrl, _count("nstep", nstep), qfrc, dtype, device)
+    return _phalanx.step(model, qpos, qvel, ctrl, _count("nstep", nstep), qfrc, dtype, device,
+                         xfrc)
 
 
 def rollout(
@@ -283,14 +287,15 @@ class Tape(_phalanx.Tape):
 def step_vjp(
     model: Model, qpos, qvel, ctrl, adj_qpos_next, adj_qvel_next, *, dtype=None,
     complementarity_aware: bool = False, bounce_correction: bool = False, qfrc=None,
-    device: str = "cpu"
+    xfrc=None, device: str = "cpu"
 ) -> dict[str, np.ndarray]:
-    """Vector-Jacobian product of one step at (qpos, qvel, ctrl) and an added generalized force
-    ``qfrc`` (E, nv) as phalanx.step takes it (None: zero).
+    """Vector-Jacobian product of one step at (qpos, qvel, ctrl) and the added forces ``qfrc``
+    (E, nv) and ``xfrc`` (E, nbody, 6) as phalanx.step takes them (None: zero).
 
     Given the gradients of a loss with respect to the next state, adj_qpos_next (E, nq) and
     adj_qvel_next (E, nv), returns a dict of the gradients with respect to ``qpos`` (E, nq),
-    ``qvel`` (E, nv), ``ctrl`` (E, nu), ``qfrc`` (E, nv) and, per environment, the model
+    ``qvel`` (E, nv), ``ctrl`` (E, nu), ``qfrc`` (E, nv), ``xfrc`` (E, nbody, 6; when given)
+    and, per environment, the model
     parameters
     ``body_mass`` (E, nbody), ``body_inertia`` (E, nbody, 3), ``dof_damping`` (E, nv),
     ``dof_armature`` (E, nv), ``jnt_stiffness`` (E, njnt), ``actuator_gear`` (E, nu),
@@ -316,7 +321,7 @@ def step_vjp(
     """
     flags = _gradient_flags(complementarity_aware, bounce_correction)
     return _phalanx.step_vjp(model, qpos, qvel, ctrl, adj_qpos_next, adj_qvel_next, flags, qfrc,
-                             dtype, device)
+                             dtype, device, xfrc)
 
 
 def _parameter_shape(count: str, width: int):

@@ -163,4 +163,60 @@ PHX_HD void adj_bias_acceleration(const ModelView<S>& m, const Workspace<S>& w, 
   (-adj_r).add_to(a.xpos + 3 * root);
 }
 
+// The generalized force of Cartesian forces and torques on the bodies (MuJoCo's xfrc_applied,
+// nbody x 6: force, then torque, in world; the force acts at the body's centre of mass
+// p = xpos + R body_ipos), added to qfrc: for each dof d on a body's path
+//   qfrc_d += s_ang . (torque + r x force) + s_lin . force,  r = p - the tree's origin
+// (MuJoCo's mj_xfrcAccumulate). Reads xpos, xmat and cdof (kinematics, com_pos).
+template <class T>
+PHX_HD void xfrc_force(const ModelView<T>& m, const Workspace<T>& w, const T* xfrc, T* qfrc) {
+  for (int b = 1; b < m.nbody; ++b) {
+    if (last_dof(m, b) < 0) continue;
+    Vec3<T> force = Vec3<T>::load(xfrc + 6 * b), torque = Vec3<T>::load(xfrc + 6 * b + 3);
+    Vec3<T> r = body_point(w, b, Vec3<T>::load(m.body_ipos + 3 * b)) -
+                Vec3<T>::load(w.xpos + 3 * m.body_rootid[b]);
+    Vec3<T> moment = torque + cross(r, force);
+    for (int d = last_dof(m, b); d >= 0; d = m.dof_parentid[d]) {
+      Vec6<T> s = Vec6<T>::load(w.cdof + 6 * d);
+      qfrc[d] += dot(s.ang(), moment) + dot(s.lin(), force);
+    }
+  }
+}
+
+// adjoint of xfrc_force: from adj_qfrc to adj_xfrc and to the adjoints of cdof, xpos and xmat in
+// a and of body_ipos (adj_ipos, may be null), accumulated
+template <class T>
+PHX_HD void adj_xfrc_force(const ModelView<T>& m, const Workspace<T>& w, const T* xfrc,
+                           const T* adj_qfrc, AdjWorkspace<T>& a, T* adj_xfrc, T* adj_ipos) {
+  for (int b = 1; b < m.nbody; ++b) {
+    if (last_dof(m, b) < 0) continue;
+    Vec3<T> force = Vec3<T>::load(xfrc + 6 * b), torque = Vec3<T>::load(xfrc + 6 * b + 3);
+    const Vec3<T> ipos = Vec3<T>::load(m.body_ipos + 3 * b);
+    int root = m.body_rootid[b];
+    Vec3<T> r = body_point(w, b, ipos) - Vec3<T>::load(w.xpos + 3 * root);
+    Vec3<T> moment = torque + cross(r, force);
+    Vec3<T> adj_moment, adj_force;
+    for (int d = last_dof(m, b); d >= 0; d = m.dof_parentid[d]) {
+      Vec6<T> s = Vec6<T>::load(w.cdof + 6 * d);
+      T g = adj_qfrc[d];
+      adj_moment += g * s.ang();
+      adj_force += g * s.lin();
+      for (int i = 0; i < 3; ++i) {
+        a.cdof[6 * d + i] += g * moment[i];
+        a.cdof[6 * d + 3 + i] += g * force[i];
+      }
+    }
+    // moment = torque + r x force
+    Vec3<T> adj_r;
+    adj_cross(r, force, adj_r, adj_force, adj_moment);
+    if (adj_xfrc) {
+      adj_force.add_to(adj_xfrc + 6 * b);
+      adj_moment.add_to(adj_xfrc + 6 * b + 3);
+    }
+    adj_body_point(b, ipos, adj_r, a);
+    (-adj_r).add_to(a.xpos + 3 * root);
+    if (adj_ipos) mul_transpose(Mat3<T>::load(w.xmat + 9 * b), adj_r).add_to(adj_ipos + 3 * b);
+  }
+}
+
 }  // namespace phx

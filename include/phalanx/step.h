@@ -7,6 +7,7 @@
 #include "phalanx/aba.h"
 #include "phalanx/constraint.h"
 #include "phalanx/integrate.h"
+#include "phalanx/point_jacobian.h"
 #include "phalanx/smooth.h"
 
 namespace phx {
@@ -40,6 +41,34 @@ PHX_HD void applied_forces(const ModelView<T>& m, const T* qpos, const T* qvel, 
   actuation(m, qpos, qvel, ctrl, qfrc);
   if (qfrc_applied)
     for (int d = 0; d < m.nv; ++d) qfrc[d] += qfrc_applied[d];
+}
+
+// The generalized force a step adds for Cartesian forces and torques on the bodies (xfrc, nbody
+// x 6, force then torque: MuJoCo's xfrc_applied) beside a generalized force (qfrc, may be null):
+// out = qfrc + J(qpos)^T xfrc (xfrc_force), from the kinematics at qpos, computed into w. A kernel
+// hands `out` to the step as its qfrc_applied.
+template <class T>
+PHX_HD void body_forces_to_qfrc(const ModelView<T>& m, const T* qpos, const T* qfrc, const T* xfrc,
+                                Workspace<T>& w, T* out) {
+  kinematics(m, qpos, w);
+  com_pos(m, w);
+  for (int d = 0; d < m.nv; ++d) out[d] = qfrc ? qfrc[d] : T(0);
+  xfrc_force(m, w, xfrc, out);
+}
+
+// Adjoint of body_forces_to_qfrc's xfrc part, given adj_out (the adjoint of qfrc too, which the
+// caller has): to adj_xfrc (may be null) and the adjoints of qpos and body_ipos, accumulated;
+// recomputes the kinematics in w and uses a, zeroed here.
+template <class T>
+PHX_HD void adj_body_forces_to_qfrc(const ModelView<T>& m, const T* qpos, const T* xfrc,
+                                    Workspace<T>& w, AdjWorkspace<T>& a, const T* adj_out,
+                                    T* adj_qpos, T* adj_xfrc, const ModelAdjoint<T>& adj_model) {
+  kinematics(m, qpos, w);
+  com_pos(m, w);
+  a.zero();
+  adj_xfrc_force(m, w, xfrc, adj_out, a, adj_xfrc, adj_model.body_ipos);
+  adj_com_pos(m, w, a, adj_model);
+  adj_kinematics(m, qpos, w, a, adj_qpos);
 }
 
 // Forward dynamics of the smooth system:

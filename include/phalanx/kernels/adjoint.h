@@ -32,6 +32,11 @@ struct StepAdjointKernel {
   ContactData<T> con;                 // contact storage of the replay (with constraints)
   T* adj_qfrc_applied = nullptr;      // (nenv x nv), overwritten; may be null
   const T* qfrc_applied = nullptr;    // (nenv x nv) the steps' added forces, may be null
+  // (nenv x nbody x 6) the steps' added forces and torques on the bodies, may be null; then
+  // qfrc_total (nenv x nv) holds the generalized force of both and adj_qfrc_applied is required
+  const T* xfrc_applied = nullptr;
+  T* adj_xfrc_applied = nullptr;  // (nenv x nbody x 6), overwritten; may be null
+  T* qfrc_total = nullptr;
 
   PHX_HD void operator()(int e, Scratch<T> scratch) const {
     const ModelView<T> m = env_view(model, e);
@@ -50,9 +55,19 @@ struct StepAdjointKernel {
     if (m.nefcmax > 0) cv = con.env(m, e);
     T* gf = env_row(adj_qfrc_applied, e, m.nv);
     for (int i = 0; gf && i < m.nv; ++i) gf[i] = T(0);
-    adj_step_env(m, qpos + long(e) * m.nq, qvel + long(e) * m.nv, ctrl + long(e) * m.nu, x, cv,
-                 adj_qpos_next + long(e) * m.nq, adj_qvel_next + long(e) * m.nv, gq, gv, gc, am,
-                 ac, gf, {}, env_row(qfrc_applied, e, m.nv));
+    const T* q = qpos + long(e) * m.nq;
+    const T* f = env_row(qfrc_applied, e, m.nv);
+    const T* xf = env_row(xfrc_applied, e, 6 * m.nbody);
+    T* total = env_row(qfrc_total, e, m.nv);
+    if (xf) body_forces_to_qfrc(m, q, f, xf, x.w, total);
+    unsigned status = adj_step_env(m, q, qvel + long(e) * m.nv, ctrl + long(e) * m.nu, x, cv,
+                                   adj_qpos_next + long(e) * m.nq, adj_qvel_next + long(e) * m.nv,
+                                   gq, gv, gc, am, ac, gf, {}, xf ? total : f);
+    if (!xf) return;
+    T* gx = env_row(adj_xfrc_applied, e, 6 * m.nbody);
+    for (int i = 0; gx && i < 6 * m.nbody; ++i) gx[i] = T(0);
+    // the step accumulated nothing when it stopped (non-finite values)
+    if (!(status & kStatusStopMask)) adj_body_forces_to_qfrc(m, q, xf, x.w, x.a, gf, gq, gx, am);
   }
 };
 

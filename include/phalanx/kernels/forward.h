@@ -37,17 +37,25 @@ struct StepKernel {
   int nstep;
   ContactData<T> con;  // contacts and constraint impulses (unused without constraints)
   const T* qfrc_applied = nullptr;  // (nenv x nv) added generalized forces, may be null
+  // (nenv x nbody x 6) added forces and torques on the bodies, may be null; then qfrc_total
+  // (nenv x nv) holds each step's generalized force of both
+  const T* xfrc_applied = nullptr;
+  T* qfrc_total = nullptr;
 
   PHX_HD void operator()(int e, Scratch<T> scratch) const {
     const ModelView<T> m = env_view(model, e);
     StepScratch<T> x = step_scratch(m, scratch);
     const T* f = env_row(qfrc_applied, e, m.nv);
+    const T* xf = env_row(xfrc_applied, e, 6 * m.nbody);
+    T* total = env_row(qfrc_total, e, m.nv);
     ContactView<T> cv{};
     if (m.nefcmax > 0) cv = con.env(m, e);
     unsigned bits = 0;
+    T* q = qpos + long(e) * m.nq;
     for (int t = 0; t < nstep && !(bits & kStatusStopMask); ++t) {
-      bits |= step_env(m, qpos + long(e) * m.nq, qvel + long(e) * m.nv, ctrl + long(e) * m.nu,
-                       x, cv, {}, f);
+      if (xf) body_forces_to_qfrc(m, q, f, xf, x.w, total);
+      bits |=
+          step_env(m, q, qvel + long(e) * m.nv, ctrl + long(e) * m.nu, x, cv, {}, xf ? total : f);
     }
     status[e] |= bits;
   }
