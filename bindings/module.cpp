@@ -357,7 +357,8 @@ py::object query_t(PyModel& pm, ArgTable& a, Query query, py::handle qpos, py::h
 }
 
 // body frames and the centre of mass -> (xpos (E, nbody, 3), xquat (E, nbody, 4), com (E, 3),
-// com_vel (E, 3) or None without qvel, site_xpos (E, nsite, 3), site_xmat (E, nsite, 3, 3))
+// com_vel (E, 3) or None without qvel, site_xpos (E, nsite, 3), site_xmat (E, nsite, 3, 3),
+// ten_length (E, ntendon))
 template <class T>
 py::tuple kinematics_t(PyModel& pm, ArgTable& a, py::handle qpos, py::handle qvel) {
   auto dm = pm.compiled<T>(a.device());
@@ -373,12 +374,15 @@ py::tuple kinematics_t(PyModel& pm, ArgTable& a, py::handle qpos, py::handle qve
   Output<T> site_xpos = a.out<T>("site_xpos", py::none(), {{"E", E}, {"nsite", ns}, {"3", 3}});
   Output<T> site_xmat =
       a.out<T>("site_xmat", py::none(), {{"E", E}, {"nsite", ns}, {"3", 3}, {"3", 3}});
+  const std::int64_t nt = m.ntendon;
+  Output<T> ten_length = a.out<T>("ten_length", py::none(), {{"E", E}, {"ntendon", nt}});
   a.run([&] {
     phx::kinematics(*dm, int(E), q, v, xpos.p, xquat.p, com.p, v ? com_vel.p : nullptr,
-                    ns > 0 ? site_xpos.p : nullptr, ns > 0 ? site_xmat.p : nullptr);
+                    ns > 0 ? site_xpos.p : nullptr, ns > 0 ? site_xmat.p : nullptr,
+                    nt > 0 ? ten_length.p : nullptr);
   });
   return py::make_tuple(xpos.array, xquat.array, com.array, v ? com_vel.array : py::none(),
-                        site_xpos.array, site_xmat.array);
+                        site_xpos.array, site_xmat.array, ten_length.array);
 }
 
 // the status words (E,): new uint32 (numpy) or the caller's int32

@@ -164,7 +164,10 @@ void Model::finalize() {
   fill_default(dof_frictionloss, nv, {0.0});
   fill_default(tendon_frictionloss, static_cast<int>(tendon_adr.size()), {0.0});
   ntendon = static_cast<int>(tendon_adr.size());
-  nwrap = static_cast<int>(wrap_jnt.size());
+  nwrap = static_cast<int>(wrap_objid.size());
+  fill_default(tendon_type, ntendon, {kTendonFixed});
+  fill_default(wrap_type, nwrap, {kWrapJoint});
+  fill_default_tendon_length0();
   nsite = static_cast<int>(site_bodyid.size());
   fill_default(site_pos, nsite, {0.0, 0.0, 0.0});
   fill_default(site_quat, nsite, {1.0, 0.0, 0.0, 0.0});
@@ -323,15 +326,7 @@ void Model::validate() const {
   check_range(actuator_gaintype, "actuator_gaintype", kGainFixed, kGainAffine + 1);
   check_range(actuator_biastype, "actuator_biastype", kBiasNone, kBiasAffine + 1);
   check_range(actuator_forcelimited, "actuator_forcelimited", 0, 2);
-  check_blocks(tendon_adr, tendon_num, "tendon_adr", nwrap);
-  check_range(tendon_limited, "tendon_limited", 0, 2);
-  check_range(wrap_jnt, "wrap_jnt", 0, njnt);
-  for (int w = 0; w < nwrap; w++) {
-    int t = jnt_type[wrap_jnt[w]];
-    if (t != kJointHinge && t != kJointSlide)
-      invalid("wrap_jnt", "entry " + std::to_string(w) + " is a " + kJointTypeNames[t] +
-                              " joint; tendons combine hinge and slide joints");
-  }
+  validate_tendons();
   check_range(actuator_trntype, "actuator_trntype", kTrnJoint, kTrnTendon + 1);
   for (int u = 0; u < nu; u++) {
     if (actuator_trntype[u] == kTrnTendon) {
@@ -377,6 +372,75 @@ static void check_blocks(const std::vector<int>& adr, const std::vector<int>& nu
   }
 }
 
+// the lengths of fixed tendons at qpos0 when tendon_length0 was left empty (a spatial tendon's,
+// which needs the kinematics, is 0 then: only tendon equalities read it, and they couple fixed
+// tendons)
+void Model::fill_default_tendon_length0() {
+  if (!tendon_length0.empty()) return;
+  tendon_length0.assign(ntendon, 0.0);
+  for (int t = 0; t < ntendon; t++) {
+    if (tendon_type[t] != kTendonFixed) continue;
+    for (int k = tendon_adr[t]; k < tendon_adr[t] + tendon_num[t] && k < nwrap; k++) {
+      int j = wrap_objid[k];
+      if (j >= 0 && j < njnt && jnt_qposadr[j] < static_cast<int>(qpos0.size()))
+        tendon_length0[t] += wrap_prm[k] * qpos0[jnt_qposadr[j]];
+    }
+  }
+}
+
+// Fixed tendons combine hinges and slides; spatial tendons are paths of sites, with pulleys
+// between branches (a branch starts and ends at a site, and has a segment).
+void Model::validate_tendons() const {
+  check_blocks(tendon_adr, tendon_num, "tendon_adr", nwrap);
+  check_range(tendon_limited, "tendon_limited", 0, 2);
+  check_range(tendon_type, "tendon_type", kTendonFixed, kTendonSpatial + 1);
+  for (int t = 0; t < ntendon; t++) {
+    const std::string what = "tendon " + std::to_string(t);
+    const int adr = tendon_adr[t], num = tendon_num[t];
+    if (tendon_type[t] == kTendonFixed) {
+      for (int k = adr; k < adr + num; k++) {
+        int j = wrap_objid[k];
+        if (wrap_type[k] != kWrapJoint)
+          invalid("wrap_type", "entry " + std::to_string(k) + " of fixed " + what +
+                                   " is not a joint; fixed tendons combine joints");
+        if (j < 0 || j >= njnt)
+          invalid("wrap_objid", "entry " + std::to_string(k) + " names joint " + std::to_string(j) +
+                                    " of " + std::to_string(njnt));
+        if (jnt_type[j] != kJointHinge && jnt_type[j] != kJointSlide)
+          invalid("wrap_objid", "entry " + std::to_string(k) + " is a " +
+                                    kJointTypeNames[jnt_type[j]] +
+                                    " joint; tendons combine hinge and slide joints");
+      }
+      continue;
+    }
+    // spatial: site (site | pulley site site)* , every branch at least one segment
+    int run = 0;  // sites since the branch began
+    for (int k = adr; k < adr + num; k++) {
+      if (wrap_type[k] == kWrapPulley) {
+        if (run < 2)
+          invalid("wrap_type", "entry " + std::to_string(k) + " of spatial " + what +
+                                   ": a pulley follows a branch of at least two sites");
+        if (!(wrap_prm[k] > 0) || !std::isfinite(wrap_prm[k]))
+          invalid("wrap_prm", "entry " + std::to_string(k) + ": a pulley's divisor must be > 0");
+        run = 0;
+        continue;
+      }
+      if (wrap_type[k] != kWrapSite)
+        invalid("wrap_type",
+                "entry " + std::to_string(k) + " of spatial " + what +
+                    " is neither a site nor a pulley (geom wrapping is not supported)");
+      if (wrap_objid[k] < 0 || wrap_objid[k] >= nsite)
+        invalid("wrap_objid", "entry " + std::to_string(k) + " names site " +
+                                  std::to_string(wrap_objid[k]) + " of " + std::to_string(nsite));
+      ++run;
+    }
+    if (run < 2)
+      invalid("tendon_num", "spatial " + what + " must end with a branch of at least two sites");
+  }
+  for (double x : tendon_length0)
+    if (!std::isfinite(x)) invalid("tendon_length0", "must hold finite values");
+}
+
 void Model::validate_equality() const {
   check_range(eq_type, "eq_type", kEqConnect, kEqTendon + 1);
   check_range(eq_active, "eq_active", 0, 2);
@@ -403,6 +467,10 @@ void Model::validate_equality() const {
     } else {
       object(o1, ntendon, false, "eq_obj1id", "tendon");
       object(o2, ntendon, true, "eq_obj2id", "tendon");
+      for (int t : {o1, o2})
+        if (t >= 0 && tendon_type[t] != kTendonFixed)
+          invalid("eq_obj1id", what + " couples spatial tendon " + std::to_string(t) +
+                                   "; tendon equalities couple fixed tendons");
     }
   }
   std::pair<const std::vector<double>*, const char*> data[] = {

@@ -90,10 +90,13 @@ struct Model {
   // the part of validate for geom_dataid, the meshes' hull arrays and the height fields
   void validate_geom_data() const;
   void validate_equality() const;
+  void validate_tendons() const;
 
   // Fill the derived arrays (rootid, adr/num fields, dof arrays, qposadr/dofadr, counts) from
   // body_parentid, jnt_bodyid, jnt_type and geom_bodyid. Loaders call this last.
   void finalize();
+  // tendon_length0 from qpos0 for fixed tendons when it was left empty (finalize)
+  void fill_default_tendon_length0();
 
   // Recompute pair_geom, npair, nexclude and (when 0) nconmax from the geoms and
   // exclude_bodies; finalize calls it, and callers that change contype, conaffinity or

@@ -421,8 +421,9 @@ void Converter::hfields() {
   }
 }
 
-// fixed tendons over hinges and slides convert (with their springs, dampers and limits);
-// spatial tendons only when they add no force (an actuator on one is refused)
+// Fixed tendons over hinges and slides and spatial tendons through sites and pulleys convert,
+// with their springs, dampers, limits and friction loss. A spatial tendon that wraps over geoms
+// is refused when it adds forces and listed as ignored when it does not.
 void Converter::tendons() {
   const mjModel* m = m_;
   Model& o = out_;
@@ -443,31 +444,47 @@ void Converter::tendons() {
       why = "armature";
     }
     if (why) fail(what, std::string("tendons with ") + why + " are not supported");
-    if (m->tendon_type[t] != mjTENDON_FIXED) {
-      if (limited || spring || damper || friction)
-        fail(what,
-             "spatial tendons are not supported: it has " + std::string(limited  ? "limits"
-                                                                        : spring ? "stiffness"
-                                                                        : damper ? "damping"
-                                                                                 : "frictionloss"));
-      ignored_.add("tendon spatial without forces", "first: " + what);
-      continue;
+    const int adr = m->tendon_adr[t], num = m->tendon_num[t];
+    const bool spatial = m->tendon_type[t] != mjTENDON_FIXED;
+    if (spatial) {
+      bool geoms = false;
+      for (int w = adr; w < adr + num; w++)
+        geoms = geoms || (m->wrap_type[w] != mjWRAP_SITE && m->wrap_type[w] != mjWRAP_PULLEY);
+      if (geoms) {
+        if (limited || spring || damper || friction)
+          fail(what, "spatial tendons wrapping over geoms are not supported: it has " +
+                         std::string(limited  ? "limits"
+                                     : spring ? "stiffness"
+                                     : damper ? "damping"
+                                              : "frictionloss"));
+        ignored_.add("tendon wrapping over geoms without forces", "first: " + what);
+        continue;
+      }
     }
-    int adr = static_cast<int>(o.wrap_jnt.size());
-    for (int w = m->tendon_adr[t]; w < m->tendon_adr[t] + m->tendon_num[t]; w++) {
-      int j = m->wrap_objid[w];
-      if (m->wrap_type[w] != mjWRAP_JOINT ||
-          (m->jnt_type[j] != mjJNT_HINGE && m->jnt_type[j] != mjJNT_SLIDE))
-        fail(what, "fixed tendons combine hinge and slide joints only");
-      o.wrap_jnt.push_back(j);
-      o.wrap_coef.push_back(m->wrap_prm[w]);
+    const int first = static_cast<int>(o.wrap_objid.size());
+    for (int w = adr; w < adr + num; w++) {
+      const int id = m->wrap_objid[w];
+      if (spatial) {
+        const bool pulley = m->wrap_type[w] == mjWRAP_PULLEY;
+        o.wrap_type.push_back(pulley ? kWrapPulley : kWrapSite);
+        o.wrap_objid.push_back(pulley ? -1 : id);
+      } else {
+        if (m->wrap_type[w] != mjWRAP_JOINT ||
+            (m->jnt_type[id] != mjJNT_HINGE && m->jnt_type[id] != mjJNT_SLIDE))
+          fail(what, "fixed tendons combine hinge and slide joints only");
+        o.wrap_type.push_back(kWrapJoint);
+        o.wrap_objid.push_back(id);
+      }
+      o.wrap_prm.push_back(m->wrap_prm[w]);
     }
     tendon_id_[t] = static_cast<int>(o.tendon_adr.size());
-    o.tendon_adr.push_back(adr);
-    o.tendon_num.push_back(static_cast<int>(o.wrap_jnt.size()) - adr);
+    o.tendon_type.push_back(spatial ? kTendonSpatial : kTendonFixed);
+    o.tendon_adr.push_back(first);
+    o.tendon_num.push_back(static_cast<int>(o.wrap_objid.size()) - first);
     o.tendon_limited.push_back(limited ? 1 : 0);
     o.tendon_range.insert(o.tendon_range.end(), m->tendon_range + 2 * t,
                           m->tendon_range + 2 * t + 2);
+    o.tendon_length0.push_back(m->tendon_length0[t]);
     o.tendon_stiffness.push_back(spring ? m->tendon_stiffness[t] : 0.0);
     o.tendon_damping.push_back(damper ? m->tendon_damping[t] : 0.0);
     o.tendon_frictionloss.push_back(friction ? m->tendon_frictionloss[t] : 0.0);
@@ -513,7 +530,7 @@ void Converter::actuators() {
     } else if (trn == mjTRN_TENDON) {
       if (tendon_id_[id] < 0)
         fail(what, "actuation through " + describe("tendon", m->name_tendonadr, id) +
-                       " is not supported (only fixed tendons)");
+                       " is not supported (it wraps over geoms)");
       trntype = kTrnTendon;
       id = tendon_id_[id];
     } else {
@@ -632,9 +649,9 @@ void Converter::equalities() {
       if (type == mjEQ_TENDON) {
         for (int* id : {&o1, &o2}) {
           if (*id < 0) continue;
-          if (tendon_id_[*id] < 0)
-            fail(what, "couples " + describe("tendon", m->name_tendonadr, *id) +
-                           ", which is not converted (only fixed tendons)");
+          if (m->tendon_type[*id] != mjTENDON_FIXED)
+            fail(what, "couples spatial " + describe("tendon", m->name_tendonadr, *id) +
+                           "; tendon equalities of spatial tendons are not supported");
           *id = tendon_id_[*id];
         }
       }

@@ -25,32 +25,35 @@ extern const int kMujocoHeaderVersion;
 // joints, dofs and geoms with their frames, masses, inertias, sizes, friction and contact
 // filters; meshes as their convex hulls (hull vertices, vertex adjacency, faces counter-clockwise
 // about their outward normals, vertex ids local to the mesh); height fields; contact exclusions;
-// dof friction loss; fixed tendons over hinges and slides (springs with their dead band, dampers,
-// limits); actuators without activation dynamics (motor, position, velocity, damper, general with
-// fixed or affine gain and no or affine bias; joint or jointinparent transmission on a hinge or
-// slide, or a fixed tendon; gainprm and biasprm up to their third entry; ctrl and force ranges);
-// names. Disable flags are applied (contact or constraint: contype = conaffinity = 0 and
-// opt.contact off; limit: jnt_limited = tendon_limited = 0 and opt.limit off; spring, damper,
-// gravity, clampctrl: the coefficients, gravity or ctrllimited set to 0).
+// sites; dof friction loss; tendons, fixed (over hinges and slides) and spatial (through sites and
+// pulleys), with their springs and dead band, dampers, limits, friction loss and length at qpos0;
+// equality constraints (connect, weld, joint, fixed tendon) as hard rows; actuators without
+// activation dynamics (motor, position, velocity, damper, general with fixed or affine gain and
+// no or affine bias; joint or jointinparent transmission on a hinge or slide, or a tendon;
+// gainprm and biasprm up to their third entry; ctrl and force ranges); names. Disable flags are
+// applied (contact or constraint: contype = conaffinity = 0 and opt.contact off; limit:
+// jnt_limited = tendon_limited = 0 and opt.limit off; spring, damper, gravity, clampctrl,
+// frictionloss, equality: the coefficients, gravity, ctrllimited or constraints dropped).
 //
 // Throws std::runtime_error naming the element ("joint 'hip' (id 3)") for physics Phalanx does not
-// simulate: equality constraints, spatial tendons with forces or limits, tendons with friction
-// loss, armature, polynomial stiffness or damping or actuator force limits, actuators with
-// activation dynamics (integrator, filter, muscle) or muscle, dcmotor, so3 or pid gains and
-// biases, actuator damping, armature or delay, actuators on free or ball joints or on spatial
-// tendons, polynomial joint stiffness or damping, plasticity, actuator gravity compensation, joint
-// actuator force limits, limits of ball joints, mocap bodies, gravity compensation, explicit
-// contact pairs, flexes, plugins, SDF geoms, surface velocity, adhesion, fluid shapes, disabled
-// actuation or parent filtering, and a colliding geom on a mesh MuJoCo computed no convex hull
-// for. std::invalid_argument for a null model or data inconsistent with MuJoCo's conventions.
+// simulate: spatial tendons wrapping over geoms with forces or limits, tendon equalities of
+// spatial tendons, tendons with armature, polynomial stiffness or damping or actuator force
+// limits, actuators with activation dynamics (integrator, filter, muscle) or muscle, dcmotor, so3
+// or pid gains and biases, actuator damping, armature or delay, actuators on free or ball joints
+// or on tendons wrapping over geoms, polynomial joint stiffness or damping, plasticity, actuator
+// gravity compensation, joint actuator force limits, limits of ball joints, mocap bodies, gravity
+// compensation, explicit contact pairs, flexes, plugins, SDF geoms, surface velocity, adhesion,
+// fluid shapes, disabled actuation or parent filtering, and a colliding geom on a mesh MuJoCo
+// computed no convex hull for. std::invalid_argument for a null model or data inconsistent with
+// MuJoCo's conventions.
 //
 // Recorded in Model::ignored (one entry per kind, with the first element and a count): what does
-// not change the simulated physics: sites, cameras, lights,
-// sensors, keyframes, textures, materials, skins, custom data, spatial tendons without forces, the
-// convex hull MuJoCo did not compute for a mesh only non-colliding geoms use (its bounding box
-// stands in, keeping mesh and geom ids MuJoCo's), non-default contact and limit solver
-// parameters (solref, solimp, solmix, priority, margin, gap), integrators other than Euler
-// (semi-implicit Euler is used), fluid forces, and flags of features Phalanx lacks.
+// not change the simulated physics: cameras, lights, sensors, keyframes, textures, materials,
+// skins, custom data, tendons wrapping over geoms without forces, the convex hull MuJoCo did not
+// compute for a mesh only non-colliding geoms use (its bounding box stands in, keeping mesh and
+// geom ids MuJoCo's), solref and solimp of equalities (the rows are hard), non-default contact
+// and limit solver parameters (solref, solimp, solmix, priority, margin, gap), integrators other
+// than Euler (semi-implicit Euler is used), fluid forces, and flags of features Phalanx lacks.
 Model from_mujoco(const mjModel* m);
 
 }  // namespace phx

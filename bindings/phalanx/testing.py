@@ -157,3 +157,31 @@ def parameter_difference(model: Model, name: str, loss, direction, h: float = 1e
         finally:
             model.set_parameter(name, p0)
     return (values[0] - values[1]) / (2 * h)
+
+
+def rollout_gradient_pair(model: Model, qpos, qvel, ctrl, name: str, rng, parameters=(),
+                          h: float = 1e-6) -> tuple[float, float]:
+    """(adjoint, central difference) of L = <wq, qpos_T> + <wv, qvel_T> after the steps of ctrl
+    (E, T, nu), wq and wv standard normal, along a random direction of ``name``: "qpos", "qvel",
+    "ctrl" (standard normal) or a model parameter among ``parameters`` (shared by the
+    environments; each entry scaled by its magnitude, 0.1 for a zero). The adjoint comes from
+    chained_vjp."""
+    from . import rollout  # the package's rollout, imported late (phalanx imports this module)
+
+    wq, wv = rng.standard_normal(np.shape(qpos)), rng.standard_normal(np.shape(qvel))
+    grads = chained_vjp(model, qpos, qvel, ctrl, wq, wv, parameters)
+
+    def loss(q=qpos, v=qvel, u=ctrl):
+        qs, vs, _ = rollout(model, q, v, u)
+        return float((wq * qs[:, -1]).sum() + (wv * vs[:, -1]).sum())
+
+    if name in ("qpos", "qvel", "ctrl"):
+        x0 = {"qpos": qpos, "qvel": qvel, "ctrl": ctrl}[name]
+        d = rng.standard_normal(np.shape(x0))
+        key = {"qpos": "q", "qvel": "v", "ctrl": "u"}[name]
+        fd = (loss(**{key: x0 + h * d}) - loss(**{key: x0 - h * d})) / (2 * h)
+    else:
+        p0 = np.asarray(getattr(model, name))
+        d = rng.uniform(0.5, 1.5, p0.shape) * np.where(p0 == 0, 0.1, np.abs(p0))
+        fd = parameter_difference(model, name, loss, d, h=h)
+    return float((grads[name] * d).sum()), fd

@@ -50,6 +50,13 @@ enum ActuatorGain : int { kGainFixed = 0, kGainAffine = 1 };
 enum ActuatorBias : int { kBiasNone = 0, kBiasAffine = 1 };
 // What an actuator moves (Model::actuator_trntype): a joint or a tendon.
 enum ActuatorTrn : int { kTrnJoint = 0, kTrnTendon = 1 };
+// A tendon's kind (Model::tendon_type), numbered as MuJoCo's mjtTendon: fixed (a linear
+// combination of joint coordinates) or spatial (a path through sites).
+enum TendonType : int { kTendonFixed = 0, kTendonSpatial = 1 };
+// What a tendon's entry is (Model::wrap_type), numbered as MuJoCo's mjtWrap: a joint with its
+// coefficient (fixed tendons); a site the path passes through, or a pulley that divides the
+// lengths of the path's branches after it (spatial tendons).
+enum WrapType : int { kWrapJoint = 1, kWrapPulley = 2, kWrapSite = 3 };
 // What an equality constraint holds (Model::eq_type), numbered as MuJoCo's mjtEq, and its rows.
 enum EqType : int { kEqConnect = 0, kEqWeld = 1, kEqJoint = 2, kEqTendon = 3 };
 PHX_HD constexpr int eq_rows(int type) {

@@ -293,20 +293,18 @@ PHX_HD PHX_INLINE T limit_distance(T q, S lo, S hi, T* sign) {
 }
 
 // Row r for the limits range (lo, hi) of a joint's coordinate or a tendon's length (a
-// transmission: type, id) when one is violated: J = sign times the transmission's coefficients
+// transmission: type, id) when one is violated: J = sign times the transmission's row
 // (+1 at the lower bound, -1 at the upper, in *sign), impulse >= 0, b the Baumgarte push-out
 // beyond the slop. Returns whether the row was made.
 template <class T>
-PHX_HD bool limit_row(const ModelView<T>& m, int type, int id, const T* range, const T* qpos,
-                      const T* qvel, ConstraintWorkspace<T>& c, int r, T* sign) {
-  T length, velocity;
-  transmission_state(m, type, id, qpos, qvel, length, velocity);
+PHX_HD bool limit_row(const ModelView<T>& m, const Workspace<T>& w, int type, int id,
+                      const T* range, const T* qpos, ConstraintWorkspace<T>& c, int r, T* sign) {
+  const T length = type == kTrnTendon ? w.ten_length[id] : qpos[m.jnt_qposadr[id]];
   T dist = limit_distance(length, range[0], range[1], sign);
   if (!(dist < T(0))) return false;
   T* J = c.J + long(r) * m.nv;
   for (int d = 0; d < m.nv; ++d) J[d] = T(0);
-  const T s = *sign;
-  for_each_moved_joint(m, type, id, [&](int j, T coef) { J[m.jnt_dofadr[j]] += s * coef; });
+  add_transmission_row(m, w, type, id, *sign, J);
   c.lo[r] = T(0);
   c.hi[r] = T(kLcpInf);
   c.findex[r] = -1;
@@ -377,7 +375,7 @@ PHX_HD int build_rows(const ModelView<T>& m, const T* qpos, const T* qvel, const
       int type = m.jnt_type[j];
       if (!m.jnt_limited[j] || (type != kJointHinge && type != kJointSlide)) continue;
       T sign;
-      if (!limit_row(m, kTrnJoint, j, m.jnt_range + 2 * j, qpos, qvel, c, nrow, &sign)) continue;
+      if (!limit_row(m, w, kTrnJoint, j, m.jnt_range + 2 * j, qpos, c, nrow, &sign)) continue;
       cv.efc_key[nrow] = -1 - 2 * j - (sign < T(0) ? 1 : 0);
       ++nrow;
     }
@@ -392,24 +390,23 @@ PHX_HD int build_rows(const ModelView<T>& m, const T* qpos, const T* qvel, const
     ++nrow;
   }
 
-  // tendon limits: one-sided rows along the tendon's coefficients
+  // tendon limits: one-sided rows along the tendon's row
   if (m.limit) {
     for (int t = 0; t < m.ntendon; ++t) {
       T sign;
       if (!m.tendon_limited[t] ||
-          !limit_row(m, kTrnTendon, t, m.tendon_range + 2 * t, qpos, qvel, c, nrow, &sign))
+          !limit_row(m, w, kTrnTendon, t, m.tendon_range + 2 * t, qpos, c, nrow, &sign))
         continue;
       cv.efc_key[nrow] = tendon_limit_key(m, t, sign < T(0) ? 1 : 0);
       ++nrow;
     }
   }
 
-  // tendon friction loss: a row along the tendon's coefficients
+  // tendon friction loss: a row along the tendon's row
   for (int t = 0; t < m.ntendon; ++t) {
     T loss = m.tendon_frictionloss[t];
     if (!(loss > T(0))) continue;
-    T* J = friction_row(m, loss, c, nrow);
-    for_each_moved_joint(m, kTrnTendon, t, [&](int j, T coef) { J[m.jnt_dofadr[j]] += coef; });
+    add_transmission_row(m, w, kTrnTendon, t, T(1), friction_row(m, loss, c, nrow));
     cv.efc_key[nrow] = tendon_friction_key(m, t);
     ++nrow;
   }

@@ -427,14 +427,14 @@ PHX_HD PHX_INLINE void adj_lcp_stage(const ModelView<S>& m, const LcpProblem<S>&
 // The corrections in b of the contact rows (the branch build_rows took) and the friction
 // coefficients, then the joint limits' (J constant, corr = erp (dist + slop) / dt with
 // dist = +-(q - bound), q the joint's coordinate or the tendon's length; friction-loss rows have
-// none): to adj_qvel, adj_qpos, the restitution and
-// friction adjoints, s.adj_dist, and adj_J's bounce term
+// none): to adj_qvel, adj_qpos (a.ten_length for tendons), the restitution and friction
+// adjoints, s.adj_dist, and adj_J's bounce term
 template <class T, class S>
 PHX_HD PHX_INLINE void adj_row_corrections(const ModelView<S>& m, const T* qpos, const T* qvel,
-                                           int nrow, const ConstraintWorkspace<S>& c,
-                                           const ContactView<S>& cv,
-                                           AdjConstraintWorkspace<T>& s, T* adj_qpos,
-                                           T* adj_qvel,
+                                           int nrow, const Workspace<S>& w,
+                                           const ConstraintWorkspace<S>& c,
+                                           const ContactView<S>& cv, AdjConstraintWorkspace<T>& s,
+                                           AdjWorkspace<T>& a, T* adj_qpos, T* adj_qvel,
                                            const ContactModelAdjoint<T>& adj_contact,
                                            OuterSum<T, 7>& adj_J) {
   const int nv = m.nv;
@@ -479,14 +479,31 @@ PHX_HD PHX_INLINE void adj_row_corrections(const ModelView<S>& m, const T* qpos,
     int id = key / 2;
     T sign = key % 2 ? T(-1) : T(1);
     const S* range = tendon ? m.tendon_range + 2 * id : m.jnt_range + 2 * id;
+    const int type = tendon ? kTrnTendon : kTrnJoint;
     T length, velocity;
-    transmission_state(m, tendon ? kTrnTendon : kTrnJoint, id, qpos, qvel, length, velocity);
+    transmission_state(m, w, type, id, qpos, qvel, length, velocity);
     T dist = sign > T(0) ? length - range[0] : range[1] - length;
     if (!(dist + m.slop < T(0))) continue;
     // b = erp (dist + slop) / dt, dist = sign (length - bound)
-    T adj_len = sign * m.erp / dt * s.adj_b[r];
-    for_each_moved_joint(m, tendon ? kTrnTendon : kTrnJoint, id,
-                         [&](int j, S coef) { adj_qpos[m.jnt_qposadr[j]] += coef * adj_len; });
+    adj_transmission_state(m, w, type, id, qvel, sign * m.erp / dt * s.adj_b[r], T(0), a, adj_qpos,
+                           adj_qvel);
+  }
+}
+
+// The rows of spatial tendons' limits (sign times the tendon's row) and friction losses (the
+// tendon's row) depend on the configuration: their adjoints (adj_J, rows by index) go to
+// a.ten_J. The rows of joints and fixed tendons are constant.
+template <class T, class S, class AdjRows>
+PHX_HD void adj_tendon_rows(const ModelView<S>& m, const int* keys, int nrow, const AdjRows& adj_J,
+                            AdjWorkspace<T>& a) {
+  const int first = 2 * m.njnt + m.nv;  // -1 - key of tendon 0's lower limit row
+  for (int r = 0; r < nrow; ++r) {
+    const int k = -1 - keys[r] - first;
+    if (keys[r] >= 0 || k < 0 || k >= 3 * m.ntendon) continue;
+    const bool limit = k < 2 * m.ntendon;
+    const int t = limit ? k / 2 : k - 2 * m.ntendon;
+    const T sign = limit && k % 2 ? T(-1) : T(1);
+    adj_transmission_row(m, kTrnTendon, t, sign, adj_J.row(r), a);
   }
 }
 
@@ -550,7 +567,7 @@ PHX_HD void adj_constrained_velocity(const ModelView<S>& m, const T* qpos, const
   // A = J M^-1 J^T, b = J vfree + corr
   adj_delassus(m, nrow, c, vfree_t, s.shared() ? s.Z : static_cast<const T*>(nullptr), s.adj_A,
                s.adj_b, s.proj, adj_J, s.adj_vfree, adj_M);
-  adj_row_corrections(m, qpos, qvel, nrow, c, cv, s, adj_qpos, adj_qvel, adj_contact, adj_J);
+  adj_row_corrections(m, qpos, qvel, nrow, w, c, cv, s, a, adj_qpos, adj_qvel, adj_contact, adj_J);
   adj_free_velocity(m, qvel, c, s, adj_qvel, adj_qfrc, adj_M);
 
   // M = crba (with armature) + dt diag(damping), c = rnea, the applied forces, the contact
@@ -571,19 +588,22 @@ PHX_HD void adj_constrained_velocity(const ModelView<S>& m, const T* qpos, const
     for (int d = 0; d < nv; ++d) adj_model.dof_damping[d] += dt * adj_M(d, d);
   adj_rnea(m, qvel, static_cast<const T*>(nullptr), w, a, s.adj_bias, adj_qvel,
            static_cast<T*>(nullptr));
-  adj_passive(m, qpos, qvel, s.adj_qfrc, adj_qpos, adj_qvel, adj_model);
-  adj_actuation(m, qpos, qvel, ctrl, s.adj_qfrc, adj_qpos, adj_qvel, adj_ctrl, adj_model);
+  adj_passive(m, qpos, qvel, w, a, s.adj_qfrc, adj_qpos, adj_qvel, adj_model);
+  adj_actuation(m, qpos, qvel, ctrl, w, a, s.adj_qfrc, adj_qpos, adj_qvel, adj_ctrl, adj_model);
   if constexpr (write_out) {
     adj_J.write(s.adj_J, nrow, nv);
-    adj_contact_rows(m, w, c, cv, DenseEntries<T>{s.adj_J, nv}, s, a, adj_contact);
+    const DenseEntries<T> rows{s.adj_J, nv};
+    adj_contact_rows(m, w, c, cv, rows, s, a, adj_contact);
+    adj_tendon_rows(m, cv.efc_key, nrow, rows, a);
     if (m.neq > 0)
-      adj_equality_rows(m, qpos, qvel, w, cv.efc_key, nrow, DenseEntries<T>{s.adj_J, nv}, s.adj_b,
-                        a, adj_qpos, adj_qvel);
+      adj_equality_rows(m, qpos, qvel, w, cv.efc_key, nrow, rows, s.adj_b, a, adj_qpos, adj_qvel);
   } else {
     adj_contact_rows(m, w, c, cv, adj_J, s, a, adj_contact);
+    adj_tendon_rows(m, cv.efc_key, nrow, adj_J, a);
     if (m.neq > 0)
       adj_equality_rows(m, qpos, qvel, w, cv.efc_key, nrow, adj_J, s.adj_b, a, adj_qpos, adj_qvel);
   }
+  adj_tendon_kinematics(m, w, a, adj_qpos);
   adj_com_vel(m, qvel, w, a, adj_qvel);
   adj_com_pos(m, w, a, adj_model);
   adj_kinematics(m, qpos, w, a, adj_qpos);

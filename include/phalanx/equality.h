@@ -7,7 +7,8 @@
 //     J = domega_1/dqvel - domega_2/dqvel, which is dc/dt at c = 0;
 //   joint, tendon: c = x1 - P(x2), J = dx1/dqvel - P'(x2) dx2/dqvel, x_i the joint's coordinate
 //     or the tendon's length less its value at qpos0, P the quartic of eq_polycoef (without a
-//     second object, c = x1 - P(0)).
+//     second object, c = x1 - P(0)); tendons are fixed ones (Model::validate), whose lengths
+//     have no curvature of their own.
 // A row asks J qvel' = -erp c / dt - dt/2 kappa, kappa the second derivative of c along qvel at
 // qacc = 0 (for points J_dot qvel, for frames alpha_1 - alpha_2 - omega_1 x omega_2, for joints
 // and tendons -P''(x2) V2^2): under qpos' = qpos + dt qvel', c(qpos') = c + dt J qvel' +
@@ -53,7 +54,7 @@ PHX_HD PHX_INLINE Quartic<T> quartic(const S* coef, T x) {
   return q;
 }
 
-// the transmission of a joint or tendon equality's object (for_each_moved_joint's type)
+// the transmission of a joint or tendon equality's object
 PHX_HD PHX_INLINE int eq_transmission(int type) {
   return type == kEqJoint ? kTrnJoint : kTrnTendon;
 }
@@ -61,11 +62,11 @@ PHX_HD PHX_INLINE int eq_transmission(int type) {
 // x and its rate for an object of a joint or tendon equality: the coordinate or length less its
 // value at qpos0
 template <class T, class S>
-PHX_HD PHX_INLINE void eq_scalar_state(const ModelView<S>& m, int type, int id, const T* qpos,
-                                       const T* qvel, T& x, T& v) {
+PHX_HD PHX_INLINE void eq_scalar_state(const ModelView<S>& m, const Workspace<S>& w, int type,
+                                       int id, const T* qpos, const T* qvel, T& x, T& v) {
   const int trn = eq_transmission(type);
-  transmission_state(m, trn, id, qpos, qvel, x, v);
-  for_each_moved_joint(m, trn, id, [&](int j, S coef) { x -= coef * m.qpos0[m.jnt_qposadr[j]]; });
+  transmission_state(m, w, trn, id, qpos, qvel, x, v);
+  x -= trn == kTrnTendon ? m.tendon_length0[id] : m.qpos0[m.jnt_qposadr[id]];
 }
 
 // The frames a weld aligns, F_i = R_i Q(relquat_i), and its rotation residual from them.
@@ -116,12 +117,11 @@ PHX_HD int equality_rows(const ModelView<T>& m, const T* qpos, const T* qvel, co
     } else {
       const int trn = eq_transmission(type), o1 = m.eq_obj1id[i], o2 = m.eq_obj2id[i];
       T x1, v1, x2 = T(0), v2 = T(0);
-      eq_scalar_state(m, type, o1, qpos, qvel, x1, v1);
-      if (o2 >= 0) eq_scalar_state(m, type, o2, qpos, qvel, x2, v2);
+      eq_scalar_state(m, w, type, o1, qpos, qvel, x1, v1);
+      if (o2 >= 0) eq_scalar_state(m, w, type, o2, qpos, qvel, x2, v2);
       Quartic<T> P = quartic(m.eq_polycoef + 5 * i, x2);
-      for_each_moved_joint(m, trn, o1, [&](int j, T coef) { J[m.jnt_dofadr[j]] += coef; });
-      if (o2 >= 0)
-        for_each_moved_joint(m, trn, o2, [&](int j, T coef) { J[m.jnt_dofadr[j]] -= P.d1 * coef; });
+      add_transmission_row(m, w, trn, o1, T(1), J);
+      if (o2 >= 0) add_transmission_row(m, w, trn, o2, -P.d1, J);
       T kappa = o2 >= 0 ? -P.d2 * v2 * v2 : T(0);
       b[0] = rate * (x1 - P.p) + half_dt * kappa;
     }
@@ -206,22 +206,17 @@ PHX_HD void adj_equality_rows(const ModelView<S>& m, const T* qpos, const T* qve
       adj_body_point(b2, l2, adj_p2, a);
     } else {
       const int trn = eq_transmission(type), o1 = m.eq_obj1id[i], o2 = m.eq_obj2id[i];
-      // b = rate (x1 - P(x2)) - dt/2 P''(x2) v2^2;  J = dx1 - P'(x2) dx2
-      for_each_moved_joint(
-          m, trn, o1, [&](int j, S coef) { adj_qpos[m.jnt_qposadr[j]] += coef * rate * g[0]; });
+      // b = rate (x1 - P(x2)) - dt/2 P''(x2) v2^2;  J = dx1 - P'(x2) dx2 (constant rows: joints
+      // and fixed tendons)
+      adj_transmission_state(m, w, trn, o1, qvel, rate * g[0], T(0), a, adj_qpos, adj_qvel);
       if (o2 < 0) continue;
       T x2, v2;
-      eq_scalar_state(m, type, o2, qpos, qvel, x2, v2);
+      eq_scalar_state(m, w, type, o2, qpos, qvel, x2, v2);
       Quartic<T> P = quartic(m.eq_polycoef + 5 * i, x2);
-      T adj_d1 = T(0);
-      for_each_moved_joint(m, trn, o2,
-                           [&](int j, S coef) { adj_d1 -= coef * adj_J(r, m.jnt_dofadr[j]); });
+      T adj_d1 = -transmission_dot<T>(m, w, trn, o2, adj_J.row(r));
       T adj_x2 = -rate * P.d1 * g[0] - half_dt * P.d3 * v2 * v2 * g[0] + P.d2 * adj_d1;
       T adj_v2 = -T(2) * half_dt * P.d2 * v2 * g[0];
-      for_each_moved_joint(m, trn, o2, [&](int j, S coef) {
-        adj_qpos[m.jnt_qposadr[j]] += coef * adj_x2;
-        adj_qvel[m.jnt_dofadr[j]] += coef * adj_v2;
-      });
+      adj_transmission_state(m, w, trn, o2, qvel, adj_x2, adj_v2, a, adj_qpos, adj_qvel);
     }
   }
 }

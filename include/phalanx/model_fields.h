@@ -20,8 +20,8 @@
   X(nsite, "number of sites (frames fixed to bodies, for costs and observations)")               \
   X(npair, "number of geom pairs that may collide (after MuJoCo's filters)")                     \
   X(nexclude, "number of excluded body pairs (MJCF <contact><exclude>)")                         \
-  X(ntendon, "number of fixed tendons (linear combinations of joint coordinates)")               \
-  X(nwrap, "number of joint entries of all tendons")                                             \
+  X(ntendon, "number of tendons (fixed and spatial)")                                            \
+  X(nwrap, "number of entries of all tendons (joints, sites, pulleys)")                          \
   X(neq, "number of equality constraints")                                                       \
   X(nmesh, "number of meshes (each kept as its convex hull)")                                    \
   X(nmeshvert, "number of hull vertices of all meshes")                                          \
@@ -96,7 +96,7 @@
   X(int, dof_treeadr, nv, 1, "first dof of the dof's tree: the mass matrix couples no two trees") \
   X(real, dof_armature, nv, 1, "armature inertia added to the mass matrix's diagonal")          \
   X(real, dof_damping, nv, 1, "viscous damping coefficient")                                    \
-  X(real, dof_frictionloss, nv, 1, "dry friction (N or N m): a row of impulse within +-it dt")  \
+  X(real, dof_frictionloss, nv, 1, "dry friction (N or N m): a row of impulse within +-it dt")   \
   /* geoms */                                                                                    \
   X(int, geom_type, ngeom, 1, "GeomType: 0 plane, 2 sphere, 3 capsule, 6 box, ...")             \
   X(int, geom_bodyid, ngeom, 1, "id of the geom's body")                                        \
@@ -138,41 +138,46 @@
   /* geom pairs that may collide, in deterministic order (g1 < g2) */                            \
   X(int, pair_geom, npair, 2, "candidate collision pairs after MuJoCo's filters")               \
   X(int, exclude_bodies, nexclude, 2, "body pairs whose geoms never collide (MJCF <exclude>)")   \
-  /* fixed tendons: length L = sum of coef q over the tendon's entries (hinge or slide          \
-     joints), velocity likewise; a spring-damper -stiffness (L - clamp(L, lengthspring))        \
-     - damping V along the coefficients; limits as one-sided rows */                            \
-  X(int, tendon_adr, ntendon, 1, "first entry in wrap_jnt and wrap_coef")                       \
-  X(int, tendon_num, ntendon, 1, "number of entries")                                           \
-  X(int, tendon_limited, ntendon, 1, "is the length limited to tendon_range (0 or 1)")          \
-  X(real, tendon_range, ntendon, 2, "length limits")                                            \
-  X(real, tendon_stiffness, ntendon, 1, "spring stiffness")                                     \
-  X(real, tendon_damping, ntendon, 1, "damping coefficient")                                    \
-  X(real, tendon_lengthspring, ntendon, 2, "lengths between which the spring is slack")         \
-  X(real, tendon_frictionloss, ntendon, 1, "dry friction (N or N m) along the tendon: a row "     \
-    "of impulse within +-it dt")                                                                  \
-  X(int, wrap_jnt, nwrap, 1, "joint of the entry (hinge or slide)")                             \
-  X(real, wrap_coef, nwrap, 1, "coefficient of the joint's coordinate")                         \
-  /* equality constraints, held by bilateral rows: connect (3 rows, two anchor points             \
-     coincide), weld (6 rows, the anchors coincide and two frames align), joint and tendon (1     \
-     row: L1 - L1ref = P(L2 - L2ref), a quartic P in the second joint's coordinate or tendon's    \
-     length, refs at qpos0; without a second, L1 - L1ref = P(0)) */                               \
-  X(int, eq_type, neq, 1, "EqType: 0 connect, 1 weld, 2 joint, 3 tendon (MuJoCo's mjtEq)")        \
-  X(int, eq_obj1id, neq, 1, "first body (connect, weld), joint (hinge or slide) or tendon")       \
-  X(int, eq_obj2id, neq, 1, "second body, joint or tendon; -1: none (joint, tendon)")             \
+  /* tendons. Fixed: length L = sum of coef q over the entries (hinge or slide joints).          \
+     Spatial: L = sum over the path's segments (consecutive sites) of their lengths, each        \
+     divided by the divisor of the last pulley before it. Velocity V = (dL/dq) qvel. A           \
+     spring-damper -stiffness (L - clamp(L, lengthspring)) - damping V along dL/dq; limits       \
+     as one-sided rows */                                                                        \
+  X(int, tendon_type, ntendon, 1, "TendonType: 0 fixed, 1 spatial (MuJoCo's mjtTendon)")         \
+  X(int, tendon_adr, ntendon, 1, "first entry in the wrap arrays")                               \
+  X(int, tendon_num, ntendon, 1, "number of entries")                                            \
+  X(int, tendon_limited, ntendon, 1, "is the length limited to tendon_range (0 or 1)")           \
+  X(real, tendon_range, ntendon, 2, "length limits")                                             \
+  X(real, tendon_length0, ntendon, 1, "length at qpos0 (the reference of tendon equalities)")    \
+  X(real, tendon_stiffness, ntendon, 1, "spring stiffness")                                      \
+  X(real, tendon_damping, ntendon, 1, "damping coefficient")                                     \
+  X(real, tendon_lengthspring, ntendon, 2, "lengths between which the spring is slack")          \
+  X(real, tendon_frictionloss, ntendon, 1, "dry friction (N or N m) along the tendon: a row "    \
+    "of impulse within +-it dt")                                                                 \
+  X(int, wrap_type, nwrap, 1, "WrapType: 1 joint, 2 pulley, 3 site (MuJoCo's mjtWrap)")          \
+  X(int, wrap_objid, nwrap, 1, "the entry's joint (hinge or slide) or site; -1 for a pulley")    \
+  X(real, wrap_prm, nwrap, 1, "joint: coefficient of its coordinate; pulley: divisor")           \
+  /* equality constraints, held by bilateral rows: connect (3 rows, two anchor points            \
+     coincide), weld (6 rows, the anchors coincide and two frames align), joint and tendon (1    \
+     row: L1 - L1ref = P(L2 - L2ref), a quartic P in the second joint's coordinate or tendon's   \
+     length, refs at qpos0; without a second, L1 - L1ref = P(0)) */                              \
+  X(int, eq_type, neq, 1, "EqType: 0 connect, 1 weld, 2 joint, 3 tendon (MuJoCo's mjtEq)")       \
+  X(int, eq_obj1id, neq, 1, "first body (connect, weld), joint (hinge or slide) or tendon")      \
+  X(int, eq_obj2id, neq, 1, "second body, joint or tendon; -1: none (joint, tendon)")            \
   X(int, eq_active, neq, 1, "is the constraint enforced (0 or 1)")                                \
   X(real, eq_anchor, neq, 6, "connect, weld: point on body 1, point on body 2, each in its "      \
     "body's frame")                                                                               \
   X(real, eq_relquat, neq, 8, "weld: frames on body 1 and on body 2 (orientations in their "      \
     "bodies' frames) held aligned")                                                               \
-  X(real, eq_polycoef, neq, 5, "joint, tendon: coefficients of P, constant term first")           \
+  X(real, eq_polycoef, neq, 5, "joint, tendon: coefficients of P, constant term first")          \
   /* actuators: MuJoCo's general model without activation state on a hinge or slide joint       \
-     or a tendon: length L = gear q (gear times the tendon's length), velocity V likewise,      \
+     or a tendon: length L = gear q (gear times the tendon's length), velocity V likewise,       \
      force = gain ctrl + bias with gain = gainprm[0] (+ gainprm[1] L + gainprm[2] V when        \
      affine) and bias = 0 or biasprm[0] + biasprm[1] L + biasprm[2] V (affine), ctrl and        \
-     force clamped where limited; qfrc += gear force along the joint or the tendon's            \
+     force clamped where limited; qfrc += gear force along the joint or the tendon's             \
      coefficients. A motor: fixed gain 1, no bias. <position>: gain kp, bias (0, -kp, -kv). */  \
-  X(int, actuator_trntype, nu, 1, "ActuatorTrn: 0 joint, 1 tendon")                             \
-  X(int, actuator_trnid, nu, 1, "id of the transmission joint (hinge or slide) or tendon")      \
+  X(int, actuator_trntype, nu, 1, "ActuatorTrn: 0 joint, 1 tendon")                              \
+  X(int, actuator_trnid, nu, 1, "id of the transmission joint (hinge or slide) or tendon")       \
   X(int, actuator_ctrllimited, nu, 1, "is ctrl clamped to ctrlrange (0 or 1)")                  \
   X(real, actuator_gear, nu, 1, "scalar gear ratio")                                            \
   X(real, actuator_ctrlrange, nu, 2, "ctrl limits")                                             \

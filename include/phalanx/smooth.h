@@ -5,6 +5,7 @@
 
 #include "phalanx/kinematics.h"
 #include "phalanx/math/dense.h"
+#include "phalanx/tendon.h"
 
 namespace phx {
 
@@ -67,31 +68,6 @@ PHX_HD void crba(const ModelView<T>& m, Workspace<T>& w, T* M) {
   }
 }
 
-// Calls f(joint, coef) for each joint a transmission moves: the joint itself with coefficient 1
-// (kTrnJoint), or the entries of tendon `id` (kTrnTendon).
-template <class S, class F>
-PHX_HD PHX_INLINE void for_each_moved_joint(const ModelView<S>& m, int type, int id, F&& f) {
-  if (type == kTrnTendon) {
-    for (int w = m.tendon_adr[id]; w < m.tendon_adr[id] + m.tendon_num[id]; ++w)
-      f(m.wrap_jnt[w], m.wrap_coef[w]);
-  } else {
-    f(id, S(1));
-  }
-}
-
-// Length and velocity of a transmission: the joint's coordinate and velocity, or the tendon's
-// sums of coef q and coef qvel.
-template <class T, class S>
-PHX_HD PHX_INLINE void transmission_state(const ModelView<S>& m, int type, int id, const T* qpos,
-                                          const T* qvel, T& length, T& velocity) {
-  length = T(0);
-  velocity = T(0);
-  for_each_moved_joint(m, type, id, [&](int j, S coef) {
-    length += coef * qpos[m.jnt_qposadr[j]];
-    velocity += coef * qvel[m.jnt_dofadr[j]];
-  });
-}
-
 // A tendon's spring-damper force along its length: -stiffness (L - clamp(L, lengthspring))
 // - damping V (MuJoCo's dead band: no spring force between the two lengths); *outside says
 // which end of the band the length is beyond (-1 below, +1 above, 0 within).
@@ -105,9 +81,11 @@ PHX_HD PHX_INLINE T tendon_passive_force(const ModelView<S>& m, int t, T length,
 }
 
 // Passive forces: joints' viscous damping and springs about qpos_spring, and tendons'
-// spring-dampers (MuJoCo's mj_passive for joints and fixed tendons). qfrc is overwritten.
+// spring-dampers along their rows (MuJoCo's mj_passive for joints and tendons), the tendons'
+// from tendon_kinematics in w. qfrc is overwritten.
 template <class T>
-PHX_HD void passive(const ModelView<T>& m, const T* qpos, const T* qvel, T* qfrc) {
+PHX_HD void passive(const ModelView<T>& m, const T* qpos, const T* qvel, const Workspace<T>& w,
+                    T* qfrc) {
   for (int d = 0; d < m.nv; ++d) qfrc[d] = -m.dof_damping[d] * qvel[d];
   for (int j = 0; j < m.njnt; ++j) {
     T k = m.jnt_stiffness[j];
@@ -132,26 +110,28 @@ PHX_HD void passive(const ModelView<T>& m, const T* qpos, const T* qvel, T* qfrc
   for (int t = 0; t < m.ntendon; ++t) {
     T length, velocity;
     int outside;
-    transmission_state(m, kTrnTendon, t, qpos, qvel, length, velocity);
-    T f = tendon_passive_force(m, t, length, velocity, &outside);
-    for_each_moved_joint(m, kTrnTendon, t,
-                         [&](int j, T coef) { qfrc[m.jnt_dofadr[j]] += coef * f; });
+    transmission_state(m, w, kTrnTendon, t, qpos, qvel, length, velocity);
+    add_transmission_row(m, w, kTrnTendon, t,
+                         tendon_passive_force(m, t, length, velocity, &outside), qfrc);
   }
 }
 
 // One actuator's force and what it was made of (MuJoCo's mj_fwdActuation without activation
-// dynamics): the joint's length L = gear q and velocity V = gear qvel, ctrl clamped to
+// dynamics): the transmission's length L = gear times the joint's coordinate or the tendon's
+// length, velocity V likewise, ctrl clamped to
 // ctrlrange where limited, force = gain ctrl + bias (Model's actuator_gaintype, _biastype)
 // clamped to forcerange where limited. The `inside` flags say a clamp was not active.
 template <class T>
 struct ActuatorForce {
   T ctrl, length, velocity, gain, force;
+  T trn_length, trn_velocity;  // the transmission's, before the gear
   bool ctrl_inside = true, force_inside = true;
 };
 
 template <class T, class S>
-PHX_HD PHX_INLINE ActuatorForce<T> actuator_force(const ModelView<S>& m, int u, const T* qpos,
-                                                  const T* qvel, const T* ctrl) {
+PHX_HD PHX_INLINE ActuatorForce<T> actuator_force(const ModelView<S>& m, const Workspace<S>& w,
+                                                  int u, const T* qpos, const T* qvel,
+                                                  const T* ctrl) {
   ActuatorForce<T> a;
   const S gear = m.actuator_gear[u];
   const S* g = m.actuator_gainprm + 3 * u;
@@ -162,10 +142,10 @@ PHX_HD PHX_INLINE ActuatorForce<T> actuator_force(const ModelView<S>& m, int u, 
     a.ctrl_inside = a.ctrl >= lo && a.ctrl <= hi;
     a.ctrl = clamp(a.ctrl, T(lo), T(hi));
   }
-  T length, velocity;
-  transmission_state(m, m.actuator_trntype[u], m.actuator_trnid[u], qpos, qvel, length, velocity);
-  a.length = gear * length;
-  a.velocity = gear * velocity;
+  transmission_state(m, w, m.actuator_trntype[u], m.actuator_trnid[u], qpos, qvel, a.trn_length,
+                     a.trn_velocity);
+  a.length = gear * a.trn_length;
+  a.velocity = gear * a.trn_velocity;
   a.gain = T(g[0]);
   if (m.actuator_gaintype[u] == kGainAffine) a.gain += g[1] * a.length + g[2] * a.velocity;
   a.force = a.gain * a.ctrl;
@@ -180,12 +160,12 @@ PHX_HD PHX_INLINE ActuatorForce<T> actuator_force(const ModelView<S>& m, int u, 
 
 // Actuation: qfrc += gear * force of each actuator (actuator_force) along its transmission.
 template <class T>
-PHX_HD void actuation(const ModelView<T>& m, const T* qpos, const T* qvel, const T* ctrl, T* qfrc) {
+PHX_HD void actuation(const ModelView<T>& m, const T* qpos, const T* qvel, const T* ctrl,
+                      const Workspace<T>& w, T* qfrc) {
   for (int u = 0; u < m.nu; ++u) {
-    ActuatorForce<T> a = actuator_force(m, u, qpos, qvel, ctrl);
-    T f = m.actuator_gear[u] * a.force;
-    for_each_moved_joint(m, m.actuator_trntype[u], m.actuator_trnid[u],
-                         [&](int j, T coef) { qfrc[m.jnt_dofadr[j]] += coef * f; });
+    ActuatorForce<T> a = actuator_force(m, w, u, qpos, qvel, ctrl);
+    add_transmission_row(m, w, m.actuator_trntype[u], m.actuator_trnid[u],
+                         m.actuator_gear[u] * a.force, qfrc);
   }
 }
 
@@ -285,10 +265,12 @@ PHX_HD void adj_crba(const ModelView<S>& m, const Workspace<S>& w, AdjWorkspace<
   adj_crba(m, w, a, DenseEntries<T>{adj_M, m.nv}, adj_model);
 }
 
-// Adjoint of passive: from adj_qfrc to adj_qpos, adj_qvel, damping and stiffness.
+// Adjoint of passive: from adj_qfrc to adj_qpos, adj_qvel, damping and stiffness, and to the
+// tendons' lengths and rows in a (adj_tendon_kinematics takes them on).
 template <class T, class S>
-PHX_HD void adj_passive(const ModelView<S>& m, const T* qpos, const T* qvel, const T* adj_qfrc,
-                        T* adj_qpos, T* adj_qvel, const ModelAdjoint<T>& adj_model) {
+PHX_HD void adj_passive(const ModelView<S>& m, const T* qpos, const T* qvel, const Workspace<S>& w,
+                        AdjWorkspace<T>& a, const T* adj_qfrc, T* adj_qpos, T* adj_qvel,
+                        const ModelAdjoint<T>& adj_model) {
   for (int d = 0; d < m.nv; ++d) {
     adj_qvel[d] -= m.dof_damping[d] * adj_qfrc[d];
     if (adj_model.dof_damping) adj_model.dof_damping[d] -= qvel[d] * adj_qfrc[d];
@@ -327,22 +309,18 @@ PHX_HD void adj_passive(const ModelView<S>& m, const T* qpos, const T* qvel, con
     }
     if (adj_model.jnt_stiffness) adj_model.jnt_stiffness[j] += adj_k;
   }
-  // tendons: qfrc += coef f, f = -k (L - end) - b V outside the dead band, -b V within
+  // tendons: qfrc += f J, f = -k (L - end) - b V outside the dead band, -b V within
   for (int t = 0; t < m.ntendon; ++t) {
     T length, velocity;
     int outside;
-    transmission_state(m, kTrnTendon, t, qpos, qvel, length, velocity);
-    tendon_passive_force(m, t, length, velocity, &outside);
-    T adj_f(0);
-    for_each_moved_joint(m, kTrnTendon, t,
-                         [&](int j, S coef) { adj_f += coef * adj_qfrc[m.jnt_dofadr[j]]; });
+    transmission_state(m, w, kTrnTendon, t, qpos, qvel, length, velocity);
+    T f = tendon_passive_force(m, t, length, velocity, &outside);
+    T adj_f = transmission_dot<T>(m, w, kTrnTendon, t, PointerRow<T>{adj_qfrc});
+    adj_transmission_row(m, kTrnTendon, t, f, PointerRow<T>{adj_qfrc}, a);
     const S k = m.tendon_stiffness[t];
     T adj_len = outside ? -k * adj_f : T(0);
     T adj_vel = -m.tendon_damping[t] * adj_f;
-    for_each_moved_joint(m, kTrnTendon, t, [&](int j, S coef) {
-      adj_qpos[m.jnt_qposadr[j]] += coef * adj_len;
-      adj_qvel[m.jnt_dofadr[j]] += coef * adj_vel;
-    });
+    adj_transmission_state(m, w, kTrnTendon, t, qvel, adj_len, adj_vel, a, adj_qpos, adj_qvel);
     if (outside) {
       S end = m.tendon_lengthspring[2 * t + (outside > 0 ? 1 : 0)];
       if (adj_model.tendon_stiffness) adj_model.tendon_stiffness[t] -= (length - end) * adj_f;
@@ -353,23 +331,22 @@ PHX_HD void adj_passive(const ModelView<S>& m, const T* qpos, const T* qvel, con
   }
 }
 
-// Adjoint of actuation: from adj_qfrc to adj_ctrl (zero where the ctrl clamp is active), the
-// joint's qpos and qvel (through affine gains and biases), gear and the gain and bias
-// parameters; nothing passes a force clamp that is active.
+// Adjoint of actuation: from adj_qfrc to adj_ctrl (zero where the ctrl clamp is active), to
+// qpos and qvel through affine gains and biases (the tendons' lengths and rows in a), to gear
+// and the gain and bias parameters; nothing passes a force clamp that is active.
 template <class T, class S>
 PHX_HD void adj_actuation(const ModelView<S>& m, const T* qpos, const T* qvel, const T* ctrl,
-                          const T* adj_qfrc, T* adj_qpos, T* adj_qvel, T* adj_ctrl,
-                          const ModelAdjoint<T>& adj_model) {
+                          const Workspace<S>& w, AdjWorkspace<T>& aw, const T* adj_qfrc,
+                          T* adj_qpos, T* adj_qvel, T* adj_ctrl, const ModelAdjoint<T>& adj_model) {
   for (int u = 0; u < m.nu; ++u) {
     const int type = m.actuator_trntype[u], id = m.actuator_trnid[u];
     const S gear = m.actuator_gear[u];
     const S* g = m.actuator_gainprm + 3 * u;
     const S* b = m.actuator_biasprm + 3 * u;
-    ActuatorForce<T> a = actuator_force(m, u, qpos, qvel, ctrl);
-    // qfrc += gear force coef on each moved dof
-    T adj_out(0);
-    for_each_moved_joint(m, type, id,
-                         [&](int j, S coef) { adj_out += coef * adj_qfrc[m.jnt_dofadr[j]]; });
+    ActuatorForce<T> a = actuator_force(m, w, u, qpos, qvel, ctrl);
+    // qfrc += gear force row
+    T adj_out = transmission_dot<T>(m, w, type, id, PointerRow<T>{adj_qfrc});
+    adj_transmission_row(m, type, id, gear * a.force, PointerRow<T>{adj_qfrc}, aw);
     T adj_gear = a.force * adj_out;
     T adj_force = a.force_inside ? gear * adj_out : T(0);
     if (a.ctrl_inside) adj_ctrl[u] += a.gain * adj_force;
@@ -385,14 +362,12 @@ PHX_HD void adj_actuation(const ModelView<S>& m, const T* qpos, const T* qvel, c
       adj_len += b[1] * adj_force;
       adj_vel += b[2] * adj_force;
     }
-    // L = gear sum coef q, V = gear sum coef qvel
-    for_each_moved_joint(m, type, id, [&](int j, S coef) {
-      adj_qpos[m.jnt_qposadr[j]] += gear * coef * adj_len;
-      adj_qvel[m.jnt_dofadr[j]] += gear * coef * adj_vel;
-    });
-    T length, velocity;  // before the gear
-    transmission_state(m, type, id, qpos, qvel, length, velocity);
-    adj_gear += length * adj_len + velocity * adj_vel;
+    // L = gear length, V = gear velocity
+    if (affine_gain || affine_bias) {
+      adj_transmission_state(m, w, type, id, qvel, gear * adj_len, gear * adj_vel, aw, adj_qpos,
+                             adj_qvel);
+      adj_gear += a.trn_length * adj_len + a.trn_velocity * adj_vel;
+    }
     if (adj_model.actuator_gear) adj_model.actuator_gear[u] += adj_gear;
     if (adj_model.actuator_gainprm) {
       T* ag = adj_model.actuator_gainprm + 3 * u;

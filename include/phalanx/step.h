@@ -32,13 +32,15 @@ PHX_HD unsigned step_input_status(const ModelView<T>& m, const T* qpos, const T*
   return status;
 }
 
-// The applied generalized forces into qfrc: passive, actuation and qfrc_applied, a generalized
-// force the caller adds (MuJoCo's qfrc_applied; may be null).
+// The applied generalized forces into w.qfrc: passive, actuation and qfrc_applied, a
+// generalized force the caller adds (MuJoCo's qfrc_applied; may be null). Needs the kinematics
+// and tendon_kinematics in w.
 template <class T>
 PHX_HD void applied_forces(const ModelView<T>& m, const T* qpos, const T* qvel, const T* ctrl,
-                           const T* qfrc_applied, T* qfrc) {
-  passive(m, qpos, qvel, qfrc);
-  actuation(m, qpos, qvel, ctrl, qfrc);
+                           const T* qfrc_applied, Workspace<T>& w) {
+  T* qfrc = w.qfrc;
+  passive(m, qpos, qvel, w, qfrc);
+  actuation(m, qpos, qvel, ctrl, w, qfrc);
   if (qfrc_applied)
     for (int d = 0; d < m.nv; ++d) qfrc[d] += qfrc_applied[d];
 }
@@ -82,7 +84,8 @@ PHX_HD void forward_dynamics(const ModelView<T>& m, const T* qpos, const T* qvel
   kinematics(m, qpos, w);
   com_pos(m, w);
   com_vel(m, qvel, w);
-  applied_forces(m, qpos, qvel, ctrl, qfrc_applied, w.qfrc);
+  tendon_kinematics(m, qpos, w);
+  applied_forces(m, qpos, qvel, ctrl, qfrc_applied, w);
   for (int d = 0; d < m.nv; ++d) w.armature[d] = m.dof_armature[d] + implicit_dt * m.dof_damping[d];
   aba(m, qvel, w.qfrc, w.armature, true, w, qacc);
 }
@@ -141,6 +144,7 @@ PHX_HD PHX_INLINE int kinematics_and_rows(const ModelView<T>& m, const T* qpos, 
   kinematics(m, qpos, w);
   com_pos(m, w);
   com_vel(m, qvel, w);
+  tendon_kinematics(m, qpos, w);
   *cv.ncon = 0;
   *cv.overflow = 0;
   *cv.nwarm = 0;
@@ -232,7 +236,7 @@ PHX_HD PHX_DEVICE_NOINLINE unsigned step_constrained(const ModelView<T>& m, T* q
   if (*cv.overflow) status |= kStatusContactOverflow;
 
   // applied forces
-  applied_forces(m, qpos, qvel, ctrl, qfrc_applied, w.qfrc);
+  applied_forces(m, qpos, qvel, ctrl, qfrc_applied, w);
   for (int d = 0; d < nv; ++d) w.armature[d] = m.dof_armature[d] + dt * m.dof_damping[d];
 
   if (nrow == 0) {
@@ -279,13 +283,14 @@ PHX_HD void adj_forward_dynamics(const ModelView<T>& m, const T* qpos, const T* 
   }
 
   // applied forces enter r with a minus sign: adj_qfrc = lambda
-  adj_passive(m, qpos, qvel, a.lambda, adj_qpos, adj_qvel, adj_model);
-  adj_actuation(m, qpos, qvel, ctrl, a.lambda, adj_qpos, adj_qvel, adj_ctrl, adj_model);
+  adj_passive(m, qpos, qvel, w, a, a.lambda, adj_qpos, adj_qvel, adj_model);
+  adj_actuation(m, qpos, qvel, ctrl, w, a, a.lambda, adj_qpos, adj_qvel, adj_ctrl, adj_model);
 
   // RNEA at the solution, then its adjoint with adj_tau = -lambda
   rnea(m, qvel, qacc, w, a.tmp);
   for (int d = 0; d < m.nv; ++d) a.tmp[d] = -a.lambda[d];
   adj_rnea(m, qvel, qacc, w, a, a.tmp, adj_qvel, static_cast<T*>(nullptr));
+  adj_tendon_kinematics(m, w, a, adj_qpos);
   adj_com_vel(m, qvel, w, a, adj_qvel);
   adj_com_pos(m, w, a, adj_model);
   adj_kinematics(m, qpos, w, a, adj_qpos);

@@ -38,8 +38,9 @@ PHX_HD Counts counts_of(const M& m) {
 
 // the intermediates of one environment's step, in the order they are carved. The reverse
 // passes read the forward quantities the stages keep here (xquat_scale, jnt_quat_in, jnt_qloc,
-// jnt_quat_out, xipos, ximat, cmom, crb), so every caller of an adjoint has run the forward at
-// the same state; the articulated-body arrays (aba_*) are read by the forward solve alone.
+// jnt_quat_out, xipos, ximat, cmom, crb, ten_length, ten_J), so every caller of an adjoint has
+// run the forward at the same state; the articulated-body arrays (aba_*) are read by the forward
+// solve alone.
 #define PHX_WORKSPACE_ARRAYS(X)                                                                  \
   /* kinematics */                                                                               \
   X(real, xpos, 3L * m.nbody, "body frame position in world (nbody x 3)")                        \
@@ -62,6 +63,9 @@ PHX_HD Counts counts_of(const M& m) {
   X(real, cfrc, 6L * m.nbody, "body spatial force, RNEA (nbody x 6)")                            \
   X(real, cmom, 6L * m.nbody, "body spatial momentum cinert cvel, RNEA (nbody x 6)")             \
   X(real, crb, 10L * m.nbody, "composite rigid-body inertia, CRBA (nbody x 10)")                 \
+  /* tendons (tendon.h) */                                                                       \
+  X(real, ten_length, m.ntendon, "tendon length (ntendon)")                                      \
+  X(real, ten_J, long(m.ntendon) * m.nv, "tendon row dL/dqvel (ntendon x nv)")                   \
   /* articulated-body algorithm */                                                               \
   X(real, aba_IA, 36L * m.nbody, "articulated inertia (nbody x 36)")                             \
   X(real, aba_pA, 6L * m.nbody, "articulated bias force (nbody x 6)")                            \
@@ -104,7 +108,9 @@ struct Workspace {
   X(real, cvel, 6L * m.nbody, "(nbody x 6)")                                                     \
   X(real, cdof_dot, 6L * m.nv, "(nv x 6)")                                                       \
   X(real, cacc, 6L * m.nbody, "(nbody x 6)")                                                     \
-  X(real, cfrc, 6L * m.nbody, "(nbody x 6)")
+  X(real, cfrc, 6L * m.nbody, "(nbody x 6)")                                                     \
+  X(real, ten_length, m.ntendon, "(ntendon)")                                                    \
+  X(real, ten_J, long(m.ntendon) * m.nv, "(ntendon x nv)")
 #define PHX_ADJ_WORKSPACE_VECTORS(X)                                                             \
   X(real, qvel_next, m.nv, "velocity after the step (nv)")                                       \
   X(real, qacc, m.nv, "adjoint of qacc (nv)")                                                    \

@@ -97,11 +97,17 @@ std::vector<T> evaluate(Stage stage, const Model& model, Inputs<T> in) {
       break;
     case Stage::kPassive:
       out.resize(m.nv);
-      passive(m, in.qpos.data(), in.qvel.data(), out.data());
+      kinematics(m, in.qpos.data(), w);
+      com_pos(m, w);
+      tendon_kinematics(m, in.qpos.data(), w);
+      passive(m, in.qpos.data(), in.qvel.data(), w, out.data());
       break;
     case Stage::kActuation:
       out.assign(m.nv, T(0));
-      actuation(m, in.qpos.data(), in.qvel.data(), in.ctrl.data(), out.data());
+      kinematics(m, in.qpos.data(), w);
+      com_pos(m, w);
+      tendon_kinematics(m, in.qpos.data(), w);
+      actuation(m, in.qpos.data(), in.qvel.data(), in.ctrl.data(), w, out.data());
       break;
     case Stage::kIntegrate:
       out = in.qpos;
@@ -187,12 +193,19 @@ Inputs<double> adjoint(Stage stage, const Model& model, Inputs<double> in,
       break;
     }
     case Stage::kPassive:
-      adj_passive(m, in.qpos.data(), in.qvel.data(), adj_out.data(), g.qpos.data(), g.qvel.data(),
-                  am);
-      break;
     case Stage::kActuation:
-      adj_actuation(m, in.qpos.data(), in.qvel.data(), in.ctrl.data(), adj_out.data(),
-                    g.qpos.data(), g.qvel.data(), g.ctrl.data(), am);
+      kinematics(m, in.qpos.data(), w);
+      com_pos(m, w);
+      tendon_kinematics(m, in.qpos.data(), w);
+      if (stage == Stage::kPassive)
+        adj_passive(m, in.qpos.data(), in.qvel.data(), w, a, adj_out.data(), g.qpos.data(),
+                    g.qvel.data(), am);
+      else
+        adj_actuation(m, in.qpos.data(), in.qvel.data(), in.ctrl.data(), w, a, adj_out.data(),
+                      g.qpos.data(), g.qvel.data(), g.ctrl.data(), am);
+      adj_tendon_kinematics(m, w, a, g.qpos.data());
+      adj_com_pos(m, w, a, am);
+      adj_kinematics(m, in.qpos.data(), w, a, g.qpos.data());
       break;
     case Stage::kIntegrate:
       adj_integrate_pos(m, in.qpos.data(), in.qvel.data(), 0.05, adj_out.data(), g.qpos.data(),

@@ -249,8 +249,8 @@ TEST(FromMujoco, UnsupportedPhysicsIsRefused) {
                  <site name="s2"/></body></worldbody><tendon><spatial name="sp"><site site="s1"/>
                  <site site="s2"/></spatial></tendon><equality><tendon name="e" tendon1="sp"/>
                  </equality></mujoco>)",
-                 "equality 'e' (id 0): couples tendon 'sp' (id 0), which is not converted (only "
-                 "fixed tendons)");
+                 "equality 'e' (id 0): couples spatial tendon 'sp' (id 0); tendon equalities of "
+                 "spatial tendons are not supported");
   expect_refused(model("", R"(<actuator><intvelocity name="v" joint="j" actrange="-1 1"/>
                  </actuator>)"),
                  "actuator 'v' (id 0): has dyntype integrator");
@@ -304,8 +304,8 @@ TEST(FromMujoco, FixedTendonAndAnActuatorOnIt) {
   ASSERT_TRUE(m);
   phx::Model o = phx::from_mujoco(m.get());
   ASSERT_EQ(o.ntendon, 1);
-  EXPECT_EQ(o.wrap_jnt, (std::vector<int>{0, 1}));
-  EXPECT_EQ(o.wrap_coef, (std::vector<double>{-2, 0.5}));
+  EXPECT_EQ(o.wrap_objid, (std::vector<int>{0, 1}));
+  EXPECT_EQ(o.wrap_prm, (std::vector<double>{-2, 0.5}));
   EXPECT_EQ(o.tendon_stiffness[0], 4);
   EXPECT_EQ(o.tendon_damping[0], 0.5);
   EXPECT_EQ(o.tendon_lengthspring, (std::vector<double>{0.1, 0.3}));

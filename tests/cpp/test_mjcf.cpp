@@ -741,7 +741,7 @@ TEST(MjcfErrors, UnsupportedPhysicsIsRefusedByName) {
       "<mujoco><worldbody><body name='a'><freejoint/><geom size='1'/><site name='s'/></body>"
       "<site name='r'/></worldbody><tendon><spatial name='sp'><site site='s'/><site site='r'/>"
       "</spatial></tendon><equality><tendon name='w' tendon1='sp'/></equality></mujoco>",
-      {"equality 'w'", "not converted"});
+      {"equality 'w'", "spatial tendon 'sp'"});
 }
 
 }  // namespace

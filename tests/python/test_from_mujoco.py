@@ -364,7 +364,7 @@ REFUSALS = [
                          sections='<tendon><spatial name="t"><site site="s"/><site site="s2"/>'
                                   '</spatial></tendon><equality><tendon name="e" tendon1="t"/>'
                                   '</equality>'),
-     r"equality 'e' \(id 0\): couples tendon 't' \(id 0\), which is not converted"),
+     r"equality 'e' \(id 0\): couples spatial tendon 't' \(id 0\); tendon equalities of spatial"),
     ("tendon", variant(sections='<tendon><fixed name="t" armature="3"><joint joint="j1" '
                                 'coef="1"/></fixed></tendon>'),
      r"tendon 't' \(id 0\): tendons with armature are not supported"),
@@ -397,13 +397,14 @@ def test_harmless_elements_are_listed_as_ignored():
                   geom='solref="0.01 1" margin="0.01"',
                   sections='<sensor><jointpos joint="j1"/></sensor>'
                            '<option integrator="RK4"/>'
-                           '<tendon><spatial name="t"><site site="s"/><site site="s2"/></spatial>'
-                           '</tendon>')
+                           '<tendon><spatial name="t"><site site="s"/><geom geom="g2"/>'
+                           '<site site="s2"/></spatial></tendon>')
     model = phalanx.from_mujoco(mujoco.MjModel.from_xml_string(xml))
     text = "\n".join(model.ignored)
     assert model.nsite == 2 and "site" not in text  # sites convert
     for what in ["camera", "light", "sensor",
-                 "geom@solref", "geom@margin", "integrator=\"RK4\"", "tendon spatial without forces"]:
+                 "geom@solref", "geom@margin", "integrator=\"RK4\"",
+                 "tendon wrapping over geoms without forces"]:
         assert what in text, (what, model.ignored)
 
 

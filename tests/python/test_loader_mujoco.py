@@ -164,8 +164,8 @@ def compare(path):
     c.equal("actuator_trntype", ours.actuator_trntype,
             (ref.actuator_trntype == mujoco.mjtTrn.mjTRN_TENDON).astype(np.int32))
     c.equal("actuator_trnid", ours.actuator_trnid, ref.actuator_trnid[:, 0])
-    c.equal("wrap_jnt", ours.wrap_jnt, ref.wrap_objid)
-    c.close("wrap_coef", np.asarray(ours.wrap_coef)[:, None], ref.wrap_prm[:, None])
+    c.equal("wrap_objid", ours.wrap_objid, ref.wrap_objid)
+    c.close("wrap_prm", np.asarray(ours.wrap_prm)[:, None], ref.wrap_prm[:, None])
     c.close("actuator_ctrlrange", ours.actuator_ctrlrange, ref.actuator_ctrlrange)
     clamp = not disabled & mujoco.mjtDisableBit.mjDSBL_CLAMPCTRL
     c.equal("actuator_ctrllimited", ours.actuator_ctrllimited, ref.actuator_ctrllimited * clamp)

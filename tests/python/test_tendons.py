@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 import phalanx
-from phalanx.testing import chained_vjp, parameter_difference
+from phalanx.testing import rollout_gradient_pair
 
 ARM = """<mujoco><option timestep="0.002"><flag contact="disable"/></option><worldbody>
   <body pos="0 0 1"><joint name="a" type="hinge" axis="0 1 0"/>
@@ -40,8 +40,8 @@ def arm():
 
 def tendon_length(model, qpos, t):
     adr, num = model.tendon_adr[t], model.tendon_num[t]
-    joints = model.wrap_jnt[adr:adr + num]
-    return qpos[..., model.jnt_qposadr[joints]] @ model.wrap_coef[adr:adr + num]
+    joints = model.wrap_objid[adr:adr + num]
+    return qpos[..., model.jnt_qposadr[joints]] @ model.wrap_prm[adr:adr + num]
 
 
 def test_lengths_and_accelerations_match_mujoco(arm, rng):
@@ -116,24 +116,7 @@ def test_gradients_match_central_differences(rng, name, limit):
         qpos[0, 2] = 0.4005 - 0.5 * qpos[0, 0]  # stop = 0.5 a + c, within the slop beyond 0.4
         qvel[0] = 0
         ctrl[..., 2] = 4.0  # presses the stop tendon into its upper limit
-    wq, wv = rng.standard_normal((1, model.nq)), rng.standard_normal((1, model.nv))
-    grads = chained_vjp(model, qpos, qvel, ctrl, wq, wv, PARAMS)
-
-    def loss(q=qpos, v=qvel, u=ctrl):
-        qs, vs, _ = phalanx.rollout(model, q, v, u)
-        return float((wq * qs[:, -1]).sum() + (wv * vs[:, -1]).sum())
-
-    if name in ("qpos", "qvel", "ctrl"):
-        x0 = {"qpos": qpos, "qvel": qvel, "ctrl": ctrl}[name]
-        d = rng.standard_normal(x0.shape)
-        h = 1e-6
-        key = {"qpos": "q", "qvel": "v", "ctrl": "u"}[name]
-        fd = (loss(**{key: x0 + h * d}) - loss(**{key: x0 - h * d})) / (2 * h)
-    else:
-        p0 = np.asarray(getattr(model, name))
-        d = rng.uniform(0.5, 1.5, p0.shape) * np.where(p0 == 0, 0.1, np.abs(p0))
-        fd = parameter_difference(model, name, loss, d, h=1e-6)
-    ad = float((grads[name] * d).sum())
+    ad, fd = rollout_gradient_pair(model, qpos, qvel, ctrl, name, rng, PARAMS)
     assert ad == pytest.approx(fd, rel=1e-6, abs=1e-8), name
     if limit:
         qs, _, _ = phalanx.rollout(model, qpos, qvel, ctrl)

@@ -161,8 +161,9 @@ struct BiasKernel {
 };
 
 // body frames and the centre of mass: xpos (nenv x nbody x 3), xquat (nenv x nbody x 4), com
-// (nenv x 3), when qvel is non-null its velocity com_vel (nenv x 3) (cost.h), and when site_xpos
-// is non-null the site frames site_xpos (nenv x nsite x 3) and site_xmat (nenv x nsite x 9)
+// (nenv x 3), when qvel is non-null its velocity com_vel (nenv x 3) (cost.h), when site_xpos
+// is non-null the site frames site_xpos (nenv x nsite x 3) and site_xmat (nenv x nsite x 9), and
+// when ten_length is non-null the tendons' lengths (nenv x ntendon)
 template <class T>
 struct KinematicsKernel {
   using Scalar = T;
@@ -175,6 +176,7 @@ struct KinematicsKernel {
   T* com_vel;          // may be null
   T* site_xpos = nullptr;  // may be null
   T* site_xmat = nullptr;
+  T* ten_length = nullptr;  // may be null
 
   PHX_HD void operator()(int e, Scratch<T> scratch) const {
     const ModelView<T> m = env_view(model, e);
@@ -189,6 +191,10 @@ struct KinematicsKernel {
       for (int s = 0; s < m.nsite; ++s)
         site_frame(m, w, s, site_xpos + (long(e) * m.nsite + s) * 3,
                    site_xmat + (long(e) * m.nsite + s) * 9);
+    if (ten_length) {
+      tendon_kinematics(m, qpos + long(e) * m.nq, w);
+      for (int t = 0; t < m.ntendon; ++t) ten_length[long(e) * m.ntendon + t] = w.ten_length[t];
+    }
   }
 };
 
@@ -233,7 +239,8 @@ struct InverseDynamicsKernel {
     com_pos(m, w);
     com_vel(m, v, w);
     rnea(m, v, a, w, f);
-    passive(m, q, v, w.qfrc);
+    tendon_kinematics(m, q, w);
+    passive(m, q, v, w, w.qfrc);
     for (int d = 0; d < m.nv; ++d) f[d] += m.dof_armature[d] * a[d] - w.qfrc[d];
   }
 };

@@ -13,6 +13,9 @@ struct Vec3 {
   // from any stored scalar P that converts to T (a Lane broadcasts a forward value)
   template <class P>
   PHX_HD PHX_INLINE static Vec3 load(const P* p) { return {T(p[0]), T(p[1]), T(p[2])}; }
+  // from a vector of another scalar that converts to T
+  template <class U>
+  PHX_HD PHX_INLINE static Vec3 from(const Vec3<U>& v) { return {T(v.x), T(v.y), T(v.z)}; }
   PHX_HD void store(T* p) const { p[0] = x; p[1] = y; p[2] = z; }
   PHX_HD void add_to(T* p) const { p[0] += x; p[1] += y; p[2] += z; }
   PHX_HD T& operator[](int i) { return i == 0 ? x : (i == 1 ? y : z); }
