@@ -337,7 +337,7 @@ enum class Query { kBiasForces, kForwardDynamics, kInverseDynamics };
 
 template <class T>
 py::object query_t(PyModel& pm, ArgTable& a, Query query, py::handle qpos, py::handle qvel,
-                   py::handle x) {
+                   py::handle x, py::handle act = py::none()) {
   auto dm = pm.compiled<T>(a.device());
   const phx::Model& m = dm->model();
   const std::int64_t E = a.batch();
@@ -347,10 +347,12 @@ py::object query_t(PyModel& pm, ArgTable& a, Query query, py::handle qpos, py::h
                    : query == Query::kInverseDynamics
                        ? a.in<T>("qacc", x, {{"E", E}, {"nv", m.nv}})
                        : nullptr;
+  const T* ac = a.optional<T>("act", act, {{"E", E}, {"na", m.na}});
   Output<T> out = a.out<T>("out", py::none(), {{"E", E}, {"nv", m.nv}});
   a.run([&] {
     if (query == Query::kBiasForces) phx::bias_forces(*dm, int(E), q, v, out.p);
-    if (query == Query::kForwardDynamics) phx::forward_dynamics(*dm, int(E), q, v, third, out.p);
+    if (query == Query::kForwardDynamics)
+      phx::forward_dynamics(*dm, int(E), q, v, third, out.p, ac);
     if (query == Query::kInverseDynamics) phx::inverse_dynamics(*dm, int(E), q, v, third, out.p);
   });
   return out.array;
@@ -397,6 +399,9 @@ Output<unsigned> status_output(ArgTable& a, py::handle given, std::int64_t E) {
 struct StepIO {
   py::handle qpos_out = py::none(), qvel_out = py::none(), status_out = py::none();
   PyWarmStart* warm_start = nullptr;
+  // the activations after a step (E, na), or after each step of a rollout (E, T, na); and, for
+  // a rollout, the final ones (E, na), which the DLPack entry points write back into act
+  py::handle act_out = py::none(), act_final = py::none();
 };
 
 // the compiled model of a call and its state inputs on its device: qpos (E, nq), qvel (E, nv),
@@ -407,18 +412,28 @@ struct StepInputs {
   std::shared_ptr<const phx::DeviceModel<T>> dm;
   const phx::Model& m;
   const std::int64_t E;
-  const T *q, *v, *u, *f;
+  const T *q, *v, *u, *f, *act;
   StepInputs(PyModel& pm, ArgTable& a, py::handle qpos, py::handle qvel, py::handle ctrl,
-             py::handle qfrc, bool rollout = false)
+             py::handle qfrc, bool rollout = false, py::handle act = py::none())
       : dm(pm.compiled<T>(a.device())),
         m(dm->model()),
         E(a.batch()),
         q(a.in<T>("qpos", qpos, {{"E", E}, {"nq", m.nq}})),
         v(a.in<T>("qvel", qvel, {{"E", E}, {"nv", m.nv}})),
-        u(rollout ? a.in<T>("ctrl", ctrl,
-                            {{"E", E}, {"T", ArgTable::extent(ctrl, 3, 1)}, {"nu", m.nu}})
-                  : a.in<T>("ctrl", ctrl, {{"E", E}, {"nu", m.nu}})),
-        f(a.optional<T>("qfrc", qfrc, {{"E", E}, {"nv", m.nv}})) {}
+        u(rollout
+              ? a.in<T>("ctrl", ctrl, {{"E", E}, {"T", ArgTable::extent(ctrl, 3, 1)}, {"nu", m.nu}})
+              : a.in<T>("ctrl", ctrl, {{"E", E}, {"nu", m.nu}})),
+        f(a.optional<T>("qfrc", qfrc, {{"E", E}, {"nv", m.nv}})),
+        act(a.optional<T>("act", act, {{"E", E}, {"na", m.na}})) {}
+
+  // a step, rollout or step_vjp of a model with activation state must be given act
+  void require_act() const {
+    if (m.na > 0 && !act)
+      throw std::invalid_argument(
+          "phalanx: this model has actuator activations (na = " + std::to_string(m.na) +
+          "): pass act= (E, na) (zeros start at rest); step and rollout then return them after "
+          "qvel. The DLPack entry points (torch, JAX) do not carry activations yet");
+  }
 };
 
 // the state inputs' shapes and dtypes checked as step (rollout: as rollout) checks them, without
@@ -437,9 +452,13 @@ const T* body_forces(ArgTable& a, py::handle xfrc, const phx::Model& m, std::int
 // nstep steps with ctrl held and the added forces qfrc and xfrc -> (qpos, qvel, status)
 template <class T>
 py::tuple step_t(PyModel& pm, ArgTable& a, py::handle qpos, py::handle qvel, py::handle ctrl,
-                 py::handle qfrc, py::handle xfrc, int nstep, const StepIO& io) {
-  const StepInputs<T> in(pm, a, qpos, qvel, ctrl, qfrc);
-  const auto& [dm, m, E, q, v, u, f] = in;
+                 py::handle qfrc, py::handle xfrc, int nstep, const StepIO& io,
+                 py::handle act = py::none()) {
+  const StepInputs<T> in(pm, a, qpos, qvel, ctrl, qfrc, false, act);
+  in.require_act();
+  const auto& [dm, m, E, q, v, u, f, act0] = in;
+  Output<T> act1;
+  if (act0) act1 = a.out<T>("act_out", io.act_out, {{"E", E}, {"na", m.na}});
   const T* x = body_forces<T>(a, xfrc, m, E);
   Output<T> q1 = a.out<T>("qpos_out", io.qpos_out, {{"E", E}, {"nq", m.nq}});
   Output<T> v1 = a.out<T>("qvel_out", io.qvel_out, {{"E", E}, {"nv", m.nv}});
@@ -452,12 +471,15 @@ py::tuple step_t(PyModel& pm, ArgTable& a, py::handle qpos, py::handle qvel, py:
       copy_on(d, data.qpos.data(), q, size_t(E) * m.nq);
       copy_on(d, data.qvel.data(), v, size_t(E) * m.nv);
       copy_on(d, data.ctrl.data(), u, size_t(E) * m.nu);
+      if (act0) copy_on(d, data.act.data(), act0, size_t(E) * m.na);
       phx::step(*dm, data, nstep, f, x);
       copy_on(d, q1.p, data.qpos.data(), size_t(E) * m.nq);
       copy_on(d, v1.p, data.qvel.data(), size_t(E) * m.nv);
+      if (act0) copy_on(d, act1.p, data.act.data(), size_t(E) * m.na);
       copy_on(d, status.p, data.status.data(), size_t(E));
     });
   }
+  if (act0) return py::make_tuple(q1.array, v1.array, act1.array, status.array);
   return py::make_tuple(q1.array, v1.array, status.array);
 }
 
@@ -465,13 +487,19 @@ py::tuple step_t(PyModel& pm, ArgTable& a, py::handle qpos, py::handle qvel, py:
 // (E, T, NUM_COUNTS) int32 when given; recorded on tape when given
 template <class T>
 py::tuple rollout_t(PyModel& pm, ArgTable& a, py::handle qpos, py::handle qvel, py::handle ctrl,
-                    py::handle counts, PyTape* py_tape, const StepIO& io) {
-  const StepInputs<T> in(pm, a, qpos, qvel, ctrl, py::none(), true);
-  const auto& [dm, m, E, q, v, u, f] = in;
+                    py::handle counts, PyTape* py_tape, const StepIO& io,
+                    py::handle act = py::none()) {
+  const StepInputs<T> in(pm, a, qpos, qvel, ctrl, py::none(), true, act);
+  in.require_act();
+  const auto& [dm, m, E, q, v, u, f, act0] = in;
   const std::int64_t nstep = ArgTable::extent(ctrl, 3, 1);
   if (nstep > INT_MAX) throw std::invalid_argument("phalanx: too many steps");
   Output<T> qs = a.out<T>("qpos_out", io.qpos_out, {{"E", E}, {"T", nstep}, {"nq", m.nq}});
   Output<T> vs = a.out<T>("qvel_out", io.qvel_out, {{"E", E}, {"T", nstep}, {"nv", m.nv}});
+  Output<T> as, act1;
+  if (act0) as = a.out<T>("act_out", io.act_out, {{"E", E}, {"T", nstep}, {"na", m.na}});
+  if (act0 && !io.act_final.is_none())
+    act1 = a.out<T>("act", io.act_final, {{"E", E}, {"na", m.na}});
   Output<unsigned> status = status_output(a, io.status_out, E);
   Output<std::int32_t> count;
   if (!counts.is_none())
@@ -484,10 +512,13 @@ py::tuple rollout_t(PyModel& pm, ArgTable& a, py::handle qpos, py::handle qvel, 
       phx::Data<T>& data = *call.data;
       copy_on(a.device(), data.qpos.data(), q, size_t(E) * m.nq);
       copy_on(a.device(), data.qvel.data(), v, size_t(E) * m.nv);
-      phx::rollout(*dm, data, u, int(nstep), qs.p, vs.p, count.p, tape);
+      if (act0) copy_on(a.device(), data.act.data(), act0, size_t(E) * m.na);
+      phx::rollout(*dm, data, u, int(nstep), qs.p, vs.p, count.p, tape, act0 ? as.p : nullptr);
+      if (act1.p) copy_on(a.device(), act1.p, data.act.data(), size_t(E) * m.na);
       copy_on(a.device(), status.p, data.status.data(), size_t(E));
     });
   }
+  if (act0) return py::make_tuple(qs.array, vs.array, as.array, status.array);
   return py::make_tuple(qs.array, vs.array, status.array);
 }
 
@@ -499,6 +530,7 @@ class Gradients {
  public:
   T* state[4] = {};  // qpos, qvel, ctrl, qfrc
   T* xfrc = nullptr;
+  T* act = nullptr;  // the (initial) activations', with activation state
   phx::ModelAdjoint<T> model;
   phx::ContactModelAdjoint<T> contact;
 
@@ -515,7 +547,8 @@ class Gradients {
     for (const auto& item : given_) {
       std::string key = py::str(item.first);
       bool known = key == "qpos" || key == "qvel" || key == "ctrl" ||
-                   (nstep < 0 && key == "qfrc") || (body_forces && key == "xfrc");
+                   (nstep < 0 && key == "qfrc") || (body_forces && key == "xfrc") ||
+                   (m.na > 0 && key == "act");
       for (int k = 0; k < phx::kNumParams; ++k) known = known || key == phx::kParamNames[k];
       if (!known) throw std::invalid_argument("phalanx: unknown gradient '" + key + "'");
     }
@@ -525,6 +558,7 @@ class Gradients {
                          : take(a, "ctrl", {{"E", E}, {"T", nstep}, {"nu", m.nu}});
     if (nstep < 0) state[3] = take(a, "qfrc", {{"E", E}, {"nv", m.nv}});
     if (body_forces) xfrc = take(a, "xfrc", {{"E", E}, {"nbody", m.nbody}, {"6", 6}});
+    if (m.na > 0) act = take(a, "act", {{"E", E}, {"na", m.na}});
     for (int k = 0; k < phx::kNumParams; ++k) {
       const char* name = phx::kParamNames[k];
       std::int64_t w = phx::param_width(k), n = std::int64_t(m.param_size(k)) / w;
@@ -562,9 +596,12 @@ class Gradients {
 template <class T>
 py::dict step_vjp_t(PyModel& pm, ArgTable& a, py::handle qpos, py::handle qvel, py::handle ctrl,
                     py::handle adj_qpos_next, py::handle adj_qvel_next, py::handle qfrc,
-                    py::handle xfrc, py::handle grads, int contact_gradient) {
-  const StepInputs<T> in(pm, a, qpos, qvel, ctrl, qfrc);
-  const auto& [dm, m, E, q, v, u, f] = in;
+                    py::handle xfrc, py::handle grads, int contact_gradient,
+                    py::handle act = py::none(), py::handle adj_act_next = py::none()) {
+  const StepInputs<T> in(pm, a, qpos, qvel, ctrl, qfrc, false, act);
+  in.require_act();
+  const auto& [dm, m, E, q, v, u, f, act0] = in;
+  const T* aa = a.optional<T>("adj_act_next", adj_act_next, {{"E", E}, {"na", m.na}});
   const T* x = body_forces<T>(a, xfrc, m, E);
   const T* aq = a.in<T>("adj_qpos_next", adj_qpos_next, {{"E", E}, {"nq", m.nq}});
   const T* av = a.in<T>("adj_qvel_next", adj_qvel_next, {{"E", E}, {"nv", m.nv}});
@@ -573,7 +610,7 @@ py::dict step_vjp_t(PyModel& pm, ArgTable& a, py::handle qpos, py::handle qvel, 
     a.run([&] {
       g.spare(a.device());
       phx::step_vjp(*dm, int(E), q, v, u, aq, av, g.state[0], g.state[1], g.state[2], g.model,
-                    g.contact, contact_gradient, f, g.state[3], x, g.xfrc);
+                    g.contact, contact_gradient, f, g.state[3], x, g.xfrc, act0, aa, g.act);
     });
   }
   return g.dict();
@@ -582,17 +619,18 @@ py::dict step_vjp_t(PyModel& pm, ArgTable& a, py::handle qpos, py::handle qvel, 
 // Tape.backward from dL/d(state after each step) (None: zero) -> Gradients::dict
 template <class T>
 py::dict tape_backward_t(PyTape& pt, ArgTable& a, py::handle adj_qpos, py::handle adj_qvel,
-                         py::handle grads, int contact_gradient) {
+                         py::handle grads, int contact_gradient, py::handle adj_act = py::none()) {
   PyTape::Recording<T>& r = pt.recording<T>();
   const phx::Model& m = r.model->model();
   const std::int64_t E = r.tape->nenv(), nstep = r.tape->nstep();
   const T* aq = a.optional<T>("adj_qpos", adj_qpos, {{"E", E}, {"T", nstep}, {"nq", m.nq}});
   const T* av = a.optional<T>("adj_qvel", adj_qvel, {{"E", E}, {"T", nstep}, {"nv", m.nv}});
+  const T* aa = a.optional<T>("adj_act", adj_act, {{"E", E}, {"T", nstep}, {"na", m.na}});
   Gradients<T> g(a, grads, m, E, nstep);
   a.run([&] {
     g.spare(a.device());
-    phx::rollout_backward(*r.model, *r.tape, aq, av, g.state[0], g.state[1], g.state[2],
-                          g.model, g.contact, contact_gradient);
+    phx::rollout_backward(*r.model, *r.tape, aq, av, g.state[0], g.state[1], g.state[2], g.model,
+                          g.contact, contact_gradient, aa, g.act);
   });
   return g.dict();
 }
@@ -604,7 +642,7 @@ py::tuple step_jacobian_t(PyModel& pm, ArgTable& a, py::handle qpos, py::handle 
                           py::handle ctrl, py::handle qfrc, bool parameters,
                           int contact_gradient) {
   const StepInputs<T> in(pm, a, qpos, qvel, ctrl, qfrc);
-  const auto& [dm, m, E, q, v, u, f] = in;
+  [[maybe_unused]] const auto& [dm, m, E, q, v, u, f, act] = in;
   const std::int64_t rows = m.nq + m.nv, cols = m.nq + 2 * m.nv + m.nu,
                      np = phx::jacobian_nparam(dm->view());
   Output<T> jac = a.out<T>("jac", py::none(), {{"E", E}, {"rows", rows}, {"cols", cols}});
@@ -630,9 +668,9 @@ py::object mass_matrix(PyModel& pm, py::handle qpos, py::handle dtype,
 }
 
 py::object query(PyModel& pm, Query query, py::handle qpos, py::handle qvel, py::handle x,
-                 py::handle dtype, const std::string& device) {
+                 py::handle dtype, const std::string& device, py::handle act = py::none()) {
   ArgTable a = call_table(pm, Source::kNumpy, qpos, dtype, device);
-  return a.dispatch([&](auto t) { return query_t<decltype(t)>(pm, a, query, qpos, qvel, x); });
+  return a.dispatch([&](auto t) { return query_t<decltype(t)>(pm, a, query, qpos, qvel, x, act); });
 }
 
 template <Query Q>
@@ -649,29 +687,32 @@ py::tuple kinematics(PyModel& pm, py::handle qpos, py::handle qvel, py::handle d
 
 py::tuple step(PyModel& pm, Source source, py::handle qpos, py::handle qvel, py::handle ctrl,
                py::handle qfrc, py::handle xfrc, int nstep, const StepIO& io, py::handle dtype,
-               const std::string& device) {
+               const std::string& device, py::handle act = py::none()) {
   if (nstep < 0) throw std::invalid_argument("phalanx: nstep must be >= 0");
   ArgTable a = call_table(pm, source, qpos, dtype, device);
-  return a.dispatch(
-      [&](auto x) { return step_t<decltype(x)>(pm, a, qpos, qvel, ctrl, qfrc, xfrc, nstep, io); });
+  return a.dispatch([&](auto x) {
+    return step_t<decltype(x)>(pm, a, qpos, qvel, ctrl, qfrc, xfrc, nstep, io, act);
+  });
 }
 
 py::tuple rollout(PyModel& pm, Source source, py::handle qpos, py::handle qvel, py::handle ctrl,
                   py::handle counts, PyTape* tape, const StepIO& io, py::handle dtype,
-                  const std::string& device) {
+                  const std::string& device, py::handle act = py::none()) {
   ArgTable a = call_table(pm, source, qpos, dtype, device);
-  return a.dispatch(
-      [&](auto x) { return rollout_t<decltype(x)>(pm, a, qpos, qvel, ctrl, counts, tape, io); });
+  return a.dispatch([&](auto x) {
+    return rollout_t<decltype(x)>(pm, a, qpos, qvel, ctrl, counts, tape, io, act);
+  });
 }
 
 py::dict step_vjp(PyModel& pm, Source source, py::handle qpos, py::handle qvel, py::handle ctrl,
                   py::handle adj_qpos_next, py::handle adj_qvel_next, py::handle qfrc,
                   py::handle xfrc, py::handle grads, int contact_gradient, py::handle dtype,
-                  const std::string& device) {
+                  const std::string& device, py::handle act = py::none(),
+                  py::handle adj_act_next = py::none()) {
   ArgTable a = call_table(pm, source, qpos, dtype, device);
   return a.dispatch([&](auto x) {
     return step_vjp_t<decltype(x)>(pm, a, qpos, qvel, ctrl, adj_qpos_next, adj_qvel_next, qfrc,
-                                   xfrc, grads, contact_gradient);
+                                   xfrc, grads, contact_gradient, act, adj_act_next);
   });
 }
 
@@ -687,17 +728,17 @@ py::tuple step_jacobian(PyModel& pm, py::handle qpos, py::handle qvel, py::handl
 
 // numpy arrays are converted to the tape's dtype, DLPack tensors must have it
 py::dict tape_backward(PyTape& pt, Source source, py::handle adj_qpos, py::handle adj_qvel,
-                       py::handle grads, int contact_gradient) {
+                       py::handle grads, int contact_gradient, py::handle adj_act = py::none()) {
   if (!pt.recorded())
     throw std::logic_error("phalanx: this tape holds no rollout; record one with "
                            "phalanx.rollout(..., tape=tape) first");
   ArgTable a(source, pt.device());
   a.scalar(pt.bits(), "the tape's dtype", pt.nenv());
   return a.dispatch([&](auto x) {
-    return tape_backward_t<decltype(x)>(pt, a, adj_qpos, adj_qvel, grads, contact_gradient);
+    return tape_backward_t<decltype(x)>(pt, a, adj_qpos, adj_qvel, grads, contact_gradient,
+                                        adj_act);
   });
 }
-
 
 // bytes of device memory one environment uses: state plus the workspace of a step
 template <class T>
@@ -967,8 +1008,13 @@ void register_queries(py::module_& mod) {
         return query(pm, Query::kBiasForces, q, v, py::none(), dt, dev);
       },
       py::arg("model"), py::arg("qpos"), py::arg("qvel"), dtype, device, "c(q, qvel) -> (E, nv)");
-  mod.def("forward_dynamics", &query_of<Query::kForwardDynamics>, py::arg("model"),
-          py::arg("qpos"), py::arg("qvel"), py::arg("ctrl"), dtype, device, "qacc -> (E, nv)");
+  mod.def(
+      "forward_dynamics",
+      [](PyModel& pm, py::handle q, py::handle v, py::handle u, py::handle dt,
+         const std::string& dev,
+         py::handle act) { return query(pm, Query::kForwardDynamics, q, v, u, dt, dev, act); },
+      py::arg("model"), py::arg("qpos"), py::arg("qvel"), py::arg("ctrl"), dtype, device,
+      py::arg("act") = py::none(), "qacc -> (E, nv)");
   mod.def("inverse_dynamics", &query_of<Query::kInverseDynamics>, py::arg("model"),
           py::arg("qpos"), py::arg("qvel"), py::arg("qacc"), dtype, device,
           "qfrc_inverse -> (E, nv)");
@@ -986,46 +1032,53 @@ void register_stepping(py::module_& mod) {
   mod.def(
       "step",
       [](PyModel& pm, py::handle q, py::handle v, py::handle u, int nstep, py::handle qfrc,
-         py::handle dtype, const std::string& device, py::handle xfrc) {
-        return step(pm, Source::kNumpy, q, v, u, qfrc, xfrc, nstep, {}, dtype, device);
+         py::handle dtype, const std::string& device, py::handle xfrc, py::handle act) {
+        return step(pm, Source::kNumpy, q, v, u, qfrc, xfrc, nstep, {}, dtype, device, act);
       },
       py::arg("model"), py::arg("qpos"), py::arg("qvel"), py::arg("ctrl"), py::arg("nstep") = 1,
       py::arg("qfrc") = py::none(), py::arg("dtype") = py::none(), py::arg("device") = "cpu",
-      py::arg("xfrc") = py::none(), "-> (qpos, qvel, status)");
+      py::arg("xfrc") = py::none(), py::arg("act") = py::none(),
+      "-> (qpos, qvel, status), or (qpos, qvel, act, status) with act");
   mod.def(
       "rollout",
       [](PyModel& pm, py::handle q, py::handle v, py::handle u, py::handle qpos_out,
          py::handle qvel_out, py::handle counts, PyTape* tape, py::handle dtype,
-         const std::string& device) {
+         const std::string& device, py::handle act) {
         return rollout(pm, Source::kNumpy, q, v, u, counts, tape,
-                       {qpos_out, qvel_out, py::none(), nullptr}, dtype, device);
+                       {qpos_out, qvel_out, py::none(), nullptr}, dtype, device, act);
       },
       py::arg("model"), py::arg("qpos"), py::arg("qvel"), py::arg("ctrl"),
       py::arg("qpos_out") = py::none(), py::arg("qvel_out") = py::none(),
       py::arg("counts") = py::none(), py::arg("tape") = nullptr, py::arg("dtype") = py::none(),
-      py::arg("device") = "cpu", "-> (qpos (E, T, nq), qvel (E, T, nv), status (E,))");
+      py::arg("device") = "cpu", py::arg("act") = py::none(),
+      "-> (qpos (E, T, nq), qvel (E, T, nv), status (E,)), with act (qpos, qvel, act (E, T, na), "
+      "status)");
   mod.def(
       "step_into",
       [](PyModel& pm, py::handle q, py::handle v, py::handle u, py::handle qpos_out,
-         py::handle qvel_out, py::handle status_out, int nstep, PyWarmStart* ws) {
+         py::handle qvel_out, py::handle status_out, int nstep, PyWarmStart* ws, py::handle act) {
         step(pm, Source::kDlpack, q, v, u, py::none(), py::none(), nstep,
-             {qpos_out, qvel_out, status_out, ws}, py::none(), "cpu");
+             {qpos_out, qvel_out, status_out, ws, act}, py::none(), "cpu", act);
       },
       py::arg("model"), py::arg("qpos"), py::arg("qvel"), py::arg("ctrl"), py::arg("qpos_out"),
       py::arg("qvel_out"), py::arg("status_out"), py::arg("nstep") = 1,
-      py::arg("warm_start") = nullptr,
+      py::arg("warm_start") = nullptr, py::arg("act") = py::none(),
       "step on DLPack tensors (float32/64; status_out int32), outputs overwritten; with a "
-      "WarmStart the contact rows persist across calls");
+      "WarmStart the contact rows persist across calls; act (E, na), the activations, advances "
+      "in place");
   mod.def(
       "rollout_into",
       [](PyModel& pm, py::handle q, py::handle v, py::handle u, py::handle qpos_out,
-         py::handle qvel_out, py::handle status_out, PyTape* tape, PyWarmStart* ws) {
+         py::handle qvel_out, py::handle status_out, PyTape* tape, PyWarmStart* ws, py::handle act,
+         py::handle act_out) {
         rollout(pm, Source::kDlpack, q, v, u, py::none(), tape,
-                {qpos_out, qvel_out, status_out, ws}, py::none(), "cpu");
+                {qpos_out, qvel_out, status_out, ws, act_out, act}, py::none(), "cpu", act);
       },
       py::arg("model"), py::arg("qpos"), py::arg("qvel"), py::arg("ctrl"), py::arg("qpos_out"),
       py::arg("qvel_out"), py::arg("status_out"), py::arg("tape") = nullptr,
-      py::arg("warm_start") = nullptr, "rollout on DLPack tensors, outputs overwritten");
+      py::arg("warm_start") = nullptr, py::arg("act") = py::none(), py::arg("act_out") = py::none(),
+      "rollout on DLPack tensors, outputs overwritten; act (E, na) becomes the final "
+      "activations, act_out (E, T, na) receives them after each step");
   py::class_<PyWarmStart>(mod, "WarmStart",
                           "contact rows kept across step_into / rollout_into calls of one batch")
       .def(py::init<>())
@@ -1041,13 +1094,14 @@ void register_gradients(py::module_& mod) {
       "step_vjp",
       [](PyModel& pm, py::handle q, py::handle v, py::handle u, py::handle aq, py::handle av,
          int contact_gradient, py::handle qfrc, py::handle dtype, const std::string& device,
-         py::handle xfrc) {
+         py::handle xfrc, py::handle act, py::handle adj_act_next) {
         return step_vjp(pm, Source::kNumpy, q, v, u, aq, av, qfrc, xfrc, py::none(),
-                        contact_gradient, dtype, device);
+                        contact_gradient, dtype, device, act, adj_act_next);
       },
       py::arg("model"), py::arg("qpos"), py::arg("qvel"), py::arg("ctrl"), py::arg("adj_qpos_next"),
       py::arg("adj_qvel_next"), py::arg("contact_gradient"), py::arg("qfrc") = py::none(),
       py::arg("dtype") = py::none(), py::arg("device") = "cpu", py::arg("xfrc") = py::none(),
+      py::arg("act") = py::none(), py::arg("adj_act_next") = py::none(),
       "vector-Jacobian product of one step -> dict of adjoints");
   mod.def(
       "step_vjp_into",
@@ -1090,10 +1144,11 @@ void register_tape(py::module_& mod) {
       .def_property_readonly("dtype", &PyTape::dtype)
       .def(
           "_backward",
-          [](PyTape& pt, py::handle aq, py::handle av, int contact_gradient) {
-            return tape_backward(pt, Source::kNumpy, aq, av, py::none(), contact_gradient);
+          [](PyTape& pt, py::handle aq, py::handle av, int contact_gradient, py::handle aa) {
+            return tape_backward(pt, Source::kNumpy, aq, av, py::none(), contact_gradient, aa);
           },
-          py::arg("adj_qpos"), py::arg("adj_qvel"), py::arg("contact_gradient"));
+          py::arg("adj_qpos"), py::arg("adj_qvel"), py::arg("contact_gradient"),
+          py::arg("adj_act") = py::none());
   mod.def(
       "tape_backward_into",
       [](PyTape& pt, py::handle aq, py::handle av, const py::dict& grads, int contact_gradient) {

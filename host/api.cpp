@@ -99,6 +99,14 @@ namespace {
 void check_nenv(int nenv) {
   if (nenv < 0) throw std::invalid_argument("phalanx: nenv must be >= 0");
 }
+// a call on the state of a model with activation state must be given the activations
+template <class T>
+void check_act(const DeviceModel<T>& model, const T* d_act, const char* call) {
+  if (model.view().na > 0 && !d_act)
+    throw std::invalid_argument(std::string("phalanx: ") + call +
+                                ": the model has actuator activations (na = " +
+                                std::to_string(model.view().na) + "); pass them");
+}
 }  // namespace
 
 template <class T>
@@ -107,9 +115,10 @@ void step(const DeviceModel<T>& model, Data<T>& data, int nstep, const T* d_qfrc
   if (nstep < 0) throw std::invalid_argument("phalanx: nstep must be >= 0");
   // each step's generalized force of qfrc and xfrc together
   Buffer<T> total(model.device(), d_xfrc_applied ? size_t(data.nenv()) * model.model().nv : 0);
-  StepKernel<T> k{
-      model.view(), data.qpos.data(), data.qvel.data(), data.ctrl.data(), data.status.data(),
-      nstep,        data.contacts(),  d_qfrc_applied,   d_xfrc_applied,   total.data()};
+  StepKernel<T> k{model.view(),    data.qpos.data(), data.qvel.data(),
+                  data.act.data(), data.ctrl.data(), data.status.data(),
+                  nstep,           data.contacts(),  d_qfrc_applied,
+                  d_xfrc_applied,  total.data()};
   launch(model.device(), data.nenv(), k, model.scratch_size());
   for (double& t : data.time) t += nstep * model.model().opt.timestep;
 }
@@ -192,16 +201,27 @@ TapeView<T> Tape<T>::view() {
 }
 
 template <class T>
-void rollout(const DeviceModel<T>& model, Data<T>& data, const T* d_ctrl, int nstep,
-             T* d_qpos_out, T* d_qvel_out, int* d_counts_out, Tape<T>* tape) {
+void rollout(const DeviceModel<T>& model, Data<T>& data, const T* d_ctrl, int nstep, T* d_qpos_out,
+             T* d_qvel_out, int* d_counts_out, Tape<T>* tape, T* d_act_out) {
   if (nstep < 0) throw std::invalid_argument("phalanx: nstep must be >= 0");
   TapeView<T> tv{};
   if (tape && nstep > 0) {
     tape->allocate(model, data.nenv(), nstep, d_ctrl);
     tv = tape->view();
   }
-  RolloutKernel<T> k{model.view(), data.qpos.data(), data.qvel.data(), d_ctrl, d_qpos_out,
-                     d_qvel_out, data.status.data(), nstep, data.contacts(), d_counts_out, tv};
+  RolloutKernel<T> k{model.view(),
+                     data.qpos.data(),
+                     data.qvel.data(),
+                     data.act.data(),
+                     d_ctrl,
+                     d_qpos_out,
+                     d_qvel_out,
+                     d_act_out,
+                     data.status.data(),
+                     nstep,
+                     data.contacts(),
+                     d_counts_out,
+                     tv};
   launch(model.device(), data.nenv(), k, model.scratch_size());
   for (double& t : data.time) t += nstep * model.model().opt.timestep;
 }
@@ -234,10 +254,11 @@ void kinematics(const DeviceModel<T>& model, int nenv, const T* d_qpos, const T*
 
 template <class T>
 void forward_dynamics(const DeviceModel<T>& model, int nenv, const T* d_qpos, const T* d_qvel,
-                      const T* d_ctrl, T* d_qacc) {
+                      const T* d_ctrl, T* d_qacc, const T* d_act) {
   check_nenv(nenv);
+  check_act(model, d_act, "forward_dynamics");
   launch(model.device(), nenv,
-         ForwardDynamicsKernel<T>{model.view(), d_qpos, d_qvel, d_ctrl, d_qacc},
+         ForwardDynamicsKernel<T>{model.view(), d_qpos, d_qvel, d_ctrl, d_qacc, d_act},
          model.scratch_size());
 }
 
@@ -270,8 +291,9 @@ void step_vjp(const DeviceModel<T>& model, int nenv, const T* d_qpos, const T* d
               T* d_adj_qvel, T* d_adj_ctrl, const ModelAdjoint<T>& d_adj_model,
               const ContactModelAdjoint<T>& d_adj_contact, int contact_gradient,
               const T* d_qfrc_applied, T* d_adj_qfrc_applied, const T* d_xfrc_applied,
-              T* d_adj_xfrc_applied) {
+              T* d_adj_xfrc_applied, const T* d_act, const T* d_adj_act_next, T* d_adj_act) {
   check_nenv(nenv);
+  check_act(model, d_act, "step_vjp");
   ModelView<T> view = gradient_view(model, contact_gradient);
   if (nenv == 0) return;
   Data<T> replay(model, nenv);  // cold-start contact storage of the replayed step
@@ -295,7 +317,10 @@ void step_vjp(const DeviceModel<T>& model, int nenv, const T* d_qpos, const T* d
                          d_qfrc_applied,
                          d_xfrc_applied,
                          d_adj_xfrc_applied,
-                         total.data()};
+                         total.data(),
+                         d_act,
+                         d_adj_act_next,
+                         d_adj_act};
   launch(model.device(), nenv, k, adjoint_scratch_size(view));
 }
 
@@ -305,6 +330,10 @@ void step_jacobian(const DeviceModel<T>& model, int nenv, const T* d_qpos, const
                    const T* d_qfrc_applied) {
   check_nenv(nenv);
   ModelView<T> view = gradient_view(model, contact_gradient);
+  if (view.na > 0)
+    throw std::invalid_argument(
+        "phalanx: step_jacobian does not cover actuator activations yet; this model has " +
+        std::to_string(view.na) + " (use step_vjp or a taped rollout)");
   if (nenv == 0) return;
   ScratchSize scratch = jacobian_scratch_size(view);
   if (model.device() == Device::kCpu) {
@@ -324,7 +353,8 @@ template <class T>
 void rollout_backward(const DeviceModel<T>& model, Tape<T>& tape, const T* d_adj_qpos_out,
                       const T* d_adj_qvel_out, T* d_adj_qpos, T* d_adj_qvel, T* d_adj_ctrl,
                       const ModelAdjoint<T>& d_adj_model,
-                      const ContactModelAdjoint<T>& d_adj_contact, int contact_gradient) {
+                      const ContactModelAdjoint<T>& d_adj_contact, int contact_gradient,
+                      const T* d_adj_act_out, T* d_adj_act) {
   if (!tape.recorded())
     throw std::logic_error("phalanx: the tape holds no rollout; pass it to rollout() first");
   if (tape.model() != &model)
@@ -335,6 +365,8 @@ void rollout_backward(const DeviceModel<T>& model, Tape<T>& tape, const T* d_adj
   RolloutAdjointKernel<T> k{view,        tape.view(), tape.ctrl(),   d_adj_qpos_out,
                             d_adj_qvel_out, d_adj_qpos, d_adj_qvel, d_adj_ctrl,
                             d_adj_model, d_adj_contact, replay.contacts()};
+  k.adj_act_out = d_adj_act_out;
+  k.adj_act = d_adj_act;
   // with segments to recompute, each step's slot (StepStore) sized by the rollout's peaks
   std::array<int, 2> peak = tape.peak();
   if (tape.every() > 1 && peak[1] > 0) {
@@ -351,22 +383,24 @@ void rollout_backward(const DeviceModel<T>& model, Tape<T>& tape, const T* d_adj
   template class Data<T>;                                                                          \
   template void step<T>(const DeviceModel<T>&, Data<T>&, int, const T*, const T*);                 \
   template class Tape<T>;                                                                          \
-  template void rollout<T>(const DeviceModel<T>&, Data<T>&, const T*, int, T*, T*, int*,           \
-                           Tape<T>*);                                                              \
+  template void rollout<T>(const DeviceModel<T>&, Data<T>&, const T*, int, T*, T*, int*, Tape<T>*, \
+                           T*);                                                                    \
   template void step_jacobian<T>(const DeviceModel<T>&, int, const T*, const T*, const T*, T*, T*, \
                                  int, const T*);                                                   \
   template void rollout_backward<T>(const DeviceModel<T>&, Tape<T>&, const T*, const T*, T*, T*,   \
                                     T*, const ModelAdjoint<T>&, const ContactModelAdjoint<T>&,     \
-                                    int);                                                          \
+                                    int, const T*, T*);                                            \
   template void mass_matrix<T>(const DeviceModel<T>&, int, const T*, T*);                          \
   template void bias_forces<T>(const DeviceModel<T>&, int, const T*, const T*, T*);                \
   template void kinematics<T>(const DeviceModel<T>&, int, const T*, const T*, T*, T*, T*, T*, T*,  \
                               T*, T*);                                                             \
-  template void forward_dynamics<T>(const DeviceModel<T>&, int, const T*, const T*, const T*, T*); \
+  template void forward_dynamics<T>(const DeviceModel<T>&, int, const T*, const T*, const T*, T*,  \
+                                    const T*);                                                     \
   template void inverse_dynamics<T>(const DeviceModel<T>&, int, const T*, const T*, const T*, T*); \
   template void step_vjp<T>(const DeviceModel<T>&, int, const T*, const T*, const T*, const T*,    \
                             const T*, T*, T*, T*, const ModelAdjoint<T>&,                          \
-                            const ContactModelAdjoint<T>&, int, const T*, T*, const T*, T*);
+                            const ContactModelAdjoint<T>&, int, const T*, T*, const T*, T*,        \
+                            const T*, const T*, T*);
 PHX_INSTANTIATE_API(float)
 PHX_INSTANTIATE_API(double)
 #undef PHX_INSTANTIATE_API

@@ -54,6 +54,7 @@ class DeviceModel {
 #define PHX_STATE_ARRAYS(X)                                                                      \
   X(real, qpos, m.nq, "generalized coordinates (nq)")                                            \
   X(real, qvel, m.nv, "generalized velocities (nv)")                                             \
+  X(real, act, m.na, "actuator activations (na)")                                                \
   X(real, ctrl, m.nu, "controls (nu)")                                                           \
   X(unsigned, status, 1, "StatusBit flags, sticky until cleared (1)")
 
@@ -73,7 +74,7 @@ template <class T>
 class Data {
  public:
   using real = T;
-  // qpos = qpos0, qvel = 0, ctrl = 0, status = 0
+  // qpos = qpos0, qvel = 0, act = 0, ctrl = 0, status = 0
   Data(const DeviceModel<T>& model, int nenv);
 
   int nenv() const { return nenv_; }
@@ -143,13 +144,14 @@ void step(const DeviceModel<T>& model, Data<T>& data, int nstep = 1,
           const T* d_qfrc_applied = nullptr, const T* d_xfrc_applied = nullptr);
 
 // nstep steps driven by d_ctrl (nenv x nstep x nu, on the device). Writes the state after each
-// step to d_qpos_out (nenv x nstep x nq) and d_qvel_out (nenv x nstep x nv), and per step the
-// counts kCountContacts.. to d_counts_out (nenv x nstep x kNumCounts), each when non-null;
-// data holds the final state.
+// step to d_qpos_out (nenv x nstep x nq), d_qvel_out (nenv x nstep x nv) and d_act_out (nenv x
+// nstep x na), and per step the counts kCountContacts.. to d_counts_out (nenv x nstep x
+// kNumCounts), each when non-null; data holds the final state.
 // With a tape, records it (replacing what it held) for rollout_backward.
 template <class T>
-void rollout(const DeviceModel<T>& model, Data<T>& data, const T* d_ctrl, int nstep,
-             T* d_qpos_out, T* d_qvel_out, int* d_counts_out = nullptr, Tape<T>* tape = nullptr);
+void rollout(const DeviceModel<T>& model, Data<T>& data, const T* d_ctrl, int nstep, T* d_qpos_out,
+             T* d_qvel_out, int* d_counts_out = nullptr, Tape<T>* tape = nullptr,
+             T* d_act_out = nullptr);
 
 // One-step Jacobians of nenv environments at (qpos, qvel, ctrl), from the adjoints (one replay
 // of the step from a cold start, as step_vjp, then a reverse pass per output row reusing it):
@@ -171,13 +173,16 @@ void step_jacobian(const DeviceModel<T>& model, int nenv, const T* d_qpos, const
 // of the parameters in adj_model and adj_contact (null pointers are skipped); outputs are
 // overwritten. Gradients are bit-identical for every checkpoint spacing. Environments whose
 // rollout stopped get zeros. std::logic_error when the tape recorded nothing or for another
-// model. contact_gradient: ContactGradient flags (-1: the model's).
+// model. contact_gradient: ContactGradient flags (-1: the model's). With activation state,
+// d_adj_act_out (nenv x nstep x na, may be null: zero) is the loss gradient with respect to the
+// activations after each step and d_adj_act (nenv x na, may be null) receives that of the
+// initial ones.
 template <class T>
 void rollout_backward(const DeviceModel<T>& model, Tape<T>& tape, const T* d_adj_qpos_out,
                       const T* d_adj_qvel_out, T* d_adj_qpos, T* d_adj_qvel, T* d_adj_ctrl,
                       const ModelAdjoint<T>& d_adj_model,
-                      const ContactModelAdjoint<T>& d_adj_contact = {},
-                      int contact_gradient = -1);
+                      const ContactModelAdjoint<T>& d_adj_contact = {}, int contact_gradient = -1,
+                      const T* d_adj_act_out = nullptr, T* d_adj_act = nullptr);
 
 // Functional queries on device arrays of nenv environments.
 // M(q) with armature                                    -> d_M    (nenv x nv x nv)
@@ -196,9 +201,10 @@ void kinematics(const DeviceModel<T>& model, int nenv, const T* d_qpos, const T*
                 T* d_xquat, T* d_com, T* d_com_vel, T* d_site_xpos = nullptr,
                 T* d_site_xmat = nullptr, T* d_ten_length = nullptr);
 // qacc = M^-1 (passive + actuation - c)                  -> d_qacc (nenv x nv)
+// (with activation state, d_act (nenv x na) the activations the actuators read; required)
 template <class T>
 void forward_dynamics(const DeviceModel<T>& model, int nenv, const T* d_qpos, const T* d_qvel,
-                      const T* d_ctrl, T* d_qacc);
+                      const T* d_ctrl, T* d_qacc, const T* d_act = nullptr);
 // tau = M qacc + c - passive (MuJoCo's qfrc_inverse)     -> d_tau  (nenv x nv)
 template <class T>
 void inverse_dynamics(const DeviceModel<T>& model, int nenv, const T* d_qpos, const T* d_qvel,
@@ -217,13 +223,17 @@ void inverse_dynamics(const DeviceModel<T>& model, int nenv, const T* d_qpos, co
 // d_qfrc_applied (nenv x nv, may be null: zero) and d_xfrc_applied (nenv x nbody x 6, may be
 // null) are the step's added forces, as step() takes them; d_adj_qfrc_applied (nenv x nv) and
 // d_adj_xfrc_applied (nenv x nbody x 6), each may be null, receive their adjoints.
+// With activation state (na > 0), d_act (nenv x na, required) holds the activations before the
+// step, d_adj_act_next (nenv x na, may be null: zero) the adjoint of those after it, and
+// d_adj_act (nenv x na, may be null) receives the adjoint of d_act.
 template <class T>
 void step_vjp(const DeviceModel<T>& model, int nenv, const T* d_qpos, const T* d_qvel,
               const T* d_ctrl, const T* d_adj_qpos_next, const T* d_adj_qvel_next, T* d_adj_qpos,
               T* d_adj_qvel, T* d_adj_ctrl, const ModelAdjoint<T>& d_adj_model,
               const ContactModelAdjoint<T>& d_adj_contact = {}, int contact_gradient = -1,
               const T* d_qfrc_applied = nullptr, T* d_adj_qfrc_applied = nullptr,
-              const T* d_xfrc_applied = nullptr, T* d_adj_xfrc_applied = nullptr);
+              const T* d_xfrc_applied = nullptr, T* d_adj_xfrc_applied = nullptr,
+              const T* d_act = nullptr, const T* d_adj_act_next = nullptr, T* d_adj_act = nullptr);
 
 // ---- costs and sampling planners (host/planner.cpp) -----------------------------------------
 

@@ -186,6 +186,18 @@ void Model::finalize() {
   fill_default(actuator_biasprm, nu, {0.0, 0.0, 0.0});
   fill_default(actuator_forcelimited, nu, {0});
   fill_default(actuator_forcerange, nu, {0.0, 0.0});
+  fill_default(actuator_dyntype, nu, {kDynNone});
+  fill_default(actuator_dynprm, nu, {1.0});
+  fill_default(actuator_actlimited, nu, {0});
+  fill_default(actuator_actrange, nu, {0.0, 0.0});
+  fill_default(actuator_actearly, nu, {0});
+  // one activation per actuator with dynamics, in actuator order (MuJoCo's actadr)
+  if (actuator_actadr.empty() && actuator_dyntype.size() == static_cast<size_t>(nu)) {
+    for (int u = 0, a = 0; u < nu; u++)
+      actuator_actadr.push_back(actuator_dyntype[u] != kDynNone ? a++ : -1);
+  }
+  na = 0;
+  for (int adr : actuator_actadr) na += adr >= 0;
 
   // candidate collision pairs and the contact capacity
   compute_pairs();
@@ -326,6 +338,7 @@ void Model::validate() const {
   check_range(actuator_gaintype, "actuator_gaintype", kGainFixed, kGainAffine + 1);
   check_range(actuator_biastype, "actuator_biastype", kBiasNone, kBiasAffine + 1);
   check_range(actuator_forcelimited, "actuator_forcelimited", 0, 2);
+  validate_activation();
   validate_tendons();
   check_range(actuator_trntype, "actuator_trntype", kTrnJoint, kTrnTendon + 1);
   for (int u = 0; u < nu; u++) {
@@ -369,6 +382,27 @@ static void check_blocks(const std::vector<int>& adr, const std::vector<int>& nu
                          std::to_string(long(adr[i]) + num[i]) + "), outside the " +
                          std::to_string(total) + " entries");
     }
+  }
+}
+
+// Actuators with dynamics hold one activation each, numbered in actuator order; filters need a
+// time constant and limited activations a range.
+void Model::validate_activation() const {
+  check_range(actuator_dyntype, "actuator_dyntype", kDynNone, kDynFilterExact + 1);
+  check_range(actuator_actlimited, "actuator_actlimited", 0, 2);
+  check_range(actuator_actearly, "actuator_actearly", 0, 2);
+  for (int u = 0, a = 0; u < nu; u++) {
+    const std::string what = "actuator " + std::to_string(u);
+    const bool dyn = actuator_dyntype[u] != kDynNone;
+    if (actuator_actadr[u] != (dyn ? a : -1))
+      invalid("actuator_actadr", what + ": expected " + std::to_string(dyn ? a : -1) +
+                                     " (one activation per actuator with dynamics, in order)");
+    a += dyn;
+    if (!(actuator_dynprm[u] >= 0) || !std::isfinite(actuator_dynprm[u]))
+      invalid("actuator_dynprm", what + ": the time constant must be finite and >= 0");
+    const double lo = actuator_actrange[2 * u], hi = actuator_actrange[2 * u + 1];
+    if (actuator_actlimited[u] && !(lo <= hi && std::isfinite(lo) && std::isfinite(hi)))
+      invalid("actuator_actrange", what + ": a limited activation needs finite lo <= hi");
   }
 }
 

@@ -91,6 +91,7 @@ struct Model {
   void validate_geom_data() const;
   void validate_equality() const;
   void validate_tendons() const;
+  void validate_activation() const;
 
   // Fill the derived arrays (rootid, adr/num fields, dof arrays, qposadr/dofadr, counts) from
   // body_parentid, jnt_bodyid, jnt_type and geom_bodyid. Loaders call this last.

@@ -501,7 +501,9 @@ void Converter::actuators() {
     if (m->actuator_plugin[i] >= 0) fail(what, "plugins are not supported");
     int dyn = m->actuator_dyntype[i], gaintype = m->actuator_gaintype[i];
     int bias = m->actuator_biastype[i];
-    if (dyn != mjDYN_NONE || (gaintype != mjGAIN_FIXED && gaintype != mjGAIN_AFFINE) ||
+    const bool dyn_ok = dyn == mjDYN_NONE || dyn == mjDYN_INTEGRATOR || dyn == mjDYN_FILTER ||
+                        dyn == mjDYN_FILTEREXACT;
+    if (!dyn_ok || (gaintype != mjGAIN_FIXED && gaintype != mjGAIN_AFFINE) ||
         (bias != mjBIAS_NONE && bias != mjBIAS_AFFINE)) {
       const char* dyns[] = {"none",   "integrator", "filter", "filterexact",
                             "muscle", "dcmotor",    "pid",    "user"};
@@ -513,11 +515,15 @@ void Converter::actuators() {
       fail(what,
            "has dyntype " + str(dyn, dyns, 8) + ", gaintype " + str(gaintype, gains, 7) +
                ", biastype " + str(bias, biases, 6) +
-               "; supported are dyntype none with fixed or affine gains and no or affine biases "
-               "(motor, position, velocity, damper, general)");
+               "; supported are dyntype none, integrator, filter or filterexact with fixed or "
+               "affine gains and no or affine biases (motor, position, velocity, intvelocity, "
+               "damper, general)");
     }
     if (m->actuator_ctrlnum[i] != 1)
       fail(what, "actuators with several controls are not supported");
+    if (dyn != mjDYN_NONE && m->actuator_actnum[i] != 1)
+      fail(what, "actuators with " + std::to_string(m->actuator_actnum[i]) +
+                     " activations are not supported (one per actuator with dynamics)");
     if (m->actuator_damping[i] != 0 || !all_zero(m->actuator_dampingpoly + mjNPOLY * i, mjNPOLY) ||
         m->actuator_armature[i] != 0 || m->actuator_delay[i] != 0)
       fail(what, "actuator damping, armature and delay are not supported");
@@ -563,6 +569,12 @@ void Converter::actuators() {
     o.actuator_forcelimited.push_back(m->actuator_forcelimited[i] ? 1 : 0);
     o.actuator_forcerange.push_back(m->actuator_forcerange[2 * i]);
     o.actuator_forcerange.push_back(m->actuator_forcerange[2 * i + 1]);
+    o.actuator_dyntype.push_back(dyn);
+    o.actuator_dynprm.push_back(m->actuator_dynprm[mjNDYN * i]);
+    o.actuator_actlimited.push_back(m->actuator_actlimited[i] ? 1 : 0);
+    o.actuator_actrange.push_back(m->actuator_actrange[2 * i]);
+    o.actuator_actrange.push_back(m->actuator_actrange[2 * i + 1]);
+    o.actuator_actearly.push_back(m->actuator_actearly[i] ? 1 : 0);
     o.actuator_names.push_back(name(m->name_actuatoradr, i));
   }
 }

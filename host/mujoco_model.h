@@ -27,9 +27,10 @@ extern const int kMujocoHeaderVersion;
 // about their outward normals, vertex ids local to the mesh); height fields; contact exclusions;
 // sites; dof friction loss; tendons, fixed (over hinges and slides) and spatial (through sites and
 // pulleys), with their springs and dead band, dampers, limits, friction loss and length at qpos0;
-// equality constraints (connect, weld, joint, fixed tendon) as hard rows; actuators without
-// activation dynamics (motor, position, velocity, damper, general with fixed or affine gain and
-// no or affine bias; joint or jointinparent transmission on a hinge or slide, or a tendon;
+// equality constraints (connect, weld, joint, fixed tendon) as hard rows; actuators (motor,
+// position, velocity, intvelocity, damper, general with fixed or affine gain and no or affine
+// bias; dyntype none, integrator, filter or filterexact with one activation, its time constant,
+// actrange and actearly; joint or jointinparent transmission on a hinge or slide, or a tendon;
 // gainprm and biasprm up to their third entry; ctrl and force ranges); names. Disable flags are
 // applied (contact or constraint: contype = conaffinity = 0 and opt.contact off; limit:
 // jnt_limited = tendon_limited = 0 and opt.limit off; spring, damper, gravity, clampctrl,
@@ -38,8 +39,8 @@ extern const int kMujocoHeaderVersion;
 // Throws std::runtime_error naming the element ("joint 'hip' (id 3)") for physics Phalanx does not
 // simulate: spatial tendons wrapping over geoms with forces or limits, tendon equalities of
 // spatial tendons, tendons with armature, polynomial stiffness or damping or actuator force
-// limits, actuators with activation dynamics (integrator, filter, muscle) or muscle, dcmotor, so3
-// or pid gains and biases, actuator damping, armature or delay, actuators on free or ball joints
+// limits, actuators with muscle, dcmotor, pid or user dynamics or muscle, dcmotor, so3 or pid
+// gains and biases, actuator damping, armature or delay, actuators on free or ball joints
 // or on tendons wrapping over geoms, polynomial joint stiffness or damping, plasticity, actuator
 // gravity compensation, joint actuator force limits, limits of ball joints, mocap bodies, gravity
 // compensation, explicit contact pairs, flexes, plugins, SDF geoms, surface velocity, adhesion,

@@ -85,6 +85,10 @@ PlannerBatch<T>::PlannerBatch(const DeviceModel<T>& model, int nproblem, int nsa
       samples_(model, nproblem > 0 && nsample > 0 ? nproblem * nsample : 0) {
   if (nproblem < 1 || nsample < 1 || horizon < 1)
     throw std::invalid_argument("phalanx: a planner needs at least one problem, sample and step");
+  if (model.view().na > 0)
+    throw std::invalid_argument(
+        "phalanx: the planners do not carry actuator activations yet; this model has " +
+        std::to_string(model.view().na) + " (actuators with dynamics)");
   if (long(nproblem) * nsample > (1L << 31) - 1)
     throw std::invalid_argument("phalanx: too many planner samples");
   Device dev = model.device();

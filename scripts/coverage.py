@@ -65,7 +65,8 @@ def check(path: pathlib.Path, steps: int) -> dict:
     ctrl = np.zeros((1, steps, model.nu))
     counts = np.zeros((1, steps, phalanx.NUM_COUNTS), np.int32)
     try:
-        _, _, status = phalanx.rollout(model, qpos, qvel, ctrl, counts=counts)
+        act = np.zeros((1, model.na)) if model.na else None  # actuators with dynamics at rest
+        status = phalanx.rollout(model, qpos, qvel, ctrl, counts=counts, act=act)[-1]
     except Exception as e:
         return {**row, "status": "device", "reason": first_line(e)}
     bits = int(status[0])

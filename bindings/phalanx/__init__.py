@@ -191,13 +191,16 @@ def kinematics(model: Model, qpos, qvel=None, *, dtype=None, device: str = "cpu"
 
 
 def forward_dynamics(
-    model: Model, qpos, qvel, ctrl, *, dtype=None, device: str = "cpu"
+    model: Model, qpos, qvel, ctrl, *, act=None, dtype=None, device: str = "cpu"
 ) -> np.ndarray:
     """Acceleration without constraints, (M + diag(armature)) qacc = passive + actuation - c.
 
-    MuJoCo's qacc with contacts and limits disabled -> (E, nv).
+    MuJoCo's qacc with contacts and limits disabled -> (E, nv). ``act`` (E, na) holds the
+    activations the actuators with dynamics read (None: zero, MuJoCo's initial act).
     """
-    return _phalanx.forward_dynamics(model, qpos, qvel, ctrl, dtype, device)
+    if act is None and model.na > 0:
+        act = np.zeros((np.shape(qpos)[0] if np.ndim(qpos) > 1 else 1, model.na))
+    return _phalanx.forward_dynamics(model, qpos, qvel, ctrl, dtype, device, act)
 
 
 def inverse_dynamics(
@@ -212,9 +215,9 @@ def inverse_dynamics(
 
 
 def step(
-    model: Model, qpos, qvel, ctrl, *, nstep: int = 1, qfrc=None, xfrc=None, dtype=None,
-    device: str = "cpu"
-) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    model: Model, qpos, qvel, ctrl, *, nstep: int = 1, qfrc=None, xfrc=None, act=None,
+    dtype=None, device: str = "cpu"
+) -> tuple[np.ndarray, ...]:
     """Advance nstep semi-implicit Euler steps (MuJoCo's Euler integrator) with ctrl held.
 
     ``qfrc`` (E, nv), if given, is a generalized force added to the applied forces at every
@@ -224,15 +227,18 @@ def step(
     one sets STATUS_NAN_CTRL.
     Returns new arrays (qpos (E, nq), qvel (E, nv), status (E,) uint32); the inputs are not
     modified. status holds STATUS_* bits; an environment stops at the step that set one.
+    A model whose actuators have dynamics (``model.na > 0``: integrator, filter, filterexact)
+    carries their activations as state: pass ``act`` (E, na) (zeros start at rest) and the
+    result is (qpos, qvel, act, status).
     """
     return _phalanx.step(model, qpos, qvel, ctrl, _count("nstep", nstep), qfrc, dtype, device,
-                         xfrc)
+                         xfrc, act)
 
 
 def rollout(
     model: Model, qpos, qvel, ctrl, *, out=None, counts=None, tape: Tape | None = None,
-    dtype=None, device: str = "cpu"
-) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    act=None, dtype=None, device: str = "cpu"
+) -> tuple[np.ndarray, ...]:
     """T steps driven by ctrl (E, T, nu), one row of controls per step.
 
     Returns (qpos (E, T, nq), qvel (E, T, nv), status (E,) uint32) with the state after each
@@ -246,13 +252,14 @@ def rollout(
     COUNT_OVERFLOW (contacts beyond model.nconmax, not resolved), and COUNT_GJK_ITERATIONS and
     COUNT_EPA_ITERATIONS (the convex narrowphase's iterations, summed over its pairs).
     ``tape``, a phalanx.Tape, records the rollout for ``tape.backward`` (replacing what the tape
-    held before).
+    held before). With activation state (``model.na > 0``) pass the initial ``act`` (E, na);
+    the result is then (qpos, qvel, act (E, T, na), status).
     """
     qpos_out, qvel_out = (None, None) if out is None else out
     if tape is not None and not isinstance(tape, _phalanx.Tape):
         raise TypeError("phalanx: tape must be a phalanx.Tape")
     return _phalanx.rollout(model, qpos, qvel, ctrl, qpos_out, qvel_out, counts, tape, dtype,
-                            device)
+                            device, act)
 
 
 class Tape(_phalanx.Tape):
@@ -271,7 +278,8 @@ class Tape(_phalanx.Tape):
     the humanoid in float32), so that no step is computed a third time.
     """
 
-    def backward(self, adj_qpos=None, adj_qvel=None, *, complementarity_aware: bool = False,
+    def backward(self, adj_qpos=None, adj_qvel=None, *, adj_act=None,
+                 complementarity_aware: bool = False,
                  bounce_correction: bool = False) -> dict[str, np.ndarray]:
         """Gradients of a loss L through the recorded rollout.
 
@@ -280,19 +288,23 @@ class Tape(_phalanx.Tape):
         (E, nv) for the initial state, ``ctrl`` (E, T, nu) and the per-environment parameter
         gradients of step_vjp (sum over E for parameters shared by all environments). The
         contact options are those of step_vjp. Environments whose rollout stopped (a
-        STATUS_NAN_* bit) get zeros.
+        STATUS_NAN_* bit) get zeros. With activation state, ``adj_act`` (E, T, na) is dL/d(act
+        after each step) (None: zero) and the dict holds ``act`` (E, na), the gradient of the
+        initial activations.
         """
         return self._backward(adj_qpos, adj_qvel,
-                              _gradient_flags(complementarity_aware, bounce_correction))
+                              _gradient_flags(complementarity_aware, bounce_correction), adj_act)
 
 
 def step_vjp(
     model: Model, qpos, qvel, ctrl, adj_qpos_next, adj_qvel_next, *, dtype=None,
     complementarity_aware: bool = False, bounce_correction: bool = False, qfrc=None,
-    xfrc=None, device: str = "cpu"
+    xfrc=None, act=None, adj_act_next=None, device: str = "cpu"
 ) -> dict[str, np.ndarray]:
     """Vector-Jacobian product of one step at (qpos, qvel, ctrl) and the added forces ``qfrc``
-    (E, nv) and ``xfrc`` (E, nbody, 6) as phalanx.step takes them (None: zero).
+    (E, nv) and ``xfrc`` (E, nbody, 6) as phalanx.step takes them (None: zero). With activation
+    state, ``act`` (E, na) is required, ``adj_act_next`` (E, na) is the gradient with respect
+    to the activations after the step (None: zero), and the dict holds ``act`` (E, na).
 
     Given the gradients of a loss with respect to the next state, adj_qpos_next (E, nq) and
     adj_qvel_next (E, nv), returns a dict of the gradients with respect to ``qpos`` (E, nq),
@@ -323,7 +335,7 @@ def step_vjp(
     """
     flags = _gradient_flags(complementarity_aware, bounce_correction)
     return _phalanx.step_vjp(model, qpos, qvel, ctrl, adj_qpos_next, adj_qvel_next, flags, qfrc,
-                             dtype, device, xfrc)
+                             dtype, device, xfrc, act, adj_act_next)
 
 
 def _parameter_shape(count: str, width: int):

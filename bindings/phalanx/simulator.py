@@ -10,7 +10,9 @@
 The simulator owns its state: ``qpos`` (E, nq), ``qvel`` (E, nv) and ``ctrl`` (E, nu) are numpy
 arrays of the simulator's dtype (float32 or float64) that the properties return themselves, not
 copies, so a user writes ``sim.ctrl[:] = u`` or ``sim.qpos[3] = q`` and the next step reads it;
-assigning ``sim.qpos = x`` copies x into the same array (views taken earlier stay valid).
+assigning ``sim.qpos = x`` copies x into the same array (views taken earlier stay valid). A model
+whose actuators have dynamics (``model.na > 0``) adds ``act`` (E, na), their activations, to
+the state, held and advanced the same way.
 ``step`` and ``rollout`` write the new state into these arrays through the DLPack entry points
 of the extension (``step_into``, ``rollout_into``), without allocating the state anew.
 
@@ -104,6 +106,7 @@ class Simulator:
         self._qpos = np.empty((E, nq), dtype)
         self._qvel = np.empty((E, nv), dtype)
         self._ctrl = np.zeros((E, nu), dtype)
+        self._act = np.zeros((E, model.na), dtype)
         self._status = np.zeros(E, np.uint32)
         self._time = np.zeros(E, np.float64)
         self._call_status = np.zeros(E, np.int32)  # step_into writes int32
@@ -151,6 +154,15 @@ class Simulator:
         self._assign("qvel", "nv", self._qvel, value)
 
     @property
+    def act(self) -> np.ndarray:
+        """(E, na), the actuators' activations (state of actuators with dynamics; na may be 0)"""
+        return self._act
+
+    @act.setter
+    def act(self, value) -> None:
+        self._assign("act", "na", self._act, value)
+
+    @property
     def ctrl(self) -> np.ndarray:
         """(E, nu), the controls the next ``step()`` applies (held for all its nstep steps)"""
         return self._ctrl
@@ -191,25 +203,27 @@ class Simulator:
         if ctrl is not None:
             self._assign("ctrl", "nu", self._ctrl, ctrl)
         frozen, kept = self._freeze()
+        act = self._act if self._model.na > 0 else None
         if self._device == "cpu":
             _phalanx.step_into(self._model, self._qpos, self._qvel, self._ctrl, self._qpos,
-                               self._qvel, self._call_status, nstep, self._warm)
+                               self._qvel, self._call_status, nstep, self._warm, act)
             call_status = self._call_status.view(np.uint32)
         else:
-            qpos, qvel, call_status = self._phalanx.step(
-                self._model, self._qpos, self._qvel, self._ctrl, nstep=nstep,
-                device=self._device)
-            self._qpos[...] = qpos
-            self._qvel[...] = qvel
+            out = self._phalanx.step(self._model, self._qpos, self._qvel, self._ctrl,
+                                     nstep=nstep, act=act, device=self._device)
+            self._qpos[...], self._qvel[...] = out[0], out[1]
+            if act is not None:
+                self._act[...] = out[2]
+            call_status = out[-1]
         self._thaw(frozen, kept, call_status)
         self._advance_time(frozen, kept, nstep)
 
-    def rollout(self, ctrl, *, tape=None) -> tuple[np.ndarray, np.ndarray]:
+    def rollout(self, ctrl, *, tape=None) -> tuple[np.ndarray, ...]:
         """T steps driven by ctrl (E, T, nu), one row of controls per step.
 
         Returns new arrays (qpos (E, T, nq), qvel (E, T, nv)), the state after each step, as
-        ``phalanx.rollout``; the final state stays in the simulator and ``sim.ctrl`` becomes the
-        last row of controls. A frozen environment's trajectory repeats its frozen state.
+        ``phalanx.rollout`` (with activation state also act (E, T, na) after qvel); the final
+        state stays in the simulator and ``sim.ctrl`` becomes the last row of controls. A frozen environment's trajectory repeats its frozen state.
         ``tape``, a ``phalanx.Tape``, records the rollout for ``tape.backward`` (as the kernels
         ran it: a frozen environment's record, and so its gradients, are not meaningful).
         """
@@ -221,37 +235,49 @@ class Simulator:
         if tape is not None and not isinstance(tape, _phalanx.Tape):
             raise TypeError("phalanx.Simulator: tape must be a phalanx.Tape")
         frozen, kept = self._freeze()
+        na = self._model.na
+        act = self._act if na > 0 else None
         if self._device == "cpu":
             qs = np.empty((E, T, self._model.nq), self._dtype)
             vs = np.empty((E, T, self._model.nv), self._dtype)
+            acts = np.empty((E, T, na), self._dtype)
             _phalanx.rollout_into(self._model, self._qpos, self._qvel, ctrl, qs, vs,
-                                  self._call_status, tape, self._warm)
+                                  self._call_status, tape, self._warm, act,
+                                  acts if na > 0 else None)
             call_status = self._call_status.view(np.uint32)
         else:
-            qs, vs, call_status = self._phalanx.rollout(
-                self._model, self._qpos, self._qvel, ctrl, tape=tape, device=self._device)
+            out = self._phalanx.rollout(self._model, self._qpos, self._qvel, ctrl, tape=tape,
+                                        act=act, device=self._device)
+            qs, vs, call_status = out[0], out[1], out[-1]
+            acts = out[2] if na > 0 else None
         if T > 0:
             self._qpos[...] = qs[:, -1]
             self._qvel[...] = vs[:, -1]
+            if na > 0:
+                self._act[...] = acts[:, -1]
             self._ctrl[...] = ctrl[:, -1]
         self._thaw(frozen, kept, call_status)
         if kept is not None:
             qs[frozen] = kept[0][:, None]
             vs[frozen] = kept[1][:, None]
+            if na > 0:
+                acts[frozen] = kept[2][:, None]
         self._advance_time(frozen, kept, T)
-        return qs, vs
+        return (qs, vs, acts) if na > 0 else (qs, vs)
 
-    def reset(self, env_ids=None, qpos=None, qvel=None) -> None:
+    def reset(self, env_ids=None, qpos=None, qvel=None, act=None) -> None:
         """Reset the environments ``env_ids`` (None: all; an index, a sequence of indices or a
-        boolean mask (E,)) to ``qpos`` (default model.qpos0) and ``qvel`` (default zero), each
-        either shared, (nq,) / (nv,), or one row per selected environment, (n, nq) / (n, nv)
-        in the order of env_ids. Their controls, status and time become zero."""
+        boolean mask (E,)) to ``qpos`` (default model.qpos0), ``qvel`` and ``act`` (default
+        zero), each either shared, (nq,) / (nv,) / (na,), or one row per selected environment,
+        (n, nq) / (n, nv) / (n, na) in the order of env_ids. Their controls, status and time
+        become zero."""
         ids = self._env_ids(env_ids)
         n = ids.size
         model = self._model
         for name, array, value, default, width in [
                 ("qpos", self._qpos, qpos, model.qpos0, ("nq", model.nq)),
-                ("qvel", self._qvel, qvel, None, ("nv", model.nv))]:
+                ("qvel", self._qvel, qvel, None, ("nv", model.nv)),
+                ("act", self._act, act, None, ("na", model.na))]:
             if value is None:
                 array[ids] = 0 if default is None else default
                 continue
@@ -325,13 +351,13 @@ class Simulator:
         frozen = self.stopped
         if not frozen.any():
             return frozen, None
-        return frozen, (self._qpos[frozen], self._qvel[frozen])
+        return frozen, (self._qpos[frozen], self._qvel[frozen], self._act[frozen])
 
     def _thaw(self, frozen, kept, call_status) -> None:
         if kept is None:
             self._status |= call_status
             return
-        self._qpos[frozen], self._qvel[frozen] = kept
+        self._qpos[frozen], self._qvel[frozen], self._act[frozen] = kept
         self._status |= np.where(frozen, np.uint32(0), call_status).astype(np.uint32)
 
     def _advance_time(self, frozen, kept, nstep: int) -> None:

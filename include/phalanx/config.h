@@ -48,6 +48,8 @@ inline constexpr const char* kGeomTypeNames[] = {PHX_GEOM_TYPES(PHX_TYPE_NAME)};
 // mjtGain and mjtBias.
 enum ActuatorGain : int { kGainFixed = 0, kGainAffine = 1 };
 enum ActuatorBias : int { kBiasNone = 0, kBiasAffine = 1 };
+// An actuator's activation dynamics (Model::actuator_dyntype), numbered as MuJoCo's mjtDyn.
+enum ActuatorDyn : int { kDynNone = 0, kDynIntegrator = 1, kDynFilter = 2, kDynFilterExact = 3 };
 // What an actuator moves (Model::actuator_trntype): a joint or a tendon.
 enum ActuatorTrn : int { kTrnJoint = 0, kTrnTendon = 1 };
 // A tendon's kind (Model::tendon_type), numbered as MuJoCo's mjtTendon: fixed (a linear

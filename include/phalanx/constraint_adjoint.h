@@ -809,11 +809,12 @@ PHX_HD unsigned adj_step_constrained(const ModelView<T>& m, const T* qpos, const
   return status;
 }
 
-// The scratch of a step's adjoint: the step's (StepScratch), then the adjoint workspace and,
-// with constraint rows, its constraint part.
+// The scratch of a step's adjoint: the step's (StepScratch), then the adjoint workspace, the
+// adjoint of the actuators' inputs and, with constraint rows, its constraint part.
 template <class T>
 struct AdjointScratch : StepScratch<T> {
   AdjWorkspace<T> a;
+  T* adj_input = nullptr;  // (nu) with activation state
   AdjConstraintWorkspace<T> s{};
 
   template <class M>
@@ -821,6 +822,7 @@ struct AdjointScratch : StepScratch<T> {
     AdjointScratch x;
     static_cast<StepScratch<T>&>(x) = StepScratch<T>::carve(m, arena);
     x.a = AdjWorkspace<T>::carve(m, arena);
+    x.adj_input = arena.template take<T>(m.na > 0 ? m.nu : 0);
     if (m.nefcmax > 0) x.s = AdjConstraintWorkspace<T>::carve(m, arena);
     return x;
   }
@@ -828,23 +830,34 @@ struct AdjointScratch : StepScratch<T> {
 
 // The adjoint of one step (step_env's), accumulated into gq, gv, gc, am, ac and gf (the
 // adjoint of qfrc_applied, the step's added generalized force; either may be null); cv holds
-// the warm start the step inherited (unused without constraint rows). Returns the replayed
-// step's status.
+// the warm start the step inherited (unused without constraint rows). With activation state,
+// act (na) holds the step's activations before it, ga_next the adjoint of those after it and ga
+// receives theirs (all may be null when m.na = 0). Returns the replayed step's status.
 template <class T>
-PHX_HD PHX_DEVICE_NOINLINE unsigned adj_step_env(const ModelView<T>& m, const T* q, const T* v,
-                                                 const T* u, AdjointScratch<T>& x,
-                                                 ContactView<T>& cv, const T* gq_next,
-                                                 const T* gv_next, T* gq, T* gv, T* gc,
-                                                 const ModelAdjoint<T>& am,
-                                                 const ContactModelAdjoint<T>& ac,
-                                                 T* gf = nullptr, LcpSolution<T> known = {},
-                                                 const T* qfrc_applied = nullptr) {
-  if (m.nefcmax == 0) {
-    adj_step(m, q, v, u, x.w, x.a, gq_next, gv_next, gq, gv, gc, am, gf, qfrc_applied);
-    return 0;
+PHX_HD PHX_DEVICE_NOINLINE unsigned adj_step_env(
+    const ModelView<T>& m, const T* q, const T* v, const T* act, const T* u, AdjointScratch<T>& x,
+    ContactView<T>& cv, const T* gq_next, const T* gv_next, const T* ga_next, T* gq, T* gv, T* ga,
+    T* gc, const ModelAdjoint<T>& am, const ContactModelAdjoint<T>& ac, T* gf = nullptr,
+    LcpSolution<T> known = {}, const T* qfrc_applied = nullptr) {
+  const T* input = u;
+  T* g_input = gc;
+  if (m.na > 0) {
+    if (unsigned bits = activation_input_status(m, u, act)) return bits;
+    actuator_inputs(m, u, act, x.input);
+    for (int i = 0; i < m.nu; ++i) x.adj_input[i] = T(0);
+    input = x.input;
+    g_input = x.adj_input;
   }
-  return adj_step_constrained(m, q, v, u, x.w, x.c, cv, x.a, x.s, gq_next, gv_next, gq, gv, gc,
-                              am, ac, gf, known, qfrc_applied);
+  unsigned status = 0;
+  if (m.nefcmax == 0) {
+    adj_step(m, q, v, input, x.w, x.a, gq_next, gv_next, gq, gv, g_input, am, gf, qfrc_applied);
+  } else {
+    status = adj_step_constrained(m, q, v, input, x.w, x.c, cv, x.a, x.s, gq_next, gv_next, gq, gv,
+                                  g_input, am, ac, gf, known, qfrc_applied);
+  }
+  if (m.na > 0 && !(status & kStatusStopMask))
+    adj_activation(m, u, act, x.adj_input, ga_next, gc, ga);
+  return status;
 }
 
 }  // namespace phx

@@ -14,6 +14,7 @@
   X(nq, "number of generalized coordinates")                                                     \
   X(nv, "number of degrees of freedom")                                                          \
   X(nu, "number of actuators")                                                                   \
+  X(na, "number of activation states (one per actuator with dynamics)")                          \
   X(nbody, "number of bodies, including the world body 0")                                       \
   X(njnt, "number of joints")                                                                    \
   X(ngeom, "number of geoms")                                                                    \
@@ -170,12 +171,13 @@
   X(real, eq_relquat, neq, 8, "weld: frames on body 1 and on body 2 (orientations in their "      \
     "bodies' frames) held aligned")                                                               \
   X(real, eq_polycoef, neq, 5, "joint, tendon: coefficients of P, constant term first")          \
-  /* actuators: MuJoCo's general model without activation state on a hinge or slide joint       \
-     or a tendon: length L = gear q (gear times the tendon's length), velocity V likewise,       \
-     force = gain ctrl + bias with gain = gainprm[0] (+ gainprm[1] L + gainprm[2] V when        \
-     affine) and bias = 0 or biasprm[0] + biasprm[1] L + biasprm[2] V (affine), ctrl and        \
-     force clamped where limited; qfrc += gear force along the joint or the tendon's             \
-     coefficients. A motor: fixed gain 1, no bias. <position>: gain kp, bias (0, -kp, -kv). */  \
+  /* actuators: MuJoCo's general model on a hinge or slide joint or a tendon: length L = gear    \
+     q (gear times the tendon's length), velocity V likewise, force = gain x + bias with gain    \
+     = gainprm[0] (+ gainprm[1] L + gainprm[2] V when affine) and bias = 0 or biasprm[0] +       \
+     biasprm[1] L + biasprm[2] V (affine), x the input: ctrl clamped where limited, or act       \
+     for an actuator with dynamics (below); force clamped where limited; qfrc += gear force      \
+     along the joint or the tendon's row. A motor: fixed gain 1, no bias. <position>: gain       \
+     kp, bias (0, -kp, -kv). <intvelocity>: the same on an integrator's act */                   \
   X(int, actuator_trntype, nu, 1, "ActuatorTrn: 0 joint, 1 tendon")                              \
   X(int, actuator_trnid, nu, 1, "id of the transmission joint (hinge or slide) or tendon")       \
   X(int, actuator_ctrllimited, nu, 1, "is ctrl clamped to ctrlrange (0 or 1)")                  \
@@ -186,7 +188,18 @@
   X(real, actuator_gainprm, nu, 3, "gain: constant, length and velocity coefficients")          \
   X(real, actuator_biasprm, nu, 3, "bias: constant, length and velocity coefficients")          \
   X(int, actuator_forcelimited, nu, 1, "is the force clamped to forcerange (0 or 1)")           \
-  X(real, actuator_forcerange, nu, 2, "force limits")
+  X(real, actuator_forcerange, nu, 2, "force limits")                                            \
+  /* activation dynamics (MuJoCo's dyntype): an actuator with dynamics has one state act (its    \
+     entry actuator_actadr of the batched act), whose rate is ctrl (integrator) or               \
+     (ctrl - act) / tau (filter; filterexact integrates it exactly over the step), clamped to    \
+     actrange where limited after each step; its force reads act (the next step's act with       \
+     actearly) where a stateless actuator reads ctrl */                                          \
+  X(int, actuator_dyntype, nu, 1, "ActuatorDyn: 0 none, 1 integrator, 2 filter, 3 filterexact")  \
+  X(real, actuator_dynprm, nu, 1, "filter time constant tau (s)")                                \
+  X(int, actuator_actadr, nu, 1, "the actuator's entry in act, -1 without dynamics")             \
+  X(int, actuator_actlimited, nu, 1, "is act clamped to actrange after each step (0 or 1)")      \
+  X(real, actuator_actrange, nu, 2, "activation limits")                                         \
+  X(int, actuator_actearly, nu, 1, "does the force read the next step's act (0 or 1)")
 
 // The differentiable parameters, in the order of every parameter list (gradients,
 // parameter-Jacobian columns, per-environment values): X(Name, field, check), `field` a real

@@ -116,14 +116,15 @@ PHX_HD void passive(const ModelView<T>& m, const T* qpos, const T* qvel, const W
   }
 }
 
-// One actuator's force and what it was made of (MuJoCo's mj_fwdActuation without activation
-// dynamics): the transmission's length L = gear times the joint's coordinate or the tendon's
-// length, velocity V likewise, ctrl clamped to
-// ctrlrange where limited, force = gain ctrl + bias (Model's actuator_gaintype, _biastype)
-// clamped to forcerange where limited. The `inside` flags say a clamp was not active.
+// One actuator's force and what it was made of (MuJoCo's mj_fwdActuation): the transmission's
+// length L = gear times the joint's coordinate or the tendon's length, velocity V likewise, the
+// input x (input[u]: the ctrl of an actuator without dynamics, clamped to ctrlrange where
+// limited, or the activation of one with dynamics, actuator_inputs), force = gain x + bias
+// (Model's actuator_gaintype, _biastype) clamped to forcerange where limited. The `inside` flags
+// say a clamp was not active.
 template <class T>
 struct ActuatorForce {
-  T ctrl, length, velocity, gain, force;
+  T ctrl, length, velocity, gain, force;  // ctrl: the input x after the clamp
   T trn_length, trn_velocity;  // the transmission's, before the gear
   bool ctrl_inside = true, force_inside = true;
 };
@@ -131,13 +132,13 @@ struct ActuatorForce {
 template <class T, class S>
 PHX_HD PHX_INLINE ActuatorForce<T> actuator_force(const ModelView<S>& m, const Workspace<S>& w,
                                                   int u, const T* qpos, const T* qvel,
-                                                  const T* ctrl) {
+                                                  const T* input) {
   ActuatorForce<T> a;
   const S gear = m.actuator_gear[u];
   const S* g = m.actuator_gainprm + 3 * u;
   const S* b = m.actuator_biasprm + 3 * u;
-  a.ctrl = ctrl[u];
-  if (m.actuator_ctrllimited[u]) {
+  a.ctrl = input[u];
+  if (m.actuator_ctrllimited[u] && m.actuator_actadr[u] < 0) {
     S lo = m.actuator_ctrlrange[2 * u], hi = m.actuator_ctrlrange[2 * u + 1];
     a.ctrl_inside = a.ctrl >= lo && a.ctrl <= hi;
     a.ctrl = clamp(a.ctrl, T(lo), T(hi));
@@ -158,14 +159,106 @@ PHX_HD PHX_INLINE ActuatorForce<T> actuator_force(const ModelView<S>& m, const W
   return a;
 }
 
-// Actuation: qfrc += gear * force of each actuator (actuator_force) along its transmission.
+// Actuation: qfrc += gear * force of each actuator (actuator_force) along its transmission,
+// from the actuators' inputs (nu: ctrl, or act for actuators with dynamics).
 template <class T>
-PHX_HD void actuation(const ModelView<T>& m, const T* qpos, const T* qvel, const T* ctrl,
+PHX_HD void actuation(const ModelView<T>& m, const T* qpos, const T* qvel, const T* input,
                       const Workspace<T>& w, T* qfrc) {
   for (int u = 0; u < m.nu; ++u) {
-    ActuatorForce<T> a = actuator_force(m, w, u, qpos, qvel, ctrl);
+    ActuatorForce<T> a = actuator_force(m, w, u, qpos, qvel, input);
     add_transmission_row(m, w, m.actuator_trntype[u], m.actuator_trnid[u],
                          m.actuator_gear[u] * a.force, qfrc);
+  }
+}
+
+// ---- activation dynamics ----------------------------------------------------------------
+
+// The next activation of actuator u, which has dynamics (MuJoCo's mj_nextActivation for its
+// Euler step), from ctrl (nu, clamped to ctrlrange where limited, as MuJoCo clamps it before the
+// rate) and act (na): integrator act + dt ctrl, filter act + dt (ctrl - act) / tau, filterexact
+// act + (ctrl - act) (1 - exp(-dt / tau)), then clamped to actrange where limited. Linear in
+// act and ctrl between the clamps: d_act and d_ctrl are its slopes (zero where a clamp acts).
+template <class T>
+struct NextActivation {
+  T act;
+  T d_act, d_ctrl;
+};
+
+template <class T, class S>
+PHX_HD PHX_INLINE NextActivation<T> next_activation(const ModelView<S>& m, int u, const T* ctrl,
+                                                    const T* act) {
+  const S dt = m.timestep;
+  T c = ctrl[u];
+  bool ctrl_inside = true;
+  if (m.actuator_ctrllimited[u]) {
+    S lo = m.actuator_ctrlrange[2 * u], hi = m.actuator_ctrlrange[2 * u + 1];
+    ctrl_inside = c >= lo && c <= hi;
+    c = clamp(c, T(lo), T(hi));
+  }
+  const T a = act[m.actuator_actadr[u]];
+  NextActivation<T> r;
+  S k = dt;  // the weight of the rate ctrl - act (filters) or ctrl (integrator)
+  if (m.actuator_dyntype[u] != kDynIntegrator) {
+    const S tau = m.actuator_dynprm[u] > S(1e-15) ? m.actuator_dynprm[u] : S(1e-15);
+    k = m.actuator_dyntype[u] == kDynFilterExact ? S(1) - exp(-dt / tau) : dt / tau;
+    r.act = a + k * (c - a);
+    r.d_act = T(S(1) - k);
+  } else {
+    r.act = a + k * c;
+    r.d_act = T(1);
+  }
+  r.d_ctrl = ctrl_inside ? T(k) : T(0);
+  if (m.actuator_actlimited[u]) {
+    S lo = m.actuator_actrange[2 * u], hi = m.actuator_actrange[2 * u + 1];
+    if (!(r.act >= lo && r.act <= hi)) {
+      r.act = clamp(r.act, T(lo), T(hi));
+      r.d_act = r.d_ctrl = T(0);
+    }
+  }
+  return r;
+}
+
+// The actuators' inputs of a step (nu), as actuation reads them: ctrl for an actuator without
+// dynamics, its activation for one with (the next one, next_activation, with actearly).
+template <class T, class S>
+PHX_HD void actuator_inputs(const ModelView<S>& m, const T* ctrl, const T* act, T* input) {
+  for (int u = 0; u < m.nu; ++u) {
+    const int adr = m.actuator_actadr[u];
+    input[u] = adr < 0                  ? ctrl[u]
+               : m.actuator_actearly[u] ? next_activation(m, u, ctrl, act).act
+                                        : act[adr];
+  }
+}
+
+// act <- the activations after a step from ctrl (nu) and act (na), in place
+template <class T, class S>
+PHX_HD void activation_step(const ModelView<S>& m, const T* ctrl, T* act) {
+  for (int u = 0; u < m.nu; ++u)
+    if (m.actuator_actadr[u] >= 0) act[m.actuator_actadr[u]] = next_activation(m, u, ctrl, act).act;
+}
+
+// Adjoint of actuator_inputs followed by activation_step at (ctrl, act): from the inputs'
+// adjoint adj_input (nu, may be null) and the next activations' adj_act_next (na, may be null)
+// to adj_ctrl (nu) and adj_act (na), accumulated.
+template <class T, class S>
+PHX_HD void adj_activation(const ModelView<S>& m, const T* ctrl, const T* act, const T* adj_input,
+                           const T* adj_act_next, T* adj_ctrl, T* adj_act) {
+  for (int u = 0; u < m.nu; ++u) {
+    const int adr = m.actuator_actadr[u];
+    const T gx = adj_input ? adj_input[u] : T(0);
+    if (adr < 0) {
+      adj_ctrl[u] += gx;
+      continue;
+    }
+    NextActivation<T> n = next_activation(m, u, ctrl, act);
+    T g_next = adj_act_next ? adj_act_next[adr] : T(0);
+    if (m.actuator_actearly[u]) {
+      g_next += gx;
+    } else {
+      adj_act[adr] += gx;
+    }
+    adj_act[adr] += n.d_act * g_next;
+    adj_ctrl[u] += n.d_ctrl * g_next;
   }
 }
 
@@ -331,25 +424,27 @@ PHX_HD void adj_passive(const ModelView<S>& m, const T* qpos, const T* qvel, con
   }
 }
 
-// Adjoint of actuation: from adj_qfrc to adj_ctrl (zero where the ctrl clamp is active), to
-// qpos and qvel through affine gains and biases (the tendons' lengths and rows in a), to gear
-// and the gain and bias parameters; nothing passes a force clamp that is active.
+// Adjoint of actuation: from adj_qfrc to the inputs' adjoint adj_input (zero where the ctrl
+// clamp is active), to qpos and qvel through affine gains and biases (the tendons' lengths and
+// rows in a), to gear and the gain and bias parameters; nothing passes a force clamp that is
+// active.
 template <class T, class S>
-PHX_HD void adj_actuation(const ModelView<S>& m, const T* qpos, const T* qvel, const T* ctrl,
+PHX_HD void adj_actuation(const ModelView<S>& m, const T* qpos, const T* qvel, const T* input,
                           const Workspace<S>& w, AdjWorkspace<T>& aw, const T* adj_qfrc,
-                          T* adj_qpos, T* adj_qvel, T* adj_ctrl, const ModelAdjoint<T>& adj_model) {
+                          T* adj_qpos, T* adj_qvel, T* adj_input,
+                          const ModelAdjoint<T>& adj_model) {
   for (int u = 0; u < m.nu; ++u) {
     const int type = m.actuator_trntype[u], id = m.actuator_trnid[u];
     const S gear = m.actuator_gear[u];
     const S* g = m.actuator_gainprm + 3 * u;
     const S* b = m.actuator_biasprm + 3 * u;
-    ActuatorForce<T> a = actuator_force(m, w, u, qpos, qvel, ctrl);
+    ActuatorForce<T> a = actuator_force(m, w, u, qpos, qvel, input);
     // qfrc += gear force row
     T adj_out = transmission_dot<T>(m, w, type, id, PointerRow<T>{adj_qfrc});
     adj_transmission_row(m, type, id, gear * a.force, PointerRow<T>{adj_qfrc}, aw);
     T adj_gear = a.force * adj_out;
     T adj_force = a.force_inside ? gear * adj_out : T(0);
-    if (a.ctrl_inside) adj_ctrl[u] += a.gain * adj_force;
+    if (a.ctrl_inside) adj_input[u] += a.gain * adj_force;
     // d force / d (L, V) through the affine gain (times ctrl) and bias
     T adj_len(0), adj_vel(0);
     const bool affine_gain = m.actuator_gaintype[u] == kGainAffine;

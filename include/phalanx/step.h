@@ -1,7 +1,9 @@
 // One environment's step: the stage functions composed. Without constraint rows (step):
 // kinematics -> smooth forces -> articulated-body solve -> semi-implicit Euler; with contacts
 // and joint limits (step_constrained): the same forces, then contacts, rows, the boxed LCP and
-// the impulses added to the velocity before the position update.
+// the impulses added to the velocity before the position update. The `ctrl` of the functions
+// below is what the actuators read: the controls of a model without activation state, else
+// the inputs step_env makes from the controls and the activations (actuator_inputs).
 #pragma once
 
 #include "phalanx/aba.h"
@@ -338,31 +340,54 @@ PHX_HD void adj_step(const ModelView<T>& m, const T* qpos, const T* qvel, const 
                     adj_ctrl, adj_model, adj_qfrc);
 }
 
-// The scratch of a step: the workspace and, when the model has constraint rows, the
-// constraint workspace after it.
+// The scratch of a step: the workspace, the actuators' inputs and, when the model has
+// constraint rows, the constraint workspace after them.
 template <class T>
 struct StepScratch {
   Workspace<T> w;
+  T* input = nullptr;  // (nu) the actuators' inputs of a model with activation state
   ConstraintWorkspace<T> c{};
 
   template <class M>
   PHX_HD static StepScratch carve(const M& m, Arena<T>& arena) {
     StepScratch x;
     x.w = Workspace<T>::carve(m, arena);
+    x.input = arena.template take<T>(m.na > 0 ? m.nu : 0);
     if (m.nefcmax > 0) x.c = ConstraintWorkspace<T>::carve(m, arena);
     return x;
   }
 };
 
-// One step: with contacts and limits (their rows and impulses in cv, which holds the warm start
-// from the step before) when the model has constraint rows, else step().
+// The status bits of a step's activation inputs: kStatusNanCtrl for a non-finite ctrl (an
+// actuator with dynamics reads it through its activation only), kStatusNanState for a
+// non-finite act.
 template <class T>
-PHX_HD PHX_DEVICE_NOINLINE unsigned step_env(const ModelView<T>& m, T* qpos, T* qvel,
+PHX_HD unsigned activation_input_status(const ModelView<T>& m, const T* ctrl, const T* act) {
+  if (!all_finite(ctrl, m.nu)) return kStatusNanCtrl;
+  return all_finite(act, m.na) ? 0u : unsigned(kStatusNanState);
+}
+
+// One step: with contacts and limits (their rows and impulses in cv, which holds the warm start
+// from the step before) when the model has constraint rows, else step(). With activation state
+// (m.na > 0), act (na) holds the activations: the actuators read their inputs from ctrl and act
+// (actuator_inputs) and act advances after the step (activation_step); act may be null when
+// m.na = 0.
+template <class T>
+PHX_HD PHX_DEVICE_NOINLINE unsigned step_env(const ModelView<T>& m, T* qpos, T* qvel, T* act,
                                              const T* ctrl, StepScratch<T>& x, ContactView<T>& cv,
                                              LcpSolution<T> known = {},
                                              const T* qfrc_applied = nullptr) {
-  if (m.nefcmax == 0) return step(m, qpos, qvel, ctrl, x.w, qfrc_applied);
-  return step_constrained(m, qpos, qvel, ctrl, x.w, x.c, cv, known, qfrc_applied);
+  const T* input = ctrl;
+  if (m.na > 0) {
+    if (unsigned bits = activation_input_status(m, ctrl, act)) return bits;
+    actuator_inputs(m, ctrl, act, x.input);
+    input = x.input;
+  }
+  unsigned status = m.nefcmax == 0
+                        ? step(m, qpos, qvel, input, x.w, qfrc_applied)
+                        : step_constrained(m, qpos, qvel, input, x.w, x.c, cv, known, qfrc_applied);
+  if (m.na > 0 && !(status & kStatusStopMask)) activation_step(m, ctrl, act);
+  return status;
 }
 
 }  // namespace phx

@@ -1,6 +1,6 @@
 // The tape of a rollout: what the backward pass needs to replay it step for step.
 //
-// A step is a function of the state (qpos, qvel), the control and the warm start it inherits
+// A step is a function of the state (qpos, qvel, act), the control and the warm start it inherits
 // from the previous step (the rows' keys, impulses and classes: PGS starts from the previous
 // impulses, the stabilised solvers from the previous clamping set). A record holds the state
 // and that warm start; replaying a step from its record takes the same contact and LCP
@@ -21,27 +21,29 @@
 
 namespace phx {
 
-// One environment's records: reals (nq + nv + nefcmax) and ints (1 + 2 nefcmax) each.
+// One environment's records: reals (nq + nv + na + nefcmax) and ints (1 + 2 nefcmax) each.
 template <class T>
 struct TapeRecords {
   T* reals;   // (n x record_reals)
   int* ints;  // (n x record_ints)
 
-  PHX_HD static long record_reals(const ModelView<T>& m) { return m.nq + m.nv + m.nefcmax; }
+  PHX_HD static long state_reals(const ModelView<T>& m) { return m.nq + m.nv + m.na; }
+  PHX_HD static long record_reals(const ModelView<T>& m) { return state_reals(m) + m.nefcmax; }
   PHX_HD static long record_ints(const ModelView<T>& m) { return 1 + 2L * m.nefcmax; }
 
-  // record k <- state and the warm start in cv
-  PHX_HD void save(const ModelView<T>& m, int k, const T* qpos, const T* qvel,
+  // record k <- state (act may be null when m.na = 0) and the warm start in cv
+  PHX_HD void save(const ModelView<T>& m, int k, const T* qpos, const T* qvel, const T* act,
                    const ContactView<T>& cv) const {
     T* r = reals + k * record_reals(m);
     int* i = ints + k * record_ints(m);
     for (int j = 0; j < m.nq; ++j) r[j] = qpos[j];
     for (int j = 0; j < m.nv; ++j) r[m.nq + j] = qvel[j];
+    for (int j = 0; j < m.na; ++j) r[m.nq + m.nv + j] = act[j];
     if (m.nefcmax == 0) return;
     int n = *cv.nefc;
     i[0] = n;
     for (int j = 0; j < n; ++j) {
-      r[m.nq + m.nv + j] = cv.efc_force[j];
+      r[state_reals(m) + j] = cv.efc_force[j];
       i[1 + j] = cv.efc_key[j];
       i[1 + m.nefcmax + j] = cv.efc_class[j];
     }
@@ -51,24 +53,26 @@ struct TapeRecords {
   PHX_HD LcpSolution<T> solution(const ModelView<T>& m, int k) const {
     const T* r = reals + k * record_reals(m);
     const int* i = ints + k * record_ints(m);
-    return {r + m.nq + m.nv, i + 1 + m.nefcmax, i[0], i + 1};
+    return {r + state_reals(m), i + 1 + m.nefcmax, i[0], i + 1};
   }
   // state <- record k
-  PHX_HD void load_state(const ModelView<T>& m, int k, T* qpos, T* qvel) const {
+  PHX_HD void load_state(const ModelView<T>& m, int k, T* qpos, T* qvel, T* act) const {
     const T* r = reals + k * record_reals(m);
     for (int j = 0; j < m.nq; ++j) qpos[j] = r[j];
     for (int j = 0; j < m.nv; ++j) qvel[j] = r[m.nq + j];
+    for (int j = 0; j < m.na; ++j) act[j] = r[m.nq + m.nv + j];
   }
   // state and warm start in cv <- record k
-  PHX_HD void load(const ModelView<T>& m, int k, T* qpos, T* qvel, ContactView<T>& cv) const {
-    load_state(m, k, qpos, qvel);
+  PHX_HD void load(const ModelView<T>& m, int k, T* qpos, T* qvel, T* act,
+                   ContactView<T>& cv) const {
+    load_state(m, k, qpos, qvel, act);
     if (m.nefcmax == 0) return;
     const T* r = reals + k * record_reals(m);
     const int* i = ints + k * record_ints(m);
     int n = i[0];
     *cv.nefc = n;
     for (int j = 0; j < n; ++j) {
-      cv.efc_force[j] = r[m.nq + m.nv + j];
+      cv.efc_force[j] = r[state_reals(m) + j];
       cv.efc_key[j] = i[1 + j];
       cv.efc_class[j] = i[1 + m.nefcmax + j];
     }
@@ -232,9 +236,9 @@ struct TapeReverse {
   AdjointScratch<T>& x;
   const StepStore<T>& store;  // K slots, or none (store.reals null)
   ContactView<T> cv;          // the replay's contacts and rows (with constraint rows)
-  T *q, *v;                   // the state of the step replayed (nq, nv)
-  T *gq, *gv;                 // adjoint of the state after the current step (nq, nv)
-  T *hq, *hv;                 // adjoint of the state before it (nq, nv)
+  T *q, *v, *a;               // the state of the step replayed (nq, nv, na)
+  T *gq, *gv, *ga;            // adjoint of the state after the current step (nq, nv, na)
+  T *hq, *hv, *ha;            // adjoint of the state before it (nq, nv, na)
 
   // segment seg's records and, in *base, the index of its first step in them: the checkpoints
   // themselves when K = 1, else the segment buffer, recomputed here
@@ -246,62 +250,85 @@ struct TapeReverse {
     if (K == 1) return check;
     TapeRecords<T> rec = tape.segment(m, e);
     *base = 0;
-    check.load(m, seg, q, v, cv);
+    check.load(m, seg, q, v, a, cv);
     for (int t = t0; t < t1; ++t) {
       const T* u = ctrl + long(t) * m.nu;
-      rec.save(m, t - t0, q, v, cv);
+      rec.save(m, t - t0, q, v, a, cv);
       if (store.reals) {
         // every step into its slot, the last from the next checkpoint's warm start (its LCP
         // solution), as the replay would
         LcpSolution<T> known{};
         if (t + 1 == t1 && t1 < nstep) known = check.solution(m, seg + 1);
-        step_constrained(m, q, v, u, x.w, x.c, cv, known);
+        step_constrained(m, q, v, inputs(u), x.w, x.c, cv, known);
         store.save(m, t - t0, x.w, x.c, cv, q, v);
+        if (m.na > 0) activation_step(m, u, a);
       } else if (t + 1 < t1) {
-        step_env(m, q, v, u, x, cv);
+        step_env(m, q, v, a, u, x, cv);
       }
     }
     return rec;
   }
 
   // segment seg's steps backward from its records rec (recompute's): the loss gradients
-  // adj_qpos_out, adj_qvel_out of the state after each step (nstep x nq, nstep x nv, may be
-  // null) are added as the walk reaches them; adj_ctrl (nstep x nu) receives each step's
-  // control adjoint, am and ac accumulate the parameters'
+  // adj_qpos_out, adj_qvel_out, adj_act_out of the state after each step (nstep x nq, nstep x
+  // nv, nstep x na, may be null) are added as the walk reaches them; adj_ctrl (nstep x nu)
+  // receives each step's control adjoint, am and ac accumulate the parameters'
   PHX_HD void walk(int seg, const TapeRecords<T>& rec, int base, const T* adj_qpos_out,
-                   const T* adj_qvel_out, T* adj_ctrl, const ModelAdjoint<T>& am,
-                   const ContactModelAdjoint<T>& ac) {
-    const int nq = m.nq, nv = m.nv, nu = m.nu, K = tape.every, nstep = tape.nstep;
+                   const T* adj_qvel_out, const T* adj_act_out, T* adj_ctrl,
+                   const ModelAdjoint<T>& am, const ContactModelAdjoint<T>& ac) {
+    const int nq = m.nq, nv = m.nv, na = m.na, nu = m.nu, K = tape.every, nstep = tape.nstep;
     const int t0 = seg * K, t1 = t0 + K < nstep ? t0 + K : nstep;
     TapeRecords<T> check = tape.checkpoints(m, e);
     for (int t = t1 - 1; t >= t0; --t) {
-      if (adj_qpos_out)
-        for (int i = 0; i < nq; ++i) gq[i] += adj_qpos_out[long(t) * nq + i];
-      if (adj_qvel_out)
-        for (int i = 0; i < nv; ++i) gv[i] += adj_qvel_out[long(t) * nv + i];
+      add_row(gq, adj_qpos_out, t, nq);
+      add_row(gv, adj_qvel_out, t, nv);
+      add_row(ga, adj_act_out, t, na);
       for (int i = 0; i < nq; ++i) hq[i] = T(0);
       for (int i = 0; i < nv; ++i) hv[i] = T(0);
+      for (int i = 0; i < na; ++i) ha[i] = T(0);
       const T* u = ctrl + long(t) * nu;
+      T* gc = adj_ctrl + long(t) * nu;
       if (store.reals && store.holds(m, t - t0)) {
-        rec.load_state(m, base + t - t0, q, v);
+        rec.load_state(m, base + t - t0, q, v, a);
         typename StepStore<T>::Slot f = store.slot(m, t - t0, x.c);
         for (int i = 0; i < nq; ++i) x.s.qpos_next[i] = f.qpos_next[i];
         for (int i = 0; i < nv; ++i) x.s.qvel_next[i] = f.qvel_next[i];
-        adj_step_constrained_replayed(m, q, v, u, f.w, f.c, f.cv, x.a, x.s, gq, gv, hq, hv,
-                                      adj_ctrl + long(t) * nu, am, ac, static_cast<T*>(nullptr));
+        T* g_input = gc;
+        if (na > 0) {
+          for (int i = 0; i < nu; ++i) x.adj_input[i] = T(0);
+          g_input = x.adj_input;
+        }
+        adj_step_constrained_replayed(m, q, v, inputs(u), f.w, f.c, f.cv, x.a, x.s, gq, gv, hq, hv,
+                                      g_input, am, ac, static_cast<T*>(nullptr));
+        if (na > 0) adj_activation(m, u, a, x.adj_input, ga, gc, ha);
       } else {
-        rec.load(m, base + t - t0, q, v, cv);
+        rec.load(m, base + t - t0, q, v, a, cv);
         // the step's own LCP solution is the next record's warm start: the replay skips the
         // solver (the last step of the rollout has no next record and solves)
         LcpSolution<T> known{};
         if (m.nefcmax > 0 && t + 1 < t1) known = rec.solution(m, base + t + 1 - t0);
         if (m.nefcmax > 0 && t + 1 == t1 && t1 < nstep) known = check.solution(m, seg + 1);
-        adj_step_env(m, q, v, u, x, cv, gq, gv, hq, hv, adj_ctrl + long(t) * nu, am, ac,
+        adj_step_env(m, q, v, a, u, x, cv, gq, gv, ga, hq, hv, ha, gc, am, ac,
                      static_cast<T*>(nullptr), known);
       }
       for (int i = 0; i < nq; ++i) gq[i] = hq[i];
       for (int i = 0; i < nv; ++i) gv[i] = hv[i];
+      for (int i = 0; i < na; ++i) ga[i] = ha[i];
     }
+  }
+
+ private:
+  // the actuators' inputs of a step with controls u at the activations a (u itself without
+  // activation state)
+  PHX_HD const T* inputs(const T* u) const {
+    if (m.na == 0) return u;
+    actuator_inputs(m, u, a, x.input);
+    return x.input;
+  }
+  // g += row t of out (n wide), when out is given
+  PHX_HD static void add_row(T* g, const T* out, int t, int n) {
+    if (out)
+      for (int i = 0; i < n; ++i) g[i] += out[long(t) * n + i];
   }
 };
 

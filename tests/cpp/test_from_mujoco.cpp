@@ -251,9 +251,9 @@ TEST(FromMujoco, UnsupportedPhysicsIsRefused) {
                  </equality></mujoco>)",
                  "equality 'e' (id 0): couples spatial tendon 'sp' (id 0); tendon equalities of "
                  "spatial tendons are not supported");
-  expect_refused(model("", R"(<actuator><intvelocity name="v" joint="j" actrange="-1 1"/>
+  expect_refused(model("", R"(<actuator><general name="v" joint="j" dyntype="muscle"/>
                  </actuator>)"),
-                 "actuator 'v' (id 0): has dyntype integrator");
+                 "actuator 'v' (id 0): has dyntype muscle");
   expect_refused(model("", R"(<tendon><fixed name="t" armature="1"><joint joint="j" coef="1"/>
                  </fixed></tendon>)"),
                  "tendon 't' (id 0): tendons with armature are not supported");

@@ -735,8 +735,8 @@ TEST(MjcfErrors, UnsupportedPhysicsIsRefusedByName) {
       {"tendon 't'"});
   expect_error(
       "<mujoco><worldbody><body><joint name='j'/><geom size='1'/></body></worldbody>"
-      "<actuator><intvelocity name='p' joint='j' actrange='-1 1'/></actuator></mujoco>",
-      {"actuator 'p'", "dyntype integrator"});
+      "<actuator><general name='p' joint='j' dyntype='muscle'/></actuator></mujoco>",
+      {"actuator 'p'", "dyntype muscle"});
   expect_error(
       "<mujoco><worldbody><body name='a'><freejoint/><geom size='1'/><site name='s'/></body>"
       "<site name='r'/></worldbody><tendon><spatial name='sp'><site site='s'/><site site='r'/>"

@@ -86,8 +86,12 @@ def mujoco_array(mj, name, ours):
     or it has another size): the same values are expected"""
     if name == "actuator_gear":  # gear[0] (joint transmissions)
         return mj.actuator_gear[:, 0]
-    if name == "actuator_trnid":  # (all of these models' tendons are fixed: the same ids)
+    if name == "actuator_trnid":  # (all of these models' tendons convert: the same ids)
         return mj.actuator_trnid[:, 0]
+    if name == "actuator_dynprm":  # the time constant
+        return mj.actuator_dynprm[:, 0]
+    if name == "geom_rbound":  # a height field is unbounded (0), as a plane: tested with all
+        return np.where(mj.geom_type == mujoco.mjtGeom.mjGEOM_HFIELD, 0, mj.geom_rbound)
     if name == "actuator_trntype":  # Phalanx's numbering: joint 0, tendon 1
         return (mj.actuator_trntype == mujoco.mjtTrn.mjTRN_TENDON).astype(np.int32)
     if name in ("actuator_gainprm", "actuator_biasprm"):  # the fixed and affine parameters
@@ -368,10 +372,10 @@ REFUSALS = [
     ("tendon", variant(sections='<tendon><fixed name="t" armature="3"><joint joint="j1" '
                                 'coef="1"/></fixed></tendon>'),
      r"tendon 't' \(id 0\): tendons with armature are not supported"),
-    ("intvelocity", variant(sections='<actuator><intvelocity name="p" joint="j1" kp="10" '
-                                     'actrange="-1 1"/></actuator>'),
-     r"actuator 'p' \(id 0\): has dyntype integrator, gaintype fixed, biastype affine; "
-     r"supported are dyntype none"),
+    ("muscle", variant(sections='<actuator><general name="p" joint="j1" dyntype="muscle"/>'
+                                '</actuator>'),
+     r"actuator 'p' \(id 0\): has dyntype muscle, gaintype fixed, biastype none; "
+     r"supported are dyntype none, integrator, filter or filterexact"),
     ("mocap", variant(world='<body name="target" mocap="true"><geom size="0.1"/></body>'),
      r"body 'target' \(id 3\): mocap bodies are not supported"),
     ("pair", variant(sections='<contact><pair geom1="g1" geom2="g2"/></contact>'),

@@ -12,8 +12,9 @@ PHX_HD ScratchSize adjoint_scratch_size(const ModelView<T>& m) {
   return carved_size<AdjointScratch<T>, T>(m);
 }
 
-// vector-Jacobian product of one step: (adj_qpos_next, adj_qvel_next) at (qpos, qvel, ctrl)
-// -> adjoints of the inputs and, per environment, of the model parameters (null skips one).
+// vector-Jacobian product of one step: (adj_qpos_next, adj_qvel_next, adj_act_next) at (qpos,
+// qvel, act, ctrl) -> adjoints of the inputs and, per environment, of the model parameters (null
+// skips one).
 // The step is replayed from the warm start in con (a cold start when it holds no rows).
 template <class T>
 struct StepAdjointKernel {
@@ -37,6 +38,11 @@ struct StepAdjointKernel {
   const T* xfrc_applied = nullptr;
   T* adj_xfrc_applied = nullptr;  // (nenv x nbody x 6), overwritten; may be null
   T* qfrc_total = nullptr;
+  // with activation state (na > 0; else null): the activations before the step, the adjoint of
+  // those after it (may be null: zero) and the adjoint of those before it, overwritten
+  const T* act = nullptr;           // (nenv x na)
+  const T* adj_act_next = nullptr;  // (nenv x na)
+  T* adj_act = nullptr;             // (nenv x na)
 
   PHX_HD void operator()(int e, Scratch<T> scratch) const {
     const ModelView<T> m = env_view(model, e);
@@ -48,6 +54,8 @@ struct StepAdjointKernel {
     for (int i = 0; i < m.nq; ++i) gq[i] = T(0);
     for (int i = 0; i < m.nv; ++i) gv[i] = T(0);
     for (int i = 0; i < m.nu; ++i) gc[i] = T(0);
+    T* ga = env_row(adj_act, e, m.na);
+    for (int i = 0; ga && i < m.na; ++i) ga[i] = T(0);
     ModelAdjoint<T> am;
     ContactModelAdjoint<T> ac;
     env_parameter_adjoints(m, e, adj_model, adj_contact, am, ac);
@@ -60,9 +68,10 @@ struct StepAdjointKernel {
     const T* xf = env_row(xfrc_applied, e, 6 * m.nbody);
     T* total = env_row(qfrc_total, e, m.nv);
     if (xf) body_forces_to_qfrc(m, q, f, xf, x.w, total);
-    unsigned status = adj_step_env(m, q, qvel + long(e) * m.nv, ctrl + long(e) * m.nu, x, cv,
-                                   adj_qpos_next + long(e) * m.nq, adj_qvel_next + long(e) * m.nv,
-                                   gq, gv, gc, am, ac, gf, {}, xf ? total : f);
+    unsigned status = adj_step_env(m, q, qvel + long(e) * m.nv, env_row(act, e, m.na),
+                                   ctrl + long(e) * m.nu, x, cv, adj_qpos_next + long(e) * m.nq,
+                                   adj_qvel_next + long(e) * m.nv, env_row(adj_act_next, e, m.na),
+                                   gq, gv, ga, gc, am, ac, gf, {}, xf ? total : f);
     if (!xf) return;
     T* gx = env_row(adj_xfrc_applied, e, 6 * m.nbody);
     for (int i = 0; gx && i < 6 * m.nbody; ++i) gx[i] = T(0);
@@ -77,18 +86,18 @@ template <class T>
 struct RolloutAdjointScratch {
   AdjointScratch<T> x;
   StepStore<T> store{};
-  T *q, *v, *gq, *gv, *hq, *hv;
+  T *q, *v, *a, *gq, *gv, *ga, *hq, *hv, *ha;
 
   PHX_HD static RolloutAdjointScratch carve(const ModelView<T>& m, Arena<T>& arena, int nslot,
                                             int ncon, int nrow) {
     RolloutAdjointScratch r;
     r.x = AdjointScratch<T>::carve(m, arena);
-    r.q = arena.template take<T>(m.nq);
-    r.v = arena.template take<T>(m.nv);
-    r.gq = arena.template take<T>(m.nq);
-    r.gv = arena.template take<T>(m.nv);
-    r.hq = arena.template take<T>(m.nq);
-    r.hv = arena.template take<T>(m.nv);
+    T** state[3][3] = {{&r.q, &r.v, &r.a}, {&r.gq, &r.gv, &r.ga}, {&r.hq, &r.hv, &r.ha}};
+    for (auto& s : state) {
+      *s[0] = arena.template take<T>(m.nq);
+      *s[1] = arena.template take<T>(m.nv);
+      *s[2] = arena.template take<T>(m.na);
+    }
     if (nslot > 0) {
       ScratchSize slot = StepStore<T>::slot_size(m, ncon, nrow);
       r.store = {arena.template take<T>(nslot * slot.reals),
@@ -126,6 +135,8 @@ struct RolloutAdjointKernel {
   ContactData<T> con;                 // contact storage of the replay
   int nslot = 0;                      // StepStore slots past the adjoint scratch: 0 or K
   int slot_ncon = 0, slot_nrow = 0;   // their room (the tape's peaks)
+  const T* adj_act_out = nullptr;     // (nenv x nstep x na), may be null
+  T* adj_act = nullptr;               // (nenv x na) dL / d(initial act), overwritten; may be null
 
   PHX_HD void operator()(int e, Scratch<T> scratch) const {
     const ModelView<T> m = env_view(model, e);
@@ -135,25 +146,30 @@ struct RolloutAdjointKernel {
         RolloutAdjointScratch<T>::carve(m, arena, nslot, slot_ncon, slot_nrow);
     for (int i = 0; i < nq; ++i) r.gq[i] = T(0);
     for (int i = 0; i < nv; ++i) r.gv[i] = T(0);
+    for (int i = 0; i < m.na; ++i) r.ga[i] = T(0);
     T* gc = adj_ctrl + long(e) * nstep * nu;
     for (long i = 0; i < long(nstep) * nu; ++i) gc[i] = T(0);
     ModelAdjoint<T> am;
     ContactModelAdjoint<T> ac;
     env_parameter_adjoints(m, e, adj_model, adj_contact, am, ac);
     if (!(tape.status[e] & kStatusStopMask)) {
-      TapeReverse<T> walk{m,    tape, e,    ctrl + long(e) * nstep * nu, r.x, r.store, {},
-                          r.q,  r.v,  r.gq, r.gv, r.hq, r.hv};
+      TapeReverse<T> walk{m,    tape,    e,    ctrl + long(e) * nstep * nu,
+                          r.x,  r.store, {},   r.q,
+                          r.v,  r.a,     r.gq, r.gv,
+                          r.ga, r.hq,    r.hv, r.ha};
       if (m.nefcmax > 0) walk.cv = con.env(m, e);
       const T* gq_out = adj_qpos_out ? adj_qpos_out + long(e) * nstep * nq : nullptr;
       const T* gv_out = adj_qvel_out ? adj_qvel_out + long(e) * nstep * nv : nullptr;
+      const T* ga_out = adj_act_out ? adj_act_out + long(e) * nstep * m.na : nullptr;
       for (int seg = tape.nseg() - 1; seg >= 0; --seg) {
         int base = 0;
         TapeRecords<T> rec = walk.recompute(seg, &base);
-        walk.walk(seg, rec, base, gq_out, gv_out, gc, am, ac);
+        walk.walk(seg, rec, base, gq_out, gv_out, ga_out, gc, am, ac);
       }
     }
     for (int i = 0; i < nq; ++i) adj_qpos[long(e) * nq + i] = r.gq[i];
     for (int i = 0; i < nv; ++i) adj_qvel[long(e) * nv + i] = r.gv[i];
+    for (int i = 0; adj_act && i < m.na; ++i) adj_act[long(e) * m.na + i] = r.ga[i];
   }
 };
 

@@ -32,6 +32,7 @@ struct StepKernel {
   ModelView<T> model;  // env_view gives each environment its parameters
   T* qpos;           // (nenv x nq)
   T* qvel;           // (nenv x nv)
+  T* act;            // (nenv x na), may be null when na = 0
   const T* ctrl;     // (nenv x nu)
   unsigned* status;  // (nenv) OR-ed with the step's status bits
   int nstep;
@@ -54,8 +55,8 @@ struct StepKernel {
     T* q = qpos + long(e) * m.nq;
     for (int t = 0; t < nstep && !(bits & kStatusStopMask); ++t) {
       if (xf) body_forces_to_qfrc(m, q, f, xf, x.w, total);
-      bits |=
-          step_env(m, q, qvel + long(e) * m.nv, ctrl + long(e) * m.nu, x, cv, {}, xf ? total : f);
+      bits |= step_env(m, q, qvel + long(e) * m.nv, env_row(act, e, m.na), ctrl + long(e) * m.nu, x,
+                       cv, {}, xf ? total : f);
     }
     status[e] |= bits;
   }
@@ -69,9 +70,11 @@ struct RolloutKernel {
   ModelView<T> model;  // env_view gives each environment its parameters
   T* qpos;           // (nenv x nq) initial state in, final state out
   T* qvel;           // (nenv x nv)
+  T* act;            // (nenv x na), may be null when na = 0
   const T* ctrl;     // (nenv x nstep x nu)
   T* qpos_out;       // (nenv x nstep x nq), may be null
   T* qvel_out;       // (nenv x nstep x nv), may be null
+  T* act_out;        // (nenv x nstep x na), may be null
   unsigned* status;  // (nenv)
   int nstep;
   ContactData<T> con;  // contacts and constraint impulses (unused without constraints)
@@ -83,15 +86,16 @@ struct RolloutKernel {
     StepScratch<T> x = step_scratch(m, scratch);
     T* q = qpos + long(e) * m.nq;
     T* v = qvel + long(e) * m.nv;
+    T* a = env_row(act, e, m.na);
     unsigned bits = status[e];
     ContactView<T> cv{};
     if (m.nefcmax > 0) cv = con.env(m, e);
     int peak_con = 0, peak_row = 0;
     for (int t = 0; t < nstep; ++t) {
       if (tape.every > 0 && t % tape.every == 0)
-        tape.checkpoints(m, e).save(m, t / tape.every, q, v, cv);
+        tape.checkpoints(m, e).save(m, t / tape.every, q, v, a, cv);
       if (!(bits & kStatusStopMask)) {
-        bits |= step_env(m, q, v, ctrl + (long(e) * nstep + t) * m.nu, x, cv);
+        bits |= step_env(m, q, v, a, ctrl + (long(e) * nstep + t) * m.nu, x, cv);
         if (m.nefcmax > 0) {
           peak_con = *cv.ncon > peak_con ? *cv.ncon : peak_con;
           peak_row = *cv.nefc > peak_row ? *cv.nefc : peak_row;
@@ -102,6 +106,9 @@ struct RolloutKernel {
       }
       if (qvel_out) {
         for (int i = 0; i < m.nv; ++i) qvel_out[(long(e) * nstep + t) * m.nv + i] = v[i];
+      }
+      if (act_out) {
+        for (int i = 0; i < m.na; ++i) act_out[(long(e) * nstep + t) * m.na + i] = a[i];
       }
       if (counts_out) {
         int* c = counts_out + kNumCounts * (long(e) * nstep + t);
@@ -199,7 +206,7 @@ struct KinematicsKernel {
 };
 
 // qacc = (M + diag(armature))^-1 (passive + actuation - bias), MuJoCo's qacc without
-// constraints
+// constraints; with activation state the actuators read act (nenv x na)
 template <class T>
 struct ForwardDynamicsKernel {
   using Scalar = T;
@@ -208,12 +215,18 @@ struct ForwardDynamicsKernel {
   const T* qvel;  // (nenv x nv)
   const T* ctrl;  // (nenv x nu)
   T* qacc;        // (nenv x nv)
+  const T* act = nullptr;  // (nenv x na), may be null when na = 0
 
   PHX_HD void operator()(int e, Scratch<T> scratch) const {
     const ModelView<T> m = env_view(model, e);
-    Workspace<T> w = step_scratch(m, scratch).w;
-    forward_dynamics(m, qpos + long(e) * m.nq, qvel + long(e) * m.nv, ctrl + long(e) * m.nu, T(0),
-                     w, qacc + long(e) * m.nv);
+    StepScratch<T> x = step_scratch(m, scratch);
+    const T* input = ctrl + long(e) * m.nu;
+    if (m.na > 0) {
+      actuator_inputs(m, input, act + long(e) * m.na, x.input);
+      input = x.input;
+    }
+    forward_dynamics(m, qpos + long(e) * m.nq, qvel + long(e) * m.nv, input, T(0), x.w,
+                     qacc + long(e) * m.nv);
   }
 };
 

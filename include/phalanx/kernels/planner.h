@@ -111,7 +111,7 @@ struct PlannerRolloutKernel {
     for (int t = 0; t < H; ++t) {
       const T* u = ctrl + u0 + long(t) * nu;
       if (!(bits & kStatusStopMask)) {
-        bits |= step_env(m, q, v, u, x, cv);
+        bits |= step_env(m, q, v, static_cast<T*>(nullptr), u, x, cv);  // na = 0 (planner.cpp)
         if (cost.nterm)
           total += stage_cost(m, cost, q, v, u, T(1), t == H - 1 ? T(1) : T(0), x.w);
       }
