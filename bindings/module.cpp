@@ -432,7 +432,7 @@ struct StepInputs {
       throw std::invalid_argument(
           "phalanx: this model has actuator activations (na = " + std::to_string(m.na) +
           "): pass act= (E, na) (zeros start at rest); step and rollout then return them after "
-          "qvel. The DLPack entry points (torch, JAX) do not carry activations yet");
+          "qvel");
   }
 };
 
@@ -1106,12 +1106,13 @@ void register_gradients(py::module_& mod) {
   mod.def(
       "step_vjp_into",
       [](PyModel& pm, py::handle q, py::handle v, py::handle u, py::handle aq, py::handle av,
-         const py::dict& grads, int contact_gradient) {
+         const py::dict& grads, int contact_gradient, py::handle act, py::handle adj_act_next) {
         step_vjp(pm, Source::kDlpack, q, v, u, aq, av, py::none(), py::none(), grads,
-                 contact_gradient, py::none(), "cpu");
+                 contact_gradient, py::none(), "cpu", act, adj_act_next);
       },
       py::arg("model"), py::arg("qpos"), py::arg("qvel"), py::arg("ctrl"), py::arg("adj_qpos_next"),
       py::arg("adj_qvel_next"), py::arg("grads"), py::arg("contact_gradient"),
+      py::arg("act") = py::none(), py::arg("adj_act_next") = py::none(),
       "step_vjp on DLPack tensors into the gradient tensors of grads (name -> tensor)");
   mod.def("step_jacobian", &step_jacobian, py::arg("model"), py::arg("qpos"), py::arg("qvel"),
           py::arg("ctrl"), py::arg("parameters"), py::arg("contact_gradient"),
@@ -1151,11 +1152,13 @@ void register_tape(py::module_& mod) {
           py::arg("adj_act") = py::none());
   mod.def(
       "tape_backward_into",
-      [](PyTape& pt, py::handle aq, py::handle av, const py::dict& grads, int contact_gradient) {
-        tape_backward(pt, Source::kDlpack, aq, av, grads, contact_gradient);
+      [](PyTape& pt, py::handle aq, py::handle av, const py::dict& grads, int contact_gradient,
+         py::handle aa) {
+        tape_backward(pt, Source::kDlpack, aq, av, grads, contact_gradient, aa);
       },
       py::arg("tape"), py::arg("adj_qpos"), py::arg("adj_qvel"), py::arg("grads"),
-      py::arg("contact_gradient"), "Tape.backward on DLPack tensors into the gradient tensors of grads");
+      py::arg("contact_gradient"), py::arg("adj_act") = py::none(),
+      "Tape.backward on DLPack tensors into the gradient tensors of grads");
 }
 
 }  // namespace

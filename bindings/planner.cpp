@@ -2,18 +2,21 @@
 // include/phalanx/planner.h on host arrays (what the tests compare with numpy), trajectory
 // costs with their gradients (include/phalanx/cost.h), and PlannerBatch, the planner's stages as
 // kernels on the model's device (host/api.h), which phalanx.control runs on.
+#include "phalanx/planner.h"
+
 #include <pybind11/numpy.h>
+#include <pybind11/stl.h>
 
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <stdexcept>
 #include <string>
 
 #include "bindings/py_model.h"
 #include "bindings/submodules.h"
-#include "phalanx/planner.h"
 
 namespace py = pybind11;
 
@@ -207,7 +210,8 @@ class PyPlannerBatch {
   py::tuple rollouts(const CostInts& ints, const CArrayD& reals, const CArray<T>& qpos,
                      const CArray<T>& qvel, const CArray<T>& plan, const CArray<T>& sigma,
                      const CArray<T>& lo, const CArray<T>& hi, std::uint64_t seed,
-                     std::uint32_t stream, double beta, bool include_nominal, bool record) {
+                     std::uint32_t stream, double beta, bool include_nominal, bool record,
+                     const std::optional<CArray<T>>& act) {
     if (auto dm = pm_->compiled<T>(device_); dm != dm_) {  // the model changed: recompiled
       dm_ = dm;
       batch_ = std::make_unique<phx::PlannerBatch<T>>(*dm_, batch_->nproblem(),
@@ -221,6 +225,7 @@ class PyPlannerBatch {
     require(sigma, "sigma", {N, H, m.nu});
     require(lo, "lo", {m.nu});
     require(hi, "hi", {m.nu});
+    if (act) require(*act, "act", {N, m.na});
     phx::DeviceCost<T> cost = device_cost(*dm_, ints, reals);
     phx::PlannerSpec spec{int(N), int(K), int(H), seed, stream, beta, include_nominal};
     {
@@ -229,8 +234,9 @@ class PyPlannerBatch {
       DeviceInput<T> d_q(dev, qpos.data(), size_t(N) * m.nq), d_v(dev, qvel.data(), size_t(N) * m.nv),
           d_plan(dev, plan.data(), size_t(N * H) * m.nu), d_sigma(dev, sigma.data(), size_t(N * H) * m.nu),
           d_lo(dev, lo.data(), size_t(m.nu)), d_hi(dev, hi.data(), size_t(m.nu));
+      DeviceInput<T> d_act(dev, act ? act->data() : nullptr, act ? size_t(N) * m.na : 0);
       batch_->rollouts(cost, spec, d_q.get(), d_v.get(), d_plan.get(), d_sigma.get(), d_lo.get(),
-                      d_hi.get(), record);
+                       d_hi.get(), record, act ? d_act.get() : nullptr);
     }
     return py::make_tuple(download(batch_->value, {N, K}), download(batch_->status, {N, K}));
   }
@@ -332,8 +338,9 @@ void define_batch(py::module_& mod, const char* name) {
            py::arg("qpos").noconvert(), py::arg("qvel").noconvert(), py::arg("plan").noconvert(),
            py::arg("sigma").noconvert(), py::arg("lo").noconvert(), py::arg("hi").noconvert(),
            py::arg("seed"), py::arg("stream"), py::arg("beta"), py::arg("include_nominal"),
-           py::arg("record") = false,
-           "noise, controls, rollouts and costs of all samples -> (costs (N, K), status (N, K))")
+           py::arg("record") = false, py::arg("act").noconvert() = py::none(),
+           "noise, controls, rollouts and costs of all samples -> (costs (N, K), status (N, K)); "
+           "act (N, na): the problems' activations, with activation state")
       .def("set_costs", &PyPlannerBatch<T>::set_costs, py::arg("costs").noconvert(),
            "replace the samples' costs (N, K) before an update")
       .def("trajectories", &PyPlannerBatch<T>::trajectories,

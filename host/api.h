@@ -278,14 +278,15 @@ class PlannerBatch {
   int nsample() const { return nsample_; }
   int horizon() const { return horizon_; }
 
-  // The samples of one iteration from the problems' states d_qpos0 (nproblem x nq) and d_qvel0
-  // (nproblem x nv), plans d_plan and noise scales d_sigma (nproblem x horizon x nu) and the
-  // control range d_lo, d_hi (nu); spec's sizes must match the batch's.
+  // The samples of one iteration from the problems' states d_qpos0 (nproblem x nq), d_qvel0
+  // (nproblem x nv) and, with activation state, d_act0 (nproblem x na), plans d_plan and noise
+  // scales d_sigma (nproblem x horizon x nu) and the control range d_lo, d_hi (nu); spec's
+  // sizes must match the batch's.
   // With record, the samples' trajectories go to qs and vs, e.g. for a cost evaluated
   // elsewhere that then overwrites value.
   void rollouts(const DeviceCost<T>& cost, const PlannerSpec& spec, const T* d_qpos0,
-                const T* d_qvel0, const T* d_plan, const T* d_sigma, const T* d_lo,
-                const T* d_hi, bool record = false);
+                const T* d_qvel0, const T* d_plan, const T* d_sigma, const T* d_lo, const T* d_hi,
+                bool record = false, const T* d_act0 = nullptr);
   // MPPI's update of the plans in place (planner.h); ok[p] = 0 where a problem had no weights
   void update_mppi(T lambda, T* d_plan, const T* d_lo, const T* d_hi);
   // CEM's refit of the plans and their noise scales in place on the nelite best samples

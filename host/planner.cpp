@@ -85,10 +85,6 @@ PlannerBatch<T>::PlannerBatch(const DeviceModel<T>& model, int nproblem, int nsa
       samples_(model, nproblem > 0 && nsample > 0 ? nproblem * nsample : 0) {
   if (nproblem < 1 || nsample < 1 || horizon < 1)
     throw std::invalid_argument("phalanx: a planner needs at least one problem, sample and step");
-  if (model.view().na > 0)
-    throw std::invalid_argument(
-        "phalanx: the planners do not carry actuator activations yet; this model has " +
-        std::to_string(model.view().na) + " (actuators with dynamics)");
   if (long(nproblem) * nsample > (1L << 31) - 1)
     throw std::invalid_argument("phalanx: too many planner samples");
   Device dev = model.device();
@@ -135,14 +131,17 @@ void PlannerBatch<T>::smallest(int n) {
 }
 
 template <class T>
-void PlannerBatch<T>::rollouts(const DeviceCost<T>& cost, const PlannerSpec& spec,
-                               const T* d_qpos0, const T* d_qvel0, const T* d_plan,
-                               const T* d_sigma, const T* d_lo, const T* d_hi, bool record) {
+void PlannerBatch<T>::rollouts(const DeviceCost<T>& cost, const PlannerSpec& spec, const T* d_qpos0,
+                               const T* d_qvel0, const T* d_plan, const T* d_sigma, const T* d_lo,
+                               const T* d_hi, bool record, const T* d_act0) {
   if (spec.nproblem != nproblem_ || spec.nsample != nsample_ || spec.horizon != horizon_)
     throw std::invalid_argument("phalanx: the planner spec's sizes differ from the batch's");
   if (!(spec.beta >= 0 && spec.beta < 1))
     throw std::invalid_argument("phalanx: the noise smoothing must be in [0, 1)");
   const ModelView<T>& m = model_->view();
+  if (m.na > 0 && !d_act0)
+    throw std::invalid_argument("phalanx: the model has actuator activations (na = " +
+                                std::to_string(m.na) + "); the planner needs the problems' act");
   size_t steps = size_t(nproblem_) * nsample_ * horizon_;
   if (record && qs.size() != steps * m.nq) {
     qs = Buffer<T>::uninitialized(model_->device(), steps * m.nq);
@@ -165,7 +164,9 @@ void PlannerBatch<T>::rollouts(const DeviceCost<T>& cost, const PlannerSpec& spe
                             status.data(),
                             samples_.contacts(),
                             record ? qs.data() : nullptr,
-                            record ? vs.data() : nullptr};
+                            record ? vs.data() : nullptr,
+                            d_act0,
+                            samples_.act.data()};
   launch(model_->device(), nproblem_ * nsample_, k, model_->scratch_size());
 }
 

@@ -172,30 +172,38 @@ class _Planner:
             out[:, H - s:] = a[:, -1:]
         return out
 
-    def plan(self, qpos, qvel, iterations: int | None = None, *, full: bool = False):
+    def plan(self, qpos, qvel, iterations: int | None = None, *, full: bool = False, act=None):
         """Improve the plans from the current states, qpos (N, nq) and qvel (N, nv) (for
-        N = 1 also (nq,) and (nv,)), by ``iterations`` planning iterations (default: the
-        planner's ``iterations``). Returns the first control row of each plan, (N, nu)
-        ((nu,) for 1-D states), or with ``full=True`` the whole plans (N, H, nu)."""
+        N = 1 also (nq,) and (nv,)), and with activation state (``model.na > 0``) act (N, na),
+        by ``iterations`` planning iterations (default: the planner's ``iterations``). Returns
+        the first control row of each plan, (N, nu) ((nu,) for 1-D states), or with
+        ``full=True`` the whole plans (N, H, nu)."""
         iterations = self.iterations if iterations is None else _positive_int(
             "iterations", iterations)
-        qpos, qvel, flat = self._states(qpos, qvel)
+        qpos, qvel, act, flat = self._states(qpos, qvel, act)
         for _ in range(iterations):
-            self._iterate(qpos, qvel)
+            self._iterate(qpos, qvel, act)
             if self.gradient_steps:
-                self.last_refined_cost = self.refine(qpos, qvel, self.gradient_steps)
+                self.last_refined_cost = self.refine(qpos, qvel, self.gradient_steps, act=act)
         out = self._u.copy() if full else self._u[:, 0].copy()
         return out[0] if flat else out
 
     # --- one iteration ----------------------------------------------------------------------
 
-    def _states(self, qpos, qvel):
+    def _states(self, qpos, qvel, act=None):
         N, m = self.num_problems, self.model
+        if act is None and m.na > 0:
+            raise ValueError(f"phalanx.control.{self._name}: the model has actuator activations "
+                             f"(na = {m.na}): pass act= (N, na), the problems' activations")
         qpos, qvel = np.asarray(qpos), np.asarray(qvel)
+        act = np.zeros((qpos.shape[0] if qpos.ndim > 1 else 1, 0)) if act is None else (
+            np.asarray(act))
         flat = qpos.ndim == 1 and qvel.ndim == 1 and N == 1
         if flat:
             qpos, qvel = qpos[None], qvel[None]
-        for name, a, n, s in [("qpos", qpos, m.nq, "nq"), ("qvel", qvel, m.nv, "nv")]:
+            act = act.reshape(1, -1)
+        for name, a, n, s in [("qpos", qpos, m.nq, "nq"), ("qvel", qvel, m.nv, "nv"),
+                              ("act", act, m.na, "na")]:
             if a.shape != (N, n):
                 extra = f" or ({s},) = ({n},)" if N == 1 else ""
                 raise ValueError(f"phalanx.control.{self._name}: {name} must have shape "
@@ -204,8 +212,9 @@ class _Planner:
                 bad = np.flatnonzero(~np.isfinite(a).all(axis=1))
                 raise ValueError(f"phalanx.control.{self._name}: {name} of problem(s) "
                                  f"{bad.tolist()} is not finite")
+        act = np.ascontiguousarray(act, dtype=self.dtype) if m.na > 0 else None
         return (np.ascontiguousarray(qpos, dtype=self.dtype),
-                np.ascontiguousarray(qvel, dtype=self.dtype), flat)
+                np.ascontiguousarray(qvel, dtype=self.dtype), act, flat)
 
     def _clip(self, u):
         return np.clip(u, self._lo, self._hi)
@@ -218,7 +227,7 @@ class _Planner:
         """(N, H, nu): the standard deviation of each plan entry's noise"""
         raise NotImplementedError
 
-    def _sample(self, qpos, qvel) -> np.ndarray:
+    def _sample(self, qpos, qvel, act) -> np.ndarray:
         """the sampling stage: every sample's noise, controls, rollout and cost -> (N, K)"""
         N, K, H, nu = self.num_problems, self.num_samples, self.horizon, self.model.nu
         if self._batch is None:
@@ -231,7 +240,7 @@ class _Planner:
             terms.ints, terms.reals, qpos, qvel, self._u,
             np.ascontiguousarray(self._noise_scale(), dtype=self.dtype), self._lo, self._hi,
             self.seed, self._iteration % 2**32, self.noise_smoothing, self.include_nominal,
-            record=not native)
+            record=not native, act=act)
         if not native:  # a Python cost on the recorded trajectories
             qs, vs = self._batch.trajectories()
             ctrl = self._batch.ctrl.reshape(N * K, H, nu)
@@ -269,10 +278,10 @@ class _Planner:
             raise RuntimeError(f"phalanx.control.{self._name}: no iteration has run yet")
         return self._batch.eps, self._batch.ctrl
 
-    def _iterate(self, qpos, qvel):
+    def _iterate(self, qpos, qvel, act):
         raise NotImplementedError
 
-    def refine(self, qpos, qvel, steps: int = 1) -> np.ndarray:
+    def refine(self, qpos, qvel, steps: int = 1, *, act=None) -> np.ndarray:
         """Gradient-refined sampling: ``steps`` gradient steps on every plan from the states
         qpos (N, nq), qvel (N, nv), through the rollout's adjoint (a taped rollout of the N
         plans, the cost's gradient with respect to the trajectory, ``Tape.backward``). A step
@@ -281,18 +290,20 @@ class _Planner:
         batched rollout; a problem keeps the cheapest candidate if it beats its plan (else the
         plan stays). The cost must have a gradient (``phalanx.costs`` terms, or a
         CallableCost with ``grad_fn``). Returns the plans' costs after the steps, (N,).
-        ``plan`` runs this after each sampling iteration when ``gradient_steps`` > 0."""
+        ``plan`` runs this after each sampling iteration when ``gradient_steps`` > 0. With
+        activation state, ``act`` (N, na) holds the problems' activations."""
         from . import Tape, rollout
 
-        qpos, qvel, _ = self._states(qpos, qvel)
+        qpos, qvel, act, _ = self._states(qpos, qvel, act)
         N, H, nu = self.num_problems, self.horizon, self.model.nu
         fractions = np.array([1.0, 0.5, 0.25, 0.125])
         scale = self.gradient_step * np.asarray(self._noise_scale(), dtype=np.float64)
         value = None
         for _ in range(_positive_int("steps", steps)):
             tape = Tape(checkpoint_every=1)
-            qs, vs, status = rollout(self.model, qpos, qvel, self._u, tape=tape,
-                                     device=self.device)
+            out = rollout(self.model, qpos, qvel, self._u, tape=tape, act=act,
+                          device=self.device)
+            qs, vs, status = out[0], out[1], out[-1]
             value, dq, dv, du = self.cost.value_and_grad(qs, vs, self._u)
             value = np.where((np.asarray(status) & _STOPPED) != 0, np.inf, value)
             g = np.asarray(tape.backward(dq, dv)["ctrl"], dtype=np.float64) + du
@@ -301,8 +312,9 @@ class _Planner:
             trial = self._clip(self._u[None] - fractions[:, None, None, None] * scale[None]
                                * direction[None]).astype(self.dtype)  # (4, N, H, nu)
             trial = trial.transpose(1, 0, 2, 3).reshape(N * 4, H, nu)
-            qs, vs, status = rollout(self.model, np.repeat(qpos, 4, 0), np.repeat(qvel, 4, 0),
-                                     trial, device=self.device)
+            out = rollout(self.model, np.repeat(qpos, 4, 0), np.repeat(qvel, 4, 0), trial,
+                          act=None if act is None else np.repeat(act, 4, 0), device=self.device)
+            qs, vs, status = out[0], out[1], out[-1]
             c = np.asarray(self.cost(qs, vs, trial), dtype=np.float64)
             c = np.where((np.asarray(status) & _STOPPED) != 0, np.inf, c).reshape(N, 4)
             best = c.argmin(axis=1)
@@ -346,8 +358,8 @@ class MPPI(_Planner):
         N, H, nu = self.num_problems, self.horizon, self.model.nu
         return np.broadcast_to(self.sigma, (N, H, nu))
 
-    def _iterate(self, qpos, qvel):
-        self._sample(qpos, qvel)
+    def _iterate(self, qpos, qvel, act):
+        self._sample(qpos, qvel, act)
         ok = self._batch.update_mppi(self._u, self.temperature, self._lo, self._hi)
         if not np.all(ok):  # NaN and all-inf costs were reported above; kept as a guard
             bad = np.flatnonzero(~np.asarray(ok))
@@ -414,8 +426,8 @@ class CEM(_Planner):
     def _noise_scale(self):
         return self._std
 
-    def _iterate(self, qpos, qvel):
-        self._sample(qpos, qvel)
+    def _iterate(self, qpos, qvel, act):
+        self._sample(qpos, qvel, act)
         self._batch.update_cem(self._u, self._std, self.num_elites, self.smoothing,
                                self.sigma_min)
         self.last_elites = self._batch.elites

@@ -18,6 +18,9 @@ expected shape. An environment whose step sets a stopping status bit (``STATUS_N
 ``RuntimeError`` inside the callback, which JAX re-raises (as ``jax.errors.JaxRuntimeError``
 under ``jit``, with the message naming the environments).
 
+A model whose actuators have dynamics (``model.na > 0``) carries their activations: pass
+``act`` (E, na) and the functions return it after qvel, differentiable like the state.
+
 ``params`` maps parameter names (``PARAMETERS``) to arrays of the model's shape, shared by all
 environments, with gradients summed over them. Unlike ``phalanx.torch``, the model is not left
 changed: the callback sets the parameters, runs, and puts back what it found, so the functions
@@ -47,66 +50,77 @@ _SHAPES = dict(phalanx._PARAMETERS)  # name -> (lambda model: shape)
 _FLOATS = (np.dtype(np.float32), np.dtype(np.float64))
 
 
-def step(model: phalanx.Model, qpos, qvel, ctrl, params: Mapping | None = None, *,
+def step(model: phalanx.Model, qpos, qvel, ctrl, params: Mapping | None = None, *, act=None,
          complementarity_aware: bool = False, bounce_correction: bool = False):
     """One differentiable step: (qpos (E, nq), qvel (E, nv), ctrl (E, nu)) -> (qpos', qvel').
 
     ``params``: optional dict name -> array of the model's shape (see the module docstring);
     the model is restored after the call. The contact-gradient options are those of
-    ``phalanx.step_vjp``.
+    ``phalanx.step_vjp``. A model with actuator activations (``model.na > 0``) needs ``act``
+    (E, na); the result is then (qpos', qvel', act'), differentiable in act too.
     """
-    qpos, qvel, ctrl, params = _check(model, qpos, qvel, ctrl, params, rollout=False)
+    qpos, qvel, ctrl, act, params = _check(model, qpos, qvel, ctrl, act, params, rollout=False)
     options = (bool(complementarity_aware), bool(bounce_correction))
-    return _step(model, options, qpos, qvel, ctrl, params)
+    out = _step(model, options, qpos, qvel, ctrl, act, params)
+    return out if model.na > 0 else out[:2]
 
 
 def rollout(model: phalanx.Model, qpos0, qvel0, ctrl, params: Mapping | None = None, *,
-            checkpoint_every: int = 0, memory_budget: int = 0,
+            act=None, checkpoint_every: int = 0, memory_budget: int = 0,
             complementarity_aware: bool = False, bounce_correction: bool = False):
     """T differentiable steps driven by ctrl (E, T, nu) -> (qpos (E, T, nq), qvel (E, T, nv)).
 
     The backward re-runs the rollout onto ``phalanx.Tape(checkpoint_every, memory_budget)``
-    and calls ``tape.backward``. ``params`` as in ``step``.
+    and calls ``tape.backward``. ``params`` as in ``step``. With actuator activations pass the
+    initial ``act`` (E, na); the result is then (qpos, qvel, act (E, T, na)).
     """
-    qpos0, qvel0, ctrl, params = _check(model, qpos0, qvel0, ctrl, params, rollout=True)
+    qpos0, qvel0, ctrl, act, params = _check(model, qpos0, qvel0, ctrl, act, params,
+                                             rollout=True)
     options = (int(checkpoint_every), int(memory_budget), bool(complementarity_aware),
                bool(bounce_correction))
-    return _rollout(model, options, qpos0, qvel0, ctrl, params)
+    out = _rollout(model, options, qpos0, qvel0, ctrl, act, params)
+    return out if model.na > 0 else out[:2]
 
+
+# The functions below carry the activations act (E, na) always, of width 0 when the model has
+# none (the NumPy API then takes and returns none).
 
 # ---- one step ----
 
 @functools.partial(jax.custom_vjp, nondiff_argnums=(0, 1))
-def _step(model, options, qpos, qvel, ctrl, params):
-    return _step_fwd(model, options, qpos, qvel, ctrl, params)[0]
+def _step(model, options, qpos, qvel, ctrl, act, params):
+    return _step_fwd(model, options, qpos, qvel, ctrl, act, params)[0]
 
 
-def _step_fwd(model, options, qpos, qvel, ctrl, params):
-    def host(qpos, qvel, ctrl, params):
+def _step_fwd(model, options, qpos, qvel, ctrl, act, params):
+    def host(qpos, qvel, ctrl, act, params):
+        q, v, u, a = _arrays(qpos, qvel, ctrl, act)
         with phalanx.model_parameters(model, params):
-            q1, v1, status = phalanx.step(model, *_arrays(qpos, qvel, ctrl))
-        phalanx.raise_if_stopped(status, "step")
-        return q1, v1
+            out = phalanx.step(model, q, v, u, act=_act(model, a))
+        phalanx.raise_if_stopped(out[-1], "step")
+        return out[0], out[1], out[2] if model.na > 0 else a
 
-    out = _callback(host, (_like(qpos), _like(qvel)), qpos, qvel, ctrl, params)
-    return out, (qpos, qvel, ctrl, params)
+    out = _callback(host, (_like(qpos), _like(qvel), _like(act)), qpos, qvel, ctrl, act, params)
+    return out, (qpos, qvel, ctrl, act, params)
 
 
 def _step_bwd(model, options, residuals, cotangents):
-    qpos, qvel, ctrl, params = residuals
+    qpos, qvel, ctrl, act, params = residuals
     complementarity_aware, bounce_correction = options
 
-    def host(qpos, qvel, ctrl, params, adj_qpos, adj_qvel):
-        q, v, u, aq, av = _arrays(qpos, qvel, ctrl, adj_qpos, adj_qvel)
+    def host(qpos, qvel, ctrl, act, params, adj_qpos, adj_qvel, adj_act):
+        q, v, u, a, aq, av, aa = _arrays(qpos, qvel, ctrl, act, adj_qpos, adj_qvel, adj_act)
         with phalanx.model_parameters(model, params):
-            g = phalanx.step_vjp(model, q, v, u, aq, av,
+            g = phalanx.step_vjp(model, q, v, u, aq, av, act=_act(model, a),
+                                 adj_act_next=_act(model, aa),
                                  complementarity_aware=complementarity_aware,
                                  bounce_correction=bounce_correction)
-        return _grads(g, q.dtype, params)
+        return _grads(g, q.dtype, params, a)
 
     adj = [jnp.asarray(c, qpos.dtype) for c in cotangents]
-    shapes = (_like(qpos), _like(qvel), _like(ctrl), {n: _like(p) for n, p in params.items()})
-    return _callback(host, shapes, qpos, qvel, ctrl, params, *adj)
+    shapes = (_like(qpos), _like(qvel), _like(ctrl), _like(act),
+              {n: _like(p) for n, p in params.items()})
+    return _callback(host, shapes, qpos, qvel, ctrl, act, params, *adj)
 
 
 _step.defvjp(_step_fwd, _step_bwd)
@@ -115,41 +129,47 @@ _step.defvjp(_step_fwd, _step_bwd)
 # ---- rollout ----
 
 @functools.partial(jax.custom_vjp, nondiff_argnums=(0, 1))
-def _rollout(model, options, qpos0, qvel0, ctrl, params):
-    return _rollout_fwd(model, options, qpos0, qvel0, ctrl, params)[0]
+def _rollout(model, options, qpos0, qvel0, ctrl, act0, params):
+    return _rollout_fwd(model, options, qpos0, qvel0, ctrl, act0, params)[0]
 
 
-def _rollout_fwd(model, options, qpos0, qvel0, ctrl, params):
-    def host(qpos0, qvel0, ctrl, params):
-        with phalanx.model_parameters(model, params):
-            qs, vs, status = phalanx.rollout(model, *_arrays(qpos0, qvel0, ctrl))
-        phalanx.raise_if_stopped(status, "rollout")
-        return qs, vs
-
+def _rollout_fwd(model, options, qpos0, qvel0, ctrl, act0, params):
     E, T = ctrl.shape[:2]
+
+    def host(qpos0, qvel0, ctrl, act0, params):
+        q, v, u, a = _arrays(qpos0, qvel0, ctrl, act0)
+        with phalanx.model_parameters(model, params):
+            out = phalanx.rollout(model, q, v, u, act=_act(model, a))
+        phalanx.raise_if_stopped(out[-1], "rollout")
+        acts = out[2] if model.na > 0 else np.zeros((E, T, 0), q.dtype)
+        return out[0], out[1], acts
+
     shapes = (jax.ShapeDtypeStruct((E, T, model.nq), qpos0.dtype),
-              jax.ShapeDtypeStruct((E, T, model.nv), qpos0.dtype))
-    out = _callback(host, shapes, qpos0, qvel0, ctrl, params)
-    return out, (qpos0, qvel0, ctrl, params)
+              jax.ShapeDtypeStruct((E, T, model.nv), qpos0.dtype),
+              jax.ShapeDtypeStruct((E, T, model.na), qpos0.dtype))
+    out = _callback(host, shapes, qpos0, qvel0, ctrl, act0, params)
+    return out, (qpos0, qvel0, ctrl, act0, params)
 
 
 def _rollout_bwd(model, options, residuals, cotangents):
-    qpos0, qvel0, ctrl, params = residuals
+    qpos0, qvel0, ctrl, act0, params = residuals
     checkpoint_every, memory_budget, complementarity_aware, bounce_correction = options
 
-    def host(qpos0, qvel0, ctrl, params, adj_qpos, adj_qvel):
-        q, v, u, aq, av = _arrays(qpos0, qvel0, ctrl, adj_qpos, adj_qvel)
+    def host(qpos0, qvel0, ctrl, act0, params, adj_qpos, adj_qvel, adj_act):
+        q, v, u, a, aq, av, aa = _arrays(qpos0, qvel0, ctrl, act0, adj_qpos, adj_qvel, adj_act)
         tape = phalanx.Tape(checkpoint_every=checkpoint_every, memory_budget=memory_budget)
         with phalanx.model_parameters(model, params):
-            _, _, status = phalanx.rollout(model, q, v, u, tape=tape)
+            status = phalanx.rollout(model, q, v, u, tape=tape, act=_act(model, a))[-1]
         phalanx.raise_if_stopped(status, "rollout")
-        g = tape.backward(aq, av, complementarity_aware=complementarity_aware,
+        g = tape.backward(aq, av, adj_act=_act(model, aa),
+                          complementarity_aware=complementarity_aware,
                           bounce_correction=bounce_correction)
-        return _grads(g, q.dtype, params)
+        return _grads(g, q.dtype, params, a)
 
     adj = [jnp.asarray(c, qpos0.dtype) for c in cotangents]
-    shapes = (_like(qpos0), _like(qvel0), _like(ctrl), {n: _like(p) for n, p in params.items()})
-    return _callback(host, shapes, qpos0, qvel0, ctrl, params, *adj)
+    shapes = (_like(qpos0), _like(qvel0), _like(ctrl), _like(act0),
+              {n: _like(p) for n, p in params.items()})
+    return _callback(host, shapes, qpos0, qvel0, ctrl, act0, params, *adj)
 
 
 _rollout.defvjp(_rollout_fwd, _rollout_bwd)
@@ -170,18 +190,34 @@ def _arrays(*xs):
     return [np.ascontiguousarray(x) for x in xs]
 
 
-def _grads(g, dtype, params):
+def _act(model, a):
+    """the activations for the NumPy API: None for a model without any"""
+    return a if model.na > 0 else None
+
+
+def _grads(g, dtype, params, act):
+    """(qpos, qvel, ctrl, act, params) gradients; act's is empty without activations"""
+    ga = g["act"].astype(dtype, copy=False) if "act" in g else np.zeros(act.shape, dtype)
     out = (g["qpos"].astype(dtype, copy=False), g["qvel"].astype(dtype, copy=False),
-           g["ctrl"].astype(dtype, copy=False),
+           g["ctrl"].astype(dtype, copy=False), ga,
            {n: g[n].sum(axis=0).astype(np.asarray(p).dtype) for n, p in params.items()})
     return out
 
 
-def _check(model, qpos, qvel, ctrl, params, rollout):
-    """the arguments as jax arrays, their shapes and dtypes checked (at trace time)"""
+def _check(model, qpos, qvel, ctrl, act, params, rollout):
+    """the arguments as jax arrays, their shapes and dtypes checked (at trace time); act (E, na)
+    of width 0 for a model without activations"""
     if not isinstance(model, phalanx.Model):
         raise TypeError(f"phalanx.jax: model must be a phalanx.Model, got {type(model).__name__}")
     qpos, qvel, ctrl = jnp.asarray(qpos), jnp.asarray(qvel), jnp.asarray(ctrl)
+    if act is None and model.na > 0:
+        raise ValueError(f"phalanx.jax: the model has actuator activations (na = {model.na}): "
+                         "pass act= (E, na) (zeros start at rest)")
+    act = jnp.zeros((qpos.shape[0], 0), qpos.dtype) if act is None else jnp.asarray(act)
+    if act.shape != (qpos.shape[0], model.na) or act.dtype != qpos.dtype:
+        raise ValueError(f"phalanx.jax: act must have shape (E, na) = ({qpos.shape[0]}, "
+                         f"{model.na}) and qpos's dtype {qpos.dtype}, got {act.shape} "
+                         f"{act.dtype}")
     dtype = np.dtype(qpos.dtype)
     if dtype not in _FLOATS:
         raise ValueError(f"phalanx.jax: qpos must be float32 or float64, got {dtype} (float64 "
@@ -204,6 +240,6 @@ def _check(model, qpos, qvel, ctrl, params, rollout):
             raise ValueError(f"phalanx.jax: params[{name!r}] must be float32 or float64, got "
                              f"{value.dtype}")
         checked[name] = value
-    return qpos, qvel, ctrl, checked
+    return qpos, qvel, ctrl, act, checked
 
 

@@ -27,6 +27,10 @@ and ``bounce_correction``. Double backward and the torch.func
 transforms (vmap, jacrev, jvp) are not supported; ``torch.autograd.functional.jacobian`` (one
 backward per output) works.
 
+A model whose actuators have dynamics (``model.na > 0``) carries their activations: pass
+``act`` (E, na) and the functions return it after qvel, with its gradient flowing like the
+state's.
+
 Parameters (``params``) may be float32 or float64 tensors of any requires_grad; the model stores
 their values as float64 (a float32 value is stored exactly as that float32 number).
 """
@@ -51,10 +55,13 @@ _FLOATS = (torch.float32, torch.float64)
 
 
 def step(model: phalanx.Model, qpos: torch.Tensor, qvel: torch.Tensor, ctrl: torch.Tensor,
-         params: Mapping[str, torch.Tensor] | None = None, *,
+         params: Mapping[str, torch.Tensor] | None = None, *, act: torch.Tensor | None = None,
          complementarity_aware: bool = False,
-         bounce_correction: bool = False) -> tuple[torch.Tensor, torch.Tensor]:
+         bounce_correction: bool = False) -> tuple[torch.Tensor, ...]:
     """One differentiable step: (qpos (E, nq), qvel (E, nv), ctrl (E, nu)) -> (qpos', qvel').
+
+    A model with actuator activations (``model.na > 0``) needs ``act`` (E, na); the result is
+    then (qpos', qvel', act'), differentiable in act too.
 
     ``params`` maps parameter names (``phalanx.PARAMETERS``: body_mass, body_inertia,
     dof_damping, dof_armature, jnt_stiffness, actuator_gear, body_ipos, geom_friction,
@@ -68,15 +75,17 @@ def step(model: phalanx.Model, qpos: torch.Tensor, qvel: torch.Tensor, ctrl: tor
     masses), which limits finite-difference checks to the other entries.
     """
     names, values = _params(model, params)
-    qpos, qvel, ctrl = _state(qpos, qvel, ctrl)
+    qpos, qvel, ctrl, act = _state(model, qpos, qvel, ctrl, act)
     options = (bool(complementarity_aware), bool(bounce_correction))
-    return _Step.apply(model, options, names, qpos, qvel, ctrl, *values)
+    out = _Step.apply(model, options, names, qpos, qvel, ctrl, act, *values)
+    return out if model.na > 0 else out[:2]
 
 
 def rollout(model: phalanx.Model, qpos0: torch.Tensor, qvel0: torch.Tensor, ctrl: torch.Tensor,
-            params: Mapping[str, torch.Tensor] | None = None, *, checkpoint_every: int = 0,
-            memory_budget: int = 0, complementarity_aware: bool = False,
-            bounce_correction: bool = False) -> tuple[torch.Tensor, torch.Tensor]:
+            params: Mapping[str, torch.Tensor] | None = None, *, act: torch.Tensor | None = None,
+            checkpoint_every: int = 0, memory_budget: int = 0,
+            complementarity_aware: bool = False,
+            bounce_correction: bool = False) -> tuple[torch.Tensor, ...]:
     """T differentiable steps driven by ctrl (E, T, nu) from (qpos0 (E, nq), qvel0 (E, nv)).
 
     Returns (qpos (E, T, nq), qvel (E, T, nv)), the state after each step, as phalanx.rollout.
@@ -84,48 +93,56 @@ def rollout(model: phalanx.Model, qpos0: torch.Tensor, qvel0: torch.Tensor, ctrl
     memory_budget)`` (see its docstring: a checkpoint every ceil(sqrt(T)) steps by default) and
     the backward calls ``tape.backward``; gradients flow to qpos0, qvel0, ctrl and ``params``.
     ``params`` is as in ``step``: the forward writes them into the model (which keeps them);
-    the tape holds the model it recorded, so the backward is unaffected by later changes.
+    the tape holds the model it recorded, so the backward is unaffected by later changes. With
+    actuator activations pass the initial ``act`` (E, na); the result is then (qpos, qvel, act
+    (E, T, na)).
     """
     names, values = _params(model, params)
-    qpos0, qvel0, ctrl = _state(qpos0, qvel0, ctrl)
+    qpos0, qvel0, ctrl, act = _state(model, qpos0, qvel0, ctrl, act)
     options = (int(checkpoint_every), int(memory_budget), bool(complementarity_aware),
                bool(bounce_correction))
-    return _Rollout.apply(model, options, names, qpos0, qvel0, ctrl, *values)
+    out = _Rollout.apply(model, options, names, qpos0, qvel0, ctrl, act, *values)
+    return out if model.na > 0 else out[:2]
 
 
 class _Step(torch.autograd.Function):
     @staticmethod
-    def forward(ctx, model, options, names, qpos, qvel, ctrl, *values):
+    def forward(ctx, model, options, names, qpos, qvel, ctrl, act, *values):
         _set_parameters(model, names, values)
         E = qpos.shape[0]
         q1, v1 = _empty(qpos, (E, model.nq)), _empty(qpos, (E, model.nv))
+        a1 = act.detach().clone().contiguous()  # advanced in place
         status = _empty(qpos, (E,), torch.int32)
-        _phalanx.step_into(model, _dl(qpos), _dl(qvel), _dl(ctrl), q1, v1, status, 1)
+        _phalanx.step_into(model, _dl(qpos), _dl(qvel), _dl(ctrl), q1, v1, status, 1, None,
+                           _carried(model, a1))
         phalanx.raise_if_stopped(_status(status), "step")
         ctx.model, ctx.options, ctx.names = model, options, names
         ctx.param_dtypes = [v.dtype for v in values]
         if any(ctx.needs_input_grad):
             # every parameter as the forward saw it, so that the backward linearises there
             ctx.snapshot = {n: model.parameter(n) for n in PARAMETERS}
-            ctx.save_for_backward(qpos, qvel, ctrl)
-        return q1, v1
+            ctx.save_for_backward(qpos, qvel, ctrl, act)
+        return q1, v1, a1
 
     @staticmethod
     @once_differentiable
-    def backward(ctx, adj_qpos, adj_qvel):
-        qpos, qvel, ctrl = ctx.saved_tensors
+    def backward(ctx, adj_qpos, adj_qvel, adj_act):
+        qpos, qvel, ctrl, act = ctx.saved_tensors
         grads = _grad_tensors(ctx, qpos, ctrl.shape)
         with phalanx.model_parameters(ctx.model, ctx.snapshot):
             _phalanx.step_vjp_into(ctx.model, _dl(qpos), _dl(qvel), _dl(ctrl),
                                    _dl(_adjoint(adj_qpos, qpos, ctx.model.nq)),
-                                   _dl(_adjoint(adj_qvel, qpos, ctx.model.nv)), grads,
-                                   phalanx._gradient_flags(*ctx.options))
+                                   _dl(_adjoint(adj_qvel, qpos, ctx.model.nv)), _carried_grads(
+                                       ctx.model, grads), phalanx._gradient_flags(*ctx.options),
+                                   _carried(ctx.model, _dl(act)),
+                                   _carried(ctx.model, _dl(_adjoint(adj_act, qpos,
+                                                                    ctx.model.na))))
         return (None, None, None, *_grads(ctx, grads))
 
 
 class _Rollout(torch.autograd.Function):
     @staticmethod
-    def forward(ctx, model, options, names, qpos0, qvel0, ctrl, *values):
+    def forward(ctx, model, options, names, qpos0, qvel0, ctrl, act0, *values):
         checkpoint_every, memory_budget = options[:2]
         _set_parameters(model, names, values)
         tape = None
@@ -133,23 +150,27 @@ class _Rollout(torch.autograd.Function):
             tape = phalanx.Tape(checkpoint_every=checkpoint_every, memory_budget=memory_budget)
         E, T = qpos0.shape[0], ctrl.shape[1] if ctrl.dim() == 3 else 0
         qs, vs = _empty(qpos0, (E, T, model.nq)), _empty(qpos0, (E, T, model.nv))
+        acts = _empty(qpos0, (E, T, model.na))
         status = _empty(qpos0, (E,), torch.int32)
-        _phalanx.rollout_into(model, _dl(qpos0), _dl(qvel0), _dl(ctrl), qs, vs, status, tape)
+        _phalanx.rollout_into(model, _dl(qpos0), _dl(qvel0), _dl(ctrl), qs, vs, status, tape,
+                              None, _carried(model, act0.detach().clone().contiguous()),
+                              _carried(model, acts))
         phalanx.raise_if_stopped(_status(status), "rollout")
         ctx.model, ctx.tape, ctx.options, ctx.names = model, tape, options, names
         ctx.param_dtypes = [v.dtype for v in values]
         ctx.like, ctx.ctrl_shape = qpos0.detach(), ctrl.shape
-        return qs, vs
+        return qs, vs, acts
 
     @staticmethod
     @once_differentiable
-    def backward(ctx, adj_qpos, adj_qvel):
+    def backward(ctx, adj_qpos, adj_qvel, adj_act):
         grads = _grad_tensors(ctx, ctx.like, ctx.ctrl_shape)
         dtype = ctx.like.dtype
         _phalanx.tape_backward_into(
             ctx.tape, None if adj_qpos is None else _dl(adj_qpos.to(dtype)),
-            None if adj_qvel is None else _dl(adj_qvel.to(dtype)), grads,
-            phalanx._gradient_flags(*ctx.options[2:]))
+            None if adj_qvel is None else _dl(adj_qvel.to(dtype)),
+            _carried_grads(ctx.model, grads), phalanx._gradient_flags(*ctx.options[2:]),
+            None if adj_act is None else _carried(ctx.model, _dl(adj_act.to(dtype))))
         return (None, None, None, *_grads(ctx, grads))
 
 
@@ -160,6 +181,10 @@ def _dl(t: torch.Tensor) -> torch.Tensor:
 
 def _empty(like: torch.Tensor, shape, dtype=None) -> torch.Tensor:
     return torch.empty(shape, dtype=like.dtype if dtype is None else dtype, device=like.device)
+
+
+def _zeros(like: torch.Tensor, shape) -> torch.Tensor:
+    return torch.zeros(shape, dtype=like.dtype, device=like.device)
 
 
 def _status(status: torch.Tensor) -> np.ndarray:
@@ -175,33 +200,51 @@ def _adjoint(adj, like, n):
 
 def _grad_tensors(ctx, like, ctrl_shape):
     """the gradient tensors the backward fills: those autograd asks for (inputs after model,
-    options and names: qpos, qvel, ctrl, then the parameters), per environment"""
+    options and names: qpos, qvel, ctrl, act, then the parameters), per environment"""
     E, model = like.shape[0], ctx.model
     need = ctx.needs_input_grad[3:]
-    shapes = {"qpos": (E, model.nq), "qvel": (E, model.nv), "ctrl": tuple(ctrl_shape)}
-    grads = {name: _empty(like, shape) for (name, shape), wanted in zip(shapes.items(), need)
+    shapes = {"qpos": (E, model.nq), "qvel": (E, model.nv), "ctrl": tuple(ctrl_shape),
+              "act": (E, model.na)}
+    grads = {name: _zeros(like, shape) for (name, shape), wanted in zip(shapes.items(), need)
              if wanted}
-    for name, wanted in zip(ctx.names, need[3:]):
+    for name, wanted in zip(ctx.names, need[4:]):
         if wanted:
             grads[name] = _empty(like, (E, *_SHAPES[name](model)))
     return grads
 
 
+def _carried(model, t):
+    """the activations' tensor for the extension: None for a model without any"""
+    return t if model.na > 0 else None
+
+
+def _carried_grads(model, grads):
+    """the gradient tensors the extension fills: act's only for a model with activations"""
+    return grads if model.na > 0 else {k: v for k, v in grads.items() if k != "act"}
+
+
 def _grads(ctx, grads):
-    """the gradients of (qpos, qvel, ctrl, *params) from the filled tensors; a parameter shared
-    by every environment gets the sum of theirs"""
-    out = [grads.get(name) for name in ("qpos", "qvel", "ctrl")]
+    """the gradients of (qpos, qvel, ctrl, act, *params) from the filled tensors; a parameter
+    shared by every environment gets the sum of theirs"""
+    out = [grads.get(name) for name in ("qpos", "qvel", "ctrl", "act")]
     for name, dtype in zip(ctx.names, ctx.param_dtypes):
         out.append(grads[name].sum(dim=0).to(dtype) if name in grads else None)
     return out
 
 
-def _state(qpos, qvel, ctrl):
+def _state(model, qpos, qvel, ctrl, act):
     """check that the state arguments are float tensors on the CPU or CUDA (their shapes, common
-    dtype and device are checked by the core, as for every caller)"""
+    dtype and device are checked by the core, as for every caller); act (E, na), of width 0 for
+    a model without activations"""
     for name, t in (("qpos", qpos), ("qvel", qvel), ("ctrl", ctrl)):
         _check_tensor(name, t)
-    return qpos, qvel, ctrl
+    if act is None:
+        if model.na > 0:
+            raise ValueError(f"phalanx.torch: the model has actuator activations (na = "
+                             f"{model.na}): pass act= (E, na) (zeros start at rest)")
+        act = torch.zeros((qpos.shape[0], 0), dtype=qpos.dtype, device=qpos.device)
+    _check_tensor("act", act)
+    return qpos, qvel, ctrl, act
 
 
 def _check_tensor(name, t):

@@ -10,6 +10,8 @@ import numpy as np
 import pytest
 
 import phalanx
+import phalanx.control
+import phalanx.costs
 from phalanx.testing import parameter_difference
 
 # a hinge-hinge-slide arm: an integrating velocity servo with its act range, a first-order
@@ -240,3 +242,87 @@ def test_the_simulator_holds_the_activations(arm, rng):
     sim.reset(env_ids=[1], act=np.full(mj.na, 0.01))
     np.testing.assert_array_equal(sim.act[1], 0.01)
     np.testing.assert_array_equal(sim.act[0], a_ref[0, -1])
+
+
+def test_planners_roll_their_samples_out_from_the_activations(arm, rng):
+    # MPPI's samples start from the problems' (qpos, qvel, act): their costs equal those of
+    # phalanx.rollout of the same controls from that state; other activations change them
+    mj, model = arm
+    cost = phalanx.costs.Quadratic(model, qpos_weight=[1.0, 2.0, 3.0], qvel_weight=[0.1] * 3)
+    planner = phalanx.control.MPPI(model, horizon=12, num_samples=8, sigma=0.5,
+                                   temperature=1.0, cost=cost, num_problems=2)
+    qpos, qvel, act, _ = gentle_start(mj, rng, 2, 1)
+    with pytest.raises(ValueError, match=r"actuator activations \(na = 4\): pass act="):
+        planner.plan(qpos, qvel)
+    planner.plan(qpos, qvel, act=act, iterations=1)
+    _, ctrl = planner.last_samples  # (N, K, H, nu)
+    K = ctrl.shape[1]
+    qs, vs, _, status = phalanx.rollout(model, np.repeat(qpos, K, 0), np.repeat(qvel, K, 0),
+                                        ctrl.reshape(2 * K, 12, -1), act=np.repeat(act, K, 0))
+    assert not status.any()
+    ref = np.asarray(cost(qs, vs, ctrl.reshape(2 * K, 12, -1))).reshape(2, K)
+    np.testing.assert_allclose(planner.last_costs, ref, rtol=1e-12)
+    qs2, vs2, _, _ = phalanx.rollout(model, np.repeat(qpos, K, 0), np.repeat(qvel, K, 0),
+                                     ctrl.reshape(2 * K, 12, -1),
+                                     act=np.repeat(act + 0.03, K, 0))
+    assert not np.allclose(np.asarray(cost(qs2, vs2, ctrl.reshape(2 * K, 12, -1))), ref.ravel())
+
+
+@pytest.mark.parametrize("frontend", ["torch", "jax"])
+def test_torch_and_jax_carry_the_activations_and_their_gradients(arm, rng, frontend):
+    # the wrappers' rollouts and steps return the activations, and their gradients with respect
+    # to the initial state, activations and controls equal the tape's
+    mj, model = arm
+    T = 6
+    qpos, qvel, act, ctrl = gentle_start(mj, rng, 2, T)
+    wq, wv, wa = (rng.standard_normal((2, T, n)) for n in (mj.nq, mj.nv, mj.na))
+    tape = phalanx.Tape(checkpoint_every=3)
+    ref_q, _, ref_a, _ = phalanx.rollout(model, qpos, qvel, ctrl, act=act, tape=tape)
+    ref = tape.backward(wq, wv, adj_act=wa)
+    ref_step = phalanx.step(model, qpos, qvel, ctrl[:, 0], act=act)
+    u0 = np.ascontiguousarray(ctrl[:, 0])
+    ref_vjp = phalanx.step_vjp(model, qpos, qvel, u0, wq[:, 0], wv[:, 0], act=act,
+                               adj_act_next=wa[:, 0])
+    if frontend == "torch":
+        torch = pytest.importorskip("torch")
+        import phalanx.torch as pt
+        x = [torch.tensor(a, requires_grad=True) for a in (qpos, qvel, ctrl, act)]
+        qs, vs, acts = pt.rollout(model, x[0], x[1], x[2], act=x[3])
+        loss = ((torch.tensor(wq) * qs).sum() + (torch.tensor(wv) * vs).sum()
+                + (torch.tensor(wa) * acts).sum())
+        loss.backward()
+        grads = [t.grad.numpy() for t in x]
+        outs = [qs.detach().numpy(), acts.detach().numpy()]
+        y = [torch.tensor(a, requires_grad=True) for a in (qpos, qvel, u0, act)]
+        q1, v1, a1 = pt.step(model, *y[:3], act=y[3])
+        ((torch.tensor(wq[:, 0]) * q1).sum() + (torch.tensor(wv[:, 0]) * v1).sum()
+         + (torch.tensor(wa[:, 0]) * a1).sum()).backward()
+        step_grads = [t.grad.numpy() for t in y]
+        step = [t.detach().numpy() for t in (q1, v1, a1)]
+    else:
+        jax = pytest.importorskip("jax")
+        jax.config.update("jax_enable_x64", True)
+        import phalanx.jax as pj
+
+        def loss(q, v, u, a):
+            qs, vs, acts = pj.rollout(model, q, v, u, act=a)
+            return (wq * qs).sum() + (wv * vs).sum() + (wa * acts).sum()
+
+        grads = [np.asarray(g) for g in jax.grad(loss, argnums=(0, 1, 2, 3))(qpos, qvel, ctrl, act)]
+        qs, _, acts = pj.rollout(model, qpos, qvel, ctrl, act=act)
+        outs = [np.asarray(qs), np.asarray(acts)]
+        step = [np.asarray(t) for t in pj.step(model, qpos, qvel, u0, act=act)]
+
+        def step_loss(q, v, u, a):
+            q1, v1, a1 = pj.step(model, q, v, u, act=a)
+            return (wq[:, 0] * q1).sum() + (wv[:, 0] * v1).sum() + (wa[:, 0] * a1).sum()
+
+        step_grads = [np.asarray(g) for g in
+                      jax.grad(step_loss, argnums=(0, 1, 2, 3))(qpos, qvel, u0, act)]
+    np.testing.assert_array_equal(outs[0], ref_q)
+    np.testing.assert_array_equal(outs[1], ref_a)
+    for got, want in zip(step, ref_step[:3]):
+        np.testing.assert_array_equal(got, want)
+    for got, got_step, key in zip(grads, step_grads, ("qpos", "qvel", "ctrl", "act")):
+        np.testing.assert_allclose(got, ref[key], rtol=1e-12, atol=1e-12, err_msg=key)
+        np.testing.assert_allclose(got_step, ref_vjp[key], rtol=1e-12, atol=1e-12, err_msg=key)

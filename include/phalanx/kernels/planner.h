@@ -84,6 +84,8 @@ struct PlannerRolloutKernel {
   ContactData<T> con;
   T* qs_out;         // (nsamples x horizon x nq) state after each step, may be null
   T* vs_out;         // (nsamples x horizon x nv), may be null
+  const T* act0 = nullptr;  // (nproblem x na) the problems' activations (null when na = 0)
+  T* act = nullptr;         // (nsamples x na) scratch activations
 
   PHX_HD void operator()(int sample, Scratch<T> scratch) const {
     const ModelView<T> m = env_view(model, sample);
@@ -101,6 +103,8 @@ struct PlannerRolloutKernel {
     T* v = qvel + long(sample) * m.nv;
     for (int i = 0; i < m.nq; ++i) q[i] = qpos0[long(p) * m.nq + i];
     for (int i = 0; i < m.nv; ++i) v[i] = qvel0[long(p) * m.nv + i];
+    T* a = env_row(act, sample, m.na);
+    for (int i = 0; i < m.na; ++i) a[i] = act0[long(p) * m.na + i];
     ContactView<T> cv{};
     if (m.nefcmax > 0) {
       cv = con.env(m, sample);
@@ -111,7 +115,7 @@ struct PlannerRolloutKernel {
     for (int t = 0; t < H; ++t) {
       const T* u = ctrl + u0 + long(t) * nu;
       if (!(bits & kStatusStopMask)) {
-        bits |= step_env(m, q, v, static_cast<T*>(nullptr), u, x, cv);  // na = 0 (planner.cpp)
+        bits |= step_env(m, q, v, a, u, x, cv);
         if (cost.nterm)
           total += stage_cost(m, cost, q, v, u, T(1), t == H - 1 ? T(1) : T(0), x.w);
       }
