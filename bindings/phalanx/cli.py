@@ -165,6 +165,7 @@ class _RolloutChunks:
     def __init__(self, model, nenv, dtype, device):
         self.model, self.nenv, self.dtype, self.device = model, nenv, np.dtype(dtype), device
         self._buffers = {}
+        self.act = None  # the last chunk's final activations (with activation state)
 
     def buffers(self, n):
         if n not in self._buffers:
@@ -173,15 +174,20 @@ class _RolloutChunks:
                                 np.zeros((e, n, phalanx.NUM_COUNTS), np.int32))
         return self._buffers[n]
 
-    def run(self, qpos, qvel, ctrl):
-        """One chunk: -> (qs, vs, status, counts, seconds); qs, vs and counts are the reused
-        buffers (valid until the next call with the same length); seconds times the rollout
-        call alone."""
+    def run(self, qpos, qvel, ctrl, act=None):
+        """One chunk from (qpos, qvel) and, with activation state, act (None: zeros): -> (qs,
+        vs, status, counts, seconds); qs, vs and counts are the reused buffers (valid until the
+        next call with the same length), the final activations go to self.act; seconds times
+        the rollout call alone."""
         out, counts = self.buffers(ctrl.shape[1])
+        if self.model.na > 0 and act is None:
+            act = np.zeros((self.nenv, self.model.na), self.dtype)
         start = time.perf_counter()
-        qs, vs, status = phalanx.rollout(self.model, qpos, qvel, ctrl, out=out, counts=counts,
-                                         device=self.device)
-        return qs, vs, status, counts, time.perf_counter() - start
+        result = phalanx.rollout(self.model, qpos, qvel, ctrl, out=out, counts=counts, act=act,
+                                 device=self.device)
+        seconds = time.perf_counter() - start
+        self.act = result[2][:, -1].copy() if self.model.na > 0 else None
+        return result[0], result[1], result[-1], counts, seconds
 
 
 # ----------------------------------------------------------------------------------------------
@@ -192,11 +198,15 @@ def model_info(model: phalanx.Model) -> dict:
     """Everything `phalanx info` reports, as plain Python values."""
     joint_names = list(model.joint_names)
     actuators = []
+    dyntypes = ("none", "integrator", "filter", "filterexact")
     for i, name in enumerate(model.actuator_names):
         j = int(model.actuator_trnid[i])
+        tendon = model.actuator_trntype[i] == 1
         actuators.append({
             "name": name,
-            "joint": joint_names[j] if 0 <= j < len(joint_names) else None,
+            "joint": joint_names[j] if not tendon and 0 <= j < len(joint_names) else None,
+            "tendon": j if tendon else None,
+            "dynamics": dyntypes[int(model.actuator_dyntype[i])],
             "ctrlrange": ([float(x) for x in model.actuator_ctrlrange[i]]
                           if model.actuator_ctrllimited[i] else None),
             "gear": float(model.actuator_gear[i]),
@@ -207,7 +217,8 @@ def model_info(model: phalanx.Model) -> dict:
         "name": model.name,
         "source": model.source,
         "counts": {k: int(getattr(model, k)) for k in
-                   ("nq", "nv", "nu", "nbody", "njnt", "ngeom", "npair", "nconmax")},
+                   ("nq", "nv", "nu", "na", "nbody", "njnt", "ngeom", "ntendon", "nsite",
+                    "neq", "npair", "nconmax")},
         "options": {
             "timestep": float(model.timestep),
             "gravity": [float(g) for g in model.gravity],
@@ -250,12 +261,17 @@ def _print_info(info: dict) -> None:
     print(f"actuators  {c['nu']}" + (":" if c["nu"] else ""))
     if info["actuators"]:
         width = max(len(a["name"] or "?") for a in info["actuators"])
-        jwidth = max(len(a["joint"] or "?") for a in info["actuators"])
+        def moved(a):
+            return f"tendon {a['tendon']}" if a["tendon"] is not None else (
+                f"joint {a['joint'] or '?'}")
+
+        jwidth = max(len(moved(a)) for a in info["actuators"])
         for a in info["actuators"]:
             r = a["ctrlrange"]
             rng = f"[{r[0]:g}, {r[1]:g}]" if r is not None else "unlimited"
-            print(f"  {a['name'] or '?':{width}s}  joint {a['joint'] or '?':{jwidth}s}  "
-                  f"ctrlrange {rng:14s} gear {a['gear']:g}")
+            dyn = "" if a["dynamics"] == "none" else f"  dynamics {a['dynamics']}"
+            print(f"  {a['name'] or '?':{width}s}  {moved(a):{jwidth}s}  "
+                  f"ctrlrange {rng:14s} gear {a['gear']:g}{dyn}")
     params = ", ".join(f"{n} {tuple(s)}" for n, s in info["parameters"].items())
     print(f"parameters {params}")
     ignored = info["ignored"]
@@ -325,12 +341,13 @@ def _bench_repeats(model, args, dtype) -> dict:
     for r in range(args.repeats):
         # the same controls in every repeat, drawn outside the timed calls
         rng = np.random.default_rng(args.seed)
-        qpos, qvel = qpos0, qvel0
+        qpos, qvel, act = qpos0, qvel0, None
         elapsed = 0.0
         for t0 in range(0, nstep, chunk):
             n = min(chunk, nstep - t0)
             ctrl = rng.uniform(lo, hi, size=(nenv, n, model.nu)).astype(dtype)
-            qs, vs, status, counts, dt = runner.run(qpos, qvel, ctrl)
+            qs, vs, status, counts, dt = runner.run(qpos, qvel, ctrl, act)
+            act = runner.act
             t1 = time.perf_counter()
             qpos, qvel = qs[:, n - 1].copy(), vs[:, n - 1].copy()  # buffers are reused
             elapsed += dt + time.perf_counter() - t1
@@ -473,7 +490,8 @@ def demo_drop(args) -> int:
         while done < nstep:
             n = min(chunk, nstep - done)
             qs, vs, status, counts, seconds = runner.run(qpos, qvel,
-                                                         np.zeros((nenv, n, model.nu)))
+                                                         np.zeros((nenv, n, model.nu)),
+                                                         runner.act if done else None)
             wall += seconds
             qpos, qvel = qs[:, n - 1].copy(), vs[:, n - 1].copy()
             heights[:, done + 1:done + n + 1] = qs[:, :, zaddr]

@@ -33,13 +33,27 @@ def run_json(capsys, *argv):
     return json.loads(out)
 
 
+def test_info_names_tendon_transmissions_and_dynamics(capsys, tmp_path):
+    path = tmp_path / "arm.xml"
+    path.write_text("""<mujoco><worldbody><body><joint name="a"/><geom size="0.1"/>
+      <body pos="0 0 -0.3"><joint name="b"/><geom size="0.1"/></body></body></worldbody>
+      <tendon><fixed name="t"><joint joint="a" coef="1"/><joint joint="b" coef="-1"/></fixed>
+      </tendon><actuator><motor name="m" tendon="t"/>
+      <general name="f" joint="b" dyntype="filter" dynprm="0.1"/></actuator></mujoco>""")
+    info = run_json(capsys, "info", str(path))
+    assert [(a["joint"], a["tendon"], a["dynamics"]) for a in info["actuators"]] == [
+        (None, 0, "none"), ("b", None, "filter")]
+    assert (info["counts"]["na"], info["counts"]["ntendon"]) == (1, 1)
+
+
 @pytest.mark.parametrize("path", [HUMANOID, CARTPOLE], ids=["humanoid", "cartpole"])
 def test_info_json_matches_the_model(capsys, path):
     info = run_json(capsys, "info", path)
     model = phalanx.load_model(path)
     assert info["name"] == model.name
     assert info["counts"] == {k: getattr(model, k) for k in
-                              ("nq", "nv", "nu", "nbody", "njnt", "ngeom", "npair", "nconmax")}
+                              ("nq", "nv", "nu", "na", "nbody", "njnt", "ngeom", "ntendon",
+                               "nsite", "neq", "npair", "nconmax")}
     assert info["ignored"] == list(model.ignored)
     o = info["options"]
     assert o["timestep"] == model.timestep and o["gravity"] == list(model.gravity)
