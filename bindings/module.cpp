@@ -1056,16 +1056,19 @@ void register_stepping(py::module_& mod) {
   mod.def(
       "step_into",
       [](PyModel& pm, py::handle q, py::handle v, py::handle u, py::handle qpos_out,
-         py::handle qvel_out, py::handle status_out, int nstep, PyWarmStart* ws, py::handle act) {
-        step(pm, Source::kDlpack, q, v, u, py::none(), py::none(), nstep,
+         py::handle qvel_out, py::handle status_out, int nstep, PyWarmStart* ws, py::handle act,
+         py::handle qfrc, py::handle xfrc) {
+        step(pm, Source::kDlpack, q, v, u, qfrc, xfrc, nstep,
              {qpos_out, qvel_out, status_out, ws, act}, py::none(), "cpu", act);
       },
       py::arg("model"), py::arg("qpos"), py::arg("qvel"), py::arg("ctrl"), py::arg("qpos_out"),
       py::arg("qvel_out"), py::arg("status_out"), py::arg("nstep") = 1,
-      py::arg("warm_start") = nullptr, py::arg("act") = py::none(),
+      py::arg("warm_start") = nullptr, py::arg("act") = py::none(), py::arg("qfrc") = py::none(),
+      py::arg("xfrc") = py::none(),
       "step on DLPack tensors (float32/64; status_out int32), outputs overwritten; with a "
       "WarmStart the contact rows persist across calls; act (E, na), the activations, advances "
-      "in place");
+      "in place; qfrc (E, nv) and xfrc (E, nbody, 6) are forces added as phalanx.step adds "
+      "them");
   mod.def(
       "rollout_into",
       [](PyModel& pm, py::handle q, py::handle v, py::handle u, py::handle qpos_out,

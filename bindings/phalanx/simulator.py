@@ -192,25 +192,31 @@ class Simulator:
 
     # --- stepping -----------------------------------------------------------------------
 
-    def step(self, ctrl=None, nstep: int = 1) -> None:
+    def step(self, ctrl=None, nstep: int = 1, *, qfrc=None, xfrc=None) -> None:
         """Advance every environment nstep steps with its controls held, in place.
 
         ``ctrl`` (E, nu), if given, is first copied into ``sim.ctrl`` (converted to the
-        simulator's dtype); otherwise ``sim.ctrl`` as it is. The kernels' status bits are ORed
-        into ``sim.status``; frozen (stopped) environments keep their state and time.
+        simulator's dtype); otherwise ``sim.ctrl`` as it is. ``qfrc`` (E, nv) and ``xfrc``
+        (E, nbody, 6), if given, are forces added at every one of these steps as
+        ``phalanx.step`` adds them (MuJoCo's qfrc_applied and xfrc_applied). The kernels'
+        status bits are ORed into ``sim.status``; frozen (stopped) environments keep their
+        state and time.
         """
         nstep = self._phalanx._count("nstep", nstep)
         if ctrl is not None:
             self._assign("ctrl", "nu", self._ctrl, ctrl)
+        qfrc, xfrc = (None if f is None else np.ascontiguousarray(f, dtype=self._dtype)
+                      for f in (qfrc, xfrc))
         frozen, kept = self._freeze()
         act = self._act if self._model.na > 0 else None
         if self._device == "cpu":
             _phalanx.step_into(self._model, self._qpos, self._qvel, self._ctrl, self._qpos,
-                               self._qvel, self._call_status, nstep, self._warm, act)
+                               self._qvel, self._call_status, nstep, self._warm, act, qfrc, xfrc)
             call_status = self._call_status.view(np.uint32)
         else:
             out = self._phalanx.step(self._model, self._qpos, self._qvel, self._ctrl,
-                                     nstep=nstep, act=act, device=self._device)
+                                     nstep=nstep, qfrc=qfrc, xfrc=xfrc, act=act,
+                                     device=self._device)
             self._qpos[...], self._qvel[...] = out[0], out[1]
             if act is not None:
                 self._act[...] = out[2]

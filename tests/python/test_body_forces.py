@@ -125,3 +125,20 @@ def test_gradients_match_central_differences(scene, rng):
     d[0] = 0
     fd = parameter_difference(model, "body_ipos", lambda: loss(), d)
     assert float((g["body_ipos"].sum(0) * d).sum()) == pytest.approx(fd, rel=1e-6, abs=1e-9)
+
+
+def test_the_simulator_steps_with_added_forces(scene, rng):
+    # sim.step(qfrc=, xfrc=) equals phalanx.step with the same forces, in place
+    mj, model = scene
+    qpos, qvel = random_state(mj, rng, 3)
+    qfrc = rng.standard_normal((3, mj.nv))
+    xfrc = rng.standard_normal((3, mj.nbody, 6))
+    sim = phalanx.Simulator(model, num_envs=3)
+    sim.qpos, sim.qvel = qpos, qvel
+    sim.step(nstep=4, qfrc=qfrc, xfrc=xfrc)
+    q, v, status = phalanx.step(model, qpos, qvel, np.zeros((3, 0)), nstep=4, qfrc=qfrc,
+                                xfrc=xfrc)
+    assert not status.any()
+    np.testing.assert_array_equal(sim.qpos, q)
+    np.testing.assert_array_equal(sim.qvel, v)
+    np.testing.assert_allclose(sim.time, 4 * mj.opt.timestep)
