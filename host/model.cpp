@@ -179,6 +179,8 @@ void Model::finalize() {
   fill_default(eq_relquat, neq, {1.0, 0.0, 0.0, 0.0, 1.0, 0.0, 0.0, 0.0});
   fill_default(eq_polycoef, neq, {0.0, 1.0, 0.0, 0.0, 0.0});
   fill_default(actuator_trntype, nu, {kTrnJoint});
+  fill_default(actuator_slidersite, nu, {-1});
+  fill_default(actuator_cranklength, nu, {0.0});
   // actuators given without a gain and bias are motors: fixed gain 1, no bias, no force limit
   fill_default(actuator_gaintype, nu, {kGainFixed});
   fill_default(actuator_biastype, nu, {kBiasNone});
@@ -340,8 +342,19 @@ void Model::validate() const {
   check_range(actuator_forcelimited, "actuator_forcelimited", 0, 2);
   validate_activation();
   validate_tendons();
-  check_range(actuator_trntype, "actuator_trntype", kTrnJoint, kTrnTendon + 1);
+  check_range(actuator_trntype, "actuator_trntype", kTrnJoint, kTrnSliderCrank + 1);
   for (int u = 0; u < nu; u++) {
+    if (actuator_trntype[u] == kTrnSliderCrank) {
+      const std::string what = "actuator " + std::to_string(u);
+      for (auto [site, field] : {std::pair{actuator_trnid[u], "actuator_trnid"},
+                                 std::pair{actuator_slidersite[u], "actuator_slidersite"}})
+        if (site < 0 || site >= nsite)
+          invalid(field, what + " names site " + std::to_string(site) + " of " +
+                             std::to_string(nsite) + " (a slider-crank joins two sites)");
+      if (!(actuator_cranklength[u] > 0) || !std::isfinite(actuator_cranklength[u]))
+        invalid("actuator_cranklength", what + ": a slider-crank's rod must be finite and > 0");
+      continue;
+    }
     if (actuator_trntype[u] == kTrnTendon) {
       if (actuator_trnid[u] < 0 || actuator_trnid[u] >= ntendon)
         invalid("actuator_trnid", "actuator " + std::to_string(u) + " names tendon " +

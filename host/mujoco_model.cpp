@@ -529,10 +529,13 @@ void Converter::actuators() {
       fail(what, "actuator damping, armature and delay are not supported");
 
     // the joint or tendon moved
-    int trntype = kTrnJoint, joint = -1;
+    int trntype = kTrnJoint, joint = -1, slider = -1;
     int trn = m->actuator_trntype[i], id = m->actuator_trnid[2 * i];
     if (trn == mjTRN_JOINT || trn == mjTRN_JOINTINPARENT) {
       joint = id;
+    } else if (trn == mjTRN_SLIDERCRANK) {
+      trntype = kTrnSliderCrank;
+      slider = m->actuator_trnid[2 * i + 1];
     } else if (trn == mjTRN_TENDON) {
       if (tendon_id_[id] < 0)
         fail(what, "actuation through " + describe("tendon", m->name_tendonadr, id) +
@@ -555,7 +558,9 @@ void Converter::actuators() {
       fail(what, "affine bias parameters beyond biasprm[2] are not supported");
     int c = m->actuator_ctrladr[i];
     o.actuator_trntype.push_back(trntype);
-    o.actuator_trnid.push_back(trntype == kTrnTendon ? id : joint);
+    o.actuator_trnid.push_back(trntype == kTrnJoint ? joint : id);
+    o.actuator_slidersite.push_back(slider);
+    o.actuator_cranklength.push_back(trntype == kTrnSliderCrank ? m->actuator_cranklength[i] : 0.0);
     o.actuator_ctrllimited.push_back(m->actuator_ctrllimited[c] && !clampctrl_disabled_ ? 1 : 0);
     o.actuator_gear.push_back(m->actuator_gear[6 * i]);
     o.actuator_ctrlrange.push_back(m->actuator_ctrlrange[2 * c]);

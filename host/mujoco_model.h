@@ -30,7 +30,8 @@ extern const int kMujocoHeaderVersion;
 // equality constraints (connect, weld, joint, fixed tendon) as hard rows; actuators (motor,
 // position, velocity, intvelocity, damper, general with fixed or affine gain and no or affine
 // bias; dyntype none, integrator, filter or filterexact with one activation, its time constant,
-// actrange and actearly; joint or jointinparent transmission on a hinge or slide, or a tendon;
+// actrange and actearly; joint or jointinparent transmission on a hinge or slide, a tendon, or
+// a slider-crank;
 // gainprm and biasprm up to their third entry; ctrl and force ranges); names. Disable flags are
 // applied (contact or constraint: contype = conaffinity = 0 and opt.contact off; limit:
 // jnt_limited = tendon_limited = 0 and opt.limit off; spring, damper, gravity, clampctrl,

@@ -50,8 +50,9 @@ enum ActuatorGain : int { kGainFixed = 0, kGainAffine = 1 };
 enum ActuatorBias : int { kBiasNone = 0, kBiasAffine = 1 };
 // An actuator's activation dynamics (Model::actuator_dyntype), numbered as MuJoCo's mjtDyn.
 enum ActuatorDyn : int { kDynNone = 0, kDynIntegrator = 1, kDynFilter = 2, kDynFilterExact = 3 };
-// What an actuator moves (Model::actuator_trntype): a joint or a tendon.
-enum ActuatorTrn : int { kTrnJoint = 0, kTrnTendon = 1 };
+// What an actuator moves (Model::actuator_trntype): a joint, a tendon, or a slider-crank (a
+// crank site driving a slider site along the slider's z axis through a rod).
+enum ActuatorTrn : int { kTrnJoint = 0, kTrnTendon = 1, kTrnSliderCrank = 2 };
 // A tendon's kind (Model::tendon_type), numbered as MuJoCo's mjtTendon: fixed (a linear
 // combination of joint coordinates) or spatial (a path through sites).
 enum TendonType : int { kTendonFixed = 0, kTendonSpatial = 1 };

@@ -494,8 +494,8 @@ PHX_HD PHX_INLINE void adj_row_corrections(const ModelView<S>& m, const T* qpos,
 // tendon's row) depend on the configuration: their adjoints (adj_J, rows by index) go to
 // a.ten_J. The rows of joints and fixed tendons are constant.
 template <class T, class S, class AdjRows>
-PHX_HD void adj_tendon_rows(const ModelView<S>& m, const int* keys, int nrow, const AdjRows& adj_J,
-                            AdjWorkspace<T>& a) {
+PHX_HD void adj_tendon_rows(const ModelView<S>& m, const Workspace<S>& w, const int* keys, int nrow,
+                            const AdjRows& adj_J, AdjWorkspace<T>& a) {
   const int first = 2 * m.njnt + m.nv;  // -1 - key of tendon 0's lower limit row
   for (int r = 0; r < nrow; ++r) {
     const int k = -1 - keys[r] - first;
@@ -503,7 +503,7 @@ PHX_HD void adj_tendon_rows(const ModelView<S>& m, const int* keys, int nrow, co
     const bool limit = k < 2 * m.ntendon;
     const int t = limit ? k / 2 : k - 2 * m.ntendon;
     const T sign = limit && k % 2 ? T(-1) : T(1);
-    adj_transmission_row(m, kTrnTendon, t, sign, adj_J.row(r), a);
+    adj_transmission_row(m, w, kTrnTendon, t, sign, adj_J.row(r), a);
   }
 }
 
@@ -594,12 +594,12 @@ PHX_HD void adj_constrained_velocity(const ModelView<S>& m, const T* qpos, const
     adj_J.write(s.adj_J, nrow, nv);
     const DenseEntries<T> rows{s.adj_J, nv};
     adj_contact_rows(m, w, c, cv, rows, s, a, adj_contact);
-    adj_tendon_rows(m, cv.efc_key, nrow, rows, a);
+    adj_tendon_rows(m, w, cv.efc_key, nrow, rows, a);
     if (m.neq > 0)
       adj_equality_rows(m, qpos, qvel, w, cv.efc_key, nrow, rows, s.adj_b, a, adj_qpos, adj_qvel);
   } else {
     adj_contact_rows(m, w, c, cv, adj_J, s, a, adj_contact);
-    adj_tendon_rows(m, cv.efc_key, nrow, adj_J, a);
+    adj_tendon_rows(m, w, cv.efc_key, nrow, adj_J, a);
     if (m.neq > 0)
       adj_equality_rows(m, qpos, qvel, w, cv.efc_key, nrow, adj_J, s.adj_b, a, adj_qpos, adj_qvel);
   }

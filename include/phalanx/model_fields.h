@@ -178,8 +178,12 @@
      for an actuator with dynamics (below); force clamped where limited; qfrc += gear force      \
      along the joint or the tendon's row. A motor: fixed gain 1, no bias. <position>: gain       \
      kp, bias (0, -kp, -kv). <intvelocity>: the same on an integrator's act */                   \
-  X(int, actuator_trntype, nu, 1, "ActuatorTrn: 0 joint, 1 tendon")                              \
-  X(int, actuator_trnid, nu, 1, "id of the transmission joint (hinge or slide) or tendon")       \
+  X(int, actuator_trntype, nu, 1, "ActuatorTrn: 0 joint, 1 tendon, 2 slider-crank")             \
+  X(int, actuator_trnid, nu, 1, "id of the transmission joint (hinge or slide), tendon, or "     \
+    "crank site")                                                                                \
+  X(int, actuator_slidersite, nu, 1, "slider-crank: the slider site (its z axis the slider's); " \
+    "-1 otherwise")                                                                              \
+  X(real, actuator_cranklength, nu, 1, "slider-crank: the rod's length")                        \
   X(int, actuator_ctrllimited, nu, 1, "is ctrl clamped to ctrlrange (0 or 1)")                  \
   X(real, actuator_gear, nu, 1, "scalar gear ratio")                                            \
   X(real, actuator_ctrlrange, nu, 2, "ctrl limits")                                             \

@@ -143,7 +143,7 @@ PHX_HD PHX_INLINE ActuatorForce<T> actuator_force(const ModelView<S>& m, const W
     a.ctrl_inside = a.ctrl >= lo && a.ctrl <= hi;
     a.ctrl = clamp(a.ctrl, T(lo), T(hi));
   }
-  transmission_state(m, w, m.actuator_trntype[u], m.actuator_trnid[u], qpos, qvel, a.trn_length,
+  transmission_state(m, w, m.actuator_trntype[u], actuator_trn(m, u), qpos, qvel, a.trn_length,
                      a.trn_velocity);
   a.length = gear * a.trn_length;
   a.velocity = gear * a.trn_velocity;
@@ -166,7 +166,7 @@ PHX_HD void actuation(const ModelView<T>& m, const T* qpos, const T* qvel, const
                       const Workspace<T>& w, T* qfrc) {
   for (int u = 0; u < m.nu; ++u) {
     ActuatorForce<T> a = actuator_force(m, w, u, qpos, qvel, input);
-    add_transmission_row(m, w, m.actuator_trntype[u], m.actuator_trnid[u],
+    add_transmission_row(m, w, m.actuator_trntype[u], actuator_trn(m, u),
                          m.actuator_gear[u] * a.force, qfrc);
   }
 }
@@ -409,7 +409,7 @@ PHX_HD void adj_passive(const ModelView<S>& m, const T* qpos, const T* qvel, con
     transmission_state(m, w, kTrnTendon, t, qpos, qvel, length, velocity);
     T f = tendon_passive_force(m, t, length, velocity, &outside);
     T adj_f = transmission_dot<T>(m, w, kTrnTendon, t, PointerRow<T>{adj_qfrc});
-    adj_transmission_row(m, kTrnTendon, t, f, PointerRow<T>{adj_qfrc}, a);
+    adj_transmission_row(m, w, kTrnTendon, t, f, PointerRow<T>{adj_qfrc}, a);
     const S k = m.tendon_stiffness[t];
     T adj_len = outside ? -k * adj_f : T(0);
     T adj_vel = -m.tendon_damping[t] * adj_f;
@@ -434,14 +434,14 @@ PHX_HD void adj_actuation(const ModelView<S>& m, const T* qpos, const T* qvel, c
                           T* adj_qpos, T* adj_qvel, T* adj_input,
                           const ModelAdjoint<T>& adj_model) {
   for (int u = 0; u < m.nu; ++u) {
-    const int type = m.actuator_trntype[u], id = m.actuator_trnid[u];
+    const int type = m.actuator_trntype[u], id = actuator_trn(m, u);
     const S gear = m.actuator_gear[u];
     const S* g = m.actuator_gainprm + 3 * u;
     const S* b = m.actuator_biasprm + 3 * u;
     ActuatorForce<T> a = actuator_force(m, w, u, qpos, qvel, input);
     // qfrc += gear force row
     T adj_out = transmission_dot<T>(m, w, type, id, PointerRow<T>{adj_qfrc});
-    adj_transmission_row(m, type, id, gear * a.force, PointerRow<T>{adj_qfrc}, aw);
+    adj_transmission_row(m, w, type, id, gear * a.force, PointerRow<T>{adj_qfrc}, aw);
     T adj_gear = a.force * adj_out;
     T adj_force = a.force_inside ? gear * adj_out : T(0);
     if (a.ctrl_inside) adj_input[u] += a.gain * adj_force;

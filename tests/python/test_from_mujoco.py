@@ -92,8 +92,13 @@ def mujoco_array(mj, name, ours):
         return mj.actuator_dynprm[:, 0]
     if name == "geom_rbound":  # a height field is unbounded (0), as a plane: tested with all
         return np.where(mj.geom_type == mujoco.mjtGeom.mjGEOM_HFIELD, 0, mj.geom_rbound)
-    if name == "actuator_trntype":  # Phalanx's numbering: joint 0, tendon 1
-        return (mj.actuator_trntype == mujoco.mjtTrn.mjTRN_TENDON).astype(np.int32)
+    if name == "actuator_trntype":  # Phalanx's numbering: joint 0, tendon 1, slider-crank 2
+        trn = mujoco.mjtTrn
+        return np.select([mj.actuator_trntype == trn.mjTRN_TENDON,
+                          mj.actuator_trntype == trn.mjTRN_SLIDERCRANK], [1, 2], 0).astype(np.int32)
+    if name == "actuator_slidersite":  # the second transmission id of a slider-crank
+        return np.where(mj.actuator_trntype == mujoco.mjtTrn.mjTRN_SLIDERCRANK,
+                        mj.actuator_trnid[:, 1], -1)
     if name in ("actuator_gainprm", "actuator_biasprm"):  # the fixed and affine parameters
         return np.asarray(getattr(mj, name))[:, :3]
     if not hasattr(mj, name):
