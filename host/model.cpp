@@ -184,12 +184,14 @@ void Model::finalize() {
   // actuators given without a gain and bias are motors: fixed gain 1, no bias, no force limit
   fill_default(actuator_gaintype, nu, {kGainFixed});
   fill_default(actuator_biastype, nu, {kBiasNone});
-  fill_default(actuator_gainprm, nu, {1.0, 0.0, 0.0});
-  fill_default(actuator_biasprm, nu, {0.0, 0.0, 0.0});
+  fill_default(actuator_gainprm, nu, {1.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0});
+  fill_default(actuator_biasprm, nu, {0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0});
   fill_default(actuator_forcelimited, nu, {0});
   fill_default(actuator_forcerange, nu, {0.0, 0.0});
   fill_default(actuator_dyntype, nu, {kDynNone});
-  fill_default(actuator_dynprm, nu, {1.0});
+  fill_default(actuator_dynprm, nu, {1.0, 0.0, 0.0});
+  fill_default(actuator_lengthrange, nu, {0.0, 0.0});
+  fill_default(actuator_acc0, nu, {0.0});
   fill_default(actuator_actlimited, nu, {0});
   fill_default(actuator_actrange, nu, {0.0, 0.0});
   fill_default(actuator_actearly, nu, {0});
@@ -337,8 +339,8 @@ void Model::validate() const {
   for (int t = 0; t < ntendon; t++)
     if (!(tendon_frictionloss[t] >= 0) || !std::isfinite(tendon_frictionloss[t]))
       invalid("tendon_frictionloss", "entry " + std::to_string(t) + " must be finite and >= 0");
-  check_range(actuator_gaintype, "actuator_gaintype", kGainFixed, kGainAffine + 1);
-  check_range(actuator_biastype, "actuator_biastype", kBiasNone, kBiasAffine + 1);
+  check_range(actuator_gaintype, "actuator_gaintype", kGainFixed, kGainMuscle + 1);
+  check_range(actuator_biastype, "actuator_biastype", kBiasNone, kBiasMuscle + 1);
   check_range(actuator_forcelimited, "actuator_forcelimited", 0, 2);
   validate_activation();
   validate_tendons();
@@ -398,10 +400,10 @@ static void check_blocks(const std::vector<int>& adr, const std::vector<int>& nu
   }
 }
 
-// Actuators with dynamics hold one activation each, numbered in actuator order; filters need a
-// time constant and limited activations a range.
+// Actuators with dynamics hold one activation each, numbered in actuator order; filters and
+// muscles need time constants, limited activations a range, and muscles a length range.
 void Model::validate_activation() const {
-  check_range(actuator_dyntype, "actuator_dyntype", kDynNone, kDynFilterExact + 1);
+  check_range(actuator_dyntype, "actuator_dyntype", kDynNone, kDynMuscle + 1);
   check_range(actuator_actlimited, "actuator_actlimited", 0, 2);
   check_range(actuator_actearly, "actuator_actearly", 0, 2);
   for (int u = 0, a = 0; u < nu; u++) {
@@ -411,11 +413,18 @@ void Model::validate_activation() const {
       invalid("actuator_actadr", what + ": expected " + std::to_string(dyn ? a : -1) +
                                      " (one activation per actuator with dynamics, in order)");
     a += dyn;
-    if (!(actuator_dynprm[u] >= 0) || !std::isfinite(actuator_dynprm[u]))
-      invalid("actuator_dynprm", what + ": the time constant must be finite and >= 0");
+    const double* dynprm = &actuator_dynprm[3 * u];
+    const int ntime = actuator_dyntype[u] == kDynMuscle ? 3 : 1;
+    for (int k = 0; k < ntime; k++)
+      if (!(dynprm[k] >= 0) || !std::isfinite(dynprm[k]))
+        invalid("actuator_dynprm", what + ": time constants and widths must be finite and >= 0");
     const double lo = actuator_actrange[2 * u], hi = actuator_actrange[2 * u + 1];
     if (actuator_actlimited[u] && !(lo <= hi && std::isfinite(lo) && std::isfinite(hi)))
       invalid("actuator_actrange", what + ": a limited activation needs finite lo <= hi");
+    const bool muscle = actuator_gaintype[u] == kGainMuscle || actuator_biastype[u] == kBiasMuscle;
+    if (muscle && !(actuator_lengthrange[2 * u] < actuator_lengthrange[2 * u + 1]))
+      invalid("actuator_lengthrange",
+              what + ": a muscle needs lengthrange lo < hi (MuJoCo's compiler computes it)");
   }
 }
 
@@ -436,7 +445,8 @@ void Model::fill_default_tendon_length0() {
 }
 
 // Fixed tendons combine hinges and slides; spatial tendons are paths of sites, with pulleys
-// between branches (a branch starts and ends at a site, and has a segment).
+// between branches (a branch starts and ends at a site, and has a span) and spheres or
+// cylinders to wrap over between consecutive sites.
 void Model::validate_tendons() const {
   check_blocks(tendon_adr, tendon_num, "tendon_adr", nwrap);
   check_range(tendon_limited, "tendon_limited", 0, 2);
@@ -460,22 +470,34 @@ void Model::validate_tendons() const {
       }
       continue;
     }
-    // spatial: site (site | pulley site site)* , every branch at least one segment
+    // spatial: site ((geom)? site | pulley site (geom)? site)*, every branch at least one span;
+    // a geom (sphere or cylinder) lies between two sites, its wrap_prm a side site or -1
     int run = 0;  // sites since the branch began
     for (int k = adr; k < adr + num; k++) {
+      const std::string entry = "entry " + std::to_string(k) + " of spatial " + what;
       if (wrap_type[k] == kWrapPulley) {
         if (run < 2)
-          invalid("wrap_type", "entry " + std::to_string(k) + " of spatial " + what +
-                                   ": a pulley follows a branch of at least two sites");
+          invalid("wrap_type", entry + ": a pulley follows a branch of at least two sites");
         if (!(wrap_prm[k] > 0) || !std::isfinite(wrap_prm[k]))
           invalid("wrap_prm", "entry " + std::to_string(k) + ": a pulley's divisor must be > 0");
         run = 0;
         continue;
       }
+      if (wrap_type[k] == kWrapSphere || wrap_type[k] == kWrapCylinder) {
+        const int g = wrap_objid[k];
+        const int want = wrap_type[k] == kWrapSphere ? kGeomSphere : kGeomCylinder;
+        if (g < 0 || g >= ngeom || geom_type[g] != want)
+          invalid("wrap_objid", entry + " names geom " + std::to_string(g) + ", not a " +
+                                    kGeomTypeNames[want] + " of the " + std::to_string(ngeom));
+        if (run == 0 || k + 1 >= adr + num || wrap_type[k + 1] != kWrapSite)
+          invalid("wrap_type", entry + ": a wrapping geom lies between two sites");
+        const double side = wrap_prm[k];
+        if (!(side == std::round(side) && side >= -1 && side < nsite))
+          invalid("wrap_prm", entry + ": the side site must be a site id or -1");
+        continue;
+      }
       if (wrap_type[k] != kWrapSite)
-        invalid("wrap_type",
-                "entry " + std::to_string(k) + " of spatial " + what +
-                    " is neither a site nor a pulley (geom wrapping is not supported)");
+        invalid("wrap_type", entry + " is neither a site, a pulley, a sphere nor a cylinder");
       if (wrap_objid[k] < 0 || wrap_objid[k] >= nsite)
         invalid("wrap_objid", "entry " + std::to_string(k) + " names site " +
                                   std::to_string(wrap_objid[k]) + " of " + std::to_string(nsite));

@@ -55,7 +55,6 @@ class Converter {
   bool contact_disabled_ = false, limit_disabled_ = false, spring_disabled_ = false;
   bool damper_disabled_ = false, gravity_disabled_ = false, clampctrl_disabled_ = false;
   bool frictionloss_disabled_ = false, equality_disabled_ = false;
-  std::vector<int> tendon_id_;      // Phalanx's id of each MuJoCo tendon, -1 when not converted
   std::vector<bool> hull_missing_;  // meshes MuJoCo computed no convex hull for
 
   // a name from mjModel's names buffer, "" when none
@@ -421,13 +420,15 @@ void Converter::hfields() {
   }
 }
 
-// Fixed tendons over hinges and slides and spatial tendons through sites and pulleys convert,
-// with their springs, dampers, limits and friction loss. A spatial tendon that wraps over geoms
-// is refused when it adds forces and listed as ignored when it does not.
+// Fixed tendons over hinges and slides and spatial tendons through sites and pulleys, wrapping
+// over spheres and cylinders, convert with their springs, dampers, limits and friction loss.
 void Converter::tendons() {
+  static_assert(int(kWrapSite) == int(mjWRAP_SITE) && int(kWrapPulley) == int(mjWRAP_PULLEY) &&
+                    int(kWrapSphere) == int(mjWRAP_SPHERE) &&
+                    int(kWrapCylinder) == int(mjWRAP_CYLINDER),
+                "Phalanx numbers wrap types as MuJoCo");
   const mjModel* m = m_;
   Model& o = out_;
-  tendon_id_.assign(m->ntendon, -1);
   for (long t = 0; t < m->ntendon; t++) {
     std::string what = describe("tendon", m->name_tendonadr, t);
     const char* why = nullptr;
@@ -446,28 +447,12 @@ void Converter::tendons() {
     if (why) fail(what, std::string("tendons with ") + why + " are not supported");
     const int adr = m->tendon_adr[t], num = m->tendon_num[t];
     const bool spatial = m->tendon_type[t] != mjTENDON_FIXED;
-    if (spatial) {
-      bool geoms = false;
-      for (int w = adr; w < adr + num; w++)
-        geoms = geoms || (m->wrap_type[w] != mjWRAP_SITE && m->wrap_type[w] != mjWRAP_PULLEY);
-      if (geoms) {
-        if (limited || spring || damper || friction)
-          fail(what, "spatial tendons wrapping over geoms are not supported: it has " +
-                         std::string(limited  ? "limits"
-                                     : spring ? "stiffness"
-                                     : damper ? "damping"
-                                              : "frictionloss"));
-        ignored_.add("tendon wrapping over geoms without forces", "first: " + what);
-        continue;
-      }
-    }
     const int first = static_cast<int>(o.wrap_objid.size());
     for (int w = adr; w < adr + num; w++) {
       const int id = m->wrap_objid[w];
-      if (spatial) {
-        const bool pulley = m->wrap_type[w] == mjWRAP_PULLEY;
-        o.wrap_type.push_back(pulley ? kWrapPulley : kWrapSite);
-        o.wrap_objid.push_back(pulley ? -1 : id);
+      if (spatial) {  // Phalanx's WrapType numbers as MuJoCo's mjtWrap
+        o.wrap_type.push_back(m->wrap_type[w]);
+        o.wrap_objid.push_back(m->wrap_type[w] == mjWRAP_PULLEY ? -1 : id);
       } else {
         if (m->wrap_type[w] != mjWRAP_JOINT ||
             (m->jnt_type[id] != mjJNT_HINGE && m->jnt_type[id] != mjJNT_SLIDE))
@@ -477,7 +462,6 @@ void Converter::tendons() {
       }
       o.wrap_prm.push_back(m->wrap_prm[w]);
     }
-    tendon_id_[t] = static_cast<int>(o.tendon_adr.size());
     o.tendon_type.push_back(spatial ? kTendonSpatial : kTendonFixed);
     o.tendon_adr.push_back(first);
     o.tendon_num.push_back(static_cast<int>(o.wrap_objid.size()) - first);
@@ -494,6 +478,11 @@ void Converter::tendons() {
 }
 
 void Converter::actuators() {
+  static_assert(
+      int(kGainAffine) == int(mjGAIN_AFFINE) && int(kGainMuscle) == int(mjGAIN_MUSCLE) &&
+          int(kBiasAffine) == int(mjBIAS_AFFINE) && int(kBiasMuscle) == int(mjBIAS_MUSCLE) &&
+          int(kDynFilterExact) == int(mjDYN_FILTEREXACT) && int(kDynMuscle) == int(mjDYN_MUSCLE),
+      "Phalanx numbers gains, biases and dynamics as MuJoCo");
   const mjModel* m = m_;
   Model& o = out_;
   for (long i = 0; i < m->nactuator; i++) {
@@ -502,9 +491,11 @@ void Converter::actuators() {
     int dyn = m->actuator_dyntype[i], gaintype = m->actuator_gaintype[i];
     int bias = m->actuator_biastype[i];
     const bool dyn_ok = dyn == mjDYN_NONE || dyn == mjDYN_INTEGRATOR || dyn == mjDYN_FILTER ||
-                        dyn == mjDYN_FILTEREXACT;
-    if (!dyn_ok || (gaintype != mjGAIN_FIXED && gaintype != mjGAIN_AFFINE) ||
-        (bias != mjBIAS_NONE && bias != mjBIAS_AFFINE)) {
+                        dyn == mjDYN_FILTEREXACT || dyn == mjDYN_MUSCLE;
+    const bool gain_ok =
+        gaintype == mjGAIN_FIXED || gaintype == mjGAIN_AFFINE || gaintype == mjGAIN_MUSCLE;
+    const bool bias_ok = bias == mjBIAS_NONE || bias == mjBIAS_AFFINE || bias == mjBIAS_MUSCLE;
+    if (!dyn_ok || !gain_ok || !bias_ok) {
       const char* dyns[] = {"none",   "integrator", "filter", "filterexact",
                             "muscle", "dcmotor",    "pid",    "user"};
       const char* gains[] = {"fixed", "affine", "muscle", "dcmotor", "so3", "pid", "user"};
@@ -515,9 +506,9 @@ void Converter::actuators() {
       fail(what,
            "has dyntype " + str(dyn, dyns, 8) + ", gaintype " + str(gaintype, gains, 7) +
                ", biastype " + str(bias, biases, 6) +
-               "; supported are dyntype none, integrator, filter or filterexact with fixed or "
-               "affine gains and no or affine biases (motor, position, velocity, intvelocity, "
-               "damper, general)");
+               "; supported are dyntype none, integrator, filter, filterexact or muscle with "
+               "fixed, affine or muscle gains and no, affine or muscle biases (motor, position, "
+               "velocity, intvelocity, damper, muscle, general)");
     }
     if (m->actuator_ctrlnum[i] != 1)
       fail(what, "actuators with several controls are not supported");
@@ -537,11 +528,7 @@ void Converter::actuators() {
       trntype = kTrnSliderCrank;
       slider = m->actuator_trnid[2 * i + 1];
     } else if (trn == mjTRN_TENDON) {
-      if (tendon_id_[id] < 0)
-        fail(what, "actuation through " + describe("tendon", m->name_tendonadr, id) +
-                       " is not supported (it wraps over geoms)");
       trntype = kTrnTendon;
-      id = tendon_id_[id];
     } else {
       const char* names[] = {"joint", "jointinparent", "slidercrank", "tendon", "site", "body"};
       fail(what, std::string("transmission '") + (trn >= 0 && trn < 6 ? names[trn] : "?") +
@@ -549,13 +536,16 @@ void Converter::actuators() {
     }
     if (joint >= 0 && (m->jnt_type[joint] == mjJNT_FREE || m->jnt_type[joint] == mjJNT_BALL))
       fail(what, "actuators on free or ball joints are not supported");
-    // the parameters the gain and bias types read (MuJoCo ignores the others)
+    // the parameters the gain and bias types read (MuJoCo ignores the others): affine three,
+    // muscle nine
     const double* gain = m->actuator_gainprm + mjNGAIN * i;
     const double* biasprm = m->actuator_biasprm + mjNBIAS * i;
     if (gaintype == mjGAIN_AFFINE && !all_zero(gain + 3, mjNGAIN - 3))
       fail(what, "affine gain parameters beyond gainprm[2] are not supported");
     if (bias == mjBIAS_AFFINE && !all_zero(biasprm + 3, mjNBIAS - 3))
       fail(what, "affine bias parameters beyond biasprm[2] are not supported");
+    const int ngain = gaintype == mjGAIN_MUSCLE ? 9 : gaintype == mjGAIN_AFFINE ? 3 : 1;
+    const int nbias = bias == mjBIAS_MUSCLE ? 9 : bias == mjBIAS_AFFINE ? 3 : 0;
     int c = m->actuator_ctrladr[i];
     o.actuator_trntype.push_back(trntype);
     o.actuator_trnid.push_back(trntype == kTrnJoint ? joint : id);
@@ -565,17 +555,22 @@ void Converter::actuators() {
     o.actuator_gear.push_back(m->actuator_gear[6 * i]);
     o.actuator_ctrlrange.push_back(m->actuator_ctrlrange[2 * c]);
     o.actuator_ctrlrange.push_back(m->actuator_ctrlrange[2 * c + 1]);
-    o.actuator_gaintype.push_back(gaintype == mjGAIN_AFFINE ? kGainAffine : kGainFixed);
-    o.actuator_biastype.push_back(bias == mjBIAS_AFFINE ? kBiasAffine : kBiasNone);
-    for (int k = 0; k < 3; k++) {
-      o.actuator_gainprm.push_back(gaintype == mjGAIN_AFFINE || k == 0 ? gain[k] : 0.0);
-      o.actuator_biasprm.push_back(bias == mjBIAS_AFFINE ? biasprm[k] : 0.0);
+    o.actuator_gaintype.push_back(gaintype);  // ActuatorGain and ActuatorBias number as MuJoCo
+    o.actuator_biastype.push_back(bias);
+    for (int k = 0; k < 9; k++) {
+      o.actuator_gainprm.push_back(k < ngain ? gain[k] : 0.0);
+      o.actuator_biasprm.push_back(k < nbias ? biasprm[k] : 0.0);
     }
+    o.actuator_lengthrange.insert(o.actuator_lengthrange.end(), m->actuator_lengthrange + 2 * i,
+                                  m->actuator_lengthrange + 2 * i + 2);
+    o.actuator_acc0.push_back(m->actuator_acc0[i]);
     o.actuator_forcelimited.push_back(m->actuator_forcelimited[i] ? 1 : 0);
     o.actuator_forcerange.push_back(m->actuator_forcerange[2 * i]);
     o.actuator_forcerange.push_back(m->actuator_forcerange[2 * i + 1]);
     o.actuator_dyntype.push_back(dyn);
-    o.actuator_dynprm.push_back(m->actuator_dynprm[mjNDYN * i]);
+    // a filter's time constant; a muscle's two and its smoothing width
+    o.actuator_dynprm.insert(o.actuator_dynprm.end(), m->actuator_dynprm + mjNDYN * i,
+                             m->actuator_dynprm + mjNDYN * i + 3);
     o.actuator_actlimited.push_back(m->actuator_actlimited[i] ? 1 : 0);
     o.actuator_actrange.push_back(m->actuator_actrange[2 * i]);
     o.actuator_actrange.push_back(m->actuator_actrange[2 * i + 1]);
@@ -669,7 +664,6 @@ void Converter::equalities() {
           if (m->tendon_type[*id] != mjTENDON_FIXED)
             fail(what, "couples spatial " + describe("tendon", m->name_tendonadr, *id) +
                            "; tendon equalities of spatial tendons are not supported");
-          *id = tendon_id_[*id];
         }
       }
     } else {

@@ -28,21 +28,20 @@ extern const int kMujocoHeaderVersion;
 // sites; dof friction loss; tendons, fixed (over hinges and slides) and spatial (through sites and
 // pulleys), with their springs and dead band, dampers, limits, friction loss and length at qpos0;
 // equality constraints (connect, weld, joint, fixed tendon) as hard rows; actuators (motor,
-// position, velocity, intvelocity, damper, general with fixed or affine gain and no or affine
-// bias; dyntype none, integrator, filter or filterexact with one activation, its time constant,
-// actrange and actearly; joint or jointinparent transmission on a hinge or slide, a tendon, or
-// a slider-crank;
-// gainprm and biasprm up to their third entry; ctrl and force ranges); names. Disable flags are
+// position, velocity, intvelocity, damper, muscle, general with fixed, affine or muscle gain and
+// no, affine or muscle bias; dyntype none, integrator, filter, filterexact or muscle with one
+// activation, its time constants, actrange and actearly; joint or jointinparent transmission on
+// a hinge or slide, a tendon, or a slider-crank; the gain and bias parameters their types read,
+// a muscle's lengthrange and acc0 as compiled; ctrl and force ranges); names. Disable flags are
 // applied (contact or constraint: contype = conaffinity = 0 and opt.contact off; limit:
 // jnt_limited = tendon_limited = 0 and opt.limit off; spring, damper, gravity, clampctrl,
 // frictionloss, equality: the coefficients, gravity, ctrllimited or constraints dropped).
 //
 // Throws std::runtime_error naming the element ("joint 'hip' (id 3)") for physics Phalanx does not
-// simulate: spatial tendons wrapping over geoms with forces or limits, tendon equalities of
-// spatial tendons, tendons with armature, polynomial stiffness or damping or actuator force
-// limits, actuators with muscle, dcmotor, pid or user dynamics or muscle, dcmotor, so3 or pid
-// gains and biases, actuator damping, armature or delay, actuators on free or ball joints
-// or on tendons wrapping over geoms, polynomial joint stiffness or damping, plasticity, actuator
+// simulate: tendon equalities of spatial tendons, tendons with armature, polynomial stiffness or
+// damping or actuator force limits, actuators with dcmotor, pid or user dynamics or dcmotor, so3
+// or pid gains and biases, actuator damping, armature or delay, actuators on free or ball
+// joints, polynomial joint stiffness or damping, plasticity, actuator
 // gravity compensation, joint actuator force limits, limits of ball joints, mocap bodies, gravity
 // compensation, explicit contact pairs, flexes, plugins, SDF geoms, surface velocity, adhesion,
 // fluid shapes, disabled actuation or parent filtering, and a colliding geom on a mesh MuJoCo
@@ -51,7 +50,7 @@ extern const int kMujocoHeaderVersion;
 //
 // Recorded in Model::ignored (one entry per kind, with the first element and a count): what does
 // not change the simulated physics: cameras, lights, sensors, keyframes, textures, materials,
-// skins, custom data, tendons wrapping over geoms without forces, the convex hull MuJoCo did not
+// skins, custom data, the convex hull MuJoCo did not
 // compute for a mesh only non-colliding geoms use (its bounding box stands in, keeping mesh and
 // geom ids MuJoCo's), solref and solimp of equalities (the rows are hard), non-default contact
 // and limit solver parameters (solref, solimp, solmix, priority, margin, gap), integrators other

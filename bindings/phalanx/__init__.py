@@ -314,7 +314,7 @@ def step_vjp(
     ``body_mass`` (E, nbody), ``body_inertia`` (E, nbody, 3), ``dof_damping`` (E, nv),
     ``dof_armature`` (E, nv), ``jnt_stiffness`` (E, njnt), ``actuator_gear`` (E, nu),
     ``body_ipos`` (E, nbody, 3; centres of mass), ``actuator_gainprm`` and ``actuator_biasprm``
-    (E, nu, 3; a position servo's kp is gainprm[0] and -biasprm[1], its kv -biasprm[2]),
+    (E, nu, 9; a position servo's kp is gainprm[0] and -biasprm[1], its kv -biasprm[2]),
     ``geom_friction`` (E, ngeom, 3; sliding
     column), ``geom_restitution`` (E, ngeom) and ``geom_size`` (E, ngeom, 3; through the contact
     geometry only, not through masses); sum over E for a parameter shared by all environments.

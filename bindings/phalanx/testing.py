@@ -171,17 +171,52 @@ def rollout_gradient_pair(model: Model, qpos, qvel, ctrl, name: str, rng, parame
     wq, wv = rng.standard_normal(np.shape(qpos)), rng.standard_normal(np.shape(qvel))
     grads = chained_vjp(model, qpos, qvel, ctrl, wq, wv, parameters)
 
-    def loss(q=qpos, v=qvel, u=ctrl):
-        qs, vs, _ = rollout(model, q, v, u)
+    def loss(inputs):
+        qs, vs, _ = rollout(model, inputs["qpos"], inputs["qvel"], inputs["ctrl"])
         return float((wq * qs[:, -1]).sum() + (wv * vs[:, -1]).sum())
 
-    if name in ("qpos", "qvel", "ctrl"):
-        x0 = {"qpos": qpos, "qvel": qvel, "ctrl": ctrl}[name]
-        d = rng.standard_normal(np.shape(x0))
-        key = {"qpos": "q", "qvel": "v", "ctrl": "u"}[name]
-        fd = (loss(**{key: x0 + h * d}) - loss(**{key: x0 - h * d})) / (2 * h)
-    else:
-        p0 = np.asarray(getattr(model, name))
-        d = rng.uniform(0.5, 1.5, p0.shape) * np.where(p0 == 0, 0.1, np.abs(p0))
-        fd = parameter_difference(model, name, loss, d, h=h)
+    d, fd = _central_difference(model, loss, {"qpos": qpos, "qvel": qvel, "ctrl": ctrl}, name,
+                                rng, h)
     return float((grads[name] * d).sum()), fd
+
+
+def taped_gradient_pair(model: Model, qpos, qvel, ctrl, name: str, rng, act=None,
+                        h: float = 1e-6, checkpoint_every: int = 7) -> tuple[float, float, dict]:
+    """(adjoint, central difference, the tape's gradients) of L = <wq, qpos_T> + <wv, qvel_T>
+    (+ <wa, act_t> summed over the steps, with activations ``act`` (E, na)) after the steps of
+    ctrl (E, T, nu), the weights standard normal, along a random direction of ``name`` as
+    rollout_gradient_pair takes it ("act" too). The adjoint comes from a taped rollout's
+    backward pass."""
+    from . import Tape, rollout
+
+    E, T = np.shape(ctrl)[:2]
+    wq, wv = rng.standard_normal(np.shape(qpos)), rng.standard_normal(np.shape(qvel))
+    wa = None if act is None else rng.standard_normal((E, T, np.shape(act)[1]))
+
+    def run(inputs, tape=None):
+        out = rollout(model, inputs["qpos"], inputs["qvel"], inputs["ctrl"], act=inputs["act"],
+                      tape=tape)
+        loss = (wq * out[0][:, -1]).sum() + (wv * out[1][:, -1]).sum()
+        return float(loss + ((wa * out[2]).sum() if act is not None else 0))
+
+    inputs = {"qpos": qpos, "qvel": qvel, "ctrl": ctrl, "act": act}
+    tape = Tape(checkpoint_every=checkpoint_every)
+    run(inputs, tape)
+    adj_q, adj_v = np.zeros((E, T) + np.shape(qpos)[1:]), np.zeros((E, T) + np.shape(qvel)[1:])
+    adj_q[:, -1], adj_v[:, -1] = wq, wv
+    grads = tape.backward(adj_q, adj_v, **({} if act is None else {"adj_act": wa}))
+    d, fd = _central_difference(model, run, inputs, name, rng, h)
+    return float((grads[name] * d).sum()), fd, grads
+
+
+def _central_difference(model: Model, loss, inputs: dict, name: str, rng, h: float):
+    """(direction, central difference of loss(inputs) along it) for the input or model parameter
+    ``name``: a standard normal direction for an input, each entry scaled by its magnitude (0.1
+    for a zero) for a parameter"""
+    if name in inputs:
+        x0 = inputs[name]
+        d = rng.standard_normal(np.shape(x0))
+        return d, (loss({**inputs, name: x0 + h * d}) - loss({**inputs, name: x0 - h * d})) / (2 * h)
+    p0 = np.asarray(getattr(model, name))
+    d = rng.uniform(0.5, 1.5, p0.shape) * np.where(p0 == 0, 0.1, np.abs(p0))
+    return d, parameter_difference(model, name, lambda: loss(inputs), d, h=h)

@@ -46,10 +46,16 @@ inline constexpr const char* kGeomTypeNames[] = {PHX_GEOM_TYPES(PHX_TYPE_NAME)};
 
 // An actuator's gain and bias (Model::actuator_gaintype, actuator_biastype), numbered as MuJoCo's
 // mjtGain and mjtBias.
-enum ActuatorGain : int { kGainFixed = 0, kGainAffine = 1 };
-enum ActuatorBias : int { kBiasNone = 0, kBiasAffine = 1 };
+enum ActuatorGain : int { kGainFixed = 0, kGainAffine = 1, kGainMuscle = 2 };
+enum ActuatorBias : int { kBiasNone = 0, kBiasAffine = 1, kBiasMuscle = 2 };
 // An actuator's activation dynamics (Model::actuator_dyntype), numbered as MuJoCo's mjtDyn.
-enum ActuatorDyn : int { kDynNone = 0, kDynIntegrator = 1, kDynFilter = 2, kDynFilterExact = 3 };
+enum ActuatorDyn : int {
+  kDynNone = 0,
+  kDynIntegrator = 1,
+  kDynFilter = 2,
+  kDynFilterExact = 3,
+  kDynMuscle = 4
+};
 // What an actuator moves (Model::actuator_trntype): a joint, a tendon, or a slider-crank (a
 // crank site driving a slider site along the slider's z axis through a rod).
 enum ActuatorTrn : int { kTrnJoint = 0, kTrnTendon = 1, kTrnSliderCrank = 2 };
@@ -57,9 +63,16 @@ enum ActuatorTrn : int { kTrnJoint = 0, kTrnTendon = 1, kTrnSliderCrank = 2 };
 // combination of joint coordinates) or spatial (a path through sites).
 enum TendonType : int { kTendonFixed = 0, kTendonSpatial = 1 };
 // What a tendon's entry is (Model::wrap_type), numbered as MuJoCo's mjtWrap: a joint with its
-// coefficient (fixed tendons); a site the path passes through, or a pulley that divides the
-// lengths of the path's branches after it (spatial tendons).
-enum WrapType : int { kWrapJoint = 1, kWrapPulley = 2, kWrapSite = 3 };
+// coefficient (fixed tendons); a site the path passes through, a pulley that divides the
+// lengths of the path's branches after it, or a sphere or cylinder geom the span between the
+// sites on either side wraps over, its wrap_prm the side site (-1: none; spatial tendons).
+enum WrapType : int {
+  kWrapJoint = 1,
+  kWrapPulley = 2,
+  kWrapSite = 3,
+  kWrapSphere = 4,
+  kWrapCylinder = 5
+};
 // What an equality constraint holds (Model::eq_type), numbered as MuJoCo's mjtEq, and its rows.
 enum EqType : int { kEqConnect = 0, kEqWeld = 1, kEqJoint = 2, kEqTendon = 3 };
 PHX_HD constexpr int eq_rows(int type) {

@@ -177,7 +177,10 @@
      biasprm[1] L + biasprm[2] V (affine), x the input: ctrl clamped where limited, or act       \
      for an actuator with dynamics (below); force clamped where limited; qfrc += gear force      \
      along the joint or the tendon's row. A motor: fixed gain 1, no bias. <position>: gain       \
-     kp, bias (0, -kp, -kv). <intvelocity>: the same on an integrator's act */                   \
+     kp, bias (0, -kp, -kv). <intvelocity>: the same on an integrator's act. A muscle's gain     \
+     and bias are MuJoCo's curves of (L, V) normalised by lengthrange, with gainprm = biasprm =  \
+     (range[2], force, scale, lmin, lmax, vmax, fpmax, fvmax), force = scale / acc0 where it is  \
+     negative (muscle.h) */                                                                      \
   X(int, actuator_trntype, nu, 1, "ActuatorTrn: 0 joint, 1 tendon, 2 slider-crank")             \
   X(int, actuator_trnid, nu, 1, "id of the transmission joint (hinge or slide), tendon, or "     \
     "crank site")                                                                                \
@@ -187,19 +190,26 @@
   X(int, actuator_ctrllimited, nu, 1, "is ctrl clamped to ctrlrange (0 or 1)")                  \
   X(real, actuator_gear, nu, 1, "scalar gear ratio")                                            \
   X(real, actuator_ctrlrange, nu, 2, "ctrl limits")                                             \
-  X(int, actuator_gaintype, nu, 1, "ActuatorGain: 0 fixed, 1 affine (MuJoCo's mjtGain)")        \
-  X(int, actuator_biastype, nu, 1, "ActuatorBias: 0 none, 1 affine (MuJoCo's mjtBias)")         \
-  X(real, actuator_gainprm, nu, 3, "gain: constant, length and velocity coefficients")          \
-  X(real, actuator_biasprm, nu, 3, "bias: constant, length and velocity coefficients")          \
+  X(int, actuator_gaintype, nu, 1, "ActuatorGain: 0 fixed, 1 affine, 2 muscle (mjtGain)")       \
+  X(int, actuator_biastype, nu, 1, "ActuatorBias: 0 none, 1 affine, 2 muscle (mjtBias)")        \
+  X(real, actuator_gainprm, nu, 9, "gain: constant, length and velocity coefficients (affine), " \
+    "or the muscle's nine")                                                                      \
+  X(real, actuator_biasprm, nu, 9, "bias: constant, length and velocity coefficients (affine), " \
+    "or the muscle's nine")                                                                      \
   X(int, actuator_forcelimited, nu, 1, "is the force clamped to forcerange (0 or 1)")           \
   X(real, actuator_forcerange, nu, 2, "force limits")                                            \
+  X(real, actuator_lengthrange, nu, 2, "muscle: the range of L over the joints' ranges")         \
+  X(real, actuator_acc0, nu, 1, "muscle: the norm of M^-1 times the moment at qpos0")           \
   /* activation dynamics (MuJoCo's dyntype): an actuator with dynamics has one state act (its    \
-     entry actuator_actadr of the batched act), whose rate is ctrl (integrator) or               \
-     (ctrl - act) / tau (filter; filterexact integrates it exactly over the step), clamped to    \
-     actrange where limited after each step; its force reads act (the next step's act with       \
-     actearly) where a stateless actuator reads ctrl */                                          \
-  X(int, actuator_dyntype, nu, 1, "ActuatorDyn: 0 none, 1 integrator, 2 filter, 3 filterexact")  \
-  X(real, actuator_dynprm, nu, 1, "filter time constant tau (s)")                                \
+     entry actuator_actadr of the batched act), whose rate is ctrl (integrator), (ctrl - act) /  \
+     tau (filter; filterexact integrates it exactly over the step) or a muscle's, whose time     \
+     constant depends on act and on the sign of ctrl - act, clamped to actrange where limited    \
+     after each step; its force reads act (the next step's act with actearly) where a stateless  \
+     actuator reads ctrl */                                                                      \
+  X(int, actuator_dyntype, nu, 1, "ActuatorDyn: 0 none, 1 integrator, 2 filter, 3 filterexact, " \
+    "4 muscle")                                                                                  \
+  X(real, actuator_dynprm, nu, 3, "filter: time constant tau (s); muscle: activation and "       \
+    "deactivation time constants (s), smoothing width")                                          \
   X(int, actuator_actadr, nu, 1, "the actuator's entry in act, -1 without dynamics")             \
   X(int, actuator_actlimited, nu, 1, "is act clamped to actrange after each step (0 or 1)")      \
   X(real, actuator_actrange, nu, 2, "activation limits")                                         \

@@ -5,6 +5,7 @@
 
 #include "phalanx/kinematics.h"
 #include "phalanx/math/dense.h"
+#include "phalanx/muscle.h"
 #include "phalanx/tendon.h"
 
 namespace phx {
@@ -116,12 +117,54 @@ PHX_HD void passive(const ModelView<T>& m, const T* qpos, const T* qvel, const W
   }
 }
 
+// An actuator's nine gain or bias parameters (actuator_gainprm or actuator_biasprm of actuator
+// u) in the scalar R its gain and bias run on
+template <class R, class S>
+PHX_HD PHX_INLINE void load_actuator_params(const S* prm, int u, R* out) {
+  for (int k = 0; k < 9; ++k) out[k] = R(prm[9 * u + k]);
+}
+
+// The gain and the bias of actuator u at its length L and velocity V from its parameters g or b
+// (load_actuator_params; MuJoCo's mj_fwdActuation): gain g[0] (fixed), g[0] + g[1] L + g[2] V
+// (affine) or the muscle's active force per unit activation; bias 0, b[0] + b[1] L + b[2] V
+// (affine) or the muscle's passive force (muscle.h). R is the state's scalar, or a Dual of it
+// for the adjoints' slopes in (L, V) or in the parameters; S the model's.
+template <class R, class S>
+PHX_HD PHX_INLINE R actuator_gain(const ModelView<S>& m, int u, const R& L, const R& V,
+                                  const R* g) {
+  switch (m.actuator_gaintype[u]) {
+    case kGainAffine:
+      return g[0] + g[1] * L + g[2] * V;
+    case kGainMuscle: {
+      const R range[2] = {R(m.actuator_lengthrange[2 * u]), R(m.actuator_lengthrange[2 * u + 1])};
+      return muscle_gain(L, V, range, R(m.actuator_acc0[u]), g);
+    }
+    default:
+      return g[0];
+  }
+}
+
+template <class R, class S>
+PHX_HD PHX_INLINE R actuator_bias(const ModelView<S>& m, int u, const R& L, const R& V,
+                                  const R* b) {
+  switch (m.actuator_biastype[u]) {
+    case kBiasAffine:
+      return b[0] + b[1] * L + b[2] * V;
+    case kBiasMuscle: {
+      const R range[2] = {R(m.actuator_lengthrange[2 * u]), R(m.actuator_lengthrange[2 * u + 1])};
+      return muscle_bias(L, range, R(m.actuator_acc0[u]), b);
+    }
+    default:
+      return R(0);
+  }
+}
+
 // One actuator's force and what it was made of (MuJoCo's mj_fwdActuation): the transmission's
 // length L = gear times the joint's coordinate or the tendon's length, velocity V likewise, the
 // input x (input[u]: the ctrl of an actuator without dynamics, clamped to ctrlrange where
 // limited, or the activation of one with dynamics, actuator_inputs), force = gain x + bias
-// (Model's actuator_gaintype, _biastype) clamped to forcerange where limited. The `inside` flags
-// say a clamp was not active.
+// (actuator_gain, actuator_bias) clamped to forcerange where limited. The `inside` flags say a
+// clamp was not active.
 template <class T>
 struct ActuatorForce {
   T ctrl, length, velocity, gain, force;  // ctrl: the input x after the clamp
@@ -135,8 +178,6 @@ PHX_HD PHX_INLINE ActuatorForce<T> actuator_force(const ModelView<S>& m, const W
                                                   const T* input) {
   ActuatorForce<T> a;
   const S gear = m.actuator_gear[u];
-  const S* g = m.actuator_gainprm + 3 * u;
-  const S* b = m.actuator_biasprm + 3 * u;
   a.ctrl = input[u];
   if (m.actuator_ctrllimited[u] && m.actuator_actadr[u] < 0) {
     S lo = m.actuator_ctrlrange[2 * u], hi = m.actuator_ctrlrange[2 * u + 1];
@@ -147,10 +188,11 @@ PHX_HD PHX_INLINE ActuatorForce<T> actuator_force(const ModelView<S>& m, const W
                      a.trn_velocity);
   a.length = gear * a.trn_length;
   a.velocity = gear * a.trn_velocity;
-  a.gain = T(g[0]);
-  if (m.actuator_gaintype[u] == kGainAffine) a.gain += g[1] * a.length + g[2] * a.velocity;
-  a.force = a.gain * a.ctrl;
-  if (m.actuator_biastype[u] == kBiasAffine) a.force += b[0] + b[1] * a.length + b[2] * a.velocity;
+  T g[9], b[9];
+  load_actuator_params(m.actuator_gainprm, u, g);
+  load_actuator_params(m.actuator_biasprm, u, b);
+  a.gain = actuator_gain(m, u, a.length, a.velocity, g);
+  a.force = a.gain * a.ctrl + actuator_bias(m, u, a.length, a.velocity, b);
   if (m.actuator_forcelimited[u]) {
     S lo = m.actuator_forcerange[2 * u], hi = m.actuator_forcerange[2 * u + 1];
     a.force_inside = a.force >= lo && a.force <= hi;
@@ -176,8 +218,9 @@ PHX_HD void actuation(const ModelView<T>& m, const T* qpos, const T* qvel, const
 // The next activation of actuator u, which has dynamics (MuJoCo's mj_nextActivation for its
 // Euler step), from ctrl (nu, clamped to ctrlrange where limited, as MuJoCo clamps it before the
 // rate) and act (na): integrator act + dt ctrl, filter act + dt (ctrl - act) / tau, filterexact
-// act + (ctrl - act) (1 - exp(-dt / tau)), then clamped to actrange where limited. Linear in
-// act and ctrl between the clamps: d_act and d_ctrl are its slopes (zero where a clamp acts).
+// act + (ctrl - act) (1 - exp(-dt / tau)), muscle act + dt muscle_activation_rate, then clamped
+// to actrange where limited. d_act and d_ctrl are its slopes (zero where a clamp acts): constant
+// for the linear dynamics, the muscle's from its rate evaluated on Dual numbers.
 template <class T>
 struct NextActivation {
   T act;
@@ -188,6 +231,7 @@ template <class T, class S>
 PHX_HD PHX_INLINE NextActivation<T> next_activation(const ModelView<S>& m, int u, const T* ctrl,
                                                     const T* act) {
   const S dt = m.timestep;
+  const S* prm = m.actuator_dynprm + 3 * u;
   T c = ctrl[u];
   bool ctrl_inside = true;
   if (m.actuator_ctrllimited[u]) {
@@ -197,17 +241,33 @@ PHX_HD PHX_INLINE NextActivation<T> next_activation(const ModelView<S>& m, int u
   }
   const T a = act[m.actuator_actadr[u]];
   NextActivation<T> r;
-  S k = dt;  // the weight of the rate ctrl - act (filters) or ctrl (integrator)
-  if (m.actuator_dyntype[u] != kDynIntegrator) {
-    const S tau = m.actuator_dynprm[u] > S(1e-15) ? m.actuator_dynprm[u] : S(1e-15);
-    k = m.actuator_dyntype[u] == kDynFilterExact ? S(1) - exp(-dt / tau) : dt / tau;
-    r.act = a + k * (c - a);
-    r.d_act = T(S(1) - k);
-  } else {
-    r.act = a + k * c;
-    r.d_act = T(1);
+  switch (m.actuator_dyntype[u]) {
+    case kDynIntegrator:
+      r.act = a + dt * c;
+      r.d_act = T(1);
+      r.d_ctrl = T(dt);
+      break;
+    case kDynMuscle: {
+      using D = Dual<T, 2>;
+      D dc(c), da(a);
+      dc.d[0] = T(1);
+      da.d[1] = T(1);
+      const D p[3] = {D(T(prm[0])), D(T(prm[1])), D(T(prm[2]))};
+      D rate = muscle_activation_rate(dc, da, p);
+      r.act = a + dt * rate.v;
+      r.d_ctrl = dt * rate.d[0];
+      r.d_act = T(1) + dt * rate.d[1];
+      break;
+    }
+    default: {  // the filters: the weight k of the rate ctrl - act
+      const S tau = prm[0] > S(1e-15) ? prm[0] : S(1e-15);
+      const S k = m.actuator_dyntype[u] == kDynFilterExact ? S(1) - exp(-dt / tau) : dt / tau;
+      r.act = a + k * (c - a);
+      r.d_act = T(S(1) - k);
+      r.d_ctrl = T(k);
+    }
   }
-  r.d_ctrl = ctrl_inside ? T(k) : T(0);
+  if (!ctrl_inside) r.d_ctrl = T(0);
   if (m.actuator_actlimited[u]) {
     S lo = m.actuator_actrange[2 * u], hi = m.actuator_actrange[2 * u + 1];
     if (!(r.act >= lo && r.act <= hi)) {
@@ -425,19 +485,21 @@ PHX_HD void adj_passive(const ModelView<S>& m, const T* qpos, const T* qvel, con
 }
 
 // Adjoint of actuation: from adj_qfrc to the inputs' adjoint adj_input (zero where the ctrl
-// clamp is active), to qpos and qvel through affine gains and biases (the tendons' lengths and
-// rows in a), to gear and the gain and bias parameters; nothing passes a force clamp that is
-// active.
+// clamp is active), to qpos and qvel through gains and biases that depend on the length or the
+// velocity (the tendons' lengths and rows in a), to gear and the gain and bias parameters;
+// nothing passes a force clamp that is active. The slopes of the gain and the bias come from
+// evaluating them on Dual numbers: in (L, V) always, in the nine parameters when their
+// gradients are asked for.
 template <class T, class S>
 PHX_HD void adj_actuation(const ModelView<S>& m, const T* qpos, const T* qvel, const T* input,
                           const Workspace<S>& w, AdjWorkspace<T>& aw, const T* adj_qfrc,
                           T* adj_qpos, T* adj_qvel, T* adj_input,
                           const ModelAdjoint<T>& adj_model) {
+  using D2 = Dual<T, 2>;
+  using D9 = Dual<T, 9>;
   for (int u = 0; u < m.nu; ++u) {
     const int type = m.actuator_trntype[u], id = actuator_trn(m, u);
     const S gear = m.actuator_gear[u];
-    const S* g = m.actuator_gainprm + 3 * u;
-    const S* b = m.actuator_biasprm + 3 * u;
     ActuatorForce<T> a = actuator_force(m, w, u, qpos, qvel, input);
     // qfrc += gear force row
     T adj_out = transmission_dot<T>(m, w, type, id, PointerRow<T>{adj_qfrc});
@@ -445,38 +507,30 @@ PHX_HD void adj_actuation(const ModelView<S>& m, const T* qpos, const T* qvel, c
     T adj_gear = a.force * adj_out;
     T adj_force = a.force_inside ? gear * adj_out : T(0);
     if (a.ctrl_inside) adj_input[u] += a.gain * adj_force;
-    // d force / d (L, V) through the affine gain (times ctrl) and bias
-    T adj_len(0), adj_vel(0);
-    const bool affine_gain = m.actuator_gaintype[u] == kGainAffine;
-    const bool affine_bias = m.actuator_biastype[u] == kBiasAffine;
-    if (affine_gain) {
-      adj_len += g[1] * a.ctrl * adj_force;
-      adj_vel += g[2] * a.ctrl * adj_force;
-    }
-    if (affine_bias) {
-      adj_len += b[1] * adj_force;
-      adj_vel += b[2] * adj_force;
-    }
+    // force = gain(L, V) x + bias(L, V): its slopes in L and V
+    D2 L(a.length), V(a.velocity), g2[9], b2[9];
+    L.d[0] = V.d[1] = T(1);
+    load_actuator_params(m.actuator_gainprm, u, g2);
+    load_actuator_params(m.actuator_biasprm, u, b2);
+    D2 f = actuator_gain(m, u, L, V, g2) * D2(a.ctrl) + actuator_bias(m, u, L, V, b2);
+    const T adj_len = f.d[0] * adj_force, adj_vel = f.d[1] * adj_force;
     // L = gear length, V = gear velocity
-    if (affine_gain || affine_bias) {
+    if (adj_len != T(0) || adj_vel != T(0)) {
       adj_transmission_state(m, w, type, id, qvel, gear * adj_len, gear * adj_vel, aw, adj_qpos,
                              adj_qvel);
       adj_gear += a.trn_length * adj_len + a.trn_velocity * adj_vel;
     }
     if (adj_model.actuator_gear) adj_model.actuator_gear[u] += adj_gear;
-    if (adj_model.actuator_gainprm) {
-      T* ag = adj_model.actuator_gainprm + 3 * u;
-      ag[0] += a.ctrl * adj_force;
-      if (affine_gain) {
-        ag[1] += a.length * a.ctrl * adj_force;
-        ag[2] += a.velocity * a.ctrl * adj_force;
-      }
-    }
-    if (adj_model.actuator_biasprm && affine_bias) {
-      T* ab = adj_model.actuator_biasprm + 3 * u;
-      ab[0] += adj_force;
-      ab[1] += a.length * adj_force;
-      ab[2] += a.velocity * adj_force;
+    // the parameters: one Dual direction each
+    T* adj_prm[2] = {adj_model.actuator_gainprm, adj_model.actuator_biasprm};
+    for (int which = 0; which < 2; ++which) {
+      if (!adj_prm[which]) continue;
+      D9 p[9], L9(a.length), V9(a.velocity);
+      load_actuator_params(which == 0 ? m.actuator_gainprm : m.actuator_biasprm, u, p);
+      for (int k = 0; k < 9; ++k) p[k].d[k] = T(1);
+      D9 y =
+          which == 0 ? actuator_gain(m, u, L9, V9, p) * D9(a.ctrl) : actuator_bias(m, u, L9, V9, p);
+      for (int k = 0; k < 9; ++k) adj_prm[which][9 * u + k] += y.d[k] * adj_force;
     }
   }
 }

@@ -3,10 +3,13 @@
 // and read by every stage a tendon takes part in: passive spring-dampers, actuators, limit and
 // friction-loss rows and equality rows.
 //   fixed:   L = sum of coef q over its joints (hinges and slides), J their coefficients;
-//   spatial: a path through sites, L = sum over its segments (consecutive sites) of
-//            |p_b - p_a| / D, D the divisor of the last pulley before the segment (1 before
-//            any); with u the segment's unit direction, J = sum (Jp_b - Jp_a)^T u / D, Jp the
-//            velocity of a site per unit qvel (MuJoCo's mj_tendon without geom wrapping).
+//   spatial: a path through sites, L = sum over its spans of the span's length / D, D the
+//            divisor of the last pulley before the span (1 before any). A span joins two
+//            consecutive sites, straight or wrapped over the sphere or cylinder between them
+//            (wrap.h): site, tangent point, arc, tangent point, site. Each straight part
+//            between points of two bodies adds (Jp_b - Jp_a)^T u / D to J, u its unit direction
+//            and Jp the velocity of a point per unit qvel, the tangent points moving with the
+//            geom's body (MuJoCo's mj_tendon).
 // A transmission (an actuator's, a limit's, an equality's object) is a joint, a tendon or an
 // actuator's slider-crank: its length, velocity and row come from the joint's coordinate, the
 // tendon's arrays or the slider-crank's geometry (computed where it is read, slider_crank).
@@ -17,22 +20,25 @@
 
 #include "phalanx/math/dense.h"
 #include "phalanx/point_jacobian.h"
+#include "phalanx/wrap.h"
 
 namespace phx {
 
-// Calls f(a, b, D) for each segment of spatial tendon t: the entries (wrap indices) of its two
-// sites and the divisor of its branch. A pulley ends a branch: the sites on either side of it
-// are not joined.
+// Calls f(a, g, b, D) for each span of spatial tendon t: the entries (wrap indices) of its two
+// sites, of the sphere or cylinder between them (-1: a straight span), and the divisor of its
+// branch. A pulley ends a branch: the sites on either side of it are not joined.
 template <class S, class F>
-PHX_HD PHX_INLINE void for_each_segment(const ModelView<S>& m, int t, F&& f) {
+PHX_HD PHX_INLINE void for_each_span(const ModelView<S>& m, int t, F&& f) {
   S divisor = S(1);
   const int end = m.tendon_adr[t] + m.tendon_num[t];
   for (int k = m.tendon_adr[t]; k + 1 < end; ++k) {
+    const int next = m.wrap_type[k + 1];
     if (m.wrap_type[k] == kWrapPulley) {
       divisor = m.wrap_prm[k];
-      continue;
+    } else if (m.wrap_type[k] == kWrapSite) {  // a geom's span began at the site before it
+      if (next == kWrapSite) f(k, -1, k + 1, divisor);
+      if (next == kWrapSphere || next == kWrapCylinder) f(k, k + 1, k + 2, divisor);
     }
-    if (m.wrap_type[k + 1] == kWrapSite) f(k, k + 1, divisor);
   }
 }
 
@@ -43,23 +49,72 @@ PHX_HD PHX_INLINE Vec3<S> wrap_site_point(const ModelView<S>& m, const Workspace
   return body_point(w, m.site_bodyid[s], Vec3<S>::load(m.site_pos + 3 * s));
 }
 
-// A segment's length and unit direction from a to b (zero for coincident sites: no force acts
-// along a segment without a direction).
+// the side site of the wrapping geom of entry g (its wrap_prm), -1 for none
 template <class S>
-struct Segment {
-  Vec3<S> pa, pb, u;
-  S length;
+PHX_HD PHX_INLINE int wrap_side_site(const ModelView<S>& m, int g) {
+  const double side = static_cast<double>(value(m.wrap_prm[g]));
+  return static_cast<int>(side < 0 ? side - 0.5 : side + 0.5);
+}
+
+// A span's path: its points (site a; where it wraps the two tangent points, fixed to the geom's
+// body; site b), their bodies, and its length (the straight parts and the arc's wrap length).
+// For a wrapped span, the geom's frame (c, G), the side site's body (-1: none) and point, and the
+// sites and tangent points in the geom's frame, which the adjoint reads.
+template <class S>
+struct Span {
+  Vec3<S> p[4];
+  int body[4];
+  int n = 2;  // points on the path: 2 straight, 4 wrapped
+  S length, wrap_length;
+  Vec3<S> c, side, local[3];  // local: site a, site b, side site in the geom's frame
+  Mat3<S> G;
+  int side_body = -1;
+  LocalWrap<S> wrap;
 };
 
+// a straight part of a span: unit direction (zero where its points coincide: no force acts
+// along it) and length
 template <class S>
-PHX_HD PHX_INLINE Segment<S> segment(const ModelView<S>& m, const Workspace<S>& w, int a, int b) {
-  Segment<S> g;
-  g.pa = wrap_site_point(m, w, a);
-  g.pb = wrap_site_point(m, w, b);
-  Vec3<S> d = g.pb - g.pa;
-  g.length = norm(d);
-  g.u = g.length > S(0) ? (S(1) / g.length) * d : Vec3<S>{};
-  return g;
+PHX_HD PHX_INLINE Vec3<S> unit_direction(const Vec3<S>& d, S& length) {
+  length = norm(d);
+  return length > S(0) ? (S(1) / length) * d : Vec3<S>{};
+}
+
+template <class S>
+PHX_HD Span<S> span(const ModelView<S>& m, const Workspace<S>& w, int a, int g, int b) {
+  Span<S> sp;
+  sp.p[0] = wrap_site_point(m, w, a);
+  sp.body[0] = m.site_bodyid[m.wrap_objid[a]];
+  const Vec3<S> pb = wrap_site_point(m, w, b);
+  const int bb = m.site_bodyid[m.wrap_objid[b]];
+  sp.wrap_length = S(0);
+  if (g >= 0) {
+    const int geom = m.wrap_objid[g], gb = m.geom_bodyid[geom];
+    sp.c = body_point(w, gb, Vec3<S>::load(m.geom_pos + 3 * geom));
+    sp.G = Mat3<S>::load(w.xmat + 9 * gb) * to_mat(Quat<S>::load(m.geom_quat + 4 * geom));
+    const int side = wrap_side_site(m, g);
+    if (side >= 0) {
+      sp.side_body = m.site_bodyid[side];
+      sp.side = body_point(w, sp.side_body, Vec3<S>::load(m.site_pos + 3 * side));
+    }
+    sp.local[0] = mul_transpose(sp.G, sp.p[0] - sp.c);
+    sp.local[1] = mul_transpose(sp.G, pb - sp.c);
+    sp.local[2] = side >= 0 ? mul_transpose(sp.G, sp.side - sp.c) : Vec3<S>{};
+    sp.wrap = wrap_local(sp.local[0], sp.local[1], sp.local[2], side >= 0, m.geom_size[3 * geom],
+                         m.wrap_type[g] == kWrapCylinder);
+    if (sp.wrap.length >= S(0)) {
+      sp.n = 4;
+      sp.p[1] = sp.G * sp.wrap.t0 + sp.c;
+      sp.p[2] = sp.G * sp.wrap.t1 + sp.c;
+      sp.body[1] = sp.body[2] = gb;
+      sp.wrap_length = sp.wrap.length;
+    }
+  }
+  sp.p[sp.n - 1] = pb;
+  sp.body[sp.n - 1] = bb;
+  sp.length = sp.wrap_length;
+  for (int i = 0; i + 1 < sp.n; i += 2) sp.length += norm(sp.p[i + 1] - sp.p[i]);
+  return sp;
 }
 
 // Lengths and rows of all tendons at the kinematics in w (kinematics and com_pos) into
@@ -78,15 +133,80 @@ PHX_HD void tendon_kinematics(const ModelView<T>& m, const T* qpos, Workspace<T>
         J[m.jnt_dofadr[j]] += m.wrap_prm[k];
       }
     } else {
-      for_each_segment(m, t, [&](int a, int b, T divisor) {
-        Segment<T> g = segment(m, w, a, b);
+      for_each_span(m, t, [&](int a, int g, int b, T divisor) {
+        const Span<T> sp = span(m, w, a, g, b);
         const T s = T(1) / divisor;
-        length += s * g.length;
-        add_point_jacobian(m, w, m.site_bodyid[m.wrap_objid[b]], g.pb, &g.u, 1, s, J);
-        add_point_jacobian(m, w, m.site_bodyid[m.wrap_objid[a]], g.pa, &g.u, 1, -s, J);
+        length += s * sp.length;
+        for (int i = 0; i + 1 < sp.n; i += 2) {  // the straight parts
+          if (sp.body[i] == sp.body[i + 1]) continue;
+          T len;
+          const Vec3<T> u = unit_direction(sp.p[i + 1] - sp.p[i], len);
+          add_point_jacobian(m, w, sp.body[i + 1], sp.p[i + 1], &u, 1, s, J);
+          add_point_jacobian(m, w, sp.body[i], sp.p[i], &u, 1, -s, J);
+        }
       });
     }
     w.ten_length[t] = length;
+  }
+}
+
+// Adjoint of a wrapped span's geometry: from the adjoints of its tangent points (adj_p1, adj_p2,
+// world) and of its wrap length to those of its sites (adj_pa, adj_pb, accumulated), and of the
+// side site's and the geom's body frames in a. wrap_local's slopes in its nine inputs come from
+// running it on Dual numbers.
+template <class T, class S>
+PHX_HD void adj_span_wrap(const ModelView<S>& m, const Span<S>& sp, int g, const Vec3<T>& adj_p1,
+                          const Vec3<T>& adj_p2, T adj_wrap_length, Vec3<T>& adj_pa,
+                          Vec3<T>& adj_pb, AdjWorkspace<T>& a) {
+  using D = Dual<T, 9>;
+  const int geom = m.wrap_objid[g], gb = m.geom_bodyid[geom];
+  const Mat3<T> G = Mat3<T>::load(sp.G.m);
+  Mat3<T> adj_G{};
+  Vec3<T> adj_c = adj_p1 + adj_p2;
+  // p1 = G t0 + c, p2 = G t1 + c
+  Vec3<T> adj_t0{}, adj_t1{};
+  adj_mul(G, Vec3<T>::from(sp.wrap.t0), adj_G, adj_t0, adj_p1);
+  adj_mul(G, Vec3<T>::from(sp.wrap.t1), adj_G, adj_t1, adj_p2);
+  // the wrap in the geom's frame, on Dual numbers seeded along the local inputs
+  Vec3<D> in[3];
+  for (int i = 0; i < 3; ++i)
+    for (int j = 0; j < 3; ++j) {
+      in[i][j] = D(T(sp.local[i][j]));
+      in[i][j].d[3 * i + j] = T(1);
+    }
+  const LocalWrap<D> lw = wrap_local(in[0], in[1], in[2], sp.side_body >= 0,
+                                     D(T(m.geom_size[3 * geom])), m.wrap_type[g] == kWrapCylinder);
+  Vec3<T> adj_local[3];
+  for (int i = 0; i < 3; ++i)
+    for (int j = 0; j < 3; ++j) {
+      const int k = 3 * i + j;
+      adj_local[i][j] = adj_wrap_length * lw.length.d[k];
+      for (int r = 0; r < 3; ++r)
+        adj_local[i][j] += adj_t0[r] * lw.t0[r].d[k] + adj_t1[r] * lw.t1[r].d[k];
+    }
+  // local = G^T (x - c): adj_x += G adj_local, adj_c -= G adj_local, adj_G += (x - c) adj_local^T
+  const Vec3<S> xs[3] = {sp.p[0], sp.p[sp.n - 1], sp.side};
+  Vec3<T> adj_x[3];
+  for (int i = 0; i < 3; ++i) {
+    if (i == 2 && sp.side_body < 0) break;
+    adj_x[i] = G * adj_local[i];
+    adj_c -= adj_x[i];
+    const Vec3<T> r = Vec3<T>::from(xs[i] - sp.c);
+    for (int p = 0; p < 3; ++p)
+      for (int q = 0; q < 3; ++q) adj_G.m[3 * p + q] += r[p] * adj_local[i][q];
+  }
+  adj_pa += adj_x[0];
+  adj_pb += adj_x[1];
+  if (sp.side_body >= 0) {
+    const int side = wrap_side_site(m, g);
+    adj_body_point(sp.side_body, Vec3<T>::load(m.site_pos + 3 * side), adj_x[2], a);
+  }
+  // c = xpos_b + R_b geom_pos, G = R_b Q: adj_R_b += adj_G Q^T
+  adj_body_point(gb, Vec3<T>::load(m.geom_pos + 3 * geom), adj_c, a);
+  if (gb != 0) {
+    const Mat3<T> Q = to_mat(Quat<T>::load(m.geom_quat + 4 * geom));
+    const Mat3<T> adj_R = adj_G * transpose(Q);
+    for (int i = 0; i < 9; ++i) a.xmat[9 * gb + i] += adj_R.m[i];
   }
 }
 
@@ -105,22 +225,32 @@ PHX_HD void adj_tendon_kinematics(const ModelView<S>& m, const Workspace<S>& w, 
       continue;
     }
     const DenseEntries<T> adj_J{a.ten_J + long(t) * nv, nv};
-    for_each_segment(m, t, [&](int ka, int kb, S divisor) {
-      const Segment<S> g = segment(m, w, ka, kb);
-      if (!(g.length > S(0))) return;
-      const S s = S(1) / divisor;
+    for_each_span(m, t, [&](int ka, int kg, int kb, S divisor) {
+      const Span<S> sp = span(m, w, ka, kg, kb);
+      const T s = T(S(1) / divisor);
+      Vec3<T> adj_p[4];
+      for (int i = 0; i + 1 < sp.n; i += 2) {  // the straight parts
+        S len;
+        const Vec3<S> us = unit_direction(sp.p[i + 1] - sp.p[i], len);
+        if (!(len > S(0))) continue;
+        const Vec3<T> u = Vec3<T>::from(us);
+        Vec3<T> adj_u{};
+        if (sp.body[i] != sp.body[i + 1]) {
+          const Vec3<T> p0 = Vec3<T>::from(sp.p[i]), p1 = Vec3<T>::from(sp.p[i + 1]);
+          adj_add_point_jacobian(m, w, sp.body[i + 1], p1, &u, 1, s, adj_J, 0, a, adj_p[i + 1],
+                                 &adj_u);
+          adj_add_point_jacobian(m, w, sp.body[i], p0, &u, 1, -s, adj_J, 0, a, adj_p[i], &adj_u);
+        }
+        // length += |d| / D, u = d / |d|, d = p_{i+1} - p_i
+        Vec3<T> adj_d = (s * adj_len) * u + (T(1) / T(len)) * (adj_u - dot(u, adj_u) * u);
+        adj_p[i + 1] += adj_d;
+        adj_p[i] -= adj_d;
+      }
+      if (sp.n == 4)
+        adj_span_wrap(m, sp, kg, adj_p[1], adj_p[2], s * adj_len, adj_p[0], adj_p[3], a);
       const int sa = m.wrap_objid[ka], sb = m.wrap_objid[kb];
-      const int ba = m.site_bodyid[sa], bb = m.site_bodyid[sb];
-      const Vec3<T> pa = Vec3<T>::from(g.pa), pb = Vec3<T>::from(g.pb), u = Vec3<T>::from(g.u);
-      Vec3<T> adj_pa, adj_pb, adj_u;
-      adj_add_point_jacobian(m, w, bb, pb, &u, 1, T(s), adj_J, 0, a, adj_pb, &adj_u);
-      adj_add_point_jacobian(m, w, ba, pa, &u, 1, T(-s), adj_J, 0, a, adj_pa, &adj_u);
-      // length = |d| / D, u = d / |d|, d = pb - pa
-      Vec3<T> adj_d = (T(s) * adj_len) * u + (T(1) / T(g.length)) * (adj_u - dot(u, adj_u) * u);
-      adj_pb += adj_d;
-      adj_pa -= adj_d;
-      adj_body_point(bb, Vec3<T>::load(m.site_pos + 3 * sb), adj_pb, a);
-      adj_body_point(ba, Vec3<T>::load(m.site_pos + 3 * sa), adj_pa, a);
+      adj_body_point(sp.body[0], Vec3<T>::load(m.site_pos + 3 * sa), adj_p[0], a);
+      adj_body_point(sp.body[sp.n - 1], Vec3<T>::load(m.site_pos + 3 * sb), adj_p[sp.n - 1], a);
     });
   }
 }

@@ -114,8 +114,11 @@ class ModelBuilder {
     m.actuator_ctrllimited.push_back(limited ? 1 : 0);
     m.actuator_gaintype.push_back(gaintype);
     m.actuator_biastype.push_back(biastype);
+    // the affine three of the nine parameters
     m.actuator_gainprm.insert(m.actuator_gainprm.end(), {gainprm[0], gainprm[1], gainprm[2]});
     m.actuator_biasprm.insert(m.actuator_biasprm.end(), {biasprm[0], biasprm[1], biasprm[2]});
+    m.actuator_gainprm.resize(m.actuator_gainprm.size() + 6, 0.0);
+    m.actuator_biasprm.resize(m.actuator_biasprm.size() + 6, 0.0);
     m.actuator_forcelimited.push_back(flo < fhi ? 1 : 0);
     m.actuator_forcerange.insert(m.actuator_forcerange.end(), {flo, fhi});
     m.actuator_names.push_back("actuator" + std::to_string(m.actuator_trnid.size() - 1));

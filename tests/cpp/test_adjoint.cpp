@@ -264,8 +264,8 @@ Inputs<double> random_inputs(const Model& model, std::mt19937& rng, bool directi
   in.actuator_gainprm = model.actuator_gainprm;  // the mechanism's servo and affine actuator
   in.actuator_biasprm = model.actuator_biasprm;
   if (direction) {
-    fill(in.actuator_gainprm, 3 * model.nu, 0, 0);
-    fill(in.actuator_biasprm, 3 * model.nu, 0, 0);
+    fill(in.actuator_gainprm, 9 * model.nu, 0, 0);
+    fill(in.actuator_biasprm, 9 * model.nu, 0, 0);
   }
   if (!direction) {
     in.body_mass[0] = 0;

@@ -251,9 +251,9 @@ TEST(FromMujoco, UnsupportedPhysicsIsRefused) {
                  </equality></mujoco>)",
                  "equality 'e' (id 0): couples spatial tendon 'sp' (id 0); tendon equalities of "
                  "spatial tendons are not supported");
-  expect_refused(model("", R"(<actuator><general name="v" joint="j" dyntype="muscle"/>
+  expect_refused(model("", R"(<actuator><general name="v" joint="j" gaintype="user"/>
                  </actuator>)"),
-                 "actuator 'v' (id 0): has dyntype muscle");
+                 "actuator 'v' (id 0): has dyntype none, gaintype user");
   expect_refused(model("", R"(<tendon><fixed name="t" armature="1"><joint joint="j" coef="1"/>
                  </fixed></tendon>)"),
                  "tendon 't' (id 0): tendons with armature are not supported");

@@ -64,7 +64,7 @@ TEST(ModelFields, ViewCarriesEveryArray) {
   EXPECT_EQ(v.contact, int(m.opt.contact));
   EXPECT_EQ(v.nexclude, m.nexclude);
   // the real arrays counted for the lane broadcast: the humanoid's by hand
-  long reals = 2L * m.nq + 18L * m.nbody + 9L * m.njnt + 3L * m.nv + 15L * m.ngeom + 15L * m.nu;
+  long reals = 2L * m.nq + 18L * m.nbody + 9L * m.njnt + 3L * m.nv + 15L * m.ngeom + 32L * m.nu;
   EXPECT_EQ(model_reals(v), reals);
 }
 

@@ -12,7 +12,7 @@ import pytest
 import phalanx
 import phalanx.control
 import phalanx.costs
-from phalanx.testing import parameter_difference
+from phalanx.testing import taped_gradient_pair
 
 # a hinge-hinge-slide arm: an integrating velocity servo with its act range, a first-order
 # filter, an exact filter read early (actearly) with an affine bias, a clamped integrator, and a
@@ -60,7 +60,7 @@ def test_the_activations_convert_as_mujoco_compiled_them(arm):
     np.testing.assert_array_equal(model.actuator_dyntype, mj.actuator_dyntype)
     np.testing.assert_array_equal(model.actuator_actadr, mj.actuator_actadr)
     np.testing.assert_array_equal(model.actuator_actearly, mj.actuator_actearly)
-    np.testing.assert_array_equal(model.actuator_dynprm, mj.actuator_dynprm[:, 0])
+    np.testing.assert_array_equal(model.actuator_dynprm, mj.actuator_dynprm[:, :3])
     np.testing.assert_array_equal(model.actuator_actrange, mj.actuator_actrange)
 
 
@@ -122,33 +122,11 @@ def test_taped_gradients_match_central_differences(arm, rng, name):
     # a loss on the final state and on every step's activations, through 40 steps in double;
     # the controls stay inside the ranges and the activations inside theirs (no kinks)
     mj, model = arm
-    T = 40
-    qpos, qvel, act, ctrl = gentle_start(mj, rng, 1, T)
+    qpos, qvel, act, ctrl = gentle_start(mj, rng, 1, 40)
     ctrl[..., 0] *= 0.01  # the servo's act stays within +-0.05
-    wq, wv = rng.standard_normal((1, mj.nq)), rng.standard_normal((1, mj.nv))
-    wa = rng.standard_normal((1, T, mj.na))
-
-    def loss(q=qpos, v=qvel, a=act, u=ctrl):
-        qs, vs, acts, _ = phalanx.rollout(model, q, v, u, act=a)
-        return float((wq * qs[:, -1]).sum() + (wv * vs[:, -1]).sum() + (wa * acts).sum())
-
-    tape = phalanx.Tape(checkpoint_every=7)
-    qs, vs, acts, _ = phalanx.rollout(model, qpos, qvel, ctrl, act=act, tape=tape)
+    acts = phalanx.rollout(model, qpos, qvel, ctrl, act=act)[2]
     assert np.abs(acts[..., 0]).max() < 0.05 and np.abs(acts[..., 3]).max() < 0.3
-    adj_q, adj_v = np.zeros((1, T, mj.nq)), np.zeros((1, T, mj.nv))
-    adj_q[:, -1], adj_v[:, -1] = wq, wv
-    g = tape.backward(adj_q, adj_v, adj_act=wa)
-    h = 1e-6
-    if name in ("qpos", "qvel", "act", "ctrl"):
-        x0 = {"qpos": qpos, "qvel": qvel, "act": act, "ctrl": ctrl}[name]
-        d = rng.standard_normal(x0.shape)
-        key = {"qpos": "q", "qvel": "v", "act": "a", "ctrl": "u"}[name]
-        fd = (loss(**{key: x0 + h * d}) - loss(**{key: x0 - h * d})) / (2 * h)
-    else:
-        p0 = np.array(getattr(model, name))
-        d = rng.uniform(0.5, 1.5, p0.shape) * np.where(p0 == 0, 0.1, np.abs(p0))
-        fd = parameter_difference(model, name, loss, d, h=h)
-    ad = float((g[name] * d).sum())
+    ad, fd, _ = taped_gradient_pair(model, qpos, qvel, ctrl, name, rng, act=act)
     assert ad == pytest.approx(fd, rel=1e-6, abs=1e-9), name
 
 

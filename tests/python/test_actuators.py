@@ -52,12 +52,12 @@ def test_conversion_keeps_the_gain_and_bias_model(arm):
     mj, model = arm
     np.testing.assert_array_equal(model.actuator_gaintype, mj.actuator_gaintype)
     np.testing.assert_array_equal(model.actuator_biastype, mj.actuator_biastype)
-    np.testing.assert_array_equal(model.actuator_gainprm, mj.actuator_gainprm[:, :3])
-    np.testing.assert_array_equal(model.actuator_biasprm, mj.actuator_biasprm[:, :3])
+    np.testing.assert_array_equal(model.actuator_gainprm, mj.actuator_gainprm[:, :9])
+    np.testing.assert_array_equal(model.actuator_biasprm, mj.actuator_biasprm[:, :9])
     np.testing.assert_array_equal(model.actuator_forcelimited, mj.actuator_forcelimited)
     np.testing.assert_array_equal(model.actuator_forcerange, mj.actuator_forcerange)
     # <position kp=30 kv=2>: gain kp, bias (0, -kp, -kv)
-    np.testing.assert_array_equal(model.actuator_biasprm[0], [0, -30, -2])
+    np.testing.assert_array_equal(model.actuator_biasprm[0, :3], [0, -30, -2])
 
 
 def test_accelerations_match_mujoco_with_clamped_controls_and_forces(arm, rng):

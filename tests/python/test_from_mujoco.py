@@ -88,8 +88,8 @@ def mujoco_array(mj, name, ours):
         return mj.actuator_gear[:, 0]
     if name == "actuator_trnid":  # (all of these models' tendons convert: the same ids)
         return mj.actuator_trnid[:, 0]
-    if name == "actuator_dynprm":  # the time constant
-        return mj.actuator_dynprm[:, 0]
+    if name == "actuator_dynprm":  # a filter's time constant, a muscle's two and its smoothing
+        return mj.actuator_dynprm[:, :3]
     if name == "geom_rbound":  # a height field is unbounded (0), as a plane: tested with all
         return np.where(mj.geom_type == mujoco.mjtGeom.mjGEOM_HFIELD, 0, mj.geom_rbound)
     if name == "actuator_trntype":  # Phalanx's numbering: joint 0, tendon 1, slider-crank 2
@@ -99,8 +99,8 @@ def mujoco_array(mj, name, ours):
     if name == "actuator_slidersite":  # the second transmission id of a slider-crank
         return np.where(mj.actuator_trntype == mujoco.mjtTrn.mjTRN_SLIDERCRANK,
                         mj.actuator_trnid[:, 1], -1)
-    if name in ("actuator_gainprm", "actuator_biasprm"):  # the fixed and affine parameters
-        return np.asarray(getattr(mj, name))[:, :3]
+    if name in ("actuator_gainprm", "actuator_biasprm"):  # the nine affine and muscle ones
+        return np.asarray(getattr(mj, name))[:, :9]
     if not hasattr(mj, name):
         return None
     ref = np.asarray(getattr(mj, name))
@@ -377,10 +377,10 @@ REFUSALS = [
     ("tendon", variant(sections='<tendon><fixed name="t" armature="3"><joint joint="j1" '
                                 'coef="1"/></fixed></tendon>'),
      r"tendon 't' \(id 0\): tendons with armature are not supported"),
-    ("muscle", variant(sections='<actuator><general name="p" joint="j1" dyntype="muscle"/>'
-                                '</actuator>'),
-     r"actuator 'p' \(id 0\): has dyntype muscle, gaintype fixed, biastype none; "
-     r"supported are dyntype none, integrator, filter or filterexact"),
+    ("user dynamics", variant(sections='<actuator><general name="p" joint="j1" dyntype="user"/>'
+                                       '</actuator>'),
+     r"actuator 'p' \(id 0\): has dyntype user, gaintype fixed, biastype none; "
+     r"supported are dyntype none, integrator, filter, filterexact or muscle"),
     ("mocap", variant(world='<body name="target" mocap="true"><geom size="0.1"/></body>'),
      r"body 'target' \(id 3\): mocap bodies are not supported"),
     ("pair", variant(sections='<contact><pair geom1="g1" geom2="g2"/></contact>'),
@@ -412,8 +412,7 @@ def test_harmless_elements_are_listed_as_ignored():
     text = "\n".join(model.ignored)
     assert model.nsite == 2 and "site" not in text  # sites convert
     for what in ["camera", "light", "sensor",
-                 "geom@solref", "geom@margin", "integrator=\"RK4\"",
-                 "tendon wrapping over geoms without forces"]:
+                 "geom@solref", "geom@margin", "integrator=\"RK4\""]:
         assert what in text, (what, model.ignored)
 
 
