@@ -169,6 +169,7 @@ void Model::finalize() {
   fill_default(wrap_type, nwrap, {kWrapJoint});
   fill_default_tendon_length0();
   nsite = static_cast<int>(site_bodyid.size());
+  fill_default_mocap();
   fill_default(site_pos, nsite, {0.0, 0.0, 0.0});
   fill_default(site_quat, nsite, {1.0, 0.0, 0.0, 0.0});
   if (site_names.empty()) site_names.resize(nsite);
@@ -344,6 +345,7 @@ void Model::validate() const {
   check_range(actuator_forcelimited, "actuator_forcelimited", 0, 2);
   validate_activation();
   validate_tendons();
+  validate_mocap();
   check_range(actuator_trntype, "actuator_trntype", kTrnJoint, kTrnSliderCrank + 1);
   for (int u = 0; u < nu; u++) {
     if (actuator_trntype[u] == kTrnSliderCrank) {
@@ -426,6 +428,45 @@ void Model::validate_activation() const {
       invalid("actuator_lengthrange",
               what + ": a muscle needs lengthrange lo < hi (MuJoCo's compiler computes it)");
   }
+}
+
+// mocap bodies: none when body_mocapid was left empty; their poses default to the bodies'
+// offsets from the world (body_pos, body_quat), as MuJoCo's mj_resetData sets them
+void Model::fill_default_mocap() {
+  fill_default(body_mocapid, nbody, {-1});
+  nmocap = 0;
+  for (int id : body_mocapid) nmocap += id >= 0;
+  if (!mocap_pos.empty() || !mocap_quat.empty() ||
+      body_mocapid.size() != static_cast<size_t>(nbody) ||
+      body_pos.size() != 3 * static_cast<size_t>(nbody) ||
+      body_quat.size() != 4 * static_cast<size_t>(nbody))
+    return;
+  mocap_pos.assign(3 * static_cast<size_t>(nmocap), 0.0);
+  mocap_quat.assign(4 * static_cast<size_t>(nmocap), 0.0);
+  for (int b = 0; b < nbody; b++) {
+    const int id = body_mocapid[b];
+    if (id < 0 || id >= nmocap) continue;  // validate_mocap names the inconsistency
+    std::copy_n(&body_pos[3 * b], 3, &mocap_pos[3 * id]);
+    std::copy_n(&body_quat[4 * b], 4, &mocap_quat[4 * id]);
+  }
+}
+
+// Mocap bodies are children of the world without joints, numbered in body order.
+void Model::validate_mocap() const {
+  for (int b = 0, id = 0; b < nbody; b++) {
+    if (body_mocapid[b] < 0) continue;
+    const std::string what = "body " + std::to_string(b);
+    if (body_mocapid[b] != id++)
+      invalid("body_mocapid", what + " has mocap id " + std::to_string(body_mocapid[b]) +
+                                  ", expected " + std::to_string(id - 1) + " (in body order)");
+    if (b == 0 || body_parentid[b] != 0 || body_jntnum[b] != 0)
+      invalid("body_mocapid", what + ": a mocap body is a child of the world without joints");
+  }
+  for (int i = 0; i < nmocap; i++)
+    if (!(std::abs(mocap_quat[4 * i]) + std::abs(mocap_quat[4 * i + 1]) +
+              std::abs(mocap_quat[4 * i + 2]) + std::abs(mocap_quat[4 * i + 3]) >
+          0))
+      invalid("mocap_quat", "entry " + std::to_string(i) + " is zero, expected a quaternion");
 }
 
 // the lengths of fixed tendons at qpos0 when tendon_length0 was left empty (a spatial tendon's,
@@ -655,6 +696,11 @@ void Model::check_param_values(int k, const std::vector<double>& values, int nco
                                                            : 0;
       if (c < used && !(x > 0)) invalid(field, where + ", expected > 0");
     }
+    if (check == kCheckQuaternion && entry % 4 == 3 && values[i] == 0 && values[i - 1] == 0 &&
+        values[i - 2] == 0 && values[i - 3] == 0)
+      invalid(field, "entries " + std::to_string(entry - 3) + " to " + std::to_string(entry) +
+                         (ncopy > 1 ? " of copy " + std::to_string(i / n) : "") +
+                         " are zero, expected a quaternion");
   }
 }
 

@@ -91,6 +91,7 @@ struct Model {
   void validate_geom_data() const;
   void validate_equality() const;
   void validate_tendons() const;
+  void validate_mocap() const;
   void validate_activation() const;
 
   // Fill the derived arrays (rootid, adr/num fields, dof arrays, qposadr/dofadr, counts) from
@@ -98,6 +99,7 @@ struct Model {
   void finalize();
   // tendon_length0 from qpos0 for fixed tendons when it was left empty (finalize)
   void fill_default_tendon_length0();
+  void fill_default_mocap();
 
   // Recompute pair_geom, npair, nexclude and (when 0) nconmax from the geoms and
   // exclude_bodies; finalize calls it, and callers that change contype, conaffinity or

@@ -165,7 +165,6 @@ void Converter::bodies() {
   Model& o = out_;
   for (long b = 0; b < m->nbody; b++) {
     std::string what = describe("body", m->name_bodyadr, b);
-    if (m->body_mocapid[b] >= 0) fail(what, "mocap bodies are not supported");
     if (m->body_gravcomp[b] != 0) fail(what, "gravity compensation is not supported");
     if (m->body_plugin[b] >= 0) fail(what, "plugins are not supported");
     o.body_parentid.push_back(m->body_parentid[b]);
@@ -177,6 +176,16 @@ void Converter::bodies() {
     o.body_inertia.insert(o.body_inertia.end(), m->body_inertia + 3 * b,
                           m->body_inertia + 3 * b + 3);
     o.body_names.push_back(name(m->name_bodyadr, b));
+    o.body_mocapid.push_back(m->body_mocapid[b]);
+  }
+  // a mocap body's pose starts where MuJoCo's mj_resetData puts it: its offset from the world
+  o.mocap_pos.resize(3 * static_cast<size_t>(m->nmocap));
+  o.mocap_quat.resize(4 * static_cast<size_t>(m->nmocap));
+  for (long b = 0; b < m->nbody; b++) {
+    if (const int id = m->body_mocapid[b]; id >= 0) {
+      std::copy_n(m->body_pos + 3 * b, 3, &o.mocap_pos[3 * id]);
+      std::copy_n(m->body_quat + 4 * b, 4, &o.mocap_quat[4 * id]);
+    }
   }
 }
 

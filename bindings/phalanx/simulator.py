@@ -36,6 +36,8 @@ parameters (``phalanx.PARAMETERS``) with ``model.set_parameter``, per environmen
 and functional call using the same model sees them, and a parameter set per environment in the
 model by someone else applies to this simulator too (environment e uses copy ``e % nbatch``).
 Load the model once per simulator (or pass a path) to keep simulators independent.
+Mocap bodies' poses (``mocap_pos``, ``mocap_quat``) are such parameters: set them between
+steps, per environment, through the properties of the same names.
 
 Devices. The simulator always keeps host (numpy) arrays. ``device="cpu"`` runs the kernels on
 them in place. ``device="cuda"`` is passed through the functional numpy API
@@ -298,6 +300,29 @@ class Simulator:
         self._status[ids] = 0
         self._time[ids] = 0
         self._warm.cold_start(ids)
+
+    # --- mocap bodies --------------------------------------------------------------------
+
+    @property
+    def mocap_pos(self) -> np.ndarray:
+        """The mocap bodies' positions in world each environment uses now, (E, nmocap, 3), a
+        copy: the model's parameter ``mocap_pos``. Assigning (E, nmocap, 3) or (nmocap, 3)
+        moves them for the next steps (``set_parameter``, so the shared model holds them)."""
+        return self.parameter("mocap_pos")
+
+    @mocap_pos.setter
+    def mocap_pos(self, value) -> None:
+        self.set_parameter("mocap_pos", value)
+
+    @property
+    def mocap_quat(self) -> np.ndarray:
+        """The mocap bodies' orientations (w, x, y, z; normalised where read), (E, nmocap, 4),
+        as ``mocap_pos``."""
+        return self.parameter("mocap_quat")
+
+    @mocap_quat.setter
+    def mocap_quat(self, value) -> None:
+        self.set_parameter("mocap_quat", value)
 
     # --- parameters ---------------------------------------------------------------------
 

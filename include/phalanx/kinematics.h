@@ -10,6 +10,20 @@
 
 namespace phx {
 
+// Body b's offset from its parent: body_pos and body_quat, or for a mocap body its pose in world
+// (mocap_pos and the normalised mocap_quat; MuJoCo's mj_kinematics).
+template <class T, class S>
+PHX_HD PHX_INLINE void body_offset(const ModelView<S>& m, int b, Vec3<T>& pos, Quat<T>& quat) {
+  const int id = m.body_mocapid[b];
+  if (id < 0) {
+    pos = Vec3<T>::load(m.body_pos + 3 * b);
+    quat = Quat<T>::load(m.body_quat + 4 * b);
+  } else {
+    pos = Vec3<T>::load(m.mocap_pos + 3 * id);
+    quat = normalize(Quat<T>::load(m.mocap_quat + 4 * id));
+  }
+}
+
 // body frames, joint anchors and axes in world from qpos
 template <class T>
 PHX_HD void kinematics(const ModelView<T>& m, const T* qpos, Workspace<T>& w) {
@@ -35,8 +49,11 @@ PHX_HD void kinematics(const ModelView<T>& m, const T* qpos, Workspace<T>& w) {
     } else {
       // offset from the parent
       Mat3<T> Rp = Mat3<T>::load(w.xmat + 9 * p);
-      pos = Vec3<T>::load(w.xpos + 3 * p) + Rp * Vec3<T>::load(m.body_pos + 3 * b);
-      quat = Quat<T>::load(w.xquat + 4 * p) * Quat<T>::load(m.body_quat + 4 * b);
+      Vec3<T> bpos;
+      Quat<T> bquat;
+      body_offset(m, b, bpos, bquat);
+      pos = Vec3<T>::load(w.xpos + 3 * p) + Rp * bpos;
+      quat = Quat<T>::load(w.xquat + 4 * p) * bquat;
 
       // joints in order, each about its anchor in the current body frame; R tracks quat
       Mat3<T> R = to_mat(quat);
@@ -200,11 +217,13 @@ PHX_HD void add_to(T* p, const Mat3<T>& A) {
 }
 
 // Adjoint of kinematics: from the adjoints of xpos, xquat, xmat, xanchor and xaxis in `a`
-// to adj_qpos (accumulated). Walks each body's joint chain backward, children before parents,
-// from the orientations and joint rotations the forward kinematics left in the workspace.
+// to adj_qpos and, when given, to adj_mocap_pos and adj_mocap_quat (accumulated). Walks each
+// body's joint chain backward, children before parents, from the orientations and joint
+// rotations the forward kinematics left in the workspace.
 template <class T, class S>
 PHX_HD void adj_kinematics(const ModelView<S>& m, const T* qpos, const Workspace<S>& w,
-                           AdjWorkspace<T>& a, T* adj_qpos) {
+                           AdjWorkspace<T>& a, T* adj_qpos, T* adj_mocap_pos = nullptr,
+                           T* adj_mocap_quat = nullptr) {
   for (int b = m.nbody - 1; b > 0; --b) {
     int p = m.body_parentid[b];
     int jnt0 = m.body_jntadr[b], njnt = m.body_jntnum[b];
@@ -232,8 +251,9 @@ PHX_HD void adj_kinematics(const ModelView<S>& m, const T* qpos, const Workspace
     }
 
     // quat = normalize(q), q the orientation after the last joint
-    Vec3<T> bpos = Vec3<T>::load(m.body_pos + 3 * b);
-    Quat<T> bquat = Quat<T>::load(m.body_quat + 4 * b);
+    Vec3<T> bpos;
+    Quat<T> bquat;
+    body_offset(m, b, bpos, bquat);
     Quat<T> adj_q = Quat<T>::zero();
     adj_normalize_unit(quat, T(w.xquat_scale[b]), adj_q, adj_quat);
 
@@ -297,6 +317,18 @@ PHX_HD void adj_kinematics(const ModelView<S>& m, const T* qpos, const Workspace
     Quat<T> adj_qp = Quat<T>::load(a.xquat + 4 * p), adj_bquat = Quat<T>::zero();
     adj_mul(Quat<T>::load(w.xquat + 4 * p), bquat, adj_qp, adj_bquat, adj_q);
     adj_qp.store(a.xquat + 4 * p);
+    // a mocap body's offset: bpos = mocap_pos, bquat = normalize(mocap_quat)
+    const int id = m.body_mocapid[b];
+    if (id >= 0 && adj_mocap_pos)
+      mul_transpose(Mat3<T>::load(w.xmat + 9 * p), adj_pos).add_to(adj_mocap_pos + 3 * id);
+    if (id >= 0 && adj_mocap_quat) {
+      Quat<T> adj_raw = Quat<T>::zero();
+      adj_normalize(Quat<T>::load(m.mocap_quat + 4 * id), adj_raw, adj_bquat);
+      adj_mocap_quat[4 * id] += adj_raw.w;
+      adj_mocap_quat[4 * id + 1] += adj_raw.x;
+      adj_mocap_quat[4 * id + 2] += adj_raw.y;
+      adj_mocap_quat[4 * id + 3] += adj_raw.z;
+    }
   }
 }
 

@@ -30,7 +30,8 @@
   X(nmeshpoly, "number of hull faces of all meshes")                                             \
   X(nmeshpolyvert, "number of vertex entries of all hull faces")                                 \
   X(nhfield, "number of height fields")                                                          \
-  X(nhfielddata, "number of elevation samples of all height fields")
+  X(nhfielddata, "number of elevation samples of all height fields")                            \
+  X(nmocap, "number of mocap bodies (their poses are per-environment inputs)")
 
 // Options (MJCF <option> and Phalanx's solver settings), scalars:
 //   X(kind, name, default, comment)
@@ -80,6 +81,12 @@
   X(real, body_iquat, nbody, 4, "principal inertia frame in the body frame")                    \
   X(real, body_mass, nbody, 1, "mass (kg)")                                                     \
   X(real, body_inertia, nbody, 3, "principal moments of inertia about the centre of mass")      \
+  X(int, body_mocapid, nbody, 1, "the body's mocap pose (mocap_pos, mocap_quat), -1 if none")   \
+  /* mocap bodies: children of the world without joints, whose pose relative to the world is   \
+     mocap_pos and the normalised mocap_quat (MuJoCo's mjData fields) in place of body_pos and   \
+     body_quat; parameters, so each environment can have its own and gradients reach them */    \
+  X(real, mocap_pos, nmocap, 3, "mocap bodies' positions in world")                             \
+  X(real, mocap_quat, nmocap, 4, "mocap bodies' orientations in world (normalised when read)")  \
   /* joints */                                                                                   \
   X(int, jnt_type, njnt, 1, "JointType: 0 free, 1 ball, 2 slide, 3 hinge")                      \
   X(int, jnt_bodyid, njnt, 1, "id of the joint's body")                                         \
@@ -232,7 +239,9 @@
   X(ActuatorBiasprm, actuator_biasprm, kCheckFinite)                                             \
   X(TendonStiffness, tendon_stiffness, kCheckFinite)                                             \
   X(TendonDamping, tendon_damping, kCheckFinite)                                                 \
-  X(TendonLengthspring, tendon_lengthspring, kCheckFinite)
+  X(TendonLengthspring, tendon_lengthspring, kCheckFinite)                                       \
+  X(MocapPos, mocap_pos, kCheckFinite)                                                           \
+  X(MocapQuat, mocap_quat, kCheckQuaternion)
 #define PHX_CONTACT_PARAMS(X)                                                                    \
   X(GeomFriction, geom_friction, kCheckNonNegative)                                              \
   X(GeomRestitution, geom_restitution, kCheckUnitInterval)                                       \
@@ -265,8 +274,15 @@ PHX_MODEL_ARRAYS(PHX_FIELD_DESCRIPTOR)
 // always; nonnegative (masses, inertias, friction); in [0, 1] (restitution); positive where the
 // geom type uses the size (sphere: radius; capsule: radius and half-length; box: half-sizes).
 // Negative damping, armature or stiffness only make a system unstable, and gradient checks
-// perturb them about 0, so they are only required to be finite.
-enum ParamCheck : int { kCheckFinite, kCheckNonNegative, kCheckUnitInterval, kCheckGeomSize };
+// perturb them about 0, so they are only required to be finite. A quaternion (mocap_quat) must
+// not be zero: it is normalised where it is read.
+enum ParamCheck : int {
+  kCheckFinite,
+  kCheckNonNegative,
+  kCheckUnitInterval,
+  kCheckGeomSize,
+  kCheckQuaternion
+};
 
 enum Param : int {
 #define PHX_PARAM_ENUM(Name, field_, check) kParam##Name,

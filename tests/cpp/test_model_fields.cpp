@@ -76,13 +76,14 @@ TEST(ModelFields, ParametersAgreeWithTheirArrays) {
                             "dof_armature",     "jnt_stiffness",    "actuator_gear",
                             "body_ipos",        "actuator_gainprm", "actuator_biasprm",
                             "tendon_stiffness", "tendon_damping",   "tendon_lengthspring",
-                            "geom_friction",    "geom_restitution", "geom_size"};
-  ASSERT_EQ(int(kNumParams), 15);
+                            "mocap_pos",        "mocap_quat",       "geom_friction",
+                            "geom_restitution", "geom_size"};
+  ASSERT_EQ(int(kNumParams), 17);
   for (int k = 0; k < kNumParams; ++k) {
     EXPECT_STREQ(kParamNames[k], expected[k]);
     EXPECT_EQ(m.param_field(k).size(), m.param_size(k)) << kParamNames[k];
     EXPECT_EQ(long(m.param_size(k)), param_size(v, k)) << kParamNames[k];
-    if (m.param_size(k) > 0) {  // the humanoid has no tendons
+    if (m.param_size(k) > 0) {  // the humanoid has no tendons and no mocap bodies
       EXPECT_EQ(param_field(v, k)[0], m.param_field(k)[0]) << kParamNames[k];
     }
     EXPECT_EQ(Model::param_index(kParamNames[k]), k);
