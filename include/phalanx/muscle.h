@@ -3,7 +3,9 @@
 // depends on the activation and on whether it rises or falls (Millard et al., "Flexing
 // computational muscle: modeling and simulation of musculotendon dynamics", J. Biomech. Eng.
 // 2013). Each curve is piecewise polynomial in its arguments; one scalar type R runs them, so
-// the adjoints evaluate them on Dual numbers for exact slopes (smooth.h).
+// the adjoints evaluate them on Dual numbers for exact slopes (smooth.h). The three entry points
+// are device functions of their own (PHX_DEVICE_NOINLINE): ptxas compiles each once per scalar
+// rather than at every call site.
 //
 // A muscle's nine parameters (Model::actuator_gainprm, and the same in actuator_biasprm):
 // range[0], range[1]: the normalised lengths at the ends of lengthrange; force: the peak active
@@ -80,8 +82,8 @@ PHX_HD PHX_INLINE R muscle_force_velocity(const R& V, const R& fvmax) {
 // The gain (negative: a muscle pulls): -force FL(L) FV(V) at the actuator's length and velocity
 // (MuJoCo's mju_muscleGain).
 template <class R>
-PHX_HD PHX_INLINE R muscle_gain(const R& len, const R& vel, const R* lengthrange, const R& acc0,
-                                const R* prm) {
+PHX_HD PHX_DEVICE_NOINLINE R muscle_gain(const R& len, const R& vel, const R* lengthrange,
+                                         const R& acc0, const R* prm) {
   MuscleLength<R> l = muscle_length(len, lengthrange, prm);
   R V = vel / muscle_guard(l.optimal * prm[6]);
   return -muscle_peak_force(prm, acc0) * muscle_force_length(l.normalised, prm[4], prm[5]) *
@@ -91,7 +93,8 @@ PHX_HD PHX_INLINE R muscle_gain(const R& len, const R& vel, const R* lengthrange
 // The passive force (the bias, MuJoCo's mju_muscleBias): zero up to the optimal length, a
 // half-parabola to b = (1 + lmax) / 2 and linear beyond, reaching -force fpmax at lmax.
 template <class R>
-PHX_HD PHX_INLINE R muscle_bias(const R& len, const R* lengthrange, const R& acc0, const R* prm) {
+PHX_HD PHX_DEVICE_NOINLINE R muscle_bias(const R& len, const R* lengthrange, const R& acc0,
+                                         const R* prm) {
   const R L = muscle_length(len, lengthrange, prm).normalised;
   const R b = R(0.5) * (R(1) + prm[5]);
   if (L <= R(1)) return R(0);
@@ -117,7 +120,7 @@ PHX_HD PHX_INLINE R smoothstep5(const R& x) {
 // deactivating, a the activation clamped to [0, 1], switched by the sign of c - act, or blended
 // by the smoothstep of (c - act) / prm[2] + 1/2 where the smoothing width prm[2] is positive.
 template <class R>
-PHX_HD PHX_INLINE R muscle_activation_rate(const R& ctrl, const R& act, const R* prm) {
+PHX_HD PHX_DEVICE_NOINLINE R muscle_activation_rate(const R& ctrl, const R& act, const R* prm) {
   const R c = clamp(ctrl, R(0), R(1)), a = clamp(act, R(0), R(1));
   const R tau_act = prm[0] * (R(0.5) + R(1.5) * a);
   const R tau_deact = prm[1] / (R(0.5) + R(1.5) * a);

@@ -484,6 +484,25 @@ PHX_HD void adj_passive(const ModelView<S>& m, const T* qpos, const T* qvel, con
   }
 }
 
+// The gain and bias parameters' share of actuator u's adjoint: force = gain(L, V; g) x +
+// bias(L, V; b), each of the nine parameters one Dual direction (a device function of its own).
+template <class T, class S>
+PHX_HD PHX_DEVICE_NOINLINE void adj_actuator_params(const ModelView<S>& m, int u,
+                                                    const ActuatorForce<T>& a, T adj_force,
+                                                    const ModelAdjoint<T>& adj_model) {
+  using D9 = Dual<T, 9>;
+  T* adj_prm[2] = {adj_model.actuator_gainprm, adj_model.actuator_biasprm};
+  for (int which = 0; which < 2; ++which) {
+    if (!adj_prm[which]) continue;
+    D9 p[9], L9(a.length), V9(a.velocity);
+    load_actuator_params(which == 0 ? m.actuator_gainprm : m.actuator_biasprm, u, p);
+    for (int k = 0; k < 9; ++k) p[k].d[k] = T(1);
+    D9 y =
+        which == 0 ? actuator_gain(m, u, L9, V9, p) * D9(a.ctrl) : actuator_bias(m, u, L9, V9, p);
+    for (int k = 0; k < 9; ++k) adj_prm[which][9 * u + k] += y.d[k] * adj_force;
+  }
+}
+
 // Adjoint of actuation: from adj_qfrc to the inputs' adjoint adj_input (zero where the ctrl
 // clamp is active), to qpos and qvel through gains and biases that depend on the length or the
 // velocity (the tendons' lengths and rows in a), to gear and the gain and bias parameters;
@@ -496,7 +515,6 @@ PHX_HD void adj_actuation(const ModelView<S>& m, const T* qpos, const T* qvel, c
                           T* adj_qpos, T* adj_qvel, T* adj_input,
                           const ModelAdjoint<T>& adj_model) {
   using D2 = Dual<T, 2>;
-  using D9 = Dual<T, 9>;
   for (int u = 0; u < m.nu; ++u) {
     const int type = m.actuator_trntype[u], id = actuator_trn(m, u);
     const S gear = m.actuator_gear[u];
@@ -521,17 +539,8 @@ PHX_HD void adj_actuation(const ModelView<S>& m, const T* qpos, const T* qvel, c
       adj_gear += a.trn_length * adj_len + a.trn_velocity * adj_vel;
     }
     if (adj_model.actuator_gear) adj_model.actuator_gear[u] += adj_gear;
-    // the parameters: one Dual direction each
-    T* adj_prm[2] = {adj_model.actuator_gainprm, adj_model.actuator_biasprm};
-    for (int which = 0; which < 2; ++which) {
-      if (!adj_prm[which]) continue;
-      D9 p[9], L9(a.length), V9(a.velocity);
-      load_actuator_params(which == 0 ? m.actuator_gainprm : m.actuator_biasprm, u, p);
-      for (int k = 0; k < 9; ++k) p[k].d[k] = T(1);
-      D9 y =
-          which == 0 ? actuator_gain(m, u, L9, V9, p) * D9(a.ctrl) : actuator_bias(m, u, L9, V9, p);
-      for (int k = 0; k < 9; ++k) adj_prm[which][9 * u + k] += y.d[k] * adj_force;
-    }
+    if (adj_model.actuator_gainprm || adj_model.actuator_biasprm)
+      adj_actuator_params(m, u, a, adj_force, adj_model);
   }
 }
 

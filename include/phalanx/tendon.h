@@ -81,7 +81,8 @@ PHX_HD PHX_INLINE Vec3<S> unit_direction(const Vec3<S>& d, S& length) {
 }
 
 template <class S>
-PHX_HD Span<S> span(const ModelView<S>& m, const Workspace<S>& w, int a, int g, int b) {
+PHX_HD PHX_DEVICE_NOINLINE Span<S> span(const ModelView<S>& m, const Workspace<S>& w, int a, int g,
+                                        int b) {
   Span<S> sp;
   sp.p[0] = wrap_site_point(m, w, a);
   sp.body[0] = m.site_bodyid[m.wrap_objid[a]];
@@ -155,9 +156,10 @@ PHX_HD void tendon_kinematics(const ModelView<T>& m, const T* qpos, Workspace<T>
 // side site's and the geom's body frames in a. wrap_local's slopes in its nine inputs come from
 // running it on Dual numbers.
 template <class T, class S>
-PHX_HD void adj_span_wrap(const ModelView<S>& m, const Span<S>& sp, int g, const Vec3<T>& adj_p1,
-                          const Vec3<T>& adj_p2, T adj_wrap_length, Vec3<T>& adj_pa,
-                          Vec3<T>& adj_pb, AdjWorkspace<T>& a) {
+PHX_HD PHX_DEVICE_NOINLINE void adj_span_wrap(const ModelView<S>& m, const Span<S>& sp, int g,
+                                              const Vec3<T>& adj_p1, const Vec3<T>& adj_p2,
+                                              T adj_wrap_length, Vec3<T>& adj_pa, Vec3<T>& adj_pb,
+                                              AdjWorkspace<T>& a) {
   using D = Dual<T, 9>;
   const int geom = m.wrap_objid[g], gb = m.geom_bodyid[geom];
   const Mat3<T> G = Mat3<T>::load(sp.G.m);

@@ -13,7 +13,8 @@
 // length, and the arc becomes a helix.
 //
 // wrap_local works in the geom's frame on one scalar type R, so the adjoint (tendon.h) runs it
-// on Dual numbers seeded along the nine local inputs (p0, p1, the side site).
+// on Dual numbers seeded along the nine local inputs (p0, p1, the side site). It and the two
+// planar wraps are device functions of their own (PHX_DEVICE_NOINLINE), compiled once per scalar.
 #pragma once
 
 #include "phalanx/math/spatial.h"
@@ -87,7 +88,7 @@ PHX_HD PHX_INLINE bool arc_meets_direction(const R* t0, const R& angle, bool clo
 // side of side (already scaled onto the circle) when it is given: the tangent points into t
 // (t0, t1) and the arc's length, or -1 where the span does not wrap.
 template <class R>
-PHX_HD R wrap_circle(const R* e, const R* side, const R& r, R* t) {
+PHX_HD PHX_DEVICE_NOINLINE R wrap_circle(const R* e, const R* side, const R& r, R* t) {
   const R sq0 = e[0] * e[0] + e[1] * e[1], sq1 = e[2] * e[2] + e[3] * e[3], sqr = r * r;
   if (sq0 < sqr || sq1 < sqr || r < R(kWrapMin)) return R(-1);  // an end inside the circle
   const R dif[2] = {e[2] - e[0], e[3] - e[1]};
@@ -133,7 +134,7 @@ PHX_HD R wrap_circle(const R* e, const R* side, const R& r, R* t) {
 // 2 asin(z) + G = 0 for z (A, B the radius over the ends' distances, G their angle) by Newton's
 // method from just below 1, as MuJoCo does; where that fails the point midway is kept.
 template <class R>
-PHX_HD R wrap_inside(const R* e, const R& r, R* t) {
+PHX_HD PHX_DEVICE_NOINLINE R wrap_inside(const R* e, const R& r, R* t) {
   const R len0 = sqrt(e[0] * e[0] + e[1] * e[1]), len1 = sqrt(e[2] * e[2] + e[3] * e[3]);
   const R dif[2] = {e[2] - e[0], e[3] - e[1]};
   const R dd = dif[0] * dif[0] + dif[1] * dif[1];
@@ -196,8 +197,9 @@ struct LocalWrap {
 // The wrap of the span from p0 to p1 (in the geom's frame) around a sphere or a cylinder (along
 // z) of radius r, with the side site s when has_side.
 template <class R>
-PHX_HD LocalWrap<R> wrap_local(const Vec3<R>& p0, const Vec3<R>& p1, const Vec3<R>& s,
-                               bool has_side, const R& r, bool cylinder) {
+PHX_HD PHX_DEVICE_NOINLINE LocalWrap<R> wrap_local(const Vec3<R>& p0, const Vec3<R>& p1,
+                                                   const Vec3<R>& s, bool has_side, const R& r,
+                                                   bool cylinder) {
   LocalWrap<R> out;
   out.length = R(-1);
   if (norm(p0) < R(kWrapMin) || norm(p1) < R(kWrapMin)) return out;
