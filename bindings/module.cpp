@@ -484,11 +484,13 @@ py::tuple step_t(PyModel& pm, ArgTable& a, py::handle qpos, py::handle qvel, py:
 }
 
 // T steps driven by ctrl (E, T, nu) -> (qpos (E, T, nq), qvel (E, T, nv), status (E,)); counts
-// (E, T, NUM_COUNTS) int32 when given; recorded on tape when given
+// (E, T, NUM_COUNTS) int32 when given; recorded on tape when given; the mocap poses of each
+// step (E, T, nmocap, 3) and (E, T, nmocap, 4) in place of the model's, each when given
 template <class T>
 py::tuple rollout_t(PyModel& pm, ArgTable& a, py::handle qpos, py::handle qvel, py::handle ctrl,
                     py::handle counts, PyTape* py_tape, const StepIO& io,
-                    py::handle act = py::none()) {
+                    py::handle act = py::none(), py::handle mocap_pos = py::none(),
+                    py::handle mocap_quat = py::none()) {
   const StepInputs<T> in(pm, a, qpos, qvel, ctrl, py::none(), true, act);
   in.require_act();
   const auto& [dm, m, E, q, v, u, f, act0] = in;
@@ -500,6 +502,11 @@ py::tuple rollout_t(PyModel& pm, ArgTable& a, py::handle qpos, py::handle qvel, 
   if (act0) as = a.out<T>("act_out", io.act_out, {{"E", E}, {"T", nstep}, {"na", m.na}});
   if (act0 && !io.act_final.is_none())
     act1 = a.out<T>("act", io.act_final, {{"E", E}, {"na", m.na}});
+  const phx::MocapSteps<T> mocap{
+      a.optional<T>("mocap_pos", mocap_pos,
+                    {{"E", E}, {"T", nstep}, {"nmocap", m.nmocap}, {"3", 3}}),
+      a.optional<T>("mocap_quat", mocap_quat,
+                    {{"E", E}, {"T", nstep}, {"nmocap", m.nmocap}, {"4", 4}})};
   Output<unsigned> status = status_output(a, io.status_out, E);
   Output<std::int32_t> count;
   if (!counts.is_none())
@@ -513,7 +520,8 @@ py::tuple rollout_t(PyModel& pm, ArgTable& a, py::handle qpos, py::handle qvel, 
       copy_on(a.device(), data.qpos.data(), q, size_t(E) * m.nq);
       copy_on(a.device(), data.qvel.data(), v, size_t(E) * m.nv);
       if (act0) copy_on(a.device(), data.act.data(), act0, size_t(E) * m.na);
-      phx::rollout(*dm, data, u, int(nstep), qs.p, vs.p, count.p, tape, act0 ? as.p : nullptr);
+      phx::rollout(*dm, data, u, int(nstep), qs.p, vs.p, count.p, tape, act0 ? as.p : nullptr,
+                   mocap);
       if (act1.p) copy_on(a.device(), act1.p, data.act.data(), size_t(E) * m.na);
       copy_on(a.device(), status.p, data.status.data(), size_t(E));
     });
@@ -535,9 +543,9 @@ class Gradients {
   phx::ContactModelAdjoint<T> contact;
 
   // nstep < 0: of one step (ctrl (E, nu), qfrc and, with body_forces, xfrc); else of a rollout
-  // (ctrl (E, T, nu))
+  // (ctrl (E, T, nu)), whose mocap poses given per step (mocap) have gradients per step
   Gradients(ArgTable& a, py::handle grads, const phx::Model& m, std::int64_t E, std::int64_t nstep,
-            bool body_forces = false)
+            bool body_forces = false, const phx::MocapSteps<T>& mocap = {})
       : all_(grads.is_none()),
         E_(E),
         nq_(m.nq),
@@ -560,6 +568,8 @@ class Gradients {
     if (body_forces) xfrc = take(a, "xfrc", {{"E", E}, {"nbody", m.nbody}, {"6", 6}});
     if (m.na > 0) act = take(a, "act", {{"E", E}, {"na", m.na}});
     for (int k = 0; k < phx::kNumParams; ++k) {
+      if ((mocap.pos && k == phx::kParamMocapPos) || (mocap.quat && k == phx::kParamMocapQuat))
+        continue;  // per step, below
       const char* name = phx::kParamNames[k];
       std::int64_t w = phx::param_width(k), n = std::int64_t(m.param_size(k)) / w;
       std::string width = std::to_string(w);
@@ -567,6 +577,12 @@ class Gradients {
           w > 1 ? take(a, name, {{"E", E}, {param_count(k), n}, {width.c_str(), w}})
                 : take(a, name, {{"E", E}, {param_count(k), n}});
     }
+    if (mocap.pos)
+      model.mocap_pos =
+          take(a, "mocap_pos", {{"E", E}, {"T", nstep}, {"nmocap", m.nmocap}, {"3", 3}});
+    if (mocap.quat)
+      model.mocap_quat =
+          take(a, "mocap_quat", {{"E", E}, {"T", nstep}, {"nmocap", m.nmocap}, {"4", 4}});
   }
 
   // scratch on the device for the state gradients not asked for, which the kernels write
@@ -626,7 +642,7 @@ py::dict tape_backward_t(PyTape& pt, ArgTable& a, py::handle adj_qpos, py::handl
   const T* aq = a.optional<T>("adj_qpos", adj_qpos, {{"E", E}, {"T", nstep}, {"nq", m.nq}});
   const T* av = a.optional<T>("adj_qvel", adj_qvel, {{"E", E}, {"T", nstep}, {"nv", m.nv}});
   const T* aa = a.optional<T>("adj_act", adj_act, {{"E", E}, {"T", nstep}, {"na", m.na}});
-  Gradients<T> g(a, grads, m, E, nstep);
+  Gradients<T> g(a, grads, m, E, nstep, false, r.tape->mocap());
   a.run([&] {
     g.spare(a.device());
     phx::rollout_backward(*r.model, *r.tape, aq, av, g.state[0], g.state[1], g.state[2], g.model,
@@ -697,10 +713,12 @@ py::tuple step(PyModel& pm, Source source, py::handle qpos, py::handle qvel, py:
 
 py::tuple rollout(PyModel& pm, Source source, py::handle qpos, py::handle qvel, py::handle ctrl,
                   py::handle counts, PyTape* tape, const StepIO& io, py::handle dtype,
-                  const std::string& device, py::handle act = py::none()) {
+                  const std::string& device, py::handle act = py::none(),
+                  py::handle mocap_pos = py::none(), py::handle mocap_quat = py::none()) {
   ArgTable a = call_table(pm, source, qpos, dtype, device);
   return a.dispatch([&](auto x) {
-    return rollout_t<decltype(x)>(pm, a, qpos, qvel, ctrl, counts, tape, io, act);
+    return rollout_t<decltype(x)>(pm, a, qpos, qvel, ctrl, counts, tape, io, act, mocap_pos,
+                                  mocap_quat);
   });
 }
 
@@ -1043,14 +1061,16 @@ void register_stepping(py::module_& mod) {
       "rollout",
       [](PyModel& pm, py::handle q, py::handle v, py::handle u, py::handle qpos_out,
          py::handle qvel_out, py::handle counts, PyTape* tape, py::handle dtype,
-         const std::string& device, py::handle act) {
+         const std::string& device, py::handle act, py::handle mocap_pos, py::handle mocap_quat) {
         return rollout(pm, Source::kNumpy, q, v, u, counts, tape,
-                       {qpos_out, qvel_out, py::none(), nullptr}, dtype, device, act);
+                       {qpos_out, qvel_out, py::none(), nullptr}, dtype, device, act, mocap_pos,
+                       mocap_quat);
       },
       py::arg("model"), py::arg("qpos"), py::arg("qvel"), py::arg("ctrl"),
       py::arg("qpos_out") = py::none(), py::arg("qvel_out") = py::none(),
       py::arg("counts") = py::none(), py::arg("tape") = nullptr, py::arg("dtype") = py::none(),
-      py::arg("device") = "cpu", py::arg("act") = py::none(),
+      py::arg("device") = "cpu", py::arg("act") = py::none(), py::arg("mocap_pos") = py::none(),
+      py::arg("mocap_quat") = py::none(),
       "-> (qpos (E, T, nq), qvel (E, T, nv), status (E,)), with act (qpos, qvel, act (E, T, na), "
       "status)");
   mod.def(
@@ -1073,15 +1093,18 @@ void register_stepping(py::module_& mod) {
       "rollout_into",
       [](PyModel& pm, py::handle q, py::handle v, py::handle u, py::handle qpos_out,
          py::handle qvel_out, py::handle status_out, PyTape* tape, PyWarmStart* ws, py::handle act,
-         py::handle act_out) {
+         py::handle act_out, py::handle mocap_pos, py::handle mocap_quat) {
         rollout(pm, Source::kDlpack, q, v, u, py::none(), tape,
-                {qpos_out, qvel_out, status_out, ws, act_out, act}, py::none(), "cpu", act);
+                {qpos_out, qvel_out, status_out, ws, act_out, act}, py::none(), "cpu", act,
+                mocap_pos, mocap_quat);
       },
       py::arg("model"), py::arg("qpos"), py::arg("qvel"), py::arg("ctrl"), py::arg("qpos_out"),
       py::arg("qvel_out"), py::arg("status_out"), py::arg("tape") = nullptr,
       py::arg("warm_start") = nullptr, py::arg("act") = py::none(), py::arg("act_out") = py::none(),
+      py::arg("mocap_pos") = py::none(), py::arg("mocap_quat") = py::none(),
       "rollout on DLPack tensors, outputs overwritten; act (E, na) becomes the final "
-      "activations, act_out (E, T, na) receives them after each step");
+      "activations, act_out (E, T, na) receives them after each step; mocap_pos "
+      "(E, T, nmocap, 3) and mocap_quat (E, T, nmocap, 4), the mocap poses of each step");
   py::class_<PyWarmStart>(mod, "WarmStart",
                           "contact rows kept across step_into / rollout_into calls of one batch")
       .def(py::init<>())

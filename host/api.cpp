@@ -140,11 +140,12 @@ size_t Tape<T>::bytes_for(const ModelView<T>& m, int nenv, int nstep, int every)
 template <class T>
 size_t Tape<T>::bytes() const {
   return check_reals_.bytes() + check_ints_.bytes() + seg_reals_.bytes() + seg_ints_.bytes() +
-         ctrl_.bytes() + status_.bytes() + peak_.bytes();
+         ctrl_.bytes() + mocap_pos_.bytes() + mocap_quat_.bytes() + status_.bytes() + peak_.bytes();
 }
 
 template <class T>
-void Tape<T>::allocate(const DeviceModel<T>& model, int nenv, int nstep, const T* d_ctrl) {
+void Tape<T>::allocate(const DeviceModel<T>& model, int nenv, int nstep, const T* d_ctrl,
+                       const MocapSteps<T>& mocap) {
   const ModelView<T>& m = model.view();
   int every = every_request_;
   if (every == 0 && budget_ > 0) {
@@ -178,6 +179,14 @@ void Tape<T>::allocate(const DeviceModel<T>& model, int nenv, int nstep, const T
   seg_ints_ = Buffer<int>::uninitialized(dev, size_t(nenv) * seg * ri);
   ctrl_ = Buffer<T>(dev, size_t(nenv) * nstep * m.nu);
   if (ctrl_.size()) detail::device_copy(dev, ctrl_.data(), dev, d_ctrl, ctrl_.bytes());
+  // mocap poses per step, when given, as the controls
+  const size_t poses = size_t(nenv) * nstep * m.nmocap;
+  mocap_pos_ = Buffer<T>(dev, mocap.pos ? 3 * poses : 0);
+  mocap_quat_ = Buffer<T>(dev, mocap.quat ? 4 * poses : 0);
+  if (mocap_pos_.size())
+    detail::device_copy(dev, mocap_pos_.data(), dev, mocap.pos, mocap_pos_.bytes());
+  if (mocap_quat_.size())
+    detail::device_copy(dev, mocap_quat_.data(), dev, mocap.quat, mocap_quat_.bytes());
   status_ = Buffer<unsigned>(dev, size_t(nenv));
   peak_ = Buffer<int>(dev, size_t(nenv) * 2);
   every_ = every;
@@ -195,18 +204,32 @@ std::array<int, 2> Tape<T>::peak() const {
 }
 
 template <class T>
+MocapSteps<T> Tape<T>::mocap() const {
+  return {mocap_pos_.size() ? mocap_pos_.data() : nullptr,
+          mocap_quat_.size() ? mocap_quat_.data() : nullptr};
+}
+
+template <class T>
 TapeView<T> Tape<T>::view() {
-  return {every_, nstep_, check_reals_.data(), check_ints_.data(), seg_reals_.data(),
-          seg_ints_.data(), status_.data(), peak_.data()};
+  return {every_,
+          nstep_,
+          check_reals_.data(),
+          check_ints_.data(),
+          seg_reals_.data(),
+          seg_ints_.data(),
+          status_.data(),
+          peak_.data(),
+          mocap()};
 }
 
 template <class T>
 void rollout(const DeviceModel<T>& model, Data<T>& data, const T* d_ctrl, int nstep, T* d_qpos_out,
-             T* d_qvel_out, int* d_counts_out, Tape<T>* tape, T* d_act_out) {
+             T* d_qvel_out, int* d_counts_out, Tape<T>* tape, T* d_act_out,
+             const MocapSteps<T>& mocap) {
   if (nstep < 0) throw std::invalid_argument("phalanx: nstep must be >= 0");
   TapeView<T> tv{};
   if (tape && nstep > 0) {
-    tape->allocate(model, data.nenv(), nstep, d_ctrl);
+    tape->allocate(model, data.nenv(), nstep, d_ctrl, mocap);
     tv = tape->view();
   }
   RolloutKernel<T> k{model.view(),
@@ -221,7 +244,8 @@ void rollout(const DeviceModel<T>& model, Data<T>& data, const T* d_ctrl, int ns
                      nstep,
                      data.contacts(),
                      d_counts_out,
-                     tv};
+                     tv,
+                     mocap};
   launch(model.device(), data.nenv(), k, model.scratch_size());
   for (double& t : data.time) t += nstep * model.model().opt.timestep;
 }
@@ -384,7 +408,7 @@ void rollout_backward(const DeviceModel<T>& model, Tape<T>& tape, const T* d_adj
   template void step<T>(const DeviceModel<T>&, Data<T>&, int, const T*, const T*);                 \
   template class Tape<T>;                                                                          \
   template void rollout<T>(const DeviceModel<T>&, Data<T>&, const T*, int, T*, T*, int*, Tape<T>*, \
-                           T*);                                                                    \
+                           T*, const MocapSteps<T>&);                                              \
   template void step_jacobian<T>(const DeviceModel<T>&, int, const T*, const T*, const T*, T*, T*, \
                                  int, const T*);                                                   \
   template void rollout_backward<T>(const DeviceModel<T>&, Tape<T>&, const T*, const T*, T*, T*,   \

@@ -117,18 +117,21 @@ class Tape {
   static size_t bytes_for(const ModelView<T>& m, int nenv, int nstep, int every);
 
   // used by rollout() and rollout_backward()
-  void allocate(const DeviceModel<T>& model, int nenv, int nstep, const T* d_ctrl);
+  void allocate(const DeviceModel<T>& model, int nenv, int nstep, const T* d_ctrl,
+                const MocapSteps<T>& mocap = {});
   TapeView<T> view();
   // the most contacts and rows of any step of any environment of the recorded rollout
   std::array<int, 2> peak() const;
   const T* ctrl() const { return ctrl_.data(); }
+  // the mocap poses per step the rollout was given (null ones: the model's)
+  MocapSteps<T> mocap() const;
   const DeviceModel<T>* model() const { return model_; }
 
  private:
   int every_request_, every_ = 0, nstep_ = 0, nenv_ = 0;
   size_t budget_;
   const DeviceModel<T>* model_ = nullptr;
-  Buffer<T> check_reals_, seg_reals_, ctrl_;
+  Buffer<T> check_reals_, seg_reals_, ctrl_, mocap_pos_, mocap_quat_;
   Buffer<int> check_ints_, seg_ints_;
   Buffer<unsigned> status_;
   Buffer<int> peak_;
@@ -146,12 +149,14 @@ void step(const DeviceModel<T>& model, Data<T>& data, int nstep = 1,
 // nstep steps driven by d_ctrl (nenv x nstep x nu, on the device). Writes the state after each
 // step to d_qpos_out (nenv x nstep x nq), d_qvel_out (nenv x nstep x nv) and d_act_out (nenv x
 // nstep x na), and per step the counts kCountContacts.. to d_counts_out (nenv x nstep x
-// kNumCounts), each when non-null; data holds the final state.
+// kNumCounts), each when non-null; data holds the final state. mocap's poses per step (on the
+// device, nenv x nstep x nmocap x 3 and x 4, either null) replace the model's mocap_pos and
+// mocap_quat; a non-finite pose or a zero quaternion sets kStatusNanCtrl.
 // With a tape, records it (replacing what it held) for rollout_backward.
 template <class T>
 void rollout(const DeviceModel<T>& model, Data<T>& data, const T* d_ctrl, int nstep, T* d_qpos_out,
              T* d_qvel_out, int* d_counts_out = nullptr, Tape<T>* tape = nullptr,
-             T* d_act_out = nullptr);
+             T* d_act_out = nullptr, const MocapSteps<T>& mocap = {});
 
 // One-step Jacobians of nenv environments at (qpos, qvel, ctrl), from the adjoints (one replay
 // of the step from a cold start, as step_vjp, then a reverse pass per output row reusing it):
@@ -176,7 +181,8 @@ void step_jacobian(const DeviceModel<T>& model, int nenv, const T* d_qpos, const
 // model. contact_gradient: ContactGradient flags (-1: the model's). With activation state,
 // d_adj_act_out (nenv x nstep x na, may be null: zero) is the loss gradient with respect to the
 // activations after each step and d_adj_act (nenv x na, may be null) receives that of the
-// initial ones.
+// initial ones. When the rollout was given mocap poses per step, adj_model's mocap_pos and
+// mocap_quat for those receive their gradients per step (nenv x nstep x nmocap x 3, x 4).
 template <class T>
 void rollout_backward(const DeviceModel<T>& model, Tape<T>& tape, const T* d_adj_qpos_out,
                       const T* d_adj_qvel_out, T* d_adj_qpos, T* d_adj_qvel, T* d_adj_ctrl,

@@ -237,7 +237,7 @@ def step(
 
 def rollout(
     model: Model, qpos, qvel, ctrl, *, out=None, counts=None, tape: Tape | None = None,
-    act=None, dtype=None, device: str = "cpu"
+    act=None, mocap_pos=None, mocap_quat=None, dtype=None, device: str = "cpu"
 ) -> tuple[np.ndarray, ...]:
     """T steps driven by ctrl (E, T, nu), one row of controls per step.
 
@@ -254,12 +254,17 @@ def rollout(
     ``tape``, a phalanx.Tape, records the rollout for ``tape.backward`` (replacing what the tape
     held before). With activation state (``model.na > 0``) pass the initial ``act`` (E, na);
     the result is then (qpos, qvel, act (E, T, na), status).
+    ``mocap_pos`` (E, T, nmocap, 3) and ``mocap_quat`` (E, T, nmocap, 4), each optional, move
+    the mocap bodies during the rollout: step t runs with the poses of row t (as MuJoCo steps
+    with the mocap_pos and mocap_quat set before mj_step) in place of the model's parameters of
+    those names, and a taped rollout's backward pass returns their gradients per step. A
+    non-finite pose or a zero quaternion stops its environment with STATUS_NAN_CTRL.
     """
     qpos_out, qvel_out = (None, None) if out is None else out
     if tape is not None and not isinstance(tape, _phalanx.Tape):
         raise TypeError("phalanx: tape must be a phalanx.Tape")
     return _phalanx.rollout(model, qpos, qvel, ctrl, qpos_out, qvel_out, counts, tape, dtype,
-                            device, act)
+                            device, act, mocap_pos, mocap_quat)
 
 
 class Tape(_phalanx.Tape):
@@ -290,7 +295,9 @@ class Tape(_phalanx.Tape):
         contact options are those of step_vjp. Environments whose rollout stopped (a
         STATUS_NAN_* bit) get zeros. With activation state, ``adj_act`` (E, T, na) is dL/d(act
         after each step) (None: zero) and the dict holds ``act`` (E, na), the gradient of the
-        initial activations.
+        initial activations. A rollout given mocap poses per step has ``mocap_pos``
+        (E, T, nmocap, 3) and ``mocap_quat`` (E, T, nmocap, 4), the gradients of each step's
+        poses, for those it was given, in place of the parameters' gradients.
         """
         return self._backward(adj_qpos, adj_qvel,
                               _gradient_flags(complementarity_aware, bounce_correction), adj_act)

@@ -226,20 +226,31 @@ class Simulator:
         self._thaw(frozen, kept, call_status)
         self._advance_time(frozen, kept, nstep)
 
-    def rollout(self, ctrl, *, tape=None) -> tuple[np.ndarray, ...]:
+    def rollout(self, ctrl, *, tape=None, mocap_pos=None, mocap_quat=None) -> tuple[np.ndarray, ...]:
         """T steps driven by ctrl (E, T, nu), one row of controls per step.
 
         Returns new arrays (qpos (E, T, nq), qvel (E, T, nv)), the state after each step, as
         ``phalanx.rollout`` (with activation state also act (E, T, na) after qvel); the final
-        state stays in the simulator and ``sim.ctrl`` becomes the last row of controls. A frozen environment's trajectory repeats its frozen state.
+        state stays in the simulator and ``sim.ctrl`` becomes the last row of controls. A
+        frozen environment's trajectory repeats its frozen state.
         ``tape``, a ``phalanx.Tape``, records the rollout for ``tape.backward`` (as the kernels
         ran it: a frozen environment's record, and so its gradients, are not meaningful).
+        ``mocap_pos`` (E, T, nmocap, 3) and ``mocap_quat`` (E, T, nmocap, 4), each optional, are
+        the mocap bodies' poses of each step, as ``phalanx.rollout`` takes them, in place of
+        ``sim.mocap_pos`` / ``sim.mocap_quat``, which stay as they were.
         """
         E, nu = self._E, self._model.nu
         ctrl = np.asarray(ctrl)
         T = ctrl.shape[1] if ctrl.ndim == 3 else None
         self._check_shape("ctrl", ctrl, [("E", E), ("T", T), ("nu", nu)])
         ctrl = np.ascontiguousarray(ctrl, dtype=self._dtype)
+        poses = {}
+        for name, given, width in (("mocap_pos", mocap_pos, 3), ("mocap_quat", mocap_quat, 4)):
+            if given is not None:
+                given = np.asarray(given)
+                self._check_shape(name, given, [("E", E), ("T", T),
+                                                ("nmocap", self._model.nmocap), (str(width), width)])
+                poses[name] = np.ascontiguousarray(given, dtype=self._dtype)
         if tape is not None and not isinstance(tape, _phalanx.Tape):
             raise TypeError("phalanx.Simulator: tape must be a phalanx.Tape")
         frozen, kept = self._freeze()
@@ -251,11 +262,11 @@ class Simulator:
             acts = np.empty((E, T, na), self._dtype)
             _phalanx.rollout_into(self._model, self._qpos, self._qvel, ctrl, qs, vs,
                                   self._call_status, tape, self._warm, act,
-                                  acts if na > 0 else None)
+                                  acts if na > 0 else None, **poses)
             call_status = self._call_status.view(np.uint32)
         else:
             out = self._phalanx.rollout(self._model, self._qpos, self._qvel, ctrl, tape=tape,
-                                        act=act, device=self._device)
+                                        act=act, device=self._device, **poses)
             qs, vs, call_status = out[0], out[1], out[-1]
             acts = out[2] if na > 0 else None
         if T > 0:

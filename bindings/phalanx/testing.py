@@ -181,11 +181,13 @@ def rollout_gradient_pair(model: Model, qpos, qvel, ctrl, name: str, rng, parame
 
 
 def taped_gradient_pair(model: Model, qpos, qvel, ctrl, name: str, rng, act=None,
-                        h: float = 1e-6, checkpoint_every: int = 7) -> tuple[float, float, dict]:
+                        h: float = 1e-6, checkpoint_every: int = 7,
+                        inputs: dict | None = None) -> tuple[float, float, dict]:
     """(adjoint, central difference, the tape's gradients) of L = <wq, qpos_T> + <wv, qvel_T>
     (+ <wa, act_t> summed over the steps, with activations ``act`` (E, na)) after the steps of
     ctrl (E, T, nu), the weights standard normal, along a random direction of ``name`` as
-    rollout_gradient_pair takes it ("act" too). The adjoint comes from a taped rollout's
+    rollout_gradient_pair takes it ("act" too, and the names of ``inputs``, further keyword
+    arguments of phalanx.rollout such as mocap_pos). The adjoint comes from a taped rollout's
     backward pass."""
     from . import Tape, rollout
 
@@ -193,13 +195,15 @@ def taped_gradient_pair(model: Model, qpos, qvel, ctrl, name: str, rng, act=None
     wq, wv = rng.standard_normal(np.shape(qpos)), rng.standard_normal(np.shape(qvel))
     wa = None if act is None else rng.standard_normal((E, T, np.shape(act)[1]))
 
+    extra = dict(inputs or {})
+
     def run(inputs, tape=None):
         out = rollout(model, inputs["qpos"], inputs["qvel"], inputs["ctrl"], act=inputs["act"],
-                      tape=tape)
+                      tape=tape, **{k: inputs[k] for k in extra})
         loss = (wq * out[0][:, -1]).sum() + (wv * out[1][:, -1]).sum()
         return float(loss + ((wa * out[2]).sum() if act is not None else 0))
 
-    inputs = {"qpos": qpos, "qvel": qvel, "ctrl": ctrl, "act": act}
+    inputs = {"qpos": qpos, "qvel": qvel, "ctrl": ctrl, "act": act, **extra}
     tape = Tape(checkpoint_every=checkpoint_every)
     run(inputs, tape)
     adj_q, adj_v = np.zeros((E, T) + np.shape(qpos)[1:]), np.zeros((E, T) + np.shape(qvel)[1:])

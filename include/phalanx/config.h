@@ -115,10 +115,10 @@ enum ContactGradient : int {
 // Per-environment status bits, set by device code and read by the host: X(Name, name, bit,
 // stops), in the order they are reported. A bit that stops an environment (its state is not
 // trustworthy) ends its steps; the others are warnings and the environment goes on.
-#define PHX_STATUS_BITS(X)                                                                      \
+#define PHX_STATUS_BITS(X)                                                                     \
   /* qpos or qvel held NaN/Inf at the start of a step */                                       \
   X(NanState, nan_state, 1u << 0, true)                                                        \
-  /* ctrl (or an added generalized force) held NaN/Inf */                                      \
+  /* an input held NaN/Inf: ctrl, an added force, a mocap pose (or its quaternion was zero) */ \
   X(NanCtrl, nan_ctrl, 1u << 1, true)                                                          \
   /* the step produced NaN/Inf (divergence) */                                                 \
   X(NanResult, nan_result, 1u << 2, true)                                                      \

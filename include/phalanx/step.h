@@ -34,6 +34,43 @@ PHX_HD unsigned step_input_status(const ModelView<T>& m, const T* qpos, const T*
   return status;
 }
 
+// Mocap poses given per step of a rollout in place of the model's parameters mocap_pos and
+// mocap_quat: pos (nenv x nstep x nmocap x 3) and quat (nenv x nstep x nmocap x 4), either null
+// to keep its parameter. Their adjoints have the same layout (adjoint()).
+template <class T>
+struct MocapSteps {
+  const T* pos = nullptr;
+  const T* quat = nullptr;
+
+  PHX_HD bool given() const { return pos || quat; }
+  // m's poses <- those of environment e at step t of nstep
+  PHX_HD void at(ModelView<T>& m, int e, int t, int nstep) const {
+    const long k = (long(e) * nstep + t) * m.nmocap;
+    if (pos) m.mocap_pos = pos + 3 * k;
+    if (quat) m.mocap_quat = quat + 4 * k;
+  }
+  // am's pose adjoints <- step t's rows of one environment's blocks (nstep x nmocap x 3, x 4)
+  // starting at env_pos and env_quat, for the poses given
+  PHX_HD void adjoint(const ModelView<T>& m, int t, T* env_pos, T* env_quat,
+                      ModelAdjoint<T>& am) const {
+    const long k = long(t) * m.nmocap;
+    if (pos) am.mocap_pos = env_pos ? env_pos + 3 * k : nullptr;
+    if (quat) am.mocap_quat = env_quat ? env_quat + 4 * k : nullptr;
+  }
+};
+
+// kStatusNanCtrl when a mocap pose m reads is not finite or a quaternion is zero, else 0
+template <class T>
+PHX_HD unsigned mocap_input_status(const ModelView<T>& m) {
+  if (!all_finite(m.mocap_pos, 3 * m.nmocap) || !all_finite(m.mocap_quat, 4 * m.nmocap))
+    return kStatusNanCtrl;
+  for (int i = 0; i < m.nmocap; ++i) {
+    const T* q = m.mocap_quat + 4 * i;
+    if (q[0] * q[0] + q[1] * q[1] + q[2] * q[2] + q[3] * q[3] == T(0)) return kStatusNanCtrl;
+  }
+  return 0;
+}
+
 // The applied generalized forces into w.qfrc: passive, actuation and qfrc_applied, a
 // generalized force the caller adds (MuJoCo's qfrc_applied; may be null). Needs the kinematics
 // and tendon_kinematics in w.

@@ -90,6 +90,7 @@ struct TapeView {
   int* seg_ints;      // (nenv x K x record_ints)
   unsigned* status;   // (nenv) the rollout's status bits
   int* peak;          // (nenv x 2) most contacts and most rows of any step (StepStore's sizes)
+  MocapSteps<T> mocap{};  // the rollout's mocap poses per step, when it was given them
 
   PHX_HD int nseg() const { return (nstep + every - 1) / every; }
   PHX_HD TapeRecords<T> checkpoints(const ModelView<T>& m, int e) const {
@@ -226,10 +227,11 @@ struct StepStore {
 // do when every step is a checkpoint, K = 1) and, with slots, keeps what each step's reverse
 // pass reads (StepStore); walk() then takes its steps backward, a step with a slot by
 // adj_step_constrained_replayed on it, one without by adj_step_env replaying its record. Both
-// give the same bits.
+// give the same bits. With mocap poses per step (tape.mocap), each step points m at its poses
+// and the walk their adjoints at its rows of adj_mocap_pos and adj_mocap_quat.
 template <class T>
 struct TapeReverse {
-  const ModelView<T>& m;
+  ModelView<T>& m;
   const TapeView<T>& tape;
   int e;                      // the environment
   const T* ctrl;              // its controls (nstep x nu)
@@ -239,6 +241,8 @@ struct TapeReverse {
   T *q, *v, *a;               // the state of the step replayed (nq, nv, na)
   T *gq, *gv, *ga;            // adjoint of the state after the current step (nq, nv, na)
   T *hq, *hv, *ha;            // adjoint of the state before it (nq, nv, na)
+  T* adj_mocap_pos = nullptr;   // the environment's pose adjoints per step (nstep x nmocap x 3)
+  T* adj_mocap_quat = nullptr;  // (nstep x nmocap x 4); both only with tape.mocap
 
   // segment seg's records and, in *base, the index of its first step in them: the checkpoints
   // themselves when K = 1, else the segment buffer, recomputed here
@@ -253,6 +257,7 @@ struct TapeReverse {
     check.load(m, seg, q, v, a, cv);
     for (int t = t0; t < t1; ++t) {
       const T* u = ctrl + long(t) * m.nu;
+      if (tape.mocap.given()) tape.mocap.at(m, e, t, nstep);
       rec.save(m, t - t0, q, v, a, cv);
       if (store.reals) {
         // every step into its slot, the last from the next checkpoint's warm start (its LCP
@@ -272,10 +277,11 @@ struct TapeReverse {
   // segment seg's steps backward from its records rec (recompute's): the loss gradients
   // adj_qpos_out, adj_qvel_out, adj_act_out of the state after each step (nstep x nq, nstep x
   // nv, nstep x na, may be null) are added as the walk reaches them; adj_ctrl (nstep x nu)
-  // receives each step's control adjoint, am and ac accumulate the parameters'
+  // receives each step's control adjoint, am and ac accumulate the parameters' (but for mocap
+  // poses given per step, whose adjoints go to the step's rows)
   PHX_HD void walk(int seg, const TapeRecords<T>& rec, int base, const T* adj_qpos_out,
-                   const T* adj_qvel_out, const T* adj_act_out, T* adj_ctrl,
-                   const ModelAdjoint<T>& am, const ContactModelAdjoint<T>& ac) {
+                   const T* adj_qvel_out, const T* adj_act_out, T* adj_ctrl, ModelAdjoint<T> am,
+                   const ContactModelAdjoint<T>& ac) {
     const int nq = m.nq, nv = m.nv, na = m.na, nu = m.nu, K = tape.every, nstep = tape.nstep;
     const int t0 = seg * K, t1 = t0 + K < nstep ? t0 + K : nstep;
     TapeRecords<T> check = tape.checkpoints(m, e);
@@ -288,6 +294,10 @@ struct TapeReverse {
       for (int i = 0; i < na; ++i) ha[i] = T(0);
       const T* u = ctrl + long(t) * nu;
       T* gc = adj_ctrl + long(t) * nu;
+      if (tape.mocap.given()) {
+        tape.mocap.at(m, e, t, nstep);
+        tape.mocap.adjoint(m, t, adj_mocap_pos, adj_mocap_quat, am);
+      }
       if (store.reals && store.holds(m, t - t0)) {
         rec.load_state(m, base + t - t0, q, v, a);
         typename StepStore<T>::Slot f = store.slot(m, t - t0, x.c);

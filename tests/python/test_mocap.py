@@ -170,3 +170,136 @@ def test_bad_poses_are_refused(hanging):
     sim = phalanx.Simulator(model, num_envs=3)
     with pytest.raises(ValueError, match=r"mocap_pos must have shape \(2, 3\)"):
         sim.mocap_pos = np.zeros((4, 2, 3))
+
+
+# ---- poses per step of a rollout ---------------------------------------------------------------
+
+def pose_tracks(rng, model, E, T):
+    """smooth per-step poses about the model's: each body circles (radius up to 5 cm) and turns
+    about a random axis (up to 0.4 rad) over T steps, with random quaternion norms"""
+    s = np.linspace(0, 1, T)[None, :, None]
+    phase = rng.uniform(0, 2 * np.pi, (E, 1, model.nmocap))
+    pos = np.repeat(model.mocap_pos[None, None], E, 0).repeat(T, 1).copy()
+    pos[..., 0] += 0.05 * s[..., 0][..., None] * np.cos(2 * np.pi * s + phase)
+    pos[..., 1] += 0.05 * s[..., 0][..., None] * np.sin(2 * np.pi * s + phase)
+    axis = rng.standard_normal((E, 1, model.nmocap, 3))
+    axis /= np.linalg.norm(axis, axis=-1, keepdims=True)
+    half = 0.2 * s[..., None]
+    turn = np.concatenate([np.cos(half) + 0 * axis[..., :1], np.sin(half) * axis], -1)
+    quat = quat_mul(turn, np.asarray(model.mocap_quat)[None, None])
+    return pos, quat * rng.uniform(0.5, 2, (E, 1, model.nmocap, 1))
+
+
+def quat_mul(a, b):
+    w1, x1, y1, z1 = np.moveaxis(a, -1, 0)
+    w2, x2, y2, z2 = np.moveaxis(b, -1, 0)
+    return np.stack([w1 * w2 - x1 * x2 - y1 * y2 - z1 * z2, w1 * x2 + x1 * w2 + y1 * z2 - z1 * y2,
+                     w1 * y2 - x1 * z2 + y1 * w2 + z1 * x2, w1 * z2 + x1 * y2 - y1 * x2 + z1 * w2],
+                    -1)
+
+
+def test_a_rollout_moves_the_mocap_bodies_step_by_step_as_mujoco_does(rng):
+    # the pendulum swings from the moving, turning hand; MuJoCo steps with data.mocap_pos and
+    # mocap_quat set before each mj_step. The same rollout as single steps with the parameters
+    # set between them gives the same bits.
+    mj = mujoco.MjModel.from_xml_string(HANGING.split("<equality>")[0] +
+                                        HANGING.split("</equality>")[1])
+    model = phalanx.from_mujoco(mj)
+    E, T = 3, 400
+    pos, quat = pose_tracks(rng, model, E, T)
+    qpos = np.tile(mj.qpos0, (E, 1))
+    qpos[:, -1] = rng.uniform(-0.5, 0.5, E)
+    qvel = rng.uniform(-0.5, 0.5, (E, mj.nv))
+    ctrl = rng.uniform(-0.2, 0.2, (E, T, mj.nu))
+    qs, vs, status = phalanx.rollout(model, qpos, qvel, ctrl, mocap_pos=pos, mocap_quat=quat)
+    assert not status.any()
+    d = mujoco.MjData(mj)
+    for e in range(E):
+        d.qpos[:], d.qvel[:] = qpos[e], qvel[e]
+        for t in range(T):
+            d.ctrl[:], d.mocap_pos[:], d.mocap_quat[:] = ctrl[e, t], pos[e, t], quat[e, t]
+            mujoco.mj_step(mj, d)
+            np.testing.assert_allclose(qs[e, t], d.qpos, rtol=0, atol=1e-10)
+            np.testing.assert_allclose(vs[e, t], d.qvel, rtol=0, atol=1e-9)
+    hinge = model.jnt_qposadr[model.joint_id("swing")]
+    assert np.ptp(qs[:, :, hinge], axis=1).min() > 0.1  # it swings
+    sim = phalanx.Simulator(model, num_envs=E)
+    sim.reset(qpos=qpos, qvel=qvel)
+    sim_qs, _ = sim.rollout(ctrl, mocap_pos=pos, mocap_quat=quat)
+    np.testing.assert_array_equal(sim_qs, qs)
+    np.testing.assert_array_equal(sim.mocap_pos, np.broadcast_to(model.mocap_pos, (E, 2, 3)))
+    q, v = qpos, qvel
+    for t in range(T):
+        model.set_parameter("mocap_pos", pos[:, t])
+        model.set_parameter("mocap_quat", quat[:, t])
+        q, v, _ = phalanx.step(model, q, v, ctrl[:, t])
+        np.testing.assert_array_equal(q, qs[:, t])
+
+
+@pytest.mark.parametrize("name", ["mocap_pos", "mocap_quat"])
+def test_gradients_of_the_poses_of_each_step_match_central_differences(hanging, rng, name):
+    # through the pendulum on the hand and the ball held to the anchor by the connect row
+    mj, model = hanging
+    E, T = 2, 30
+    qpos = np.tile(mj.qpos0, (E, 1))
+    qpos[:, -1] += rng.uniform(-0.3, 0.3, E)
+    qvel = rng.uniform(-0.3, 0.3, (E, mj.nv))
+    ctrl = rng.uniform(-1, 1, (E, T, mj.nu))
+    pos, quat = pose_tracks(rng, model, E, T)
+    ad, fd, g = taped_gradient_pair(model, qpos, qvel, ctrl, name, rng, checkpoint_every=7,
+                                    inputs={"mocap_pos": pos, "mocap_quat": quat})
+    assert g[name].shape == (E, T, mj.nmocap, 3 if name == "mocap_pos" else 4)
+    assert np.abs(g[name][:, :-1]).max() > 1e-3  # every step's poses move the loss
+    assert ad == pytest.approx(fd, rel=1e-6, abs=1e-9), name
+
+
+def test_poses_held_per_step_have_the_gradients_of_the_parameters_summed(hanging, rng):
+    # the same rollout with the parameters, and with per-step poses equal to them: the same
+    # trajectory, and the per-step gradients summed over the steps are the parameters'; poses
+    # given per step for positions only leave the orientations' gradients those of the parameter
+    mj, model = hanging
+    E, T = 2, 40
+    qpos = np.tile(mj.qpos0, (E, 1))
+    qvel = rng.uniform(-0.3, 0.3, (E, mj.nv))
+    ctrl = rng.uniform(-1, 1, (E, T, mj.nu))
+    pos, quat = random_poses(rng, E, mj.nmocap)
+    model.set_parameter("mocap_pos", pos)
+    model.set_parameter("mocap_quat", quat)
+    adj_q, adj_v = rng.standard_normal((E, T, mj.nq)), rng.standard_normal((E, T, mj.nv))
+    runs = {}
+    for given in ((), ("mocap_pos",), ("mocap_pos", "mocap_quat")):
+        tracks = {"mocap_pos": np.repeat(pos[:, None], T, 1), "mocap_quat": np.repeat(quat[:, None], T, 1)}
+        tape = phalanx.Tape(checkpoint_every=5)
+        q, v, _ = phalanx.rollout(model, qpos, qvel, ctrl, tape=tape, **{k: tracks[k] for k in given})
+        runs[given] = q, v, tape.backward(adj_q, adj_v)
+    ref_q, ref_v, ref = runs[()]
+    for given, (q, v, g) in runs.items():
+        np.testing.assert_array_equal(q, ref_q)
+        np.testing.assert_array_equal(v, ref_v)
+        for name in ("mocap_pos", "mocap_quat"):
+            got = g[name].sum(axis=1) if name in given else g[name]
+            np.testing.assert_allclose(got, ref[name], rtol=1e-12, atol=1e-12)
+        np.testing.assert_allclose(g["ctrl"], ref["ctrl"], rtol=1e-12, atol=1e-14)
+
+
+def test_bad_poses_per_step_stop_their_environment_only(hanging, rng):
+    mj, model = hanging
+    E, T = 3, 20
+    qpos, qvel = np.tile(mj.qpos0, (E, 1)), np.zeros((E, mj.nv))
+    ctrl = np.zeros((E, T, mj.nu))
+    pos, quat = pose_tracks(rng, model, E, T)
+    good = phalanx.rollout(model, qpos, qvel, ctrl, mocap_pos=pos, mocap_quat=quat)
+    pos[1, 5, 0, 2] = np.nan
+    quat[2, 9, 1] = 0
+    qs, vs, status = phalanx.rollout(model, qpos, qvel, ctrl, mocap_pos=pos, mocap_quat=quat)
+    stops = status & phalanx.STATUS_STOP_MASK
+    assert list(stops) == [0, phalanx.STATUS_NAN_CTRL, phalanx.STATUS_NAN_CTRL]
+    assert status[0] == good[2][0]
+    np.testing.assert_array_equal(qs[0], good[0][0])  # the neighbour is untouched
+    for e, t in ((1, 5), (2, 9)):  # stopped before the bad step: its state repeats
+        np.testing.assert_array_equal(qs[e, :t], good[0][e, :t])
+        np.testing.assert_array_equal(qs[e, t:], np.repeat(good[0][e, t - 1][None], T - t, 0))
+    with pytest.raises(ValueError, match="mocap_pos"):
+        phalanx.rollout(model, qpos, qvel, ctrl, mocap_pos=pos[:, :-1])
+    with pytest.raises(ValueError, match="mocap_quat"):
+        phalanx.rollout(model, qpos, qvel, ctrl, mocap_quat=quat[..., :3])

@@ -130,7 +130,8 @@ struct RolloutAdjointKernel {
   T* adj_qpos;            // (nenv x nq) dL / d(initial qpos), overwritten
   T* adj_qvel;            // (nenv x nv)
   T* adj_ctrl;            // (nenv x nstep x nu), overwritten
-  ModelAdjoint<T> adj_model;          // per-env arrays (nenv x field size), overwritten
+  ModelAdjoint<T> adj_model;          // per-env arrays (nenv x field size), overwritten; with
+                                      // tape.mocap, its poses' (nenv x nstep x nmocap x 3, x 4)
   ContactModelAdjoint<T> adj_contact; // per-env arrays (nenv x field size), overwritten
   ContactData<T> con;                 // contact storage of the replay
   int nslot = 0;                      // StepStore slots past the adjoint scratch: 0 or K
@@ -139,7 +140,7 @@ struct RolloutAdjointKernel {
   T* adj_act = nullptr;               // (nenv x na) dL / d(initial act), overwritten; may be null
 
   PHX_HD void operator()(int e, Scratch<T> scratch) const {
-    const ModelView<T> m = env_view(model, e);
+    ModelView<T> m = env_view(model, e);
     const int nq = m.nq, nv = m.nv, nu = m.nu, nstep = tape.nstep;
     Arena<T> arena(scratch);
     RolloutAdjointScratch<T> r =
@@ -151,12 +152,24 @@ struct RolloutAdjointKernel {
     for (long i = 0; i < long(nstep) * nu; ++i) gc[i] = T(0);
     ModelAdjoint<T> am;
     ContactModelAdjoint<T> ac;
-    env_parameter_adjoints(m, e, adj_model, adj_contact, am, ac);
+    // mocap poses given per step have their adjoints per step (nenv x nstep x nmocap x 3, x 4)
+    // in place of the parameters'
+    ModelAdjoint<T> all = adj_model;
+    const long nm = long(nstep) * m.nmocap;
+    T* gm[2] = {};
+    if (tape.mocap.pos && all.mocap_pos) gm[0] = all.mocap_pos + 3 * e * nm;
+    if (tape.mocap.quat && all.mocap_quat) gm[1] = all.mocap_quat + 4 * e * nm;
+    if (tape.mocap.pos) all.mocap_pos = nullptr;
+    if (tape.mocap.quat) all.mocap_quat = nullptr;
+    for (long i = 0; gm[0] && i < 3 * nm; ++i) gm[0][i] = T(0);
+    for (long i = 0; gm[1] && i < 4 * nm; ++i) gm[1][i] = T(0);
+    env_parameter_adjoints(m, e, all, adj_contact, am, ac);
     if (!(tape.status[e] & kStatusStopMask)) {
-      TapeReverse<T> walk{m,    tape,    e,    ctrl + long(e) * nstep * nu,
-                          r.x,  r.store, {},   r.q,
-                          r.v,  r.a,     r.gq, r.gv,
-                          r.ga, r.hq,    r.hv, r.ha};
+      TapeReverse<T> walk{m,     tape,    e,    ctrl + long(e) * nstep * nu,
+                          r.x,   r.store, {},   r.q,
+                          r.v,   r.a,     r.gq, r.gv,
+                          r.ga,  r.hq,    r.hv, r.ha,
+                          gm[0], gm[1]};
       if (m.nefcmax > 0) walk.cv = con.env(m, e);
       const T* gq_out = adj_qpos_out ? adj_qpos_out + long(e) * nstep * nq : nullptr;
       const T* gv_out = adj_qvel_out ? adj_qvel_out + long(e) * nstep * nv : nullptr;

@@ -80,9 +80,10 @@ struct RolloutKernel {
   ContactData<T> con;  // contacts and constraint impulses (unused without constraints)
   int* counts_out;     // (nenv x nstep x kNumCounts) counts of each step, may be null
   TapeView<T> tape;    // checkpoints every tape.every steps; tape.every = 0: none
+  MocapSteps<T> mocap{};  // mocap poses per step in place of the model's, when given
 
   PHX_HD void operator()(int e, Scratch<T> scratch) const {
-    const ModelView<T> m = env_view(model, e);
+    ModelView<T> m = env_view(model, e);
     StepScratch<T> x = step_scratch(m, scratch);
     T* q = qpos + long(e) * m.nq;
     T* v = qvel + long(e) * m.nv;
@@ -94,6 +95,10 @@ struct RolloutKernel {
     for (int t = 0; t < nstep; ++t) {
       if (tape.every > 0 && t % tape.every == 0)
         tape.checkpoints(m, e).save(m, t / tape.every, q, v, a, cv);
+      if (mocap.given() && !(bits & kStatusStopMask)) {
+        mocap.at(m, e, t, nstep);
+        bits |= mocap_input_status(m);
+      }
       if (!(bits & kStatusStopMask)) {
         bits |= step_env(m, q, v, a, ctrl + (long(e) * nstep + t) * m.nu, x, cv);
         if (m.nefcmax > 0) {
