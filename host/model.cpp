@@ -470,8 +470,8 @@ void Model::validate_mocap() const {
 }
 
 // the lengths of fixed tendons at qpos0 when tendon_length0 was left empty (a spatial tendon's,
-// which needs the kinematics, is 0 then: only tendon equalities read it, and they couple fixed
-// tendons)
+// which needs the kinematics, is 0 then: only tendon equalities read it, and validate_equality
+// refuses one that couples a spatial tendon of length 0)
 void Model::fill_default_tendon_length0() {
   if (!tendon_length0.empty()) return;
   tendon_length0.assign(ntendon, 0.0);
@@ -577,10 +577,12 @@ void Model::validate_equality() const {
     } else {
       object(o1, ntendon, false, "eq_obj1id", "tendon");
       object(o2, ntendon, true, "eq_obj2id", "tendon");
+      // the reference length of a spatial tendon is not derived here (fill_default_tendon_length0)
       for (int t : {o1, o2})
-        if (t >= 0 && tendon_type[t] != kTendonFixed)
-          invalid("eq_obj1id", what + " couples spatial tendon " + std::to_string(t) +
-                                   "; tendon equalities couple fixed tendons");
+        if (t >= 0 && tendon_type[t] != kTendonFixed && tendon_length0[t] == 0)
+          invalid("tendon_length0", what + " couples spatial tendon " + std::to_string(t) +
+                                        ", whose length at qpos0 (tendon_length0) is not given; "
+                                        "the MJCF loader and from_mujoco take it from MuJoCo");
     }
   }
   std::pair<const std::vector<double>*, const char*> data[] = {

@@ -667,14 +667,6 @@ void Converter::equalities() {
       }
     } else if (type == mjEQ_JOINT || type == mjEQ_TENDON) {
       for (int k = 0; k < 5; k++) poly[k] = data[k];
-      if (type == mjEQ_TENDON) {
-        for (int* id : {&o1, &o2}) {
-          if (*id < 0) continue;
-          if (m->tendon_type[*id] != mjTENDON_FIXED)
-            fail(what, "couples spatial " + describe("tendon", m->name_tendonadr, *id) +
-                           "; tendon equalities of spatial tendons are not supported");
-        }
-      }
     } else {
       fail(what, "flex equality constraints are not supported");
     }

@@ -7,14 +7,16 @@
 //     J = domega_1/dqvel - domega_2/dqvel, which is dc/dt at c = 0;
 //   joint, tendon: c = x1 - P(x2), J = dx1/dqvel - P'(x2) dx2/dqvel, x_i the joint's coordinate
 //     or the tendon's length less its value at qpos0, P the quartic of eq_polycoef (without a
-//     second object, c = x1 - P(0)); tendons are fixed ones (Model::validate), whose lengths
-//     have no curvature of their own.
+//     second object, c = x1 - P(0)).
 // A row asks J qvel' = -erp c / dt - dt/2 kappa, kappa the second derivative of c along qvel at
 // qacc = 0 (for points J_dot qvel, for frames alpha_1 - alpha_2 - omega_1 x omega_2, for joints
-// and tendons -P''(x2) V2^2): under qpos' = qpos + dt qvel', c(qpos') = c + dt J qvel' +
-// dt^2/2 kappa + O(dt^3), so each step removes the fraction erp of the residual and the rest
-// stays O(dt^3) rather than O(dt^2) of the motion's curvature. Rows are hard: MuJoCo's solref
-// and solimp (soft constraints) are not read, and the model's erp sets the correction rate.
+// and fixed tendons, whose coordinates have no curvature of their own, -P''(x2) V2^2): under
+// qpos' = qpos + dt qvel', c(qpos') = c + dt J qvel' + dt^2/2 kappa + O(dt^3), so each step
+// removes the fraction erp of the residual and the rest stays O(dt^3) rather than O(dt^2) of the
+// motion's curvature. A spatial tendon's own curvature (J_dot qvel of its path, wrapping
+// included) is left out of kappa, as MuJoCo leaves J_dot qvel out of every constraint: its
+// residual then stays within dt^2/2 |kappa_left_out| / erp. Rows are hard: MuJoCo's solref and
+// solimp (soft constraints) are not read, and the model's erp sets the correction rate.
 #pragma once
 
 #include "phalanx/lcp.h"
@@ -206,13 +208,15 @@ PHX_HD void adj_equality_rows(const ModelView<S>& m, const T* qpos, const T* qve
       adj_body_point(b2, l2, adj_p2, a);
     } else {
       const int trn = eq_transmission(type), o1 = m.eq_obj1id[i], o2 = m.eq_obj2id[i];
-      // b = rate (x1 - P(x2)) - dt/2 P''(x2) v2^2;  J = dx1 - P'(x2) dx2 (constant rows: joints
-      // and fixed tendons)
+      // b = rate (x1 - P(x2)) - dt/2 P''(x2) v2^2;  J = dx1 - P'(x2) dx2, whose rows of
+      // spatial tendons move with the configuration (adj_transmission_row)
       adj_transmission_state(m, w, trn, o1, qvel, rate * g[0], T(0), a, adj_qpos, adj_qvel);
+      adj_transmission_row(m, w, trn, o1, T(1), adj_J.row(r), a);
       if (o2 < 0) continue;
       T x2, v2;
       eq_scalar_state(m, w, type, o2, qpos, qvel, x2, v2);
       Quartic<T> P = quartic(m.eq_polycoef + 5 * i, x2);
+      adj_transmission_row(m, w, trn, o2, -P.d1, adj_J.row(r), a);
       T adj_d1 = -transmission_dot<T>(m, w, trn, o2, adj_J.row(r));
       T adj_x2 = -rate * P.d1 * g[0] - half_dt * P.d3 * v2 * v2 * g[0] + P.d2 * adj_d1;
       T adj_v2 = -T(2) * half_dt * P.d2 * v2 * g[0];

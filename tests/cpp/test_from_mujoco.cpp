@@ -245,12 +245,6 @@ TEST(FromMujoco, UnsupportedPhysicsIsRefused) {
     b.replace(b.find("{J}"), 3, joint);
     return "<mujoco>" + b + rest + "</mujoco>";
   };
-  expect_refused(R"(<mujoco><worldbody><site name="s1"/><body><freejoint/><geom size="0.1"/>
-                 <site name="s2"/></body></worldbody><tendon><spatial name="sp"><site site="s1"/>
-                 <site site="s2"/></spatial></tendon><equality><tendon name="e" tendon1="sp"/>
-                 </equality></mujoco>)",
-                 "equality 'e' (id 0): couples spatial tendon 'sp' (id 0); tendon equalities of "
-                 "spatial tendons are not supported");
   expect_refused(model("", R"(<actuator><general name="v" joint="j" gaintype="user"/>
                  </actuator>)"),
                  "actuator 'v' (id 0): has dyntype none, gaintype user");
@@ -290,6 +284,30 @@ TEST(FromMujoco, EqualitiesKeepTheirBodiesAnchorsAndCoefficients) {
   for (int k = 0; k < 4; ++k) EXPECT_EQ(p.eq_relquat[8 + k], d[mjNEQDATA + 6 + k]);
   EXPECT_EQ(p.eq_relquat[12], 1.0);
   for (int k = 0; k < 5; ++k) EXPECT_EQ(p.eq_polycoef[15 + k], d[3 * mjNEQDATA + k]);
+}
+
+TEST(FromMujoco, ASpatialTendonEqualityKeepsMujocosReferenceLength) {
+  ModelPtr m = compile_string(R"(<mujoco><worldbody><site name="s1"/>
+      <body pos="0 0 -0.5"><freejoint/><geom size="0.1"/><site name="s2" pos="0.1 0 0"/></body>
+    </worldbody><tendon><spatial name="sp"><site site="s1"/><site site="s2"/></spatial></tendon>
+    <equality><tendon name="e" tendon1="sp"/></equality></mujoco>)");
+  ASSERT_TRUE(m);
+  phx::Model p = phx::from_mujoco(m.get());
+  ASSERT_EQ(p.neq, 1);
+  EXPECT_EQ(p.eq_type[0], phx::kEqTendon);
+  EXPECT_EQ(p.tendon_length0[0], m->tendon_length0[0]);
+  EXPECT_NEAR(p.tendon_length0[0], std::hypot(0.1, 0.5), 1e-15);
+  // a model built without it cannot derive it (that needs the kinematics): refused by name
+  p.tendon_length0.clear();
+  p.fill_default_tendon_length0();
+  try {
+    p.validate();
+    ADD_FAILURE() << "validated";
+  } catch (const std::invalid_argument& e) {
+    EXPECT_NE(std::string(e.what()).find("tendon_length0"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("couples spatial tendon 0"), std::string::npos)
+        << e.what();
+  }
 }
 
 TEST(FromMujoco, FixedTendonAndAnActuatorOnIt) {

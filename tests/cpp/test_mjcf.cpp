@@ -737,11 +737,6 @@ TEST(MjcfErrors, UnsupportedPhysicsIsRefusedByName) {
       "<mujoco><worldbody><body><joint name='j'/><geom size='1'/></body></worldbody>"
       "<actuator><general name='p' joint='j' dyntype='user'/></actuator></mujoco>",
       {"actuator 'p'", "dyntype user"});
-  expect_error(
-      "<mujoco><worldbody><body name='a'><freejoint/><geom size='1'/><site name='s'/></body>"
-      "<site name='r'/></worldbody><tendon><spatial name='sp'><site site='s'/><site site='r'/>"
-      "</spatial></tendon><equality><tendon name='w' tendon1='sp'/></equality></mujoco>",
-      {"equality 'w'", "spatial tendon 'sp'"});
 }
 
 }  // namespace

@@ -364,11 +364,6 @@ def variant(joint="", geom="", body="", world="", sections=""):
 
 
 REFUSALS = [
-    ("equality", variant(world='<site name="s"/><site name="s2" pos="0 0 1"/>',
-                         sections='<tendon><spatial name="t"><site site="s"/><site site="s2"/>'
-                                  '</spatial></tendon><equality><tendon name="e" tendon1="t"/>'
-                                  '</equality>'),
-     r"equality 'e' \(id 0\): couples spatial tendon 't' \(id 0\); tendon equalities of spatial"),
     ("tendon", variant(sections='<tendon><fixed name="t" armature="3"><joint joint="j1" '
                                 'coef="1"/></fixed></tendon>'),
      r"tendon 't' \(id 0\): tendons with armature are not supported"),
