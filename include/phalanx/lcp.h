@@ -118,6 +118,54 @@ PHX_HD PHX_INLINE void lcp_factor_axpy(const LcpProblem<T>& p, int i, T a, T* x)
     for (int k = s[h]; k < s[h + 1]; ++k) x[k] += a * y[k];
 }
 
+// whether rows i, i + 1, i + 2 are one contact's normal and its two friction rows on the same
+// column ranges of the factor (build_rows lays contacts out so)
+template <class T>
+PHX_HD PHX_INLINE bool lcp_contact_block(const LcpProblem<T>& p, int i) {
+  if (i + 2 >= p.n || lcp_findex(p, i) >= 0 || lcp_findex(p, i + 1) != i ||
+      lcp_findex(p, i + 2) != i)
+    return false;
+  const int* s = p.span + 4 * i;
+  for (int k = 0; k < 4; ++k)
+    if (s[4 + k] != s[k] || s[8 + k] != s[k]) return false;
+  return true;
+}
+
+// the factor's rows i, i + 1, i + 2 of a contact block and their column ranges (s)
+template <class T>
+struct FactorBlock {
+  const T *y0, *y1, *y2;
+  const int* s;
+  PHX_HD FactorBlock(const LcpProblem<T>& p, int i)
+      : y0(p.Y + long(i) * p.ncol), y1(y0 + p.ncol), y2(y1 + p.ncol), s(p.span + 4 * i) {}
+};
+
+// Y_r . x for the three rows r = i, i + 1, i + 2 of a contact block, in one pass over their
+// column ranges
+template <class T>
+PHX_HD PHX_INLINE void lcp_factor_dot3(const LcpProblem<T>& p, int i, const T* x, T* out) {
+  const FactorBlock<T> y(p, i);
+  T a(0), b(0), c(0);
+  for (int h = 0; h < 4; h += 2)
+    for (int k = y.s[h]; k < y.s[h + 1]; ++k) {
+      a += y.y0[k] * x[k];
+      b += y.y1[k] * x[k];
+      c += y.y2[k] * x[k];
+    }
+  out[0] = a;
+  out[1] = b;
+  out[2] = c;
+}
+
+// x += d_0 Y_i + d_1 Y_{i+1} + d_2 Y_{i+2} over a contact block's column ranges
+template <class T>
+PHX_HD PHX_INLINE void lcp_factor_axpy3(const LcpProblem<T>& p, int i, const T* d, T* x) {
+  const FactorBlock<T> y(p, i);
+  for (int h = 0; h < 4; h += 2)
+    for (int k = y.s[h]; k < y.s[h + 1]; ++k)
+      x[k] += d[0] * y.y0[k] + d[1] * y.y1[k] + d[2] * y.y2[k];
+}
+
 }  // namespace detail
 
 // Entry (i, j) of A = Y Y^T from the factor: Y_i . Y_j over the column ranges the two rows share.
@@ -181,13 +229,16 @@ PHX_HD T lcp_residual(const LcpProblem<T>& p, const T* f, T* vel = nullptr) {
 // Projected Gauss-Seidel: `iterations` sweeps over the rows in index order, starting from the f
 // passed in (warm start), f_i <- clamp(f_i - omega v_i / A_ii, lo_i, hi_i) with friction bounds
 // from the current normal impulse; omega in (0, 2) is the over-relaxation (1: plain
-// Gauss-Seidel). Rows with A_ii <= 0 are left alone. scratch (n scalars) keeps omega / A_ii,
+// Gauss-Seidel). Rows with A_ii <= 0 are left alone. scratch (n scalars; 2 n in velocity form,
+// within lcp_storage(n)) keeps omega / A_ii,
 // so that the sweeps multiply (a division per row and sweep lay on the sweep's critical path).
 // Given p's factor and `vel` (p.ncol scalars), the sweeps run in velocity form where that is
 // cheaper or A is not given: they carry vel = Y^T f and read v_i = b_i + Y_i . vel over the
 // row's column ranges, so that a row costs its nonzeros rather than n (rows of different
-// kinematic trees do not couple: 20 free bodies in a pile, 100 rows of 12 nonzeros each). Same
-// iterates as the dense sweeps up to rounding.
+// kinematic trees do not couple: 20 free bodies in a pile, 100 rows of 12 nonzeros each); a
+// contact's three rows (lcp_contact_block) read and update vel in one pass, the later rows'
+// velocities following the earlier rows' changes through the block's entries of A. Same
+// iterates as the dense sweeps up to rounding. scratch then holds 2 n scalars.
 // Returns lcp_residual(p, f), which the caller compares with its tolerance to set
 // kStatusLcpNotConverged.
 template <class T>
@@ -203,9 +254,40 @@ PHX_HD T pgs(const LcpProblem<T>& p, T* f, int iterations, T omega, T* scratch, 
           2 * (p.span[4 * i + 1] - p.span[4 * i] + p.span[4 * i + 3] - p.span[4 * i + 2]);
   }
   if (vel && p.Y && (!p.A || factor_cost < long(n) * n)) {
+    // a contact block's A_{i+1,i}, A_{i+2,i}, A_{i+2,i+1} at coupling[i..i+2]
+    T* coupling = scratch + n;
+    for (int i = 0; i < n; ++i) {
+      if (!detail::lcp_contact_block(p, i)) continue;
+      coupling[i] = lcp_factor_entry(p, i + 1, i);
+      coupling[i + 1] = lcp_factor_entry(p, i + 2, i);
+      coupling[i + 2] = lcp_factor_entry(p, i + 2, i + 1);
+      i += 2;
+    }
     lcp_factor_velocity(p, f, vel);
     for (int it = 0; it < iterations; ++it) {
       for (int i = 0; i < n; ++i) {
+        if (detail::lcp_contact_block(p, i)) {
+          T v[3], d[3] = {T(0), T(0), T(0)};
+          detail::lcp_factor_dot3(p, i, vel, v);
+          for (int k = 0; k < 3; ++k) {
+            const int r = i + k;
+            if (!(step[r] > T(0))) continue;
+            T lo, hi;
+            lcp_bounds(p, f, r, lo, hi);
+            T fr = clamp(f[r] - step[r] * (p.b[r] + v[k]), lo, hi);
+            d[k] = fr - f[r];
+            f[r] = fr;
+            if (k == 0) {
+              v[1] += coupling[i] * d[0];
+              v[2] += coupling[i + 1] * d[0];
+            } else if (k == 1) {
+              v[2] += coupling[i + 2] * d[1];
+            }
+          }
+          if (d[0] != T(0) || d[1] != T(0) || d[2] != T(0)) detail::lcp_factor_axpy3(p, i, d, vel);
+          i += 2;
+          continue;
+        }
         if (!(step[i] > T(0))) continue;
         T lo, hi;
         lcp_bounds(p, f, i, lo, hi);
