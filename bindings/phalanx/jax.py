@@ -66,19 +66,30 @@ def step(model: phalanx.Model, qpos, qvel, ctrl, params: Mapping | None = None, 
 
 
 def rollout(model: phalanx.Model, qpos0, qvel0, ctrl, params: Mapping | None = None, *,
-            act=None, checkpoint_every: int = 0, memory_budget: int = 0,
-            complementarity_aware: bool = False, bounce_correction: bool = False):
+            act=None, mocap_pos=None, mocap_quat=None, checkpoint_every: int = 0,
+            memory_budget: int = 0, complementarity_aware: bool = False,
+            bounce_correction: bool = False):
     """T differentiable steps driven by ctrl (E, T, nu) -> (qpos (E, T, nq), qvel (E, T, nv)).
 
     The backward re-runs the rollout onto ``phalanx.Tape(checkpoint_every, memory_budget)``
     and calls ``tape.backward``. ``params`` as in ``step``. With actuator activations pass the
-    initial ``act`` (E, na); the result is then (qpos, qvel, act (E, T, na)).
+    initial ``act`` (E, na); the result is then (qpos, qvel, act (E, T, na)). ``mocap_pos``
+    (E, T, nmocap, 3) and ``mocap_quat`` (E, T, nmocap, 4), each optional, are the mocap
+    bodies' poses of each step, as ``phalanx.rollout`` takes them, differentiable (they replace
+    the parameters of those names, which ``params`` must then not hold).
     """
     qpos0, qvel0, ctrl, act, params = _check(model, qpos0, qvel0, ctrl, act, params,
                                              rollout=True)
+    poses = {}
+    for name, value in (("mocap_pos", mocap_pos), ("mocap_quat", mocap_quat)):
+        if value is not None:
+            if name in params:
+                raise ValueError(f"phalanx.jax: {name} is given per step and in params; pass "
+                                 "one of them")
+            poses[name] = jnp.asarray(value, qpos0.dtype)
     options = (int(checkpoint_every), int(memory_budget), bool(complementarity_aware),
                bool(bounce_correction))
-    out = _rollout(model, options, qpos0, qvel0, ctrl, act, params)
+    out = _rollout(model, options, qpos0, qvel0, ctrl, act, params, poses)
     return out if model.na > 0 else out[:2]
 
 
@@ -129,17 +140,17 @@ _step.defvjp(_step_fwd, _step_bwd)
 # ---- rollout ----
 
 @functools.partial(jax.custom_vjp, nondiff_argnums=(0, 1))
-def _rollout(model, options, qpos0, qvel0, ctrl, act0, params):
-    return _rollout_fwd(model, options, qpos0, qvel0, ctrl, act0, params)[0]
+def _rollout(model, options, qpos0, qvel0, ctrl, act0, params, poses):
+    return _rollout_fwd(model, options, qpos0, qvel0, ctrl, act0, params, poses)[0]
 
 
-def _rollout_fwd(model, options, qpos0, qvel0, ctrl, act0, params):
+def _rollout_fwd(model, options, qpos0, qvel0, ctrl, act0, params, poses):
     E, T = ctrl.shape[:2]
 
-    def host(qpos0, qvel0, ctrl, act0, params):
+    def host(qpos0, qvel0, ctrl, act0, params, poses):
         q, v, u, a = _arrays(qpos0, qvel0, ctrl, act0)
         with phalanx.model_parameters(model, params):
-            out = phalanx.rollout(model, q, v, u, act=_act(model, a))
+            out = phalanx.rollout(model, q, v, u, act=_act(model, a), **_poses(poses))
         phalanx.raise_if_stopped(out[-1], "rollout")
         acts = out[2] if model.na > 0 else np.zeros((E, T, 0), q.dtype)
         return out[0], out[1], acts
@@ -147,29 +158,30 @@ def _rollout_fwd(model, options, qpos0, qvel0, ctrl, act0, params):
     shapes = (jax.ShapeDtypeStruct((E, T, model.nq), qpos0.dtype),
               jax.ShapeDtypeStruct((E, T, model.nv), qpos0.dtype),
               jax.ShapeDtypeStruct((E, T, model.na), qpos0.dtype))
-    out = _callback(host, shapes, qpos0, qvel0, ctrl, act0, params)
-    return out, (qpos0, qvel0, ctrl, act0, params)
+    out = _callback(host, shapes, qpos0, qvel0, ctrl, act0, params, poses)
+    return out, (qpos0, qvel0, ctrl, act0, params, poses)
 
 
 def _rollout_bwd(model, options, residuals, cotangents):
-    qpos0, qvel0, ctrl, act0, params = residuals
+    qpos0, qvel0, ctrl, act0, params, poses = residuals
     checkpoint_every, memory_budget, complementarity_aware, bounce_correction = options
 
-    def host(qpos0, qvel0, ctrl, act0, params, adj_qpos, adj_qvel, adj_act):
+    def host(qpos0, qvel0, ctrl, act0, params, poses, adj_qpos, adj_qvel, adj_act):
         q, v, u, a, aq, av, aa = _arrays(qpos0, qvel0, ctrl, act0, adj_qpos, adj_qvel, adj_act)
         tape = phalanx.Tape(checkpoint_every=checkpoint_every, memory_budget=memory_budget)
         with phalanx.model_parameters(model, params):
-            status = phalanx.rollout(model, q, v, u, tape=tape, act=_act(model, a))[-1]
+            status = phalanx.rollout(model, q, v, u, tape=tape, act=_act(model, a),
+                                     **_poses(poses))[-1]
         phalanx.raise_if_stopped(status, "rollout")
         g = tape.backward(aq, av, adj_act=_act(model, aa),
                           complementarity_aware=complementarity_aware,
                           bounce_correction=bounce_correction)
-        return _grads(g, q.dtype, params, a)
+        return (*_grads(g, q.dtype, params, a), {n: g[n].astype(q.dtype) for n in poses})
 
     adj = [jnp.asarray(c, qpos0.dtype) for c in cotangents]
     shapes = (_like(qpos0), _like(qvel0), _like(ctrl), _like(act0),
-              {n: _like(p) for n, p in params.items()})
-    return _callback(host, shapes, qpos0, qvel0, ctrl, act0, params, *adj)
+              {n: _like(p) for n, p in params.items()}, {n: _like(p) for n, p in poses.items()})
+    return _callback(host, shapes, qpos0, qvel0, ctrl, act0, params, poses, *adj)
 
 
 _rollout.defvjp(_rollout_fwd, _rollout_bwd)
@@ -188,6 +200,11 @@ def _like(x):
 def _arrays(*xs):
     """C-contiguous numpy arrays of the callback's arguments (no copy when they already are)"""
     return [np.ascontiguousarray(x) for x in xs]
+
+
+def _poses(poses):
+    """the per-step mocap poses as phalanx.rollout's keyword arguments"""
+    return {n: np.ascontiguousarray(p) for n, p in poses.items()}
 
 
 def _act(model, a):

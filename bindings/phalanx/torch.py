@@ -83,6 +83,7 @@ def step(model: phalanx.Model, qpos: torch.Tensor, qvel: torch.Tensor, ctrl: tor
 
 def rollout(model: phalanx.Model, qpos0: torch.Tensor, qvel0: torch.Tensor, ctrl: torch.Tensor,
             params: Mapping[str, torch.Tensor] | None = None, *, act: torch.Tensor | None = None,
+            mocap_pos: torch.Tensor | None = None, mocap_quat: torch.Tensor | None = None,
             checkpoint_every: int = 0, memory_budget: int = 0,
             complementarity_aware: bool = False,
             bounce_correction: bool = False) -> tuple[torch.Tensor, ...]:
@@ -95,13 +96,23 @@ def rollout(model: phalanx.Model, qpos0: torch.Tensor, qvel0: torch.Tensor, ctrl
     ``params`` is as in ``step``: the forward writes them into the model (which keeps them);
     the tape holds the model it recorded, so the backward is unaffected by later changes. With
     actuator activations pass the initial ``act`` (E, na); the result is then (qpos, qvel, act
-    (E, T, na)).
+    (E, T, na)). ``mocap_pos`` (E, T, nmocap, 3) and ``mocap_quat`` (E, T, nmocap, 4), each
+    optional, are the mocap bodies' poses of each step, as ``phalanx.rollout`` takes them, and
+    receive their gradients per step (they replace the parameters of those names, which
+    ``params`` must then not hold).
     """
     names, values = _params(model, params)
     qpos0, qvel0, ctrl, act = _state(model, qpos0, qvel0, ctrl, act)
+    for name, t in (("mocap_pos", mocap_pos), ("mocap_quat", mocap_quat)):
+        if t is not None:
+            _check_tensor(name, t)
+            if name in names:
+                raise ValueError(f"phalanx.torch: {name} is given per step and in params; "
+                                 "pass one of them")
     options = (int(checkpoint_every), int(memory_budget), bool(complementarity_aware),
                bool(bounce_correction))
-    out = _Rollout.apply(model, options, names, qpos0, qvel0, ctrl, act, *values)
+    out = _Rollout.apply(model, options, names, qpos0, qvel0, ctrl, act, mocap_pos, mocap_quat,
+                         *values)
     return out if model.na > 0 else out[:2]
 
 
@@ -142,7 +153,8 @@ class _Step(torch.autograd.Function):
 
 class _Rollout(torch.autograd.Function):
     @staticmethod
-    def forward(ctx, model, options, names, qpos0, qvel0, ctrl, act0, *values):
+    def forward(ctx, model, options, names, qpos0, qvel0, ctrl, act0, mocap_pos, mocap_quat,
+                *values):
         checkpoint_every, memory_budget = options[:2]
         _set_parameters(model, names, values)
         tape = None
@@ -152,19 +164,24 @@ class _Rollout(torch.autograd.Function):
         qs, vs = _empty(qpos0, (E, T, model.nq)), _empty(qpos0, (E, T, model.nv))
         acts = _empty(qpos0, (E, T, model.na))
         status = _empty(qpos0, (E,), torch.int32)
+        poses = {name: _dl(t.to(qpos0.dtype)) for name, t in
+                 (("mocap_pos", mocap_pos), ("mocap_quat", mocap_quat)) if t is not None}
         _phalanx.rollout_into(model, _dl(qpos0), _dl(qvel0), _dl(ctrl), qs, vs, status, tape,
                               None, _carried(model, act0.detach().clone().contiguous()),
-                              _carried(model, acts))
+                              _carried(model, acts), **poses)
         phalanx.raise_if_stopped(_status(status), "rollout")
         ctx.model, ctx.tape, ctx.options, ctx.names = model, tape, options, names
         ctx.param_dtypes = [v.dtype for v in values]
         ctx.like, ctx.ctrl_shape = qpos0.detach(), ctrl.shape
+        ctx.inputs = {name: (tuple(t.shape) if name in poses else None, t.dtype if name in poses
+                             else None) for name, t in (("mocap_pos", mocap_pos),
+                                                        ("mocap_quat", mocap_quat))}
         return qs, vs, acts
 
     @staticmethod
     @once_differentiable
     def backward(ctx, adj_qpos, adj_qvel, adj_act):
-        grads = _grad_tensors(ctx, ctx.like, ctx.ctrl_shape)
+        grads = _grad_tensors(ctx, ctx.like, ctx.ctrl_shape, ctx.inputs)
         dtype = ctx.like.dtype
         _phalanx.tape_backward_into(
             ctx.tape, None if adj_qpos is None else _dl(adj_qpos.to(dtype)),
@@ -198,16 +215,18 @@ def _adjoint(adj, like, n):
     return adj.to(like.dtype)
 
 
-def _grad_tensors(ctx, like, ctrl_shape):
+def _grad_tensors(ctx, like, ctrl_shape, inputs=None):
     """the gradient tensors the backward fills: those autograd asks for (inputs after model,
-    options and names: qpos, qvel, ctrl, act, then the parameters), per environment"""
+    options and names: qpos, qvel, ctrl, act, the further inputs (name -> (shape, dtype), shape
+    None for one not given: a rollout's per-step mocap poses), then the parameters), per
+    environment"""
     E, model = like.shape[0], ctx.model
     need = ctx.needs_input_grad[3:]
     shapes = {"qpos": (E, model.nq), "qvel": (E, model.nv), "ctrl": tuple(ctrl_shape),
-              "act": (E, model.na)}
+              "act": (E, model.na), **{k: v[0] for k, v in (inputs or {}).items()}}
     grads = {name: _zeros(like, shape) for (name, shape), wanted in zip(shapes.items(), need)
-             if wanted}
-    for name, wanted in zip(ctx.names, need[4:]):
+             if wanted and shape is not None}
+    for name, wanted in zip(ctx.names, need[len(shapes):]):
         if wanted:
             grads[name] = _empty(like, (E, *_SHAPES[name](model)))
     return grads
@@ -224,9 +243,11 @@ def _carried_grads(model, grads):
 
 
 def _grads(ctx, grads):
-    """the gradients of (qpos, qvel, ctrl, act, *params) from the filled tensors; a parameter
-    shared by every environment gets the sum of theirs"""
+    """the gradients of (qpos, qvel, ctrl, act, *inputs, *params) from the filled tensors, in
+    each input's dtype; a parameter shared by every environment gets the sum of theirs"""
     out = [grads.get(name) for name in ("qpos", "qvel", "ctrl", "act")]
+    for name, (_, dtype) in getattr(ctx, "inputs", {}).items():
+        out.append(grads[name].to(dtype) if name in grads else None)
     for name, dtype in zip(ctx.names, ctx.param_dtypes):
         out.append(grads[name].sum(dim=0).to(dtype) if name in grads else None)
     return out

@@ -257,7 +257,8 @@ def test_poses_held_per_step_have_the_gradients_of_the_parameters_summed(hanging
     # the same rollout with the parameters, and with per-step poses equal to them: the same
     # trajectory, and the per-step gradients summed over the steps are the parameters'; poses
     # given per step for positions only leave the orientations' gradients those of the parameter
-    mj, model = hanging
+    mj, _ = hanging
+    model = phalanx.from_mujoco(mj)  # its own: the parameters set here stay with it
     E, T = 2, 40
     qpos = np.tile(mj.qpos0, (E, 1))
     qvel = rng.uniform(-0.3, 0.3, (E, mj.nv))
@@ -303,3 +304,68 @@ def test_bad_poses_per_step_stop_their_environment_only(hanging, rng):
         phalanx.rollout(model, qpos, qvel, ctrl, mocap_pos=pos[:, :-1])
     with pytest.raises(ValueError, match="mocap_quat"):
         phalanx.rollout(model, qpos, qvel, ctrl, mocap_quat=quat[..., :3])
+
+
+def short_run(rng, mj, model, E=2, T=12):
+    """(qpos, qvel, ctrl, mocap_pos, mocap_quat) of E rollouts of T steps from rest poses"""
+    qpos = np.tile(mj.qpos0, (E, 1))
+    qvel = rng.uniform(-0.3, 0.3, (E, mj.nv))
+    ctrl = rng.uniform(-1, 1, (E, T, mj.nu))
+    return (qpos, qvel, ctrl, *pose_tracks(rng, model, E, T))
+
+
+def test_torch_rollout_takes_the_poses_per_step_with_their_gradients(hanging, rng):
+    # phalanx.torch's rollout: the same trajectory as phalanx.rollout, gradients of the per-step
+    # poses as Tape.backward's, and torch.autograd.gradcheck in double on a short horizon
+    import torch
+
+    import phalanx.torch as pt
+
+    mj, model = hanging
+    qpos, qvel, ctrl, pos, quat = short_run(rng, mj, model)
+    q0, v0, u = (torch.tensor(x) for x in (qpos, qvel, ctrl))
+    p = torch.tensor(pos, requires_grad=True)
+    r = torch.tensor(quat, requires_grad=True)
+    qs, vs = pt.rollout(model, q0, v0, u, mocap_pos=p, mocap_quat=r, checkpoint_every=5)
+    ref_q, ref_v, _ = phalanx.rollout(model, qpos, qvel, ctrl, mocap_pos=pos, mocap_quat=quat)
+    np.testing.assert_array_equal(qs.detach().numpy(), ref_q)
+    wq, wv = rng.standard_normal(ref_q.shape), rng.standard_normal(ref_v.shape)
+    ((qs * torch.tensor(wq)).sum() + (vs * torch.tensor(wv)).sum()).backward()
+    tape = phalanx.Tape(checkpoint_every=5)
+    phalanx.rollout(model, qpos, qvel, ctrl, mocap_pos=pos, mocap_quat=quat, tape=tape)
+    g = tape.backward(wq, wv)
+    np.testing.assert_allclose(p.grad.numpy(), g["mocap_pos"], rtol=1e-12, atol=1e-14)
+    np.testing.assert_allclose(r.grad.numpy(), g["mocap_quat"], rtol=1e-12, atol=1e-14)
+    assert torch.autograd.gradcheck(
+        lambda a, b: pt.rollout(model, q0, v0, u, mocap_pos=a, mocap_quat=b)[0][:, -1],
+        (p, r), eps=1e-6, atol=1e-7, rtol=1e-6)
+    with pytest.raises(ValueError, match="mocap_pos is given per step and in params"):
+        pt.rollout(model, q0, v0, u, {"mocap_pos": torch.tensor(model.mocap_pos)}, mocap_pos=p)
+
+
+def test_jax_rollout_takes_the_poses_per_step_with_their_gradients(hanging, rng):
+    # phalanx.jax's rollout: jax.grad of the per-step poses equals Tape.backward's
+    import jax
+    import jax.numpy as jnp
+
+    import phalanx.jax as pj
+
+    jax.config.update("jax_enable_x64", True)
+    mj, model = hanging
+    qpos, qvel, ctrl, pos, quat = short_run(rng, mj, model)
+    wq = rng.standard_normal(ctrl.shape[:2] + (mj.nq,))
+
+    def loss(p, r):
+        qs, _ = pj.rollout(model, qpos, qvel, ctrl, mocap_pos=p, mocap_quat=r,
+                           checkpoint_every=5)
+        return jnp.sum(qs * wq)
+
+    value, (gp, gr) = jax.value_and_grad(loss, argnums=(0, 1))(jnp.asarray(pos), jnp.asarray(quat))
+    tape = phalanx.Tape(checkpoint_every=5)
+    qs, _, _ = phalanx.rollout(model, qpos, qvel, ctrl, mocap_pos=pos, mocap_quat=quat, tape=tape)
+    g = tape.backward(wq, None)
+    assert float(value) == pytest.approx(float((qs * wq).sum()), rel=1e-14)
+    np.testing.assert_allclose(np.asarray(gp), g["mocap_pos"], rtol=1e-12, atol=1e-14)
+    np.testing.assert_allclose(np.asarray(gr), g["mocap_quat"], rtol=1e-12, atol=1e-14)
+    with pytest.raises(ValueError, match="mocap_quat is given per step and in params"):
+        pj.rollout(model, qpos, qvel, ctrl, {"mocap_quat": model.mocap_quat}, mocap_quat=quat)
