@@ -96,7 +96,7 @@ def write_result(result, path):
 
 
 def parse_args(description, result_file, envs=4096, steps=1000):
-    """The options every rollout benchmark takes."""
+    """The options every rollout benchmark takes; Phalanx's CPU backend set to --threads."""
     parser = argparse.ArgumentParser(description=description)
     parser.add_argument("--envs", type=int, default=envs)
     parser.add_argument("--steps", type=int, default=steps)
@@ -104,4 +104,6 @@ def parse_args(description, result_file, envs=4096, steps=1000):
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--threads", type=int, default=os.cpu_count())
     parser.add_argument("--out", default=os.path.join(RESULTS, result_file))
-    return parser.parse_args()
+    args = parser.parse_args()
+    phalanx.set_num_threads(args.threads)  # Phalanx runs on as many threads as MuJoCo
+    return args

@@ -314,10 +314,66 @@ PHX_HD bool limit_row(const ModelView<T>& m, const Workspace<T>& w, int type, in
   return true;
 }
 
+// First dof past the tree that dof d belongs to (tree: dof_treeadr).
+PHX_HD PHX_INLINE int tree_end(const int* tree, int nv, int d) {
+  int s = tree[d];
+  while (d < nv && tree[d] == s) ++d;
+  return d;
+}
+
+// The dof ranges a row of J reaches, as LcpProblem's factor wants them (4 ints): its first tree
+// and, when it reaches another, the range from the start of the second tree to the end of the
+// last. Exact for rows on at most two trees (contacts, joint limits), conservative beyond.
+template <class T>
+PHX_HD void row_span(const T* J, int nv, const int* tree, int* span) {
+  int d = 0;
+  while (d < nv && J[d] == T(0)) ++d;
+  if (d == nv) {
+    span[0] = span[1] = span[2] = span[3] = 0;
+    return;
+  }
+  span[0] = tree[d];
+  span[1] = tree_end(tree, nv, d);
+  int k = span[1], last = nv;
+  while (k < nv && J[k] == T(0)) ++k;
+  while (last > k && J[last - 1] == T(0)) --last;
+  span[2] = k < nv ? tree[k] : span[1];
+  span[3] = k < nv ? tree_end(tree, nv, last - 1) : span[1];
+}
+
+// The dof tree body b moves with, [range[0], range[1]) (empty for a body fixed to the world).
+template <class T>
+PHX_HD PHX_INLINE void body_tree(const ModelView<T>& m, int b, int* range) {
+  while (b > 0 && m.body_dofnum[b] == 0) b = m.body_parentid[b];
+  if (b <= 0) {
+    range[0] = range[1] = 0;
+    return;
+  }
+  const int d = m.body_dofadr[b];
+  range[0] = m.dof_treeadr[d];
+  range[1] = tree_end(m.dof_treeadr, m.nv, d);
+}
+
+// row_span of a contact's rows between bodies b1 and b2, from their trees without reading J
+template <class T>
+PHX_HD void contact_span(const ModelView<T>& m, int b1, int b2, int* span) {
+  int t[2][2];
+  body_tree(m, b1, t[0]);
+  body_tree(m, b2, t[1]);
+  const int first = (t[0][0] == t[0][1] || (t[1][0] != t[1][1] && t[1][0] < t[0][0])) ? 1 : 0;
+  const int* a = t[first];
+  const int* b = t[1 - first];
+  span[0] = a[0];
+  span[1] = a[1];
+  const bool second = b[0] != b[1] && b[0] != a[0];
+  span[2] = second ? b[0] : a[1];
+  span[3] = second ? b[1] : a[1];
+}
+
 // Rows of the contacts, active joint limits, friction losses, active tendon limits and active
 // equality constraints: J, bounds, friction links, and b without the unconstrained velocity term.
 // Returns the number of rows. Row keys of contacts were set by detect_contacts in efc_key[contact];
-// this spreads them to the rows.
+// this spreads them to the rows. c.span receives the dof ranges each row reaches (row_span).
 template <class T>
 PHX_HD int build_rows(const ModelView<T>& m, const T* qpos, const T* qvel, const Workspace<T>& w,
                       ConstraintWorkspace<T>& c, ContactView<T>& cv) {
@@ -329,6 +385,7 @@ PHX_HD int build_rows(const ModelView<T>& m, const T* qpos, const T* qvel, const
     int g1 = cv.geom[2 * i], g2 = cv.geom[2 * i + 1];
     nrow += (m.geom_condim[g1] > 1 || m.geom_condim[g2] > 1) ? 3 : 1;
   }
+  const int ncontact_rows = nrow;
   int row = nrow;
   for (int i = ncon - 1; i >= 0; --i) {
     int g1 = cv.geom[2 * i], g2 = cv.geom[2 * i + 1];
@@ -346,6 +403,9 @@ PHX_HD int build_rows(const ModelView<T>& m, const T* qpos, const T* qvel, const
     for (long d = 0; d < long(nr) * nv; ++d) c.J[long(row) * nv + d] = T(0);
     add_point_jacobian(m, w, b2, p, u, nr, T(1), c.J + long(row) * nv);
     add_point_jacobian(m, w, b1, p, u, nr, T(-1), c.J + long(row) * nv);
+    contact_span(m, b1, b2, c.span + 4 * row);
+    for (int k = 1; k < nr; ++k)
+      for (int h = 0; h < 4; ++h) c.span[4 * (row + k) + h] = c.span[4 * row + h];
     for (int k = 0; k < nr; ++k) {
       int r = row + k;
       T* J = c.J + long(r) * nv;
@@ -413,35 +473,10 @@ PHX_HD int build_rows(const ModelView<T>& m, const T* qpos, const T* qvel, const
 
   // equality constraints: bilateral rows (equality.h)
   nrow = equality_rows(m, qpos, qvel, w, c, cv.efc_key, nrow);
+  for (int r = ncontact_rows; r < nrow; ++r)
+    row_span(c.J + long(r) * nv, nv, m.dof_treeadr, c.span + 4 * r);
   *cv.nefc = nrow;
   return nrow;
-}
-
-// First dof past the tree that dof d belongs to (tree: dof_treeadr).
-PHX_HD PHX_INLINE int tree_end(const int* tree, int nv, int d) {
-  int s = tree[d];
-  while (d < nv && tree[d] == s) ++d;
-  return d;
-}
-
-// The dof ranges a row of J reaches, as LcpProblem's factor wants them (4 ints): its first tree
-// and, when it reaches another, the range from the start of the second tree to the end of the
-// last. Exact for rows on at most two trees (contacts, joint limits), conservative beyond.
-template <class T>
-PHX_HD void row_span(const T* J, int nv, const int* tree, int* span) {
-  int d = 0;
-  while (d < nv && J[d] == T(0)) ++d;
-  if (d == nv) {
-    span[0] = span[1] = span[2] = span[3] = 0;
-    return;
-  }
-  span[0] = tree[d];
-  span[1] = tree_end(tree, nv, d);
-  int k = span[1], last = nv;
-  while (k < nv && J[k] == T(0)) ++k;
-  while (last > k && J[last - 1] == T(0)) --last;
-  span[2] = k < nv ? tree[k] : span[1];
-  span[3] = k < nv ? tree_end(tree, nv, last - 1) : span[1];
 }
 
 // The LCP of the rows in c; with nv > 0 also A's factor Y (span as delassus left it).
@@ -465,8 +500,9 @@ PHX_HD LcpProblem<T> lcp_problem(int nrow, const ConstraintWorkspace<T>& c, int 
 
 // Delassus matrix and free velocity term: Y = L^-1 J^T (rows), A = Y^T Y, b += J vfree. The
 // mass matrix couples no two dof trees, so Y's rows are zero beyond the trees of their J rows
-// (row_span), and A's entries are dot products over the trees two rows share. A is left unbuilt
-// (c.has_matrix false) when nothing will read it: PGS sweeps in a forward-only kernel.
+// (c.span, which build_rows set), and A's entries are dot products over the trees two rows share. A
+// is left unbuilt (c.has_matrix false) when nothing will read it: PGS sweeps in a forward-only
+// kernel.
 template <class T>
 PHX_HD void delassus(const ModelView<T>& m, int nrow, ConstraintWorkspace<T>& c) {
   int nv = m.nv;
@@ -474,12 +510,13 @@ PHX_HD void delassus(const ModelView<T>& m, int nrow, ConstraintWorkspace<T>& c)
   for (int r = 0; r < nrow; ++r) {
     const T* J = c.J + long(r) * nv;
     T* y = c.Y + long(r) * nv;
-    c.b[r] += dot_n(J, c.vfree, nv);
+    const int* s = c.span + 4 * r;
+    c.b[r] +=
+        dot_n(J + s[0], c.vfree + s[0], s[1] - s[0]) + dot_n(J + s[2], c.vfree + s[2], s[3] - s[2]);
     for (int d = 0; d < nv; ++d) y[d] = J[d];
-    row_span(J, nv, tree, c.span + 4 * r);
   }
-  // L y_r = J_r, by dof trees: y_r is zero on the trees where J_r is
-  cholesky_solve_lower_rows(c.L, nv, c.Y, nrow, tree);
+  // L y_r = J_r, over the trees J_r reaches: y_r is zero on the others, as J_r is
+  cholesky_solve_lower_rows(c.L, nv, c.Y, nrow, tree, c.span);
   c.has_matrix = !(c.forward_only && m.lcp_solver == kLcpPgs);
   if (!c.has_matrix) return;
   LcpProblem<T> p = lcp_problem(nrow, c, nv);

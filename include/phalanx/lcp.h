@@ -140,21 +140,39 @@ struct FactorBlock {
       : y0(p.Y + long(i) * p.ncol), y1(y0 + p.ncol), y2(y1 + p.ncol), s(p.span + 4 * i) {}
 };
 
-// Y_r . x for the three rows r = i, i + 1, i + 2 of a contact block, in one pass over their
-// column ranges
+// Y_r . x for the three rows r = i, i + 1, i + 2 of a contact block over their
+// column ranges, in one pass over them (a sum per row and range: six independent chains)
 template <class T>
 PHX_HD PHX_INLINE void lcp_factor_dot3(const LcpProblem<T>& p, int i, const T* x, T* out) {
   const FactorBlock<T> y(p, i);
-  T a(0), b(0), c(0);
+  T a[2] = {T(0), T(0)}, b[2] = {T(0), T(0)}, c[2] = {T(0), T(0)};
+  for (int h = 0; h < 2; ++h)
+    for (int k = y.s[2 * h]; k < y.s[2 * h + 1]; ++k) {
+      a[h] += y.y0[k] * x[k];
+      b[h] += y.y1[k] * x[k];
+      c[h] += y.y2[k] * x[k];
+    }
+  out[0] = a[0] + a[1];
+  out[1] = b[0] + b[1];
+  out[2] = c[0] + c[1];
+}
+
+// A's entries among a contact block's rows i, i + 1, i + 2, in one pass over their column
+// ranges: g = (A_ii, A_{i+1,i+1}, A_{i+2,i+2}, A_{i+1,i}, A_{i+2,i}, A_{i+2,i+1})
+template <class T>
+PHX_HD PHX_INLINE void lcp_factor_gram3(const LcpProblem<T>& p, int i, T* g) {
+  const FactorBlock<T> y(p, i);
+  for (int k = 0; k < 6; ++k) g[k] = T(0);
   for (int h = 0; h < 4; h += 2)
     for (int k = y.s[h]; k < y.s[h + 1]; ++k) {
-      a += y.y0[k] * x[k];
-      b += y.y1[k] * x[k];
-      c += y.y2[k] * x[k];
+      const T a = y.y0[k], b = y.y1[k], c = y.y2[k];
+      g[0] += a * a;
+      g[1] += b * b;
+      g[2] += c * c;
+      g[3] += b * a;
+      g[4] += c * a;
+      g[5] += c * b;
     }
-  out[0] = a;
-  out[1] = b;
-  out[2] = c;
 }
 
 // x += d_0 Y_i + d_1 Y_{i+1} + d_2 Y_{i+2} over a contact block's column ranges
@@ -210,15 +228,17 @@ PHX_HD PHX_INLINE void lcp_bounds(const LcpProblem<T>& p, const T* f, int i, T& 
 // Natural-map residual in velocity units: max_i A_ii |f_i - clamp(f_i - v_i / A_ii, lo_i, hi_i)|.
 // Zero exactly at a solution; it is the correction the next Gauss-Seidel step would make, so it
 // measures bound violation, complementarity and v = 0 on interior rows in one number. Without
-// A, v comes from the factor through vel (p.ncol scalars of scratch).
+// A, v comes from the factor through vel (p.ncol scalars of scratch). diag, when given, holds
+// A's diagonal.
 template <class T>
-PHX_HD T lcp_residual(const LcpProblem<T>& p, const T* f, T* vel = nullptr) {
+PHX_HD T lcp_residual(const LcpProblem<T>& p, const T* f, T* vel = nullptr,
+                      const T* diag = nullptr) {
   if (!p.A) lcp_factor_velocity(p, f, vel);
   T r(0);
   for (int i = 0; i < p.n; ++i) {
     T lo, hi;
     lcp_bounds(p, f, i, lo, hi);
-    T d = detail::lcp_diag(p, i);
+    T d = diag ? (diag[i] > T(0) ? diag[i] : T(1)) : detail::lcp_diag(p, i);
     T v = p.A ? detail::lcp_row_velocity(p, f, i) : p.b[i] + detail::lcp_factor_dot(p, i, vel);
     T e = d * abs(f[i] - clamp(f[i] - v / d, lo, hi));
     if (e > r) r = e;
@@ -229,7 +249,7 @@ PHX_HD T lcp_residual(const LcpProblem<T>& p, const T* f, T* vel = nullptr) {
 // Projected Gauss-Seidel: `iterations` sweeps over the rows in index order, starting from the f
 // passed in (warm start), f_i <- clamp(f_i - omega v_i / A_ii, lo_i, hi_i) with friction bounds
 // from the current normal impulse; omega in (0, 2) is the over-relaxation (1: plain
-// Gauss-Seidel). Rows with A_ii <= 0 are left alone. scratch (n scalars; 2 n in velocity form,
+// Gauss-Seidel). Rows with A_ii <= 0 are left alone. scratch (n scalars; 4 n in velocity form,
 // within lcp_storage(n)) keeps omega / A_ii,
 // so that the sweeps multiply (a division per row and sweep lay on the sweep's critical path).
 // Given p's factor and `vel` (p.ncol scalars), the sweeps run in velocity form where that is
@@ -238,7 +258,7 @@ PHX_HD T lcp_residual(const LcpProblem<T>& p, const T* f, T* vel = nullptr) {
 // kinematic trees do not couple: 20 free bodies in a pile, 100 rows of 12 nonzeros each); a
 // contact's three rows (lcp_contact_block) read and update vel in one pass, the later rows'
 // velocities following the earlier rows' changes through the block's entries of A. Same
-// iterates as the dense sweeps up to rounding. scratch then holds 2 n scalars.
+// iterates as the dense sweeps up to rounding. scratch then holds 4 n scalars.
 // Returns lcp_residual(p, f), which the caller compares with its tolerance to set
 // kStatusLcpNotConverged.
 template <class T>
@@ -246,27 +266,34 @@ PHX_HD T pgs(const LcpProblem<T>& p, T* f, int iterations, T omega, T* scratch, 
   const int n = p.n;
   T* step = scratch;
   long factor_cost = 0;
-  for (int i = 0; i < n; ++i) {
-    T aii = detail::lcp_entry_ii(p, i);
-    step[i] = aii > T(0) ? omega / aii : T(0);
-    if (p.Y)
-      factor_cost +=
-          2 * (p.span[4 * i + 1] - p.span[4 * i] + p.span[4 * i + 3] - p.span[4 * i + 2]);
-  }
+  for (int i = 0; p.Y && i < n; ++i)
+    factor_cost += 2 * (p.span[4 * i + 1] - p.span[4 * i] + p.span[4 * i + 3] - p.span[4 * i + 2]);
   if (vel && p.Y && (!p.A || factor_cost < long(n) * n)) {
-    // a contact block's A_{i+1,i}, A_{i+2,i}, A_{i+2,i+1} at coupling[i..i+2]
+    // A's diagonal at diag; a contact block's A_{i+1,i}, A_{i+2,i}, A_{i+2,i+1} at
+    // coupling[i..i+2], and block[i] nonzero at its first row
     T* coupling = scratch + n;
+    T* block = scratch + 2 * n;
+    T* diag = scratch + 3 * n;
     for (int i = 0; i < n; ++i) {
-      if (!detail::lcp_contact_block(p, i)) continue;
-      coupling[i] = lcp_factor_entry(p, i + 1, i);
-      coupling[i + 1] = lcp_factor_entry(p, i + 2, i);
-      coupling[i + 2] = lcp_factor_entry(p, i + 2, i + 1);
+      block[i] = T(0);
+      if (!detail::lcp_contact_block(p, i)) {
+        diag[i] = detail::lcp_entry_ii(p, i);
+        continue;
+      }
+      T g[6];
+      detail::lcp_factor_gram3(p, i, g);
+      for (int k = 0; k < 3; ++k) {
+        block[i + k] = T(k == 0);
+        diag[i + k] = g[k];
+        coupling[i + k] = g[3 + k];
+      }
       i += 2;
     }
+    for (int i = 0; i < n; ++i) step[i] = diag[i] > T(0) ? omega / diag[i] : T(0);
     lcp_factor_velocity(p, f, vel);
     for (int it = 0; it < iterations; ++it) {
       for (int i = 0; i < n; ++i) {
-        if (detail::lcp_contact_block(p, i)) {
+        if (block[i] != T(0)) {
           T v[3], d[3] = {T(0), T(0), T(0)};
           detail::lcp_factor_dot3(p, i, vel, v);
           for (int k = 0; k < 3; ++k) {
@@ -297,7 +324,11 @@ PHX_HD T pgs(const LcpProblem<T>& p, T* f, int iterations, T omega, T* scratch, 
         f[i] = fi;
       }
     }
-    return lcp_residual(p, f, vel);
+    return lcp_residual(p, f, vel, diag);
+  }
+  for (int i = 0; i < n; ++i) {
+    T aii = detail::lcp_entry_ii(p, i);
+    step[i] = aii > T(0) ? omega / aii : T(0);
   }
   for (int it = 0; it < iterations; ++it) {
     for (int i = 0; i < n; ++i) {

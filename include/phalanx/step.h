@@ -286,9 +286,7 @@ PHX_HD PHX_DEVICE_NOINLINE unsigned step_constrained(const ModelView<T>& m, T* q
     delassus(m, nrow, c);
     status |= lcp_impulses(m, nrow, nprev, c, cv, known);
     // qvel' = vfree + L^-T (Y^T f), with Y = L^-1 J^T
-    for (int d = 0; d < nv; ++d) c.tmp[d] = T(0);
-    for (int r = 0; r < nrow; ++r)
-      for (int d = 0; d < nv; ++d) c.tmp[d] += cv.efc_force[r] * c.Y[long(r) * nv + d];
+    lcp_factor_velocity(lcp_problem(nrow, c, nv), cv.efc_force, c.tmp);
     cholesky_solve_upper(c.L, nv, c.tmp, m.dof_treeadr);
     for (int d = 0; d < nv; ++d) qvel[d] = c.vfree[d] + c.tmp[d];
   }

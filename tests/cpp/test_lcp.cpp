@@ -36,7 +36,7 @@ struct Problem {
   }
   // pgs's scratch
   T* pgs_scratch() const {
-    step.resize(2 * size_t(n));
+    step.resize(4 * size_t(n));
     return step.data();
   }
   mutable std::vector<T> step;
@@ -347,17 +347,17 @@ TEST(Lcp, FactoredSweepsFollowTheDenseOnes) {
     }
   EXPECT_GT(zeros, n * n / 5);
   // every contact's three rows are one block of the velocity form's sweeps, whose scratch
-  // (2 n) lcp_storage covers
+  // (4 n) lcp_storage covers
   int blocks = 0;
   for (int i = 0; i < n; ++i) blocks += detail::lcp_contact_block(fc.view(), i);
   EXPECT_EQ(blocks, n / 3);
-  EXPECT_GE(lcp_storage(n).reals, 2 * n);
-  EXPECT_GE(lcp_storage(1).reals, 2);
+  EXPECT_GE(lcp_storage(n).reals, 4 * n);
+  EXPECT_GE(lcp_storage(1).reals, 4);
   // the same sweeps from the same warm start, dense and in velocity form
   std::vector<double> warm(n);
   for (int i = 0; i < n; i += 3) warm[i] = uniform(rng, 0, 0.5);
   for (int sweeps : {1, 7, 60}) {
-    std::vector<double> f_dense = warm, f_vel = warm, f_noA = warm, vel(nc, 0.0), step(2 * n);
+    std::vector<double> f_dense = warm, f_vel = warm, f_noA = warm, vel(nc, 0.0), step(4 * n);
     double r_dense = pgs(p.view(), f_dense.data(), sweeps, 1.0, step.data());
     // without A, from the factor alone (diagonal and residual included)
     LcpProblem<double> factor_only = fc.view();

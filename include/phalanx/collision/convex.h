@@ -317,9 +317,10 @@ PHX_HD MinkowskiPoint<T> minkowski_support(const ConvexBody<T, T>& b1, const Con
 }
 
 // solve the n x n system A x = b (n <= 4) by Gaussian elimination with partial pivoting; false
-// when singular (a pivot below rel times the largest entry)
-template <class T>
-PHX_HD bool solve_small(T (*A)[4], T* b, int n, T rel) {
+// when singular (a pivot below rel times the largest entry). Each size is its own unrolled
+// instance (solve_small below dispatches), the same arithmetic as a loop over n.
+template <int n, class T>
+PHX_HD PHX_INLINE bool solve_small_n(T (*A)[4], T* b, T rel) {
   T scale(0);
   for (int i = 0; i < n; ++i)
     for (int j = 0; j < n; ++j) scale = abs(A[i][j]) > scale ? abs(A[i][j]) : scale;
@@ -350,6 +351,22 @@ PHX_HD bool solve_small(T (*A)[4], T* b, int n, T rel) {
     b[c] /= A[c][c];
   }
   return true;
+}
+
+template <class T>
+PHX_HD bool solve_small(T (*A)[4], T* b, int n, T rel) {
+  switch (n) {
+    case 0:
+      return false;
+    case 1:
+      return solve_small_n<1>(A, b, rel);
+    case 2:
+      return solve_small_n<2>(A, b, rel);
+    case 3:
+      return solve_small_n<3>(A, b, rel);
+    default:
+      return solve_small_n<4>(A, b, rel);
+  }
 }
 
 // The point of the simplex w[0..n) nearest the origin, by trying the faces (subsets) of it: the
@@ -822,9 +839,9 @@ PHX_HD void lift_body(const ConvexBody<T, T>& b, ConvexBody<S, T>& d) {
   for (int i = 0; i < 9; ++i) d.frame.rot.m[i] = S(b.frame.rot.m[i]);
 }
 
-// Newton's method on feature_system from direction u (edge parameters start mid-edge); on
-// success u is the solution's direction and t its edge parameters. False when the Jacobian
-// turns singular or the result is not finite.
+// Newton's method on feature_system from direction u (edge parameters start mid-edge), at most
+// kNewtonIterations steps; on success u is the solution's direction and t its edge parameters.
+// False when the Jacobian turns singular or the result is not finite.
 template <class T>
 PHX_HD bool solve_features(const ConvexBody<T, T>& b1, const Feature& f1,
                            const ConvexBody<T, T>& b2, const Feature& f2, Vec3<T>& u, T* t) {
@@ -853,6 +870,10 @@ PHX_HD bool solve_features(const ConvexBody<T, T>& b1, const Feature& f1,
     t[1] += step[3];
     if (!(isfinite(u.x) && isfinite(u.y) && isfinite(u.z) && isfinite(t[0]) && isfinite(t[1])))
       return false;
+    // converged: a step this small leaves an error of its square, below the scalar's rounding
+    T size(0);
+    for (int i = 0; i < 4; ++i) size = abs(step[i]) > size ? abs(step[i]) : size;
+    if (size <= T(kSinglePrecision<T> ? 1e-6 : 1e-12)) break;
   }
   return true;
 }

@@ -167,49 +167,55 @@ PHX_HD void cholesky_solve_lower(const S* L, int n, T* b, const int* start = nul
   }
 }
 
-// Solve L y_r = b_r in place (forward substitution) for the nrow right-hand sides stored as the
-// rows of B (stride n): four rows at a time share each row of L and run four independent sums,
-// the rest one at a time. With blocks, a group of rows runs over the blocks where one of them
-// is nonzero; elsewhere their solutions are zero.
-template <class T>
-PHX_HD void cholesky_solve_lower_rows(const T* L, int n, T* B, int nrow,
-                                      const int* start = nullptr) {
-  int r = 0;
-  for (; r + 4 <= nrow; r += 4) {
-    T* PHX_RESTRICT b0 = B + long(r) * n;
-    T* PHX_RESTRICT b1 = b0 + n;
-    T* PHX_RESTRICT b2 = b1 + n;
-    T* PHX_RESTRICT b3 = b2 + n;
-    for (int i = 0; i < n; ++i) {
-      const int s = block_start(start, i);
-      if (start && s == i) {
-        // a block no row reaches stays zero
-        int e = i + 1;
-        while (e < n && start[e] == s) ++e;
-        bool any = false;
-        for (int k = i; k < e && !any; ++k)
-          any = b0[k] != T(0) || b1[k] != T(0) || b2[k] != T(0) || b3[k] != T(0);
-        if (!any) {
-          i = e - 1;
-          continue;
-        }
-      }
-      const T* PHX_RESTRICT row = L + i * n;
-      T s0 = b0[i], s1 = b1[i], s2 = b2[i], s3 = b3[i];
-      for (int k = s; k < i; ++k) {
-        const T l = row[k];
-        s0 -= l * b0[k];
-        s1 -= l * b1[k];
-        s2 -= l * b2[k];
-        s3 -= l * b3[k];
-      }
-      b0[i] = s0 * row[i];
-      b1[i] = s1 * row[i];
-      b2[i] = s2 * row[i];
-      b3[i] = s3 * row[i];
+// Forward substitution for G right-hand sides at once (rows b + g n), over dofs [lo, hi) only:
+// the G independent sums share each row of L.
+template <int G, class T>
+PHX_HD PHX_INLINE void cholesky_solve_lower_group(const T* PHX_RESTRICT L, int n, T* PHX_RESTRICT b,
+                                                  int lo, int hi, const int* start) {
+  for (int i = lo; i < hi; ++i) {
+    const T* PHX_RESTRICT row = L + i * n;
+    T s[G];
+    for (int g = 0; g < G; ++g) s[g] = b[long(g) * n + i];
+    for (int k = block_start(start, i); k < i; ++k) {
+      const T l = row[k];
+      for (int g = 0; g < G; ++g) s[g] -= l * b[long(g) * n + k];
     }
+    for (int g = 0; g < G; ++g) b[long(g) * n + i] = s[g] * row[i];
   }
-  for (; r < nrow; ++r) cholesky_solve_lower(L, n, B + long(r) * n, start);
+}
+
+// Solve L y_r = b_r in place (forward substitution) for the nrow right-hand sides stored as the
+// rows of B (stride n), L's blocks starting at `start`. With `ranges` (4 per row: two dof ranges
+// [r0, r1) and [r2, r3), each a union of whole blocks, outside which b_r is zero), row r is
+// solved over its ranges alone: its solution is zero on the other blocks, which it leaves
+// untouched. Up to four consecutive rows with the same ranges (a contact's rows) share each row
+// of L and run independent sums.
+template <class T>
+PHX_HD void cholesky_solve_lower_rows(const T* L, int n, T* B, int nrow, const int* start = nullptr,
+                                      const int* ranges = nullptr) {
+  const int all[4] = {0, n, n, n};
+  auto span_of = [&](int q) { return ranges ? ranges + 4 * q : all; };
+  for (int r = 0; r < nrow;) {
+    const int* span = span_of(r);
+    int g = 1;
+    for (; g < 4 && r + g < nrow; ++g) {
+      const int* next = span_of(r + g);
+      if (next[0] != span[0] || next[1] != span[1] || next[2] != span[2] || next[3] != span[3])
+        break;
+    }
+    T* b = B + long(r) * n;
+    for (int h = 0; h < 4; h += 2) {
+      if (g == 4)
+        cholesky_solve_lower_group<4>(L, n, b, span[h], span[h + 1], start);
+      else if (g == 3)
+        cholesky_solve_lower_group<3>(L, n, b, span[h], span[h + 1], start);
+      else if (g == 2)
+        cholesky_solve_lower_group<2>(L, n, b, span[h], span[h + 1], start);
+      else
+        cholesky_solve_lower_group<1>(L, n, b, span[h], span[h + 1], start);
+    }
+    r += g;
+  }
 }
 
 // Solve L^T x = y in place (back substitution) with the factor from cholesky(): by columns of
