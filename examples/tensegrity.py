@@ -22,11 +22,17 @@ with respect to the parameters (summed over the environments). Adam on the param
 logarithms with the gradient norm clipped. Evaluation (evaluate): the test trajectories rolled
 out open-loop for the whole 5 s from their initial states, the centre of mass against MuJoCo's.
 
-    .venv/bin/python examples/tensegrity.py [--variant free|floor|both] [--iters 150]
-        [--out examples/out]
+Control transfer (roll, --mpc): MPPI from phalanx.control planned on the identified floor model
+and executed in MuJoCo rolls the robot along +x, replanning every 0.1 s from MuJoCo's state
+with the paper's 40 samples, 5 iterations and 1 s horizon of ten commands held 0.1 s each;
+compared with the same planner on the initial guess and on random parameters.
 
-prints the descent and a table of identified against true parameters, the test-set error, and
-writes examples/out/tensegrity_<variant>.png (loss, parameter errors, a test trajectory).
+    .venv/bin/python examples/tensegrity.py [--variant free|floor|both] [--iters 150]
+        [--mpc] [--mpc-seconds 5] [--out examples/out]
+
+prints the descent and a table of identified against true parameters, the test-set error, the
+rolling speeds, and writes examples/out/tensegrity_<variant>.png (loss, parameter errors, a
+test trajectory, the rolling paths).
 """
 
 from __future__ import annotations
@@ -39,10 +45,12 @@ import mujoco
 import numpy as np
 
 import phalanx
+import phalanx.control as control
 from _shared import Adam
 
 MODEL = Path(__file__).resolve().parent / "models" / "tensegrity.xml"
 K, D, L0, SCALE, MASS, FRICTION = 10000.0, 1000.0, 0.95, 0.075, 10.0, 1.0  # the file's values
+STEP = 0.001  # the file's timestep (1 kHz)
 OBSERVE = 100  # steps between observations (10 Hz at 1 kHz)
 SPLITS = {"train": 10, "validation": 2, "test": 10}
 HALF_LENGTH = 0.842  # a rod's half length: weighs orientation errors as end displacements
@@ -146,10 +154,11 @@ def segments(split: dict) -> tuple[np.ndarray, ...]:
 
 def segment_loss(model: phalanx.Model, seg: tuple, x: np.ndarray, tape=None):
     """mean pose error at the end of every interval with parameters x, and the rollout's
-    status; with a tape, also dL/d(qpos after each step) for its backward pass"""
+    status; with a tape, also dL/d(qpos after each step) for its backward pass. An interval
+    is OBSERVE steps of 1 ms, or as many of model.timestep as fill the same 0.1 s."""
     q0, v0, a0, u, target = seg
     set_parameters(model, x)
-    ctrl = np.repeat(u[:, None], OBSERVE, axis=1)
+    ctrl = np.repeat(u[:, None], int(round(OBSERVE * STEP / model.timestep)), axis=1)
     qs, _, _, status = phalanx.rollout(model, q0, v0, ctrl, act=a0, tape=tape)
     err, grad = pose_error(qs[:, -1], target)
     adj = None
@@ -163,8 +172,18 @@ def identify(data: dict, variant: str, iters: int, guess: np.ndarray, lr: float 
              clip: float = 1.0, trajectories: int | None = None, log=print) -> dict:
     """Adam on log(x) from x = guess, its step decaying from lr to lr / 10, on the first
     `trajectories` training trajectories (None: all); the free variant keeps the mass and
-    friction at the truth (its motion does not depend on them). Returns the estimates, losses
-    and times."""
+    friction at the truth (its motion does not depend on them). Returns the estimates, losses,
+    the data used and the wall time.
+
+    All rollouts step at the data's 1 ms. The paper's progressive schedule (a large timestep
+    first, halved on plateaus) does not help here: Phalanx integrates explicitly, and the
+    cables' 1000 N s/m dampers on the rods' ends diverge at 4 ms; at 2 ms the free robot's
+    loss at the true parameters is 5e-4 m^2 instead of 1e-27, as large as the 30-50 % off
+    guess's, so a fit at 2 ms drifts away from the truth. Measured on two free training
+    trajectories, 60 iterations from GUESS: at 1 ms the worst parameter comes within 5 % in
+    8.5 s and 1 % in 19 s; starting at 2 ms (halved on a 1 % plateau over 10 iterations)
+    runs the 60 iterations in 27 s instead of 39 s, but the parameters drift to 46 % off
+    before the switch at iteration 25 and end 10 % off."""
     model = phalanx_model(variant)
     free = variant == "free"
     active = np.array([True, True, not free, not free])
@@ -192,9 +211,13 @@ def identify(data: dict, variant: str, iters: int, guess: np.ndarray, lr: float 
             if log:
                 log(f"  {it:4d}  loss {loss:.3e}  " + "  ".join(
                     f"{v:.4g}" for v, a in zip(x, active) if a))
+    seconds = time.perf_counter() - start
     truth_loss = segment_loss(model, train, TRUTH)[0]
+    n, intervals = chosen["ctrl"].shape[:2]
+    used = {"trajectories": n, "observations": n * (intervals + 1),
+            "env_steps": iters * n * intervals * OBSERVE}
     return {"x": x, "active": active, "history": history, "truth_loss": truth_loss,
-            "seconds": time.perf_counter() - start, "rel_error": np.abs(x / TRUTH - 1)}
+            "seconds": seconds, "rel_error": np.abs(x / TRUTH - 1), "data": used}
 
 
 def evaluate(data: dict, variant: str, x: np.ndarray) -> dict:
@@ -227,9 +250,82 @@ def centre_of_mass(qpos: np.ndarray) -> np.ndarray:
     return rod_positions(qpos).mean(-2)
 
 
+# ---- control transfer ----
+
+DIRECTION = np.array([1.0, 0.0])  # the rolling direction on the floor, +x
+STRETCHED = 1.15  # m, a cable's length beyond any seen under random commands (at most 1.1)
+
+
+class HeldCommands:
+    """MPPI's cost for commands held over OBSERVE steps (the robot's 0.1 s control interval):
+    the planner's rows are knots, and each sample's knots, each repeated OBSERVE times, are
+    rolled out in Phalanx from the state given to `start`. At the end of each knot the centre
+    of mass's position along DIRECTION counts against its distance from the line along
+    DIRECTION through `origin` (times `lateral`), averaged over the knots. A cable stretched
+    beyond STRETCHED adds `stretch` times its excess (the largest along the rollout, every
+    10 ms): cables do not collide, so a rod can swing through the net and tangle it, which
+    MuJoCo's stepping does not survive."""
+
+    def __init__(self, model: phalanx.Model, origin: np.ndarray, lateral: float = 0.5,
+                 stretch: float = 10.0):
+        self.model, self.origin = model, np.asarray(origin)[:2]
+        self.lateral, self.stretch = lateral, stretch
+
+    def start(self, qpos: np.ndarray, qvel: np.ndarray, act: np.ndarray) -> None:
+        self.state = qpos, qvel, act
+
+    def __call__(self, qs, vs, ctrl) -> np.ndarray:
+        M = len(ctrl)
+        q0, v0, a0 = (np.repeat(np.asarray(a)[None], M, axis=0) for a in self.state)
+        qs, vs, _, status = phalanx.rollout(self.model, q0, v0, np.repeat(ctrl, OBSERVE, axis=1),
+                                            act=a0)
+        com = centre_of_mass(qs[:, OBSERVE - 1::OBSERVE])[..., :2] - self.origin
+        along = com @ DIRECTION
+        across = np.abs(com @ np.array([-DIRECTION[1], DIRECTION[0]]))
+        q, v = qs[:, 9::10], vs[:, 9::10]
+        length = phalanx.kinematics(self.model, q.reshape(-1, q.shape[-1]),
+                                    v.reshape(-1, v.shape[-1]))["ten_length"]
+        excess = np.maximum(length.reshape(M, -1) - STRETCHED, 0).max(-1)
+        cost = (self.lateral * across - along).mean(-1) + self.stretch * excess
+        return np.where((status & phalanx.STATUS_STOP_MASK) | np.isnan(cost), np.inf, cost)
+
+
+def roll(x: np.ndarray, seconds: float = 5.0, samples: int = 40, knots: int = 10,
+         iterations: int = 5, sigma: float = 1.0, temperature: float = 0.02,
+         lateral: float = 0.5, seed: int = 0) -> dict:
+    """MPPI (phalanx.control) planned on Phalanx's floor model with parameters x and executed
+    in MuJoCo: every 0.1 s, from MuJoCo's state, `iterations` planning iterations of `samples`
+    samples over `knots` commands of 0.1 s (the paper's 40 samples, 1 s horizon and 5
+    iterations by default), then the first command applied in MuJoCo for 100 steps. Returns
+    the centre of mass's path (seconds * 10 + 1, 2), its speed along DIRECTION (m/s) and the
+    wall time."""
+    model = phalanx_model("floor")
+    set_parameters(model, x)
+    mj = mujoco_model("floor")
+    d = mujoco.MjData(mj)
+    path = [centre_of_mass(d.qpos)[:2]]
+    cost = HeldCommands(model, path[0], lateral)
+    mppi = control.MPPI(model, horizon=knots, num_samples=samples, sigma=sigma,
+                        temperature=temperature, cost=cost, seed=seed)
+    start = time.perf_counter()
+    for _ in range(int(round(seconds * 1000 / OBSERVE))):
+        cost.start(d.qpos, d.qvel, d.act)
+        d.ctrl[:] = mppi.plan(d.qpos, d.qvel, iterations, act=d.act)
+        for _ in range(OBSERVE):
+            mujoco.mj_step(mj, d)
+        mppi.shift()
+        path.append(centre_of_mass(d.qpos)[:2])
+    path = np.array(path)
+    return {"path": path, "speed": float((path[-1] - path[0]) @ DIRECTION / seconds),
+            "seconds": time.perf_counter() - start}
+
+
 def report(variant: str, result: dict, test: dict, test_guess: dict, log=print) -> None:
-    log(f"\n{variant}: identified in {result['seconds']:.1f} s "
-        f"({len(result['history']['loss'])} iterations)")
+    used = result["data"]
+    log(f"\n{variant}: identified in {result['seconds']:.1f} s from {used['trajectories']} "
+        f"training trajectories ({used['observations']} observations at 10 Hz), "
+        f"{len(result['history']['loss'])} iterations, {used['env_steps']:.3g} env-steps "
+        f"rolled out")
     log(f"  {'parameter':18s} {'truth':>10s} {'guess':>10s} {'identified':>12s} {'error':>8s}")
     for name, t, g, v, a in zip(NAMES, TRUTH, result["history"]["x"][0], result["x"],
                                 result["active"]):
@@ -242,13 +338,22 @@ def report(variant: str, result: dict, test: dict, test_guess: dict, log=print) 
         f"{test_guess['rod_error']:.3e} m)")
 
 
-def plot(variant: str, result: dict, test: dict, out: Path) -> None:
+def report_control(rolls: dict, log=print) -> None:
+    """the rolling speeds along DIRECTION of MPPI planned on each model, executed in MuJoCo"""
+    log("\nMPPI planned on Phalanx, executed in MuJoCo, rolling along +x:")
+    for name, r in rolls.items():
+        end = r["path"][-1] - r["path"][0]
+        log(f"  {name:12s} {r['speed']:6.3f} m/s  (ends at x {end[0]:5.2f} m, y {end[1]:5.2f} m; "
+            f"{r['seconds']:.0f} s)")
+
+
+def plot(variant: str, result: dict, test: dict, out: Path, rolls: dict | None = None) -> None:
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, ax = plt.subplots(1, 3, figsize=(15, 4))
+    fig, ax = plt.subplots(1, 4 if rolls else 3, figsize=(20 if rolls else 15, 4))
     ax[0].semilogy(result["history"]["loss"], label="training")
     it, val = zip(*result["history"]["validation"])
     ax[0].semilogy(it, val, "o-", label="validation")
@@ -268,6 +373,13 @@ def plot(variant: str, result: dict, test: dict, out: Path) -> None:
                    label=f"identified {label}")
     ax[2].set(xlabel="t (s)", ylabel="centre of mass (m)", title="a test trajectory")
     ax[2].legend(fontsize=8)
+    for name, r in (rolls or {}).items():
+        ax[3].plot(*r["path"].T, label=f"{name} ({r['speed']:.2f} m/s)")
+    if rolls:
+        ax[3].plot(0, 0, "ko")
+        ax[3].set(xlabel="x (m)", ylabel="y (m)", title="rolling along +x: MPPI in MuJoCo",
+                  aspect="equal")
+        ax[3].legend(fontsize=8)
     fig.tight_layout()
     out.mkdir(parents=True, exist_ok=True)
     fig.savefig(out / f"tensegrity_{variant}.png", dpi=100)
@@ -276,6 +388,8 @@ def plot(variant: str, result: dict, test: dict, out: Path) -> None:
 
 # the initial guess: every parameter off by 30 to 50 %
 GUESS = TRUTH * np.array([1.5, 0.6, 1.4, 0.7])
+# random parameters to plan on for comparison: factors log-uniform in [1/3, 3]
+RANDOM = TRUTH * np.exp(np.random.default_rng(0).uniform(np.log(1 / 3), np.log(3), 4))
 
 
 def main() -> None:
@@ -283,6 +397,10 @@ def main() -> None:
     parser.add_argument("--variant", choices=("free", "floor", "both"), default="both")
     parser.add_argument("--iters", type=int, default=150)
     parser.add_argument("--out", default=str(Path(__file__).resolve().parent / "out"))
+    parser.add_argument("--mpc", action="store_true",
+                        help="then roll the robot with MPPI planned on the identified floor "
+                             "model, the initial guess and random parameters, in MuJoCo")
+    parser.add_argument("--mpc-seconds", type=float, default=5.0)
     args = parser.parse_args()
     for variant in ("free", "floor") if args.variant == "both" else (args.variant,):
         t = time.perf_counter()
@@ -293,7 +411,12 @@ def main() -> None:
         test = evaluate(data, variant, result["x"])
         guess = evaluate(data, variant, np.where(result["active"], GUESS, TRUTH))
         report(variant, result, test, guess)
-        plot(variant, result, test, Path(args.out))
+        rolls = None
+        if args.mpc and variant == "floor":
+            rolls = {name: roll(x, args.mpc_seconds) for name, x in
+                     (("identified", result["x"]), ("guess", GUESS), ("random", RANDOM))}
+            report_control(rolls)
+        plot(variant, result, test, Path(args.out), rolls)
 
 
 if __name__ == "__main__":
