@@ -344,14 +344,9 @@ PHX_HD void row_span(const T* J, int nv, const int* tree, int* span) {
 // The dof tree body b moves with, [range[0], range[1]) (empty for a body fixed to the world).
 template <class T>
 PHX_HD PHX_INLINE void body_tree(const ModelView<T>& m, int b, int* range) {
-  while (b > 0 && m.body_dofnum[b] == 0) b = m.body_parentid[b];
-  if (b <= 0) {
-    range[0] = range[1] = 0;
-    return;
-  }
-  const int d = m.body_dofadr[b];
-  range[0] = m.dof_treeadr[d];
-  range[1] = tree_end(m.dof_treeadr, m.nv, d);
+  const int d = last_dof(m, b);
+  range[0] = d < 0 ? 0 : m.dof_treeadr[d];
+  range[1] = d < 0 ? 0 : tree_end(m.dof_treeadr, m.nv, d);
 }
 
 // row_span of a contact's rows between bodies b1 and b2, from their trees without reading J
