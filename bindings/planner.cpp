@@ -199,12 +199,12 @@ CArray<T> download(const phx::Buffer<T>& b, std::vector<py::ssize_t> shape) {
 template <class T>
 class PyPlannerBatch {
  public:
-  PyPlannerBatch(PyModel& pm, int nproblem, int nsample, int horizon,
+  PyPlannerBatch(PyModel& pm, int nproblem, int nsample, int horizon, int hold,
                  const std::string& device_name)
       : pm_(&pm),
         device_(phx::parse_device(device_name)),
         dm_(pm.compiled<T>(device_)),
-        batch_(std::make_unique<phx::PlannerBatch<T>>(*dm_, nproblem, nsample, horizon)) {}
+        batch_(std::make_unique<phx::PlannerBatch<T>>(*dm_, nproblem, nsample, horizon, hold)) {}
 
   // the samples' costs (N, K) and status words (N, K) of one iteration
   py::tuple rollouts(const CostInts& ints, const CArrayD& reals, const CArray<T>& qpos,
@@ -214,8 +214,8 @@ class PyPlannerBatch {
                      const std::optional<CArray<T>>& act) {
     if (auto dm = pm_->compiled<T>(device_); dm != dm_) {  // the model changed: recompiled
       dm_ = dm;
-      batch_ = std::make_unique<phx::PlannerBatch<T>>(*dm_, batch_->nproblem(),
-                                                      batch_->nsample(), batch_->horizon());
+      batch_ = std::make_unique<phx::PlannerBatch<T>>(*dm_, batch_->nproblem(), batch_->nsample(),
+                                                      batch_->horizon(), batch_->hold());
     }
     const phx::Model& m = dm_->model();
     py::ssize_t N = batch_->nproblem(), K = batch_->nsample(), H = batch_->horizon();
@@ -227,7 +227,8 @@ class PyPlannerBatch {
     require(hi, "hi", {m.nu});
     if (act) require(*act, "act", {N, m.na});
     phx::DeviceCost<T> cost = device_cost(*dm_, ints, reals);
-    phx::PlannerSpec spec{int(N), int(K), int(H), seed, stream, beta, include_nominal};
+    phx::PlannerSpec spec{int(N), int(K), int(H),          seed,
+                          stream, beta,   include_nominal, batch_->hold()};
     {
       py::gil_scoped_release nogil;
       phx::Device dev = dm_->device();
@@ -286,9 +287,10 @@ class PyPlannerBatch {
     batch_->value.upload(costs.data(), size_t(costs.size()));
   }
 
-  // the recorded trajectories (N * K, H, nq) and (N * K, H, nv)
+  // the recorded trajectories (N * K, H * hold, nq) and (N * K, H * hold, nv)
   py::tuple trajectories() const {
-    py::ssize_t M = py::ssize_t(batch_->nproblem()) * batch_->nsample(), H = batch_->horizon();
+    py::ssize_t M = py::ssize_t(batch_->nproblem()) * batch_->nsample(),
+                H = py::ssize_t(batch_->horizon()) * batch_->hold();
     const phx::Model& m = dm_->model();
     if (batch_->qs.size() != size_t(M * H) * m.nq)
       throw std::logic_error("phalanx: no trajectories recorded (rollouts(record=True))");
@@ -331,8 +333,8 @@ template <class T>
 void define_batch(py::module_& mod, const char* name) {
   py::class_<PyPlannerBatch<T>>(mod, name,
                                 "N problems x K samples of a sampling planner on a device")
-      .def(py::init<PyModel&, int, int, int, const std::string&>(), py::arg("model"),
-           py::arg("num_problems"), py::arg("num_samples"), py::arg("horizon"),
+      .def(py::init<PyModel&, int, int, int, int, const std::string&>(), py::arg("model"),
+           py::arg("num_problems"), py::arg("num_samples"), py::arg("horizon"), py::arg("hold") = 1,
            py::arg("device") = "cpu", py::keep_alive<1, 2>())
       .def("rollouts", &PyPlannerBatch<T>::rollouts, py::arg("cost_ints"), py::arg("cost_reals"),
            py::arg("qpos").noconvert(), py::arg("qvel").noconvert(), py::arg("plan").noconvert(),
@@ -344,7 +346,7 @@ void define_batch(py::module_& mod, const char* name) {
       .def("set_costs", &PyPlannerBatch<T>::set_costs, py::arg("costs").noconvert(),
            "replace the samples' costs (N, K) before an update")
       .def("trajectories", &PyPlannerBatch<T>::trajectories,
-           "the recorded states (N * K, H, nq), (N * K, H, nv)")
+           "the recorded states (N * K, H * hold, nq), (N * K, H * hold, nv)")
       .def("update_mppi", &PyPlannerBatch<T>::update_mppi, py::arg("plan").noconvert(),
            py::arg("lam"), py::arg("lo").noconvert(), py::arg("hi").noconvert(),
            "MPPI's update of the plans in place -> ok (N,)")

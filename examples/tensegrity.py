@@ -256,38 +256,30 @@ DIRECTION = np.array([1.0, 0.0])  # the rolling direction on the floor, +x
 STRETCHED = 1.15  # m, a cable's length beyond any seen under random commands (at most 1.1)
 
 
-class HeldCommands:
-    """MPPI's cost for commands held over OBSERVE steps (the robot's 0.1 s control interval):
-    the planner's rows are knots, and each sample's knots, each repeated OBSERVE times, are
-    rolled out in Phalanx from the state given to `start`. At the end of each knot the centre
-    of mass's position along DIRECTION counts against its distance from the line along
-    DIRECTION through `origin` (times `lateral`), averaged over the knots. A cable stretched
-    beyond STRETCHED adds `stretch` times its excess (the largest along the rollout, every
-    10 ms): cables do not collide, so a rod can swing through the net and tangle it, which
-    MuJoCo's stepping does not survive."""
+class RollCost:
+    """MPPI's cost of the sampled trajectories (qs, vs, ctrl), each command held OBSERVE steps
+    (the robot's 0.1 s control interval): at the end of each interval the centre of mass's
+    position along DIRECTION counts against its distance from the line along DIRECTION
+    through `origin` (times `lateral`), averaged over the intervals. A cable stretched beyond
+    `limit` adds `stretch` times its excess (the largest along the rollout, every 10 ms):
+    cables do not collide, so a rod can swing through the net and tangle it, which MuJoCo's
+    stepping does not survive."""
 
     def __init__(self, model: phalanx.Model, origin: np.ndarray, lateral: float = 0.5,
-                 stretch: float = 10.0):
+                 stretch: float = 10.0, limit: float = STRETCHED):
         self.model, self.origin = model, np.asarray(origin)[:2]
-        self.lateral, self.stretch = lateral, stretch
-
-    def start(self, qpos: np.ndarray, qvel: np.ndarray, act: np.ndarray) -> None:
-        self.state = qpos, qvel, act
+        self.lateral, self.stretch, self.limit = lateral, stretch, limit
 
     def __call__(self, qs, vs, ctrl) -> np.ndarray:
-        M = len(ctrl)
-        q0, v0, a0 = (np.repeat(np.asarray(a)[None], M, axis=0) for a in self.state)
-        qs, vs, _, status = phalanx.rollout(self.model, q0, v0, np.repeat(ctrl, OBSERVE, axis=1),
-                                            act=a0)
+        M = len(qs)
         com = centre_of_mass(qs[:, OBSERVE - 1::OBSERVE])[..., :2] - self.origin
         along = com @ DIRECTION
         across = np.abs(com @ np.array([-DIRECTION[1], DIRECTION[0]]))
         q, v = qs[:, 9::10], vs[:, 9::10]
         length = phalanx.kinematics(self.model, q.reshape(-1, q.shape[-1]),
                                     v.reshape(-1, v.shape[-1]))["ten_length"]
-        excess = np.maximum(length.reshape(M, -1) - STRETCHED, 0).max(-1)
-        cost = (self.lateral * across - along).mean(-1) + self.stretch * excess
-        return np.where((status & phalanx.STATUS_STOP_MASK) | np.isnan(cost), np.inf, cost)
+        excess = np.maximum(length.reshape(M, -1) - self.limit, 0).max(-1)
+        return (self.lateral * across - along).mean(-1) + self.stretch * excess
 
 
 def roll(x: np.ndarray, seconds: float = 5.0, samples: int = 40, knots: int = 10,
@@ -295,21 +287,20 @@ def roll(x: np.ndarray, seconds: float = 5.0, samples: int = 40, knots: int = 10
          lateral: float = 0.5, seed: int = 0) -> dict:
     """MPPI (phalanx.control) planned on Phalanx's floor model with parameters x and executed
     in MuJoCo: every 0.1 s, from MuJoCo's state, `iterations` planning iterations of `samples`
-    samples over `knots` commands of 0.1 s (the paper's 40 samples, 1 s horizon and 5
-    iterations by default), then the first command applied in MuJoCo for 100 steps. Returns
-    the centre of mass's path (seconds * 10 + 1, 2), its speed along DIRECTION (m/s) and the
-    wall time."""
+    samples over `knots` commands held 0.1 s each (hold=OBSERVE; the paper's 40 samples, 1 s
+    horizon and 5 iterations by default), then the first command applied in MuJoCo for 100
+    steps. Returns the centre of mass's path (seconds * 10 + 1, 2), its speed along DIRECTION
+    (m/s) and the wall time."""
     model = phalanx_model("floor")
     set_parameters(model, x)
     mj = mujoco_model("floor")
     d = mujoco.MjData(mj)
     path = [centre_of_mass(d.qpos)[:2]]
-    cost = HeldCommands(model, path[0], lateral)
     mppi = control.MPPI(model, horizon=knots, num_samples=samples, sigma=sigma,
-                        temperature=temperature, cost=cost, seed=seed)
+                        temperature=temperature, cost=RollCost(model, path[0], lateral),
+                        hold=OBSERVE, seed=seed)
     start = time.perf_counter()
     for _ in range(int(round(seconds * 1000 / OBSERVE))):
-        cost.start(d.qpos, d.qvel, d.act)
         d.ctrl[:] = mppi.plan(d.qpos, d.qvel, iterations, act=d.act)
         for _ in range(OBSERVE):
             mujoco.mj_step(mj, d)

@@ -278,11 +278,13 @@ void trajectory_cost(const DeviceModel<T>& model, const DeviceCost<T>& cost, int
 template <class T>
 class PlannerBatch {
  public:
-  PlannerBatch(const DeviceModel<T>& model, int nproblem, int nsample, int horizon);
+  // plans of horizon rows, each held for hold physics steps
+  PlannerBatch(const DeviceModel<T>& model, int nproblem, int nsample, int horizon, int hold = 1);
 
   int nproblem() const { return nproblem_; }
   int nsample() const { return nsample_; }
   int horizon() const { return horizon_; }
+  int hold() const { return hold_; }
 
   // The samples of one iteration from the problems' states d_qpos0 (nproblem x nq), d_qvel0
   // (nproblem x nv) and, with activation state, d_act0 (nproblem x na), plans d_plan and noise
@@ -304,7 +306,7 @@ class PlannerBatch {
   Buffer<int> elite;           // (nproblem x nsample) CEM's last elites: the first nelite of
                                // each row, best first
   Buffer<int> ok;              // (nproblem)
-  Buffer<T> qs, vs;            // (nproblem x nsample x horizon x nq / nv) when recorded
+  Buffer<T> qs, vs;            // (nproblem x nsample x horizon * hold x nq / nv) when recorded
 
  private:
   // per-problem minimum or sum of an (nproblem x nsample) array into out (nproblem)
@@ -313,7 +315,7 @@ class PlannerBatch {
   void smallest(int n);
 
   const DeviceModel<T>* model_;
-  int nproblem_, nsample_, horizon_;
+  int nproblem_, nsample_, horizon_, hold_;
   Data<T> samples_;            // the samples' states and contacts
   Buffer<T> cmin_, wsum_;      // (nproblem) MPPI's lowest cost and weight sum
   Buffer<int> offsets_;        // (nproblem + 1) segment starts, for CUB

@@ -76,15 +76,19 @@ void trajectory_cost(const DeviceModel<T>& model, const DeviceCost<T>& cost, int
 }
 
 template <class T>
-PlannerBatch<T>::PlannerBatch(const DeviceModel<T>& model, int nproblem, int nsample,
-                              int horizon)
+PlannerBatch<T>::PlannerBatch(const DeviceModel<T>& model, int nproblem, int nsample, int horizon,
+                              int hold)
     : model_(&model),
       nproblem_(nproblem),
       nsample_(nsample),
       horizon_(horizon),
+      hold_(hold),
       samples_(model, nproblem > 0 && nsample > 0 ? nproblem * nsample : 0) {
-  if (nproblem < 1 || nsample < 1 || horizon < 1)
-    throw std::invalid_argument("phalanx: a planner needs at least one problem, sample and step");
+  if (nproblem < 1 || nsample < 1 || horizon < 1 || hold < 1)
+    throw std::invalid_argument(
+        "phalanx: a planner needs at least one problem, sample, plan row and step per row");
+  if (long(horizon) * hold > (1L << 31) - 1)
+    throw std::invalid_argument("phalanx: the planner's horizon * hold is too long");
   if (long(nproblem) * nsample > (1L << 31) - 1)
     throw std::invalid_argument("phalanx: too many planner samples");
   Device dev = model.device();
@@ -134,7 +138,8 @@ template <class T>
 void PlannerBatch<T>::rollouts(const DeviceCost<T>& cost, const PlannerSpec& spec, const T* d_qpos0,
                                const T* d_qvel0, const T* d_plan, const T* d_sigma, const T* d_lo,
                                const T* d_hi, bool record, const T* d_act0) {
-  if (spec.nproblem != nproblem_ || spec.nsample != nsample_ || spec.horizon != horizon_)
+  if (spec.nproblem != nproblem_ || spec.nsample != nsample_ || spec.horizon != horizon_ ||
+      spec.hold != hold_)
     throw std::invalid_argument("phalanx: the planner spec's sizes differ from the batch's");
   if (!(spec.beta >= 0 && spec.beta < 1))
     throw std::invalid_argument("phalanx: the noise smoothing must be in [0, 1)");
@@ -142,7 +147,7 @@ void PlannerBatch<T>::rollouts(const DeviceCost<T>& cost, const PlannerSpec& spe
   if (m.na > 0 && !d_act0)
     throw std::invalid_argument("phalanx: the model has actuator activations (na = " +
                                 std::to_string(m.na) + "); the planner needs the problems' act");
-  size_t steps = size_t(nproblem_) * nsample_ * horizon_;
+  size_t steps = size_t(nproblem_) * nsample_ * horizon_ * hold_;
   if (record && qs.size() != steps * m.nq) {
     qs = Buffer<T>::uninitialized(model_->device(), steps * m.nq);
     vs = Buffer<T>::uninitialized(model_->device(), steps * m.nv);

@@ -3,7 +3,9 @@
 cross-entropy method (CEM), as receding-horizon controllers.
 
 A planner holds N independent planning problems (``num_problems``), each a nominal plan of
-``horizon`` control rows (H, nu). One planning iteration is two kernel launches on the model's
+``horizon`` control rows (H, nu), each row held for ``hold`` physics steps (default 1: one row
+per step; a robot commanded every 0.1 s at 1 kHz plans with hold=100, so a sample rolls out
+H * hold steps while the noise and the update act on H rows). One planning iteration is two kernel launches on the model's
 device (``_phalanx.PlannerBatch``, host/api.h), over arrays that stay there:
 
 1. sampling, one thread per sample for all N * K samples: its noise from the counter-based
@@ -69,16 +71,19 @@ class _Planner:
     True); ``initial_plan`` (H, nu) or (N, H, nu), default zeros (clipped to ctrlrange);
     ``iterations`` per ``plan`` call by default; ``gradient_steps`` G >= 0 (default 0) and
     ``gradient_step`` alpha (default 0.5): gradient-refined sampling, see ``refine``;
-    ``dtype`` of the rollouts (default float64); ``device`` "cpu" or "cuda".
+    ``hold`` physics steps each plan row is applied for (default 1; a cost then sees
+    trajectories of H * hold steps and controls repeated to match); ``dtype`` of the rollouts
+    (default float64); ``device`` "cpu" or "cuda".
     """
 
     _name = "planner"
 
     def __init__(self, model, horizon, num_samples, sigma, *, cost, noise_smoothing=0.0,
                  seed=0, num_problems=1, include_nominal=True, initial_plan=None, iterations=1,
-                 gradient_steps=0, gradient_step=0.5, dtype=np.float64, device="cpu"):
+                 gradient_steps=0, gradient_step=0.5, hold=1, dtype=np.float64, device="cpu"):
         self.model = model
         self.horizon = _positive_int("horizon", horizon)
+        self.hold = _positive_int("hold", hold)
         self.num_samples = _positive_int("num_samples", num_samples)
         self.num_problems = _positive_int("num_problems", num_problems)
         self.iterations = _positive_int("iterations", iterations)
@@ -219,6 +224,10 @@ class _Planner:
     def _clip(self, u):
         return np.clip(u, self._lo, self._hi)
 
+    def _held(self, u):
+        """plans (M, H, nu) as the controls of every physics step, (M, H * hold, nu)"""
+        return u if self.hold == 1 else np.repeat(u, self.hold, axis=1)
+
     def _native(self) -> bool:
         """whether the cost runs inside the sampling kernel"""
         return isinstance(self.cost, costs.Terms) and self.cost.model is self.model
@@ -232,7 +241,7 @@ class _Planner:
         N, K, H, nu = self.num_problems, self.num_samples, self.horizon, self.model.nu
         if self._batch is None:
             cls = _phalanx.PlannerBatch32 if self.dtype == np.float32 else _phalanx.PlannerBatch64
-            self._batch = cls(self.model, N, K, H, self.device)
+            self._batch = cls(self.model, N, K, H, self.hold, self.device)
         native = self._native()
         terms = self.cost if native else costs.Terms(self.model, np.zeros((0, 3)),
                                                      np.zeros((0, 3)))
@@ -243,7 +252,7 @@ class _Planner:
             record=not native, act=act)
         if not native:  # a Python cost on the recorded trajectories
             qs, vs = self._batch.trajectories()
-            ctrl = self._batch.ctrl.reshape(N * K, H, nu)
+            ctrl = self._held(self._batch.ctrl.reshape(N * K, H, nu))
             values = np.asarray(_evaluate(self.cost, qs, vs, ctrl), dtype=self.dtype).reshape(
                 N, K).copy()
             values[(status & _STOPPED) != 0] = np.inf
@@ -301,21 +310,23 @@ class _Planner:
         value = None
         for _ in range(_positive_int("steps", steps)):
             tape = Tape(checkpoint_every=1)
-            out = rollout(self.model, qpos, qvel, self._u, tape=tape, act=act,
-                          device=self.device)
+            u = self._held(self._u)
+            out = rollout(self.model, qpos, qvel, u, tape=tape, act=act, device=self.device)
             qs, vs, status = out[0], out[1], out[-1]
-            value, dq, dv, du = self.cost.value_and_grad(qs, vs, self._u)
+            value, dq, dv, du = self.cost.value_and_grad(qs, vs, u)
             value = np.where((np.asarray(status) & _STOPPED) != 0, np.inf, value)
             g = np.asarray(tape.backward(dq, dv)["ctrl"], dtype=np.float64) + du
+            g = g.reshape(N, H, self.hold, nu).sum(axis=2)  # a row's steps share it
             top = np.abs(g).reshape(N, -1).max(axis=1)[:, None, None]
             direction = np.divide(g, top, out=np.zeros_like(g), where=top > 0)
             trial = self._clip(self._u[None] - fractions[:, None, None, None] * scale[None]
                                * direction[None]).astype(self.dtype)  # (4, N, H, nu)
             trial = trial.transpose(1, 0, 2, 3).reshape(N * 4, H, nu)
-            out = rollout(self.model, np.repeat(qpos, 4, 0), np.repeat(qvel, 4, 0), trial,
+            held = self._held(trial)
+            out = rollout(self.model, np.repeat(qpos, 4, 0), np.repeat(qvel, 4, 0), held,
                           act=None if act is None else np.repeat(act, 4, 0), device=self.device)
             qs, vs, status = out[0], out[1], out[-1]
-            c = np.asarray(self.cost(qs, vs, trial), dtype=np.float64)
+            c = np.asarray(self.cost(qs, vs, held), dtype=np.float64)
             c = np.where((np.asarray(status) & _STOPPED) != 0, np.inf, c).reshape(N, 4)
             best = c.argmin(axis=1)
             better = c[np.arange(N), best] < value
@@ -328,12 +339,13 @@ class _Planner:
 class MPPI(_Planner):
     """Model predictive path integral control (Williams et al. 2017) for N problems.
 
-    ``model``: a phalanx.Model; ``horizon`` H control steps of model.timestep; ``num_samples``
-    K per problem and iteration; ``sigma`` the noise standard deviation, a scalar or (nu,);
-    ``temperature`` lambda of the weights exp(-(c - min c) / lambda) (in the units of the
-    cost). The keyword options (``cost``, ``noise_smoothing``, ``seed``, ``num_problems``,
-    ``include_nominal``, ``initial_plan``, ``iterations``, ``gradient_steps``,
-    ``gradient_step``, ``dtype``, ``device``) are those of both planners (see ``_Planner``).
+    ``model``: a phalanx.Model; ``horizon`` H control rows, each ``hold`` steps of
+    model.timestep (default 1); ``num_samples`` K per problem and iteration; ``sigma`` the
+    noise standard deviation, a scalar or (nu,); ``temperature`` lambda of the weights
+    exp(-(c - min c) / lambda) (in the units of the cost). The keyword options (``cost``,
+    ``noise_smoothing``, ``seed``, ``num_problems``, ``include_nominal``, ``initial_plan``,
+    ``iterations``, ``gradient_steps``, ``gradient_step``, ``hold``, ``dtype``, ``device``) are
+    those of both planners (see ``_Planner``).
 
     After an iteration ``last_costs`` (N, K) and ``last_weights`` (N, K) hold its costs and
     weights.

@@ -13,7 +13,8 @@
 namespace phx {
 
 // What a planning iteration's sampling stage needs to know: nproblem problems of nsample
-// samples, plans of horizon rows; the noise of sample s = p * nsample + k is keyed (seed, s,
+// samples, plans of horizon rows, each row held for hold physics steps (a sample's rollout is
+// horizon * hold steps long); the noise of sample s = p * nsample + k is keyed (seed, s,
 // stream) (planner_noise), filtered by beta and scaled per entry by the problem's std.
 struct PlannerSpec {
   int nproblem = 1;
@@ -23,6 +24,7 @@ struct PlannerSpec {
   uint32_t stream = 0;
   double beta = 0;
   bool include_nominal = true;  // sample 0 of each problem is the plan itself
+  int hold = 1;                 // physics steps per plan row (the control interval)
 };
 
 // Noise of one sample, eps (H x nu): per actuator sigma_i, time-correlated by a first-order

@@ -106,6 +106,55 @@ def test_mppi_iteration_equals_numpy(cartpole):
     np.testing.assert_array_equal(planner.controls[:, -1], full[:, -1])
 
 
+def test_held_rows_roll_out_hold_steps_each(cartpole):
+    """with hold=k a plan row is applied for k physics steps: the samples' costs equal rollouts
+    of the rows repeated k times, in the kernel (built-in terms) and in Python (a callable cost
+    sees the repeated controls), the update acts on the H rows with the rows' noise, and a
+    gradient step (the adjoint summed over a row's steps) lowers the cost of the held plan"""
+    N, K, H, hold, lam = 2, 6, 4, 3, 0.7
+    cost = swing_cost(cartpole)
+    qpos = np.array([[0.0, np.pi], [0.3, 0.2]])
+    qvel = np.array([[0.0, 0.0], [-0.5, 1.0]])
+    u0 = np.random.default_rng(1).uniform(-0.5, 0.5, (N, H, 1))
+    seen = []
+
+    def python_cost(qs, vs, ctrl):
+        seen.append((qs.shape, ctrl))
+        return cost(qs, vs, ctrl)
+
+    for c in (cost, python_cost):
+        p = control.MPPI(cartpole, H, K, 0.8, lam, cost=c, num_problems=N, initial_plan=u0,
+                         hold=hold, seed=3)
+        plan = p.plan(qpos, qvel, full=True)
+        eps, ctrl = p.last_samples
+        assert ctrl.shape == (N, K, H, 1)
+        held = np.repeat(ctrl, hold, axis=2)
+        ref = numpy_costs(cartpole, cost, qpos, qvel, held)
+        np.testing.assert_allclose(p.last_costs, ref, rtol=1e-12)
+        # a different hold gives different costs: the rows really are held
+        assert np.abs(numpy_costs(cartpole, cost, qpos, qvel, ctrl) - ref).max() > 1e-3
+        w = np.exp(-(ref - ref.min(axis=1, keepdims=True)) / lam)
+        w /= w.sum(axis=1, keepdims=True)
+        np.testing.assert_allclose(plan, np.clip(u0 + np.einsum("nk,nkhu->nhu", w, eps), -1, 1),
+                                   rtol=1e-12, atol=1e-14)
+    shape, controls = seen[0]
+    assert shape == (N * K, H * hold, 2)
+    np.testing.assert_array_equal(controls, held.reshape(N * K, H * hold, 1))
+
+    def held_cost(plans):
+        qs, vs, _ = phalanx.rollout(cartpole, qpos, qvel, np.repeat(plans, hold, axis=1))
+        return cost(qs, vs, np.repeat(plans, hold, axis=1))
+
+    g = control.MPPI(cartpole, H, K, 0.3, lam, cost=cost, num_problems=N, initial_plan=u0,
+                     hold=hold)
+    before = held_cost(g.controls)
+    after = g.refine(qpos, qvel, steps=2)
+    np.testing.assert_allclose(after, held_cost(g.controls), rtol=1e-12)
+    assert np.all(after < before)
+    with pytest.raises(ValueError, match="hold must be a positive integer"):
+        control.MPPI(cartpole, H, K, 0.3, lam, cost=cost, hold=0)
+
+
 def test_same_seed_same_plans_other_seed_differs(cartpole):
     def run(seed):
         p = control.MPPI(cartpole, 20, 32, 0.5, 0.5, noise_smoothing=0.5, seed=seed,

@@ -95,22 +95,28 @@ def test_the_free_robots_fit_needs_the_datas_1_ms_step(tg):
     assert not loss[0.004] < 1.0
 
 
-def test_mppis_cost_holds_each_command_for_an_observation_interval(tg):
-    # the planner's ten rows are commands held 100 steps each: the cost of a sample is minus
-    # the centre of mass's mean progress along +x at the ends of the ten intervals of one
-    # 1000-step rollout of the repeated commands, plus 0.5 times its mean distance from the
-    # x axis through the origin given
+def test_mppis_cost_scores_progress_at_each_command_interval(tg):
+    # the planner holds each of its ten rows for 100 steps (hold=100); the cost of a sample is
+    # minus the centre of mass's mean progress along +x at the ends of the ten intervals, plus
+    # 0.5 times its mean distance from the x axis through the origin given, plus the stretch
+    # weight times the largest excess of a cable over STRETCHED (every 10 ms)
     model = tg.phalanx_model("floor")
     tg.set_parameters(model, tg.TRUTH)
     rng = np.random.default_rng(1)
-    ctrl = rng.uniform(-1, 1, (3, 10, model.nu))
-    q0, v0, a0 = model.qpos0, np.zeros(model.nv), np.zeros(model.na)
+    ctrl = np.repeat(rng.uniform(-1, 1, (3, 10, model.nu)), 100, axis=1)
+    q0 = model.qpos0
+    qs, vs, *_ = phalanx.rollout(model, np.tile(q0, (3, 1)), np.zeros((3, model.nv)), ctrl,
+                                 act=np.zeros((3, model.na)))
     origin = np.array([0.3, -0.2])
-    cost = tg.HeldCommands(model, origin, lateral=0.5, stretch=0.0)
-    cost.start(q0, v0, a0)
-    qs, *_ = phalanx.rollout(model, np.tile(q0, (3, 1)), np.zeros((3, model.nv)),
-                             np.repeat(ctrl, 100, axis=1), act=np.zeros((3, model.na)))
     com = tg.centre_of_mass(qs[:, 99::100])[..., :2] - origin
     expected = (0.5 * np.abs(com[..., 1]) - com[..., 0]).mean(-1)
-    np.testing.assert_allclose(cost(None, None, ctrl), expected, rtol=1e-12)
+    cost = tg.RollCost(model, origin, lateral=0.5, stretch=0.0)
+    np.testing.assert_allclose(cost(qs, vs, ctrl), expected, rtol=1e-12)
     assert np.ptp(expected) > 1e-3  # the commands make a difference
+    length = np.stack([phalanx.kinematics(model, qs[m, 9::10], vs[m, 9::10])["ten_length"]
+                       for m in range(3)])
+    limit = np.quantile(length, 0.99)  # a limit these rollouts exceed
+    excess = np.maximum(length - limit, 0).max(axis=(1, 2))
+    assert excess.min() > 0
+    stretched = tg.RollCost(model, origin, lateral=0.5, stretch=10.0, limit=limit)
+    np.testing.assert_allclose(stretched(qs, vs, ctrl), expected + 10.0 * excess, rtol=1e-12)

@@ -57,11 +57,11 @@ struct TrajectoryCostKernel {
   }
 };
 
-
 // One planning iteration's samples, one thread per sample: its noise, its controls clamp(u +
-// eps), its rollout from the problem's state (contacts start cold) and its cost, accumulated
-// step by step (running terms on the state after each step, terminal terms on the last), and
-// optionally its trajectory (for costs evaluated elsewhere). A sample whose physics stops costs
+// eps), its rollout from the problem's state (contacts start cold) with each control row held
+// for spec.hold steps, and its cost, accumulated step by step (running terms on the state
+// after each step, terminal terms on the last), and optionally its trajectory (for costs
+// evaluated elsewhere). A sample whose physics stops costs
 // +inf and repeats its last state.
 template <class T>
 struct PlannerRolloutKernel {
@@ -82,8 +82,8 @@ struct PlannerRolloutKernel {
   T* value;          // (nsamples) cost
   unsigned* status;  // (nsamples)
   ContactData<T> con;
-  T* qs_out;         // (nsamples x horizon x nq) state after each step, may be null
-  T* vs_out;         // (nsamples x horizon x nv), may be null
+  T* qs_out;                // (nsamples x horizon * hold x nq) state after each step, may be null
+  T* vs_out;                // (nsamples x horizon * hold x nv), may be null
   const T* act0 = nullptr;  // (nproblem x na) the problems' activations (null when na = 0)
   T* act = nullptr;         // (nsamples x na) scratch activations
 
@@ -112,17 +112,18 @@ struct PlannerRolloutKernel {
     }
     unsigned bits = 0;
     T total(0);
-    for (int t = 0; t < H; ++t) {
-      const T* u = ctrl + u0 + long(t) * nu;
+    int steps = H * spec.hold;
+    for (int t = 0; t < steps; ++t) {
+      const T* u = ctrl + u0 + long(t / spec.hold) * nu;
       if (!(bits & kStatusStopMask)) {
         bits |= step_env(m, q, v, a, u, x, cv);
         if (cost.nterm)
-          total += stage_cost(m, cost, q, v, u, T(1), t == H - 1 ? T(1) : T(0), x.w);
+          total += stage_cost(m, cost, q, v, u, T(1), t == steps - 1 ? T(1) : T(0), x.w);
       }
       if (qs_out)
-        for (int i = 0; i < m.nq; ++i) qs_out[(long(sample) * H + t) * m.nq + i] = q[i];
+        for (int i = 0; i < m.nq; ++i) qs_out[(long(sample) * steps + t) * m.nq + i] = q[i];
       if (vs_out)
-        for (int i = 0; i < m.nv; ++i) vs_out[(long(sample) * H + t) * m.nv + i] = v[i];
+        for (int i = 0; i < m.nv; ++i) vs_out[(long(sample) * steps + t) * m.nv + i] = v[i];
     }
     status[sample] = bits;
     value[sample] = (bits & kStatusStopMask) || total != total ? T(INFINITY) : total;
