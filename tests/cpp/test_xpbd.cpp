@@ -9,6 +9,7 @@
 #include <functional>
 #include <random>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "phalanx/xpbd.h"
@@ -86,6 +87,11 @@ struct Reader {
     b.inv_inertia = v3();
     return b;
   }
+  // a leaf of get
+  void operator()(double& a) { a = s(); }
+  void operator()(V3& a) { a = v3(); }
+  void operator()(Q& a) { a = q(); }
+  void operator()(Body& a) { a = body(); }
 };
 struct Writer {
   std::vector<double> v;
@@ -105,6 +111,11 @@ struct Writer {
     s(b.inv_mass);
     v3(b.inv_inertia);
   }
+  // a leaf of put
+  void operator()(double a) { s(a); }
+  void operator()(const V3& a) { v3(a); }
+  void operator()(const Q& a) { q(a); }
+  void operator()(const Body& a) { body(a); }
 };
 
 using Fn = std::function<std::vector<double>(const std::vector<double>&)>;
@@ -149,12 +160,64 @@ double gradcheck(const std::string& name, const std::vector<double>& x0, const F
   return worst;
 }
 
-// A two-body projection under test: its extra inputs after the bodies, written to and read from
-// the flat vector by `put` and `get`, and the forward and adjoint calls on the unpacked values.
+// The inputs and outputs of a check: a double, V3, Q or Body, or a struct that lists its fields
+// once, as `auto fields() { return std::tie(...); }` (which may again be such structs). put and
+// get flatten them in that order; put takes a copy since the one list serves the reading too.
+template <class T>
+concept HasFields = requires(T t) {
+  t.fields();
+};
+template <class T>
+void put(Writer& w, T t) {
+  if constexpr (HasFields<T>)
+    std::apply([&](const auto&... x) { (put(w, x), ...); }, t.fields());
+  else
+    w(t);
+}
+template <class T>
+void get(Reader& r, T& t) {
+  if constexpr (HasFields<T>)
+    std::apply([&](auto&... x) { (get(r, x), ...); }, t.fields());
+  else
+    r(t);
+}
+
+// gradcheck of out = f(in) against adj(in, adj_in, adj_out), which adds to the input adjoints
+// adj_in, from the inputs x0 (In and Out as put and get take them)
+template <class In, class F, class A>
+double check(const std::string& name, const In& x0, F f, A adj, std::mt19937& rng,
+             double eps = 1e-6, double atol = 1e-8, double rtol = 1e-6) {
+  using Out = decltype(f(x0));
+  Writer in;
+  put(in, x0);
+  Fn fn = [&](const std::vector<double>& x) {
+    Reader r{x};
+    In i;
+    get(r, i);
+    Writer o;
+    put(o, f(i));
+    return o.v;
+  };
+  AdjFn an = [&](const std::vector<double>& x, const std::vector<double>& w,
+                 const std::vector<double>& pre) {
+    Reader r{x}, rw{w}, rp{pre};
+    In i, ai;
+    Out ao;
+    get(r, i);
+    get(rp, ai);
+    get(rw, ao);
+    adj(i, ai, ao);
+    Writer o;
+    put(o, ai);
+    return o.v;
+  };
+  return gradcheck(name, in.v, fn, an, rng, eps, atol, rtol);
+}
+
+// A two-body projection under test: the forward and adjoint calls on the unpacked values. Its
+// extra inputs are a struct with fields(), flattened after the bodies and before lambda.
 template <class Extra>
 struct TwoBodyCase {
-  std::function<void(Writer&, const Extra&)> put;
-  std::function<Extra(Reader&)> get;
   std::function<void(Body&, Body&, const Extra&, double&)> forward;
   // (b1, b2, extra, lambda, adj_b1, adj_b2, adj_extra, adj_lambda, adj_b1_out, adj_b2_out,
   //  adj_lambda_out)
@@ -162,49 +225,35 @@ struct TwoBodyCase {
                      const Body&, const Body&, double)>
       adjoint;
 };
+template <class Extra>
+struct TwoBodyIn {
+  Body b1, b2;
+  Extra e;
+  double lambda;
+  auto fields() { return std::tie(b1, b2, e, lambda); }
+};
+struct TwoBodyOut {
+  Body b1, b2;
+  double lambda;
+  auto fields() { return std::tie(b1, b2, lambda); }
+};
 
 // inputs: b1, b2, extra, lambda; outputs: b1, b2, lambda
 template <class Extra>
 double check_two_body(const std::string& name, const TwoBodyCase<Extra>& tc, const Body& b1,
                       const Body& b2, const Extra& extra, double lambda, std::mt19937& rng,
                       double eps = 1e-6, double atol = 1e-8, double rtol = 1e-6) {
-  Writer in;
-  in.body(b1);
-  in.body(b2);
-  tc.put(in, extra);
-  in.s(lambda);
-  Fn f = [&](const std::vector<double>& x) {
-    Reader r{x};
-    Body c1 = r.body(), c2 = r.body();
-    Extra e = tc.get(r);
-    double lam = r.s();
-    tc.forward(c1, c2, e, lam);
-    Writer out;
-    out.body(c1);
-    out.body(c2);
-    out.s(lam);
-    return out.v;
-  };
-  AdjFn a = [&](const std::vector<double>& x, const std::vector<double>& w,
-                const std::vector<double>& pre) {
-    Reader r{x}, rw{w}, rp{pre};
-    Body c1 = r.body(), c2 = r.body();
-    Extra e = tc.get(r);
-    double lam = r.s();
-    Body w1 = rw.body(), w2 = rw.body();
-    double wl = rw.s();
-    Body a1 = rp.body(), a2 = rp.body();
-    Extra ae = tc.get(rp);
-    double al = rp.s();
-    tc.adjoint(c1, c2, e, lam, a1, a2, ae, al, w1, w2, wl);
-    Writer out;
-    out.body(a1);
-    out.body(a2);
-    tc.put(out, ae);
-    out.s(al);
-    return out.v;
-  };
-  return gradcheck(name, in.v, f, a, rng, eps, atol, rtol);
+  using In = TwoBodyIn<Extra>;
+  return check(
+      name, In{b1, b2, extra, lambda},
+      [&](In i) {
+        tc.forward(i.b1, i.b2, i.e, i.lambda);
+        return TwoBodyOut{i.b1, i.b2, i.lambda};
+      },
+      [&](const In& i, In& a, const TwoBodyOut& w) {
+        tc.adjoint(i.b1, i.b2, i.e, i.lambda, a.b1, a.b2, a.e, a.lambda, w.b1, w.b2, w.lambda);
+      },
+      rng, eps, atol, rtol);
 }
 
 // alpha and h, the two scalars every projection takes
@@ -215,158 +264,107 @@ struct Step {
 // ---- gradient checks -------------------------------------------------------------------------
 
 TEST(XpbdGradcheck, RotateInverseInertiaAndGeneralizedInverseMass) {
+  struct RotateIn {
+    Q q;
+    V3 phi;
+    auto fields() { return std::tie(q, phi); }
+  };
+  // a body, a lever arm r and a unit direction n; out: both generalized inverse masses
+  struct MassIn {
+    Body b;
+    V3 r, n;
+    auto fields() { return std::tie(b, r, n); }
+  };
+  struct MassOut {
+    double w, w_angular;
+    auto fields() { return std::tie(w, w_angular); }
+  };
   for (int seed = 0; seed < 4; ++seed) {
     std::mt19937 rng(100 + seed);
-    Writer in;
-    in.q(rand_quat(rng));
-    in.v3(rand3(rng, 0.3));
-    gradcheck(
-        "xpbd_rotate", in.v,
-        [](const std::vector<double>& x) {
-          Reader r{x};
-          Q q = r.q();
-          Writer o;
-          o.q(xpbd_rotate(q, r.v3()));
-          return o.v;
-        },
-        [](const std::vector<double>& x, const std::vector<double>& w,
-           const std::vector<double>& pre) {
-          Reader r{x}, rw{w}, rp{pre};
-          Q q = r.q();
-          V3 phi = r.v3();
-          Q aq = rp.q();
-          V3 aphi = rp.v3();
-          adj_xpbd_rotate(q, phi, aq, aphi, rw.q());
-          Writer o;
-          o.q(aq);
-          o.v3(aphi);
-          return o.v;
+    check(
+        "xpbd_rotate", RotateIn{rand_quat(rng), rand3(rng, 0.3)},
+        [](RotateIn i) { return xpbd_rotate(i.q, i.phi); },
+        [](const RotateIn& i, RotateIn& a, const Q& w) {
+          adj_xpbd_rotate(i.q, i.phi, a.q, a.phi, w);
         },
         rng);
 
-    Body b = rand_body(rng);
-    Writer in2;
-    in2.body(b);
-    in2.v3(rand3(rng));
-    in2.v3(unit(rand3(rng)));
-    gradcheck(
-        "generalized_inv_mass", in2.v,
-        [](const std::vector<double>& x) {
-          Reader r{x};
-          Body b = r.body();
-          V3 rr = r.v3(), n = r.v3();
-          return std::vector<double>{xpbd_generalized_inverse_mass(b, rr, n),
-                                     xpbd_generalized_inverse_mass_angular(b, n)};
+    check(
+        "generalized_inv_mass", MassIn{rand_body(rng), rand3(rng), unit(rand3(rng))},
+        [](MassIn i) {
+          return MassOut{xpbd_generalized_inverse_mass(i.b, i.r, i.n),
+                         xpbd_generalized_inverse_mass_angular(i.b, i.n)};
         },
-        [](const std::vector<double>& x, const std::vector<double>& w,
-           const std::vector<double>& pre) {
-          Reader r{x}, rp{pre};
-          Body b = r.body();
-          V3 rr = r.v3(), n = r.v3();
-          Body ab = rp.body();
-          V3 arr = rp.v3(), an = rp.v3();
-          adj_xpbd_generalized_inverse_mass(b, rr, n, ab, arr, an, w[0]);
-          adj_xpbd_generalized_inverse_mass_angular(b, n, ab, an, w[1]);
-          Writer o;
-          o.body(ab);
-          o.v3(arr);
-          o.v3(an);
-          return o.v;
+        [](const MassIn& i, MassIn& a, const MassOut& w) {
+          adj_xpbd_generalized_inverse_mass(i.b, i.r, i.n, a.b, a.r, a.n, w.w);
+          adj_xpbd_generalized_inverse_mass_angular(i.b, i.n, a.b, a.n, w.w_angular);
         },
         rng);
   }
 }
 
 TEST(XpbdGradcheck, Predict) {
+  struct PredictIn {
+    Body b;
+    V3 v, omega, f, tau, g;
+    double h;
+    auto fields() { return std::tie(b, v, omega, f, tau, g, h); }
+  };
+  struct PredictOut {
+    Body b;
+    V3 v, omega;
+    auto fields() { return std::tie(b, v, omega); }
+  };
   for (int seed = 0; seed < 4; ++seed) {
     std::mt19937 rng(200 + seed);
-    Writer in;
-    in.body(rand_body(rng));
-    for (int k = 0; k < 5; ++k) in.v3(rand3(rng));  // v, omega, f, tau, g
-    in.s(0.05);                                     // h
-    Fn f = [](const std::vector<double>& x) {
-      Reader r{x};
-      Body b = r.body();
-      V3 v = r.v3(), om = r.v3(), fo = r.v3(), tau = r.v3(), g = r.v3();
-      xpbd_predict(b, v, om, fo, tau, g, r.s());
-      Writer o;
-      o.body(b);
-      o.v3(v);
-      o.v3(om);
-      return o.v;
-    };
-    AdjFn a = [](const std::vector<double>& x, const std::vector<double>& w,
-                 const std::vector<double>& pre) {
-      Reader r{x}, rw{w}, rp{pre};
-      Body b = r.body();
-      V3 v = r.v3(), om = r.v3(), fo = r.v3(), tau = r.v3(), g = r.v3();
-      double h = r.s();
-      Body ab = rp.body();
-      V3 av = rp.v3(), aom = rp.v3(), af = rp.v3(), atau = rp.v3(), ag = rp.v3();
-      double ah = rp.s();
-      Body wb = rw.body();
-      V3 wv = rw.v3(), wom = rw.v3();
-      adj_xpbd_predict(b, v, om, fo, tau, g, h, ab, av, aom, af, atau, ag, ah, wb, wv, wom);
-      Writer o;
-      o.body(ab);
-      for (const V3& z : {av, aom, af, atau, ag}) o.v3(z);
-      o.s(ah);
-      return o.v;
-    };
-    gradcheck("xpbd_predict", in.v, f, a, rng);
+    check(
+        "xpbd_predict",
+        PredictIn{rand_body(rng), rand3(rng), rand3(rng), rand3(rng), rand3(rng), rand3(rng), 0.05},
+        [](PredictIn i) {
+          xpbd_predict(i.b, i.v, i.omega, i.f, i.tau, i.g, i.h);
+          return PredictOut{i.b, i.v, i.omega};
+        },
+        [](const PredictIn& i, PredictIn& a, const PredictOut& w) {
+          adj_xpbd_predict(i.b, i.v, i.omega, i.f, i.tau, i.g, i.h, a.b, a.v, a.omega, a.f, a.tau,
+                           a.g, a.h, w.b, w.v, w.omega);
+        },
+        rng);
   }
 }
 
 TEST(XpbdGradcheck, Velocities) {
+  // positions and orientations now and before the step, the step h
+  struct VelocitiesIn {
+    V3 x;
+    Q q;
+    V3 x_prev;
+    Q q_prev;
+    double h;
+    auto fields() { return std::tie(x, q, x_prev, q_prev, h); }
+  };
+  struct VelocitiesOut {
+    V3 v, omega;
+    auto fields() { return std::tie(v, omega); }
+  };
   // both signs of dq.w: q_prev and -q_prev are the same rotation
   for (int seed = 0; seed < 4; ++seed) {
     std::mt19937 rng(300 + seed);
     Q q0 = rand_quat(rng);
     Q q1 = xpbd_rotate(q0, rand3(rng, 0.3));
     if (seed % 2) q0 = Q{-q0.w, -q0.x, -q0.y, -q0.z};
-    Writer in;
-    in.v3(rand3(rng));
-    in.q(q1);
-    in.v3(rand3(rng));
-    in.q(q0);
-    in.s(0.03);
-    Fn f = [](const std::vector<double>& x) {
-      Reader r{x};
-      V3 xx = r.v3();
-      Q q = r.q();
-      V3 xp = r.v3();
-      Q qp = r.q();
-      V3 v, om;
-      xpbd_velocities(xx, q, xp, qp, r.s(), v, om);
-      Writer o;
-      o.v3(v);
-      o.v3(om);
-      return o.v;
-    };
-    AdjFn a = [](const std::vector<double>& x, const std::vector<double>& w,
-                 const std::vector<double>& pre) {
-      Reader r{x}, rw{w}, rp{pre};
-      V3 xx = r.v3();
-      Q q = r.q();
-      V3 xp = r.v3();
-      Q qp = r.q();
-      double h = r.s();
-      V3 ax = rp.v3();
-      Q aq = rp.q();
-      V3 axp = rp.v3();
-      Q aqp = rp.q();
-      double ah = rp.s();
-      V3 wv = rw.v3(), wom = rw.v3();
-      adj_xpbd_velocities(xx, q, xp, qp, h, ax, aq, axp, aqp, ah, wv, wom);
-      Writer o;
-      o.v3(ax);
-      o.q(aq);
-      o.v3(axp);
-      o.q(aqp);
-      o.s(ah);
-      return o.v;
-    };
-    gradcheck(seed % 2 ? "xpbd_velocities w<0" : "xpbd_velocities w>0", in.v, f, a, rng);
+    check(
+        seed % 2 ? "xpbd_velocities w<0" : "xpbd_velocities w>0",
+        VelocitiesIn{rand3(rng), q1, rand3(rng), q0, 0.03},
+        [](VelocitiesIn i) {
+          VelocitiesOut o;
+          xpbd_velocities(i.x, i.q, i.x_prev, i.q_prev, i.h, o.v, o.omega);
+          return o;
+        },
+        [](const VelocitiesIn& i, VelocitiesIn& a, const VelocitiesOut& w) {
+          adj_xpbd_velocities(i.x, i.q, i.x_prev, i.q_prev, i.h, a.x, a.q, a.x_prev, a.q_prev, a.h,
+                              w.v, w.omega);
+        },
+        rng);
   }
 }
 
@@ -374,25 +372,10 @@ TEST(XpbdGradcheck, Velocities) {
 struct PosExtra {
   V3 r1, r2, dx;
   Step s;
+  auto fields() { return std::tie(r1, r2, dx, s.alpha, s.h); }
 };
 TwoBodyCase<PosExtra> positional_case() {
-  return {[](Writer& w, const PosExtra& e) {
-            w.v3(e.r1);
-            w.v3(e.r2);
-            w.v3(e.dx);
-            w.s(e.s.alpha);
-            w.s(e.s.h);
-          },
-          [](Reader& r) {
-            PosExtra e;
-            e.r1 = r.v3();
-            e.r2 = r.v3();
-            e.dx = r.v3();
-            e.s.alpha = r.s();
-            e.s.h = r.s();
-            return e;
-          },
-          [](Body& b1, Body& b2, const PosExtra& e, double& lam) {
+  return {[](Body& b1, Body& b2, const PosExtra& e, double& lam) {
             xpbd_positional(b1, b2, e.r1, e.r2, e.dx, e.s.alpha, e.s.h, lam);
           },
           [](const Body& b1, const Body& b2, const PosExtra& e, double lam, Body& a1, Body& a2,
@@ -407,29 +390,8 @@ struct JointExtra {
   V3 a, b;
   double rest = 0;
   Step s;
+  auto fields() { return std::tie(a, b, rest, s.alpha, s.h); }
 };
-using JointFwd = std::function<void(Body&, Body&, const JointExtra&, double&)>;
-using JointAdj = std::function<void(const Body&, const Body&, const JointExtra&, double, Body&,
-                                    Body&, JointExtra&, double&, const Body&, const Body&, double)>;
-TwoBodyCase<JointExtra> joint_case(JointFwd fwd, JointAdj adj) {
-  return {[](Writer& w, const JointExtra& e) {
-            w.v3(e.a);
-            w.v3(e.b);
-            w.s(e.rest);
-            w.s(e.s.alpha);
-            w.s(e.s.h);
-          },
-          [](Reader& r) {
-            JointExtra e;
-            e.a = r.v3();
-            e.b = r.v3();
-            e.rest = r.s();
-            e.s.alpha = r.s();
-            e.s.h = r.s();
-            return e;
-          },
-          fwd, adj};
-}
 
 TEST(XpbdGradcheck, PositionalAttachDistance) {
   for (int seed = 0; seed < 5; ++seed) {
@@ -439,7 +401,7 @@ TEST(XpbdGradcheck, PositionalAttachDistance) {
     check_two_body("xpbd_positional", positional_case(), b1, b2,
                    PosExtra{rand3(rng), rand3(rng), rand3(rng, 0.3), Step{}}, lambda, rng);
 
-    auto attach = joint_case(
+    TwoBodyCase<JointExtra> attach{
         [](Body& b1, Body& b2, const JointExtra& e, double& lam) {
           xpbd_attach(b1, b2, e.a, e.b, e.s.alpha, e.s.h, lam);
         },
@@ -447,14 +409,14 @@ TEST(XpbdGradcheck, PositionalAttachDistance) {
            JointExtra& ae, double& al, const Body& w1, const Body& w2, double wl) {
           adj_xpbd_attach(b1, b2, e.a, e.b, e.s.alpha, e.s.h, lam, a1, a2, ae.a, ae.b, ae.s.alpha,
                           ae.s.h, al, w1, w2, wl);
-        });
+        }};
     check_two_body("xpbd_attach", attach, b1, b2, JointExtra{rand3(rng), rand3(rng), 0, Step{}},
                    lambda, rng);
 
     // distance, rigid and cable, stretched (rest below the distance) and, rigid, compressed
     for (int kind = 0; kind < 3; ++kind) {
       bool cable = kind == 1;
-      auto dist = joint_case(
+      TwoBodyCase<JointExtra> dist{
           [cable](Body& b1, Body& b2, const JointExtra& e, double& lam) {
             xpbd_distance(b1, b2, e.a, e.b, e.rest, cable, e.s.alpha, e.s.h, lam);
           },
@@ -462,7 +424,7 @@ TEST(XpbdGradcheck, PositionalAttachDistance) {
                   Body& a2, JointExtra& ae, double& al, const Body& w1, const Body& w2, double wl) {
             adj_xpbd_distance(b1, b2, e.a, e.b, e.rest, cable, e.s.alpha, e.s.h, lam, a1, a2, ae.a,
                               ae.b, ae.rest, ae.s.alpha, ae.s.h, al, w1, w2, wl);
-          });
+          }};
       JointExtra e{rand3(rng, 0.5), rand3(rng, 0.5), 0, Step{}};
       double len = norm((b2.x + to_mat(b2.q) * e.b) - (b1.x + to_mat(b1.q) * e.a));
       e.rest = kind == 2 ? 1.3 * len : 0.7 * len;
@@ -480,7 +442,7 @@ TEST(XpbdGradcheck, AngularHingeWeldLimit) {
     Body b1 = rand_body(rng), b2 = rand_body(rng);
     double lambda = uniform(rng, -0.3, 0);
 
-    auto angular = joint_case(
+    TwoBodyCase<JointExtra> angular{
         [](Body& b1, Body& b2, const JointExtra& e, double& lam) {
           xpbd_angular(b1, b2, e.a, e.s.alpha, e.s.h, lam);
         },
@@ -488,13 +450,13 @@ TEST(XpbdGradcheck, AngularHingeWeldLimit) {
            JointExtra& ae, double& al, const Body& w1, const Body& w2, double wl) {
           adj_xpbd_angular(b1, b2, e.a, e.s.alpha, e.s.h, lam, a1, a2, ae.a, ae.s.alpha, ae.s.h, al,
                            w1, w2, wl);
-        });
+        }};
     check_two_body("xpbd_angular", angular, b1, b2, JointExtra{rand3(rng, 0.3), V3{}, 0, Step{}},
                    lambda, rng);
 
     // hinge alignment: local axes chosen so that the world axes are 0.5 rad apart (near side),
     // 2.4 rad apart (far side) and opposite to rounding (the fallback axis)
-    auto hinge = joint_case(
+    TwoBodyCase<JointExtra> hinge{
         [](Body& b1, Body& b2, const JointExtra& e, double& lam) {
           xpbd_hinge_align(b1, b2, e.a, e.b, e.s.alpha, e.s.h, lam);
         },
@@ -502,7 +464,7 @@ TEST(XpbdGradcheck, AngularHingeWeldLimit) {
            JointExtra& ae, double& al, const Body& w1, const Body& w2, double wl) {
           adj_xpbd_hinge_align(b1, b2, e.a, e.b, e.s.alpha, e.s.h, lam, a1, a2, ae.a, ae.b,
                                ae.s.alpha, ae.s.h, al, w1, w2, wl);
-        });
+        }};
     V3 a1 = unit(rand3(rng)), a1w = to_mat(b1.q) * a1;
     V3 perp = unit(cross(a1w, rand3(rng)));
     const double angles[3] = {0.5, 2.4, M_PI};
@@ -525,22 +487,9 @@ TEST(XpbdGradcheck, AngularHingeWeldLimit) {
     struct WeldExtra {
       Q f1, f2;
       Step s;
+      auto fields() { return std::tie(f1, f2, s.alpha, s.h); }
     };
     TwoBodyCase<WeldExtra> weld{
-        [](Writer& w, const WeldExtra& e) {
-          w.q(e.f1);
-          w.q(e.f2);
-          w.s(e.s.alpha);
-          w.s(e.s.h);
-        },
-        [](Reader& r) {
-          WeldExtra e;
-          e.f1 = r.q();
-          e.f2 = r.q();
-          e.s.alpha = r.s();
-          e.s.h = r.s();
-          return e;
-        },
         [](Body& b1, Body& b2, const WeldExtra& e, double& lam) {
           xpbd_weld_orientation(b1, b2, e.f1, e.f2, e.s.alpha, e.s.h, lam);
         },
@@ -561,28 +510,9 @@ TEST(XpbdGradcheck, AngularHingeWeldLimit) {
       V3 a1, n1, n2;
       double lo, hi;
       Step s;
+      auto fields() { return std::tie(a1, n1, n2, lo, hi, s.alpha, s.h); }
     };
     TwoBodyCase<LimitExtra> limit{
-        [](Writer& w, const LimitExtra& e) {
-          w.v3(e.a1);
-          w.v3(e.n1);
-          w.v3(e.n2);
-          w.s(e.lo);
-          w.s(e.hi);
-          w.s(e.s.alpha);
-          w.s(e.s.h);
-        },
-        [](Reader& r) {
-          LimitExtra e;
-          e.a1 = r.v3();
-          e.n1 = r.v3();
-          e.n2 = r.v3();
-          e.lo = r.s();
-          e.hi = r.s();
-          e.s.alpha = r.s();
-          e.s.h = r.s();
-          return e;
-        },
         [](Body& b1, Body& b2, const LimitExtra& e, double& lam) {
           xpbd_hinge_limit(b1, b2, e.a1, e.n1, e.n2, e.lo, e.hi, e.s.alpha, e.s.h, lam);
         },
