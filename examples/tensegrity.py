@@ -284,13 +284,24 @@ class RollCost:
 
 def roll(x: np.ndarray, seconds: float = 5.0, samples: int = 40, knots: int = 10,
          iterations: int = 5, sigma: float = 1.0, temperature: float = 0.02,
-         lateral: float = 0.5, seed: int = 0) -> dict:
+         lateral: float = 0.5, seed: int = 0, ctrlrange=None) -> dict:
     """MPPI (phalanx.control) planned on Phalanx's floor model with parameters x and executed
     in MuJoCo: every 0.1 s, from MuJoCo's state, `iterations` planning iterations of `samples`
     samples over `knots` commands held 0.1 s each (hold=OBSERVE; the paper's 40 samples, 1 s
     horizon and 5 iterations by default), then the first command applied in MuJoCo for 100
-    steps. Returns the centre of mass's path (seconds * 10 + 1, 2), its speed along DIRECTION
-    (m/s) and the wall time."""
+    steps; `ctrlrange` (lo, hi) narrows the commands (default the motors' [-1, 1]).
+    Returns the centre of mass's path (up to seconds * 10 + 1 points, 2), its speed along
+    DIRECTION over the whole `seconds` (m/s), the wall time, and `diverged`: the time (s) at
+    which MuJoCo's explicit step blew up, which ends the run, or None.
+
+    Why runs diverge: the cables' damping (1000 N s/m) enters MuJoCo's Euler step explicitly,
+    and a rod end's effective mass is a quarter of the rod's (2.5 kg), so the four cables at
+    an end give d h / m of about 1.6, close to explicit Euler's bound of 2. Commands at the
+    ends of the range slacken cables (rest length 1.025 m at +1, nominal length 1.031 m) and
+    the net deforms until the step diverges. Measured over 5 s, commands held 0.1 s, 10 runs
+    each: uniform random commands never diverge; commands of -1 or +1 diverge in 5 runs, of
+    -0.8 or +0.8 in none, and -1 or +1 with MuJoCo's implicitfast integrator in none. MPPI's
+    samples are clipped at the bounds and often sit there."""
     model = phalanx_model("floor")
     set_parameters(model, x)
     mj = mujoco_model("floor")
@@ -298,17 +309,20 @@ def roll(x: np.ndarray, seconds: float = 5.0, samples: int = 40, knots: int = 10
     path = [centre_of_mass(d.qpos)[:2]]
     mppi = control.MPPI(model, horizon=knots, num_samples=samples, sigma=sigma,
                         temperature=temperature, cost=RollCost(model, path[0], lateral),
-                        hold=OBSERVE, seed=seed)
-    start = time.perf_counter()
-    for _ in range(int(round(seconds * 1000 / OBSERVE))):
+                        hold=OBSERVE, seed=seed, ctrlrange=ctrlrange)
+    start, diverged = time.perf_counter(), None
+    for i in range(int(round(seconds * 1000 / OBSERVE))):
         d.ctrl[:] = mppi.plan(d.qpos, d.qvel, iterations, act=d.act)
         for _ in range(OBSERVE):
             mujoco.mj_step(mj, d)
+        if d.warning[mujoco.mjtWarning.mjWARN_BADQACC].number or not np.isfinite(d.qpos).all():
+            diverged = (i + 1) * OBSERVE / 1000  # MuJoCo's explicit step blew up (and reset)
+            break
         mppi.shift()
         path.append(centre_of_mass(d.qpos)[:2])
     path = np.array(path)
     return {"path": path, "speed": float((path[-1] - path[0]) @ DIRECTION / seconds),
-            "seconds": time.perf_counter() - start}
+            "seconds": time.perf_counter() - start, "diverged": diverged}
 
 
 def report(variant: str, result: dict, test: dict, test_guess: dict, log=print) -> None:
@@ -334,8 +348,9 @@ def report_control(rolls: dict, log=print) -> None:
     log("\nMPPI planned on Phalanx, executed in MuJoCo, rolling along +x:")
     for name, r in rolls.items():
         end = r["path"][-1] - r["path"][0]
+        note = f", MuJoCo diverged at {r['diverged']:.1f} s" if r["diverged"] else ""
         log(f"  {name:12s} {r['speed']:6.3f} m/s  (ends at x {end[0]:5.2f} m, y {end[1]:5.2f} m; "
-            f"{r['seconds']:.0f} s)")
+            f"{r['seconds']:.0f} s{note})")
 
 
 def plot(variant: str, result: dict, test: dict, out: Path, rolls: dict | None = None) -> None:

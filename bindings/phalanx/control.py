@@ -5,8 +5,9 @@ cross-entropy method (CEM), as receding-horizon controllers.
 A planner holds N independent planning problems (``num_problems``), each a nominal plan of
 ``horizon`` control rows (H, nu), each row held for ``hold`` physics steps (default 1: one row
 per step; a robot commanded every 0.1 s at 1 kHz plans with hold=100, so a sample rolls out
-H * hold steps while the noise and the update act on H rows). One planning iteration is two kernel launches on the model's
-device (``_phalanx.PlannerBatch``, host/api.h), over arrays that stay there:
+H * hold steps while the noise and the update act on H rows). One planning iteration is two
+kernel launches on the model's device (``_phalanx.PlannerBatch``, host/api.h), over arrays that
+stay there:
 
 1. sampling, one thread per sample for all N * K samples: its noise from the counter-based
    Philox generator (sample p * K + k of problem p, stream = the planner's iteration counter,
@@ -72,15 +73,18 @@ class _Planner:
     ``iterations`` per ``plan`` call by default; ``gradient_steps`` G >= 0 (default 0) and
     ``gradient_step`` alpha (default 0.5): gradient-refined sampling, see ``refine``;
     ``hold`` physics steps each plan row is applied for (default 1; a cost then sees
-    trajectories of H * hold steps and controls repeated to match); ``dtype`` of the rollouts
-    (default float64); ``device`` "cpu" or "cuda".
+    trajectories of H * hold steps and controls repeated to match); ``ctrlrange`` (lo, hi) or
+    (nu, 2): the range the plans and samples are clipped to, e.g. tighter than the actuators'
+    (default: the model's ctrlrange where ctrllimited, else unlimited); ``dtype`` of the
+    rollouts (default float64); ``device`` "cpu" or "cuda".
     """
 
     _name = "planner"
 
     def __init__(self, model, horizon, num_samples, sigma, *, cost, noise_smoothing=0.0,
                  seed=0, num_problems=1, include_nominal=True, initial_plan=None, iterations=1,
-                 gradient_steps=0, gradient_step=0.5, hold=1, dtype=np.float64, device="cpu"):
+                 gradient_steps=0, gradient_step=0.5, hold=1, ctrlrange=None, dtype=np.float64,
+                 device="cpu"):
         self.model = model
         self.horizon = _positive_int("horizon", horizon)
         self.hold = _positive_int("hold", hold)
@@ -119,9 +123,18 @@ class _Planner:
             raise ValueError(f"phalanx.control: gradient_step must be positive, got "
                              f"{gradient_step!r}")
         self.include_nominal = bool(include_nominal)
-        rng = np.asarray(model.actuator_ctrlrange, dtype=np.float64).reshape(nu, 2)
-        limited = np.asarray(getattr(model, "actuator_ctrllimited", np.ones(nu)), bool)
-        limited &= rng[:, 0] < rng[:, 1]
+        if ctrlrange is None:
+            rng = np.asarray(model.actuator_ctrlrange, dtype=np.float64).reshape(nu, 2)
+            limited = np.asarray(getattr(model, "actuator_ctrllimited", np.ones(nu)), bool)
+            limited &= rng[:, 0] < rng[:, 1]
+        else:
+            rng = np.asarray(ctrlrange, dtype=np.float64)
+            if rng.shape == (2,):
+                rng = np.broadcast_to(rng, (nu, 2))
+            if rng.shape != (nu, 2) or not np.all(rng[:, 0] < rng[:, 1]) or np.isnan(rng).any():
+                raise ValueError(f"phalanx.control: ctrlrange must be (lo, hi) or (nu, 2) = "
+                                 f"({nu}, 2) with lo < hi, got {np.asarray(ctrlrange).tolist()}")
+            limited = np.ones(nu, bool)
         self._lo = np.where(limited, rng[:, 0], -np.inf).astype(self.dtype)
         self._hi = np.where(limited, rng[:, 1], np.inf).astype(self.dtype)
         N, H = self.num_problems, self.horizon
@@ -344,8 +357,8 @@ class MPPI(_Planner):
     noise standard deviation, a scalar or (nu,); ``temperature`` lambda of the weights
     exp(-(c - min c) / lambda) (in the units of the cost). The keyword options (``cost``,
     ``noise_smoothing``, ``seed``, ``num_problems``, ``include_nominal``, ``initial_plan``,
-    ``iterations``, ``gradient_steps``, ``gradient_step``, ``hold``, ``dtype``, ``device``) are
-    those of both planners (see ``_Planner``).
+    ``iterations``, ``gradient_steps``, ``gradient_step``, ``hold``, ``ctrlrange``, ``dtype``,
+    ``device``) are those of both planners (see ``_Planner``).
 
     After an iteration ``last_costs`` (N, K) and ``last_weights`` (N, K) hold its costs and
     weights.

@@ -155,6 +155,26 @@ def test_held_rows_roll_out_hold_steps_each(cartpole):
         control.MPPI(cartpole, H, K, 0.3, lam, cost=cost, hold=0)
 
 
+def test_ctrlrange_narrows_the_plans_and_samples(cartpole):
+    """ctrlrange= replaces the actuators' range for planning: every sample is clip(u + eps) to
+    it (and eps the clipped perturbation), the update equals numpy's with that clipping"""
+    N, K, H, lam, lo, hi = 1, 16, 6, 0.5, -0.3, 0.5
+    cost = swing_cost(cartpole)
+    p = control.MPPI(cartpole, H, K, 1.0, lam, cost=cost, ctrlrange=(lo, hi), seed=2)
+    plan = p.plan(HANGING, np.zeros((1, 2)), full=True)
+    eps, ctrl = p.last_samples
+    assert ctrl.min() == lo and ctrl.max() == hi  # sigma 1 reaches both bounds
+    np.testing.assert_array_equal(ctrl, eps)  # from the zero plan
+    c = numpy_costs(cartpole, cost, HANGING, np.zeros((1, 2)), ctrl)
+    w = np.exp(-(c - c.min()) / lam)
+    w /= w.sum()
+    np.testing.assert_allclose(plan, np.clip(np.einsum("nk,nkhu->nhu", w, eps), lo, hi),
+                               rtol=1e-12, atol=1e-15)
+    for bad in ((0.5, 0.5), (1.0, -1.0), np.zeros((2, 2)), (np.nan, 1.0)):
+        with pytest.raises(ValueError, match=r"ctrlrange must be \(lo, hi\) or \(nu, 2\)"):
+            control.MPPI(cartpole, H, K, 1.0, lam, cost=cost, ctrlrange=bad)
+
+
 def test_same_seed_same_plans_other_seed_differs(cartpole):
     def run(seed):
         p = control.MPPI(cartpole, 20, 32, 0.5, 0.5, noise_smoothing=0.5, seed=seed,
