@@ -285,6 +285,21 @@ PHX_HD PHX_INLINE void adj_xpbd_velocities(const Vec3<T>& x, const Quat<T>& q,
 
 namespace xpbd_impl {
 
+// the adjoint of what a projection carries through or adds to: positions, masses, inertias and
+// the multiplier (scalar or per axis); the orientations are the caller's
+template <class T, class L>
+PHX_HD PHX_INLINE void carry(XpbdBody<T>& adj_b1, XpbdBody<T>& adj_b2, L& adj_lambda,
+                             const XpbdBody<T>& adj_b1_out, const XpbdBody<T>& adj_b2_out,
+                             const L& adj_lambda_out) {
+  adj_b1.x += adj_b1_out.x;
+  adj_b2.x += adj_b2_out.x;
+  adj_b1.inv_mass += adj_b1_out.inv_mass;
+  adj_b2.inv_mass += adj_b2_out.inv_mass;
+  adj_b1.inv_inertia += adj_b1_out.inv_inertia;
+  adj_b2.inv_inertia += adj_b2_out.inv_inertia;
+  adj_lambda += adj_lambda_out;
+}
+
 // The step shared by the positional and angular projections, given the direction n, the error
 // c > 0 and each body's rotation direction u_i (r_i x n for a point, n for an orientation);
 // linear: whether the centres move (positional). Returns dlambda; no update when no body can
@@ -318,13 +333,7 @@ PHX_HD void adj_project(const XpbdBody<T>& b1, const XpbdBody<T>& b2, const Vec3
                         T& adj_lambda, const XpbdBody<T>& adj_b1_out, const XpbdBody<T>& adj_b2_out,
                         T adj_lambda_out) {
   // what passes through: positions (plus their updates), masses, inertias, lambda
-  adj_b1.x += adj_b1_out.x;
-  adj_b2.x += adj_b2_out.x;
-  adj_b1.inv_mass += adj_b1_out.inv_mass;
-  adj_b2.inv_mass += adj_b2_out.inv_mass;
-  adj_b1.inv_inertia += adj_b1_out.inv_inertia;
-  adj_b2.inv_inertia += adj_b2_out.inv_inertia;
-  adj_lambda += adj_lambda_out;
+  carry(adj_b1, adj_b2, adj_lambda, adj_b1_out, adj_b2_out, adj_lambda_out);
   Vec3<T> k1 = xpbd_inv_inertia_world(b1.q, b1.inv_inertia, u1);
   Vec3<T> k2 = xpbd_inv_inertia_world(b2.q, b2.inv_inertia, u2);
   T at = alpha / (h * h);
@@ -474,6 +483,150 @@ PHX_HD void adj_xpbd_attach(const XpbdBody<T>& b1, const XpbdBody<T>& b2, const 
   adj_b1.x -= adj_dx;
   xpbd_impl::adj_rotate(b1.q, r1, adj_b1.q, adj_r1, adj_r1w - adj_dx);
   xpbd_impl::adj_rotate(b2.q, r2, adj_b2.q, adj_r2, adj_r2w + adj_dx);
+}
+
+// Attachment as one 3x3 solve: the block form of the projection for a point constraint, with a
+// multiplier per world axis. The point pair's mismatch c = (x2 + R2 r2) - (x1 + R1 r1) responds
+// to an impulse p (body 2 +p, body 1 -p, as above) by K p, with
+//   K = (inv_m1 + inv_m2) 1 - [r1]x I1^-1 [r1]x - [r2]x I2^-1 [r2]x   (world lever arms r_i),
+// so dlambda = -(K + alpha~ 1)^-1 (c + alpha~ lambda) closes c to first order in one pass, where
+// the scalar projection along c / |c| (xpbd_attach) leaves the part across c to later passes:
+// with anisotropic inertia those converge slowly (a thin rod's pendulum keeps 3 % of its
+// acceleration's error after 20 passes). Returns dlambda; no update when K + alpha~ 1 is
+// singular (both bodies static and alpha = 0).
+namespace xpbd_impl {
+
+// K y for the block above (without alpha~): body i's term inv_m_i y - r_i x (I_i^-1 (r_i x y))
+template <class T>
+PHX_HD PHX_INLINE Vec3<T> point_response(const XpbdBody<T>& b, const Vec3<T>& r, const Vec3<T>& y) {
+  return b.inv_mass * y - cross(r, xpbd_inv_inertia_world(b.q, b.inv_inertia, cross(r, y)));
+}
+
+// x = K^-1 b for a symmetric 3x3 K by its adjugate; false when det K <= 0 (K is positive
+// semidefinite here, so that means singular)
+template <class T>
+PHX_HD PHX_INLINE bool solve3(const Mat3<T>& K, const Vec3<T>& b, Vec3<T>& x) {
+  const T* k = K.m;
+  T c00 = k[4] * k[8] - k[5] * k[7], c01 = k[5] * k[6] - k[3] * k[8],
+    c02 = k[3] * k[7] - k[4] * k[6];
+  T c11 = k[0] * k[8] - k[2] * k[6], c12 = k[2] * k[3] - k[0] * k[5],
+    c22 = k[0] * k[4] - k[1] * k[3];
+  T det = k[0] * c00 + k[1] * c01 + k[2] * c02;
+  if (!(det > T(0))) return false;
+  T inv = T(1) / det;
+  x = Vec3<T>{inv * (c00 * b.x + c01 * b.y + c02 * b.z), inv * (c01 * b.x + c11 * b.y + c12 * b.z),
+              inv * (c02 * b.x + c12 * b.y + c22 * b.z)};
+  return true;
+}
+
+// K + alpha~ 1 for the lever arms r1, r2 (world), by its columns
+template <class T>
+PHX_HD PHX_INLINE Mat3<T> point_matrix(const XpbdBody<T>& b1, const XpbdBody<T>& b2,
+                                       const Vec3<T>& r1, const Vec3<T>& r2, T at) {
+  Mat3<T> K;
+  for (int j = 0; j < 3; ++j) {
+    Vec3<T> e;
+    e[j] = T(1);
+    Vec3<T> col = point_response(b1, r1, e) + point_response(b2, r2, e) + at * e;
+    for (int i = 0; i < 3; ++i) K.m[3 * i + j] = col[i];
+  }
+  return K;
+}
+
+}  // namespace xpbd_impl
+
+template <class T>
+PHX_HD Vec3<T> xpbd_attach_block(XpbdBody<T>& b1, XpbdBody<T>& b2, const Vec3<T>& r1,
+                                 const Vec3<T>& r2, T alpha, T h, Vec3<T>& lambda) {
+  Vec3<T> r1w = xpbd_impl::rotate(b1.q, r1), r2w = xpbd_impl::rotate(b2.q, r2);
+  Vec3<T> c = (b2.x + r2w) - (b1.x + r1w);
+  T at = alpha / (h * h);
+  Vec3<T> y;
+  if (!xpbd_impl::solve3(xpbd_impl::point_matrix(b1, b2, r1w, r2w, at), c + at * lambda, y))
+    return Vec3<T>{};
+  Vec3<T> dl = -y;
+  lambda += dl;
+  Vec3<T> k1 = xpbd_inv_inertia_world(b1.q, b1.inv_inertia, cross(r1w, dl));
+  Vec3<T> k2 = xpbd_inv_inertia_world(b2.q, b2.inv_inertia, cross(r2w, dl));
+  b1.x -= b1.inv_mass * dl;
+  b2.x += b2.inv_mass * dl;
+  b1.q = xpbd_rotate(b1.q, -k1);
+  b2.q = xpbd_rotate(b2.q, k2);
+  return dl;
+}
+// The adjoint: through the update, then through the solve dl = -K^-1 b (g = K^-1 adj_dl:
+// adj_b = -g, and K's entries contribute -g^T dK dl, i.e. minus the derivative of
+// g^T K dl = s g . dl + sum_i (r_i x g)^T I_i^-1 (r_i x dl), s = inv_m1 + inv_m2 + alpha~, with
+// g and dl held), then through c and the lever arms. A singular K passes the adjoints through.
+template <class T>
+PHX_HD void adj_xpbd_attach_block(const XpbdBody<T>& b1, const XpbdBody<T>& b2, const Vec3<T>& r1,
+                                  const Vec3<T>& r2, T alpha, T h, const Vec3<T>& lambda,
+                                  XpbdBody<T>& adj_b1, XpbdBody<T>& adj_b2, Vec3<T>& adj_r1,
+                                  Vec3<T>& adj_r2, T& adj_alpha, T& adj_h, Vec3<T>& adj_lambda,
+                                  XpbdBody<T> adj_b1_out, XpbdBody<T> adj_b2_out,
+                                  Vec3<T> adj_lambda_out) {
+  using xpbd_impl::rotate;
+  Vec3<T> r1w = rotate(b1.q, r1), r2w = rotate(b2.q, r2);
+  Vec3<T> c = (b2.x + r2w) - (b1.x + r1w);
+  T at = alpha / (h * h);
+  Mat3<T> K = xpbd_impl::point_matrix(b1, b2, r1w, r2w, at);
+  Vec3<T> y;
+  if (!xpbd_impl::solve3(K, c + at * lambda, y)) {
+    xpbd_impl::add_to(adj_b1, adj_b1_out);
+    xpbd_impl::add_to(adj_b2, adj_b2_out);
+    adj_lambda += adj_lambda_out;
+    return;
+  }
+  Vec3<T> dl = -y;
+  Vec3<T> u1 = cross(r1w, dl), u2 = cross(r2w, dl);
+  Vec3<T> k1 = xpbd_inv_inertia_world(b1.q, b1.inv_inertia, u1);
+  Vec3<T> k2 = xpbd_inv_inertia_world(b2.q, b2.inv_inertia, u2);
+  // what passes through: positions, masses, inertias, lambda
+  xpbd_impl::carry(adj_b1, adj_b2, adj_lambda, adj_b1_out, adj_b2_out, adj_lambda_out);
+  // x1 -= inv_m1 dl, x2 += inv_m2 dl; q1 turned by -k1, q2 by k2
+  Vec3<T> adj_dl = adj_lambda_out - b1.inv_mass * adj_b1_out.x + b2.inv_mass * adj_b2_out.x;
+  adj_b1.inv_mass -= dot(dl, adj_b1_out.x);
+  adj_b2.inv_mass += dot(dl, adj_b2_out.x);
+  Vec3<T> adj_phi1, adj_phi2, adj_u1, adj_u2, adj_r1w, adj_r2w;
+  adj_xpbd_rotate(b1.q, -k1, adj_b1.q, adj_phi1, adj_b1_out.q);
+  adj_xpbd_rotate(b2.q, k2, adj_b2.q, adj_phi2, adj_b2_out.q);
+  adj_xpbd_inv_inertia_world(b1.q, b1.inv_inertia, u1, adj_b1.q, adj_b1.inv_inertia, adj_u1,
+                             -adj_phi1);
+  adj_xpbd_inv_inertia_world(b2.q, b2.inv_inertia, u2, adj_b2.q, adj_b2.inv_inertia, adj_u2,
+                             adj_phi2);
+  adj_cross(r1w, dl, adj_r1w, adj_dl, adj_u1);
+  adj_cross(r2w, dl, adj_r2w, adj_dl, adj_u2);
+  // dl = -K^-1 (c + at lambda)
+  Vec3<T> g;
+  xpbd_impl::solve3(K, adj_dl, g);
+  Vec3<T> adj_c = -g;
+  T adj_at = -dot(g, lambda) - dot(g, dl);
+  adj_lambda -= at * g;
+  adj_b1.inv_mass -= dot(g, dl);
+  adj_b2.inv_mass -= dot(g, dl);
+  // minus the derivative of (r_i x g)^T I_i^-1 (r_i x dl) in q_i, the inverse inertia and r_i
+  const XpbdBody<T>* bodies[2] = {&b1, &b2};
+  XpbdBody<T>* adjs[2] = {&adj_b1, &adj_b2};
+  Vec3<T> rw[2] = {r1w, r2w};
+  Vec3<T>* adj_rw[2] = {&adj_r1w, &adj_r2w};
+  for (int i = 0; i < 2; ++i) {
+    const XpbdBody<T>& b = *bodies[i];
+    Vec3<T> a = cross(rw[i], g), u = cross(rw[i], dl), adj_a, adj_u, unused;
+    adj_a = -xpbd_inv_inertia_world(b.q, b.inv_inertia, u);
+    adj_xpbd_inv_inertia_world(b.q, b.inv_inertia, u, adjs[i]->q, adjs[i]->inv_inertia, adj_u, -a);
+    adj_cross(rw[i], g, *adj_rw[i], unused, adj_a);
+    adj_cross(rw[i], dl, *adj_rw[i], unused, adj_u);
+  }
+  // at = alpha / h^2
+  adj_alpha += adj_at / (h * h);
+  adj_h -= T(2) * at * adj_at / h;
+  // c = (x2 + r2w) - (x1 + r1w), r_iw = R_i r_i
+  adj_b2.x += adj_c;
+  adj_b1.x -= adj_c;
+  adj_r2w += adj_c;
+  adj_r1w -= adj_c;
+  xpbd_impl::adj_rotate(b1.q, r1, adj_b1.q, adj_r1, adj_r1w);
+  xpbd_impl::adj_rotate(b2.q, r2, adj_b2.q, adj_r2, adj_r2w);
 }
 
 // Distance: the local points r1, r2 at distance rest (m), dx = (d - rest) d / |d| with

@@ -436,6 +436,39 @@ TEST(XpbdGradcheck, PositionalAttachDistance) {
   }
 }
 
+TEST(XpbdGradcheck, AttachBlock) {
+  struct BlockIn {
+    Body b1, b2;
+    V3 r1, r2;
+    double alpha, h;
+    V3 lambda;
+    auto fields() { return std::tie(b1, b2, r1, r2, alpha, h, lambda); }
+  };
+  struct BlockOut {
+    Body b1, b2;
+    V3 lambda;
+    auto fields() { return std::tie(b1, b2, lambda); }
+  };
+  for (int seed = 0; seed < 5; ++seed) {
+    std::mt19937 rng(450 + seed);
+    // rigid (alpha 0) and compliant
+    double alpha = seed % 2 ? 0.0 : uniform(rng, 1e-5, 1e-4);
+    check(
+        "xpbd_attach_block",
+        BlockIn{rand_body(rng), rand_body(rng), rand3(rng), rand3(rng), alpha, 0.01,
+                rand3(rng, 0.3)},
+        [](BlockIn i) {
+          xpbd_attach_block(i.b1, i.b2, i.r1, i.r2, i.alpha, i.h, i.lambda);
+          return BlockOut{i.b1, i.b2, i.lambda};
+        },
+        [](const BlockIn& i, BlockIn& a, const BlockOut& w) {
+          adj_xpbd_attach_block(i.b1, i.b2, i.r1, i.r2, i.alpha, i.h, i.lambda, a.b1, a.b2, a.r1,
+                                a.r2, a.alpha, a.h, a.lambda, w.b1, w.b2, w.lambda);
+        },
+        rng);
+  }
+}
+
 TEST(XpbdGradcheck, AngularHingeWeldLimit) {
   for (int seed = 0; seed < 5; ++seed) {
     std::mt19937 rng(500 + seed);
@@ -645,6 +678,46 @@ TEST(XpbdProjection, AttachmentClosesToFirstOrderAndConservesMomentum) {
     EXPECT_LT(qdist(s1.q, p1.q), 1e-15);
     EXPECT_LT(std::abs(dot(dir, gap(s1, c2, r1, r2))), 20 * 1e-6);
   }
+}
+
+TEST(XpbdProjection, BlockAttachmentClosesInOnePass) {
+  // the 3x3 solve closes the mismatch to second order in one pass (the scalar projection only
+  // along the mismatch), conserves momentum like it, and with compliance reaches
+  // c + alpha~ lambda = 0 to the same order; a static pair with alpha = 0 is left alone
+  for (int seed = 0; seed < 10; ++seed) {
+    std::mt19937 rng(650 + seed);
+    Body b1 = rand_body(rng), b2 = rand_body(rng);
+    V3 r1 = rand3(rng), r2 = rand3(rng);
+    // place body 2 so that the points are 1e-3 apart
+    V3 gap = 1e-3 * unit(rand3(rng));
+    b2.x = b1.x + to_mat(b1.q) * r1 - to_mat(b2.q) * r2 + gap;
+    auto mismatch = [&](const Body& c1, const Body& c2) {
+      return (c2.x + to_mat(c2.q) * r2) - (c1.x + to_mat(c1.q) * r1);
+    };
+    Body s1 = b1, s2 = b2, c1 = b1, c2 = b2;
+    double ls = 0;
+    V3 lb{};
+    xpbd_attach(s1, s2, r1, r2, 0.0, 0.01, ls);
+    xpbd_attach_block(c1, c2, r1, r2, 0.0, 0.01, lb);
+    EXPECT_LT(norm(mismatch(c1, c2)), dot(gap, gap)) << seed;  // O(gap^2): measured 0.02-0.06 gap^2
+    EXPECT_GT(norm(mismatch(s1, s2)), 1e-3 * norm(gap)) << seed;  // the scalar one leaves more
+    V3 p = (1 / c1.inv_mass) * (c1.x - b1.x) + (1 / c2.inv_mass) * (c2.x - b2.x);
+    EXPECT_LT(norm(p), 1e-15) << seed;
+    // compliant: one pass from lambda = 0
+    double alpha = 1e-6, h = 0.01, at = alpha / (h * h);
+    Body d1 = b1, d2 = b2;
+    V3 lc{};
+    xpbd_attach_block(d1, d2, r1, r2, alpha, h, lc);
+    EXPECT_LT(norm(mismatch(d1, d2) + at * lc), dot(gap, gap)) << seed;
+    EXPECT_GT(norm(mismatch(d1, d2)), 1e-3 * norm(gap)) << seed;  // compliance leaves a gap
+  }
+  Body w1, w2;
+  w1.x = {0, 0, 0};
+  w2.x = {1, 0, 0};
+  V3 lw{};
+  V3 dl = xpbd_attach_block(w1, w2, V3{}, V3{}, 0.0, 0.01, lw);
+  EXPECT_EQ(norm(dl), 0.0);
+  EXPECT_EQ(w2.x.x, 1.0);
 }
 
 TEST(XpbdProjection, ComplianceStepAndEquilibrium) {
