@@ -1,0 +1,352 @@
+// An XPBD step over a Model: the articulated bodies of qpos and qvel taken to maximal
+// coordinates, moved by substeps of prediction, Gauss-Seidel joint projections and velocity
+// recovery (Müller et al., "Detailed Rigid Body Simulation with Extended Position Based
+// Dynamics", SCA 2020, Alg. 2), and read back into MuJoCo's generalized coordinates, so that a
+// state and its qpos / qvel layout are the same for both solvers. The per-body and
+// per-constraint math is xpbd.h; this file maps a Model's bodies and joints onto it.
+//
+// What a body's joint becomes (one joint per body; xpbd_supports says whether a model fits):
+//   none   a weld to the parent: the body origins coincide, the frames agree
+//   hinge  the anchors coincide, the axes align, the angle stays within jnt_range if limited
+//   slide  the anchors agree across the axis, the frames agree
+//   ball   the anchors coincide
+//   free   nothing (its parent is the world)
+// Velocities: XPBD's are chords, (pose - pose at the substep's start) / h, so qvel is reported
+// as the same chord in coordinates, (qpos (-) qpos at the last substep's start) / h: semi-implicit
+// Euler's relation between qvel and qpos. xpbd_load inverts it, stepping the coordinates back by
+// h qvel, so a state passes from one XPBD step to the next without loss; handing the bodies the
+// instantaneous velocities instead leaves an error of order h per step (measured: a ball
+// pendulum's error after 0.5 s did not fall with the step at one substep).
+// Joints are rigid (compliance 0); attachments are solved as 3x3 blocks (xpbd_attach_block),
+// the other constraints along their error. Constraints are projected body by body in the Model's
+// order, parents first, `iterations` times per substep; each constraint's multiplier starts at 0 in
+// every substep.
+#pragma once
+
+#include "phalanx/integrate.h"
+#include "phalanx/kinematics.h"
+#include "phalanx/xpbd.h"
+
+namespace phx {
+
+// the arrays an XPBD step works in, nbody entries each (lambda: kXpbdLambdas per body); body 0
+// is the world, static at the origin
+// a body's joint multipliers: the attachment's three, the alignment's (or the orientation's),
+// the limit's
+constexpr int kXpbdLambdas = 5;
+
+template <class T>
+struct XpbdArrays {
+  XpbdBody<T>* body;  // poses, inverse masses and inertias
+  Vec3<T>* v;         // linear velocity of the centre of mass, world (m/s)
+  Vec3<T>* omega;     // angular velocity, world (rad/s)
+  Vec3<T>* x_prev;    // pose at the start of the substep
+  Quat<T>* q_prev;
+  Vec3<T>* f;    // force at the centre of mass, world (N), without gravity
+  Vec3<T>* tau;  // torque, world (N m)
+  T* lambda;     // (nbody x kXpbdLambdas) the joint constraints' multipliers
+  T* qpos_prev;  // (nq) the coordinates at the start of the last substep
+};
+
+// whether every body has at most one joint and free joints hang from the world
+template <class T>
+PHX_HD bool xpbd_supports(const ModelView<T>& m) {
+  for (int b = 1; b < m.nbody; ++b) {
+    if (m.body_jntnum[b] > 1) return false;
+    if (m.body_jntnum[b] == 1 && m.jnt_type[m.body_jntadr[b]] == kJointFree &&
+        m.body_parentid[b] != 0)
+      return false;
+  }
+  return true;
+}
+
+// Where body b's joint sits in its parent (body 1) and in b (body 2), in their principal frames
+// relative to their centres of mass. The parent's side is the child's frame at zero joint
+// displacement, (body_pos, body_quat) in the parent's body frame.
+template <class T>
+struct XpbdJointFrame {
+  int type;    // kJoint*, or -1: none (a weld)
+  Vec3<T> r1;  // anchor on the parent
+  Vec3<T> r2;  // anchor on the child
+  Vec3<T> a1;  // joint axis on the parent (hinge, slide)
+  Vec3<T> a2;  // joint axis on the child
+  Vec3<T> n1;  // a unit vector across the axis on the parent, and the same on the child:
+  Vec3<T> n2;  //   the hinge angle is the angle from n1 to n2 about the axis
+  Quat<T> f1;  // the joint frame (the child's body frame at zero displacement) on the parent
+  Quat<T> f2;  // the child's body frame, in its principal frame
+};
+
+template <class T>
+PHX_HD XpbdJointFrame<T> xpbd_joint_frame(const ModelView<T>& m, int b) {
+  using xpbd_impl::rotate;
+  int p = m.body_parentid[b];
+  XpbdJointFrame<T> J;
+  J.type = m.body_jntnum[b] ? m.jnt_type[m.body_jntadr[b]] : -1;
+  Vec3<T> jpos, jaxis{T(0), T(0), T(1)};
+  if (J.type >= 0) {
+    int j = m.body_jntadr[b];
+    jpos = Vec3<T>::load(m.jnt_pos + 3 * j);
+    jaxis = Vec3<T>::load(m.jnt_axis + 3 * j);
+  }
+  Vec3<T> bpos = Vec3<T>::load(m.body_pos + 3 * b);
+  Quat<T> bquat = Quat<T>::load(m.body_quat + 4 * b);
+  Quat<T> ci1 = conjugate(Quat<T>::load(m.body_iquat + 4 * p));
+  Quat<T> ci2 = conjugate(Quat<T>::load(m.body_iquat + 4 * b));
+  Vec3<T> ipos1 = Vec3<T>::load(m.body_ipos + 3 * p), ipos2 = Vec3<T>::load(m.body_ipos + 3 * b);
+  if (p == 0) {  // the world's principal frame is its body frame
+    ci1 = Quat<T>{};
+    ipos1 = Vec3<T>{};
+  }
+  J.f1 = ci1 * bquat;
+  J.f2 = ci2;
+  J.r1 = rotate(ci1, bpos + rotate(bquat, jpos) - ipos1);
+  J.r2 = rotate(ci2, jpos - ipos2);
+  J.a1 = rotate(J.f1, jaxis);
+  J.a2 = rotate(ci2, jaxis);
+  // any unit vector across the axis, in the joint frame
+  Vec3<T> e = fabs(jaxis.x) < T(0.6) ? Vec3<T>{T(1), T(0), T(0)} : Vec3<T>{T(0), T(1), T(0)};
+  Vec3<T> n = cross(jaxis, e);
+  n = (T(1) / norm(n)) * n;
+  J.n1 = rotate(J.f1, n);
+  J.n2 = rotate(ci2, n);
+  return J;
+}
+
+// the bodies' poses from qpos (runs kinematics and com_pos); body 0 is the world
+template <class T>
+PHX_HD void xpbd_poses(const ModelView<T>& m, const T* qpos, Workspace<T>& w, XpbdBody<T>* body) {
+  kinematics(m, qpos, w);
+  com_pos(m, w);
+  body[0] = XpbdBody<T>{Vec3<T>{}, Quat<T>{}, T(0), Vec3<T>{}};
+  for (int b = 1; b < m.nbody; ++b) {
+    XpbdBody<T>& B = body[b];
+    B.x = Vec3<T>::load(w.xipos + 3 * b);
+    B.q = Quat<T>::load(w.xquat + 4 * b) * Quat<T>::load(m.body_iquat + 4 * b);
+    T mass = m.body_mass[b];
+    B.inv_mass = mass > T(0) ? T(1) / mass : T(0);
+    for (int i = 0; i < 3; ++i) {
+      T I = m.body_inertia[3 * b + i];
+      B.inv_inertia[i] = I > T(0) ? T(1) / I : T(0);
+    }
+  }
+}
+
+// qpos and qvel -> the bodies' poses and chord velocities over a substep h: the poses at
+// qpos (-) h qvel (in x_prev, q_prev) and at qpos, differenced (xpbd_velocities)
+template <class T>
+PHX_HD void xpbd_load(const ModelView<T>& m, const T* qpos, const T* qvel, T h, Workspace<T>& w,
+                      XpbdArrays<T> s) {
+  for (int i = 0; i < m.nq; ++i) s.qpos_prev[i] = qpos[i];
+  integrate_pos(m, s.qpos_prev, qvel, -h);
+  xpbd_poses(m, s.qpos_prev, w, s.body);
+  for (int b = 0; b < m.nbody; ++b) {
+    s.x_prev[b] = s.body[b].x;
+    s.q_prev[b] = s.body[b].q;
+  }
+  xpbd_poses(m, qpos, w, s.body);
+  s.v[0] = s.omega[0] = Vec3<T>{};
+  for (int b = 1; b < m.nbody; ++b)
+    xpbd_velocities(s.body[b].x, s.body[b].q, s.x_prev[b], s.q_prev[b], h, s.v[b], s.omega[b]);
+}
+
+// The generalized forces qfrc (nv) as forces and torques on the bodies (f, tau; zeroed first):
+// a joint's force acts on the child and its reaction on the parent, at the anchor; a free
+// joint's translational force acts at the body origin and its torque is in the body frame.
+template <class T>
+PHX_HD void xpbd_joint_forces(const ModelView<T>& m, const T* qfrc, XpbdArrays<T> s) {
+  using xpbd_impl::rotate;
+  for (int b = 0; b < m.nbody; ++b) s.f[b] = s.tau[b] = Vec3<T>{};
+  for (int b = 1; b < m.nbody; ++b) {
+    if (!m.body_jntnum[b] || !qfrc) continue;
+    int p = m.body_parentid[b], d = m.jnt_dofadr[m.body_jntadr[b]];
+    XpbdJointFrame<T> J = xpbd_joint_frame(m, b);
+    const XpbdBody<T>& B = s.body[b];
+    Quat<T> frame = B.q * J.f2;  // the child's body frame in world
+    Vec3<T> r2 = rotate(B.q, J.r2), r1 = rotate(s.body[p].q, J.r1);
+    Vec3<T> f, t;  // on the child at its anchor; minus them on the parent
+    switch (J.type) {
+      case kJointHinge:
+        t = qfrc[d] * rotate(B.q, J.a2);
+        break;
+      case kJointSlide:
+        f = qfrc[d] * rotate(B.q, J.a2);
+        break;
+      case kJointBall:
+        t = rotate(frame, Vec3<T>{qfrc[d], qfrc[d + 1], qfrc[d + 2]});
+        break;
+      case kJointFree:
+        f = Vec3<T>{qfrc[d], qfrc[d + 1], qfrc[d + 2]};
+        t = rotate(frame, Vec3<T>{qfrc[d + 3], qfrc[d + 4], qfrc[d + 5]});
+        r2 = -rotate(frame, Vec3<T>::load(m.body_ipos + 3 * b));  // the body origin
+        break;
+    }
+    s.f[b] += f;
+    s.tau[b] += t + cross(r2, f);
+    s.f[p] -= f;
+    s.tau[p] -= t + cross(r1, f);
+  }
+}
+
+// one Gauss-Seidel pass over the joints, substep h
+template <class T>
+PHX_HD void xpbd_project_joints(const ModelView<T>& m, XpbdArrays<T> s, T h) {
+  for (int b = 1; b < m.nbody; ++b) {
+    XpbdJointFrame<T> J = xpbd_joint_frame(m, b);
+    XpbdBody<T>& B1 = s.body[m.body_parentid[b]];
+    XpbdBody<T>& B2 = s.body[b];
+    T* lambda = s.lambda + kXpbdLambdas * b;
+    Vec3<T> attach = Vec3<T>::load(lambda);
+    switch (J.type) {
+      case kJointFree:
+        break;
+      case kJointBall:
+        xpbd_attach_block(B1, B2, J.r1, J.r2, T(0), h, attach);
+        break;
+      case kJointHinge: {
+        xpbd_attach_block(B1, B2, J.r1, J.r2, T(0), h, attach);
+        xpbd_hinge_align(B1, B2, J.a1, J.a2, T(0), h, lambda[3]);
+        int j = m.body_jntadr[b];
+        if (m.jnt_limited[j]) {
+          T q0 = m.qpos0[m.jnt_qposadr[j]];
+          xpbd_hinge_limit(B1, B2, J.a1, J.n1, J.n2, m.jnt_range[2 * j] - q0,
+                           m.jnt_range[2 * j + 1] - q0, T(0), h, lambda[4]);
+        }
+        break;
+      }
+      case kJointSlide: {
+        xpbd_weld_orientation(B1, B2, J.f1, J.f2, T(0), h, lambda[3]);
+        using xpbd_impl::rotate;
+        Vec3<T> r1 = rotate(B1.q, J.r1), r2 = rotate(B2.q, J.r2), a = rotate(B1.q, J.a1);
+        Vec3<T> d = (B2.x + r2) - (B1.x + r1);
+        xpbd_positional(B1, B2, r1, r2, d - dot(d, a) * a, T(0), h, lambda[0]);
+        break;
+      }
+      default:  // none: a weld
+        xpbd_attach_block(B1, B2, J.r1, J.r2, T(0), h, attach);
+        xpbd_weld_orientation(B1, B2, J.f1, J.f2, T(0), h, lambda[3]);
+    }
+    attach.store(lambda);
+  }
+}
+
+// the bodies' poses -> qpos (in place; the qpos given picks the branch of hinge angles and of
+// quaternion signs, so that coordinates move continuously)
+template <class T>
+PHX_HD void xpbd_coordinates(const ModelView<T>& m, const XpbdBody<T>* body, T* qpos) {
+  using xpbd_impl::rotate;
+  const T pi = T(3.14159265358979323846);
+  for (int b = 1; b < m.nbody; ++b) {
+    if (!m.body_jntnum[b]) continue;
+    int j = m.body_jntadr[b], a = m.jnt_qposadr[j];
+    XpbdJointFrame<T> J = xpbd_joint_frame(m, b);
+    const XpbdBody<T>& B1 = body[m.body_parentid[b]];
+    const XpbdBody<T>& B2 = body[b];
+    Quat<T> frame = B2.q * J.f2;                   // the child's body frame
+    Quat<T> rel = conjugate(B1.q * J.f1) * frame;  // the joint's rotation
+    auto keep_sign = [](Quat<T> q, const T* old) {
+      T c = q.w * old[0] + q.x * old[1] + q.y * old[2] + q.z * old[3];
+      return c < T(0) ? Quat<T>{-q.w, -q.x, -q.y, -q.z} : q;
+    };
+    switch (J.type) {
+      case kJointHinge: {
+        Vec3<T> axis = Vec3<T>::load(m.jnt_axis + 3 * j);
+        T theta = T(2) * atan2(dot(Vec3<T>{rel.x, rel.y, rel.z}, axis), rel.w);
+        T old = qpos[a] - m.qpos0[a];
+        T step = theta - old;
+        step -= T(2) * pi * floor((step + pi) / (T(2) * pi));  // to [-pi, pi)
+        qpos[a] = m.qpos0[a] + old + step;
+        break;
+      }
+      case kJointSlide: {
+        Vec3<T> r1 = rotate(B1.q, J.r1), r2 = rotate(B2.q, J.r2), ax = rotate(B1.q, J.a1);
+        qpos[a] = m.qpos0[a] + dot((B2.x + r2) - (B1.x + r1), ax);
+        break;
+      }
+      case kJointBall:
+        keep_sign(normalize(rel), qpos + a).store(qpos + a);
+        break;
+      case kJointFree:
+        (B2.x - rotate(frame, Vec3<T>::load(m.body_ipos + 3 * b))).store(qpos + a);
+        keep_sign(normalize(frame), qpos + a + 3).store(qpos + a + 3);
+        break;
+    }
+  }
+}
+
+// v = (qpos_a (-) qpos_b) / h, the inverse of integrate_pos(qpos_b, v, h): differences of
+// hinge and slide coordinates and free positions, local rotation vectors of ball and free
+// rotations (sub_quat)
+template <class T>
+PHX_HD void xpbd_difference(const ModelView<T>& m, const T* qpos_a, const T* qpos_b, T h, T* v) {
+  for (int j = 0; j < m.njnt; ++j) {
+    int qa = m.jnt_qposadr[j], da = m.jnt_dofadr[j];
+    switch (m.jnt_type[j]) {
+      case kJointFree:
+        for (int i = 0; i < 3; ++i) v[da + i] = (qpos_a[qa + i] - qpos_b[qa + i]) / h;
+        qa += 3;
+        da += 3;
+        [[fallthrough]];
+      case kJointBall:
+        ((T(1) / h) * sub_quat(Quat<T>::load(qpos_a + qa), Quat<T>::load(qpos_b + qa)))
+            .store(v + da);
+        break;
+      default:
+        v[da] = (qpos_a[qa] - qpos_b[qa]) / h;
+    }
+  }
+}
+
+// the bodies -> qpos, and qvel as the chord over the last substep h (the start poses in x_prev
+// and q_prev; the static bodies' are their poses)
+template <class T>
+PHX_HD void xpbd_store(const ModelView<T>& m, XpbdArrays<T> s, T h, T* qpos, T* qvel) {
+  for (int i = 0; i < m.nq; ++i) s.qpos_prev[i] = qpos[i];
+  for (int b = 0; b < m.nbody; ++b) {  // the start poses, swapped in
+    Vec3<T> x = s.body[b].x;
+    Quat<T> q = s.body[b].q;
+    if (s.body[b].inv_mass > T(0)) {
+      s.body[b].x = s.x_prev[b];
+      s.body[b].q = s.q_prev[b];
+    }
+    s.x_prev[b] = x;
+    s.q_prev[b] = q;
+  }
+  xpbd_coordinates(m, s.body, s.qpos_prev);
+  for (int b = 0; b < m.nbody; ++b) {  // and back
+    Vec3<T> x = s.body[b].x;
+    Quat<T> q = s.body[b].q;
+    s.body[b].x = s.x_prev[b];
+    s.body[b].q = s.q_prev[b];
+    s.x_prev[b] = x;
+    s.q_prev[b] = q;
+  }
+  for (int i = 0; i < m.nq; ++i) qpos[i] = s.qpos_prev[i];  // near the end: continuity
+  xpbd_coordinates(m, s.body, qpos);
+  xpbd_difference(m, qpos, s.qpos_prev, h, qvel);
+}
+
+// One step of m.timestep in `substeps` substeps of `iterations` joint passes each, under
+// gravity and the generalized forces qfrc (nv, may be null), in place on qpos and qvel.
+template <class T>
+PHX_HD void xpbd_step(const ModelView<T>& m, T* qpos, T* qvel, const T* qfrc, Workspace<T>& w,
+                      XpbdArrays<T> s, int substeps, int iterations) {
+  T h = m.timestep / T(substeps);
+  xpbd_load(m, qpos, qvel, h, w, s);
+  Vec3<T> g{m.gravity[0], m.gravity[1], m.gravity[2]};
+  for (int k = 0; k < substeps; ++k) {
+    xpbd_joint_forces(m, qfrc, s);
+    for (int b = 1; b < m.nbody; ++b) {
+      s.x_prev[b] = s.body[b].x;
+      s.q_prev[b] = s.body[b].q;
+      xpbd_predict(s.body[b], s.v[b], s.omega[b], s.f[b], s.tau[b], g, h);
+    }
+    for (int i = 0; i < kXpbdLambdas * m.nbody; ++i) s.lambda[i] = T(0);
+    for (int it = 0; it < iterations; ++it) xpbd_project_joints(m, s, h);
+    for (int b = 1; b < m.nbody; ++b)
+      if (s.body[b].inv_mass > T(0))
+        xpbd_velocities(s.body[b].x, s.body[b].q, s.x_prev[b], s.q_prev[b], h, s.v[b], s.omega[b]);
+  }
+  xpbd_store(m, s, h, qpos, qvel);
+}
+
+}  // namespace phx
