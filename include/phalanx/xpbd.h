@@ -496,6 +496,45 @@ PHX_HD void adj_xpbd_attach(const XpbdBody<T>& b1, const XpbdBody<T>& b2, const 
 // singular (both bodies static and alpha = 0).
 namespace xpbd_impl {
 
+// the matrix whose column j is column(e_j), for a linear map given as a function
+template <class T, class F>
+PHX_HD PHX_INLINE Mat3<T> by_columns(const F& column) {
+  Mat3<T> A;
+  for (int j = 0; j < 3; ++j) {
+    Vec3<T> e;
+    e[j] = T(1);
+    Vec3<T> c = column(e);
+    for (int i = 0; i < 3; ++i) A.m[3 * i + j] = c[i];
+  }
+  return A;
+}
+
+// the turns of a block projection: body 1 by -I1^-1 u1, body 2 by +I2^-1 u2 (world), and the
+// adjoint (orientations and inverse inertias of the bodies, u1 and u2)
+template <class T>
+PHX_HD PHX_INLINE void turn(XpbdBody<T>& b1, XpbdBody<T>& b2, const Vec3<T>& u1,
+                            const Vec3<T>& u2) {
+  Vec3<T> k1 = xpbd_inv_inertia_world(b1.q, b1.inv_inertia, u1);
+  Vec3<T> k2 = xpbd_inv_inertia_world(b2.q, b2.inv_inertia, u2);
+  b1.q = xpbd_rotate(b1.q, -k1);
+  b2.q = xpbd_rotate(b2.q, k2);
+}
+template <class T>
+PHX_HD PHX_INLINE void adj_turn(const XpbdBody<T>& b1, const XpbdBody<T>& b2, const Vec3<T>& u1,
+                                const Vec3<T>& u2, XpbdBody<T>& adj_b1, XpbdBody<T>& adj_b2,
+                                Vec3<T>& adj_u1, Vec3<T>& adj_u2, const Quat<T>& adj_q1_out,
+                                const Quat<T>& adj_q2_out) {
+  Vec3<T> k1 = xpbd_inv_inertia_world(b1.q, b1.inv_inertia, u1);
+  Vec3<T> k2 = xpbd_inv_inertia_world(b2.q, b2.inv_inertia, u2);
+  Vec3<T> adj_phi1, adj_phi2;
+  adj_xpbd_rotate(b1.q, -k1, adj_b1.q, adj_phi1, adj_q1_out);
+  adj_xpbd_rotate(b2.q, k2, adj_b2.q, adj_phi2, adj_q2_out);
+  adj_xpbd_inv_inertia_world(b1.q, b1.inv_inertia, u1, adj_b1.q, adj_b1.inv_inertia, adj_u1,
+                             -adj_phi1);
+  adj_xpbd_inv_inertia_world(b2.q, b2.inv_inertia, u2, adj_b2.q, adj_b2.inv_inertia, adj_u2,
+                             adj_phi2);
+}
+
 // K y for the block above (without alpha~): body i's term inv_m_i y - r_i x (I_i^-1 (r_i x y))
 template <class T>
 PHX_HD PHX_INLINE Vec3<T> point_response(const XpbdBody<T>& b, const Vec3<T>& r, const Vec3<T>& y) {
@@ -523,14 +562,9 @@ PHX_HD PHX_INLINE bool solve3(const Mat3<T>& K, const Vec3<T>& b, Vec3<T>& x) {
 template <class T>
 PHX_HD PHX_INLINE Mat3<T> point_matrix(const XpbdBody<T>& b1, const XpbdBody<T>& b2,
                                        const Vec3<T>& r1, const Vec3<T>& r2, T at) {
-  Mat3<T> K;
-  for (int j = 0; j < 3; ++j) {
-    Vec3<T> e;
-    e[j] = T(1);
-    Vec3<T> col = point_response(b1, r1, e) + point_response(b2, r2, e) + at * e;
-    for (int i = 0; i < 3; ++i) K.m[3 * i + j] = col[i];
-  }
-  return K;
+  return by_columns<T>([&](const Vec3<T>& e) {
+    return point_response(b1, r1, e) + point_response(b2, r2, e) + at * e;
+  });
 }
 
 }  // namespace xpbd_impl
@@ -546,12 +580,9 @@ PHX_HD Vec3<T> xpbd_attach_block(XpbdBody<T>& b1, XpbdBody<T>& b2, const Vec3<T>
     return Vec3<T>{};
   Vec3<T> dl = -y;
   lambda += dl;
-  Vec3<T> k1 = xpbd_inv_inertia_world(b1.q, b1.inv_inertia, cross(r1w, dl));
-  Vec3<T> k2 = xpbd_inv_inertia_world(b2.q, b2.inv_inertia, cross(r2w, dl));
+  xpbd_impl::turn(b1, b2, cross(r1w, dl), cross(r2w, dl));
   b1.x -= b1.inv_mass * dl;
   b2.x += b2.inv_mass * dl;
-  b1.q = xpbd_rotate(b1.q, -k1);
-  b2.q = xpbd_rotate(b2.q, k2);
   return dl;
 }
 // The adjoint: through the update, then through the solve dl = -K^-1 b (g = K^-1 adj_dl:
@@ -579,21 +610,14 @@ PHX_HD void adj_xpbd_attach_block(const XpbdBody<T>& b1, const XpbdBody<T>& b2, 
   }
   Vec3<T> dl = -y;
   Vec3<T> u1 = cross(r1w, dl), u2 = cross(r2w, dl);
-  Vec3<T> k1 = xpbd_inv_inertia_world(b1.q, b1.inv_inertia, u1);
-  Vec3<T> k2 = xpbd_inv_inertia_world(b2.q, b2.inv_inertia, u2);
   // what passes through: positions, masses, inertias, lambda
   xpbd_impl::carry(adj_b1, adj_b2, adj_lambda, adj_b1_out, adj_b2_out, adj_lambda_out);
   // x1 -= inv_m1 dl, x2 += inv_m2 dl; q1 turned by -k1, q2 by k2
   Vec3<T> adj_dl = adj_lambda_out - b1.inv_mass * adj_b1_out.x + b2.inv_mass * adj_b2_out.x;
   adj_b1.inv_mass -= dot(dl, adj_b1_out.x);
   adj_b2.inv_mass += dot(dl, adj_b2_out.x);
-  Vec3<T> adj_phi1, adj_phi2, adj_u1, adj_u2, adj_r1w, adj_r2w;
-  adj_xpbd_rotate(b1.q, -k1, adj_b1.q, adj_phi1, adj_b1_out.q);
-  adj_xpbd_rotate(b2.q, k2, adj_b2.q, adj_phi2, adj_b2_out.q);
-  adj_xpbd_inv_inertia_world(b1.q, b1.inv_inertia, u1, adj_b1.q, adj_b1.inv_inertia, adj_u1,
-                             -adj_phi1);
-  adj_xpbd_inv_inertia_world(b2.q, b2.inv_inertia, u2, adj_b2.q, adj_b2.inv_inertia, adj_u2,
-                             adj_phi2);
+  Vec3<T> adj_u1, adj_u2, adj_r1w, adj_r2w;
+  xpbd_impl::adj_turn(b1, b2, u1, u2, adj_b1, adj_b2, adj_u1, adj_u2, adj_b1_out.q, adj_b2_out.q);
   adj_cross(r1w, dl, adj_r1w, adj_dl, adj_u1);
   adj_cross(r2w, dl, adj_r2w, adj_dl, adj_u2);
   // dl = -K^-1 (c + at lambda)
@@ -734,6 +758,117 @@ PHX_HD void adj_xpbd_hinge_align(const XpbdBody<T>& b1, const XpbdBody<T>& b2, c
   adj_xpbd_angular(b1, b2, xpbd_axis_alignment(a1w, a2w), alpha, h, lambda, adj_b1, adj_b2,
                    adj_dphi, adj_alpha, adj_h, adj_lambda, adj_b1_out, adj_b2_out, adj_lambda_out);
   adj_xpbd_axis_alignment(a1w, a2w, adj_a1w, adj_a2w, adj_dphi);
+  xpbd_impl::adj_rotate(b1.q, a1, adj_b1.q, adj_a1, adj_a1w);
+  xpbd_impl::adj_rotate(b2.q, a2, adj_b2.q, adj_a2, adj_a2w);
+}
+
+// Hinge axis alignment as one solve over the plane across the axis: the block form of
+// xpbd_hinge_align, for the same reason as xpbd_attach_block (the scalar projection along the
+// error converges slowly, or not at all, on a chain of small anisotropic inertias such as a
+// robot arm's wrist). With n = R1 a1 / |R1 a1|, P = 1 - n n^T and the error e = R1 a1 x R2 a2 (as
+// xpbd_axis_alignment, across n), the angular impulse p across n solves
+//   (P K P + alpha~ P + n n^T) p = -(e + alpha~ lambda),   K = I1^-1 + I2^-1 (world),
+// (the n n^T term makes the matrix invertible and p . n = 0); body 1 turns by -I1^-1 p, body 2 by
+// +I2^-1 p, lambda += p. Returns p; no update when the matrix is singular or the axis is zero.
+namespace xpbd_impl {
+
+template <class T>
+PHX_HD PHX_INLINE Vec3<T> across(const Vec3<T>& n, const Vec3<T>& v) {
+  return v - dot(n, v) * n;
+}
+
+// (P K P + at P + n n^T) by its columns
+template <class T>
+PHX_HD PHX_INLINE Mat3<T> align_matrix(const XpbdBody<T>& b1, const XpbdBody<T>& b2,
+                                       const Vec3<T>& n, T at) {
+  return by_columns<T>([&](const Vec3<T>& e) {
+    Vec3<T> pe = across(n, e);
+    Vec3<T> k = xpbd_inv_inertia_world(b1.q, b1.inv_inertia, pe) +
+                xpbd_inv_inertia_world(b2.q, b2.inv_inertia, pe);
+    return across(n, k) + at * pe + dot(n, e) * n;
+  });
+}
+
+}  // namespace xpbd_impl
+
+template <class T>
+PHX_HD Vec3<T> xpbd_hinge_align_block(XpbdBody<T>& b1, XpbdBody<T>& b2, const Vec3<T>& a1,
+                                      const Vec3<T>& a2, T alpha, T h, Vec3<T>& lambda) {
+  Vec3<T> a1w = xpbd_impl::rotate(b1.q, a1), a2w = xpbd_impl::rotate(b2.q, a2);
+  T len = norm(a1w);
+  if (!(len > T(0))) return Vec3<T>{};
+  Vec3<T> n = (T(1) / len) * a1w;
+  T at = alpha / (h * h);
+  Vec3<T> y;
+  if (!xpbd_impl::solve3(xpbd_impl::align_matrix(b1, b2, n, at),
+                         xpbd_axis_alignment(a1w, a2w) + at * lambda, y))
+    return Vec3<T>{};
+  Vec3<T> p = -y;
+  lambda += p;
+  xpbd_impl::turn(b1, b2, p, p);
+  return p;
+}
+// The adjoint: through the update, the solve (g = M^-1 adj_p, adj_rhs = -g, and M's entries
+// contribute minus the derivative of g^T M p with g and p held), n's normalisation, the error
+// and the world axes. A singular matrix or a zero axis passes the adjoints through.
+template <class T>
+PHX_HD void adj_xpbd_hinge_align_block(const XpbdBody<T>& b1, const XpbdBody<T>& b2,
+                                       const Vec3<T>& a1, const Vec3<T>& a2, T alpha, T h,
+                                       const Vec3<T>& lambda, XpbdBody<T>& adj_b1,
+                                       XpbdBody<T>& adj_b2, Vec3<T>& adj_a1, Vec3<T>& adj_a2,
+                                       T& adj_alpha, T& adj_h, Vec3<T>& adj_lambda,
+                                       XpbdBody<T> adj_b1_out, XpbdBody<T> adj_b2_out,
+                                       Vec3<T> adj_lambda_out) {
+  using xpbd_impl::across;
+  Vec3<T> a1w = xpbd_impl::rotate(b1.q, a1), a2w = xpbd_impl::rotate(b2.q, a2);
+  T len = norm(a1w);
+  T at = alpha / (h * h);
+  Vec3<T> n, y;
+  Mat3<T> M;
+  bool ok = len > T(0);
+  if (ok) {
+    n = (T(1) / len) * a1w;
+    M = xpbd_impl::align_matrix(b1, b2, n, at);
+    ok = xpbd_impl::solve3(M, xpbd_axis_alignment(a1w, a2w) + at * lambda, y);
+  }
+  if (!ok) {
+    xpbd_impl::add_to(adj_b1, adj_b1_out);
+    xpbd_impl::add_to(adj_b2, adj_b2_out);
+    adj_lambda += adj_lambda_out;
+    return;
+  }
+  Vec3<T> p = -y;
+  xpbd_impl::carry(adj_b1, adj_b2, adj_lambda, adj_b1_out, adj_b2_out, adj_lambda_out);
+  // q1 turned by -I1^-1 p, q2 by I2^-1 p; lambda += p
+  Vec3<T> adj_p = adj_lambda_out;
+  xpbd_impl::adj_turn(b1, b2, p, p, adj_b1, adj_b2, adj_p, adj_p, adj_b1_out.q, adj_b2_out.q);
+  // p = -M^-1 (e + at lambda)
+  Vec3<T> g;
+  xpbd_impl::solve3(M, adj_p, g);
+  Vec3<T> adj_e = -g;
+  adj_lambda -= at * g;
+  Vec3<T> Pg = across(n, g), Pp = across(n, p);
+  T adj_at = -dot(g, lambda) - dot(g, Pp);
+  // minus the derivative of F = (Pg)^T K (Pp) + at g^T P p + (g . n)(n . p): in K ...
+  Vec3<T> unused;
+  adj_xpbd_inv_inertia_world(b1.q, b1.inv_inertia, Pp, adj_b1.q, adj_b1.inv_inertia, unused, -Pg);
+  adj_xpbd_inv_inertia_world(b2.q, b2.inv_inertia, Pp, adj_b2.q, adj_b2.inv_inertia, unused, -Pg);
+  // ... and in n (P = 1 - n n^T)
+  Vec3<T> KPp = xpbd_inv_inertia_world(b1.q, b1.inv_inertia, Pp) +
+                xpbd_inv_inertia_world(b2.q, b2.inv_inertia, Pp);
+  Vec3<T> KPg = xpbd_inv_inertia_world(b1.q, b1.inv_inertia, Pg) +
+                xpbd_inv_inertia_world(b2.q, b2.inv_inertia, Pg);
+  T ng = dot(n, g), np = dot(n, p);
+  Vec3<T> dF_dn = -ng * KPp - dot(n, KPp) * g - np * KPg - dot(n, KPg) * p -
+                  at * (np * g + ng * p) + (np * g + ng * p);
+  Vec3<T> adj_n = -dF_dn;
+  // at = alpha / h^2
+  adj_alpha += adj_at / (h * h);
+  adj_h -= T(2) * at * adj_at / h;
+  // e = axis_alignment(a1w, a2w), n = a1w / |a1w|, a_iw = R_i a_i
+  Vec3<T> adj_a1w, adj_a2w;
+  adj_xpbd_axis_alignment(a1w, a2w, adj_a1w, adj_a2w, adj_e);
+  collision_impl::adj_normalize(n, len, adj_a1w, adj_n);
   xpbd_impl::adj_rotate(b1.q, a1, adj_b1.q, adj_a1, adj_a1w);
   xpbd_impl::adj_rotate(b2.q, a2, adj_b2.q, adj_a2, adj_a2w);
 }

@@ -17,10 +17,10 @@
 // h qvel, so a state passes from one XPBD step to the next without loss; handing the bodies the
 // instantaneous velocities instead leaves an error of order h per step (measured: a ball
 // pendulum's error after 0.5 s did not fall with the step at one substep).
-// Joints are rigid (compliance 0); attachments are solved as 3x3 blocks (xpbd_attach_block),
-// the other constraints along their error. Constraints are projected body by body in the Model's
-// order, parents first, `iterations` times per substep; each constraint's multiplier starts at 0 in
-// every substep.
+// Joints are rigid (compliance 0); attachments and hinge axes are solved as 3x3 blocks
+// (xpbd_attach_block, xpbd_hinge_align_block), the other constraints along their error. Constraints
+// are projected body by body in the Model's order, parents first, `iterations` times per substep;
+// each constraint's multiplier starts at 0 in every substep.
 #pragma once
 
 #include "phalanx/integrate.h"
@@ -31,9 +31,9 @@ namespace phx {
 
 // the arrays an XPBD step works in, nbody entries each (lambda: kXpbdLambdas per body); body 0
 // is the world, static at the origin
-// a body's joint multipliers: the attachment's three, the alignment's (or the orientation's),
-// the limit's
-constexpr int kXpbdLambdas = 5;
+// a body's joint multipliers: the attachment's three, the alignment's three (or the
+// orientation's one), the limit's
+constexpr int kXpbdLambdas = 7;
 
 template <class T>
 struct XpbdArrays {
@@ -204,12 +204,14 @@ PHX_HD void xpbd_project_joints(const ModelView<T>& m, XpbdArrays<T> s, T h) {
         break;
       case kJointHinge: {
         xpbd_attach_block(B1, B2, J.r1, J.r2, T(0), h, attach);
-        xpbd_hinge_align(B1, B2, J.a1, J.a2, T(0), h, lambda[3]);
+        Vec3<T> align = Vec3<T>::load(lambda + 3);
+        xpbd_hinge_align_block(B1, B2, J.a1, J.a2, T(0), h, align);
+        align.store(lambda + 3);
         int j = m.body_jntadr[b];
         if (m.jnt_limited[j]) {
           T q0 = m.qpos0[m.jnt_qposadr[j]];
           xpbd_hinge_limit(B1, B2, J.a1, J.n1, J.n2, m.jnt_range[2 * j] - q0,
-                           m.jnt_range[2 * j + 1] - q0, T(0), h, lambda[4]);
+                           m.jnt_range[2 * j + 1] - q0, T(0), h, lambda[6]);
         }
         break;
       }

@@ -42,6 +42,12 @@ Body rand_body(std::mt19937& rng) {
 V3 unit(const V3& a) {
   return (1 / norm(a)) * a;
 }
+// body 2's local axis whose world image is `angle` from body 1's axis a1 (turned about a random
+// direction across it)
+V3 axis_apart(const Body& b1, const Body& b2, const V3& a1, double angle, std::mt19937& rng) {
+  V3 a1w = to_mat(b1.q) * a1;
+  return mul_transpose(to_mat(b2.q), to_mat(axis_angle(unit(cross(a1w, rand3(rng))), angle)) * a1w);
+}
 V3 vec(const Q& q) {
   return {q.x, q.y, q.z};
 }
@@ -436,36 +442,86 @@ TEST(XpbdGradcheck, PositionalAttachDistance) {
   }
 }
 
+// a block projection's inputs (two bodies, two local vectors: points or axes, compliance, step,
+// the multipliers per axis) and outputs
+struct BlockIn {
+  Body b1, b2;
+  V3 u1, u2;
+  double alpha, h;
+  V3 lambda;
+  auto fields() { return std::tie(b1, b2, u1, u2, alpha, h, lambda); }
+};
+struct BlockOut {
+  Body b1, b2;
+  V3 lambda;
+  auto fields() { return std::tie(b1, b2, lambda); }
+};
+
+// the gradcheck of a block projection f with its adjoint adj
+using BlockFn = V3 (*)(Body&, Body&, const V3&, const V3&, double, double, V3&);
+using AdjBlockFn = void (*)(const Body&, const Body&, const V3&, const V3&, double, double,
+                            const V3&, Body&, Body&, V3&, V3&, double&, double&, V3&, Body, Body,
+                            V3);
+void check_block(const char* name, const BlockIn& in, BlockFn f, AdjBlockFn adj,
+                 std::mt19937& rng) {
+  check(
+      name, in,
+      [f](BlockIn i) {
+        f(i.b1, i.b2, i.u1, i.u2, i.alpha, i.h, i.lambda);
+        return BlockOut{i.b1, i.b2, i.lambda};
+      },
+      [adj](const BlockIn& i, BlockIn& a, const BlockOut& w) {
+        adj(i.b1, i.b2, i.u1, i.u2, i.alpha, i.h, i.lambda, a.b1, a.b2, a.u1, a.u2, a.alpha, a.h,
+            a.lambda, w.b1, w.b2, w.lambda);
+      },
+      rng);
+}
+
 TEST(XpbdGradcheck, AttachBlock) {
-  struct BlockIn {
-    Body b1, b2;
-    V3 r1, r2;
-    double alpha, h;
-    V3 lambda;
-    auto fields() { return std::tie(b1, b2, r1, r2, alpha, h, lambda); }
-  };
-  struct BlockOut {
-    Body b1, b2;
-    V3 lambda;
-    auto fields() { return std::tie(b1, b2, lambda); }
-  };
   for (int seed = 0; seed < 5; ++seed) {
     std::mt19937 rng(450 + seed);
     // rigid (alpha 0) and compliant
     double alpha = seed % 2 ? 0.0 : uniform(rng, 1e-5, 1e-4);
-    check(
-        "xpbd_attach_block",
-        BlockIn{rand_body(rng), rand_body(rng), rand3(rng), rand3(rng), alpha, 0.01,
-                rand3(rng, 0.3)},
-        [](BlockIn i) {
-          xpbd_attach_block(i.b1, i.b2, i.r1, i.r2, i.alpha, i.h, i.lambda);
-          return BlockOut{i.b1, i.b2, i.lambda};
-        },
-        [](const BlockIn& i, BlockIn& a, const BlockOut& w) {
-          adj_xpbd_attach_block(i.b1, i.b2, i.r1, i.r2, i.alpha, i.h, i.lambda, a.b1, a.b2, a.r1,
-                                a.r2, a.alpha, a.h, a.lambda, w.b1, w.b2, w.lambda);
-        },
-        rng);
+    check_block("xpbd_attach_block",
+                BlockIn{rand_body(rng), rand_body(rng), rand3(rng), rand3(rng), alpha, 0.01,
+                        rand3(rng, 0.3)},
+                xpbd_attach_block<double>, adj_xpbd_attach_block<double>, rng);
+  }
+}
+
+TEST(XpbdGradcheck, HingeAlignBlock) {
+  for (int seed = 0; seed < 6; ++seed) {
+    std::mt19937 rng(470 + seed);
+    Body b1 = rand_body(rng), b2 = rand_body(rng);
+    // local axes whose world images are 0.3 rad apart (seed 5: 2.8 rad, the far side)
+    V3 a1 = unit(rand3(rng));
+    double angle = seed == 5 ? 2.8 : 0.3;
+    V3 a2 = axis_apart(b1, b2, a1, angle, rng);
+    double alpha = seed % 2 ? 0.0 : uniform(rng, 1e-5, 1e-4);
+    check_block("xpbd_hinge_align_block", BlockIn{b1, b2, a1, a2, alpha, 0.01, rand3(rng, 0.3)},
+                xpbd_hinge_align_block<double>, adj_xpbd_hinge_align_block<double>, rng);
+  }
+}
+
+TEST(XpbdProjection, BlockAlignmentClosesInOnePass) {
+  // axes 1e-3 rad apart: one block pass aligns them to O(angle^2) where the scalar pass leaves
+  // more than 1e-3 of the angle; the impulse is across the axis
+  for (int seed = 0; seed < 10; ++seed) {
+    std::mt19937 rng(680 + seed);
+    Body b1 = rand_body(rng), b2 = rand_body(rng);
+    V3 a1 = unit(rand3(rng)), a1w = to_mat(b1.q) * a1;
+    V3 a2 = axis_apart(b1, b2, a1, 1e-3, rng);
+    auto misalign = [&](const Body& c1, const Body& c2) {
+      return norm(cross(to_mat(c1.q) * a1, to_mat(c2.q) * a2));
+    };
+    Body s1 = b1, s2 = b2, c1 = b1, c2 = b2;
+    double ls = 0;
+    V3 lb{};
+    xpbd_hinge_align(s1, s2, a1, a2, 0.0, 0.01, ls);
+    V3 p = xpbd_hinge_align_block(c1, c2, a1, a2, 0.0, 0.01, lb);
+    EXPECT_LT(misalign(c1, c2), 1e-6) << seed;
+    EXPECT_GT(misalign(s1, s2), 1e-6) << seed;
+    EXPECT_LT(std::fabs(dot(p, a1w)), 1e-12 * norm(p)) << seed;
   }
 }
 
@@ -605,9 +661,8 @@ TEST(XpbdProjection, RigidStepIsTheCorrectedFormula) {
     EXPECT_LT(qdist(b2.q, e.q2), 1e-14);
 
     // axes 0.6 rad apart (the near side, where the correction is a1 x a2 itself)
-    V3 a1 = unit(rand3(rng)), a1w = to_mat(b1.q) * a1;
-    V3 a2 =
-        mul_transpose(to_mat(b2.q), to_mat(axis_angle(unit(cross(a1w, rand3(rng))), 0.6)) * a1w);
+    V3 a1 = unit(rand3(rng));
+    V3 a2 = axis_apart(b1, b2, a1, 0.6, rng);
     Expected ea = corrected_angular(b1, b2, a1, a2);
     lambda = 0;
     Body c1 = b1, c2 = b2;
