@@ -25,6 +25,7 @@
 
 #include "phalanx/integrate.h"
 #include "phalanx/kinematics.h"
+#include "phalanx/step.h"
 #include "phalanx/xpbd.h"
 
 namespace phx {
@@ -327,16 +328,25 @@ PHX_HD void xpbd_store(const ModelView<T>& m, XpbdArrays<T> s, T h, T* qpos, T* 
   xpbd_difference(m, qpos, s.qpos_prev, h, qvel);
 }
 
-// One step of m.timestep in `substeps` substeps of `iterations` joint passes each, under
-// gravity and the generalized forces qfrc (nv, may be null), in place on qpos and qvel.
+// One step of m.timestep in `substeps` substeps of `iterations` joint passes each, in place on
+// qpos and qvel, under gravity and the applied generalized forces of step.h's applied_forces:
+// passive (joint and tendon springs and dampers), actuation from ctrl (the actuators' inputs)
+// and qfrc_applied (nv, may be null), evaluated at the step's start and held over its substeps
+// (explicit, where the Featherstone step treats joint damping implicitly).
 template <class T>
-PHX_HD void xpbd_step(const ModelView<T>& m, T* qpos, T* qvel, const T* qfrc, Workspace<T>& w,
-                      XpbdArrays<T> s, int substeps, int iterations) {
+PHX_HD void xpbd_step(const ModelView<T>& m, T* qpos, T* qvel, const T* ctrl, Workspace<T>& w,
+                      XpbdArrays<T> s, int substeps, int iterations,
+                      const T* qfrc_applied = nullptr) {
+  kinematics(m, qpos, w);
+  com_pos(m, w);
+  com_vel(m, qvel, w);
+  tendon_kinematics(m, qpos, w);
+  applied_forces(m, qpos, qvel, ctrl, qfrc_applied, w);  // into w.qfrc, which load keeps
   T h = m.timestep / T(substeps);
   xpbd_load(m, qpos, qvel, h, w, s);
   Vec3<T> g{m.gravity[0], m.gravity[1], m.gravity[2]};
   for (int k = 0; k < substeps; ++k) {
-    xpbd_joint_forces(m, qfrc, s);
+    xpbd_joint_forces(m, w.qfrc, s);
     for (int b = 1; b < m.nbody; ++b) {
       s.x_prev[b] = s.body[b].x;
       s.q_prev[b] = s.body[b].q;

@@ -111,31 +111,32 @@ TEST(XpbdStep, JointForcesDoTheirGeneralizedWork) {
   EXPECT_NEAR(power, expected, 1e-6);
 }
 
-// final state after `seconds` of the Featherstone step at `dt`, from (qpos, qvel), no control
+// final state after `seconds` of the Featherstone step at `dt`, from (qpos, qvel), under the
+// constant controls ctrl (nu)
 std::pair<std::vector<double>, std::vector<double>> featherstone(Model model, double dt,
                                                                  double seconds,
                                                                  std::vector<double> qpos,
-                                                                 std::vector<double> qvel) {
+                                                                 std::vector<double> qvel,
+                                                                 const std::vector<double>& ctrl) {
   model.opt.timestep = dt;
   HostModel<double> hm(model);
   int n = int(std::lround(seconds / dt));
-  for (int k = 0; k < n; ++k)
-    step(hm.view, qpos.data(), qvel.data(), static_cast<const double*>(nullptr), hm.w);
+  for (int k = 0; k < n; ++k) step(hm.view, qpos.data(), qvel.data(), ctrl.data(), hm.w);
   return {qpos, qvel};
 }
 
 // the same with the XPBD step
 std::pair<std::vector<double>, std::vector<double>> xpbd(Model model, double dt, double seconds,
                                                          std::vector<double> qpos,
-                                                         std::vector<double> qvel, int substeps,
-                                                         int iterations) {
+                                                         std::vector<double> qvel,
+                                                         const std::vector<double>& ctrl,
+                                                         int substeps, int iterations) {
   model.opt.timestep = dt;
   HostModel<double> hm(model);
   Arrays s(model);
   int n = int(std::lround(seconds / dt));
   for (int k = 0; k < n; ++k)
-    xpbd_step(hm.view, qpos.data(), qvel.data(), static_cast<const double*>(nullptr), hm.w,
-              s.view(), substeps, iterations);
+    xpbd_step(hm.view, qpos.data(), qvel.data(), ctrl.data(), hm.w, s.view(), substeps, iterations);
   return {qpos, qvel};
 }
 
@@ -151,11 +152,12 @@ double max_diff(const std::vector<double>& a, const std::vector<double>& b) {
 // order over the 16x range, log2(e(4 ms) / e(0.25 ms)) / 4, is at least 0.8, and it is below
 // `bound` at h = 0.25 ms. Printed.
 void expect_convergence(const Model& model, const std::vector<double>& qpos,
-                        const std::vector<double>& qvel, double bound, const char* what) {
-  auto ref = featherstone(model, 1e-5, 0.5, qpos, qvel);
+                        const std::vector<double>& qvel, double bound, const char* what,
+                        const std::vector<double>& ctrl = {}) {
+  auto ref = featherstone(model, 1e-5, 0.5, qpos, qvel, ctrl);
   double prev = 0, first = 0;
   for (auto [dt, substeps] : {std::pair{4e-3, 1}, {2e-3, 1}, {1e-3, 1}, {1e-3, 2}, {1e-3, 4}}) {
-    auto got = xpbd(model, dt, 0.5, qpos, qvel, substeps, 4);
+    auto got = xpbd(model, dt, 0.5, qpos, qvel, ctrl, substeps, 4);
     double e = std::max(max_diff(got.first, ref.first), 0.1 * max_diff(got.second, ref.second));
     std::printf("%s: h %.2e  error %.3e\n", what, dt / substeps, e);
     if (prev > 0) {
@@ -186,6 +188,25 @@ TEST(XpbdStep, DoublePendulumConvergesToFeatherstone) {
   b.joint(kJointHinge, {0, 0, 0}, {0, 1, 0});
   Model model = b.build();
   expect_convergence(model, {0.8, -0.5}, {0.0, 1.0}, 2e-2, "double pendulum");  // 7.8e-3
+}
+
+TEST(XpbdStep, DrivenDampedSprungChainConvergesToFeatherstone) {
+  // the double pendulum with joint damping and springs, driven by two motors (gear 2 and 0.5)
+  // under constant controls: the applied forces (passive and actuation) enter as wrenches
+  ModelBuilder b;
+  b.body(0, {0, 0, 0}, {}, 1.0, {0.02, 0.02, 0.001}, {0, 0, -0.25});
+  b.joint(kJointHinge, {0, 0, 0}, {0, 1, 0}, 0.05, 0.8, 0, 0, 0.2);
+  b.body(1, {0, 0, -0.5}, {}, 0.7, {0.01, 0.01, 0.001}, {0, 0, -0.2});
+  b.joint(kJointHinge, {0, 0, 0}, {0, 1, 0}, 0.02, 0.3);
+  b.motor(0, 2.0);
+  b.motor(1, 0.5);
+  Model model = b.build();
+  expect_convergence(model, {0.8, -0.5}, {0.0, 1.0}, 2e-3, "driven double pendulum",  // 8.1e-4
+                     {0.7, -0.4});
+  // the controls matter: the undriven chain ends elsewhere
+  auto driven = featherstone(model, 1e-3, 0.5, {0.8, -0.5}, {0.0, 1.0}, {0.7, -0.4});
+  auto free = featherstone(model, 1e-3, 0.5, {0.8, -0.5}, {0.0, 1.0}, {0.0, 0.0});
+  EXPECT_GT(max_diff(driven.first, free.first), 0.1);
 }
 
 TEST(XpbdStep, CartPoleAndBallPendulumConvergeToFeatherstone) {
@@ -233,7 +254,7 @@ TEST(XpbdStep, HingeLimitHoldsThePendulum) {
     double top = -1e9;
     for (int k = 0; k < 500; ++k) {
       xpbd_step(hm.view, qpos.data(), qvel.data(), static_cast<const double*>(nullptr), hm.w,
-                s.view(), 2, 4);
+                s.view(), 2, 4);  // no actuators
       top = std::max(top, std::fabs(qpos[0]));
     }
     if (limited) {
