@@ -3,9 +3,11 @@
 // Featherstone step (step.h) as the timestep shrinks.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <random>
 
+#include "host/model.h"
 #include "model_builder.h"
 #include "phalanx/step.h"
 #include "phalanx/xpbd_step.h"
@@ -262,6 +264,61 @@ TEST(XpbdStep, HingeLimitHoldsThePendulum) {
     } else {
       EXPECT_GT(top, 0.6);
     }
+  }
+}
+
+// the largest anchor mismatch of the hinges after `passes` Gauss-Seidel passes in one substep
+// of h from (qpos, qvel), under gravity
+double hinge_residual(const Model& model, const std::vector<double>& qpos,
+                      const std::vector<double>& qvel, double h, int passes) {
+  HostModel<double> hm(model);
+  Arrays s(model);
+  XpbdArrays<double> a = s.view();
+  xpbd_load(hm.view, qpos.data(), qvel.data(), h, hm.w, a);
+  xpbd_joint_forces(hm.view, static_cast<const double*>(nullptr), a);
+  Vec3<double> g{hm.view.gravity[0], hm.view.gravity[1], hm.view.gravity[2]};
+  for (int b = 1; b < model.nbody; ++b) {
+    s.x_prev[b] = s.body[b].x;
+    s.q_prev[b] = s.body[b].q;
+    xpbd_predict(s.body[b], s.v[b], s.omega[b], s.f[b], s.tau[b], g, h);
+  }
+  for (int it = 0; it < passes; ++it) xpbd_project_joints(hm.view, a, h);
+  double worst = 0;
+  for (int b = 1; b < model.nbody; ++b) {
+    XpbdJointFrame<double> J = xpbd_joint_frame(hm.view, b);
+    if (J.type != kJointHinge) continue;
+    const XpbdBody<double>& B1 = s.body[model.body_parentid[b]];
+    const XpbdBody<double>& B2 = s.body[b];
+    worst = std::max(worst, norm((B2.x + to_mat(B2.q) * J.r2) - (B1.x + to_mat(B1.q) * J.r1)));
+  }
+  return worst;
+}
+
+TEST(XpbdStep, SevenLinkArmPassesConverge) {
+  // the bundled 7-link arm, one 10 ms substep (the seed paper's step) from random states within
+  // the joint limits: Gauss-Seidel passes converge, linearly at about 0.96 per pass (measured
+  // 1.2e-4 after 10 passes, 4.9e-5 after 30, 5e-6 after 100, 1e-7 after 300, 1e-12 after
+  // 1000); asserted: the residual falls from 10 to 100 to 300 passes and is below 1e-9 after
+  // 1000. The seed paper's 1e-7 in 30 passes is not reached yet.
+  Model model = load_urdf(std::string(PHX_SOURCE_DIR) + "/examples/models/arm7.urdf");
+  ASSERT_TRUE(xpbd_supports(HostModel<double>(model).view));
+  std::mt19937 rng(7);
+  std::uniform_real_distribution<double> u(-1, 1);
+  for (int trial = 0; trial < 3; ++trial) {
+    std::vector<double> qpos = model.qpos0, qvel(model.nv);
+    for (int j = 0; j < model.njnt; ++j)
+      qpos[j] =
+          std::clamp(u(rng), model.jnt_range[2 * j] + 0.05, model.jnt_range[2 * j + 1] - 0.05);
+    for (double& v : qvel) v = u(rng);
+    double r10 = hinge_residual(model, qpos, qvel, 0.01, 10);
+    double r100 = hinge_residual(model, qpos, qvel, 0.01, 100);
+    double r300 = hinge_residual(model, qpos, qvel, 0.01, 300);
+    double r1000 = hinge_residual(model, qpos, qvel, 0.01, 1000);
+    std::printf("7-link arm: anchor residual %.2e, %.2e, %.2e, %.2e after 10, 100, 300, 1000\n",
+                r10, r100, r300, r1000);
+    EXPECT_LT(r100, r10);
+    EXPECT_LT(r300, r100);
+    EXPECT_LT(r1000, 1e-9);
   }
 }
 
