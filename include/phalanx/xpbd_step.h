@@ -233,17 +233,26 @@ PHX_HD void xpbd_project_joints(const ModelView<T>& m, XpbdArrays<T> s, T h) {
 }
 
 // the bodies' poses -> qpos (in place; the qpos given picks the branch of hinge angles and of
-// quaternion signs, so that coordinates move continuously)
+// quaternion signs, so that coordinates move continuously): the current poses, or with `start`
+// those at the start of the last substep (x_prev, q_prev; a static body's are its pose)
 template <class T>
-PHX_HD void xpbd_coordinates(const ModelView<T>& m, const XpbdBody<T>* body, T* qpos) {
+PHX_HD void xpbd_coordinates(const ModelView<T>& m, const XpbdArrays<T>& s, bool start, T* qpos) {
   using xpbd_impl::rotate;
   const T pi = T(3.14159265358979323846);
+  auto pose = [&](int b) {
+    XpbdBody<T> B = s.body[b];
+    if (start && B.inv_mass > T(0)) {
+      B.x = s.x_prev[b];
+      B.q = s.q_prev[b];
+    }
+    return B;
+  };
   for (int b = 1; b < m.nbody; ++b) {
     if (!m.body_jntnum[b]) continue;
     int j = m.body_jntadr[b], a = m.jnt_qposadr[j];
     XpbdJointFrame<T> J = xpbd_joint_frame(m, b);
-    const XpbdBody<T>& B1 = body[m.body_parentid[b]];
-    const XpbdBody<T>& B2 = body[b];
+    const XpbdBody<T> B1 = pose(m.body_parentid[b]);
+    const XpbdBody<T> B2 = pose(b);
     Quat<T> frame = B2.q * J.f2;                   // the child's body frame
     Quat<T> rel = conjugate(B1.q * J.f1) * frame;  // the joint's rotation
     auto keep_sign = [](Quat<T> q, const T* old) {
@@ -299,32 +308,14 @@ PHX_HD void xpbd_difference(const ModelView<T>& m, const T* qpos_a, const T* qpo
   }
 }
 
-// the bodies -> qpos, and qvel as the chord over the last substep h (the start poses in x_prev
-// and q_prev; the static bodies' are their poses)
+// the bodies -> qpos, and qvel as the chord over the last substep h, (qpos (-) qpos at its
+// start) / h
 template <class T>
 PHX_HD void xpbd_store(const ModelView<T>& m, XpbdArrays<T> s, T h, T* qpos, T* qvel) {
   for (int i = 0; i < m.nq; ++i) s.qpos_prev[i] = qpos[i];
-  for (int b = 0; b < m.nbody; ++b) {  // the start poses, swapped in
-    Vec3<T> x = s.body[b].x;
-    Quat<T> q = s.body[b].q;
-    if (s.body[b].inv_mass > T(0)) {
-      s.body[b].x = s.x_prev[b];
-      s.body[b].q = s.q_prev[b];
-    }
-    s.x_prev[b] = x;
-    s.q_prev[b] = q;
-  }
-  xpbd_coordinates(m, s.body, s.qpos_prev);
-  for (int b = 0; b < m.nbody; ++b) {  // and back
-    Vec3<T> x = s.body[b].x;
-    Quat<T> q = s.body[b].q;
-    s.body[b].x = s.x_prev[b];
-    s.body[b].q = s.q_prev[b];
-    s.x_prev[b] = x;
-    s.q_prev[b] = q;
-  }
+  xpbd_coordinates(m, s, true, s.qpos_prev);
   for (int i = 0; i < m.nq; ++i) qpos[i] = s.qpos_prev[i];  // near the end: continuity
-  xpbd_coordinates(m, s.body, qpos);
+  xpbd_coordinates(m, s, false, qpos);
   xpbd_difference(m, qpos, s.qpos_prev, h, qvel);
 }
 
