@@ -69,6 +69,16 @@ std::string quoted_list(const char* const (&names)[N]) {
   return s;
 }
 
+// the index of `name` in names, or invalid_argument naming the option and the choices
+template <size_t N>
+int named_choice(const char* const (&names)[N], const std::string& name, const char* option) {
+  auto it = std::find(std::begin(names), std::end(names), name);
+  if (it == std::end(names))
+    throw std::invalid_argument(std::string("phalanx: ") + option + " must be " +
+                                quoted_list(names) + ", got '" + name + "'");
+  return int(it - std::begin(names));
+}
+
 // the names of a core enum, by number
 template <size_t N>
 py::tuple enum_names(const char* const (&names)[N]) {
@@ -873,16 +883,23 @@ void register_model_options(py::class_<PyModel>& cls) {
             return std::string(phx::kLcpSolverNames[pm.model().opt.lcp_solver]);
           },
           [](PyModel& pm, const std::string& name) {
-            const auto& names = phx::kLcpSolverNames;
-            auto it = std::find(std::begin(names), std::end(names), name);
-            if (it == std::end(names)) {
-              throw std::invalid_argument("phalanx: lcp_solver must be " + quoted_list(names) +
-                                          ", got '" + name + "'");
-            }
-            pm.set_option(&phx::Options::lcp_solver, int(it - std::begin(names)));
+            pm.set_option(&phx::Options::lcp_solver,
+                          named_choice(phx::kLcpSolverNames, name, "lcp_solver"));
           },
           "LCP solver: 'pgs' (projected Gauss-Seidel), 'pgs_stabilized' (then Nimble's exact "
           "re-solve on the clamping set, warm-started from the previous set) or 'dantzig'")
+      .def_property(
+          "integrator",
+          [](const PyModel& pm) {
+            return std::string(phx::kIntegratorNames[pm.model().opt.integrator]);
+          },
+          [](PyModel& pm, const std::string& name) {
+            pm.set_option(&phx::Options::integrator,
+                          named_choice(phx::kIntegratorNames, name, "integrator"));
+          },
+          "velocity integration: 'euler' (semi-implicit, joint damping implicit: MuJoCo's "
+          "Euler) or 'implicitfast' (the velocity slopes of damping, tendon damping and "
+          "actuators implicit: MuJoCo's implicitfast); from the model file's option")
       .def_property(
           "lcp_tolerance", [](const PyModel& pm) { return pm.model().opt.lcp_tolerance; },
           [](PyModel& pm, double tol) {

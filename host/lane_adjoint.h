@@ -302,6 +302,9 @@ struct LaneRows {
     // the lane passes' contact adjoint reads geom sizes only: meshes and height fields take the
     // kernel's single passes
     if (m.nmesh + m.nhfield > 0 && m.nefcmax > 0 && *js.cv.ncon > 0) return 0;
+    // the implicitfast step's reverse pass differentiates velocity slopes on nested Dual
+    // numbers, which the lanes do not carry: its rows take the single passes
+    if (m.integrator == kIntegratorImplicitFast) return 0;
     if (m.nefcmax > 0 && *js.cv.nefc > 0) {
       fill(m, LaneReplay<T>(m, rest, q, v, u, js.x.w, js.x.c, js.cv, js.x.s), nl, J, Jp);
     } else {

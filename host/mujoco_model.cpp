@@ -137,12 +137,18 @@ void Converter::options() {
                      std::to_string(out_.opt.ccd_iterations),
                  "option");
   out_.opt.ccd_tolerance = o.ccd_tolerance;
-  if (o.integrator != mjINT_EULER) {
-    const char* names[] = {"Euler", "RK4", "implicit", "implicitfast"};
-    std::string n =
-        o.integrator >= 0 && o.integrator < 4 ? names[o.integrator] : std::to_string(o.integrator);
-    ignored_.add("option@integrator=\"" + n + "\", substituted by semi-implicit Euler", "option");
-  }
+  // Euler and implicitfast are Phalanx's integrators; implicit differs from implicitfast by the
+  // Coriolis forces' velocity slope, RK4 is not implemented
+  out_.opt.integrator = kIntegratorEuler;
+  if (o.integrator == mjINT_IMPLICITFAST || o.integrator == mjINT_IMPLICIT)
+    out_.opt.integrator = kIntegratorImplicitFast;
+  if (o.integrator == mjINT_IMPLICIT)
+    ignored_.add(
+        "option@integrator=\"implicit\", substituted by implicitfast (the Coriolis "
+        "forces stay explicit)",
+        "option");
+  if (o.integrator == mjINT_RK4)
+    ignored_.add("option@integrator=\"RK4\", substituted by semi-implicit Euler", "option");
   if (o.density != 0) ignored_.add("option@density, fluid forces are not simulated", "option");
   if (o.viscosity != 0) ignored_.add("option@viscosity, fluid forces are not simulated", "option");
   if (!all_zero(o.wind, 3)) ignored_.add("option@wind", "option");

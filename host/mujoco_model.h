@@ -53,8 +53,9 @@ extern const int kMujocoHeaderVersion;
 // skins, custom data, the convex hull MuJoCo did not
 // compute for a mesh only non-colliding geoms use (its bounding box stands in, keeping mesh and
 // geom ids MuJoCo's), solref and solimp of equalities (the rows are hard), non-default contact
-// and limit solver parameters (solref, solimp, solmix, priority, margin, gap), integrators other
-// than Euler (semi-implicit Euler is used), fluid forces, and flags of features Phalanx lacks.
+// and limit solver parameters (solref, solimp, solmix, priority, margin, gap), the integrators
+// Phalanx lacks (implicit runs as implicitfast, RK4 as Euler), fluid forces, and flags of
+// features Phalanx lacks.
 Model from_mujoco(const mjModel* m);
 
 }  // namespace phx

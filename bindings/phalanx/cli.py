@@ -221,6 +221,7 @@ def model_info(model: phalanx.Model) -> dict:
                     "neq", "npair", "nconmax")},
         "options": {
             "timestep": float(model.timestep),
+            "integrator": model.integrator,
             "gravity": [float(g) for g in model.gravity],
             "contact": bool(model.contact),
             "limit": bool(model.limit),
@@ -250,7 +251,7 @@ def _print_info(info: dict) -> None:
     print(f"model      {info['name']!r} from {info['source']}")
     print("counts     " + "  ".join(f"{k} {v}" for k, v in c.items()))
     gravity = ", ".join(f"{g:g}" for g in o["gravity"])
-    print(f"options    timestep {o['timestep']:g} s, gravity ({gravity}) m/s^2, "
+    print(f"options    timestep {o['timestep']:g} s ({o['integrator']}), gravity ({gravity}) m/s^2, "
           f"contact {'on' if o['contact'] else 'off'}, limit {'on' if o['limit'] else 'off'}, "
           f"lcp_solver {o['lcp_solver']} ({o['lcp_iterations']} iterations, tolerance "
           f"{o['lcp_tolerance']:g} m/s, residual limit {o['lcp_residual_limit']:g} m/s)")

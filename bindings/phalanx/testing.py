@@ -145,6 +145,22 @@ def chained_vjp(model: Model, qpos, qvel, ctrl, adj_qpos, adj_qvel,
     return out
 
 
+def mujoco_rollout(mj_model, qpos, qvel, ctrl) -> tuple[np.ndarray, np.ndarray]:
+    """MuJoCo's mj_step through ctrl (T, nu) from (qpos, qvel), the reference trajectory of
+    the comparisons -> the states after each step, (T, nq) and (T, nv)"""
+    import mujoco
+
+    d = mujoco.MjData(mj_model)
+    d.qpos[:], d.qvel[:] = qpos, qvel
+    qs, vs = [], []
+    for u in ctrl:
+        d.ctrl[:] = u
+        mujoco.mj_step(mj_model, d)
+        qs.append(d.qpos.copy())
+        vs.append(d.qvel.copy())
+    return np.array(qs), np.array(vs)
+
+
 def parameter_difference(model: Model, name: str, loss, direction, h: float = 1e-6) -> float:
     """Central difference (loss(p + h d) - loss(p - h d)) / 2h of loss() along a direction d of
     the model's parameter ``name`` (shared by the environments), which is restored after."""

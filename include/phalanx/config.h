@@ -103,6 +103,22 @@ inline constexpr const char* kLcpSolverNames[] = {
 #undef PHX_LCP_SOLVER_NAME
 };
 
+// How a step integrates the velocity (Options::integrator): kIntegratorEuler is MuJoCo's Euler
+// (semi-implicit, joint damping implicit); kIntegratorImplicitFast is MuJoCo's implicitfast, with
+// the velocity slopes of damping and actuators implicit (implicit.h).
+#define PHX_INTEGRATORS(X) X(Euler, euler, 0) X(ImplicitFast, implicitfast, 1)
+enum Integrator : int {
+#define PHX_INTEGRATOR_ENUM(Name, name, value) kIntegrator##Name = value,
+  PHX_INTEGRATORS(PHX_INTEGRATOR_ENUM)
+#undef PHX_INTEGRATOR_ENUM
+};
+// the name of each integrator, by its number (Python's model.integrator)
+inline constexpr const char* kIntegratorNames[] = {
+#define PHX_INTEGRATOR_NAME(Name, name, value) #name,
+    PHX_INTEGRATORS(PHX_INTEGRATOR_NAME)
+#undef PHX_INTEGRATOR_NAME
+};
+
 // Options of the gradient through contacts (flags of Options::contact_gradient and of a
 // step_vjp call; Werling et al. 2021). 0 differentiates the branch the forward step took.
 enum ContactGradient : int {

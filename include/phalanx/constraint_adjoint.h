@@ -584,8 +584,17 @@ PHX_HD void adj_constrained_velocity(const ModelView<S>& m, const T* qpos, const
   } else {
     adj_crba(m, w, a, adj_M, adj_model);
   }
-  if (adj_model.dof_damping)
+  if (m.integrator == kIntegratorImplicitFast) {
+    // M is implicit.h's H = crba - dt D: each term s u v^T of adj_M adds -dt s u^T D v's
+    // gradient (the lanes do not take implicitfast steps: LaneRows)
+    if constexpr (write_out)
+      for (int k = 0; k < adj_M.n; ++k)
+        adj_velocity_slope(m, qpos, qvel, ctrl, w, a, -dt * adj_M.s[k], adj_M.u[k], adj_M.v[k],
+                           w.implicit_row, w.implicit_u, w.implicit_v, adj_qpos, adj_qvel, adj_ctrl,
+                           adj_model);
+  } else if (adj_model.dof_damping) {
     for (int d = 0; d < nv; ++d) adj_model.dof_damping[d] += dt * adj_M(d, d);
+  }
   adj_rnea(m, qvel, static_cast<const T*>(nullptr), w, a, s.adj_bias, adj_qvel,
            static_cast<T*>(nullptr));
   adj_passive(m, qpos, qvel, w, a, s.adj_qfrc, adj_qpos, adj_qvel, adj_model);

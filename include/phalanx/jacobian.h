@@ -51,12 +51,12 @@ struct JacobianScratch {
   }
 
   // The replay every row's pass reuses, from (q, v, u) and the added force f (may be null):
-  // forward_dynamics without rows (and qvel' into x.a.qvel_next), else a cold-started
+  // step_dynamics without rows (and qvel' into x.a.qvel_next), else a cold-started
   // step_constrained (qpos', qvel' into x.s) and its shared factorisations. Returns whether
   // the step stopped (non-finite values): its rows are zero then, as step_vjp gives.
   PHX_HD bool replay(const ModelView<T>& m, const T* q, const T* v, const T* u, const T* f) {
     if (m.nefcmax == 0) {
-      forward_dynamics(m, q, v, u, m.timestep, x.w, x.w.qacc, f);
+      if (!step_dynamics(m, q, v, u, x.w, x.w.qacc, f)) return true;
       for (int d = 0; d < m.nv; ++d) x.a.qvel_next[d] = v[d] + m.timestep * x.w.qacc[d];
       return false;
     }

@@ -39,6 +39,7 @@
 // and int in a view. gravity, a 3-vector, is declared beside the table by each consumer.
 #define PHX_MODEL_OPTIONS(X)                                                                     \
   X(real, timestep, 0.002, "integration step (s)")                                               \
+  X(int, integrator, 0, "Integrator: 0 Euler (joint damping implicit), 1 implicitfast")          \
   X(flag, contact, true, "detect and resolve contacts")                                          \
   X(flag, limit, true, "enforce joint limits")                                                   \
   X(int, lcp_solver, 0,                                                                          \

@@ -8,6 +8,7 @@
 
 #include "phalanx/aba.h"
 #include "phalanx/constraint.h"
+#include "phalanx/implicit.h"
 #include "phalanx/integrate.h"
 #include "phalanx/point_jacobian.h"
 #include "phalanx/smooth.h"
@@ -129,8 +130,42 @@ PHX_HD void forward_dynamics(const ModelView<T>& m, const T* qpos, const T* qvel
   aba(m, qvel, w.qfrc, w.armature, true, w, qacc);
 }
 
-// Semi-implicit Euler step with implicit joint damping, like MuJoCo's Euler integrator:
-//   qvel' = qvel + dt qacc,  qpos' = qpos (+) dt qvel'.
+// The implicitfast acceleration qacc = H^-1 (qfrc - c) (implicit.h) after the kinematics,
+// tendon_kinematics and applied_forces in w, H factored into w.implicit_H. False when H is not
+// positive definite (a negative velocity slope that outweighs the mass).
+template <class T>
+PHX_HD bool implicit_acceleration(const ModelView<T>& m, const T* qpos, const T* qvel,
+                                  const T* ctrl, Workspace<T>& w, T* qacc) {
+  rnea(m, qvel, static_cast<const T*>(nullptr), w, qacc);
+  for (int d = 0; d < m.nv; ++d) qacc[d] = w.qfrc[d] - qacc[d];
+  if (!implicit_factor(m, qpos, qvel, ctrl, w)) return false;
+  implicit_solve(m, w, qvel, w.implicit_H, qacc, w.implicit_row);
+  return true;
+}
+
+// The acceleration a step integrates, by the model's integrator: forward_dynamics with the
+// joint damping implicit (Euler), or implicit_acceleration (implicitfast). Leaves the
+// kinematics and the applied forces in w; false when the implicit matrix is not positive
+// definite.
+template <class T>
+PHX_HD bool step_dynamics(const ModelView<T>& m, const T* qpos, const T* qvel, const T* ctrl,
+                          Workspace<T>& w, T* qacc, const T* qfrc_applied = nullptr) {
+  if (m.integrator != kIntegratorImplicitFast) {
+    forward_dynamics(m, qpos, qvel, ctrl, m.timestep, w, qacc, qfrc_applied);
+    return true;
+  }
+  kinematics(m, qpos, w);
+  com_pos(m, w);
+  com_vel(m, qvel, w);
+  tendon_kinematics(m, qpos, w);
+  applied_forces(m, qpos, qvel, ctrl, qfrc_applied, w);
+  return implicit_acceleration(m, qpos, qvel, ctrl, w, qacc);
+}
+
+// One step without constraint rows, semi-implicit in the velocity:
+//   qvel' = qvel + dt qacc,  qpos' = qpos (+) dt qvel',
+// qacc that of step_dynamics: joint damping implicit (MuJoCo's Euler), or every velocity slope
+// of the applied forces implicit (implicitfast).
 // Updates qpos and qvel in place and returns status bits. Non-finite inputs leave the state
 // untouched and set a bit; a non-finite result sets kStatusNanResult. qfrc_applied (nv, may be
 // null) is a generalized force added to the applied ones; a non-finite one counts as a
@@ -142,7 +177,7 @@ PHX_HD unsigned step(const ModelView<T>& m, T* qpos, T* qvel, const T* ctrl, Wor
   if (status) return status;
 
   T dt = m.timestep;
-  forward_dynamics(m, qpos, qvel, ctrl, dt, w, w.qacc, qfrc_applied);
+  if (!step_dynamics(m, qpos, qvel, ctrl, w, w.qacc, qfrc_applied)) return kStatusNanResult;
   for (int d = 0; d < m.nv; ++d) qvel[d] += dt * w.qacc[d];
   integrate_pos(m, qpos, qvel, dt);
 
@@ -201,15 +236,21 @@ PHX_HD PHX_INLINE int kinematics_and_rows(const ModelView<T>& m, const T* qpos, 
   return nrow;
 }
 
-// the unconstrained velocity vfree through the factor L of M + diag(armature + dt damping),
-// both into c; false when the factorisation fails
+// the unconstrained velocity vfree through the factor L of the step's mass matrix, both into
+// c: M + diag(armature + dt damping) (Euler), or H = M - dt D of implicit.h without the free
+// bodies' gyroscopic slope, so that it stays symmetric (implicitfast); false when the
+// factorisation fails
 template <class T>
-PHX_HD PHX_INLINE bool free_velocity(const ModelView<T>& m, const T* qvel, Workspace<T>& w,
-                                     ConstraintWorkspace<T>& c) {
+PHX_HD PHX_INLINE bool free_velocity(const ModelView<T>& m, const T* qpos, const T* qvel,
+                                     const T* ctrl, Workspace<T>& w, ConstraintWorkspace<T>& c) {
   const T dt = m.timestep;
   const int nv = m.nv;
-  crba(m, w, c.L);
-  for (int d = 0; d < nv; ++d) c.L[d * nv + d] += dt * m.dof_damping[d];
+  if (m.integrator == kIntegratorImplicitFast) {
+    implicit_metric(m, qpos, qvel, ctrl, w, c.L, c.tmp);
+  } else {
+    crba(m, w, c.L);
+    for (int d = 0; d < nv; ++d) c.L[d * nv + d] += dt * m.dof_damping[d];
+  }
   if (!cholesky(c.L, nv, m.dof_treeadr)) return false;
   rnea(m, qvel, static_cast<const T*>(nullptr), w, c.bias);
   for (int d = 0; d < nv; ++d) c.tmp[d] = w.qfrc[d] - c.bias[d];
@@ -279,10 +320,14 @@ PHX_HD PHX_DEVICE_NOINLINE unsigned step_constrained(const ModelView<T>& m, T* q
   for (int d = 0; d < nv; ++d) w.armature[d] = m.dof_armature[d] + dt * m.dof_damping[d];
 
   if (nrow == 0) {
-    aba(m, qvel, w.qfrc, w.armature, true, w, w.qacc);
+    if (m.integrator == kIntegratorImplicitFast) {
+      if (!implicit_acceleration(m, qpos, qvel, ctrl, w, w.qacc)) return status | kStatusNanResult;
+    } else {
+      aba(m, qvel, w.qfrc, w.armature, true, w, w.qacc);
+    }
     for (int d = 0; d < nv; ++d) qvel[d] += dt * w.qacc[d];
   } else {
-    if (!free_velocity(m, qvel, w, c)) return status | kStatusNanResult;
+    if (!free_velocity(m, qpos, qvel, ctrl, w, c)) return status | kStatusNanResult;
     delassus(m, nrow, c);
     status |= lcp_impulses(m, nrow, nprev, c, cv, known);
     // qvel' = vfree + L^-T (Y^T f), with Y = L^-1 J^T
@@ -297,6 +342,26 @@ PHX_HD PHX_DEVICE_NOINLINE unsigned step_constrained(const ModelView<T>& m, T* q
 }
 
 // ---- adjoints ----------------------------------------------------------------------------
+
+// The share of the forward dynamics' residual r = RNEA(q, qvel, qacc) + ... - qfrc(q, qvel, ctrl)
+// that both integrators have, given lambda in a.lambda: adj_x -= lambda^T dr/dx through the
+// applied forces (adj_qfrc = lambda) and RNEA at the solution, then the tendons, com and
+// kinematics. Accumulates; a holds the stage adjoints gathered so far.
+template <class T>
+PHX_HD void adj_dynamics_residual(const ModelView<T>& m, const T* qpos, const T* qvel,
+                                  const T* ctrl, const T* qacc, Workspace<T>& w, AdjWorkspace<T>& a,
+                                  T* adj_qpos, T* adj_qvel, T* adj_ctrl,
+                                  const ModelAdjoint<T>& adj_model) {
+  adj_passive(m, qpos, qvel, w, a, a.lambda, adj_qpos, adj_qvel, adj_model);
+  adj_actuation(m, qpos, qvel, ctrl, w, a, a.lambda, adj_qpos, adj_qvel, adj_ctrl, adj_model);
+  rnea(m, qvel, qacc, w, a.tmp);
+  for (int d = 0; d < m.nv; ++d) a.tmp[d] = -a.lambda[d];
+  adj_rnea(m, qvel, qacc, w, a, a.tmp, adj_qvel, static_cast<T*>(nullptr));
+  adj_tendon_kinematics(m, w, a, adj_qpos);
+  adj_com_vel(m, qvel, w, a, adj_qvel);
+  adj_com_pos(m, w, a, adj_model);
+  adj_kinematics(m, qpos, w, a, adj_qpos, adj_model.mocap_pos, adj_model.mocap_quat);
+}
 
 // Adjoint of forward_dynamics at (qpos, qvel, ctrl) with result qacc, by implicit
 // differentiation of the residual r = RNEA(q, qvel, qacc) + armature' qacc - qfrc(q, qvel, ctrl)
@@ -319,25 +384,40 @@ PHX_HD void adj_forward_dynamics(const ModelView<T>& m, const T* qpos, const T* 
     if (adj_model.dof_damping) adj_model.dof_damping[d] += implicit_dt * g;
   }
 
-  // applied forces enter r with a minus sign: adj_qfrc = lambda
-  adj_passive(m, qpos, qvel, w, a, a.lambda, adj_qpos, adj_qvel, adj_model);
-  adj_actuation(m, qpos, qvel, ctrl, w, a, a.lambda, adj_qpos, adj_qvel, adj_ctrl, adj_model);
-
-  // RNEA at the solution, then its adjoint with adj_tau = -lambda
-  rnea(m, qvel, qacc, w, a.tmp);
-  for (int d = 0; d < m.nv; ++d) a.tmp[d] = -a.lambda[d];
-  adj_rnea(m, qvel, qacc, w, a, a.tmp, adj_qvel, static_cast<T*>(nullptr));
-  adj_tendon_kinematics(m, w, a, adj_qpos);
-  adj_com_vel(m, qvel, w, a, adj_qvel);
-  adj_com_pos(m, w, a, adj_model);
-  adj_kinematics(m, qpos, w, a, adj_qpos, adj_model.mocap_pos, adj_model.mocap_quat);
+  adj_dynamics_residual(m, qpos, qvel, ctrl, qacc, w, a, adj_qpos, adj_qvel, adj_ctrl, adj_model);
 }
 
-// The reverse part of adj_step (below), after forward_dynamics at (qpos, qvel, ctrl) has left
+// Adjoint of implicit_dynamics at (qpos, qvel, ctrl) with result qacc, by implicit
+// differentiation of r = RNEA(q, v, qacc) - h D qacc + h B qacc - qfrc = 0:
+//   lambda = H^-T adj_qacc (into a.lambda),  adj_x = -lambda^T dr/dx.
+// Needs the kinematics, tendons and applied forces of the forward step in w, from which it
+// factors H again (w.implicit_H: a replay from a tape's slot has not kept it); accumulates
+// into the adjoint outputs.
+template <class T>
+PHX_HD void adj_implicit_dynamics(const ModelView<T>& m, const T* qpos, const T* qvel,
+                                  const T* ctrl, const T* qacc, Workspace<T>& w, AdjWorkspace<T>& a,
+                                  const T* adj_qacc, T* adj_qpos, T* adj_qvel, T* adj_ctrl,
+                                  const ModelAdjoint<T>& adj_model) {
+  const T h = m.timestep;
+  a.zero();
+  for (int d = 0; d < m.nv; ++d) a.lambda[d] = adj_qacc[d];
+  implicit_factor(m, qpos, qvel, ctrl, w);
+  implicit_solve(m, w, qvel, w.implicit_H, a.lambda, w.implicit_row, true);
+  if (adj_model.dof_armature)
+    for (int d = 0; d < m.nv; ++d) adj_model.dof_armature[d] -= a.lambda[d] * qacc[d];
+
+  // -h D qacc and +h B qacc
+  adj_velocity_slope(m, qpos, qvel, ctrl, w, a, h, a.lambda, qacc, w.implicit_row, w.implicit_u,
+                     w.implicit_v, adj_qpos, adj_qvel, adj_ctrl, adj_model);
+  adj_free_bias_slope(m, qvel, w, a, -h, a.lambda, qacc, adj_qvel, adj_model);
+  adj_dynamics_residual(m, qpos, qvel, ctrl, qacc, w, a, adj_qpos, adj_qvel, adj_ctrl, adj_model);
+}
+
+// The reverse part of adj_step (below), after step_dynamics at (qpos, qvel, ctrl) has left
 // its results in w (step_constrained without rows leaves the same): accumulates as adj_step
-// does. It rewrites only the articulated-body and RNEA arrays of w, which it computes again
-// before reading them, so it may run again with other seeds: one forward serves every row of
-// a Jacobian.
+// does. It rewrites only arrays of w it computes again before reading them (the
+// articulated-body and RNEA arrays; with implicitfast crb and the implicit arrays), so it may
+// run again with other seeds: one forward serves every row of a Jacobian.
 template <class T>
 PHX_HD void adj_step_replayed(const ModelView<T>& m, const T* qpos, const T* qvel,
                               const T* ctrl, Workspace<T>& w, AdjWorkspace<T>& a,
@@ -354,8 +434,12 @@ PHX_HD void adj_step_replayed(const ModelView<T>& m, const T* qpos, const T* qve
     adj_qvel[d] += a.qvel[d];
     a.qacc[d] = dt * a.qvel[d];
   }
-  adj_forward_dynamics(m, qpos, qvel, ctrl, dt, w.qacc, w, a, a.qacc, adj_qpos, adj_qvel, adj_ctrl,
-                       adj_model);
+  if (m.integrator == kIntegratorImplicitFast)
+    adj_implicit_dynamics(m, qpos, qvel, ctrl, w.qacc, w, a, a.qacc, adj_qpos, adj_qvel, adj_ctrl,
+                          adj_model);
+  else
+    adj_forward_dynamics(m, qpos, qvel, ctrl, dt, w.qacc, w, a, a.qacc, adj_qpos, adj_qvel,
+                         adj_ctrl, adj_model);
   if (adj_qfrc)
     for (int d = 0; d < m.nv; ++d) adj_qfrc[d] += a.lambda[d];
 }
@@ -370,7 +454,7 @@ PHX_HD void adj_step(const ModelView<T>& m, const T* qpos, const T* qvel, const 
                      const T* adj_qvel_next, T* adj_qpos, T* adj_qvel, T* adj_ctrl,
                      const ModelAdjoint<T>& adj_model, T* adj_qfrc = nullptr,
                      const T* qfrc_applied = nullptr) {
-  forward_dynamics(m, qpos, qvel, ctrl, m.timestep, w, w.qacc, qfrc_applied);
+  step_dynamics(m, qpos, qvel, ctrl, w, w.qacc, qfrc_applied);
   adj_step_replayed(m, qpos, qvel, ctrl, w, a, adj_qpos_next, adj_qvel_next, adj_qpos, adj_qvel,
                     adj_ctrl, adj_model, adj_qfrc);
 }

@@ -24,6 +24,7 @@ struct Counts {
   PHX_MODEL_COUNTS(PHX_COUNTS_MEMBER)
 #undef PHX_COUNTS_MEMBER
   int nconmax, nefcmax;  // capacities: contacts and constraint rows
+  int integrator;        // the step's Integrator (its scratch depends on it)
 };
 template <class M>
 PHX_HD Counts counts_of(const M& m) {
@@ -33,7 +34,14 @@ PHX_HD Counts counts_of(const M& m) {
 #undef PHX_COUNTS_COPY
   c.nconmax = m.nconmax;
   c.nefcmax = m.nefcmax;
+  c.integrator = m.integrator;
   return c;
+}
+
+// n for a model that integrates with implicitfast, else 0
+template <class M>
+PHX_HD long implicit_size(const M& m, long n) {
+  return m.integrator == kIntegratorImplicitFast ? n : 0;
 }
 
 // the intermediates of one environment's step, in the order they are carved. The reverse
@@ -52,7 +60,7 @@ PHX_HD Counts counts_of(const M& m) {
   X(real, jnt_quat_in, 4L * m.njnt, "body orientation before each joint (njnt x 4)")             \
   X(real, jnt_qloc, 4L * m.njnt, "each joint's rotation, ball and hinge (njnt x 4)")             \
   X(real, jnt_quat_out, 4L * m.njnt, "body orientation after each joint (njnt x 4)")             \
-  /* com-based quantities, about the reference point of each tree (its root body's origin) */   \
+  /* com-based quantities, about the reference point of each tree (its root body's origin) */    \
   X(real, xipos, 3L * m.nbody, "centre of mass in world (nbody x 3)")                            \
   X(real, ximat, 9L * m.nbody, "principal inertia frame rotation in world (nbody x 9)")          \
   X(real, cinert, 10L * m.nbody, "body spatial inertia (nbody x 10)")                            \
@@ -75,7 +83,12 @@ PHX_HD Counts counts_of(const M& m) {
   /* generalized vectors */                                                                      \
   X(real, armature, m.nv, "armature used by the solve, + dt damping when implicit (nv)")         \
   X(real, qfrc, m.nv, "applied generalized force, passive + actuation (nv)")                     \
-  X(real, qacc, m.nv, "generalized acceleration (nv)")
+  X(real, qacc, m.nv, "generalized acceleration (nv)")                                           \
+  /* the velocity-implicit step (implicit.h), carved for its integrator only */                  \
+  X(real, implicit_H, implicit_size(m, long(m.nv) * m.nv), "M - h D, then its factor (nv x nv)") \
+  X(real, implicit_row, implicit_size(m, m.nv), "a transmission row, scratch (nv)")              \
+  X(real, implicit_u, implicit_size(m, m.nv), "scratch (nv)")                                    \
+  X(real, implicit_v, implicit_size(m, m.nv), "scratch (nv)")
 
 template <class T>
 struct Workspace {

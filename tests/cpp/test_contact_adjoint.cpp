@@ -281,18 +281,24 @@ TEST_P(ContactAdjoint, CapsuleOnPlane) {
 // A two-link horizontal arm at height z whose tip sphere pushes a box (centre 1.5 mm lower,
 // turned by box_quat), driven by two motors, with distinct friction and restitution
 // coefficients away from the kinks of the pair maximum and of e = 0.
-Inputs arm_pushes_box(double z, const std::string& box_quat, int solver) {
+Inputs arm_pushes_box(double z, const std::string& box_quat, int solver,
+                      const std::string& actuators =
+                          "<motor joint='j1' gear='3'/>"
+                          "<motor joint='j2' gear='1'/>") {
   auto num = [](double v) { return std::to_string(v); };
   Inputs in = at_rest(
-      scene("<body pos='0 0 " + num(z) + "'>"
-            "<joint name='j1' type='hinge' axis='0 0 1' damping='0.2'/>"
-            "<geom type='capsule' fromto='0 0 0 0.3 0 0' size='0.02' mass='1'/>"
-            "<body pos='0.3 0 0'><joint name='j2' type='hinge' axis='0 0 1' damping='0.1'/>"
-            "<geom type='capsule' fromto='0 0 0 0.3 0 0' size='0.02' mass='0.5'/>"
-            "<geom type='sphere' pos='0.3 0 0' size='0.05' mass='0.2'/></body></body>"
-            "<body pos='0.6 0.1495 " + num(z - 0.0015) + "' quat='" + box_quat + "'>"
-            "<freejoint/><geom type='box' size='.1 .1 .1' mass='1'/></body>",
-            "<actuator><motor joint='j1' gear='3'/><motor joint='j2' gear='1'/></actuator>"),
+      scene("<body pos='0 0 " + num(z) +
+                "'>"
+                "<joint name='j1' type='hinge' axis='0 0 1' damping='0.2'/>"
+                "<geom type='capsule' fromto='0 0 0 0.3 0 0' size='0.02' mass='1'/>"
+                "<body pos='0.3 0 0'><joint name='j2' type='hinge' axis='0 0 1' damping='0.1'/>"
+                "<geom type='capsule' fromto='0 0 0 0.3 0 0' size='0.02' mass='0.5'/>"
+                "<geom type='sphere' pos='0.3 0 0' size='0.05' mass='0.2'/></body></body>"
+                "<body pos='0.6 0.1495 " +
+                num(z - 0.0015) + "' quat='" + box_quat +
+                "'>"
+                "<freejoint/><geom type='box' size='.1 .1 .1' mass='1'/></body>",
+            "<actuator>" + actuators + "</actuator>"),
       solver);
   in.model.geom_friction = {0.8, 0, 0, 0.9, 0, 0, 0.9, 0, 0, 0.6, 0, 0, 0.7, 0, 0};
   in.model.geom_restitution = {0.1, 0.0, 0.0, 0.3, 0.2};
@@ -306,6 +312,17 @@ Inputs arm_pushes_box(double z, const std::string& box_quat, int solver) {
 TEST_P(ContactAdjoint, ArmPushesFloatingBox) {
   Inputs in = arm_pushes_box(1.1, "0.999 0 0 0.0447", GetParam());
   EXPECT_LE(gradcheck("arm_floating_box", in, 1e-6), 1e-6);
+}
+
+// The same with position servos (damping kv in their biases) and the implicitfast integrator:
+// the step's matrix is M - dt D (implicit.h), whose slopes in the configuration, the velocity
+// and the controls the adjoint carries.
+TEST_P(ContactAdjoint, ImplicitServoArmPushesFloatingBox) {
+  Inputs in = arm_pushes_box(1.1, "0.999 0 0 0.0447", GetParam(),
+                             "<position joint='j1' kp='20' kv='3' gear='2'/>"
+                             "<position joint='j2' kp='10' kv='1.5'/>");
+  in.model.opt.integrator = kIntegratorImplicitFast;
+  EXPECT_LE(gradcheck("arm_implicit", in, 1e-6), 1e-6);
 }
 
 INSTANTIATE_TEST_SUITE_P(Solvers, ContactAdjoint,

@@ -14,27 +14,13 @@
 
 #include "host/model.h"
 #include "host/mujoco_model.h"
+#include "mujoco_compile.h"
 
 namespace {
 
-using ModelPtr = std::unique_ptr<mjModel, void (*)(mjModel*)>;
-
-ModelPtr compile_file(const std::string& path) {
-  char error[1000] = "";
-  mjModel* m = mj_loadXML(path.c_str(), nullptr, error, sizeof(error));
-  EXPECT_NE(m, nullptr) << path << ": " << error;
-  return ModelPtr(m, mj_deleteModel);
-}
-
-ModelPtr compile_string(const std::string& xml) {
-  char error[1000] = "";
-  mjSpec* spec = mj_parseXMLString(xml.c_str(), nullptr, error, sizeof(error));
-  EXPECT_NE(spec, nullptr) << error;
-  mjModel* m = spec ? mj_compile(spec, nullptr) : nullptr;
-  EXPECT_NE(m, nullptr) << (spec ? mjs_getError(spec) : error);
-  if (spec) mj_deleteSpec(spec);
-  return ModelPtr(m, mj_deleteModel);
-}
+using phx::test::compile_file;
+using phx::test::compile_string;
+using phx::test::ModelPtr;
 
 // an array of the conversion equals MuJoCo's field of the same meaning, to 1e-12 relative
 template <typename T>

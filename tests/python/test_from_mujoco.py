@@ -293,22 +293,15 @@ def test_mesh_model_dynamics_match_mujoco_without_contacts():
     model.contact = model.limit = False
     mj.opt.disableflags |= (mujoco.mjtDisableBit.mjDSBL_CONTACT
                             | mujoco.mjtDisableBit.mjDSBL_CONSTRAINT)
-    d = mujoco.MjData(mj)
     rng = np.random.default_rng(3)
-    d.qvel[:] = rng.normal(size=mj.nv)
-    qpos0, qvel0 = d.qpos.copy(), d.qvel.copy()
+    qpos0, qvel0 = mj.qpos0.copy(), rng.normal(size=mj.nv)
     T = 100
     ctrl = rng.uniform(-1.5, 1.5, size=(T, mj.nu))
-    qs, vs = [], []
-    for u in ctrl:
-        d.ctrl[:] = u
-        mujoco.mj_step(mj, d)
-        qs.append(d.qpos.copy())
-        vs.append(d.qvel.copy())
+    qs, vs = phalanx.testing.mujoco_rollout(mj, qpos0, qvel0, ctrl)
     q, v, status = phalanx.rollout(model, qpos0[None], qvel0[None], ctrl[None])
     np.testing.assert_array_equal(status, 0)
-    dq = np.abs(q[0] - np.array(qs)).max()
-    dv = np.abs(v[0] - np.array(vs)).max()
+    dq = np.abs(q[0] - qs).max()
+    dv = np.abs(v[0] - vs).max()
     assert dq <= 1e-10 and dv <= 1e-10, (dq, dv)
 
 

@@ -480,4 +480,63 @@ PHX_HD void cod_solve_transpose(const Cod<T>& c, T* x) {
     apply_householder(c.qr + k * n + k, n, c.tau_q[k], x + k, n - k, 1);
 }
 
+// In-place LU factorisation P A = L U of a small n x n matrix with partial pivoting (row i of
+// P A is row piv[i] of A): L's strictly lower triangle (unit diagonal) and U overwrite A.
+// Returns false for a zero pivot.
+template <class T>
+PHX_HD bool lu_factor(T* A, int n, int* piv) {
+  for (int i = 0; i < n; ++i) piv[i] = i;
+  for (int j = 0; j < n; ++j) {
+    int p = j;
+    for (int i = j + 1; i < n; ++i)
+      if (abs(A[i * n + j]) > abs(A[p * n + j])) p = i;
+    if (A[p * n + j] == T(0)) return false;
+    if (p != j) {
+      for (int k = 0; k < n; ++k) {
+        T t = A[j * n + k];
+        A[j * n + k] = A[p * n + k];
+        A[p * n + k] = t;
+      }
+      int t = piv[j];
+      piv[j] = piv[p];
+      piv[p] = t;
+    }
+    for (int i = j + 1; i < n; ++i) {
+      T l = A[i * n + j] / A[j * n + j];
+      A[i * n + j] = l;
+      for (int k = j + 1; k < n; ++k) A[i * n + k] -= l * A[j * n + k];
+    }
+  }
+  return true;
+}
+
+// Solve A x = b (transpose: A^T x = b) in place with the factor from lu_factor; y is scratch
+// of n scalars.
+template <class T>
+PHX_HD void lu_solve(const T* LU, int n, const int* piv, T* b, T* y, bool transpose = false) {
+  if (!transpose) {
+    // L U x = P b
+    for (int i = 0; i < n; ++i) {
+      T s = b[piv[i]];
+      for (int k = 0; k < i; ++k) s -= LU[i * n + k] * y[k];
+      y[i] = s;
+    }
+    for (int i = n - 1; i >= 0; --i) {
+      T s = y[i];
+      for (int k = i + 1; k < n; ++k) s -= LU[i * n + k] * b[k];
+      b[i] = s / LU[i * n + i];
+    }
+    return;
+  }
+  // U^T L^T P x = b: U^T z = b, L^T w = z, x = P^T w
+  for (int i = 0; i < n; ++i) {
+    T s = b[i];
+    for (int k = 0; k < i; ++k) s -= LU[k * n + i] * y[k];
+    y[i] = s / LU[i * n + i];
+  }
+  for (int i = n - 1; i >= 0; --i)
+    for (int k = 0; k < i; ++k) y[k] -= LU[i * n + k] * y[i];
+  for (int i = 0; i < n; ++i) b[piv[i]] = y[i];
+}
+
 }  // namespace phx

@@ -3,6 +3,8 @@
 // Jacobian-vector products of the same code; tests compare them with the adjoints.
 #pragma once
 
+#include <type_traits>
+
 #include "phalanx/math/scalar.h"
 
 namespace phx {
@@ -14,6 +16,9 @@ struct Dual {
 
   PHX_HD Dual() = default;
   PHX_HD Dual(T x) : v(x) {}  // NOLINT: implicit from a constant
+  // from a plain number when T is not one (a Dual of Duals, a Dual of SIMD lanes)
+  template <class U, std::enable_if_t<std::is_arithmetic_v<U> && !std::is_same_v<U, T>, int> = 0>
+  PHX_HD explicit Dual(U x) : v(T(x)) {}
 
   PHX_HD Dual& operator+=(const Dual& b) { return *this = *this + b; }
   PHX_HD Dual& operator-=(const Dual& b) { return *this = *this - b; }

@@ -1,0 +1,293 @@
+// The velocity-implicit step (implicit.h) against MuJoCo's implicitfast integrator, one step at
+// a time from MuJoCo's own states, on a branched chain with damped tendons and velocity-
+// dependent actuators (a muscle among them), free bodies spinning fast, and the six-bar
+// tensegrity; its adjoint against central differences in double. Built only when
+// cmake/mujoco.cmake finds MuJoCo.
+#include <gtest/gtest.h>
+#include <mujoco/mujoco.h>
+
+#include <algorithm>
+#include <cmath>
+#include <memory>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "host/model.h"
+#include "host/mujoco_model.h"
+#include "model_builder.h"
+#include "mujoco_compile.h"
+#include "phalanx/step.h"
+
+namespace phx {
+namespace {
+
+using DataPtr = std::unique_ptr<mjData, void (*)(mjData*)>;
+using test::Carved;
+using test::HostModel;
+using test::ModelPtr;
+
+// the branched chain with tendons, servos, a muscle and a free body on a cable
+const std::string kChain = std::string(PHX_SOURCE_DIR) + "/tests/models/implicit_chain.xml";
+
+// A standalone free body (inertia frame tilted, centre of mass off the body origin) with a
+// damped servo on a tendon to the world; a free body with a hinged child (not standalone); a
+// damped tendon between the two (across trees: MuJoCo drops its cross terms).
+const char* kFree = R"(
+<mujoco>
+  <option timestep="0.002" integrator="implicitfast" gravity="0 0 -9.81">
+    <flag contact="disable"/>
+  </option>
+  <worldbody>
+    <site name="anchor" pos="0 0 2"/>
+    <body pos="0 0 1">
+      <freejoint/>
+      <geom type="box" size="0.3 0.1 0.05" pos="0.05 0.02 -0.01" euler="10 20 30" mass="2"/>
+      <geom type="sphere" size="0.05" pos="-0.2 0 0.1" mass="0.5"/>
+      <site name="a" pos="0.1 0 0.05"/>
+    </body>
+    <body pos="1 0 1">
+      <freejoint/>
+      <geom type="capsule" fromto="0 0 0 0.2 0 0" size="0.03"/>
+      <site name="b" pos="0.1 0 0"/>
+      <body pos="0.2 0 0">
+        <joint type="hinge" axis="0 0 1" damping="0.1"/>
+        <geom type="capsule" fromto="0 0 0 0.2 0 0" size="0.03"/>
+      </body>
+    </body>
+  </worldbody>
+  <tendon>
+    <spatial name="t0"><site site="anchor"/><site site="a"/></spatial>
+    <spatial name="t1" damping="3"><site site="a"/><site site="b"/></spatial>
+  </tendon>
+  <actuator>
+    <position tendon="t0" kp="40" kv="8"/>
+  </actuator>
+</mujoco>)";
+
+// one environment's state before a MuJoCo step and MuJoCo's state after it
+struct Record {
+  std::vector<double> qpos, qvel, act, ctrl, qpos_next, qvel_next;
+};
+
+// n steps of MuJoCo from its initial state (qvel scaled random), random controls in the
+// control range, recorded
+std::vector<Record> mujoco_records(const mjModel* m, int n, double speed, unsigned seed) {
+  DataPtr d(mj_makeData(m), mj_deleteData);
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<double> u(-1, 1);
+  for (int i = 0; i < m->nv; ++i) d->qvel[i] = speed * u(rng);
+  std::vector<Record> out;
+  for (int t = 0; t < n; ++t) {
+    for (int i = 0; i < m->nu; ++i) {
+      double lo = m->actuator_ctrlrange[2 * i], hi = m->actuator_ctrlrange[2 * i + 1];
+      d->ctrl[i] = m->actuator_ctrllimited[i] ? lo + (hi - lo) * (0.5 + 0.5 * u(rng)) : u(rng);
+    }
+    Record r;
+    r.qpos.assign(d->qpos, d->qpos + m->nq);
+    r.qvel.assign(d->qvel, d->qvel + m->nv);
+    r.act.assign(d->act, d->act + m->na);
+    r.ctrl.assign(d->ctrl, d->ctrl + m->nu);
+    mj_step(m, d.get());
+    r.qpos_next.assign(d->qpos, d->qpos + m->nq);
+    r.qvel_next.assign(d->qvel, d->qvel + m->nv);
+    out.push_back(std::move(r));
+  }
+  return out;
+}
+
+// the largest difference of one Phalanx step (the model's implicitfast or, to show the test
+// tells them apart, Euler) from MuJoCo's over the records, relative to max(1, |qvel|)
+double worst_step_error(const Model& model, const std::vector<Record>& records, bool implicit) {
+  Model euler = model;
+  euler.opt.integrator = kIntegratorEuler;
+  HostModel<double> hm(implicit ? model : euler);
+  const ModelView<double>& m = hm.view;
+  std::vector<double> input(m.nu);
+  double worst = 0;
+  for (const Record& r : records) {
+    std::vector<double> qpos = r.qpos, qvel = r.qvel;
+    if (m.na > 0)
+      actuator_inputs(m, r.ctrl.data(), r.act.data(), input.data());
+    else
+      input = r.ctrl;
+    unsigned status = step(m, qpos.data(), qvel.data(), input.data(), hm.w);
+    EXPECT_EQ(status, 0u);
+    double scale = 1;
+    for (double v : r.qvel_next) scale = std::max(scale, std::abs(v));
+    for (int i = 0; i < m.nq; ++i)
+      worst = std::max(worst, std::abs(qpos[i] - r.qpos_next[i]) / scale);
+    for (int i = 0; i < m.nv; ++i)
+      worst = std::max(worst, std::abs(qvel[i] - r.qvel_next[i]) / scale);
+  }
+  return worst;
+}
+
+TEST(Implicit, BranchedChainMatchesMujocosImplicitfast) {
+  ModelPtr mj = test::compile_file(kChain);
+  ASSERT_TRUE(mj);
+  Model model = from_mujoco(mj.get());
+  EXPECT_EQ(model.opt.integrator, kIntegratorImplicitFast);
+  std::vector<Record> records = mujoco_records(mj.get(), 300, 3.0, 1);
+  EXPECT_LT(worst_step_error(model, records, true), 1e-12);
+  // the semi-implicit Euler step is not what MuJoCo ran
+  EXPECT_GT(worst_step_error(model, records, false), 1e-5);
+}
+
+TEST(Implicit, FreeBodiesMatchMujocosImplicitfast) {
+  // fast spins exercise the standalone body's gyroscopic slope
+  ModelPtr mj = test::compile_string(kFree);
+  ASSERT_TRUE(mj);
+  Model model = from_mujoco(mj.get());
+  std::vector<Record> records = mujoco_records(mj.get(), 300, 20.0, 2);
+  EXPECT_LT(worst_step_error(model, records, true), 1e-12);
+  EXPECT_GT(worst_step_error(model, records, false), 1e-5);
+}
+
+TEST(Implicit, TensegrityMatchesMujocosImplicitfast) {
+  // the six rods are standalone free bodies; the cables' dampers live in their actuators'
+  // biases, clamped off while a cable is slack
+  ModelPtr mj = test::compile_file(std::string(PHX_SOURCE_DIR) + "/examples/models/tensegrity.xml");
+  ASSERT_TRUE(mj);
+  mj->opt.integrator = mjINT_IMPLICITFAST;
+  mj->opt.disableflags |= mjDSBL_CONTACT;
+  Model model = from_mujoco(mj.get());
+  std::vector<Record> records = mujoco_records(mj.get(), 400, 0.5, 3);
+  EXPECT_LT(worst_step_error(model, records, true), 1e-12);
+}
+
+// ---- the adjoint against central differences ------------------------------------------------
+
+// The dynamics parameters (PHX_DYNAMICS_PARAMS), owned, pointed to by a view and by an adjoint
+struct Params {
+#define PHX_TEST_PARAM(Name, field, check) std::vector<double> field;
+  PHX_DYNAMICS_PARAMS(PHX_TEST_PARAM)
+#undef PHX_TEST_PARAM
+  explicit Params(const Model& m) {
+#define PHX_TEST_PARAM(Name, field, check) field = m.field;
+    PHX_DYNAMICS_PARAMS(PHX_TEST_PARAM)
+#undef PHX_TEST_PARAM
+  }
+  std::vector<std::pair<const char*, std::vector<double>*>> all() {
+    return {
+#define PHX_TEST_PARAM(Name, field, check) {#field, &field},
+        PHX_DYNAMICS_PARAMS(PHX_TEST_PARAM)
+#undef PHX_TEST_PARAM
+    };
+  }
+  void point(ModelView<double>& v) {
+#define PHX_TEST_PARAM(Name, field, check) v.field = field.data();
+    PHX_DYNAMICS_PARAMS(PHX_TEST_PARAM)
+#undef PHX_TEST_PARAM
+  }
+  ModelAdjoint<double> adjoint() {
+    ModelAdjoint<double> a;
+#define PHX_TEST_PARAM(Name, field, check) a.field = field.data();
+    PHX_DYNAMICS_PARAMS(PHX_TEST_PARAM)
+#undef PHX_TEST_PARAM
+    return a;
+  }
+};
+
+// every input of a step: state, controls and parameters
+struct StepInputs {
+  std::vector<double> qpos, qvel, ctrl;
+  Params p;
+  explicit StepInputs(const Model& m) : qpos(m.qpos0), qvel(m.nv), ctrl(m.nu), p(m) {}
+  std::vector<std::pair<const char*, std::vector<double>*>> all() {
+    std::vector<std::pair<const char*, std::vector<double>*>> v = {
+        {"qpos", &qpos}, {"qvel", &qvel}, {"ctrl", &ctrl}};
+    for (auto& q : p.all()) v.push_back(q);
+    return v;
+  }
+};
+
+// <weights, (qpos', qvel')> of one implicit step
+double step_objective(const Model& model, StepInputs in, const std::vector<double>& weights) {
+  HostModel<double> hm(model);
+  in.p.point(hm.view);
+  EXPECT_EQ(step(hm.view, in.qpos.data(), in.qvel.data(), in.ctrl.data(), hm.w), 0u);
+  double f = 0;
+  for (int i = 0; i < model.nq; ++i) f += weights[i] * in.qpos[i];
+  for (int i = 0; i < model.nv; ++i) f += weights[model.nq + i] * in.qvel[i];
+  return f;
+}
+
+// the adjoint's directional derivative along random directions of each input against central
+// differences
+void check_step_adjoint(const Model& model, StepInputs in, unsigned seed) {
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<double> u(-1, 1);
+  std::vector<double> weights(model.nq + model.nv);
+  for (double& v : weights) v = u(rng);
+
+  HostModel<double> hm(model);
+  in.p.point(hm.view);
+  Carved<AdjWorkspace<double>, double> a(hm.view);
+  StepInputs g = in;
+  for (auto& [name, v] : g.all()) std::fill(v->begin(), v->end(), 0.0);
+  adj_step(hm.view, in.qpos.data(), in.qvel.data(), in.ctrl.data(), hm.w, a.w, weights.data(),
+           weights.data() + model.nq, g.qpos.data(), g.qvel.data(), g.ctrl.data(), g.p.adjoint());
+
+  auto ins = in.all(), grads = g.all();
+  for (size_t k = 0; k < ins.size(); ++k) {
+    // parameters move relative to their size (the ball's inertia is 1e-5 kg m^2)
+    std::vector<double> dir(ins[k].second->size());
+    for (size_t i = 0; i < dir.size(); ++i)
+      dir[i] = u(rng) * (k < 3 ? 1.0 : std::max(std::abs((*ins[k].second)[i]), 1e-3));
+    double analytic = 0;
+    for (size_t i = 0; i < dir.size(); ++i) analytic += dir[i] * (*grads[k].second)[i];
+    // central differences with one Richardson extrapolation: the light capsule's spin makes
+    // the step strongly curved in its inertia
+    auto difference = [&](double eps) {
+      StepInputs plus = in, minus = in;
+      for (size_t i = 0; i < dir.size(); ++i) {
+        (*plus.all()[k].second)[i] += eps * dir[i];
+        (*minus.all()[k].second)[i] -= eps * dir[i];
+      }
+      return (step_objective(model, plus, weights) - step_objective(model, minus, weights)) /
+             (2 * eps);
+    };
+    const double numeric = (4 * difference(1e-5) - difference(2e-5)) / 3;
+    EXPECT_NEAR(analytic, numeric, 1e-7 * std::max(1.0, std::abs(numeric))) << ins[k].first;
+  }
+}
+
+// a state away from the model's rest: random velocities, rotated balls and free bodies
+StepInputs random_state(const Model& model, double speed, unsigned seed) {
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<double> u(-1, 1);
+  StepInputs in(model);
+  for (int j = 0; j < model.njnt; ++j) {
+    int a = model.jnt_qposadr[j];
+    if (model.jnt_type[j] == kJointFree) a += 3;
+    if (model.jnt_type[j] == kJointFree || model.jnt_type[j] == kJointBall)
+      normalize(Quat<double>{1 + u(rng), u(rng), u(rng), u(rng)}).store(&in.qpos[a]);
+    else
+      in.qpos[a] += 0.3 * u(rng);
+  }
+  for (double& v : in.qvel) v = speed * u(rng);
+  for (int i = 0; i < model.nu; ++i) {
+    double lo = model.actuator_ctrlrange[2 * i], hi = model.actuator_ctrlrange[2 * i + 1];
+    in.ctrl[i] = model.actuator_ctrllimited[i] ? lo + (hi - lo) * (0.5 + 0.4 * u(rng)) : u(rng);
+  }
+  return in;
+}
+
+TEST(Implicit, StepAdjointMatchesCentralDifferencesOnTheChain) {
+  ModelPtr mj = test::compile_file(kChain);
+  ASSERT_TRUE(mj);
+  Model model = from_mujoco(mj.get());
+  for (unsigned seed : {1u, 2u, 3u})
+    check_step_adjoint(model, random_state(model, 2.0, seed), seed);
+}
+
+TEST(Implicit, StepAdjointMatchesCentralDifferencesOnFreeBodies) {
+  ModelPtr mj = test::compile_string(kFree);
+  ASSERT_TRUE(mj);
+  Model model = from_mujoco(mj.get());
+  for (unsigned seed : {4u, 5u}) check_step_adjoint(model, random_state(model, 15.0, seed), seed);
+}
+
+}  // namespace
+}  // namespace phx
