@@ -4,7 +4,8 @@ Trainable with Low-Frequency Data", ICRA 2022).
 
 The robot is examples/models/tensegrity.xml: six 10 kg rods and 24 cables that only pull, each
 cable a spatial tendon driven by a motor that sets its rest length. MuJoCo (its own soft
-contacts, 1 kHz) running that file is the ground truth, as in the paper. Two variants:
+contacts, 1 kHz, the file's implicitfast integrator, which Phalanx runs too) running that file
+is the ground truth, as in the paper. Two variants:
 
 - free: no floor and no gravity, the robot floating and flexing under its motors; its internal
   motion depends on the cables' stiffness and damping over the rods' mass only, so stiffness and
@@ -169,21 +170,20 @@ def segment_loss(model: phalanx.Model, seg: tuple, x: np.ndarray, tape=None):
 
 
 def identify(data: dict, variant: str, iters: int, guess: np.ndarray, lr: float = 0.1,
-             clip: float = 1.0, trajectories: int | None = None, log=print) -> dict:
+             clip: float = 1.0, trajectories: int | None = None, timestep: float = STEP,
+             plateau: int = 10, stall: float = 0.01, log=print) -> dict:
     """Adam on log(x) from x = guess, its step decaying from lr to lr / 10, on the first
     `trajectories` training trajectories (None: all); the free variant keeps the mass and
     friction at the truth (its motion does not depend on them). Returns the estimates, losses,
     the data used and the wall time.
 
-    All rollouts step at the data's 1 ms. The paper's progressive schedule (a large timestep
-    first, halved on plateaus) does not help here: Phalanx integrates explicitly, and the
-    cables' 1000 N s/m dampers on the rods' ends diverge at 4 ms; at 2 ms the free robot's
-    loss at the true parameters is 5e-4 m^2 instead of 1e-27, as large as the 30-50 % off
-    guess's, so a fit at 2 ms drifts away from the truth. Measured on two free training
-    trajectories, 60 iterations from GUESS: at 1 ms the worst parameter comes within 5 % in
-    8.5 s and 1 % in 19 s; starting at 2 ms (halved on a 1 % plateau over 10 iterations)
-    runs the 60 iterations in 27 s instead of 39 s, but the parameters drift to 46 % off
-    before the switch at iteration 25 and end 10 % off."""
+    The paper's progressive schedule: the rollouts start at `timestep` (the data's 1 ms by
+    default), which is halved, down to 1 ms, whenever the loss has fallen by less than the
+    fraction `stall` over `plateau` iterations (history["timestep"] records it per
+    iteration). It does not help here: the coarse steps' best fit is biased (the damping
+    most). Measured on two free training trajectories, 60 iterations from GUESS: at 1 ms
+    throughout the worst parameter ends 0.24 % off; started at 4 ms (halved on 1 % plateaus
+    over 10 iterations) 7 % off, at 8 ms 24 % off."""
     model = phalanx_model(variant)
     free = variant == "free"
     active = np.array([True, True, not free, not free])
@@ -191,7 +191,8 @@ def identify(data: dict, variant: str, iters: int, guess: np.ndarray, lr: float 
     chosen = {k: v[:trajectories] for k, v in data["train"].items()}
     train, val = segments(chosen), segments(data["validation"])
     adam = Adam(lr)
-    history = {"loss": [], "validation": [], "x": [x.copy()]}
+    history = {"loss": [], "validation": [], "x": [x.copy()], "timestep": []}
+    model.timestep, since = timestep, 0  # since: iterations at this timestep
     start = time.perf_counter()
     for it in range(iters):
         tape = phalanx.Tape(checkpoint_every=10)
@@ -206,16 +207,23 @@ def identify(data: dict, variant: str, iters: int, guess: np.ndarray, lr: float 
         x = np.where(active, np.exp(adam.step(np.log(x), g / max(loss, 1e-300))), x)
         history["loss"].append(loss)
         history["x"].append(x.copy())
+        history["timestep"].append(model.timestep)
+        since += 1
+        if (model.timestep > STEP and since > plateau
+                and history["loss"][-1] > (1 - stall) * history["loss"][-1 - plateau]):
+            model.timestep, since = max(model.timestep / 2, STEP), 0
         if it % 10 == 0 or it == iters - 1:
             history["validation"].append((it, segment_loss(model, val, x)[0]))
             if log:
                 log(f"  {it:4d}  loss {loss:.3e}  " + "  ".join(
                     f"{v:.4g}" for v, a in zip(x, active) if a))
     seconds = time.perf_counter() - start
+    model.timestep = STEP
     truth_loss = segment_loss(model, train, TRUTH)[0]
     n, intervals = chosen["ctrl"].shape[:2]
+    steps = sum(int(round(OBSERVE * STEP / dt)) for dt in history["timestep"])
     used = {"trajectories": n, "observations": n * (intervals + 1),
-            "env_steps": iters * n * intervals * OBSERVE}
+            "env_steps": n * intervals * steps}
     return {"x": x, "active": active, "history": history, "truth_loss": truth_loss,
             "seconds": seconds, "rel_error": np.abs(x / TRUTH - 1), "data": used}
 
@@ -292,16 +300,14 @@ def roll(x: np.ndarray, seconds: float = 5.0, samples: int = 40, knots: int = 10
     steps; `ctrlrange` (lo, hi) narrows the commands (default the motors' [-1, 1]).
     Returns the centre of mass's path (up to seconds * 10 + 1 points, 2), its speed along
     DIRECTION over the whole `seconds` (m/s), the wall time, and `diverged`: the time (s) at
-    which MuJoCo's explicit step blew up, which ends the run, or None.
+    which MuJoCo's step blew up, which ends the run, or None.
 
-    Why runs diverge: the cables' damping (1000 N s/m) enters MuJoCo's Euler step explicitly,
-    and a rod end's effective mass is a quarter of the rod's (2.5 kg), so the four cables at
-    an end give d h / m of about 1.6, close to explicit Euler's bound of 2. Commands at the
-    ends of the range slacken cables (rest length 1.025 m at +1, nominal length 1.031 m) and
-    the net deforms until the step diverges. Measured over 5 s, commands held 0.1 s, 10 runs
-    each: uniform random commands never diverge; commands of -1 or +1 diverge in 5 runs, of
-    -0.8 or +0.8 in none, and -1 or +1 with MuJoCo's implicitfast integrator in none. MPPI's
-    samples are clipped at the bounds and often sit there."""
+    MuJoCo runs the model file's implicitfast integrator. With Euler, the cables' damping
+    (1000 N s/m on a rod end's effective mass of 2.5 kg, d h / m about 1.6 per cable, four
+    at an end) sits close to explicit Euler's bound of 2, and commands at the ends of the
+    range, where MPPI's clipped samples often sit, made it diverge: measured over 5 s,
+    commands held 0.1 s, 10 runs each, -1 or +1 diverged in 5 runs with Euler and in none
+    with implicitfast."""
     model = phalanx_model("floor")
     set_parameters(model, x)
     mj = mujoco_model("floor")
@@ -316,7 +322,7 @@ def roll(x: np.ndarray, seconds: float = 5.0, samples: int = 40, knots: int = 10
         for _ in range(OBSERVE):
             mujoco.mj_step(mj, d)
         if d.warning[mujoco.mjtWarning.mjWARN_BADQACC].number or not np.isfinite(d.qpos).all():
-            diverged = (i + 1) * OBSERVE / 1000  # MuJoCo's explicit step blew up (and reset)
+            diverged = (i + 1) * OBSERVE / 1000  # MuJoCo's step blew up (and reset)
             break
         mppi.shift()
         path.append(centre_of_mass(d.qpos)[:2])
