@@ -121,10 +121,11 @@ PHX_HD void implicit_metric(const ModelView<T>& m, const T* qpos, const T* qvel,
 }
 
 // H = M - h D into w.implicit_H and its Cholesky factor over the dof trees; false when H is not
-// positive definite
+// positive definite (a device function of its own, as is implicit_solve: the forward and the
+// reverse step both call them)
 template <class T>
-PHX_HD bool implicit_factor(const ModelView<T>& m, const T* qpos, const T* qvel, const T* input,
-                            Workspace<T>& w) {
+PHX_HD PHX_DEVICE_NOINLINE bool implicit_factor(const ModelView<T>& m, const T* qpos, const T* qvel,
+                                                const T* input, Workspace<T>& w) {
   implicit_metric(m, qpos, qvel, input, w, w.implicit_H, w.implicit_row);
   return cholesky(w.implicit_H, m.nv, m.dof_treeadr);
 }
@@ -211,8 +212,9 @@ PHX_HD void free_body_block(const ModelView<T>& m, const Workspace<T>& w, int j,
 // blocks): the symmetric solve, then each standalone free body's rows solved again with its
 // own block (free_body_block, LU). keep is scratch of nv.
 template <class T>
-PHX_HD void implicit_solve(const ModelView<T>& m, const Workspace<T>& w, const T* qvel, const T* L,
-                           T* x, T* keep, bool transpose = false) {
+PHX_HD PHX_DEVICE_NOINLINE void implicit_solve(const ModelView<T>& m, const Workspace<T>& w,
+                                               const T* qvel, const T* L, T* x, T* keep,
+                                               bool transpose = false) {
   for (int d = 0; d < m.nv; ++d) keep[d] = x[d];
   cholesky_solve(L, m.nv, x, m.dof_treeadr);
   for (int j = 0; j < m.njnt; ++j) {
@@ -229,17 +231,82 @@ PHX_HD void implicit_solve(const ModelView<T>& m, const Workspace<T>& w, const T
 
 // ---- adjoints -----------------------------------------------------------------------------
 
+// The nine gain or bias parameters' share of actuator k's slope term: c d g / d prm, g = d force
+// / dV, each parameter one inner Dual direction (a device function of its own: the nested
+// Dual numbers are the largest code of the implicit adjoint).
+template <class T>
+PHX_HD PHX_DEVICE_NOINLINE void adj_slope_params(const ModelView<T>& m, int k,
+                                                 const ActuatorForce<T>& f, T c,
+                                                 const ModelAdjoint<T>& adj_model) {
+  using P = Dual<Dual<T, 9>, 1>;
+  T* adj_prm[2] = {adj_model.actuator_gainprm, adj_model.actuator_biasprm};
+  for (int which = 0; which < 2; ++which) {
+    if (!adj_prm[which]) continue;
+    P p[9], LP(f.length), VP(f.velocity);
+    VP.d[0] = Dual<T, 9>(T(1));
+    load_actuator_params(which == 0 ? m.actuator_gainprm : m.actuator_biasprm, k, p);
+    for (int i = 0; i < 9; ++i) p[i].v.d[i] = T(1);
+    const Dual<T, 9> gk = which == 0 ? (actuator_gain(m, k, LP, VP, p) * P(f.ctrl)).d[0]
+                                     : actuator_bias(m, k, LP, VP, p).d[0];
+    for (int i = 0; i < 9; ++i) adj_prm[which][9 * k + i] += c * gk.d[i];
+  }
+}
+
+// Actuator k's share of adj_velocity_slope (below; a device function of its own): its slope
+// g = gear^2 d force / dV, whose own slopes in the length, velocity and input come from
+// nested Dual numbers.
+template <class T>
+PHX_HD PHX_DEVICE_NOINLINE void adj_actuator_slope(const ModelView<T>& m, int k, const T* qpos,
+                                                   const T* qvel, const T* input,
+                                                   const Workspace<T>& w, AdjWorkspace<T>& a,
+                                                   T scale, const T* u, const T* v, T* row, T* su,
+                                                   T* y, T* adj_qpos, T* adj_qvel, T* adj_input,
+                                                   const ModelAdjoint<T>& adj_model) {
+  const ActuatorForce<T> f = actuator_force(m, w, k, qpos, qvel, input);
+  if (m.actuator_forcelimited[k] &&
+      (f.force <= m.actuator_forcerange[2 * k] || f.force >= m.actuator_forcerange[2 * k + 1]))
+    return;               // a clamped force has no slope
+  using In = Dual<T, 3>;  // slopes in (L, V, input)
+  using D = Dual<In, 1>;  // the slope in V
+  In Li(f.length), Vi(f.velocity), Xi(f.ctrl);
+  Li.d[0] = Vi.d[1] = Xi.d[2] = T(1);
+  D L(Li), V(Vi), gp[9], bp[9];
+  V.d[0] = In(T(1));
+  load_actuator_params(m.actuator_gainprm, k, gp);
+  load_actuator_params(m.actuator_biasprm, k, bp);
+  const In g = (actuator_gain(m, k, L, V, gp) * D(Xi) + actuator_bias(m, k, L, V, bp)).d[0];
+  const bool prm = adj_model.actuator_gainprm || adj_model.actuator_biasprm;
+  if (g.v == T(0) && g.d[0] == T(0) && g.d[1] == T(0) && g.d[2] == T(0) && !prm) return;
+  const int type = m.actuator_trntype[k], id = actuator_trn(m, k);
+  const T gear = m.actuator_gear[k];
+  for (int d = 0; d < m.nv; ++d) row[d] = T(0);
+  add_transmission_row(m, w, type, id, T(1), row);
+  const T rho = coupled_form(m, row, u, v, su, y);
+  const T c = scale * rho * gear * gear;  // the weight of g
+  adj_transmission_row(m, w, type, id, scale * gear * gear * g.v, PointerRow<T>{y}, a);
+  if (g.d[0] != T(0) || g.d[1] != T(0))
+    adj_transmission_state(m, w, type, id, qvel, gear * c * g.d[0], gear * c * g.d[1], a, adj_qpos,
+                           adj_qvel);
+  if (f.ctrl_inside && adj_input) adj_input[k] += c * g.d[2];
+  if (adj_model.actuator_gear)
+    adj_model.actuator_gear[k] +=
+        scale * rho * T(2) * gear * g.v + c * (g.d[0] * f.trn_length + g.d[1] * f.trn_velocity);
+  if (prm) adj_slope_params(m, k, f, c, adj_model);
+}
+
 // Accumulates the gradient of scale u^T D v (D the slope implicit_metric subtracts, u and v
 // fixed vectors) in the configuration (through the tendon rows and moment arms, into a and
 // adj_qpos), the velocity and inputs (actuators whose gain or bias depends on them), and the
 // parameters dof_damping, tendon_damping, actuator_gear, actuator_gainprm and
-// actuator_biasprm. The slopes of an actuator's slope come from nested Dual numbers. row, su
-// and y are scratch of nv.
+// actuator_biasprm. row, su and y are scratch of nv. A device function of its own: both the
+// unconstrained and the constrained adjoint call it.
 template <class T>
-PHX_HD void adj_velocity_slope(const ModelView<T>& m, const T* qpos, const T* qvel, const T* input,
-                               const Workspace<T>& w, AdjWorkspace<T>& a, T scale, const T* u,
-                               const T* v, T* row, T* su, T* y, T* adj_qpos, T* adj_qvel,
-                               T* adj_input, const ModelAdjoint<T>& adj_model) {
+PHX_HD PHX_DEVICE_NOINLINE void adj_velocity_slope(const ModelView<T>& m, const T* qpos,
+                                                   const T* qvel, const T* input,
+                                                   const Workspace<T>& w, AdjWorkspace<T>& a,
+                                                   T scale, const T* u, const T* v, T* row, T* su,
+                                                   T* y, T* adj_qpos, T* adj_qvel, T* adj_input,
+                                                   const ModelAdjoint<T>& adj_model) {
   const int nv = m.nv;
   if (adj_model.dof_damping)
     for (int d = 0; d < nv; ++d) adj_model.dof_damping[d] -= scale * u[d] * v[d];
@@ -252,61 +319,20 @@ PHX_HD void adj_velocity_slope(const ModelView<T>& m, const T* qpos, const T* qv
     if (adj_model.tendon_damping) adj_model.tendon_damping[t] -= scale * rho;
     adj_transmission_row(m, w, kTrnTendon, t, -scale * b, PointerRow<T>{y}, a);
   }
-  using In = Dual<T, 3>;  // slopes in (L, V, input)
-  using D = Dual<In, 1>;  // the slope in V
-  for (int k = 0; k < m.nu; ++k) {
-    const ActuatorForce<T> f = actuator_force(m, w, k, qpos, qvel, input);
-    if (m.actuator_forcelimited[k] &&
-        (f.force <= m.actuator_forcerange[2 * k] || f.force >= m.actuator_forcerange[2 * k + 1]))
-      continue;  // a clamped force has no slope
-    // g = d force / dV and its slopes in L, V and the input
-    In Li(f.length), Vi(f.velocity), Xi(f.ctrl);
-    Li.d[0] = Vi.d[1] = Xi.d[2] = T(1);
-    D L(Li), V(Vi), gp[9], bp[9];
-    V.d[0] = In(T(1));
-    load_actuator_params(m.actuator_gainprm, k, gp);
-    load_actuator_params(m.actuator_biasprm, k, bp);
-    const In g = (actuator_gain(m, k, L, V, gp) * D(Xi) + actuator_bias(m, k, L, V, bp)).d[0];
-    const bool prm = adj_model.actuator_gainprm || adj_model.actuator_biasprm;
-    if (g.v == T(0) && g.d[0] == T(0) && g.d[1] == T(0) && g.d[2] == T(0) && !prm) continue;
-    const int type = m.actuator_trntype[k], id = actuator_trn(m, k);
-    const T gear = m.actuator_gear[k];
-    for (int d = 0; d < nv; ++d) row[d] = T(0);
-    add_transmission_row(m, w, type, id, T(1), row);
-    const T rho = coupled_form(m, row, u, v, su, y);
-    const T c = scale * rho * gear * gear;  // the weight of g
-    adj_transmission_row(m, w, type, id, scale * gear * gear * g.v, PointerRow<T>{y}, a);
-    if (g.d[0] != T(0) || g.d[1] != T(0))
-      adj_transmission_state(m, w, type, id, qvel, gear * c * g.d[0], gear * c * g.d[1], a,
-                             adj_qpos, adj_qvel);
-    if (f.ctrl_inside && adj_input) adj_input[k] += c * g.d[2];
-    if (adj_model.actuator_gear)
-      adj_model.actuator_gear[k] +=
-          scale * rho * T(2) * gear * g.v + c * (g.d[0] * f.trn_length + g.d[1] * f.trn_velocity);
-    // the nine gain and bias parameters, each one inner direction
-    using P = Dual<Dual<T, 9>, 1>;
-    T* adj_prm[2] = {adj_model.actuator_gainprm, adj_model.actuator_biasprm};
-    for (int which = 0; which < 2; ++which) {
-      if (!adj_prm[which]) continue;
-      P p[9], LP(f.length), VP(f.velocity);
-      VP.d[0] = Dual<T, 9>(T(1));
-      load_actuator_params(which == 0 ? m.actuator_gainprm : m.actuator_biasprm, k, p);
-      for (int i = 0; i < 9; ++i) p[i].v.d[i] = T(1);
-      const Dual<T, 9> gk = which == 0 ? (actuator_gain(m, k, LP, VP, p) * P(f.ctrl)).d[0]
-                                       : actuator_bias(m, k, LP, VP, p).d[0];
-      for (int i = 0; i < 9; ++i) adj_prm[which][9 * k + i] += c * gk.d[i];
-    }
-  }
+  for (int k = 0; k < m.nu; ++k)
+    adj_actuator_slope(m, k, qpos, qvel, input, w, a, scale, u, v, row, su, y, adj_qpos, adj_qvel,
+                       adj_input, adj_model);
 }
 
 // Accumulates the gradient of scale u^T B v over the standalone free bodies (B the slope of
 // the gyroscopic force, free_bias_slope; v's rotational part the direction) in the body's
 // rotation (a.xmat), its angular velocity (adj_qvel), and body_ipos, body_mass and
-// body_inertia, by Dual numbers in the ten of those.
+// body_inertia, by Dual numbers in the ten of those (a device function of its own).
 template <class T>
-PHX_HD void adj_free_bias_slope(const ModelView<T>& m, const T* qvel, const Workspace<T>& w,
-                                AdjWorkspace<T>& a, T scale, const T* u, const T* v, T* adj_qvel,
-                                const ModelAdjoint<T>& adj_model) {
+PHX_HD PHX_DEVICE_NOINLINE void adj_free_bias_slope(const ModelView<T>& m, const T* qvel,
+                                                    const Workspace<T>& w, AdjWorkspace<T>& a,
+                                                    T scale, const T* u, const T* v, T* adj_qvel,
+                                                    const ModelAdjoint<T>& adj_model) {
   using D = Dual<T, 10>;
   for (int j = 0; j < m.njnt; ++j) {
     if (!standalone_free_joint(m, j)) continue;
