@@ -30,6 +30,7 @@
 
 #include "phalanx/integrate.h"
 #include "phalanx/kinematics.h"
+#include "phalanx/math/dual.h"
 #include "phalanx/step.h"
 #include "phalanx/xpbd.h"
 #include "phalanx/xpbd_tree.h"
@@ -244,14 +245,12 @@ PHX_HD void xpbd_project_joints(const ModelView<T>& m, XpbdArrays<T> s, T h) {
   }
 }
 
-// the rows of body b's joint at the current poses (xpbd_tree.h): the constraints
-// xpbd_project_joints projects, as rows (the hinge limit aside)
-template <class T>
-PHX_HD void xpbd_joint_rows(const ModelView<T>& m, const XpbdArrays<T>& s, int b,
-                            XpbdRows<T>& rows) {
-  XpbdJointFrame<T> J = xpbd_joint_frame(m, b);
-  const XpbdBody<T>& B1 = s.body[m.body_parentid[b]];
-  const XpbdBody<T>& B2 = s.body[b];
+// the rows of a joint (xpbd_tree.h) of frame J between the bodies B1 (parent) and B2: the
+// constraints xpbd_project_joints projects, as rows (the hinge limit aside). Any scalar R: the
+// adjoint runs it on Dual numbers.
+template <class R>
+PHX_HD void xpbd_rows_of(const XpbdJointFrame<R>& J, const XpbdBody<R>& B1, const XpbdBody<R>& B2,
+                         XpbdRows<R>& rows) {
   rows.n = 0;
   switch (J.type) {
     case kJointFree:
@@ -270,6 +269,63 @@ PHX_HD void xpbd_joint_rows(const ModelView<T>& m, const XpbdArrays<T>& s, int b
     default:  // none: a weld
       xpbd_rows_attach(rows, B1, B2, J.r1, J.r2);
       xpbd_rows_orientation(rows, B1, B2, J.f1, J.f2);
+  }
+}
+
+// the rows of body b's joint at the current poses
+template <class T>
+PHX_HD void xpbd_joint_rows(const ModelView<T>& m, const XpbdArrays<T>& s, int b,
+                            XpbdRows<T>& rows) {
+  xpbd_rows_of(xpbd_joint_frame(m, b), s.body[m.body_parentid[b]], s.body[b], rows);
+}
+
+// The adjoint of xpbd_joint_rows in the two bodies' positions and orientations: the gradient of
+// sum_i adj.c_i c_i + adj.g1_i . g1_i + adj.g2_i . g2_i, by Dual numbers in (x1, q1, x2, q2),
+// accumulated into adj_body (the world's is left alone).
+template <class T>
+PHX_HD void adj_xpbd_joint_rows(const ModelView<T>& m, const XpbdArrays<T>& s, int b,
+                                const XpbdRows<T>& adj, XpbdBody<T>* adj_body) {
+  using D = Dual<T, 14>;
+  const int p = m.body_parentid[b];
+  const XpbdJointFrame<T> J = xpbd_joint_frame(m, b);
+  XpbdJointFrame<D> JD;
+  JD.type = J.type;
+  JD.r1 = Vec3<D>::from(J.r1);
+  JD.r2 = Vec3<D>::from(J.r2);
+  JD.a1 = Vec3<D>::from(J.a1);
+  JD.a2 = Vec3<D>::from(J.a2);
+  JD.n1 = Vec3<D>::from(J.n1);
+  JD.n2 = Vec3<D>::from(J.n2);
+  JD.f1 = Quat<D>{D(J.f1.w), D(J.f1.x), D(J.f1.y), D(J.f1.z)};
+  JD.f2 = Quat<D>{D(J.f2.w), D(J.f2.x), D(J.f2.y), D(J.f2.z)};
+  XpbdBody<D> B[2];
+  const int id[2] = {p, b};
+  for (int k = 0; k < 2; ++k) {
+    const XpbdBody<T>& src = s.body[id[k]];
+    const int o = 7 * k;
+    B[k].x = Vec3<D>::from(src.x);
+    B[k].q = Quat<D>{D(src.q.w), D(src.q.x), D(src.q.y), D(src.q.z)};
+    B[k].inv_mass = D(src.inv_mass);
+    B[k].inv_inertia = Vec3<D>::from(src.inv_inertia);
+    for (int i = 0; i < 3; ++i) B[k].x[i].d[o + i] = T(1);
+    B[k].q.w.d[o + 3] = B[k].q.x.d[o + 4] = B[k].q.y.d[o + 5] = B[k].q.z.d[o + 6] = T(1);
+  }
+  XpbdRows<D> rows;
+  xpbd_rows_of(JD, B[0], B[1], rows);
+  D phi(T(0));
+  for (int i = 0; i < rows.n; ++i) {
+    phi += adj.c[i] * rows.c[i];
+    for (int k = 0; k < 6; ++k) phi += adj.g1[i][k] * rows.g1[i][k] + adj.g2[i][k] * rows.g2[i][k];
+  }
+  for (int k = 0; k < 2; ++k) {
+    if (id[k] == 0) continue;
+    XpbdBody<T>& A = adj_body[id[k]];
+    const int o = 7 * k;
+    for (int i = 0; i < 3; ++i) A.x[i] += phi.d[o + i];
+    A.q.w += phi.d[o + 3];
+    A.q.x += phi.d[o + 4];
+    A.q.y += phi.d[o + 5];
+    A.q.z += phi.d[o + 6];
   }
 }
 
@@ -301,6 +357,91 @@ PHX_HD void xpbd_solve_joints(const ModelView<T>& m, XpbdArrays<T> s, T h) {
                      m.jnt_range[2 * j] - q0, m.jnt_range[2 * j + 1] - q0, T(0), h,
                      s.lambda[kXpbdLambdas * b + 6]);
   }
+}
+
+// The adjoint of xpbd_solve_joints at the bodies and multipliers it started from (s.body and
+// s.lambda, read only): adj_body (nbody) and adj_lambda (kXpbdLambdas per body) hold the
+// adjoints of its outputs and receive those of its inputs (positions, orientations, inverse
+// masses and inertias; multipliers). Replays the iteration: the tree solve, then the hinge
+// limits with each one's two bodies kept before it (in work, 3 nbody bodies), reversed. Scratch:
+// adj_rows (nbody), adj_d (6 nbody), adj_dl (kXpbdLambdas nbody). Returns false, with nothing
+// accumulated, where the forward fell back to Gauss-Seidel (a singular block).
+template <class T>
+PHX_HD bool adj_xpbd_solve_joints(const ModelView<T>& m, XpbdArrays<T> s, T h,
+                                  XpbdBody<T>* adj_body, T* adj_lambda, XpbdBody<T>* work,
+                                  XpbdRows<T>* adj_rows, T* adj_d, T* adj_dl) {
+  const int nb = m.nbody;
+  for (int b = 1; b < nb; ++b) xpbd_joint_rows(m, s, b, s.node[b].rows);
+  if (!xpbd_tree_solve(nb, m.body_parentid, s.body, s.node, T(0), s.lambda, kXpbdLambdas))
+    return false;
+  // the forward after the solve, and each limit's bodies before it
+  XpbdBody<T>* cur = work;
+  XpbdBody<T>* pre = work + nb;
+  for (int b = 0; b < nb; ++b) cur[b] = s.body[b];
+  for (int b = 1; b < nb; ++b) {
+    const XpbdTreeNode<T>& N = s.node[b];
+    cur[b].x += Vec3<T>{N.d[0], N.d[1], N.d[2]};
+    cur[b].q = xpbd_rotate(cur[b].q, Vec3<T>{N.d[3], N.d[4], N.d[5]});
+  }
+  auto limited = [&](int b) {
+    if (!m.body_jntnum[b]) return false;
+    const int j = m.body_jntadr[b];
+    return m.jnt_type[j] == kJointHinge && m.jnt_limited[j] != 0;
+  };
+  auto range = [&](int b, T& lo, T& hi) {
+    const int j = m.body_jntadr[b];
+    const T q0 = m.qpos0[m.jnt_qposadr[j]];
+    lo = m.jnt_range[2 * j] - q0;
+    hi = m.jnt_range[2 * j + 1] - q0;
+  };
+  for (int b = 1; b < nb; ++b) {
+    if (!limited(b)) continue;
+    const int p = m.body_parentid[b];
+    pre[2 * b] = cur[p];
+    pre[2 * b + 1] = cur[b];
+    XpbdJointFrame<T> J = xpbd_joint_frame(m, b);
+    T lo, hi, lambda = s.lambda[kXpbdLambdas * b + 6];
+    range(b, lo, hi);
+    xpbd_hinge_limit(cur[p], cur[b], J.a1, J.n1, J.n2, lo, hi, T(0), h, lambda);
+  }
+  // the limits, last first
+  for (int b = nb - 1; b >= 1; --b) {
+    if (!limited(b)) continue;
+    const int p = m.body_parentid[b];
+    XpbdJointFrame<T> J = xpbd_joint_frame(m, b);
+    T lo, hi;
+    range(b, lo, hi);
+    XpbdBody<T> out1 = adj_body[p], out2 = adj_body[b];
+    T& adj_l = adj_lambda[kXpbdLambdas * b + 6];
+    const T out_l = adj_l;
+    adj_body[p] = adj_body[b] = XpbdBody<T>::zero();
+    adj_l = T(0);
+    Vec3<T> adj_a1, adj_n1, adj_n2;
+    T adj_lo = T(0), adj_hi = T(0), adj_alpha = T(0), adj_h = T(0);
+    adj_xpbd_hinge_limit(pre[2 * b], pre[2 * b + 1], J.a1, J.n1, J.n2, lo, hi, T(0), h,
+                         s.lambda[kXpbdLambdas * b + 6], adj_body[p], adj_body[b], adj_a1, adj_n1,
+                         adj_n2, adj_lo, adj_hi, adj_alpha, adj_h, adj_l, out1, out2, out_l);
+  }
+  // x' = x + d, q' = rotate(q, d_ang), lambda' = lambda + dlambda
+  for (int b = 0; b < nb; ++b) {
+    for (int k = 0; k < 6; ++k) adj_d[6 * b + k] = T(0);
+    for (int i = 0; i < kXpbdLambdas; ++i)
+      adj_dl[kXpbdLambdas * b + i] = adj_lambda[kXpbdLambdas * b + i];
+  }
+  for (int b = 1; b < nb; ++b) {
+    const XpbdTreeNode<T>& N = s.node[b];
+    adj_body[b].x.store(adj_d + 6 * b);
+    Quat<T> adj_q = Quat<T>::zero();
+    Vec3<T> adj_phi;
+    adj_xpbd_rotate(s.body[b].q, Vec3<T>{N.d[3], N.d[4], N.d[5]}, adj_q, adj_phi, adj_body[b].q);
+    adj_body[b].q = adj_q;
+    adj_phi.store(adj_d + 6 * b + 3);
+  }
+  T adj_at = T(0);
+  adj_xpbd_tree_solve(nb, m.body_parentid, s.body, s.node, T(0), s.lambda, kXpbdLambdas, adj_d,
+                      adj_dl, adj_rows, adj_body, adj_lambda, adj_at);
+  for (int b = 1; b < nb; ++b) adj_xpbd_joint_rows(m, s, b, adj_rows[b], adj_body);
+  return true;
 }
 
 // the bodies' poses -> qpos (in place; the qpos given picks the branch of hinge angles and of

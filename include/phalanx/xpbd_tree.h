@@ -122,6 +122,7 @@ struct XpbdTreeNode {
   T K[36];  // what the child joints add to the body's block, sum of G1^T S^-1 G1
   T rb[6], rj[6];
   T d[6], mu[6];
+  T fd[6], fdl[6], au[6];  // the adjoint's: the forward's d and dlambda, W0 adj_d
 };
 
 namespace xpbd_impl {
@@ -160,13 +161,12 @@ PHX_HD PHX_INLINE void mul6(const T* A, const T* x, T* y) {
 
 }  // namespace xpbd_impl
 
-// The factorisation and solve over the bodies 1..nbody-1 (parent[b] < b; body 0 the world),
-// with the rows of each body's joint in node[b].rows and at = alpha~ for every row; writes each
-// node's displacement d and multiplier change dlambda = -mu. Returns false when a block is
-// singular (then nothing is written but scratch).
+// The factorisation over the bodies 1..nbody-1 (parent[b] < b; body 0 the world) of the
+// system of the rows in node[b].rows, at = alpha~ for every row: each body's W and each joint's
+// S. Returns false when a block is singular.
 template <class T>
-PHX_HD bool xpbd_tree_solve(int nbody, const int* parent, const XpbdBody<T>* body,
-                            XpbdTreeNode<T>* node, T at, const T* lambda, int lambda_stride) {
+PHX_HD bool xpbd_tree_factor(int nbody, const int* parent, const XpbdBody<T>* body,
+                             XpbdTreeNode<T>* node, T at) {
   using namespace xpbd_impl;
   for (int b = 1; b < nbody; ++b)
     for (int k = 0; k < 36; ++k) node[b].K[k] = T(0);
@@ -230,23 +230,28 @@ PHX_HD bool xpbd_tree_solve(int nbody, const int* parent, const XpbdBody<T>* bod
         }
     }
   }
-  // right-hand sides, and their elimination from the leaves
-  for (int b = 1; b < nbody; ++b) {
-    XpbdTreeNode<T>& N = node[b];
-    for (int k = 0; k < 6; ++k) N.rb[k] = T(0);
-    for (int i = 0; i < N.rows.n; ++i) N.rj[i] = -N.rows.c[i] - at * lambda[lambda_stride * b + i];
-  }
+  return true;
+}
+
+// The solve with the factor of xpbd_tree_factor for the right-hand sides in node[b].rb (the
+// bodies', 6) and node[b].rj (the joints', rows.n), overwritten: the solution d (bodies) and mu
+// (joints) of [M G^T; G -at] [d; mu] = [rb; rj].
+template <class T>
+PHX_HD void xpbd_tree_substitute(int nbody, const int* parent, const XpbdBody<T>* body,
+                                 XpbdTreeNode<T>* node) {
+  using namespace xpbd_impl;
+  // from the leaves: rj -= G2 W rb, then rb_p -= G1^T D^-1 rj = + G1^T S^-1 rj
   for (int b = nbody - 1; b >= 1; --b) {
     XpbdTreeNode<T>& N = node[b];
     const int n = N.rows.n, p = parent[b];
     if (n == 0) continue;
-    if (!is_static(body[b])) {  // rj -= G2 W rb
+    if (!is_static(body[b])) {
       T wr[6], gwr[6];
       mul6(N.W, N.rb, wr);
       rows_times(N.rows.g2, n, wr, gwr);
       for (int i = 0; i < n; ++i) N.rj[i] -= gwr[i];
     }
-    if (p > 0 && !is_static(body[p])) {  // rb_p -= G1^T D^-1 rj = + G1^T S^-1 rj
+    if (p > 0 && !is_static(body[p])) {
       T y[6], g[6];
       for (int i = 0; i < n; ++i) y[i] = N.rj[i];
       cholesky_solve(N.S, n, y);
@@ -254,7 +259,7 @@ PHX_HD bool xpbd_tree_solve(int nbody, const int* parent, const XpbdBody<T>* bod
       for (int k = 0; k < 6; ++k) node[p].rb[k] += g[k];
     }
   }
-  // root to leaves: mu = -S^-1 (rj - G1 d_p), d = W (rb - G2^T mu)
+  // from the root: mu = -S^-1 (rj - G1 d_p), d = W (rb - G2^T mu)
   for (int b = 1; b < nbody; ++b) {
     XpbdTreeNode<T>& N = node[b];
     const int n = N.rows.n, p = parent[b];
@@ -277,7 +282,112 @@ PHX_HD bool xpbd_tree_solve(int nbody, const int* parent, const XpbdBody<T>* bod
     for (int k = 0; k < 6; ++k) r[k] = N.rb[k] - g[k];
     mul6(N.W, r, N.d);
   }
+}
+
+// XPBD's projection of all the rows at once: factor, then solve for rb = 0 and
+// rj = -c - at lambda (lambda: the rows' multipliers, lambda_stride per body): each node's
+// displacement d and multiplier change dlambda = -mu. Returns false when a block is singular
+// (then nothing is written but scratch).
+template <class T>
+PHX_HD bool xpbd_tree_solve(int nbody, const int* parent, const XpbdBody<T>* body,
+                            XpbdTreeNode<T>* node, T at, const T* lambda, int lambda_stride) {
+  if (!xpbd_tree_factor(nbody, parent, body, node, at)) return false;
+  for (int b = 1; b < nbody; ++b) {
+    XpbdTreeNode<T>& N = node[b];
+    for (int k = 0; k < 6; ++k) N.rb[k] = T(0);
+    for (int i = 0; i < N.rows.n; ++i) N.rj[i] = -N.rows.c[i] - at * lambda[lambda_stride * b + i];
+  }
+  xpbd_tree_substitute(nbody, parent, body, node);
   return true;
+}
+
+// The adjoint of xpbd_tree_solve, right after it (the factor, d and mu still in the nodes):
+// from the adjoints of the displacements adj_d (6 per body, world (linear, angular)) and of the
+// multiplier changes adj_dlambda (lambda_stride per body), accumulates those of the rows
+// (adj_rows[b]: of c, g1 and g2, zeroed here), of the bodies' orientations, inverse masses and
+// inverse inertias (through M^-1), of lambda and of at. With dlambda = S^-1 rhs, S = G W0 G^T +
+// at, d = W0 G^T dlambda (W0 = M^-1) and y = S^-1 (adj_dlambda + G W0 adj_d) (one more
+// substitution):
+//   adj_c = -y,   adj_lambda = -at y,   adj_at = -y . (lambda + dlambda),
+//   adj_G = dlambda (W0 adj_d - W0 G^T y)^T - y d^T,   adj_W0 = (adj_d - G^T y) (G^T dlambda)^T.
+template <class T>
+PHX_HD void adj_xpbd_tree_solve(int nbody, const int* parent, const XpbdBody<T>* body,
+                                XpbdTreeNode<T>* node, T at, const T* lambda, int lambda_stride,
+                                const T* adj_d, const T* adj_dlambda, XpbdRows<T>* adj_rows,
+                                XpbdBody<T>* adj_body, T* adj_lambda, T& adj_at) {
+  using namespace xpbd_impl;
+  auto moving = [&](int b) { return b > 0 && !is_static(body[b]); };
+  // keep the forward's solution; W0 adj_d; the adjoint right-hand sides
+  for (int b = 1; b < nbody; ++b) {
+    XpbdTreeNode<T>& N = node[b];
+    for (int k = 0; k < 6; ++k) {
+      N.fd[k] = N.d[k];
+      N.au[k] = T(0);
+    }
+    for (int i = 0; i < N.rows.n; ++i) N.fdl[i] = -N.mu[i];
+    if (moving(b)) inverse_mass(body[b], adj_d + 6 * b, N.au);
+  }
+  for (int b = 1; b < nbody; ++b) {
+    XpbdTreeNode<T>& N = node[b];
+    const int n = N.rows.n, p = parent[b];
+    T g[6];
+    for (int k = 0; k < 6; ++k) N.rb[k] = T(0);
+    rows_times(N.rows.g2, n, N.au, N.rj);
+    if (moving(p)) {
+      rows_times(N.rows.g1, n, node[p].au, g);
+      for (int i = 0; i < n; ++i) N.rj[i] += g[i];
+    }
+    for (int i = 0; i < n; ++i) N.rj[i] += adj_dlambda[lambda_stride * b + i];
+  }
+  xpbd_tree_substitute(nbody, parent, body, node);  // y = -mu, v = W0 G^T y = d
+  // G^T y and G^T dlambda per body (in K's first columns: the factor is spent)
+  for (int b = 1; b < nbody; ++b)
+    for (int k = 0; k < 12; ++k) node[b].K[k] = T(0);
+  for (int b = 1; b < nbody; ++b) {
+    XpbdTreeNode<T>& N = node[b];
+    const int n = N.rows.n, p = parent[b];
+    T y[6], gy[6], gl[6];
+    for (int i = 0; i < n; ++i) y[i] = -N.mu[i];
+    rows_transpose(N.rows.g2, n, y, gy);
+    rows_transpose(N.rows.g2, n, N.fdl, gl);
+    for (int k = 0; k < 6; ++k) {
+      N.K[k] += gy[k];
+      N.K[6 + k] += gl[k];
+    }
+    if (moving(p)) {
+      rows_transpose(N.rows.g1, n, y, gy);
+      rows_transpose(N.rows.g1, n, N.fdl, gl);
+      for (int k = 0; k < 6; ++k) {
+        node[p].K[k] += gy[k];
+        node[p].K[6 + k] += gl[k];
+      }
+    }
+  }
+  for (int b = 1; b < nbody; ++b) {
+    XpbdTreeNode<T>& N = node[b];
+    const int n = N.rows.n, p = parent[b];
+    XpbdRows<T>& A = adj_rows[b];
+    A.n = n;
+    for (int i = 0; i < n; ++i) {
+      const T y = -N.mu[i], dl = N.fdl[i];
+      A.c[i] = -y;
+      adj_lambda[lambda_stride * b + i] -= at * y;
+      adj_at -= y * (lambda[lambda_stride * b + i] + dl);
+      for (int k = 0; k < 6; ++k) {
+        A.g2[i][k] = moving(b) ? dl * (N.au[k] - N.d[k]) - y * N.fd[k] : T(0);
+        A.g1[i][k] = moving(p) ? dl * (node[p].au[k] - node[p].d[k]) - y * node[p].fd[k] : T(0);
+      }
+    }
+    if (!moving(b)) continue;
+    // (adj_d - G^T y)^T W0 (G^T dlambda): W0 = diag(inv_mass, R diag(inv_inertia) R^T)
+    const T* ad = adj_d + 6 * b;
+    Vec3<T> a_lin{ad[0] - N.K[0], ad[1] - N.K[1], ad[2] - N.K[2]};
+    Vec3<T> a_ang{ad[3] - N.K[3], ad[4] - N.K[4], ad[5] - N.K[5]};
+    Vec3<T> u_lin{N.K[6], N.K[7], N.K[8]}, u_ang{N.K[9], N.K[10], N.K[11]}, adj_u;
+    adj_body[b].inv_mass += dot(a_lin, u_lin);
+    adj_xpbd_inv_inertia_world(body[b].q, body[b].inv_inertia, u_ang, adj_body[b].q,
+                               adj_body[b].inv_inertia, adj_u, a_ang);
+  }
 }
 
 }  // namespace phx
