@@ -126,6 +126,91 @@ PHX_HD XpbdJointFrame<T> xpbd_joint_frame(const ModelView<T>& m, int b) {
   return J;
 }
 
+// a joint frame in another scalar (constants for the adjoints' Dual numbers)
+template <class R, class T>
+PHX_HD XpbdJointFrame<R> xpbd_frame_cast(const XpbdJointFrame<T>& J) {
+  auto quat = [](const Quat<T>& q) { return Quat<R>{R(q.w), R(q.x), R(q.y), R(q.z)}; };
+  XpbdJointFrame<R> out;
+  out.type = J.type;
+  out.r1 = Vec3<R>::from(J.r1);
+  out.r2 = Vec3<R>::from(J.r2);
+  out.a1 = Vec3<R>::from(J.a1);
+  out.a2 = Vec3<R>::from(J.a2);
+  out.n1 = Vec3<R>::from(J.n1);
+  out.n2 = Vec3<R>::from(J.n2);
+  out.f1 = quat(J.f1);
+  out.f2 = quat(J.f2);
+  return out;
+}
+
+namespace xpbd_impl {
+
+// a body in Dual numbers whose position and orientation are the directions o..o+6
+template <class D, class T>
+PHX_HD XpbdBody<D> seeded(const XpbdBody<T>& src, int o) {
+  XpbdBody<D> B;
+  B.x = Vec3<D>::from(src.x);
+  B.q = Quat<D>{D(src.q.w), D(src.q.x), D(src.q.y), D(src.q.z)};
+  B.inv_mass = D(src.inv_mass);
+  B.inv_inertia = Vec3<D>::from(src.inv_inertia);
+  for (int i = 0; i < 3; ++i) B.x[i].d[o + i] = T(1);
+  B.q.w.d[o + 3] = B.q.x.d[o + 4] = B.q.y.d[o + 5] = B.q.z.d[o + 6] = T(1);
+  return B;
+}
+
+// adds the slopes of phi in the directions o..o+6 (a position, then an orientation) to adj
+template <class D, class T>
+PHX_HD void add_pose_slopes(const D& phi, int o, XpbdBody<T>& adj) {
+  for (int i = 0; i < 3; ++i) adj.x[i] += phi.d[o + i];
+  adj.q.w += phi.d[o + 3];
+  adj.q.x += phi.d[o + 4];
+  adj.q.y += phi.d[o + 5];
+  adj.q.z += phi.d[o + 6];
+}
+
+// a joint frame in Dual numbers whose anchors r1 and r2 are the directions o..o+5
+template <class D, class T>
+PHX_HD XpbdJointFrame<D> seeded_frame(const XpbdJointFrame<T>& J, int o) {
+  XpbdJointFrame<D> F = xpbd_frame_cast<D>(J);
+  for (int i = 0; i < 3; ++i) {
+    F.r1[i].d[o + i] = T(1);
+    F.r2[i].d[o + 3 + i] = T(1);
+  }
+  return F;
+}
+
+// adds the slopes of phi in the directions o..o+5 (the anchors r1, r2 of body b's joint) to
+// adj_frame (two per body)
+template <class D, class T>
+PHX_HD void add_frame_slopes(const D& phi, int o, int b, Vec3<T>* adj_frame) {
+  if (!adj_frame) return;
+  for (int i = 0; i < 3; ++i) {
+    adj_frame[2 * b][i] += phi.d[o + i];
+    adj_frame[2 * b + 1][i] += phi.d[o + 3 + i];
+  }
+}
+
+}  // namespace xpbd_impl
+
+// The adjoint of the joint frames' anchors (xpbd_joint_frame; adj_frame: r1 and r2 per body) in
+// the parameters they are made of, accumulated: r1 = R(iquat_p)^T (body_pos + R(body_quat)
+// jnt_pos - ipos_p), r2 = R(iquat_b)^T (jnt_pos - ipos_b), so body_ipos of the parent and of
+// the body (the world's principal frame is its body frame).
+template <class T>
+PHX_HD void adj_xpbd_joint_frames(const ModelView<T>& m, const Vec3<T>* adj_frame,
+                                  const ModelAdjoint<T>& adj_model) {
+  if (!adj_model.body_ipos) return;
+  for (int b = 1; b < m.nbody; ++b) {
+    const int p = m.body_parentid[b];
+    if (p > 0) {
+      const Vec3<T> g = xpbd_impl::rotate(Quat<T>::load(m.body_iquat + 4 * p), adj_frame[2 * b]);
+      for (int i = 0; i < 3; ++i) adj_model.body_ipos[3 * p + i] -= g[i];
+    }
+    const Vec3<T> g = xpbd_impl::rotate(Quat<T>::load(m.body_iquat + 4 * b), adj_frame[2 * b + 1]);
+    for (int i = 0; i < 3; ++i) adj_model.body_ipos[3 * b + i] -= g[i];
+  }
+}
+
 // the bodies' poses from qpos (runs kinematics and com_pos); body 0 is the world
 template <class T>
 PHX_HD void xpbd_poses(const ModelView<T>& m, const T* qpos, Workspace<T>& w, XpbdBody<T>* body) {
@@ -141,6 +226,40 @@ PHX_HD void xpbd_poses(const ModelView<T>& m, const T* qpos, Workspace<T>& w, Xp
     for (int i = 0; i < 3; ++i) {
       T I = m.body_inertia[3 * b + i];
       B.inv_inertia[i] = I > T(0) ? T(1) / I : T(0);
+    }
+  }
+}
+
+// The adjoint of xpbd_poses, after the kinematics of the same qpos in w: from the poses'
+// adjoints adj_pose (positions, orientations, inverse masses and inertias) to those of xpos,
+// xmat and xquat in a (adj_kinematics, which the caller runs, takes them to qpos) and of
+// body_ipos, body_mass and body_inertia, accumulated. x = xpos + xmat ipos, q = xquat iquat.
+template <class T>
+PHX_HD void adj_xpbd_poses(const ModelView<T>& m, const Workspace<T>& w,
+                           const XpbdBody<T>* adj_pose, AdjWorkspace<T>& a,
+                           const ModelAdjoint<T>& adj_model) {
+  for (int b = 1; b < m.nbody; ++b) {
+    const XpbdBody<T>& A = adj_pose[b];
+    const Mat3<T> R = Mat3<T>::load(w.xmat + 9 * b);
+    const Vec3<T> ipos = Vec3<T>::load(m.body_ipos + 3 * b);
+    A.x.add_to(a.xpos + 3 * b);
+    for (int i = 0; i < 3; ++i)
+      for (int k = 0; k < 3; ++k) a.xmat[9 * b + 3 * i + k] += A.x[i] * ipos[k];
+    if (adj_model.body_ipos) mul_transpose(R, A.x).add_to(adj_model.body_ipos + 3 * b);
+    Quat<T> adj_xquat = Quat<T>::zero(), adj_iquat = Quat<T>::zero();
+    adj_mul(Quat<T>::load(w.xquat + 4 * b), Quat<T>::load(m.body_iquat + 4 * b), adj_xquat,
+            adj_iquat, A.q);
+    a.xquat[4 * b] += adj_xquat.w;
+    a.xquat[4 * b + 1] += adj_xquat.x;
+    a.xquat[4 * b + 2] += adj_xquat.y;
+    a.xquat[4 * b + 3] += adj_xquat.z;
+    // inv = 1 / p for p > 0
+    const T mass = m.body_mass[b];
+    if (adj_model.body_mass && mass > T(0)) adj_model.body_mass[b] -= A.inv_mass / (mass * mass);
+    for (int i = 0; i < 3; ++i) {
+      const T I = m.body_inertia[3 * b + i];
+      if (adj_model.body_inertia && I > T(0))
+        adj_model.body_inertia[3 * b + i] -= A.inv_inertia[i] / (I * I);
     }
   }
 }
@@ -163,41 +282,105 @@ PHX_HD void xpbd_load(const ModelView<T>& m, const T* qpos, const T* qvel, T h, 
     xpbd_velocities(s.body[b].x, s.body[b].q, s.x_prev[b], s.q_prev[b], h, s.v[b], s.omega[b]);
 }
 
+// A joint's generalized force (its dofs' entries of qfrc, from `f`) as the force F at the child's
+// anchor and the torque t on the child (world; minus both on the parent at its anchor), and
+// the world lever arms r1, r2 from the centres of mass to where F acts: the anchors, or for a
+// free joint the body origin. q1, q2 the parent's and child's orientations. Any scalar R: the
+// adjoint runs it on Dual numbers.
+template <class R>
+PHX_HD void xpbd_joint_wrench(const XpbdJointFrame<R>& J, const Quat<R>& q1, const Quat<R>& q2,
+                              const R* f, const Vec3<R>& ipos, Vec3<R>& F, Vec3<R>& t, Vec3<R>& r1,
+                              Vec3<R>& r2) {
+  using xpbd_impl::rotate;
+  Quat<R> frame = q2 * J.f2;  // the child's body frame in world
+  r2 = rotate(q2, J.r2);
+  r1 = rotate(q1, J.r1);
+  F = t = Vec3<R>{};
+  switch (J.type) {
+    case kJointHinge:
+      t = f[0] * rotate(q2, J.a2);
+      break;
+    case kJointSlide:
+      F = f[0] * rotate(q2, J.a2);
+      break;
+    case kJointBall:
+      t = rotate(frame, Vec3<R>{f[0], f[1], f[2]});
+      break;
+    case kJointFree:
+      F = Vec3<R>{f[0], f[1], f[2]};
+      t = rotate(frame, Vec3<R>{f[3], f[4], f[5]});
+      r2 = -rotate(frame, ipos);  // the body origin
+      break;
+  }
+}
+
 // The generalized forces qfrc (nv) as forces and torques on the bodies (f, tau; zeroed first):
 // a joint's force acts on the child and its reaction on the parent, at the anchor; a free
 // joint's translational force acts at the body origin and its torque is in the body frame.
 template <class T>
 PHX_HD void xpbd_joint_forces(const ModelView<T>& m, const T* qfrc, XpbdArrays<T> s) {
-  using xpbd_impl::rotate;
   for (int b = 0; b < m.nbody; ++b) s.f[b] = s.tau[b] = Vec3<T>{};
   for (int b = 1; b < m.nbody; ++b) {
     if (!m.body_jntnum[b] || !qfrc) continue;
-    int p = m.body_parentid[b], d = m.jnt_dofadr[m.body_jntadr[b]];
-    XpbdJointFrame<T> J = xpbd_joint_frame(m, b);
-    const XpbdBody<T>& B = s.body[b];
-    Quat<T> frame = B.q * J.f2;  // the child's body frame in world
-    Vec3<T> r2 = rotate(B.q, J.r2), r1 = rotate(s.body[p].q, J.r1);
-    Vec3<T> f, t;  // on the child at its anchor; minus them on the parent
-    switch (J.type) {
-      case kJointHinge:
-        t = qfrc[d] * rotate(B.q, J.a2);
-        break;
-      case kJointSlide:
-        f = qfrc[d] * rotate(B.q, J.a2);
-        break;
-      case kJointBall:
-        t = rotate(frame, Vec3<T>{qfrc[d], qfrc[d + 1], qfrc[d + 2]});
-        break;
-      case kJointFree:
-        f = Vec3<T>{qfrc[d], qfrc[d + 1], qfrc[d + 2]};
-        t = rotate(frame, Vec3<T>{qfrc[d + 3], qfrc[d + 4], qfrc[d + 5]});
-        r2 = -rotate(frame, Vec3<T>::load(m.body_ipos + 3 * b));  // the body origin
-        break;
+    const int p = m.body_parentid[b], d = m.jnt_dofadr[m.body_jntadr[b]];
+    Vec3<T> F, t, r1, r2;
+    xpbd_joint_wrench(xpbd_joint_frame(m, b), s.body[p].q, s.body[b].q, qfrc + d,
+                      Vec3<T>::load(m.body_ipos + 3 * b), F, t, r1, r2);
+    s.f[b] += F;
+    s.tau[b] += t + cross(r2, F);
+    s.f[p] -= F;
+    s.tau[p] -= t + cross(r1, F);
+  }
+}
+
+// The adjoint of xpbd_joint_forces: from the adjoints of the bodies' forces and torques
+// (adj_f, adj_tau) to those of qfrc (adj_qfrc, nv), of the orientations (adj_body[b].q), of the
+// joint frames' anchors (adj_frame, may be null) and of body_ipos (a free body's origin),
+// accumulated, by Dual numbers in the two orientations, the joint's dofs, the anchors and the
+// centre of mass.
+template <class T>
+PHX_HD void adj_xpbd_joint_forces(const ModelView<T>& m, const T* qfrc, const XpbdArrays<T>& s,
+                                  const Vec3<T>* adj_f, const Vec3<T>* adj_tau, T* adj_qfrc,
+                                  XpbdBody<T>* adj_body, Vec3<T>* adj_frame,
+                                  const ModelAdjoint<T>& adj_model) {
+  using D = Dual<T, 23>;  // q1, q2, the dofs, r1, r2, ipos
+  if (!qfrc) return;
+  for (int b = 1; b < m.nbody; ++b) {
+    if (!m.body_jntnum[b]) continue;
+    const int p = m.body_parentid[b], j = m.body_jntadr[b], d = m.jnt_dofadr[j];
+    const int ndof = joint_nv(m.jnt_type[j]);
+    const XpbdJointFrame<D> JD = xpbd_impl::seeded_frame<D>(xpbd_joint_frame(m, b), 14);
+    Quat<D> q[2];
+    const Quat<T> src[2] = {s.body[p].q, s.body[b].q};
+    for (int k = 0; k < 2; ++k) {
+      q[k] = Quat<D>{D(src[k].w), D(src[k].x), D(src[k].y), D(src[k].z)};
+      q[k].w.d[4 * k] = q[k].x.d[4 * k + 1] = q[k].y.d[4 * k + 2] = q[k].z.d[4 * k + 3] = T(1);
     }
-    s.f[b] += f;
-    s.tau[b] += t + cross(r2, f);
-    s.f[p] -= f;
-    s.tau[p] -= t + cross(r1, f);
+    D f[6];
+    for (int i = 0; i < ndof; ++i) {
+      f[i] = D(qfrc[d + i]);
+      f[i].d[8 + i] = T(1);
+    }
+    Vec3<D> ipos = Vec3<D>::load(m.body_ipos + 3 * b);
+    for (int i = 0; i < 3; ++i) ipos[i].d[20 + i] = T(1);
+    Vec3<D> F, t, r1, r2;
+    xpbd_joint_wrench(JD, q[0], q[1], f, ipos, F, t, r1, r2);
+    const D phi = dot(Vec3<D>::from(adj_f[b] - adj_f[p]), F) +
+                  dot(Vec3<D>::from(adj_tau[b]), t + cross(r2, F)) -
+                  dot(Vec3<D>::from(adj_tau[p]), t + cross(r1, F));
+    for (int i = 0; i < ndof; ++i) adj_qfrc[d + i] += phi.d[8 + i];
+    const int id[2] = {p, b};
+    for (int k = 0; k < 2; ++k) {
+      if (id[k] == 0) continue;
+      Quat<T>& A = adj_body[id[k]].q;
+      A.w += phi.d[4 * k];
+      A.x += phi.d[4 * k + 1];
+      A.y += phi.d[4 * k + 2];
+      A.z += phi.d[4 * k + 3];
+    }
+    xpbd_impl::add_frame_slopes(phi, 14, b, adj_frame);
+    if (adj_model.body_ipos)
+      for (int i = 0; i < 3; ++i) adj_model.body_ipos[3 * b + i] += phi.d[20 + i];
   }
 }
 
@@ -279,37 +462,19 @@ PHX_HD void xpbd_joint_rows(const ModelView<T>& m, const XpbdArrays<T>& s, int b
   xpbd_rows_of(xpbd_joint_frame(m, b), s.body[m.body_parentid[b]], s.body[b], rows);
 }
 
-// The adjoint of xpbd_joint_rows in the two bodies' positions and orientations: the gradient of
-// sum_i adj.c_i c_i + adj.g1_i . g1_i + adj.g2_i . g2_i, by Dual numbers in (x1, q1, x2, q2),
-// accumulated into adj_body (the world's is left alone).
+// The adjoint of xpbd_joint_rows in the two bodies' positions and orientations and in the
+// joint frame's anchors: the gradient of sum_i adj.c_i c_i + adj.g1_i . g1_i + adj.g2_i . g2_i,
+// by Dual numbers in (x1, q1, x2, q2, r1, r2), accumulated into adj_body (the world's is left
+// alone) and adj_frame (may be null).
 template <class T>
 PHX_HD void adj_xpbd_joint_rows(const ModelView<T>& m, const XpbdArrays<T>& s, int b,
-                                const XpbdRows<T>& adj, XpbdBody<T>* adj_body) {
-  using D = Dual<T, 14>;
+                                const XpbdRows<T>& adj, XpbdBody<T>* adj_body, Vec3<T>* adj_frame) {
+  using D = Dual<T, 20>;
   const int p = m.body_parentid[b];
-  const XpbdJointFrame<T> J = xpbd_joint_frame(m, b);
-  XpbdJointFrame<D> JD;
-  JD.type = J.type;
-  JD.r1 = Vec3<D>::from(J.r1);
-  JD.r2 = Vec3<D>::from(J.r2);
-  JD.a1 = Vec3<D>::from(J.a1);
-  JD.a2 = Vec3<D>::from(J.a2);
-  JD.n1 = Vec3<D>::from(J.n1);
-  JD.n2 = Vec3<D>::from(J.n2);
-  JD.f1 = Quat<D>{D(J.f1.w), D(J.f1.x), D(J.f1.y), D(J.f1.z)};
-  JD.f2 = Quat<D>{D(J.f2.w), D(J.f2.x), D(J.f2.y), D(J.f2.z)};
+  const XpbdJointFrame<D> JD = xpbd_impl::seeded_frame<D>(xpbd_joint_frame(m, b), 14);
   XpbdBody<D> B[2];
   const int id[2] = {p, b};
-  for (int k = 0; k < 2; ++k) {
-    const XpbdBody<T>& src = s.body[id[k]];
-    const int o = 7 * k;
-    B[k].x = Vec3<D>::from(src.x);
-    B[k].q = Quat<D>{D(src.q.w), D(src.q.x), D(src.q.y), D(src.q.z)};
-    B[k].inv_mass = D(src.inv_mass);
-    B[k].inv_inertia = Vec3<D>::from(src.inv_inertia);
-    for (int i = 0; i < 3; ++i) B[k].x[i].d[o + i] = T(1);
-    B[k].q.w.d[o + 3] = B[k].q.x.d[o + 4] = B[k].q.y.d[o + 5] = B[k].q.z.d[o + 6] = T(1);
-  }
+  for (int k = 0; k < 2; ++k) B[k] = xpbd_impl::seeded<D>(s.body[id[k]], 7 * k);
   XpbdRows<D> rows;
   xpbd_rows_of(JD, B[0], B[1], rows);
   D phi(T(0));
@@ -317,16 +482,9 @@ PHX_HD void adj_xpbd_joint_rows(const ModelView<T>& m, const XpbdArrays<T>& s, i
     phi += adj.c[i] * rows.c[i];
     for (int k = 0; k < 6; ++k) phi += adj.g1[i][k] * rows.g1[i][k] + adj.g2[i][k] * rows.g2[i][k];
   }
-  for (int k = 0; k < 2; ++k) {
-    if (id[k] == 0) continue;
-    XpbdBody<T>& A = adj_body[id[k]];
-    const int o = 7 * k;
-    for (int i = 0; i < 3; ++i) A.x[i] += phi.d[o + i];
-    A.q.w += phi.d[o + 3];
-    A.q.x += phi.d[o + 4];
-    A.q.y += phi.d[o + 5];
-    A.q.z += phi.d[o + 6];
-  }
+  for (int k = 0; k < 2; ++k)
+    if (id[k] > 0) xpbd_impl::add_pose_slopes(phi, 7 * k, adj_body[id[k]]);
+  xpbd_impl::add_frame_slopes(phi, 14, b, adj_frame);
 }
 
 // One iteration over the joints, substep h, all at once: a Newton step on every joint's rows
@@ -364,12 +522,14 @@ PHX_HD void xpbd_solve_joints(const ModelView<T>& m, XpbdArrays<T> s, T h) {
 // adjoints of its outputs and receive those of its inputs (positions, orientations, inverse
 // masses and inertias; multipliers). Replays the iteration: the tree solve, then the hinge
 // limits with each one's two bodies kept before it (in work, 3 nbody bodies), reversed. Scratch:
-// adj_rows (nbody), adj_d (6 nbody), adj_dl (kXpbdLambdas nbody). Returns false, with nothing
+// adj_rows (nbody), adj_d (6 nbody), adj_dl (kXpbdLambdas nbody). The joint frames' anchors
+// take their adjoints in adj_frame (two per body; may be null). Returns false, with nothing
 // accumulated, where the forward fell back to Gauss-Seidel (a singular block).
 template <class T>
 PHX_HD bool adj_xpbd_solve_joints(const ModelView<T>& m, XpbdArrays<T> s, T h,
                                   XpbdBody<T>* adj_body, T* adj_lambda, XpbdBody<T>* work,
-                                  XpbdRows<T>* adj_rows, T* adj_d, T* adj_dl) {
+                                  XpbdRows<T>* adj_rows, T* adj_d, T* adj_dl,
+                                  Vec3<T>* adj_frame = nullptr) {
   const int nb = m.nbody;
   for (int b = 1; b < nb; ++b) xpbd_joint_rows(m, s, b, s.node[b].rows);
   if (!xpbd_tree_solve(nb, m.body_parentid, s.body, s.node, T(0), s.lambda, kXpbdLambdas))
@@ -440,82 +600,177 @@ PHX_HD bool adj_xpbd_solve_joints(const ModelView<T>& m, XpbdArrays<T> s, T h,
   T adj_at = T(0);
   adj_xpbd_tree_solve(nb, m.body_parentid, s.body, s.node, T(0), s.lambda, kXpbdLambdas, adj_d,
                       adj_dl, adj_rows, adj_body, adj_lambda, adj_at);
-  for (int b = 1; b < nb; ++b) adj_xpbd_joint_rows(m, s, b, adj_rows[b], adj_body);
+  for (int b = 1; b < nb; ++b) adj_xpbd_joint_rows(m, s, b, adj_rows[b], adj_body, adj_frame);
   return true;
 }
 
-// the bodies' poses -> qpos (in place; the qpos given picks the branch of hinge angles and of
-// quaternion signs, so that coordinates move continuously): the current poses, or with `start`
-// those at the start of the last substep (x_prev, q_prev; a static body's are its pose)
-template <class T>
-PHX_HD void xpbd_coordinates(const ModelView<T>& m, const XpbdArrays<T>& s, bool start, T* qpos) {
+namespace xpbd_impl {
+
+// the value of a scalar or of a Dual number
+template <class R>
+PHX_HD PHX_INLINE auto value_of(const R& x) {
+  if constexpr (std::is_arithmetic_v<R>)
+    return x;
+  else
+    return value(x);
+}
+
+// q or -q, whichever is nearer the stored quaternion `old`
+template <class R, class T>
+PHX_HD PHX_INLINE Quat<R> keep_sign(const Quat<R>& q, const T* old) {
+  T c = value_of(q.w) * old[0] + value_of(q.x) * old[1] + value_of(q.y) * old[2] +
+        value_of(q.z) * old[3];
+  return c < T(0) ? Quat<R>{-q.w, -q.x, -q.y, -q.z} : q;
+}
+
+}  // namespace xpbd_impl
+
+// Joint j's coordinates (its qpos entries, into out) from the poses of its body's parent B1 and
+// of the body B2 (frame J, centre of mass ipos in the body frame); `old` (its current coordinates)
+// picks the branch of the hinge angle and of quaternion signs, so that coordinates move
+// continuously. Any scalar R: the adjoint runs it on Dual numbers.
+template <class R, class T>
+PHX_HD void xpbd_joint_coordinates(const ModelView<T>& m, int j, const XpbdJointFrame<R>& J,
+                                   const XpbdBody<R>& B1, const XpbdBody<R>& B2,
+                                   const Vec3<R>& ipos, const T* old, R* out) {
+  using xpbd_impl::keep_sign;
   using xpbd_impl::rotate;
   const T pi = T(3.14159265358979323846);
-  auto pose = [&](int b) {
-    XpbdBody<T> B = s.body[b];
-    if (start && B.inv_mass > T(0)) {
-      B.x = s.x_prev[b];
-      B.q = s.q_prev[b];
+  const int a = m.jnt_qposadr[j];
+  Quat<R> frame = B2.q * J.f2;                   // the child's body frame
+  Quat<R> rel = conjugate(B1.q * J.f1) * frame;  // the joint's rotation
+  switch (J.type) {
+    case kJointHinge: {
+      Vec3<R> axis = Vec3<R>::load(m.jnt_axis + 3 * j);
+      R theta = R(2) * atan2(dot(Vec3<R>{rel.x, rel.y, rel.z}, axis), rel.w);
+      // the turn nearest the old angle
+      T k = floor((xpbd_impl::value_of(theta) - (old[0] - m.qpos0[a]) + pi) / (T(2) * pi));
+      out[0] = R(m.qpos0[a]) + theta - R(T(2) * pi * k);
+      break;
     }
-    return B;
-  };
-  for (int b = 1; b < m.nbody; ++b) {
-    if (!m.body_jntnum[b]) continue;
-    int j = m.body_jntadr[b], a = m.jnt_qposadr[j];
-    XpbdJointFrame<T> J = xpbd_joint_frame(m, b);
-    const XpbdBody<T> B1 = pose(m.body_parentid[b]);
-    const XpbdBody<T> B2 = pose(b);
-    Quat<T> frame = B2.q * J.f2;                   // the child's body frame
-    Quat<T> rel = conjugate(B1.q * J.f1) * frame;  // the joint's rotation
-    auto keep_sign = [](Quat<T> q, const T* old) {
-      T c = q.w * old[0] + q.x * old[1] + q.y * old[2] + q.z * old[3];
-      return c < T(0) ? Quat<T>{-q.w, -q.x, -q.y, -q.z} : q;
-    };
-    switch (J.type) {
-      case kJointHinge: {
-        Vec3<T> axis = Vec3<T>::load(m.jnt_axis + 3 * j);
-        T theta = T(2) * atan2(dot(Vec3<T>{rel.x, rel.y, rel.z}, axis), rel.w);
-        T old = qpos[a] - m.qpos0[a];
-        T step = theta - old;
-        step -= T(2) * pi * floor((step + pi) / (T(2) * pi));  // to [-pi, pi)
-        qpos[a] = m.qpos0[a] + old + step;
-        break;
-      }
-      case kJointSlide: {
-        Vec3<T> r1 = rotate(B1.q, J.r1), r2 = rotate(B2.q, J.r2), ax = rotate(B1.q, J.a1);
-        qpos[a] = m.qpos0[a] + dot((B2.x + r2) - (B1.x + r1), ax);
-        break;
-      }
-      case kJointBall:
-        keep_sign(normalize(rel), qpos + a).store(qpos + a);
-        break;
-      case kJointFree:
-        (B2.x - rotate(frame, Vec3<T>::load(m.body_ipos + 3 * b))).store(qpos + a);
-        keep_sign(normalize(frame), qpos + a + 3).store(qpos + a + 3);
-        break;
+    case kJointSlide: {
+      Vec3<R> r1 = rotate(B1.q, J.r1), r2 = rotate(B2.q, J.r2), ax = rotate(B1.q, J.a1);
+      out[0] = R(m.qpos0[a]) + dot((B2.x + r2) - (B1.x + r1), ax);
+      break;
+    }
+    case kJointBall: {
+      Quat<R> q = keep_sign(normalize(rel), old);
+      out[0] = q.w, out[1] = q.x, out[2] = q.y, out[3] = q.z;
+      break;
+    }
+    case kJointFree: {
+      Vec3<R> x = B2.x - rotate(frame, ipos);
+      Quat<R> q = keep_sign(normalize(frame), old + 3);
+      out[0] = x.x, out[1] = x.y, out[2] = x.z;
+      out[3] = q.w, out[4] = q.x, out[5] = q.y, out[6] = q.z;
+      break;
     }
   }
 }
 
-// v = (qpos_a (-) qpos_b) / h, the inverse of integrate_pos(qpos_b, v, h): differences of
-// hinge and slide coordinates and free positions, local rotation vectors of ball and free
-// rotations (sub_quat)
+// The bodies' poses -> qpos (in place: the qpos given picks the branches, see
+// xpbd_joint_coordinates): the current poses, or with `start` those at the start of the last
+// substep (x_prev, q_prev; a static body's are its pose)
+template <class T>
+PHX_HD XpbdBody<T> xpbd_pose(const XpbdArrays<T>& s, bool start, int b) {
+  XpbdBody<T> B = s.body[b];
+  if (start && B.inv_mass > T(0)) {
+    B.x = s.x_prev[b];
+    B.q = s.q_prev[b];
+  }
+  return B;
+}
+template <class T>
+PHX_HD void xpbd_coordinates(const ModelView<T>& m, const XpbdArrays<T>& s, bool start, T* qpos) {
+  for (int b = 1; b < m.nbody; ++b) {
+    if (!m.body_jntnum[b]) continue;
+    const int j = m.body_jntadr[b], a = m.jnt_qposadr[j];
+    T out[7];
+    xpbd_joint_coordinates(m, j, xpbd_joint_frame(m, b), xpbd_pose(s, start, m.body_parentid[b]),
+                           xpbd_pose(s, start, b), Vec3<T>::load(m.body_ipos + 3 * b), qpos + a,
+                           out);
+    for (int i = 0; i < joint_nq(m.jnt_type[j]); ++i) qpos[a + i] = out[i];
+  }
+}
+// The adjoint: from adj_qpos to the poses xpbd_coordinates read (of s with `start`), accumulated
+// into adj_pose (positions and orientations), to the joint frames' anchors (adj_frame, may be
+// null) and to body_ipos, by Dual numbers in the two bodies' poses, the anchors and the centre
+// of mass; old the coordinates the forward was given.
+template <class T>
+PHX_HD void adj_xpbd_coordinates(const ModelView<T>& m, const XpbdArrays<T>& s, bool start,
+                                 const T* old, const T* adj_qpos, XpbdBody<T>* adj_pose,
+                                 Vec3<T>* adj_frame, const ModelAdjoint<T>& adj_model) {
+  using D = Dual<T, 23>;  // x1, q1, x2, q2, r1, r2, ipos
+  for (int b = 1; b < m.nbody; ++b) {
+    if (!m.body_jntnum[b]) continue;
+    const int j = m.body_jntadr[b], a = m.jnt_qposadr[j], p = m.body_parentid[b];
+    const int id[2] = {p, b};
+    XpbdBody<D> B[2];
+    for (int k = 0; k < 2; ++k) B[k] = xpbd_impl::seeded<D>(xpbd_pose(s, start, id[k]), 7 * k);
+    Vec3<D> ipos = Vec3<D>::load(m.body_ipos + 3 * b);
+    for (int i = 0; i < 3; ++i) ipos[i].d[20 + i] = T(1);
+    D out[7];
+    xpbd_joint_coordinates(m, j, xpbd_impl::seeded_frame<D>(xpbd_joint_frame(m, b), 14), B[0], B[1],
+                           ipos, old + a, out);
+    D phi(T(0));
+    for (int i = 0; i < joint_nq(m.jnt_type[j]); ++i) phi += adj_qpos[a + i] * out[i];
+    for (int k = 0; k < 2; ++k)
+      if (id[k] > 0) xpbd_impl::add_pose_slopes(phi, 7 * k, adj_pose[id[k]]);
+    xpbd_impl::add_frame_slopes(phi, 14, b, adj_frame);
+    if (adj_model.body_ipos)
+      for (int i = 0; i < 3; ++i) adj_model.body_ipos[3 * b + i] += phi.d[20 + i];
+  }
+}
+
+// Joint j's share of v = (qpos_a (-) qpos_b) / h, the inverse of integrate_pos(qpos_b, v, h):
+// differences of hinge and slide coordinates and free positions, local rotation vectors of ball
+// and free rotations (sub_quat). Any scalar R.
+template <class R>
+PHX_HD void xpbd_joint_difference(int type, const R* qa, const R* qb, R h, R* v) {
+  int o = 0;
+  switch (type) {
+    case kJointFree:
+      for (int i = 0; i < 3; ++i) v[i] = (qa[i] - qb[i]) / h;
+      o = 3;
+      [[fallthrough]];
+    case kJointBall: {
+      Vec3<R> r = sub_quat(Quat<R>{qa[o], qa[o + 1], qa[o + 2], qa[o + 3]},
+                           Quat<R>{qb[o], qb[o + 1], qb[o + 2], qb[o + 3]});
+      for (int i = 0; i < 3; ++i) v[o + i] = r[i] / h;
+      break;
+    }
+    default:
+      v[0] = (qa[0] - qb[0]) / h;
+  }
+}
 template <class T>
 PHX_HD void xpbd_difference(const ModelView<T>& m, const T* qpos_a, const T* qpos_b, T h, T* v) {
+  for (int j = 0; j < m.njnt; ++j)
+    xpbd_joint_difference(m.jnt_type[j], qpos_a + m.jnt_qposadr[j], qpos_b + m.jnt_qposadr[j], h,
+                          v + m.jnt_dofadr[j]);
+}
+// The adjoint: from adj_v to adj_qpos_a and adj_qpos_b (accumulated), by Dual numbers in the
+// joint's coordinates of both
+template <class T>
+PHX_HD void adj_xpbd_difference(const ModelView<T>& m, const T* qpos_a, const T* qpos_b, T h,
+                                const T* adj_v, T* adj_qpos_a, T* adj_qpos_b) {
+  using D = Dual<T, 14>;
   for (int j = 0; j < m.njnt; ++j) {
-    int qa = m.jnt_qposadr[j], da = m.jnt_dofadr[j];
-    switch (m.jnt_type[j]) {
-      case kJointFree:
-        for (int i = 0; i < 3; ++i) v[da + i] = (qpos_a[qa + i] - qpos_b[qa + i]) / h;
-        qa += 3;
-        da += 3;
-        [[fallthrough]];
-      case kJointBall:
-        ((T(1) / h) * sub_quat(Quat<T>::load(qpos_a + qa), Quat<T>::load(qpos_b + qa)))
-            .store(v + da);
-        break;
-      default:
-        v[da] = (qpos_a[qa] - qpos_b[qa]) / h;
+    const int type = m.jnt_type[j], qa = m.jnt_qposadr[j], da = m.jnt_dofadr[j];
+    const int nq = joint_nq(type), nv = joint_nv(type);
+    D a[7], b[7], v[6];
+    for (int i = 0; i < nq; ++i) {
+      a[i] = D(qpos_a[qa + i]);
+      a[i].d[i] = T(1);
+      b[i] = D(qpos_b[qa + i]);
+      b[i].d[7 + i] = T(1);
+    }
+    xpbd_joint_difference(type, a, b, D(h), v);
+    D phi(T(0));
+    for (int i = 0; i < nv; ++i) phi += adj_v[da + i] * v[i];
+    for (int i = 0; i < nq; ++i) {
+      adj_qpos_a[qa + i] += phi.d[i];
+      adj_qpos_b[qa + i] += phi.d[7 + i];
     }
   }
 }
@@ -531,15 +786,30 @@ PHX_HD void xpbd_store(const ModelView<T>& m, XpbdArrays<T> s, T h, T* qpos, T* 
   xpbd_difference(m, qpos, s.qpos_prev, h, qvel);
 }
 
-// One step of m.timestep in `substeps` substeps of `iterations` joint passes each, in place on
-// qpos and qvel, under gravity and the applied generalized forces of step.h's applied_forces:
-// passive (joint and tendon springs and dampers), actuation from ctrl (the actuators' inputs)
-// and qfrc_applied (nv, may be null), evaluated at the step's start and held over its substeps
-// (explicit, where the Featherstone step treats joint damping implicitly).
+// What the reverse pass of an XPBD step replays its forward into (xpbd_step with a record):
+// per substep k, the bodies and their velocities before its prediction, and the bodies and
+// multipliers at the start of each of its iterations
+template <class T>
+struct XpbdRecord {
+  XpbdBody<T>* body;  // (substeps (iterations + 1)) x nbody: row k (iterations + 1) before
+                      // substep k's prediction, row k (iterations + 1) + 1 + i before iteration i
+  Vec3<T>* v;         // (substeps x nbody) before the prediction
+  Vec3<T>* omega;
+  T* lambda;  // (substeps iterations) x kXpbdLambdas nbody, before each iteration
+};
+
+// One step of m.timestep in `substeps` substeps of `iterations` joint iterations each, in place
+// on qpos and qvel, under gravity and the applied generalized forces of step.h's
+// applied_forces: passive (joint and tendon springs and dampers), actuation from ctrl (the
+// actuators' inputs) and qfrc_applied (nv, may be null), evaluated at the step's start and held
+// over its substeps (explicit, where the Featherstone step treats joint damping implicitly).
+// With a record (its arrays not null) it keeps what adj_xpbd_step replays.
 template <class T>
 PHX_HD void xpbd_step(const ModelView<T>& m, T* qpos, T* qvel, const T* ctrl, Workspace<T>& w,
                       XpbdArrays<T> s, int substeps, int iterations,
-                      const T* qfrc_applied = nullptr, XpbdJointSolver solver = kXpbdTree) {
+                      const T* qfrc_applied = nullptr, XpbdJointSolver solver = kXpbdTree,
+                      XpbdRecord<T> rec = {}) {
+  const int nb = m.nbody, nl = kXpbdLambdas * nb;
   kinematics(m, qpos, w);
   com_pos(m, w);
   com_vel(m, qvel, w);
@@ -550,23 +820,174 @@ PHX_HD void xpbd_step(const ModelView<T>& m, T* qpos, T* qvel, const T* ctrl, Wo
   Vec3<T> g{m.gravity[0], m.gravity[1], m.gravity[2]};
   for (int k = 0; k < substeps; ++k) {
     xpbd_joint_forces(m, w.qfrc, s);
-    for (int b = 1; b < m.nbody; ++b) {
+    if (rec.body)
+      for (int b = 0; b < nb; ++b) {
+        rec.body[k * (iterations + 1) * nb + b] = s.body[b];
+        rec.v[k * nb + b] = s.v[b];
+        rec.omega[k * nb + b] = s.omega[b];
+      }
+    for (int b = 1; b < nb; ++b) {
       s.x_prev[b] = s.body[b].x;
       s.q_prev[b] = s.body[b].q;
       xpbd_predict(s.body[b], s.v[b], s.omega[b], s.f[b], s.tau[b], g, h);
     }
-    for (int i = 0; i < kXpbdLambdas * m.nbody; ++i) s.lambda[i] = T(0);
+    for (int i = 0; i < nl; ++i) s.lambda[i] = T(0);
     for (int it = 0; it < iterations; ++it) {
+      if (rec.body) {
+        for (int b = 0; b < nb; ++b) rec.body[(k * (iterations + 1) + 1 + it) * nb + b] = s.body[b];
+        for (int i = 0; i < nl; ++i) rec.lambda[(k * iterations + it) * nl + i] = s.lambda[i];
+      }
       if (solver == kXpbdTree)
         xpbd_solve_joints(m, s, h);
       else
         xpbd_project_joints(m, s, h);
     }
-    for (int b = 1; b < m.nbody; ++b)
+    for (int b = 1; b < nb; ++b)
       if (s.body[b].inv_mass > T(0))
         xpbd_velocities(s.body[b].x, s.body[b].q, s.x_prev[b], s.q_prev[b], h, s.v[b], s.omega[b]);
   }
   xpbd_store(m, s, h, qpos, qvel);
+}
+
+// The scratch of adj_xpbd_step: the adjoints of the bodies, their velocities, forces and
+// torques and the multipliers (nbody or kXpbdLambdas nbody each), and room for
+// adj_xpbd_solve_joints and for the coordinates (nq, nv)
+template <class T>
+struct XpbdAdjArrays {
+  XpbdBody<T>* body;  // nbody: of the bodies' current poses (and masses)
+  XpbdBody<T>* prev;  // nbody: of the poses at the substep's start
+  Vec3<T>* v;         // nbody each: of velocities, forces and torques
+  Vec3<T>* omega;
+  Vec3<T>* f;
+  Vec3<T>* tau;
+  T* lambda;          // kXpbdLambdas nbody
+  XpbdBody<T>* work;  // 3 nbody
+  XpbdRows<T>* rows;  // nbody
+  T* d;               // 6 nbody
+  T* dl;              // kXpbdLambdas nbody
+  T* qfrc;            // nv: of the applied forces
+  T* qpos_a;          // nq each: coordinates, then their adjoints
+  T* qpos_b;
+  T* adj_qpos_a;
+  T* adj_qpos_b;
+  T* qvel;         // nv
+  Vec3<T>* frame;  // 2 nbody: of the joint frames' anchors r1, r2
+};
+
+// The adjoint of xpbd_step (tree solver) at (qpos, qvel, ctrl, qfrc_applied): replays the
+// forward with a record (rec, sized for substeps and iterations), then maps (adj_qpos_next,
+// adj_qvel_next) to adj_qpos, adj_qvel, adj_ctrl, adj_qfrc_applied (may be null) and the
+// parameters body_mass, body_inertia, body_ipos and those of the applied forces (damping,
+// stiffness, actuators), accumulated. Backward through: the coordinates of the end and start
+// poses of the last substep and their difference; per substep, last first, the velocities,
+// each iteration (adj_xpbd_solve_joints), the prediction and the joint forces; the load (the
+// poses at qpos and at qpos (-) h qvel, their chord velocities), the applied forces and the
+// joint frames (body_ipos moves the anchors relative to the centres of mass). Returns
+// false, with partial sums, where the forward fell back to Gauss-Seidel or with the Gauss-Seidel
+// solver, whose passes have no adjoint here.
+template <class T>
+PHX_HD bool adj_xpbd_step(const ModelView<T>& m, const T* qpos, const T* qvel, const T* ctrl,
+                          Workspace<T>& w, AdjWorkspace<T>& a, XpbdArrays<T> s, XpbdAdjArrays<T> r,
+                          XpbdRecord<T> rec, int substeps, int iterations, const T* qfrc_applied,
+                          const T* adj_qpos_next, const T* adj_qvel_next, T* adj_qpos, T* adj_qvel,
+                          T* adj_ctrl, const ModelAdjoint<T>& adj_model,
+                          T* adj_qfrc_applied = nullptr, XpbdJointSolver solver = kXpbdTree) {
+  if (solver != kXpbdTree) return false;
+  const int nb = m.nbody, nl = kXpbdLambdas * nb, nq = m.nq, nv = m.nv;
+  const T h = m.timestep / T(substeps);
+  const Vec3<T> g{m.gravity[0], m.gravity[1], m.gravity[2]};
+  // the forward, recorded: qpos_a the end coordinates, s.qpos_prev the start ones
+  for (int i = 0; i < nq; ++i) r.qpos_a[i] = qpos[i];
+  for (int d = 0; d < nv; ++d) r.qvel[d] = qvel[d];
+  xpbd_step(m, r.qpos_a, r.qvel, ctrl, w, s, substeps, iterations, qfrc_applied, solver, rec);
+  for (int b = 0; b < nb; ++b) {
+    r.body[b] = r.prev[b] = XpbdBody<T>::zero();
+    r.v[b] = r.omega[b] = Vec3<T>{};
+  }
+  for (int d = 0; d < nv; ++d) r.qfrc[d] = T(0);
+  for (int i = 0; i < 2 * nb; ++i) r.frame[i] = Vec3<T>{};
+  // qpos' = coordinates(end), qvel' = difference(qpos', coordinates(start)) / h
+  for (int i = 0; i < nq; ++i) {
+    r.adj_qpos_a[i] = adj_qpos_next[i];
+    r.adj_qpos_b[i] = T(0);
+  }
+  adj_xpbd_difference(m, r.qpos_a, s.qpos_prev, h, adj_qvel_next, r.adj_qpos_a, r.adj_qpos_b);
+  adj_xpbd_coordinates(m, s, false, s.qpos_prev, r.adj_qpos_a, r.body, r.frame, adj_model);
+  adj_xpbd_coordinates(m, s, true, qpos, r.adj_qpos_b, r.prev, r.frame, adj_model);
+  // the substeps, last first; r.body: the adjoint of the substep's end poses
+  for (int k = substeps - 1; k >= 0; --k) {
+    const XpbdBody<T>* start = rec.body + k * (iterations + 1) * nb;
+    // the velocities (of the end poses against the start poses), which the next substep read
+    for (int b = 1; b < nb; ++b) {
+      if (!(start[b].inv_mass > T(0))) continue;
+      const XpbdBody<T>& end =
+          k == substeps - 1 ? s.body[b] : rec.body[(k + 1) * (iterations + 1) * nb + b];
+      T adj_h = T(0);
+      adj_xpbd_velocities(end.x, end.q, start[b].x, start[b].q, h, r.body[b].x, r.body[b].q,
+                          r.prev[b].x, r.prev[b].q, adj_h, r.v[b], r.omega[b]);
+      r.v[b] = r.omega[b] = Vec3<T>{};
+    }
+    // the iterations, last first
+    for (int i = 0; i < nl; ++i) r.lambda[i] = T(0);
+    for (int it = iterations - 1; it >= 0; --it) {
+      for (int b = 0; b < nb; ++b) s.body[b] = rec.body[(k * (iterations + 1) + 1 + it) * nb + b];
+      for (int i = 0; i < nl; ++i) s.lambda[i] = rec.lambda[(k * iterations + it) * nl + i];
+      if (!adj_xpbd_solve_joints(m, s, h, r.body, r.lambda, r.work, r.rows, r.d, r.dl, r.frame))
+        return false;
+    }
+    // the prediction from the start poses and velocities under the joint forces there
+    for (int b = 0; b < nb; ++b) {
+      s.body[b] = start[b];
+      r.f[b] = r.tau[b] = Vec3<T>{};
+    }
+    xpbd_joint_forces(m, w.qfrc, s);
+    for (int b = 1; b < nb; ++b) {
+      XpbdBody<T> out = r.body[b];
+      r.body[b] = r.prev[b];  // the start poses are x_prev, q_prev too
+      r.prev[b] = XpbdBody<T>::zero();
+      Vec3<T> adj_g;
+      T adj_h = T(0);
+      adj_xpbd_predict(start[b], rec.v[k * nb + b], rec.omega[k * nb + b], s.f[b], s.tau[b], g, h,
+                       r.body[b], r.v[b], r.omega[b], r.f[b], r.tau[b], adj_g, adj_h, out,
+                       Vec3<T>{}, Vec3<T>{});
+    }
+    adj_xpbd_joint_forces(m, w.qfrc, s, r.f, r.tau, r.qfrc, r.body, r.frame, adj_model);
+  }
+  // the load: poses at qpos (r.body) and at qpos (-) h qvel (r.prev), differenced
+  xpbd_load(m, qpos, qvel, h, w, s);
+  for (int b = 1; b < nb; ++b) {
+    T adj_h = T(0);
+    adj_xpbd_velocities(s.body[b].x, s.body[b].q, s.x_prev[b], s.q_prev[b], h, r.body[b].x,
+                        r.body[b].q, r.prev[b].x, r.prev[b].q, adj_h, r.v[b], r.omega[b]);
+  }
+  // the poses and the applied forces at qpos, with the kinematics they share
+  kinematics(m, qpos, w);
+  com_pos(m, w);
+  com_vel(m, qvel, w);
+  tendon_kinematics(m, qpos, w);
+  a.zero();
+  adj_xpbd_poses(m, w, r.body, a, adj_model);
+  adj_passive(m, qpos, qvel, w, a, r.qfrc, adj_qpos, adj_qvel, adj_model);
+  adj_actuation(m, qpos, qvel, ctrl, w, a, r.qfrc, adj_qpos, adj_qvel, adj_ctrl, adj_model);
+  adj_tendon_kinematics(m, w, a, adj_qpos);
+  adj_com_vel(m, qvel, w, a, adj_qvel);
+  adj_com_pos(m, w, a, adj_model);
+  adj_kinematics(m, qpos, w, a, adj_qpos, adj_model.mocap_pos, adj_model.mocap_quat);
+  if (adj_qfrc_applied)
+    for (int d = 0; d < nv; ++d) adj_qfrc_applied[d] += r.qfrc[d];
+  // the poses at qpos (-) h qvel
+  for (int i = 0; i < nq; ++i) {
+    r.qpos_b[i] = qpos[i];
+    r.adj_qpos_b[i] = T(0);
+  }
+  integrate_pos(m, r.qpos_b, qvel, -h);
+  kinematics(m, r.qpos_b, w);
+  a.zero();
+  adj_xpbd_poses(m, w, r.prev, a, adj_model);
+  adj_kinematics(m, r.qpos_b, w, a, r.adj_qpos_b, adj_model.mocap_pos, adj_model.mocap_quat);
+  adj_integrate_pos(m, qpos, qvel, -h, r.adj_qpos_b, adj_qpos, adj_qvel);
+  adj_xpbd_joint_frames(m, r.frame, adj_model);
+  return true;
 }
 
 }  // namespace phx

@@ -11,6 +11,7 @@
 #include "model_builder.h"
 #include "phalanx/step.h"
 #include "phalanx/xpbd_step.h"
+#include "step_gradcheck.h"
 
 namespace phx {
 namespace {
@@ -196,9 +197,8 @@ TEST(XpbdStep, DoublePendulumConvergesToFeatherstone) {
   expect_convergence(model, {0.8, -0.5}, {0.0, 1.0}, 2e-2, "double pendulum");  // 7.8e-3
 }
 
-TEST(XpbdStep, DrivenDampedSprungChainConvergesToFeatherstone) {
-  // the double pendulum with joint damping and springs, driven by two motors (gear 2 and 0.5)
-  // under constant controls: the applied forces (passive and actuation) enter as wrenches
+// a double pendulum with joint damping and springs, driven by two motors (gear 2 and 0.5)
+Model driven_chain(double timestep = 0.002) {
   ModelBuilder b;
   b.body(0, {0, 0, 0}, {}, 1.0, {0.02, 0.02, 0.001}, {0, 0, -0.25});
   b.joint(kJointHinge, {0, 0, 0}, {0, 1, 0}, 0.05, 0.8, 0, 0, 0.2);
@@ -206,7 +206,13 @@ TEST(XpbdStep, DrivenDampedSprungChainConvergesToFeatherstone) {
   b.joint(kJointHinge, {0, 0, 0}, {0, 1, 0}, 0.02, 0.3);
   b.motor(0, 2.0);
   b.motor(1, 0.5);
-  Model model = b.build();
+  return b.build(timestep);
+}
+
+TEST(XpbdStep, DrivenDampedSprungChainConvergesToFeatherstone) {
+  // the driven chain under constant controls: the applied forces (passive and actuation) enter
+  // as wrenches
+  Model model = driven_chain();
   expect_convergence(model, {0.8, -0.5}, {0.0, 1.0}, 2e-3, "driven double pendulum",  // 8.1e-4
                      {0.7, -0.4});
   // the controls matter: the undriven chain ends elsewhere
@@ -487,6 +493,86 @@ TEST(XpbdStep, SolveJointsAdjointMatchesFiniteDifferences) {
   std::uniform_real_distribution<double> u(-1, 1);
   for (double& x : v) x = u(rng);
   expect_solve_joints_gradient(all, all.qpos0, v, 0.01, "every joint type");
+}
+
+// the scratch and the record of adj_xpbd_step, owned
+struct StepAdjointArrays {
+  std::vector<XpbdBody<double>> body, prev, work, rec_body;
+  std::vector<Vec3<double>> v, omega, f, tau, rec_v, rec_omega;
+  std::vector<double> lambda, d, dl, qfrc, qpos_a, qpos_b, adj_qpos_a, adj_qpos_b, qvel, rec_lambda;
+  std::vector<XpbdRows<double>> rows;
+  std::vector<Vec3<double>> frame;
+  StepAdjointArrays(const Model& m, int substeps, int iterations)
+      : body(m.nbody),
+        prev(m.nbody),
+        work(3 * m.nbody),
+        rec_body(substeps * (iterations + 1) * m.nbody),
+        v(m.nbody),
+        omega(m.nbody),
+        f(m.nbody),
+        tau(m.nbody),
+        rec_v(substeps * m.nbody),
+        rec_omega(substeps * m.nbody),
+        lambda(kXpbdLambdas * m.nbody),
+        d(6 * m.nbody),
+        dl(kXpbdLambdas * m.nbody),
+        qfrc(m.nv),
+        qpos_a(m.nq),
+        qpos_b(m.nq),
+        adj_qpos_a(m.nq),
+        adj_qpos_b(m.nq),
+        qvel(m.nv),
+        rec_lambda(substeps * iterations * kXpbdLambdas * m.nbody),
+        rows(m.nbody),
+        frame(2 * m.nbody) {}
+  XpbdAdjArrays<double> view() {
+    return {body.data(),       prev.data(),   v.data(),      omega.data(),  f.data(),
+            tau.data(),        lambda.data(), work.data(),   rows.data(),   d.data(),
+            dl.data(),         qfrc.data(),   qpos_a.data(), qpos_b.data(), adj_qpos_a.data(),
+            adj_qpos_b.data(), qvel.data(),   frame.data()};
+  }
+  XpbdRecord<double> record() {
+    return {rec_body.data(), rec_v.data(), rec_omega.data(), rec_lambda.data()};
+  }
+};
+
+// one XPBD step of `in` (substeps, iterations) against adj_xpbd_step, every input of the step
+// (state, controls, dynamics parameters) along random directions, through
+// test::check_step_adjoint
+void check_xpbd_step_adjoint(const Model& model, const test::StepInputs& in, unsigned seed,
+                             int substeps, int iterations, double tol) {
+  test::check_step_adjoint(
+      model, in, seed,
+      [&](HostModel<double>& hm, test::StepInputs& x) {
+        Arrays s(model);
+        xpbd_step(hm.view, x.qpos.data(), x.qvel.data(), x.ctrl.data(), hm.w, s.view(), substeps,
+                  iterations);
+      },
+      [&](HostModel<double>& hm, const test::StepInputs& x, const double* adj_qpos_next,
+          const double* adj_qvel_next, test::StepInputs& g) {
+        Arrays s(model);
+        StepAdjointArrays r(model, substeps, iterations);
+        test::Carved<AdjWorkspace<double>, double> a(hm.view);
+        EXPECT_TRUE(adj_xpbd_step(hm.view, x.qpos.data(), x.qvel.data(), x.ctrl.data(), hm.w, a.w,
+                                  s.view(), r.view(), r.record(), substeps, iterations,
+                                  static_cast<const double*>(nullptr), adj_qpos_next, adj_qvel_next,
+                                  g.qpos.data(), g.qvel.data(), g.ctrl.data(), g.p.adjoint()));
+      },
+      tol);
+}
+
+TEST(XpbdStep, StepAdjointMatchesCentralDifferences) {
+  // the driven, damped and sprung double pendulum (controls, damping, stiffness, gear), every
+  // joint type with a free body, and the 7-link arm; two substeps of three iterations
+  Model driven = driven_chain(0.01);
+  for (unsigned seed : {1u, 2u})
+    check_xpbd_step_adjoint(driven, test::random_state(driven, 2.0, seed), seed, 2, 3, 1e-7);
+  Model all = all_joints(0.01);
+  for (unsigned seed : {3u, 4u})
+    check_xpbd_step_adjoint(all, test::random_state(all, 2.0, seed), seed, 2, 3, 1e-7);
+  Model arm = load_urdf(std::string(PHX_SOURCE_DIR) + "/examples/models/arm7.urdf");
+  arm.opt.timestep = 0.01;
+  check_xpbd_step_adjoint(arm, test::random_state(arm, 1.0, 5u), 5u, 1, 3, 1e-7);
 }
 
 }  // namespace
