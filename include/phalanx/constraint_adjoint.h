@@ -615,7 +615,8 @@ PHX_HD void adj_constrained_velocity(const ModelView<S>& m, const T* qpos, const
   adj_tendon_kinematics(m, w, a, adj_qpos);
   adj_com_vel(m, qvel, w, a, adj_qvel);
   adj_com_pos(m, w, a, adj_model);
-  adj_kinematics(m, qpos, w, a, adj_qpos, adj_model.mocap_pos, adj_model.mocap_quat);
+  adj_kinematics(m, qpos, w, a, adj_qpos, adj_model.mocap_pos, adj_model.mocap_quat,
+                 adj_model.body_pos);
 }
 
 // The contacts that bounced in the forward step: the bounce branch of build_rows (e J qvel below

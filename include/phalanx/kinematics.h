@@ -217,13 +217,14 @@ PHX_HD void add_to(T* p, const Mat3<T>& A) {
 }
 
 // Adjoint of kinematics: from the adjoints of xpos, xquat, xmat, xanchor and xaxis in `a`
-// to adj_qpos and, when given, to adj_mocap_pos and adj_mocap_quat (accumulated). Walks each
+// to adj_qpos and, when given, to adj_mocap_pos, adj_mocap_quat and adj_body_pos (the bodies'
+// offsets from their parents; accumulated). Walks each
 // body's joint chain backward, children before parents, from the orientations and joint
 // rotations the forward kinematics left in the workspace.
 template <class T, class S>
 PHX_HD void adj_kinematics(const ModelView<S>& m, const T* qpos, const Workspace<S>& w,
                            AdjWorkspace<T>& a, T* adj_qpos, T* adj_mocap_pos = nullptr,
-                           T* adj_mocap_quat = nullptr) {
+                           T* adj_mocap_quat = nullptr, T* adj_body_pos = nullptr) {
   for (int b = m.nbody - 1; b > 0; --b) {
     int p = m.body_parentid[b];
     int jnt0 = m.body_jntadr[b], njnt = m.body_jntnum[b];
@@ -321,6 +322,8 @@ PHX_HD void adj_kinematics(const ModelView<S>& m, const T* qpos, const Workspace
     const int id = m.body_mocapid[b];
     if (id >= 0 && adj_mocap_pos)
       mul_transpose(Mat3<T>::load(w.xmat + 9 * p), adj_pos).add_to(adj_mocap_pos + 3 * id);
+    if (id < 0 && adj_body_pos)
+      mul_transpose(Mat3<T>::load(w.xmat + 9 * p), adj_pos).add_to(adj_body_pos + 3 * b);
     if (id >= 0 && adj_mocap_quat) {
       Quat<T> adj_raw = Quat<T>::zero();
       adj_normalize(Quat<T>::load(m.mocap_quat + 4 * id), adj_raw, adj_bquat);

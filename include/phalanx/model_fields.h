@@ -236,6 +236,7 @@
   X(JntStiffness, jnt_stiffness, kCheckFinite)                                                   \
   X(ActuatorGear, actuator_gear, kCheckFinite)                                                   \
   X(BodyIpos, body_ipos, kCheckFinite)                                                           \
+  X(BodyPos, body_pos, kCheckFinite)                                                             \
   X(ActuatorGainprm, actuator_gainprm, kCheckFinite)                                             \
   X(ActuatorBiasprm, actuator_biasprm, kCheckFinite)                                             \
   X(TendonStiffness, tendon_stiffness, kCheckFinite)                                             \

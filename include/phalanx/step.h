@@ -110,7 +110,8 @@ PHX_HD void adj_body_forces_to_qfrc(const ModelView<T>& m, const T* qpos, const 
   a.zero();
   adj_xfrc_force(m, w, xfrc, adj_out, a, adj_xfrc, adj_model.body_ipos);
   adj_com_pos(m, w, a, adj_model);
-  adj_kinematics(m, qpos, w, a, adj_qpos, adj_model.mocap_pos, adj_model.mocap_quat);
+  adj_kinematics(m, qpos, w, a, adj_qpos, adj_model.mocap_pos, adj_model.mocap_quat,
+                 adj_model.body_pos);
 }
 
 // Forward dynamics of the smooth system:
@@ -360,7 +361,8 @@ PHX_HD void adj_dynamics_residual(const ModelView<T>& m, const T* qpos, const T*
   adj_tendon_kinematics(m, w, a, adj_qpos);
   adj_com_vel(m, qvel, w, a, adj_qvel);
   adj_com_pos(m, w, a, adj_model);
-  adj_kinematics(m, qpos, w, a, adj_qpos, adj_model.mocap_pos, adj_model.mocap_quat);
+  adj_kinematics(m, qpos, w, a, adj_qpos, adj_model.mocap_pos, adj_model.mocap_quat,
+                 adj_model.body_pos);
 }
 
 // Adjoint of forward_dynamics at (qpos, qvel, ctrl) with result qacc, by implicit

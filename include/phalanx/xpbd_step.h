@@ -194,20 +194,22 @@ PHX_HD void add_frame_slopes(const D& phi, int o, int b, Vec3<T>* adj_frame) {
 
 // The adjoint of the joint frames' anchors (xpbd_joint_frame; adj_frame: r1 and r2 per body) in
 // the parameters they are made of, accumulated: r1 = R(iquat_p)^T (body_pos + R(body_quat)
-// jnt_pos - ipos_p), r2 = R(iquat_b)^T (jnt_pos - ipos_b), so body_ipos of the parent and of
-// the body (the world's principal frame is its body frame).
+// jnt_pos - ipos_p), r2 = R(iquat_b)^T (jnt_pos - ipos_b), so body_pos and body_ipos of the
+// parent and of the body (the world's principal frame is its body frame).
 template <class T>
 PHX_HD void adj_xpbd_joint_frames(const ModelView<T>& m, const Vec3<T>* adj_frame,
                                   const ModelAdjoint<T>& adj_model) {
-  if (!adj_model.body_ipos) return;
   for (int b = 1; b < m.nbody; ++b) {
     const int p = m.body_parentid[b];
-    if (p > 0) {
-      const Vec3<T> g = xpbd_impl::rotate(Quat<T>::load(m.body_iquat + 4 * p), adj_frame[2 * b]);
-      for (int i = 0; i < 3; ++i) adj_model.body_ipos[3 * p + i] -= g[i];
+    const Vec3<T> g1 =
+        p > 0 ? xpbd_impl::rotate(Quat<T>::load(m.body_iquat + 4 * p), adj_frame[2 * b])
+              : adj_frame[2 * b];
+    const Vec3<T> g2 = xpbd_impl::rotate(Quat<T>::load(m.body_iquat + 4 * b), adj_frame[2 * b + 1]);
+    for (int i = 0; i < 3; ++i) {
+      if (adj_model.body_pos) adj_model.body_pos[3 * b + i] += g1[i];
+      if (adj_model.body_ipos && p > 0) adj_model.body_ipos[3 * p + i] -= g1[i];
+      if (adj_model.body_ipos) adj_model.body_ipos[3 * b + i] -= g2[i];
     }
-    const Vec3<T> g = xpbd_impl::rotate(Quat<T>::load(m.body_iquat + 4 * b), adj_frame[2 * b + 1]);
-    for (int i = 0; i < 3; ++i) adj_model.body_ipos[3 * b + i] -= g[i];
   }
 }
 
@@ -877,12 +879,12 @@ struct XpbdAdjArrays {
 // The adjoint of xpbd_step (tree solver) at (qpos, qvel, ctrl, qfrc_applied): replays the
 // forward with a record (rec, sized for substeps and iterations), then maps (adj_qpos_next,
 // adj_qvel_next) to adj_qpos, adj_qvel, adj_ctrl, adj_qfrc_applied (may be null) and the
-// parameters body_mass, body_inertia, body_ipos and those of the applied forces (damping,
+// parameters body_mass, body_inertia, body_ipos, body_pos and those of the applied forces (damping,
 // stiffness, actuators), accumulated. Backward through: the coordinates of the end and start
 // poses of the last substep and their difference; per substep, last first, the velocities,
 // each iteration (adj_xpbd_solve_joints), the prediction and the joint forces; the load (the
 // poses at qpos and at qpos (-) h qvel, their chord velocities), the applied forces and the
-// joint frames (body_ipos moves the anchors relative to the centres of mass). Returns
+// joint frames (body_pos and body_ipos move the anchors). Returns
 // false, with partial sums, where the forward fell back to Gauss-Seidel or with the Gauss-Seidel
 // solver, whose passes have no adjoint here.
 template <class T>
@@ -972,7 +974,8 @@ PHX_HD bool adj_xpbd_step(const ModelView<T>& m, const T* qpos, const T* qvel, c
   adj_tendon_kinematics(m, w, a, adj_qpos);
   adj_com_vel(m, qvel, w, a, adj_qvel);
   adj_com_pos(m, w, a, adj_model);
-  adj_kinematics(m, qpos, w, a, adj_qpos, adj_model.mocap_pos, adj_model.mocap_quat);
+  adj_kinematics(m, qpos, w, a, adj_qpos, adj_model.mocap_pos, adj_model.mocap_quat,
+                 adj_model.body_pos);
   if (adj_qfrc_applied)
     for (int d = 0; d < nv; ++d) adj_qfrc_applied[d] += r.qfrc[d];
   // the poses at qpos (-) h qvel
@@ -984,7 +987,8 @@ PHX_HD bool adj_xpbd_step(const ModelView<T>& m, const T* qpos, const T* qvel, c
   kinematics(m, r.qpos_b, w);
   a.zero();
   adj_xpbd_poses(m, w, r.prev, a, adj_model);
-  adj_kinematics(m, r.qpos_b, w, a, r.adj_qpos_b, adj_model.mocap_pos, adj_model.mocap_quat);
+  adj_kinematics(m, r.qpos_b, w, a, r.adj_qpos_b, adj_model.mocap_pos, adj_model.mocap_quat,
+                 adj_model.body_pos);
   adj_integrate_pos(m, qpos, qvel, -h, r.adj_qpos_b, adj_qpos, adj_qvel);
   adj_xpbd_joint_frames(m, r.frame, adj_model);
   return true;

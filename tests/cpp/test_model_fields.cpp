@@ -72,13 +72,13 @@ TEST(ModelFields, ParametersAgreeWithTheirArrays) {
   const Model m = humanoid();
   test::HostModel<double> hm(m);
   ModelView<double> v = hm.view;
-  const char* expected[] = {"body_mass",        "body_inertia",     "dof_damping",
-                            "dof_armature",     "jnt_stiffness",    "actuator_gear",
-                            "body_ipos",        "actuator_gainprm", "actuator_biasprm",
-                            "tendon_stiffness", "tendon_damping",   "tendon_lengthspring",
-                            "mocap_pos",        "mocap_quat",       "geom_friction",
-                            "geom_restitution", "geom_size"};
-  ASSERT_EQ(int(kNumParams), 17);
+  const char* expected[] = {"body_mass",           "body_inertia",     "dof_damping",
+                            "dof_armature",        "jnt_stiffness",    "actuator_gear",
+                            "body_ipos",           "body_pos",         "actuator_gainprm",
+                            "actuator_biasprm",    "tendon_stiffness", "tendon_damping",
+                            "tendon_lengthspring", "mocap_pos",        "mocap_quat",
+                            "geom_friction",       "geom_restitution", "geom_size"};
+  ASSERT_EQ(int(kNumParams), 18);
   for (int k = 0; k < kNumParams; ++k) {
     EXPECT_STREQ(kParamNames[k], expected[k]);
     EXPECT_EQ(m.param_field(k).size(), m.param_size(k)) << kParamNames[k];

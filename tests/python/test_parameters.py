@@ -23,7 +23,7 @@ def sliding_state(model, E):
 def test_parameter_names_and_shapes(sphere_and_pendulum):
     model = sphere_and_pendulum
     assert phalanx.PARAMETERS == ("body_mass", "body_inertia", "dof_damping", "dof_armature",
-                                  "jnt_stiffness", "actuator_gear", "body_ipos",
+                                  "jnt_stiffness", "actuator_gear", "body_ipos", "body_pos",
                                   "actuator_gainprm", "actuator_biasprm", "tendon_stiffness",
                                   "tendon_damping", "tendon_lengthspring", "mocap_pos",
                                   "mocap_quat", "geom_friction", "geom_restitution",
@@ -207,4 +207,47 @@ def test_rollout_gradient_of_every_parameter(sphere_and_pendulum, rng, name):
     assert ad == pytest.approx(fd, rel=1e-6, abs=1e-9)
     if name == "geom_restitution":
         return  # nothing bounces here: the gradient is 0, and so is the difference
+    if name == "body_pos":
+        return  # moving where a lone pendulum hangs changes nothing: see the double pendulum below
     assert abs(fd) > 1e-6  # the parameter matters here, so the check has teeth
+
+
+DOUBLE_PENDULUM = """<mujoco><option timestep='0.002'/><worldbody>
+  <body pos='0 0 2'><joint name='shoulder' type='hinge' axis='0 1 0' damping='0.02'/>
+    <geom type='capsule' fromto='0 0 0 0.5 0 0' size='0.03' mass='1'/>
+    <body pos='0.5 0 0.05'><joint type='hinge' axis='0 1 0'/>
+      <geom type='capsule' fromto='0 0 0 0.3 0 0' size='0.02' mass='0.4'/></body></body>
+</worldbody><actuator><motor joint='shoulder' gear='2'/></actuator></mujoco>"""
+
+
+def test_rollout_gradient_of_link_lengths(tmp_path, rng):
+    # body_pos of the second link (where it hangs from the first: the first link's length)
+    # moves the chain's dynamics: the tape's gradient against central differences
+    path = tmp_path / "double_pendulum.xml"
+    path.write_text(DOUBLE_PENDULUM)
+    model = phalanx.load_model(path)
+    E, T = 2, 100
+    qpos = np.array([[0.3, -0.5], [-0.2, 0.4]])
+    qvel = np.array([[0.0, 1.0], [0.5, 0.0]])
+    ctrl = rng.uniform(-0.5, 0.5, (E, T, model.nu))
+    wq, wv = rng.standard_normal((E, T, model.nq)), rng.standard_normal((E, T, model.nv))
+    tape = phalanx.Tape()
+    phalanx.rollout(model, qpos, qvel, ctrl, tape=tape)
+    grad = tape.backward(wq, wv)["body_pos"].sum(axis=0)
+    p0 = model.parameter("body_pos")
+
+    def loss(p):
+        with phalanx.model_parameters(model, {"body_pos": p}):
+            qs, vs, _ = phalanx.rollout(model, qpos, qvel, ctrl)
+        return float((wq * qs).sum() + (wv * vs).sum())
+
+    h = 1e-6
+    for body, axis in ((2, 0), (2, 2), (1, 0)):
+        d = np.zeros_like(p0)
+        d[body, axis] = 1
+        fd = (loss(p0 + h * d) - loss(p0 - h * d)) / (2 * h)
+        assert grad[body, axis] == pytest.approx(fd, rel=1e-6, abs=1e-7)  # differences: 1e-8 noise
+        if body == 2:
+            assert abs(fd) > 1e-3  # the link length matters
+        else:
+            assert abs(fd) < 1e-6  # where the chain hangs does not

@@ -104,12 +104,19 @@ def test_float32_gradients_match_float64(scene, rng):
         assert tape.dtype == dtype
         grads[dtype] = tape.backward(aq, av)
     errors = {}
+    largest = max(np.linalg.norm(g) for g in grads[np.float64].values())
     for key, g64 in grads[np.float64].items():
         g32 = grads[np.float32][key]
         assert g32.dtype == np.float32 and g64.dtype == np.float64 and g32.shape == g64.shape
         scale = np.linalg.norm(g64)
         if scale == 0:  # e.g. restitution: no bounce in this scene
             assert not g32.any(), key
+            continue
+        if scale < 1e-9 * largest:
+            # zero up to round-off (body_pos: where the lone pendulum hangs changes nothing; its
+            # gradient is checked where it matters in test_parameters.py): float32's as small
+            # against float32's round-off
+            assert np.linalg.norm(g32) < 1e-4 * largest, key
             continue
         errors[key] = float(np.linalg.norm(g32 - g64) / scale)
     print("normwise relative differences float32 / float64:", errors)
