@@ -386,47 +386,234 @@ PHX_HD void adj_xpbd_joint_forces(const ModelView<T>& m, const T* qfrc, const Xp
   }
 }
 
-// one Gauss-Seidel pass over the joints, substep h
+// The projections of a Gauss-Seidel pass, each on a joint's two bodies and its own multipliers
+// (slots of the body's kXpbdLambdas): an attachment (slots 0-2), a hinge axis (3-5), a hinge
+// limit (6), an orientation (3), a slide's attachment across its axis (0)
+enum XpbdProjection : int { kXpbdAttach, kXpbdAlign, kXpbdLimit, kXpbdOrient, kXpbdAcross };
+
+// body b's projections in their order (at most three) into ops, or its hinge limit alone
+// (limits_only); returns their number
 template <class T>
-PHX_HD void xpbd_project_joints(const ModelView<T>& m, XpbdArrays<T> s, T h) {
-  for (int b = 1; b < m.nbody; ++b) {
-    XpbdJointFrame<T> J = xpbd_joint_frame(m, b);
-    XpbdBody<T>& B1 = s.body[m.body_parentid[b]];
-    XpbdBody<T>& B2 = s.body[b];
-    T* lambda = s.lambda + kXpbdLambdas * b;
-    Vec3<T> attach = Vec3<T>::load(lambda);
-    switch (J.type) {
-      case kJointFree:
-        break;
-      case kJointBall:
-        xpbd_attach_block(B1, B2, J.r1, J.r2, T(0), h, attach);
-        break;
-      case kJointHinge: {
-        xpbd_attach_block(B1, B2, J.r1, J.r2, T(0), h, attach);
-        Vec3<T> align = Vec3<T>::load(lambda + 3);
-        xpbd_hinge_align_block(B1, B2, J.a1, J.a2, T(0), h, align);
-        align.store(lambda + 3);
-        int j = m.body_jntadr[b];
-        if (m.jnt_limited[j]) {
-          T q0 = m.qpos0[m.jnt_qposadr[j]];
-          xpbd_hinge_limit(B1, B2, J.a1, J.n1, J.n2, m.jnt_range[2 * j] - q0,
-                           m.jnt_range[2 * j + 1] - q0, T(0), h, lambda[6]);
-        }
-        break;
-      }
-      case kJointSlide: {
-        xpbd_weld_orientation(B1, B2, J.f1, J.f2, T(0), h, lambda[3]);
-        using xpbd_impl::rotate;
-        Vec3<T> r1 = rotate(B1.q, J.r1), r2 = rotate(B2.q, J.r2), a = rotate(B1.q, J.a1);
-        Vec3<T> d = (B2.x + r2) - (B1.x + r1);
-        xpbd_positional(B1, B2, r1, r2, d - dot(d, a) * a, T(0), h, lambda[0]);
-        break;
-      }
-      default:  // none: a weld
-        xpbd_attach_block(B1, B2, J.r1, J.r2, T(0), h, attach);
-        xpbd_weld_orientation(B1, B2, J.f1, J.f2, T(0), h, lambda[3]);
+PHX_HD int xpbd_projections(const ModelView<T>& m, int b, bool limits_only, int* ops) {
+  if (!m.body_jntnum[b]) {
+    if (limits_only) return 0;
+    ops[0] = kXpbdAttach, ops[1] = kXpbdOrient;  // a weld
+    return 2;
+  }
+  const int j = m.body_jntadr[b];
+  const bool limit = m.jnt_type[j] == kJointHinge && m.jnt_limited[j];
+  if (limits_only) {
+    ops[0] = kXpbdLimit;
+    return limit ? 1 : 0;
+  }
+  switch (m.jnt_type[j]) {
+    case kJointBall:
+      ops[0] = kXpbdAttach;
+      return 1;
+    case kJointHinge:
+      ops[0] = kXpbdAttach, ops[1] = kXpbdAlign, ops[2] = kXpbdLimit;
+      return limit ? 3 : 2;
+    case kJointSlide:
+      ops[0] = kXpbdOrient, ops[1] = kXpbdAcross;
+      return 2;
+    default:  // free
+      return 0;
+  }
+}
+
+// a hinge's limits relative to its angle's zero (the joint frame at qpos0)
+template <class T>
+PHX_HD void xpbd_hinge_range(const ModelView<T>& m, int b, T& lo, T& hi) {
+  const int j = m.body_jntadr[b];
+  const T q0 = m.qpos0[m.jnt_qposadr[j]];
+  lo = m.jnt_range[2 * j] - q0;
+  hi = m.jnt_range[2 * j + 1] - q0;
+}
+
+// the slide's attachment across its axis: the anchors' offset d without its part along the
+// parent's axis, and the world lever arms. Any scalar R.
+template <class R>
+PHX_HD void xpbd_across(const XpbdJointFrame<R>& J, const XpbdBody<R>& B1, const XpbdBody<R>& B2,
+                        Vec3<R>& r1, Vec3<R>& r2, Vec3<R>& dx) {
+  using xpbd_impl::rotate;
+  r1 = rotate(B1.q, J.r1);
+  r2 = rotate(B2.q, J.r2);
+  Vec3<R> a = rotate(B1.q, J.a1), d = (B2.x + r2) - (B1.x + r1);
+  dx = d - dot(d, a) * a;
+}
+
+// one projection `op` of body b's joint (frame J) on its parent B1 and B2, lambda the body's
+// multipliers (in/out), substep h, rigid (compliance 0)
+template <class T>
+PHX_HD void xpbd_project(const ModelView<T>& m, int b, const XpbdJointFrame<T>& J, int op,
+                         XpbdBody<T>& B1, XpbdBody<T>& B2, T* lambda, T h) {
+  switch (op) {
+    case kXpbdAttach: {
+      Vec3<T> l = Vec3<T>::load(lambda);
+      xpbd_attach_block(B1, B2, J.r1, J.r2, T(0), h, l);
+      l.store(lambda);
+      break;
     }
-    attach.store(lambda);
+    case kXpbdAlign: {
+      Vec3<T> l = Vec3<T>::load(lambda + 3);
+      xpbd_hinge_align_block(B1, B2, J.a1, J.a2, T(0), h, l);
+      l.store(lambda + 3);
+      break;
+    }
+    case kXpbdLimit: {
+      T lo, hi;
+      xpbd_hinge_range(m, b, lo, hi);
+      xpbd_hinge_limit(B1, B2, J.a1, J.n1, J.n2, lo, hi, T(0), h, lambda[6]);
+      break;
+    }
+    case kXpbdOrient:
+      xpbd_weld_orientation(B1, B2, J.f1, J.f2, T(0), h, lambda[3]);
+      break;
+    case kXpbdAcross: {
+      Vec3<T> r1, r2, dx;
+      xpbd_across(J, B1, B2, r1, r2, dx);
+      xpbd_positional(B1, B2, r1, r2, dx, T(0), h, lambda[0]);
+      break;
+    }
+  }
+}
+
+// The adjoint of xpbd_project at the bodies and multipliers it was given (B1, B2, lambda):
+// adj_b1, adj_b2 and adj_lambda (the body's kXpbdLambdas) hold the adjoints of its outputs and
+// receive those of its inputs; the anchors' adjoints go to adj_frame (two per body, may be null;
+// the axes and frames are the model's orientations, not parameters).
+template <class T>
+PHX_HD void adj_xpbd_project(const ModelView<T>& m, int b, const XpbdJointFrame<T>& J, int op,
+                             const XpbdBody<T>& B1, const XpbdBody<T>& B2, const T* lambda, T h,
+                             XpbdBody<T>& adj_b1, XpbdBody<T>& adj_b2, T* adj_lambda,
+                             Vec3<T>* adj_frame) {
+  const XpbdBody<T> out1 = adj_b1, out2 = adj_b2;
+  adj_b1 = adj_b2 = XpbdBody<T>::zero();
+  T adj_alpha = T(0), adj_h = T(0);
+  Vec3<T> adj_r1, adj_r2, adj_a1, adj_a2, adj_n1, adj_n2;
+  auto take = [&](int i0, int n, T* out) {  // the outputs' multiplier adjoints, then cleared
+    for (int i = 0; i < n; ++i) {
+      out[i] = adj_lambda[i0 + i];
+      adj_lambda[i0 + i] = T(0);
+    }
+  };
+  switch (op) {
+    case kXpbdAttach: {
+      T o[3];
+      take(0, 3, o);
+      Vec3<T> adj_l;
+      adj_xpbd_attach_block(B1, B2, J.r1, J.r2, T(0), h, Vec3<T>::load(lambda), adj_b1, adj_b2,
+                            adj_r1, adj_r2, adj_alpha, adj_h, adj_l, out1, out2, Vec3<T>::load(o));
+      adj_l.add_to(adj_lambda);
+      break;
+    }
+    case kXpbdAlign: {
+      T o[3];
+      take(3, 3, o);
+      Vec3<T> adj_l;
+      adj_xpbd_hinge_align_block(B1, B2, J.a1, J.a2, T(0), h, Vec3<T>::load(lambda + 3), adj_b1,
+                                 adj_b2, adj_a1, adj_a2, adj_alpha, adj_h, adj_l, out1, out2,
+                                 Vec3<T>::load(o));
+      adj_l.add_to(adj_lambda + 3);
+      break;
+    }
+    case kXpbdLimit: {
+      T o, lo, hi, adj_lo = T(0), adj_hi = T(0);
+      take(6, 1, &o);
+      xpbd_hinge_range(m, b, lo, hi);
+      adj_xpbd_hinge_limit(B1, B2, J.a1, J.n1, J.n2, lo, hi, T(0), h, lambda[6], adj_b1, adj_b2,
+                           adj_a1, adj_n1, adj_n2, adj_lo, adj_hi, adj_alpha, adj_h, adj_lambda[6],
+                           out1, out2, o);
+      break;
+    }
+    case kXpbdOrient: {
+      T o;
+      take(3, 1, &o);
+      Quat<T> adj_f1 = Quat<T>::zero(), adj_f2 = Quat<T>::zero();
+      adj_xpbd_weld_orientation(B1, B2, J.f1, J.f2, T(0), h, lambda[3], adj_b1, adj_b2, adj_f1,
+                                adj_f2, adj_alpha, adj_h, adj_lambda[3], out1, out2, o);
+      break;
+    }
+    case kXpbdAcross: {
+      T o;
+      take(0, 1, &o);
+      Vec3<T> r1, r2, dx, adj_r1w, adj_r2w, adj_dx;
+      xpbd_across(J, B1, B2, r1, r2, dx);
+      adj_xpbd_positional(B1, B2, r1, r2, dx, T(0), h, lambda[0], adj_b1, adj_b2, adj_r1w, adj_r2w,
+                          adj_dx, adj_alpha, adj_h, adj_lambda[0], out1, out2, o);
+      // r1, r2 and dx of the poses and anchors, on Dual numbers
+      using D = Dual<T, 20>;
+      const XpbdBody<D> D1 = xpbd_impl::seeded<D>(B1, 0), D2 = xpbd_impl::seeded<D>(B2, 7);
+      Vec3<D> r1d, r2d, dxd;
+      xpbd_across(xpbd_impl::seeded_frame<D>(J, 14), D1, D2, r1d, r2d, dxd);
+      const D phi = dot(Vec3<D>::from(adj_r1w), r1d) + dot(Vec3<D>::from(adj_r2w), r2d) +
+                    dot(Vec3<D>::from(adj_dx), dxd);
+      xpbd_impl::add_pose_slopes(phi, 0, adj_b1);
+      xpbd_impl::add_pose_slopes(phi, 7, adj_b2);
+      for (int i = 0; i < 3; ++i) {
+        adj_r1[i] = phi.d[14 + i];
+        adj_r2[i] = phi.d[17 + i];
+      }
+      break;
+    }
+  }
+  if (adj_frame) {
+    adj_frame[2 * b] += adj_r1;
+    adj_frame[2 * b + 1] += adj_r2;
+  }
+}
+
+// one Gauss-Seidel pass over the joints, substep h, or over the hinge limits alone
+template <class T>
+PHX_HD void xpbd_project_joints(const ModelView<T>& m, XpbdArrays<T> s, T h,
+                                bool limits_only = false) {
+  for (int b = 1; b < m.nbody; ++b) {
+    int ops[3];
+    const int n = xpbd_projections(m, b, limits_only, ops);
+    if (n == 0) continue;
+    const XpbdJointFrame<T> J = xpbd_joint_frame(m, b);
+    for (int k = 0; k < n; ++k)
+      xpbd_project(m, b, J, ops[k], s.body[m.body_parentid[b]], s.body[b],
+                   s.lambda + kXpbdLambdas * b, h);
+  }
+}
+
+// The adjoint of xpbd_project_joints from the bodies `start` and the multipliers `lambda` it was
+// given: adj_body and adj_lambda hold the adjoints of its outputs and receive those of its
+// inputs; the anchors' go to adj_frame (may be null). Replays the pass keeping each
+// projection's two bodies (work: 7 nbody bodies), then reverses it.
+template <class T>
+PHX_HD void adj_xpbd_project_joints(const ModelView<T>& m, const XpbdBody<T>* start,
+                                    const T* lambda, T h, bool limits_only, XpbdBody<T>* adj_body,
+                                    T* adj_lambda, XpbdBody<T>* work, Vec3<T>* adj_frame) {
+  const int nb = m.nbody;
+  XpbdBody<T>* cur = work;
+  XpbdBody<T>* pre = work + nb;  // 3 projections x 2 bodies per body
+  for (int b = 0; b < nb; ++b) cur[b] = start[b];
+  for (int b = 1; b < nb; ++b) {
+    int ops[3];
+    const int n = xpbd_projections(m, b, limits_only, ops);
+    if (n == 0) continue;
+    const int p = m.body_parentid[b];
+    const XpbdJointFrame<T> J = xpbd_joint_frame(m, b);
+    T l[kXpbdLambdas];
+    for (int i = 0; i < kXpbdLambdas; ++i) l[i] = lambda[kXpbdLambdas * b + i];
+    for (int k = 0; k < n; ++k) {
+      pre[6 * b + 2 * k] = cur[p];
+      pre[6 * b + 2 * k + 1] = cur[b];
+      xpbd_project(m, b, J, ops[k], cur[p], cur[b], l, h);
+    }
+  }
+  for (int b = nb - 1; b >= 1; --b) {
+    int ops[3];
+    const int n = xpbd_projections(m, b, limits_only, ops);
+    if (n == 0) continue;
+    const int p = m.body_parentid[b];
+    const XpbdJointFrame<T> J = xpbd_joint_frame(m, b);
+    for (int k = n - 1; k >= 0; --k)
+      adj_xpbd_project(m, b, J, ops[k], pre[6 * b + 2 * k], pre[6 * b + 2 * k + 1],
+                       lambda + kXpbdLambdas * b, h, adj_body[p], adj_body[b],
+                       adj_lambda + kXpbdLambdas * b, adj_frame);
   }
 }
 
@@ -507,83 +694,38 @@ PHX_HD void xpbd_solve_joints(const ModelView<T>& m, XpbdArrays<T> s, T h) {
     B.q = xpbd_rotate(B.q, Vec3<T>{N.d[3], N.d[4], N.d[5]});
     for (int i = 0; i < N.rows.n; ++i) s.lambda[kXpbdLambdas * b + i] -= N.mu[i];
   }
-  for (int b = 1; b < m.nbody; ++b) {
-    if (!m.body_jntnum[b]) continue;
-    const int j = m.body_jntadr[b];
-    if (m.jnt_type[j] != kJointHinge || !m.jnt_limited[j]) continue;
-    XpbdJointFrame<T> J = xpbd_joint_frame(m, b);
-    T q0 = m.qpos0[m.jnt_qposadr[j]];
-    xpbd_hinge_limit(s.body[m.body_parentid[b]], s.body[b], J.a1, J.n1, J.n2,
-                     m.jnt_range[2 * j] - q0, m.jnt_range[2 * j + 1] - q0, T(0), h,
-                     s.lambda[kXpbdLambdas * b + 6]);
-  }
+  xpbd_project_joints(m, s, h, true);  // the hinge limits
 }
 
 // The adjoint of xpbd_solve_joints at the bodies and multipliers it started from (s.body and
 // s.lambda, read only): adj_body (nbody) and adj_lambda (kXpbdLambdas per body) hold the
 // adjoints of its outputs and receive those of its inputs (positions, orientations, inverse
 // masses and inertias; multipliers). Replays the iteration: the tree solve, then the hinge
-// limits with each one's two bodies kept before it (in work, 3 nbody bodies), reversed. Scratch:
+// limits (adj_xpbd_project_joints; work: 8 nbody bodies), reversed. Scratch:
 // adj_rows (nbody), adj_d (6 nbody), adj_dl (kXpbdLambdas nbody). The joint frames' anchors
-// take their adjoints in adj_frame (two per body; may be null). Returns false, with nothing
-// accumulated, where the forward fell back to Gauss-Seidel (a singular block).
+// take their adjoints in adj_frame (two per body; may be null). Where the forward fell back to
+// a Gauss-Seidel pass (a singular block), so does the adjoint.
 template <class T>
-PHX_HD bool adj_xpbd_solve_joints(const ModelView<T>& m, XpbdArrays<T> s, T h,
+PHX_HD void adj_xpbd_solve_joints(const ModelView<T>& m, XpbdArrays<T> s, T h,
                                   XpbdBody<T>* adj_body, T* adj_lambda, XpbdBody<T>* work,
                                   XpbdRows<T>* adj_rows, T* adj_d, T* adj_dl,
                                   Vec3<T>* adj_frame = nullptr) {
   const int nb = m.nbody;
   for (int b = 1; b < nb; ++b) xpbd_joint_rows(m, s, b, s.node[b].rows);
-  if (!xpbd_tree_solve(nb, m.body_parentid, s.body, s.node, T(0), s.lambda, kXpbdLambdas))
-    return false;
-  // the forward after the solve, and each limit's bodies before it
+  if (!xpbd_tree_solve(nb, m.body_parentid, s.body, s.node, T(0), s.lambda, kXpbdLambdas)) {
+    // the forward's fallback, a Gauss-Seidel pass
+    adj_xpbd_project_joints(m, s.body, s.lambda, h, false, adj_body, adj_lambda, work, adj_frame);
+    return;
+  }
+  // the forward after the solve (the limits' start), then the limits reversed
   XpbdBody<T>* cur = work;
-  XpbdBody<T>* pre = work + nb;
   for (int b = 0; b < nb; ++b) cur[b] = s.body[b];
   for (int b = 1; b < nb; ++b) {
     const XpbdTreeNode<T>& N = s.node[b];
     cur[b].x += Vec3<T>{N.d[0], N.d[1], N.d[2]};
     cur[b].q = xpbd_rotate(cur[b].q, Vec3<T>{N.d[3], N.d[4], N.d[5]});
   }
-  auto limited = [&](int b) {
-    if (!m.body_jntnum[b]) return false;
-    const int j = m.body_jntadr[b];
-    return m.jnt_type[j] == kJointHinge && m.jnt_limited[j] != 0;
-  };
-  auto range = [&](int b, T& lo, T& hi) {
-    const int j = m.body_jntadr[b];
-    const T q0 = m.qpos0[m.jnt_qposadr[j]];
-    lo = m.jnt_range[2 * j] - q0;
-    hi = m.jnt_range[2 * j + 1] - q0;
-  };
-  for (int b = 1; b < nb; ++b) {
-    if (!limited(b)) continue;
-    const int p = m.body_parentid[b];
-    pre[2 * b] = cur[p];
-    pre[2 * b + 1] = cur[b];
-    XpbdJointFrame<T> J = xpbd_joint_frame(m, b);
-    T lo, hi, lambda = s.lambda[kXpbdLambdas * b + 6];
-    range(b, lo, hi);
-    xpbd_hinge_limit(cur[p], cur[b], J.a1, J.n1, J.n2, lo, hi, T(0), h, lambda);
-  }
-  // the limits, last first
-  for (int b = nb - 1; b >= 1; --b) {
-    if (!limited(b)) continue;
-    const int p = m.body_parentid[b];
-    XpbdJointFrame<T> J = xpbd_joint_frame(m, b);
-    T lo, hi;
-    range(b, lo, hi);
-    XpbdBody<T> out1 = adj_body[p], out2 = adj_body[b];
-    T& adj_l = adj_lambda[kXpbdLambdas * b + 6];
-    const T out_l = adj_l;
-    adj_body[p] = adj_body[b] = XpbdBody<T>::zero();
-    adj_l = T(0);
-    Vec3<T> adj_a1, adj_n1, adj_n2;
-    T adj_lo = T(0), adj_hi = T(0), adj_alpha = T(0), adj_h = T(0);
-    adj_xpbd_hinge_limit(pre[2 * b], pre[2 * b + 1], J.a1, J.n1, J.n2, lo, hi, T(0), h,
-                         s.lambda[kXpbdLambdas * b + 6], adj_body[p], adj_body[b], adj_a1, adj_n1,
-                         adj_n2, adj_lo, adj_hi, adj_alpha, adj_h, adj_l, out1, out2, out_l);
-  }
+  adj_xpbd_project_joints(m, cur, s.lambda, h, true, adj_body, adj_lambda, work + nb, adj_frame);
   // x' = x + d, q' = rotate(q, d_ang), lambda' = lambda + dlambda
   for (int b = 0; b < nb; ++b) {
     for (int k = 0; k < 6; ++k) adj_d[6 * b + k] = T(0);
@@ -603,7 +745,6 @@ PHX_HD bool adj_xpbd_solve_joints(const ModelView<T>& m, XpbdArrays<T> s, T h,
   adj_xpbd_tree_solve(nb, m.body_parentid, s.body, s.node, T(0), s.lambda, kXpbdLambdas, adj_d,
                       adj_dl, adj_rows, adj_body, adj_lambda, adj_at);
   for (int b = 1; b < nb; ++b) adj_xpbd_joint_rows(m, s, b, adj_rows[b], adj_body, adj_frame);
-  return true;
 }
 
 namespace xpbd_impl {
@@ -863,7 +1004,7 @@ struct XpbdAdjArrays {
   Vec3<T>* f;
   Vec3<T>* tau;
   T* lambda;          // kXpbdLambdas nbody
-  XpbdBody<T>* work;  // 3 nbody
+  XpbdBody<T>* work;  // 8 nbody
   XpbdRows<T>* rows;  // nbody
   T* d;               // 6 nbody
   T* dl;              // kXpbdLambdas nbody
@@ -876,7 +1017,7 @@ struct XpbdAdjArrays {
   Vec3<T>* frame;  // 2 nbody: of the joint frames' anchors r1, r2
 };
 
-// The adjoint of xpbd_step (tree solver) at (qpos, qvel, ctrl, qfrc_applied): replays the
+// The adjoint of xpbd_step (either joint solver) at (qpos, qvel, ctrl, qfrc_applied): replays the
 // forward with a record (rec, sized for substeps and iterations), then maps (adj_qpos_next,
 // adj_qvel_next) to adj_qpos, adj_qvel, adj_ctrl, adj_qfrc_applied (may be null) and the
 // parameters body_mass, body_inertia, body_ipos, body_pos and those of the applied forces (damping,
@@ -884,17 +1025,14 @@ struct XpbdAdjArrays {
 // poses of the last substep and their difference; per substep, last first, the velocities,
 // each iteration (adj_xpbd_solve_joints), the prediction and the joint forces; the load (the
 // poses at qpos and at qpos (-) h qvel, their chord velocities), the applied forces and the
-// joint frames (body_pos and body_ipos move the anchors). Returns
-// false, with partial sums, where the forward fell back to Gauss-Seidel or with the Gauss-Seidel
-// solver, whose passes have no adjoint here.
+// joint frames (body_pos and body_ipos move the anchors).
 template <class T>
-PHX_HD bool adj_xpbd_step(const ModelView<T>& m, const T* qpos, const T* qvel, const T* ctrl,
+PHX_HD void adj_xpbd_step(const ModelView<T>& m, const T* qpos, const T* qvel, const T* ctrl,
                           Workspace<T>& w, AdjWorkspace<T>& a, XpbdArrays<T> s, XpbdAdjArrays<T> r,
                           XpbdRecord<T> rec, int substeps, int iterations, const T* qfrc_applied,
                           const T* adj_qpos_next, const T* adj_qvel_next, T* adj_qpos, T* adj_qvel,
                           T* adj_ctrl, const ModelAdjoint<T>& adj_model,
                           T* adj_qfrc_applied = nullptr, XpbdJointSolver solver = kXpbdTree) {
-  if (solver != kXpbdTree) return false;
   const int nb = m.nbody, nl = kXpbdLambdas * nb, nq = m.nq, nv = m.nv;
   const T h = m.timestep / T(substeps);
   const Vec3<T> g{m.gravity[0], m.gravity[1], m.gravity[2]};
@@ -934,8 +1072,10 @@ PHX_HD bool adj_xpbd_step(const ModelView<T>& m, const T* qpos, const T* qvel, c
     for (int it = iterations - 1; it >= 0; --it) {
       for (int b = 0; b < nb; ++b) s.body[b] = rec.body[(k * (iterations + 1) + 1 + it) * nb + b];
       for (int i = 0; i < nl; ++i) s.lambda[i] = rec.lambda[(k * iterations + it) * nl + i];
-      if (!adj_xpbd_solve_joints(m, s, h, r.body, r.lambda, r.work, r.rows, r.d, r.dl, r.frame))
-        return false;
+      if (solver == kXpbdTree)
+        adj_xpbd_solve_joints(m, s, h, r.body, r.lambda, r.work, r.rows, r.d, r.dl, r.frame);
+      else
+        adj_xpbd_project_joints(m, s.body, s.lambda, h, false, r.body, r.lambda, r.work, r.frame);
     }
     // the prediction from the start poses and velocities under the joint forces there
     for (int b = 0; b < nb; ++b) {
@@ -991,7 +1131,6 @@ PHX_HD bool adj_xpbd_step(const ModelView<T>& m, const T* qpos, const T* qvel, c
                  adj_model.body_pos);
   adj_integrate_pos(m, qpos, qvel, -h, r.adj_qpos_b, adj_qpos, adj_qvel);
   adj_xpbd_joint_frames(m, r.frame, adj_model);
-  return true;
 }
 
 }  // namespace phx

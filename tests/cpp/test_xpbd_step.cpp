@@ -452,12 +452,12 @@ void expect_solve_joints_gradient(const Model& model, const std::vector<double>&
     return l;
   };
   // the adjoint
-  std::vector<XpbdBody<double>> adj_body(nb, XpbdBody<double>::zero()), work(3 * nb);
+  std::vector<XpbdBody<double>> adj_body(nb, XpbdBody<double>::zero()), work(8 * nb);
   std::vector<double> adj_lambda(nl), adj_d(6 * nb), adj_dl(nl);
   std::vector<XpbdRows<double>> adj_rows(nb);
   unpack(weight, adj_body, adj_lambda);
-  ASSERT_TRUE(adj_xpbd_solve_joints(hm.view, a, h, adj_body.data(), adj_lambda.data(), work.data(),
-                                    adj_rows.data(), adj_d.data(), adj_dl.data()));
+  adj_xpbd_solve_joints(hm.view, a, h, adj_body.data(), adj_lambda.data(), work.data(),
+                        adj_rows.data(), adj_d.data(), adj_dl.data());
   const std::vector<double> grad = pack(adj_body, adj_lambda);
   double worst = 0, scale = 0;
   for (size_t i = 0; i < x0.size(); ++i) {
@@ -505,7 +505,7 @@ struct StepAdjointArrays {
   StepAdjointArrays(const Model& m, int substeps, int iterations)
       : body(m.nbody),
         prev(m.nbody),
-        work(3 * m.nbody),
+        work(8 * m.nbody),
         rec_body(substeps * (iterations + 1) * m.nbody),
         v(m.nbody),
         omega(m.nbody),
@@ -540,30 +540,33 @@ struct StepAdjointArrays {
 // (state, controls, dynamics parameters) along random directions, through
 // test::check_step_adjoint
 void check_xpbd_step_adjoint(const Model& model, const test::StepInputs& in, unsigned seed,
-                             int substeps, int iterations, double tol) {
+                             int substeps, int iterations, double tol,
+                             XpbdJointSolver solver = kXpbdTree) {
   test::check_step_adjoint(
       model, in, seed,
       [&](HostModel<double>& hm, test::StepInputs& x) {
         Arrays s(model);
         xpbd_step(hm.view, x.qpos.data(), x.qvel.data(), x.ctrl.data(), hm.w, s.view(), substeps,
-                  iterations);
+                  iterations, static_cast<const double*>(nullptr), solver);
       },
       [&](HostModel<double>& hm, const test::StepInputs& x, const double* adj_qpos_next,
           const double* adj_qvel_next, test::StepInputs& g) {
         Arrays s(model);
         StepAdjointArrays r(model, substeps, iterations);
         test::Carved<AdjWorkspace<double>, double> a(hm.view);
-        EXPECT_TRUE(adj_xpbd_step(hm.view, x.qpos.data(), x.qvel.data(), x.ctrl.data(), hm.w, a.w,
-                                  s.view(), r.view(), r.record(), substeps, iterations,
-                                  static_cast<const double*>(nullptr), adj_qpos_next, adj_qvel_next,
-                                  g.qpos.data(), g.qvel.data(), g.ctrl.data(), g.p.adjoint()));
+        adj_xpbd_step(hm.view, x.qpos.data(), x.qvel.data(), x.ctrl.data(), hm.w, a.w, s.view(),
+                      r.view(), r.record(), substeps, iterations,
+                      static_cast<const double*>(nullptr), adj_qpos_next, adj_qvel_next,
+                      g.qpos.data(), g.qvel.data(), g.ctrl.data(), g.p.adjoint(),
+                      static_cast<double*>(nullptr), solver);
       },
       tol);
 }
 
 TEST(XpbdStep, StepAdjointMatchesCentralDifferences) {
   // the driven, damped and sprung double pendulum (controls, damping, stiffness, gear), every
-  // joint type with a free body, and the 7-link arm; two substeps of three iterations
+  // joint type with a free body, and the 7-link arm; two substeps of three iterations, with
+  // either joint solver
   Model driven = driven_chain(0.01);
   for (unsigned seed : {1u, 2u})
     check_xpbd_step_adjoint(driven, test::random_state(driven, 2.0, seed), seed, 2, 3, 1e-7);
@@ -573,6 +576,11 @@ TEST(XpbdStep, StepAdjointMatchesCentralDifferences) {
   Model arm = load_urdf(std::string(PHX_SOURCE_DIR) + "/examples/models/arm7.urdf");
   arm.opt.timestep = 0.01;
   check_xpbd_step_adjoint(arm, test::random_state(arm, 1.0, 5u), 5u, 1, 3, 1e-7);
+  // the Gauss-Seidel passes, each projection reversed
+  for (unsigned seed : {6u, 7u})
+    check_xpbd_step_adjoint(all, test::random_state(all, 2.0, seed), seed, 2, 3, 1e-7,
+                            kXpbdGaussSeidel);
+  check_xpbd_step_adjoint(arm, test::random_state(arm, 1.0, 8u), 8u, 1, 4, 1e-7, kXpbdGaussSeidel);
 }
 
 }  // namespace
