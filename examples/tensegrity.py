@@ -29,7 +29,7 @@ with the paper's 40 samples, 5 iterations and 1 s horizon of ten commands held 0
 compared with the same planner on the initial guess and on random parameters.
 
     .venv/bin/python examples/tensegrity.py [--variant free|floor|both] [--iters 150]
-        [--mpc] [--mpc-seconds 5] [--out examples/out]
+        [--mpc] [--mpc-seconds 5] [--mpc-seeds 1] [--out examples/out]
 
 prints the descent and a table of identified against true parameters, the test-set error, the
 rolling speeds, and writes examples/out/tensegrity_<variant>.png (loss, parameter errors, a
@@ -350,13 +350,19 @@ def report(variant: str, result: dict, test: dict, test_guess: dict, log=print) 
 
 
 def report_control(rolls: dict, log=print) -> None:
-    """the rolling speeds along DIRECTION of MPPI planned on each model, executed in MuJoCo"""
+    """the rolling speeds along DIRECTION of MPPI planned on each model (a list of runs, one per
+    planner seed), executed in MuJoCo"""
     log("\nMPPI planned on Phalanx, executed in MuJoCo, rolling along +x:")
-    for name, r in rolls.items():
-        end = r["path"][-1] - r["path"][0]
-        note = f", MuJoCo diverged at {r['diverged']:.1f} s" if r["diverged"] else ""
-        log(f"  {name:12s} {r['speed']:6.3f} m/s  (ends at x {end[0]:5.2f} m, y {end[1]:5.2f} m; "
-            f"{r['seconds']:.0f} s{note})")
+    for name, runs in rolls.items():
+        for seed, r in enumerate(runs):
+            end = r["path"][-1] - r["path"][0]
+            note = f", MuJoCo diverged at {r['diverged']:.1f} s" if r["diverged"] else ""
+            log(f"  {name:12s} seed {seed}  {r['speed']:6.3f} m/s  (ends at x {end[0]:5.2f} m, "
+                f"y {end[1]:5.2f} m; {r['seconds']:.0f} s{note})")
+        if len(runs) > 1:
+            speeds = [r["speed"] for r in runs]
+            log(f"  {name:12s} mean    {np.mean(speeds):6.3f} m/s over {len(runs)} seeds "
+                f"(min {min(speeds):.3f}, max {max(speeds):.3f})")
 
 
 def plot(variant: str, result: dict, test: dict, out: Path, rolls: dict | None = None) -> None:
@@ -385,7 +391,8 @@ def plot(variant: str, result: dict, test: dict, out: Path, rolls: dict | None =
                    label=f"identified {label}")
     ax[2].set(xlabel="t (s)", ylabel="centre of mass (m)", title="a test trajectory")
     ax[2].legend(fontsize=8)
-    for name, r in (rolls or {}).items():
+    for name, runs in (rolls or {}).items():
+        r = runs[0]
         ax[3].plot(*r["path"].T, label=f"{name} ({r['speed']:.2f} m/s)")
     if rolls:
         ax[3].plot(0, 0, "ko")
@@ -413,6 +420,8 @@ def main() -> None:
                         help="then roll the robot with MPPI planned on the identified floor "
                              "model, the initial guess and random parameters, in MuJoCo")
     parser.add_argument("--mpc-seconds", type=float, default=5.0)
+    parser.add_argument("--mpc-seeds", type=int, default=1,
+                        help="planner seeds per model (the speeds vary from seed to seed)")
     args = parser.parse_args()
     for variant in ("free", "floor") if args.variant == "both" else (args.variant,):
         t = time.perf_counter()
@@ -425,7 +434,8 @@ def main() -> None:
         report(variant, result, test, guess)
         rolls = None
         if args.mpc and variant == "floor":
-            rolls = {name: roll(x, args.mpc_seconds) for name, x in
+            rolls = {name: [roll(x, args.mpc_seconds, seed=seed) for seed in range(args.mpc_seeds)]
+                     for name, x in
                      (("identified", result["x"]), ("guess", GUESS), ("random", RANDOM))}
             report_control(rolls)
         plot(variant, result, test, Path(args.out), rolls)
