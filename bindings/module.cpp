@@ -901,6 +901,42 @@ void register_model_options(py::class_<PyModel>& cls) {
           "Euler) or 'implicitfast' (the velocity slopes of damping, tendon damping and "
           "actuators implicit: MuJoCo's implicitfast); from the model file's option")
       .def_property(
+          "solver",
+          [](const PyModel& pm) { return std::string(phx::kSolverNames[pm.model().opt.solver]); },
+          [](PyModel& pm, const std::string& name) {
+            pm.set_option(&phx::Options::solver, named_choice(phx::kSolverNames, name, "solver"));
+          },
+          "what a step solves: 'featherstone' (articulated-body dynamics in generalized "
+          "coordinates, contacts and limits as an LCP; the default) or 'xpbd' (position-based "
+          "dynamics of the bodies in maximal coordinates, reported in the same qpos and qvel; "
+          "joints, hinge limits, springs, dampers and actuators as forces; no contacts yet)")
+      .def_property(
+          "xpbd_substeps", [](const PyModel& pm) { return pm.model().opt.xpbd_substeps; },
+          [](PyModel& pm, int n) {
+            if (n < 1) throw std::invalid_argument("phalanx: xpbd_substeps must be >= 1");
+            pm.set_option(&phx::Options::xpbd_substeps, n);
+          },
+          "XPBD substeps per step (each of timestep / xpbd_substeps)")
+      .def_property(
+          "xpbd_iterations", [](const PyModel& pm) { return pm.model().opt.xpbd_iterations; },
+          [](PyModel& pm, int n) {
+            if (n < 1) throw std::invalid_argument("phalanx: xpbd_iterations must be >= 1");
+            pm.set_option(&phx::Options::xpbd_iterations, n);
+          },
+          "XPBD joint iterations per substep")
+      .def_property(
+          "xpbd_joint_solver",
+          [](const PyModel& pm) {
+            return std::string(phx::kXpbdJointSolverNames[pm.model().opt.xpbd_joint_solver]);
+          },
+          [](PyModel& pm, const std::string& name) {
+            pm.set_option(&phx::Options::xpbd_joint_solver,
+                          named_choice(phx::kXpbdJointSolverNames, name, "xpbd_joint_solver"));
+          },
+          "how an XPBD iteration projects the joints: 'tree' (all at once, a Newton step over "
+          "the kinematic tree; the default) or 'gauss_seidel' (one after the other, the seed "
+          "papers' order)")
+      .def_property(
           "lcp_tolerance", [](const PyModel& pm) { return pm.model().opt.lcp_tolerance; },
           [](PyModel& pm, double tol) {
             if (!(tol > 0)) throw std::invalid_argument("phalanx: lcp_tolerance must be > 0");

@@ -305,6 +305,7 @@ struct LaneRows {
     // the implicitfast step's reverse pass differentiates velocity slopes on nested Dual
     // numbers, which the lanes do not carry: its rows take the single passes
     if (m.integrator == kIntegratorImplicitFast) return 0;
+    if (m.solver == kSolverXpbd) return 0;  // XPBD's reverse pass runs on Dual numbers too
     if (m.nefcmax > 0 && *js.cv.nefc > 0) {
       fill(m, LaneReplay<T>(m, rest, q, v, u, js.x.w, js.x.c, js.cv, js.x.s), nl, J, Jp);
     } else {

@@ -346,6 +346,7 @@ void Model::validate() const {
   validate_activation();
   validate_tendons();
   validate_mocap();
+  validate_xpbd();
   check_range(actuator_trntype, "actuator_trntype", kTrnJoint, kTrnSliderCrank + 1);
   for (int u = 0; u < nu; u++) {
     if (actuator_trntype[u] == kTrnSliderCrank) {
@@ -388,6 +389,78 @@ void Model::validate() const {
                   std::to_string(n));
     check_param_values(k, batch, int(batch.size() / n));
   }
+}
+
+// The solver options, and with the XPBD solver what it simulates: one joint per body, free
+// joints at the world, masses and inertias on the bodies that move, limits on hinges only, and
+// no contacts, friction loss, armature, tendon limits or equality constraints yet.
+void Model::validate_xpbd() const {
+  auto choice = [](int v, int n, const char* field) {
+    if (v < 0 || v >= n)
+      invalid(field, "is " + std::to_string(v) + ", expected 0 to " + std::to_string(n - 1));
+  };
+  choice(opt.solver, 2, "opt.solver");
+  choice(opt.xpbd_joint_solver, 2, "opt.xpbd_joint_solver");
+  if (opt.xpbd_substeps < 1) invalid("opt.xpbd_substeps", "must be >= 1");
+  if (opt.xpbd_iterations < 1) invalid("opt.xpbd_iterations", "must be >= 1");
+  if (opt.solver != kSolverXpbd) return;
+  const std::string why = " (model.solver = \"xpbd\")";
+  std::vector<char> moves(nbody, 0);  // whether a body or an ancestor has a joint
+  for (int b = 1; b < nbody; ++b) {
+    const std::string body = "body " + std::to_string(b);
+    moves[b] = moves[body_parentid[b]] || body_jntnum[b] > 0;
+    if (body_jntnum[b] > 1)
+      invalid("body_jntnum", body + " has " + std::to_string(body_jntnum[b]) +
+                                 " joints; XPBD takes one joint per body" + why);
+    if (body_jntnum[b] == 1 && jnt_type[body_jntadr[b]] == kJointFree && body_parentid[b] != 0)
+      invalid("jnt_type", body + " has a free joint below another body" + why);
+    const bool massive = body_mass[b] > 0 && body_inertia[3 * b] > 0 &&
+                         body_inertia[3 * b + 1] > 0 && body_inertia[3 * b + 2] > 0;
+    if (moves[b] && !massive)
+      invalid("body_mass", body +
+                               " moves but has no mass or a zero principal inertia; XPBD "
+                               "moves bodies of positive mass and inertia" +
+                               why);
+  }
+  if (opt.contact && ngeom > 1)
+    invalid("opt.contact",
+            "XPBD does not simulate contacts yet: disable them (model.contact = "
+            "False) or use the default solver" +
+                why);
+  for (int j = 0; j < njnt; ++j)
+    if (opt.limit && jnt_limited[j] && jnt_type[j] != kJointHinge)
+      invalid("jnt_limited", "joint " + std::to_string(j) + " is a limited " +
+                                 kJointTypeNames[jnt_type[j]] + "; XPBD limits hinges only" + why);
+  for (int t = 0; t < ntendon; ++t)
+    if (opt.limit && tendon_limited[t])
+      invalid("tendon_limited", "tendon " + std::to_string(t) +
+                                    " is limited; XPBD has no tendon "
+                                    "limits yet" +
+                                    why);
+  for (int d = 0; d < nv; ++d)
+    if (dof_frictionloss[d] > 0)
+      invalid("dof_frictionloss", "dof " + std::to_string(d) +
+                                      " has friction loss; XPBD has none "
+                                      "yet" +
+                                      why);
+  for (int t = 0; t < ntendon; ++t)
+    if (tendon_frictionloss[t] > 0)
+      invalid("tendon_frictionloss", "tendon " + std::to_string(t) +
+                                         " has friction loss; XPBD "
+                                         "has none yet" +
+                                         why);
+  for (int d = 0; d < nv; ++d)
+    if (dof_armature[d] != 0)
+      invalid("dof_armature", "dof " + std::to_string(d) +
+                                  " has armature; XPBD has no rotor "
+                                  "inertia yet" +
+                                  why);
+  for (int i = 0; i < neq; ++i)
+    if (eq_active[i])
+      invalid("eq_active", "equality " + std::to_string(i) +
+                               " is active; XPBD has no equality "
+                               "constraints yet" +
+                               why);
 }
 
 // [adr, adr + num) of each entity within an array of `total` entries

@@ -91,6 +91,7 @@ struct Model {
   void validate_geom_data() const;
   void validate_equality() const;
   void validate_tendons() const;
+  void validate_xpbd() const;
   void validate_mocap() const;
   void validate_activation() const;
 

@@ -11,8 +11,9 @@
 namespace phx {
 
 // constraint rows one environment can hold: 3 per contact (normal and two friction
-// directions) plus one per limited hinge or slide joint
+// directions) plus one per limited hinge or slide joint (none with the XPBD solver)
 inline int constraint_capacity(const Model& m) {
+  if (m.opt.solver == kSolverXpbd) return 0;  // XPBD projects its limits itself
   int nlimit = 0;
   for (int j = 0; j < m.njnt; ++j) {
     bool scalar = m.jnt_type[j] == kJointHinge || m.jnt_type[j] == kJointSlide;

@@ -119,6 +119,37 @@ inline constexpr const char* kIntegratorNames[] = {
 #undef PHX_INTEGRATOR_NAME
 };
 
+// What a step solves (Options::solver): kSolverFeatherstone, the articulated-body dynamics in
+// generalized coordinates with contacts and limits as an LCP (the default); kSolverXpbd, the
+// position-based solver over the bodies in maximal coordinates (xpbd_step.h).
+#define PHX_SOLVERS(X) X(Featherstone, featherstone, 0) X(Xpbd, xpbd, 1)
+enum Solver : int {
+#define PHX_SOLVER_ENUM(Name, name, value) kSolver##Name = value,
+  PHX_SOLVERS(PHX_SOLVER_ENUM)
+#undef PHX_SOLVER_ENUM
+};
+// the name of each solver, by its number (Python's model.solver)
+inline constexpr const char* kSolverNames[] = {
+#define PHX_SOLVER_NAME(Name, name, value) #name,
+    PHX_SOLVERS(PHX_SOLVER_NAME)
+#undef PHX_SOLVER_NAME
+};
+
+// How an XPBD iteration projects the joints (Options::xpbd_joint_solver): all at once by a
+// Newton step on their linearisation over the kinematic tree (kXpbdTree, xpbd_tree.h; the
+// default), or one after the other (kXpbdGaussSeidel, the seed papers' order)
+#define PHX_XPBD_JOINT_SOLVERS(X) X(Tree, tree, 0) X(GaussSeidel, gauss_seidel, 1)
+enum XpbdJointSolver : int {
+#define PHX_XPBD_JOINT_SOLVER_ENUM(Name, name, value) kXpbd##Name = value,
+  PHX_XPBD_JOINT_SOLVERS(PHX_XPBD_JOINT_SOLVER_ENUM)
+#undef PHX_XPBD_JOINT_SOLVER_ENUM
+};
+inline constexpr const char* kXpbdJointSolverNames[] = {
+#define PHX_XPBD_JOINT_SOLVER_NAME(Name, name, value) #name,
+    PHX_XPBD_JOINT_SOLVERS(PHX_XPBD_JOINT_SOLVER_NAME)
+#undef PHX_XPBD_JOINT_SOLVER_NAME
+};
+
 // Options of the gradient through contacts (flags of Options::contact_gradient and of a
 // step_vjp call; Werling et al. 2021). 0 differentiates the branch the forward step took.
 enum ContactGradient : int {

@@ -826,6 +826,8 @@ struct AdjointScratch : StepScratch<T> {
   AdjWorkspace<T> a;
   T* adj_input = nullptr;  // (nu) with activation state
   AdjConstraintWorkspace<T> s{};
+  XpbdAdjArrays<T> xpbd_adj{};  // with the XPBD solver: its adjoints and its record
+  XpbdRecord<T> xpbd_record{};
 
   template <class M>
   PHX_HD static AdjointScratch carve(const M& m, Arena<T>& arena) {
@@ -834,6 +836,12 @@ struct AdjointScratch : StepScratch<T> {
     x.a = AdjWorkspace<T>::carve(m, arena);
     x.adj_input = arena.template take<T>(m.na > 0 ? m.nu : 0);
     if (m.nefcmax > 0) x.s = AdjConstraintWorkspace<T>::carve(m, arena);
+    if constexpr (std::is_floating_point_v<T>) {
+      if (m.solver == kSolverXpbd) {
+        x.xpbd_adj = XpbdAdjArrays<T>::carve(m, arena);
+        x.xpbd_record = XpbdRecord<T>::carve(m, arena);
+      }
+    }
     return x;
   }
 };
@@ -859,7 +867,13 @@ PHX_HD PHX_DEVICE_NOINLINE unsigned adj_step_env(
     g_input = x.adj_input;
   }
   unsigned status = 0;
-  if (m.nefcmax == 0) {
+  if (m.solver == kSolverXpbd) {
+    status = step_input_status(m, q, v, input, qfrc_applied);
+    if (status) return status;
+    adj_xpbd_step(m, q, v, input, x.w, x.a, x.xpbd, x.xpbd_adj, x.xpbd_record, m.xpbd_substeps,
+                  m.xpbd_iterations, qfrc_applied, gq_next, gv_next, gq, gv, g_input, am, gf,
+                  XpbdJointSolver(m.xpbd_joint_solver));
+  } else if (m.nefcmax == 0) {
     adj_step(m, q, v, input, x.w, x.a, gq_next, gv_next, gq, gv, g_input, am, gf, qfrc_applied);
   } else {
     status = adj_step_constrained(m, q, v, input, x.w, x.c, cv, x.a, x.s, gq_next, gv_next, gq, gv,

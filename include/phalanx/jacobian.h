@@ -31,6 +31,7 @@ struct JacobianScratch {
   AdjointScratch<T> x;
   ContactView<T> cv{};
   T* seed;
+  const T* added = nullptr;  // the replay's added force (XPBD's row passes replay it again)
 
   template <class M>
   PHX_HD static JacobianScratch carve(const M& m, Arena<T>& arena) {
@@ -44,10 +45,12 @@ struct JacobianScratch {
     return j;
   }
 
-  // whether every row's reverse pass is linear in its seed (no contact-gradient option), so
-  // that the rows of qpos' follow from those of qvel' (qpos_rows)
+  // whether every row's reverse pass is linear in its seed (no contact-gradient option) and
+  // qpos' = integrate(qpos, qvel') (not XPBD's), so that the rows of qpos' follow from those of
+  // qvel' (qpos_rows)
   PHX_HD static bool linear(const ModelView<T>& m) {
-    return !(m.contact_gradient & (kGradComplementarityAware | kGradBounceCorrection));
+    return m.solver != kSolverXpbd &&
+           !(m.contact_gradient & (kGradComplementarityAware | kGradBounceCorrection));
   }
 
   // The replay every row's pass reuses, from (q, v, u) and the added force f (may be null):
@@ -55,6 +58,15 @@ struct JacobianScratch {
   // step_constrained (qpos', qvel' into x.s) and its shared factorisations. Returns whether
   // the step stopped (non-finite values): its rows are zero then, as step_vjp gives.
   PHX_HD bool replay(const ModelView<T>& m, const T* q, const T* v, const T* u, const T* f) {
+    if constexpr (std::is_floating_point_v<T>) {
+      if (m.solver == kSolverXpbd) {  // each row's pass (adj_xpbd_step) replays the step again
+        added = f;
+        T *qn = x.xpbd_adj.qpos_a, *vn = x.xpbd_adj.qvel;
+        for (int i = 0; i < m.nq; ++i) qn[i] = q[i];
+        for (int i = 0; i < m.nv; ++i) vn[i] = v[i];
+        return step_xpbd(m, qn, vn, u, x, f) & kStatusStopMask;
+      }
+    }
     if (m.nefcmax == 0) {
       if (!step_dynamics(m, q, v, u, x.w, x.w.qacc, f)) return true;
       for (int d = 0; d < m.nv; ++d) x.a.qvel_next[d] = v[d] + m.timestep * x.w.qacc[d];
@@ -91,6 +103,14 @@ struct JacobianScratch {
     }
     if (stopped) return;
     T *gq = row, *gv = row + m.nq, *gc = gv + m.nv, *gf = gc + m.nu;
+    if constexpr (std::is_floating_point_v<T>) {
+      if (m.solver == kSolverXpbd) {
+        adj_xpbd_step(m, q, v, u, x.w, x.a, x.xpbd, x.xpbd_adj, x.xpbd_record, m.xpbd_substeps,
+                      m.xpbd_iterations, added, seed, seed + m.nq, gq, gv, gc, am, gf,
+                      XpbdJointSolver(m.xpbd_joint_solver));
+        return;
+      }
+    }
     if (m.nefcmax == 0) {
       adj_step_replayed(m, q, v, u, x.w, x.a, seed, seed + m.nq, gq, gv, gc, am, gf);
     } else {

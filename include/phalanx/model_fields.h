@@ -40,6 +40,10 @@
 #define PHX_MODEL_OPTIONS(X)                                                                     \
   X(real, timestep, 0.002, "integration step (s)")                                               \
   X(int, integrator, 0, "Integrator: 0 Euler (joint damping implicit), 1 implicitfast")          \
+  X(int, solver, 0, "Solver: 0 Featherstone with the LCP, 1 XPBD (maximal coordinates)")        \
+  X(int, xpbd_substeps, 1, "XPBD substeps per step")                                             \
+  X(int, xpbd_iterations, 4, "XPBD joint iterations per substep")                                \
+  X(int, xpbd_joint_solver, 0, "XpbdJointSolver: 0 all joints at once (tree), 1 Gauss-Seidel")   \
   X(flag, contact, true, "detect and resolve contacts")                                          \
   X(flag, limit, true, "enforce joint limits")                                                   \
   X(int, lcp_solver, 0,                                                                          \

@@ -322,6 +322,19 @@ PHX_HD void adj_activation(const ModelView<S>& m, const T* ctrl, const T* act, c
   }
 }
 
+// The applied generalized forces into w.qfrc: passive, actuation and qfrc_applied, a
+// generalized force the caller adds (MuJoCo's qfrc_applied; may be null). Needs the kinematics
+// and tendon_kinematics in w.
+template <class T>
+PHX_HD void applied_forces(const ModelView<T>& m, const T* qpos, const T* qvel, const T* ctrl,
+                           const T* qfrc_applied, Workspace<T>& w) {
+  T* qfrc = w.qfrc;
+  passive(m, qpos, qvel, w, qfrc);
+  actuation(m, qpos, qvel, ctrl, w, qfrc);
+  if (qfrc_applied)
+    for (int d = 0; d < m.nv; ++d) qfrc[d] += qfrc_applied[d];
+}
+
 // ---- adjoints ----------------------------------------------------------------------------
 
 // Adjoint of rnea at (qvel, qacc): from adj_tau to the adjoints of cinert, cvel, cdof,

@@ -12,6 +12,7 @@
 #include "phalanx/integrate.h"
 #include "phalanx/point_jacobian.h"
 #include "phalanx/smooth.h"
+#include "phalanx/xpbd_step.h"
 
 namespace phx {
 
@@ -70,19 +71,6 @@ PHX_HD unsigned mocap_input_status(const ModelView<T>& m) {
     if (q[0] * q[0] + q[1] * q[1] + q[2] * q[2] + q[3] * q[3] == T(0)) return kStatusNanCtrl;
   }
   return 0;
-}
-
-// The applied generalized forces into w.qfrc: passive, actuation and qfrc_applied, a
-// generalized force the caller adds (MuJoCo's qfrc_applied; may be null). Needs the kinematics
-// and tendon_kinematics in w.
-template <class T>
-PHX_HD void applied_forces(const ModelView<T>& m, const T* qpos, const T* qvel, const T* ctrl,
-                           const T* qfrc_applied, Workspace<T>& w) {
-  T* qfrc = w.qfrc;
-  passive(m, qpos, qvel, w, qfrc);
-  actuation(m, qpos, qvel, ctrl, w, qfrc);
-  if (qfrc_applied)
-    for (int d = 0; d < m.nv; ++d) qfrc[d] += qfrc_applied[d];
 }
 
 // The generalized force a step adds for Cartesian forces and torques on the bodies (xfrc, nbody
@@ -462,12 +450,13 @@ PHX_HD void adj_step(const ModelView<T>& m, const T* qpos, const T* qvel, const 
 }
 
 // The scratch of a step: the workspace, the actuators' inputs and, when the model has
-// constraint rows, the constraint workspace after them.
+// constraint rows, the constraint workspace after them; with the XPBD solver, its bodies.
 template <class T>
 struct StepScratch {
   Workspace<T> w;
   T* input = nullptr;  // (nu) the actuators' inputs of a model with activation state
   ConstraintWorkspace<T> c{};
+  XpbdArrays<T> xpbd{};
 
   template <class M>
   PHX_HD static StepScratch carve(const M& m, Arena<T>& arena) {
@@ -475,9 +464,24 @@ struct StepScratch {
     x.w = Workspace<T>::carve(m, arena);
     x.input = arena.template take<T>(m.na > 0 ? m.nu : 0);
     if (m.nefcmax > 0) x.c = ConstraintWorkspace<T>::carve(m, arena);
+    if constexpr (std::is_floating_point_v<T>)
+      if (m.solver == kSolverXpbd) x.xpbd = XpbdArrays<T>::carve(m, arena);
     return x;
   }
 };
+
+// One XPBD step (xpbd_step, the model's substeps, iterations and joint solver) with the status
+// bits of step(): its inputs checked first, a non-finite result flagged
+template <class T>
+PHX_HD unsigned step_xpbd(const ModelView<T>& m, T* qpos, T* qvel, const T* ctrl, StepScratch<T>& x,
+                          const T* qfrc_applied) {
+  unsigned status = step_input_status(m, qpos, qvel, ctrl, qfrc_applied);
+  if (status) return status;
+  xpbd_step(m, qpos, qvel, ctrl, x.w, x.xpbd, m.xpbd_substeps, m.xpbd_iterations, qfrc_applied,
+            XpbdJointSolver(m.xpbd_joint_solver));
+  if (!all_finite(qpos, m.nq) || !all_finite(qvel, m.nv)) status |= kStatusNanResult;
+  return status;
+}
 
 // The status bits of a step's activation inputs: kStatusNanCtrl for a non-finite ctrl (an
 // actuator with dynamics reads it through its activation only), kStatusNanState for a
@@ -488,8 +492,9 @@ PHX_HD unsigned activation_input_status(const ModelView<T>& m, const T* ctrl, co
   return all_finite(act, m.na) ? 0u : unsigned(kStatusNanState);
 }
 
-// One step: with contacts and limits (their rows and impulses in cv, which holds the warm start
-// from the step before) when the model has constraint rows, else step(). With activation state
+// One step: with the XPBD solver step_xpbd; else with contacts and limits (their rows and
+// impulses in cv, which holds the warm start from the step before) when the model has
+// constraint rows, else step(). With activation state
 // (m.na > 0), act (na) holds the activations: the actuators read their inputs from ctrl and act
 // (actuator_inputs) and act advances after the step (activation_step); act may be null when
 // m.na = 0.
@@ -504,9 +509,13 @@ PHX_HD PHX_DEVICE_NOINLINE unsigned step_env(const ModelView<T>& m, T* qpos, T* 
     actuator_inputs(m, ctrl, act, x.input);
     input = x.input;
   }
-  unsigned status = m.nefcmax == 0
-                        ? step(m, qpos, qvel, input, x.w, qfrc_applied)
-                        : step_constrained(m, qpos, qvel, input, x.w, x.c, cv, known, qfrc_applied);
+  unsigned status;
+  if (m.solver == kSolverXpbd)
+    status = step_xpbd(m, qpos, qvel, input, x, qfrc_applied);
+  else if (m.nefcmax == 0)
+    status = step(m, qpos, qvel, input, x.w, qfrc_applied);
+  else
+    status = step_constrained(m, qpos, qvel, input, x.w, x.c, cv, known, qfrc_applied);
   if (m.na > 0 && !(status & kStatusStopMask)) activation_step(m, ctrl, act);
   return status;
 }

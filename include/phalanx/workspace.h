@@ -25,6 +25,8 @@ struct Counts {
 #undef PHX_COUNTS_MEMBER
   int nconmax, nefcmax;  // capacities: contacts and constraint rows
   int integrator;        // the step's Integrator (its scratch depends on it)
+  int solver;            // the step's Solver, and XPBD's substeps and iterations (the same)
+  int xpbd_substeps, xpbd_iterations;
 };
 template <class M>
 PHX_HD Counts counts_of(const M& m) {
@@ -35,6 +37,9 @@ PHX_HD Counts counts_of(const M& m) {
   c.nconmax = m.nconmax;
   c.nefcmax = m.nefcmax;
   c.integrator = m.integrator;
+  c.solver = m.solver;
+  c.xpbd_substeps = m.xpbd_substeps;
+  c.xpbd_iterations = m.xpbd_iterations;
   return c;
 }
 

@@ -28,10 +28,11 @@
 // Each constraint's multiplier starts at 0 in every substep.
 #pragma once
 
+#include "phalanx/arena.h"
 #include "phalanx/integrate.h"
 #include "phalanx/kinematics.h"
 #include "phalanx/math/dual.h"
-#include "phalanx/step.h"
+#include "phalanx/smooth.h"
 #include "phalanx/xpbd.h"
 #include "phalanx/xpbd_tree.h"
 
@@ -55,12 +56,42 @@ struct XpbdArrays {
   T* lambda;     // (nbody x kXpbdLambdas) the joint constraints' multipliers
   T* qpos_prev;  // (nq) the coordinates at the start of the last substep
   XpbdTreeNode<T>* node;  // the joints solved at once (xpbd_solve_joints)
+
+  template <class M>
+  PHX_HD static XpbdArrays carve(const M& m, Arena<T>& arena);
 };
 
-// How an iteration projects the joints: all at once by a Newton step on their linearisation
-// (xpbd_tree.h; the default), or one after the other (a Gauss-Seidel pass, as Müller's and
-// Liu's solvers do)
-enum XpbdJointSolver : int { kXpbdTree = 0, kXpbdGaussSeidel = 1 };
+namespace xpbd_impl {
+
+// n objects of S (a struct of scalars T and ints) from an arena of scalars T, each rounded up to
+// whole scalars
+template <class S, class T>
+PHX_HD S* take_objects(Arena<T>& arena, long n) {
+  constexpr long words = long((sizeof(S) + sizeof(T) - 1) / sizeof(T));
+  static_assert(alignof(S) <= alignof(T), "a struct of scalars and ints");
+  return reinterpret_cast<S*>(arena.template take<T>(n * words));
+}
+
+}  // namespace xpbd_impl
+
+template <class T>
+template <class M>
+PHX_HD XpbdArrays<T> XpbdArrays<T>::carve(const M& m, Arena<T>& arena) {
+  using xpbd_impl::take_objects;
+  const long nb = m.nbody;
+  XpbdArrays s;
+  s.body = take_objects<XpbdBody<T>>(arena, nb);
+  s.v = take_objects<Vec3<T>>(arena, nb);
+  s.omega = take_objects<Vec3<T>>(arena, nb);
+  s.x_prev = take_objects<Vec3<T>>(arena, nb);
+  s.q_prev = take_objects<Quat<T>>(arena, nb);
+  s.f = take_objects<Vec3<T>>(arena, nb);
+  s.tau = take_objects<Vec3<T>>(arena, nb);
+  s.lambda = arena.template take<T>(kXpbdLambdas * nb);
+  s.qpos_prev = arena.template take<T>(m.nq);
+  s.node = take_objects<XpbdTreeNode<T>>(arena, nb);
+  return s;
+}
 
 // whether every body has at most one joint and free joints hang from the world
 template <class T>
@@ -939,6 +970,19 @@ struct XpbdRecord {
   Vec3<T>* v;         // (substeps x nbody) before the prediction
   Vec3<T>* omega;
   T* lambda;  // (substeps iterations) x kXpbdLambdas nbody, before each iteration
+
+  // sized for m's substeps and iterations (xpbd_substeps, xpbd_iterations)
+  template <class M>
+  PHX_HD static XpbdRecord carve(const M& m, Arena<T>& arena) {
+    using xpbd_impl::take_objects;
+    const long nb = m.nbody, k = m.xpbd_substeps, n = m.xpbd_iterations;
+    XpbdRecord r;
+    r.body = take_objects<XpbdBody<T>>(arena, k * (n + 1) * nb);
+    r.v = take_objects<Vec3<T>>(arena, k * nb);
+    r.omega = take_objects<Vec3<T>>(arena, k * nb);
+    r.lambda = arena.template take<T>(k * n * kXpbdLambdas * nb);
+    return r;
+  }
 };
 
 // One step of m.timestep in `substeps` substeps of `iterations` joint iterations each, in place
@@ -948,10 +992,11 @@ struct XpbdRecord {
 // over its substeps (explicit, where the Featherstone step treats joint damping implicitly).
 // With a record (its arrays not null) it keeps what adj_xpbd_step replays.
 template <class T>
-PHX_HD void xpbd_step(const ModelView<T>& m, T* qpos, T* qvel, const T* ctrl, Workspace<T>& w,
-                      XpbdArrays<T> s, int substeps, int iterations,
-                      const T* qfrc_applied = nullptr, XpbdJointSolver solver = kXpbdTree,
-                      XpbdRecord<T> rec = {}) {
+PHX_HD PHX_DEVICE_NOINLINE void xpbd_step(const ModelView<T>& m, T* qpos, T* qvel, const T* ctrl,
+                                          Workspace<T>& w, XpbdArrays<T> s, int substeps,
+                                          int iterations, const T* qfrc_applied = nullptr,
+                                          XpbdJointSolver solver = kXpbdTree,
+                                          XpbdRecord<T> rec = {}) {
   const int nb = m.nbody, nl = kXpbdLambdas * nb;
   kinematics(m, qpos, w);
   com_pos(m, w);
@@ -1015,6 +1060,32 @@ struct XpbdAdjArrays {
   T* adj_qpos_b;
   T* qvel;         // nv
   Vec3<T>* frame;  // 2 nbody: of the joint frames' anchors r1, r2
+
+  template <class M>
+  PHX_HD static XpbdAdjArrays carve(const M& m, Arena<T>& arena) {
+    using xpbd_impl::take_objects;
+    const long nb = m.nbody;
+    XpbdAdjArrays r;
+    r.body = take_objects<XpbdBody<T>>(arena, nb);
+    r.prev = take_objects<XpbdBody<T>>(arena, nb);
+    r.v = take_objects<Vec3<T>>(arena, nb);
+    r.omega = take_objects<Vec3<T>>(arena, nb);
+    r.f = take_objects<Vec3<T>>(arena, nb);
+    r.tau = take_objects<Vec3<T>>(arena, nb);
+    r.lambda = arena.template take<T>(kXpbdLambdas * nb);
+    r.work = take_objects<XpbdBody<T>>(arena, 8 * nb);
+    r.rows = take_objects<XpbdRows<T>>(arena, nb);
+    r.d = arena.template take<T>(6 * nb);
+    r.dl = arena.template take<T>(kXpbdLambdas * nb);
+    r.qfrc = arena.template take<T>(m.nv);
+    r.qpos_a = arena.template take<T>(m.nq);
+    r.qpos_b = arena.template take<T>(m.nq);
+    r.adj_qpos_a = arena.template take<T>(m.nq);
+    r.adj_qpos_b = arena.template take<T>(m.nq);
+    r.qvel = arena.template take<T>(m.nv);
+    r.frame = take_objects<Vec3<T>>(arena, 2 * nb);
+    return r;
+  }
 };
 
 // The adjoint of xpbd_step (either joint solver) at (qpos, qvel, ctrl, qfrc_applied): replays the
@@ -1027,12 +1098,12 @@ struct XpbdAdjArrays {
 // poses at qpos and at qpos (-) h qvel, their chord velocities), the applied forces and the
 // joint frames (body_pos and body_ipos move the anchors).
 template <class T>
-PHX_HD void adj_xpbd_step(const ModelView<T>& m, const T* qpos, const T* qvel, const T* ctrl,
-                          Workspace<T>& w, AdjWorkspace<T>& a, XpbdArrays<T> s, XpbdAdjArrays<T> r,
-                          XpbdRecord<T> rec, int substeps, int iterations, const T* qfrc_applied,
-                          const T* adj_qpos_next, const T* adj_qvel_next, T* adj_qpos, T* adj_qvel,
-                          T* adj_ctrl, const ModelAdjoint<T>& adj_model,
-                          T* adj_qfrc_applied = nullptr, XpbdJointSolver solver = kXpbdTree) {
+PHX_HD PHX_DEVICE_NOINLINE void adj_xpbd_step(
+    const ModelView<T>& m, const T* qpos, const T* qvel, const T* ctrl, Workspace<T>& w,
+    AdjWorkspace<T>& a, XpbdArrays<T> s, XpbdAdjArrays<T> r, XpbdRecord<T> rec, int substeps,
+    int iterations, const T* qfrc_applied, const T* adj_qpos_next, const T* adj_qvel_next,
+    T* adj_qpos, T* adj_qvel, T* adj_ctrl, const ModelAdjoint<T>& adj_model,
+    T* adj_qfrc_applied = nullptr, XpbdJointSolver solver = kXpbdTree) {
   const int nb = m.nbody, nl = kXpbdLambdas * nb, nq = m.nq, nv = m.nv;
   const T h = m.timestep / T(substeps);
   const Vec3<T> g{m.gravity[0], m.gravity[1], m.gravity[2]};
