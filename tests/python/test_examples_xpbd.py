@@ -51,3 +51,70 @@ def test_descent_from_the_scan_approaches_the_papers_design(xd, model):
     assert start_loss > 70
     assert loss[0] > 15 and min(loss) < 12
     assert abs(l1 - 2.70) < 0.03 and 0.29 < l2 < 0.335
+
+
+# examples/xpbd_arm7.py: torque estimation, gravity compensation and spring identification on
+# the 7-link arm through the XPBD step's Jacobians
+
+
+@pytest.fixture(scope="module")
+def xa():
+    return load_example("xpbd_arm7")
+
+
+def test_chained_jacobian_of_a_window_matches_central_differences(xa):
+    # the 3-step window's Jacobian in its torques, chained from one-step Jacobians, against
+    # central differences of the 3-step prediction
+    model = xa.arm("xpbd")
+    rng = np.random.default_rng(3)
+    qpos, qvel = xa.static_poses(2, seed=4), rng.uniform(-1, 1, (2, 7))
+    ctrl = xa.gravity(model, qpos)[:, None].repeat(3, 1) + rng.uniform(-1, 1, (2, 3, 7))
+    _, jac = xa.predict(model, qpos, qvel, ctrl)
+    h = 1e-4
+    for step, joint in ((0, 1), (1, 3), (2, 5)):
+        plus, minus = ctrl.copy(), ctrl.copy()
+        plus[:, step, joint] += h
+        minus[:, step, joint] -= h
+        fd = (xa.predict(model, qpos, qvel, plus)[0] - xa.predict(model, qpos, qvel, minus)[0]) / (2 * h)
+        np.testing.assert_allclose(jac[:, :, :, step, joint], fd, rtol=1e-5, atol=1e-7)
+    assert np.all(jac[:, 0, :, 1:] == 0)  # no step depends on later torques
+
+
+def test_gravity_compensation_against_pinocchios_rnea(xa):
+    # the torques that hold 8 poses still through one XPBD step equal RNEA's gravity torques
+    # to the substep's error, which falls as the substep squared (measured 0.072 N m at 10
+    # substeps, 0.018 at 20; the torques reach 21 N m on average at the shoulder)
+    poses = xa.static_poses(8)
+    reference = xa.rnea_gravity(poses)
+    error = {}
+    for n in (10, 20):
+        held, moving = xa.hold_still(xa.arm("xpbd", substeps=n), poses)
+        error[n] = np.abs(held - reference).max()
+        assert moving < 1e-8  # the fit holds the arm
+    assert error[10] < 0.1
+    assert 3.5 < error[10] / error[20] < 4.5
+    assert np.abs(reference).max() > 10
+
+
+def test_spring_stiffness_identified_from_static_poses(xa):
+    poses = xa.static_poses(8)
+    measured = xa.rnea_gravity(poses)
+    measured[:, xa.SPRING_JOINT] += xa.SPRING_K * poses[:, xa.SPRING_JOINT]
+    history = xa.identify_stiffness(poses, measured, xa.SPRING_GUESS, iters=2)
+    assert abs(history[-1] / xa.SPRING_K - 1) < 0.01
+    assert abs(history[-1] - history[-2]) < 0.01 * abs(history[1] - history[0])  # converged
+
+
+def test_torques_estimated_from_observed_motion(xa):
+    # 0.4 s of the tracked arm observed every 10 ms: without noise one step recovers the
+    # Featherstone torques to a few hundredths of a N m (up to 16 N m applied); with noise the
+    # three-step windows' smoothing beats the single step on the loaded joints
+    truth = xa.ground_truth(0.4)
+    model = xa.arm("xpbd")
+    one = xa.estimate_torques(model, truth, 1)
+    assert xa.rmse(one, truth["ctrl"]).max() < 0.1
+    assert np.abs(truth["ctrl"]).max() > 5
+    est = xa.torque_estimation(0.4, noise=True)
+    assert est[1]["rmse"][1] > 1.0  # the noise matters
+    assert est[3]["rmse"][1] < 0.75 * est[1]["rmse"][1]
+    assert est[3]["rmse"][3] < est[1]["rmse"][3]

@@ -1,0 +1,189 @@
+"""XPBD against Featherstone on the same model, side by side in one process: throughput, accuracy
+at equal wall time, and the cost of the backward pass.
+
+Models: the bundled 7-link arm (examples/models/arm7.urdf, contacts off) and MuJoCo's humanoid
+(where the XPBD solver refuses a model, the reason is printed and the model skipped). E
+environments start from the model's initial pose with random joint velocities (fixed seed) and
+random controls when the model has actuators; both cores (OpenMP).
+
+1. Throughput: phalanx.rollout of E x T steps, env-steps/s of each solver (XPBD with its default
+   iterations, at 1 and 4 substeps), medians of --repeats.
+2. Accuracy at equal wall time: 0.5 s of simulated time against Featherstone at a 64 times
+   finer step (the reference); Featherstone at dt, dt/2, dt/4, dt/8 and XPBD at dt with 1, 2,
+   4, 8 substeps; for each run the wall time per simulated second and the largest joint-angle
+   error at the end. Then, for each XPBD run, Featherstone's error at the same wall time
+   (interpolated in log-log between its runs) and the ratio of the errors.
+3. Backward cost: a taped rollout plus tape.backward over the plain rollout, each solver.
+
+    .venv/bin/python bench/bench_xpbd.py [--envs 1024] [--steps 500] [--repeats 3]
+                                         [--dtype float64]
+
+Results go to bench/results/xpbd.json.
+"""
+
+import argparse
+import os
+import statistics
+import time
+
+import numpy as np
+
+from _common import HUMANOID, RESULTS, write_result
+
+ARM7 = os.path.join(os.path.dirname(__file__), "..", "examples", "models", "arm7.urdf")
+SECONDS = 0.5
+REFERENCE_REFINEMENT = 64
+
+
+def parse_args():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--envs", type=int, default=1024)
+    parser.add_argument("--steps", type=int, default=500)
+    parser.add_argument("--accuracy-envs", type=int, default=64)
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--dtype", choices=["float32", "float64"], default="float64")
+    parser.add_argument("--threads", type=int, default=os.cpu_count())
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--out", default=os.path.join(RESULTS, "xpbd.json"))
+    return parser.parse_args()
+
+
+def configure(phalanx, path, solver, timestep=None, substeps=1):
+    model = phalanx.load_model(path)
+    model.contact = False
+    if timestep is not None:
+        model.timestep = timestep
+    if solver == "xpbd":
+        model.solver, model.xpbd_substeps = "xpbd", substeps
+    return model
+
+
+def inputs(model, nenv, nstep, dtype, seed):
+    rng = np.random.default_rng(seed)
+    qpos = np.repeat(model.qpos0[None], nenv, axis=0).astype(dtype)
+    qvel = rng.uniform(-1.0, 1.0, (nenv, model.nv)).astype(dtype)
+    ctrl = rng.uniform(-1.0, 1.0, (nenv, 1, model.nu)).repeat(nstep, axis=1).astype(dtype)
+    return qpos, qvel, ctrl
+
+
+def median_seconds(f, repeats):
+    times = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        f()
+        times.append(time.perf_counter() - start)
+    return statistics.median(times)
+
+
+def rollout_checked(phalanx, model, qpos, qvel, ctrl, tape=None):
+    q, v, status = phalanx.rollout(model, qpos, qvel, ctrl, tape=tape)
+    phalanx.raise_if_stopped(status, "rollout")
+    return q, v
+
+
+def throughput(phalanx, path, args):
+    out = {}
+    for name, solver, substeps in (("featherstone", "featherstone", 1),
+                                   ("xpbd, 1 substep", "xpbd", 1), ("xpbd, 4 substeps", "xpbd", 4)):
+        model = configure(phalanx, path, solver, substeps=substeps)
+        qpos, qvel, ctrl = inputs(model, args.envs, args.steps, args.dtype, args.seed)
+        rollout_checked(phalanx, model, qpos[:4], qvel[:4], ctrl[:4, :10])  # warm up
+        t = median_seconds(lambda: rollout_checked(phalanx, model, qpos, qvel, ctrl),
+                           args.repeats)
+        out[name] = args.envs * args.steps / t
+    return out
+
+
+def accuracy(phalanx, path, args):
+    base = phalanx.load_model(path).timestep
+    nstep = int(round(SECONDS / base))
+
+    def run(solver, refinement, substeps=1, repeats=args.repeats):
+        model = configure(phalanx, path, solver, base / refinement, substeps)
+        qpos, qvel, ctrl = inputs(model, args.accuracy_envs, nstep * refinement, np.float64,
+                                  args.seed)
+        q = None
+
+        def go():
+            nonlocal q
+            q = rollout_checked(phalanx, model, qpos, qvel, ctrl)[0][:, -1]
+        return median_seconds(go, repeats) / SECONDS, q
+
+    _, reference = run("featherstone", REFERENCE_REFINEMENT, repeats=1)
+    runs = {"featherstone": [], "xpbd": []}
+    for k in (1, 2, 4, 8):
+        cost, q = run("featherstone", k)
+        runs["featherstone"].append((f"dt/{k}", cost, float(np.abs(q - reference).max())))
+        cost, q = run("xpbd", 1, substeps=k)
+        runs["xpbd"].append((f"{k} substeps", cost, float(np.abs(q - reference).max())))
+    cost_f = np.log([c for _, c, _ in runs["featherstone"]])
+    err_f = np.log([e for _, _, e in runs["featherstone"]])
+    order = np.argsort(cost_f)
+    matched = []
+    for label, cost, err in runs["xpbd"]:
+        at = float(np.exp(np.interp(np.log(cost), cost_f[order], err_f[order])))
+        inside = bool(cost_f.min() <= np.log(cost) <= cost_f.max())
+        matched.append((label, err, at, err / at, inside))
+    return {"runs": runs, "matched": matched}
+
+
+def backward_cost(phalanx, path, args):
+    out = {}
+    for solver in ("featherstone", "xpbd"):
+        model = configure(phalanx, path, solver)
+        qpos, qvel, ctrl = inputs(model, args.envs, args.steps, args.dtype, args.seed)
+        rng = np.random.default_rng(args.seed + 1)
+        adj = (rng.standard_normal((args.envs, args.steps, model.nq)).astype(args.dtype),
+               rng.standard_normal((args.envs, args.steps, model.nv)).astype(args.dtype))
+        forward = median_seconds(lambda: rollout_checked(phalanx, model, qpos, qvel, ctrl),
+                                 args.repeats)
+
+        def both():
+            tape = phalanx.Tape()
+            rollout_checked(phalanx, model, qpos, qvel, ctrl, tape)
+            tape.backward(*adj)
+        out[solver] = median_seconds(both, args.repeats) / forward
+    return out
+
+
+def main():
+    args = parse_args()
+    os.environ["OMP_NUM_THREADS"] = str(args.threads)  # read when phalanx loads
+    import phalanx
+
+    result = {"benchmark": "XPBD against Featherstone", "envs": args.envs, "steps": args.steps,
+              "dtype": args.dtype, "threads": args.threads, "repeats": args.repeats,
+              "models": {}}
+    for name, path in (("arm7", ARM7), ("humanoid", HUMANOID)):
+        try:  # the model is checked against what the XPBD solver simulates when it steps
+            model = configure(phalanx, path, "xpbd")
+            phalanx.step(model, model.qpos0[None], np.zeros((1, model.nv)), np.zeros((1, model.nu)))
+        except (RuntimeError, ValueError) as e:
+            print(f"\n{name}: the XPBD solver refuses this model: {e}")
+            result["models"][name] = {"refused": str(e)}
+            continue
+        print(f"\n{name}: {args.envs} envs x {args.steps} steps, {args.dtype}, "
+              f"{args.threads} threads")
+        rates = throughput(phalanx, path, args)
+        for solver, rate in rates.items():
+            print(f"  {solver:18s} {rate / 1e6:7.3f} M env-steps/s   "
+                  f"{rate / rates['featherstone']:.2f} x Featherstone")
+        acc = accuracy(phalanx, path, args)
+        print(f"  accuracy over {SECONDS:g} s against Featherstone at dt/{REFERENCE_REFINEMENT} "
+              f"({args.accuracy_envs} envs): wall s per simulated s, max |q error| (rad)")
+        for solver, runs in acc["runs"].items():
+            print(f"    {solver:13s} " + "   ".join(f"{label}: {cost:.3g} s, {err:.2e}"
+                                                    for label, cost, err in runs))
+        for label, err, at, ratio, inside in acc["matched"]:
+            print(f"    xpbd {label:11s} error {err:.2e}; Featherstone at equal wall time "
+                  f"{at:.2e}{'' if inside else ' (extrapolated)'}: {ratio:.3g} x")
+        ratios = backward_cost(phalanx, path, args)
+        for solver, ratio in ratios.items():
+            print(f"  forward + backward over forward, {solver}: {ratio:.2f}")
+        result["models"][name] = {"env_steps_per_second": rates, "accuracy": acc,
+                                  "backward_over_forward": ratios}
+    write_result(result, args.out)
+
+
+if __name__ == "__main__":
+    main()
