@@ -392,8 +392,9 @@ void Model::validate() const {
 }
 
 // The solver options, and with the XPBD solver what it simulates: one joint per body, free
-// joints at the world, masses and inertias on the bodies that move, limits on hinges only, and
-// no contacts, friction loss, armature, tendon limits or equality constraints yet.
+// joints at the world, masses and inertias on the bodies that move, limits on hinges and on
+// two-site spatial tendons (cables) only, and no contacts, friction loss, armature or equality
+// constraints yet.
 void Model::validate_xpbd() const {
   auto choice = [](int v, int n, const char* field) {
     if (v < 0 || v >= n)
@@ -431,12 +432,17 @@ void Model::validate_xpbd() const {
     if (opt.limit && jnt_limited[j] && jnt_type[j] != kJointHinge)
       invalid("jnt_limited", "joint " + std::to_string(j) + " is a limited " +
                                  kJointTypeNames[jnt_type[j]] + "; XPBD limits hinges only" + why);
-  for (int t = 0; t < ntendon; ++t)
-    if (opt.limit && tendon_limited[t])
+  for (int t = 0; t < ntendon; ++t) {
+    if (!opt.limit || !tendon_limited[t]) continue;
+    const int w = tendon_adr[t];
+    const bool cable =
+        tendon_num[t] == 2 && wrap_type[w] == kWrapSite && wrap_type[w + 1] == kWrapSite;
+    if (!cable)
       invalid("tendon_limited", "tendon " + std::to_string(t) +
-                                    " is limited; XPBD has no tendon "
-                                    "limits yet" +
+                                    " is limited but is not a spatial tendon of two sites; XPBD "
+                                    "limits those (cables) only" +
                                     why);
+  }
   for (int d = 0; d < nv; ++d)
     if (dof_frictionloss[d] > 0)
       invalid("dof_frictionloss", "dof " + std::to_string(d) +

@@ -11,6 +11,8 @@
 //   slide  the anchors agree across the axis, the frames agree
 //   ball   the anchors coincide
 //   free   nothing (its parent is the world)
+// A limited spatial tendon between two sites is a cable (xpbd_cable): a distance constraint
+// that keeps its length within tendon_range, projected after the joints in every iteration.
 // Velocities: XPBD's are chords, (pose - pose at the substep's start) / h, so qvel is reported
 // as the same chord in coordinates, (qpos (-) qpos at the last substep's start) / h: semi-implicit
 // Euler's relation between qvel and qpos. xpbd_load inverts it, stepping the coordinates back by
@@ -54,6 +56,7 @@ struct XpbdArrays {
   Vec3<T>* f;    // force at the centre of mass, world (N), without gravity
   Vec3<T>* tau;  // torque, world (N m)
   T* lambda;     // (nbody x kXpbdLambdas) the joint constraints' multipliers
+  T* lambda_cable;  // (ntendon) the cables' multipliers (xpbd_cable)
   T* qpos_prev;  // (nq) the coordinates at the start of the last substep
   XpbdTreeNode<T>* node;  // the joints solved at once (xpbd_solve_joints)
 
@@ -88,6 +91,7 @@ PHX_HD XpbdArrays<T> XpbdArrays<T>::carve(const M& m, Arena<T>& arena) {
   s.f = take_objects<Vec3<T>>(arena, nb);
   s.tau = take_objects<Vec3<T>>(arena, nb);
   s.lambda = arena.template take<T>(kXpbdLambdas * nb);
+  s.lambda_cable = arena.template take<T>(m.ntendon);
   s.qpos_prev = arena.template take<T>(m.nq);
   s.node = take_objects<XpbdTreeNode<T>>(arena, nb);
   return s;
@@ -432,7 +436,7 @@ PHX_HD int xpbd_projections(const ModelView<T>& m, int b, bool limits_only, int*
     return 2;
   }
   const int j = m.body_jntadr[b];
-  const bool limit = m.jnt_type[j] == kJointHinge && m.jnt_limited[j];
+  const bool limit = m.limit && m.jnt_type[j] == kJointHinge && m.jnt_limited[j];
   if (limits_only) {
     ops[0] = kXpbdLimit;
     return limit ? 1 : 0;
@@ -645,6 +649,125 @@ PHX_HD void adj_xpbd_project_joints(const ModelView<T>& m, const XpbdBody<T>* st
       adj_xpbd_project(m, b, J, ops[k], pre[6 * b + 2 * k], pre[6 * b + 2 * k + 1],
                        lambda + kXpbdLambdas * b, h, adj_body[p], adj_body[b],
                        adj_lambda + kXpbdLambdas * b, adj_frame);
+  }
+}
+
+// A cable: tendon t when it is a limited spatial tendon of exactly two sites. Its sites' bodies
+// and their points (principal frames, relative to the centres of mass; the world's in its frame)
+// and the length range it is kept in: at most hi (it pulls), at least lo (it pushes).
+template <class T>
+struct XpbdCable {
+  int b1, b2;
+  Vec3<T> r1, r2;
+  T lo, hi;
+};
+
+// a site's point in its body's principal frame
+template <class T>
+PHX_HD Vec3<T> xpbd_site_point(const ModelView<T>& m, int site) {
+  const int b = m.site_bodyid[site];
+  const Vec3<T> p = Vec3<T>::load(m.site_pos + 3 * site);
+  if (b == 0) return p;
+  return xpbd_impl::rotate(conjugate(Quat<T>::load(m.body_iquat + 4 * b)),
+                           p - Vec3<T>::load(m.body_ipos + 3 * b));
+}
+// the adjoint of xpbd_site_point in body_ipos (accumulated; the site's position is not a
+// parameter)
+template <class T>
+PHX_HD void adj_xpbd_site_point(const ModelView<T>& m, int site, const Vec3<T>& adj_r,
+                                T* adj_body_ipos) {
+  const int b = m.site_bodyid[site];
+  if (b == 0 || !adj_body_ipos) return;
+  Vec3<T> adj_p = xpbd_impl::rotate(Quat<T>::load(m.body_iquat + 4 * b), adj_r);
+  for (int k = 0; k < 3; ++k) adj_body_ipos[3 * b + k] -= adj_p[k];
+}
+
+// whether tendon t is a cable (limits on, its sites on two bodies), and if so its description
+template <class T>
+PHX_HD bool xpbd_cable(const ModelView<T>& m, int t, XpbdCable<T>& c) {
+  const int w = m.tendon_adr[t];
+  if (!m.limit || !m.tendon_limited[t] || m.tendon_num[t] != 2 || m.wrap_type[w] != kWrapSite ||
+      m.wrap_type[w + 1] != kWrapSite)
+    return false;
+  const int s1 = m.wrap_objid[w], s2 = m.wrap_objid[w + 1];
+  c.b1 = m.site_bodyid[s1];
+  c.b2 = m.site_bodyid[s2];
+  if (c.b1 == c.b2) return false;  // a constant length: nothing to project
+  c.r1 = xpbd_site_point(m, s1);
+  c.r2 = xpbd_site_point(m, s2);
+  c.lo = m.tendon_range[2 * t];
+  c.hi = m.tendon_range[2 * t + 1];
+  return true;
+}
+
+// The cable's projection on its bodies B1, B2 (rigid): back to hi when longer, to lo when
+// shorter, else nothing
+template <class T>
+PHX_HD void xpbd_cable_project(const XpbdCable<T>& c, XpbdBody<T>& B1, XpbdBody<T>& B2, T h,
+                               T& lambda) {
+  const Vec3<T> d = (B2.x + xpbd_impl::rotate(B2.q, c.r2)) - (B1.x + xpbd_impl::rotate(B1.q, c.r1));
+  const T len = norm(d);
+  if (len > c.hi)
+    xpbd_distance(B1, B2, c.r1, c.r2, c.hi, true, T(0), h, lambda);
+  else if (len < c.lo)
+    xpbd_distance(B1, B2, c.r1, c.r2, c.lo, false, T(0), h, lambda);
+}
+// its adjoint at the bodies and multiplier it was given; adj_b1, adj_b2, adj_lambda hold the
+// outputs' adjoints and receive the inputs'; the points' go to adj_r1, adj_r2 (accumulated)
+template <class T>
+PHX_HD void adj_xpbd_cable_project(const XpbdCable<T>& c, const XpbdBody<T>& B1,
+                                   const XpbdBody<T>& B2, T h, T lambda, XpbdBody<T>& adj_b1,
+                                   XpbdBody<T>& adj_b2, T& adj_lambda, Vec3<T>& adj_r1,
+                                   Vec3<T>& adj_r2) {
+  const Vec3<T> d = (B2.x + xpbd_impl::rotate(B2.q, c.r2)) - (B1.x + xpbd_impl::rotate(B1.q, c.r1));
+  const T len = norm(d);
+  if (!(len > c.hi) && !(len < c.lo)) return;  // the identity
+  const bool pull = len > c.hi;
+  XpbdBody<T> out1 = adj_b1, out2 = adj_b2;
+  const T out_lambda = adj_lambda;
+  adj_b1 = adj_b2 = XpbdBody<T>::zero();
+  adj_lambda = T(0);
+  T adj_rest = T(0), adj_alpha = T(0), adj_h = T(0);
+  adj_xpbd_distance(B1, B2, c.r1, c.r2, pull ? c.hi : c.lo, pull, T(0), h, lambda, adj_b1, adj_b2,
+                    adj_r1, adj_r2, adj_rest, adj_alpha, adj_h, adj_lambda, out1, out2, out_lambda);
+}
+
+// One pass over the cables, in tendon order
+template <class T>
+PHX_HD void xpbd_project_cables(const ModelView<T>& m, XpbdArrays<T> s, T h) {
+  XpbdCable<T> c;
+  for (int t = 0; t < m.ntendon; ++t)
+    if (xpbd_cable(m, t, c))
+      xpbd_cable_project(c, s.body[c.b1], s.body[c.b2], h, s.lambda_cable[t]);
+}
+
+// Its adjoint from the bodies `start` and the multipliers `lambda` (ntendon) it was given:
+// adj_body and adj_lambda hold its outputs' adjoints and receive its inputs'; body_ipos's go to
+// adj_body_ipos (may be null). Replays the pass keeping each cable's two bodies (work: nbody +
+// 2 ntendon bodies), then reverses it.
+template <class T>
+PHX_HD void adj_xpbd_project_cables(const ModelView<T>& m, const XpbdBody<T>* start,
+                                    const T* lambda, T h, XpbdBody<T>* adj_body, T* adj_lambda,
+                                    XpbdBody<T>* work, T* adj_body_ipos) {
+  XpbdBody<T>* cur = work;
+  XpbdBody<T>* pre = work + m.nbody;
+  for (int b = 0; b < m.nbody; ++b) cur[b] = start[b];
+  XpbdCable<T> c;
+  for (int t = 0; t < m.ntendon; ++t) {
+    if (!xpbd_cable(m, t, c)) continue;
+    pre[2 * t] = cur[c.b1];
+    pre[2 * t + 1] = cur[c.b2];
+    T l = lambda[t];
+    xpbd_cable_project(c, cur[c.b1], cur[c.b2], h, l);
+  }
+  for (int t = m.ntendon - 1; t >= 0; --t) {
+    if (!xpbd_cable(m, t, c)) continue;
+    Vec3<T> adj_r1, adj_r2;
+    adj_xpbd_cable_project(c, pre[2 * t], pre[2 * t + 1], h, lambda[t], adj_body[c.b1],
+                           adj_body[c.b2], adj_lambda[t], adj_r1, adj_r2);
+    const int w = m.tendon_adr[t];
+    adj_xpbd_site_point(m, m.wrap_objid[w], adj_r1, adj_body_ipos);
+    adj_xpbd_site_point(m, m.wrap_objid[w + 1], adj_r2, adj_body_ipos);
   }
 }
 
@@ -970,6 +1093,7 @@ struct XpbdRecord {
   Vec3<T>* v;         // (substeps x nbody) before the prediction
   Vec3<T>* omega;
   T* lambda;  // (substeps iterations) x kXpbdLambdas nbody, before each iteration
+  T* lambda_cable;  // (substeps iterations) x ntendon, before each iteration
 
   // sized for m's substeps and iterations (xpbd_substeps, xpbd_iterations)
   template <class M>
@@ -981,6 +1105,7 @@ struct XpbdRecord {
     r.v = take_objects<Vec3<T>>(arena, k * nb);
     r.omega = take_objects<Vec3<T>>(arena, k * nb);
     r.lambda = arena.template take<T>(k * n * kXpbdLambdas * nb);
+    r.lambda_cable = arena.template take<T>(k * n * m.ntendon);
     return r;
   }
 };
@@ -1020,21 +1145,31 @@ PHX_HD PHX_DEVICE_NOINLINE void xpbd_step(const ModelView<T>& m, T* qpos, T* qve
       xpbd_predict(s.body[b], s.v[b], s.omega[b], s.f[b], s.tau[b], g, h);
     }
     for (int i = 0; i < nl; ++i) s.lambda[i] = T(0);
+    for (int t = 0; t < m.ntendon; ++t) s.lambda_cable[t] = T(0);
     for (int it = 0; it < iterations; ++it) {
       if (rec.body) {
         for (int b = 0; b < nb; ++b) rec.body[(k * (iterations + 1) + 1 + it) * nb + b] = s.body[b];
         for (int i = 0; i < nl; ++i) rec.lambda[(k * iterations + it) * nl + i] = s.lambda[i];
+        for (int t = 0; t < m.ntendon; ++t)
+          rec.lambda_cable[(k * iterations + it) * m.ntendon + t] = s.lambda_cable[t];
       }
-      if (solver == kXpbdTree)
-        xpbd_solve_joints(m, s, h);
-      else
-        xpbd_project_joints(m, s, h);
+      xpbd_iterate(m, s, h, solver);
     }
     for (int b = 1; b < nb; ++b)
       if (s.body[b].inv_mass > T(0))
         xpbd_velocities(s.body[b].x, s.body[b].q, s.x_prev[b], s.q_prev[b], h, s.v[b], s.omega[b]);
   }
   xpbd_store(m, s, h, qpos, qvel);
+}
+
+// One iteration: the joints (by `solver`), then the cables
+template <class T>
+PHX_HD void xpbd_iterate(const ModelView<T>& m, XpbdArrays<T> s, T h, XpbdJointSolver solver) {
+  if (solver == kXpbdTree)
+    xpbd_solve_joints(m, s, h);
+  else
+    xpbd_project_joints(m, s, h);
+  xpbd_project_cables(m, s, h);
 }
 
 // The scratch of adj_xpbd_step: the adjoints of the bodies, their velocities, forces and
@@ -1060,6 +1195,10 @@ struct XpbdAdjArrays {
   T* adj_qpos_b;
   T* qvel;         // nv
   Vec3<T>* frame;  // 2 nbody: of the joint frames' anchors r1, r2
+  T* lambda_cable;           // ntendon: of the cables' multipliers
+  XpbdBody<T>* cable_start;  // nbody, and kXpbdLambdas nbody: the joints' replay, which the
+  T* cable_lambda;           //   cables start from
+  XpbdBody<T>* cable_work;   // nbody + 2 ntendon
 
   template <class M>
   PHX_HD static XpbdAdjArrays carve(const M& m, Arena<T>& arena) {
@@ -1084,6 +1223,10 @@ struct XpbdAdjArrays {
     r.adj_qpos_b = arena.template take<T>(m.nq);
     r.qvel = arena.template take<T>(m.nv);
     r.frame = take_objects<Vec3<T>>(arena, 2 * nb);
+    r.lambda_cable = arena.template take<T>(m.ntendon);
+    r.cable_start = take_objects<XpbdBody<T>>(arena, nb);
+    r.cable_lambda = arena.template take<T>(kXpbdLambdas * nb);
+    r.cable_work = take_objects<XpbdBody<T>>(arena, nb + 2L * m.ntendon);
     return r;
   }
 };
@@ -1140,9 +1283,23 @@ PHX_HD PHX_DEVICE_NOINLINE void adj_xpbd_step(
     }
     // the iterations, last first
     for (int i = 0; i < nl; ++i) r.lambda[i] = T(0);
+    for (int t = 0; t < m.ntendon; ++t) r.lambda_cable[t] = T(0);
     for (int it = iterations - 1; it >= 0; --it) {
       for (int b = 0; b < nb; ++b) s.body[b] = rec.body[(k * (iterations + 1) + 1 + it) * nb + b];
       for (int i = 0; i < nl; ++i) s.lambda[i] = rec.lambda[(k * iterations + it) * nl + i];
+      if (m.ntendon > 0) {  // the cables, from the joints' output (replayed on a copy)
+        XpbdArrays<T> c = s;
+        c.body = r.cable_start;
+        c.lambda = r.cable_lambda;
+        for (int b = 0; b < nb; ++b) c.body[b] = s.body[b];
+        for (int i = 0; i < nl; ++i) c.lambda[i] = s.lambda[i];
+        if (solver == kXpbdTree)
+          xpbd_solve_joints(m, c, h);
+        else
+          xpbd_project_joints(m, c, h);
+        adj_xpbd_project_cables(m, c.body, rec.lambda_cable + (k * iterations + it) * m.ntendon, h,
+                                r.body, r.lambda_cable, r.cable_work, adj_model.body_ipos);
+      }
       if (solver == kXpbdTree)
         adj_xpbd_solve_joints(m, s, h, r.body, r.lambda, r.work, r.rows, r.d, r.dl, r.frame);
       else

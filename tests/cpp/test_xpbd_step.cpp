@@ -19,12 +19,36 @@ namespace {
 using test::HostModel;
 using test::ModelBuilder;
 
-// the arrays of an XPBD step, owned
+// the counts the XPBD adjoint's arrays are sized by
+struct Sizes {
+  int nbody, nq, nv, ntendon, xpbd_substeps, xpbd_iterations;
+};
+
+// arrays of kind A (XpbdArrays, XpbdAdjArrays, XpbdRecord) carved as the kernels carve them,
+// over owned storage (zeroed)
+template <class A>
+struct Carved {
+  std::vector<double> storage;
+  A arrays;
+  explicit Carved(const Sizes& n) {
+    Arena<double> count;
+    A::carve(n, count);
+    storage.assign(count.nreal + 1, 0.0);
+    Arena<double> arena(storage.data(), nullptr);
+    arrays = A::carve(n, arena);
+  }
+};
+
+Sizes sizes(const Model& m, int substeps = 1, int iterations = 1) {
+  return {m.nbody, m.nq, m.nv, m.ntendon, substeps, iterations};
+}
+
+// the arrays of an XPBD step, owned (the tests read and write them)
 struct Arrays {
   std::vector<XpbdBody<double>> body;
   std::vector<Vec3<double>> v, omega, x_prev, f, tau;
   std::vector<Quat<double>> q_prev;
-  std::vector<double> lambda, qpos_prev;
+  std::vector<double> lambda, lambda_cable, qpos_prev;
   std::vector<XpbdTreeNode<double>> node;
   explicit Arrays(const Model& m)
       : body(m.nbody),
@@ -35,11 +59,13 @@ struct Arrays {
         tau(m.nbody),
         q_prev(m.nbody),
         lambda(kXpbdLambdas * m.nbody),
+        lambda_cable(m.ntendon),
         qpos_prev(m.nq),
         node(m.nbody) {}
   XpbdArrays<double> view() {
-    return {body.data(), v.data(),   omega.data(),  x_prev.data(),    q_prev.data(),
-            f.data(),    tau.data(), lambda.data(), qpos_prev.data(), node.data()};
+    return {body.data(),         v.data(),         omega.data(), x_prev.data(),
+            q_prev.data(),       f.data(),         tau.data(),   lambda.data(),
+            lambda_cable.data(), qpos_prev.data(), node.data()};
   }
 };
 
@@ -567,43 +593,12 @@ TEST(XpbdStep, SolveJointsAdjointMatchesFiniteDifferences) {
 
 // the scratch and the record of adj_xpbd_step, owned
 struct StepAdjointArrays {
-  std::vector<XpbdBody<double>> body, prev, work, rec_body;
-  std::vector<Vec3<double>> v, omega, f, tau, rec_v, rec_omega;
-  std::vector<double> lambda, d, dl, qfrc, qpos_a, qpos_b, adj_qpos_a, adj_qpos_b, qvel, rec_lambda;
-  std::vector<XpbdRows<double>> rows;
-  std::vector<Vec3<double>> frame;
+  Carved<XpbdAdjArrays<double>> scratch;
+  Carved<XpbdRecord<double>> rec;
   StepAdjointArrays(const Model& m, int substeps, int iterations)
-      : body(m.nbody),
-        prev(m.nbody),
-        work(8 * m.nbody),
-        rec_body(substeps * (iterations + 1) * m.nbody),
-        v(m.nbody),
-        omega(m.nbody),
-        f(m.nbody),
-        tau(m.nbody),
-        rec_v(substeps * m.nbody),
-        rec_omega(substeps * m.nbody),
-        lambda(kXpbdLambdas * m.nbody),
-        d(6 * m.nbody),
-        dl(kXpbdLambdas * m.nbody),
-        qfrc(m.nv),
-        qpos_a(m.nq),
-        qpos_b(m.nq),
-        adj_qpos_a(m.nq),
-        adj_qpos_b(m.nq),
-        qvel(m.nv),
-        rec_lambda(substeps * iterations * kXpbdLambdas * m.nbody),
-        rows(m.nbody),
-        frame(2 * m.nbody) {}
-  XpbdAdjArrays<double> view() {
-    return {body.data(),       prev.data(),   v.data(),      omega.data(),  f.data(),
-            tau.data(),        lambda.data(), work.data(),   rows.data(),   d.data(),
-            dl.data(),         qfrc.data(),   qpos_a.data(), qpos_b.data(), adj_qpos_a.data(),
-            adj_qpos_b.data(), qvel.data(),   frame.data()};
-  }
-  XpbdRecord<double> record() {
-    return {rec_body.data(), rec_v.data(), rec_omega.data(), rec_lambda.data()};
-  }
+      : scratch(sizes(m, substeps, iterations)), rec(sizes(m, substeps, iterations)) {}
+  XpbdAdjArrays<double> view() { return scratch.arrays; }
+  XpbdRecord<double> record() { return rec.arrays; }
 };
 
 // one XPBD step of `in` (substeps, iterations) against adj_xpbd_step, every input of the step

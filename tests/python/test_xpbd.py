@@ -156,3 +156,181 @@ def test_two_joints_on_a_body_is_an_error(tmp_path):
     model = xpbd(path)
     with pytest.raises(ValueError, match="one joint per body"):
         phalanx.rollout(model, np.zeros((1, 2)), np.zeros((1, 2)), np.zeros((1, 3, 0)))
+
+
+# A cable: a sphere hanging from a world site by a two-site spatial tendon limited to L (its
+# sites at the anchor and at the sphere's centre), so that the cable pulls through the centre of
+# mass and the sphere moves as a point pendulum while taut and falls freely while slack.
+CABLE_L = 0.8
+
+
+def cable_model(tmp_path, pos="0.8 0 1", lo=0.0):
+    path = tmp_path / "cable.xml"
+    path.write_text(f"""<mujoco><option timestep='0.002'><flag contact='disable'/></option>
+<worldbody><site name='anchor' pos='0 0 1'/>
+  <body pos='{pos}'><freejoint/><geom type='sphere' size='0.02' mass='1'/>
+    <site name='end'/></body></worldbody>
+<tendon><spatial limited='true' range='{lo} {CABLE_L}'><site site='anchor'/><site site='end'/>
+</spatial></tendon></mujoco>""")
+    return xpbd(path)
+
+
+def pendulum_angle(theta0, seconds, dt=1e-5):
+    """the point pendulum's angle from the downward vertical (RK4, a fine step)"""
+    w2 = 9.81 / CABLE_L
+
+    def f(y):
+        return np.array([y[1], -w2 * np.sin(y[0])])
+
+    y = np.array([theta0, 0.0])
+    for _ in range(int(round(seconds / dt))):
+        k1 = f(y)
+        k2 = f(y + dt / 2 * k1)
+        k3 = f(y + dt / 2 * k2)
+        k4 = f(y + dt * k3)
+        y = y + dt / 6 * (k1 + 2 * k2 + 2 * k3 + k4)
+    return y[0]
+
+
+def test_taut_cable_swings_as_a_point_pendulum(tmp_path):
+    # released from rest with the cable taut and horizontal: the length stays L to round-off at
+    # every step, and the swing angle after 0.4 s approaches the point pendulum's as dt shrinks
+    model = cable_model(tmp_path)
+    qpos, qvel = model.qpos0[None], np.zeros((1, 6))
+    reference = pendulum_angle(np.pi / 2, 0.4)
+    errors = []
+    for dt in (4e-3, 2e-3, 1e-3, 5e-4):
+        model.timestep = dt
+        qs, _, status = phalanx.rollout(model, qpos, qvel, np.zeros((1, int(round(0.4 / dt)), 0)))
+        assert not status.any()
+        offset = qs[0, :, :3] - np.array([0, 0, 1])
+        np.testing.assert_allclose(np.linalg.norm(offset, axis=-1), CABLE_L, rtol=0, atol=1e-9)
+        x, z = offset[-1, 0], offset[-1, 2]
+        errors.append(abs(np.arctan2(x, -z) - reference))
+    print("errors at 4, 2, 1, 0.5 ms:", errors)
+    assert all(b < a for a, b in zip(errors, errors[1:])), errors
+    assert np.log2(errors[0] / errors[-1]) / 3 > 0.8  # first order
+    assert errors[-1] < 0.02
+
+
+def test_slack_cable_lets_the_body_fall_freely_until_taut(tmp_path):
+    # 0.5 m below the anchor with 0.8 m of cable: semi-implicit Euler's free fall exactly,
+    # z_n = z_0 - g h^2 n (n + 1) / 2, until the cable is taut; then the cable holds at L
+    model = cable_model(tmp_path, pos="0 0 0.5")
+    h, n = model.timestep, 300
+    qs, vs, _ = phalanx.rollout(model, model.qpos0[None], np.zeros((1, 6)), np.zeros((1, n, 0)))
+    k = np.arange(1, n + 1)
+    free = 0.5 - 9.81 * h * h * k * (k + 1) / 2
+    slack = free > 1 - CABLE_L
+    assert 50 < slack.sum() < n - 50
+    np.testing.assert_allclose(qs[0, slack, 2], free[slack], rtol=0, atol=1e-12)
+    np.testing.assert_allclose(qs[0, ~slack, 2], 1 - CABLE_L, rtol=0, atol=1e-9)
+    assert np.abs(vs[0, -1]).max() < 1e-6  # the fall stopped: a rigid cable, no bounce
+
+
+def test_cable_that_pushes_keeps_its_lower_limit(tmp_path):
+    # a lower limit of 0.5 m below the anchor: the sphere thrown up at it stops at 0.5 m (the
+    # rigid constraint takes its speed: no bounce) and then falls back under gravity
+    model = cable_model(tmp_path, pos="0 0 0.3", lo=0.5)
+    qvel = np.array([[0.0, 0.0, 3.0, 0.0, 0.0, 0.0]])
+    qs, _, _ = phalanx.rollout(model, model.qpos0[None], qvel, np.zeros((1, 100, 0)))
+    dist = np.linalg.norm(qs[0, :, :3] - np.array([0, 0, 1]), axis=-1)
+    assert dist.min() > 0.5 - 1e-9
+    stopped = np.flatnonzero(np.abs(dist - 0.5) < 1e-9)
+    assert len(stopped) >= 1 and dist[stopped[0] - 1] > 0.5 + 1e-3  # it got there
+    assert dist[-1] > 0.55
+
+
+def test_cable_gradients_match_central_differences(tmp_path, rng):
+    # a taped rollout through the swing (the cable taut throughout): gradients in the initial
+    # state and in the sphere's mass and centre of mass (where the cable's site sits relative to
+    # it) against central differences
+    model = cable_model(tmp_path)
+    model.timestep = 0.01
+    T = 20
+    qpos = model.qpos0[None].copy()
+    qvel = np.array([[0.0, 0.3, 0.0, 0.5, -0.2, 0.1]])
+    ipos = np.array([[0, 0, 0], [0.01, -0.02, 0.015]])
+    model.set_parameter("body_ipos", ipos)
+    wq, wv = rng.standard_normal((1, T, 7)), rng.standard_normal((1, T, 6))
+    tape = phalanx.Tape()
+    phalanx.rollout(model, qpos, qvel, np.zeros((1, T, 0)), tape=tape)
+    grads = tape.backward(wq, wv)
+
+    def loss(q0=qpos, v0=qvel, params=None):
+        with phalanx.model_parameters(model, params or {}):
+            qs, vs, status = phalanx.rollout(model, q0, v0, np.zeros((1, T, 0)))
+        assert not status.any()
+        return float((wq * qs).sum() + (wv * vs).sum())
+
+    h = 1e-5
+    for name, x in (("qvel", qvel), ("body_ipos", ipos), ("body_mass", model.parameter("body_mass"))):
+        d = rng.standard_normal(x.shape)
+        if name.startswith("body_"):
+            d[0] = 0
+            grad = grads[name].sum(axis=0)
+            fd = (loss(params={name: x + h * d}) - loss(params={name: x - h * d})) / (2 * h)
+        else:
+            grad = grads[name]
+            fd = (loss(v0=qvel + h * d) - loss(v0=qvel - h * d)) / (2 * h)
+        assert float((grad * d).sum()) == pytest.approx(fd, rel=1e-5, abs=1e-6), name
+        assert abs(fd) > 1e-3, name
+
+
+def test_limited_tendon_that_is_not_a_cable_is_an_error(tmp_path):
+    path = tmp_path / "model.xml"
+    path.write_text("""<mujoco><option><flag contact='disable'/></option><worldbody>
+      <site name='a' pos='0 0 1'/><site name='b' pos='0.5 0 1'/>
+      <body><freejoint/><geom type='sphere' size='.1'/><site name='c'/></body></worldbody>
+      <tendon><spatial limited='true' range='0 2'><site site='a'/><site site='b'/>
+      <site site='c'/></spatial></tendon></mujoco>""")
+    model = xpbd(path)
+    with pytest.raises(ValueError, match="two sites"):
+        phalanx.rollout(model, model.qpos0[None], np.zeros((1, 6)), np.zeros((1, 3, 0)))
+
+
+@pytest.mark.parametrize("joint_solver", ["tree", "gauss_seidel"])
+def test_cable_on_a_chain_gradients_match_central_differences(tmp_path, rng, joint_solver):
+    # the double pendulum held by a cable from the world to its tip, taut: the iterations
+    # alternate joints and cable, and the gradients run back through both
+    path = tmp_path / "chain.xml"
+    path.write_text(DOUBLE_PENDULUM.replace(
+        "<geom type='capsule' fromto='0 0 0 0.3 0 0' size='0.02' mass='0.4'/>",
+        "<geom type='capsule' fromto='0 0 0 0.3 0 0' size='0.02' mass='0.4'/>"
+        "<site name='tip' pos='0.3 0 0'/>").replace(
+        "<worldbody>", "<worldbody><site name='hook' pos='0.9 0 2.5'/>").replace(
+        "</mujoco>", "<tendon><spatial limited='true' range='0 0.5'><site site='hook'/>"
+        "<site site='tip'/></spatial></tendon></mujoco>"))
+    model = xpbd(path, xpbd_joint_solver=joint_solver, xpbd_iterations=3)
+    model.timestep = 0.01
+    T = 15
+    qpos, qvel = np.array([[0.3, -0.5]]), np.array([[0.4, 0.2]])
+    ctrl = rng.uniform(-0.5, 0.5, (1, T, 1))
+    qs, _, _ = phalanx.rollout(model, qpos, qvel, ctrl)
+    tip = phalanx.kinematics(model, qs[0])["site_xpos"][:, 1]
+    # taut over the second half (its length within 1e-4 of 0.5 m: joints and cable alternate
+    # for three iterations)
+    assert (np.linalg.norm(tip - np.array([0.9, 0, 2.5]), axis=-1) > 0.5 - 1e-4).sum() >= T // 3
+    wq, wv = rng.standard_normal((1, T, 2)), rng.standard_normal((1, T, 2))
+    tape = phalanx.Tape()
+    phalanx.rollout(model, qpos, qvel, ctrl, tape=tape)
+    grads = tape.backward(wq, wv)
+
+    def loss(v0=qvel, params=None):
+        with phalanx.model_parameters(model, params or {}):
+            qs, vs, status = phalanx.rollout(model, qpos, v0, ctrl)
+        assert not status.any()
+        return float((wq * qs).sum() + (wv * vs).sum())
+
+    h = 1e-5
+    d = rng.standard_normal(qvel.shape)
+    fd = (loss(v0=qvel + h * d) - loss(v0=qvel - h * d)) / (2 * h)
+    assert float((grads["qvel"] * d).sum()) == pytest.approx(fd, rel=1e-5, abs=1e-6)
+    for name in ("body_pos", "body_ipos"):
+        p0 = model.parameter(name)
+        d = rng.standard_normal(p0.shape)
+        d[0] = 0
+        fd = (loss(params={name: p0 + h * d}) - loss(params={name: p0 - h * d})) / (2 * h)
+        assert float((grads[name].sum(axis=0) * d).sum()) == pytest.approx(fd, rel=1e-5,
+                                                                           abs=1e-6), name
+        assert abs(fd) > 1e-3, name
