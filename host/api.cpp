@@ -16,6 +16,10 @@ template <class T>
 DeviceModel<T>::DeviceModel(const Model& model, Device device) : model_(model), device_(device) {
   require_device(device);
   model_.validate();
+  if (device == Device::kCuda && model_.opt.solver == kSolverXpbd && !kCudaXpbd)
+    throw std::invalid_argument(
+        "Model.solver: the XPBD solver runs on the CPU backend; this build's CUDA kernels do not "
+        "carry it (build with -DPHX_CUDA_XPBD=ON), use device=\"cpu\" or the default solver");
   // copy one array to the device and return its pointer
   auto real = [&](const std::vector<double>& v) -> const T* {
     std::vector<T> cast(v.begin(), v.end());

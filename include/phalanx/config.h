@@ -185,6 +185,23 @@ constexpr unsigned kStatusStopMask = 0u
     PHX_STATUS_BITS(PHX_STATUS_STOPS);
 #undef PHX_STATUS_STOPS
 
+// Whether this compilation pass carries the XPBD solver's step and reverse pass: host code
+// always; CUDA device code only when built with PHX_CUDA_XPBD. In the device code they add
+// ptxas time that breaks the build's budget on two cores (the rollout adjoint's unit alone ran
+// past 40 CPU minutes), so by default a CUDA model with the XPBD solver is refused on the host
+// (DeviceModel) before any launch.
+#if defined(__CUDA_ARCH__) && !defined(PHX_CUDA_XPBD)
+constexpr bool kXpbdCompiled = false;
+#else
+constexpr bool kXpbdCompiled = true;
+#endif
+// whether the CUDA kernels were built with it (for the host's check)
+#ifdef PHX_CUDA_XPBD
+constexpr bool kCudaXpbd = true;
+#else
+constexpr bool kCudaXpbd = false;
+#endif
+
 // per-step counts a rollout can record
 enum RolloutCount : int {
   kCountContacts = 0,   // contacts found

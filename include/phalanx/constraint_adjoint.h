@@ -870,9 +870,12 @@ PHX_HD PHX_DEVICE_NOINLINE unsigned adj_step_env(
   if (m.solver == kSolverXpbd) {
     status = step_input_status(m, q, v, input, qfrc_applied);
     if (status) return status;
-    adj_xpbd_step(m, q, v, input, x.w, x.a, x.xpbd, x.xpbd_adj, x.xpbd_record, m.xpbd_substeps,
-                  m.xpbd_iterations, qfrc_applied, gq_next, gv_next, gq, gv, g_input, am, gf,
-                  XpbdJointSolver(m.xpbd_joint_solver));
+    if constexpr (kXpbdCompiled)
+      adj_xpbd_step(m, q, v, input, x.w, x.a, x.xpbd, x.xpbd_adj, x.xpbd_record, m.xpbd_substeps,
+                    m.xpbd_iterations, qfrc_applied, gq_next, gv_next, gq, gv, g_input, am, gf,
+                    XpbdJointSolver(m.xpbd_joint_solver));
+    else
+      return kStatusStopMask;  // not reached: the host refuses such a model (kXpbdCompiled)
   } else if (m.nefcmax == 0) {
     adj_step(m, q, v, input, x.w, x.a, gq_next, gv_next, gq, gv, g_input, am, gf, qfrc_applied);
   } else {

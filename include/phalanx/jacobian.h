@@ -58,7 +58,7 @@ struct JacobianScratch {
   // step_constrained (qpos', qvel' into x.s) and its shared factorisations. Returns whether
   // the step stopped (non-finite values): its rows are zero then, as step_vjp gives.
   PHX_HD bool replay(const ModelView<T>& m, const T* q, const T* v, const T* u, const T* f) {
-    if constexpr (std::is_floating_point_v<T>) {
+    if constexpr (std::is_floating_point_v<T> && kXpbdCompiled) {
       if (m.solver == kSolverXpbd) {  // each row's pass (adj_xpbd_step) replays the step again
         added = f;
         T *qn = x.xpbd_adj.qpos_a, *vn = x.xpbd_adj.qvel;
@@ -103,7 +103,7 @@ struct JacobianScratch {
     }
     if (stopped) return;
     T *gq = row, *gv = row + m.nq, *gc = gv + m.nv, *gf = gc + m.nu;
-    if constexpr (std::is_floating_point_v<T>) {
+    if constexpr (std::is_floating_point_v<T> && kXpbdCompiled) {
       if (m.solver == kSolverXpbd) {
         adj_xpbd_step(m, q, v, u, x.w, x.a, x.xpbd, x.xpbd_adj, x.xpbd_record, m.xpbd_substeps,
                       m.xpbd_iterations, added, seed, seed + m.nq, gq, gv, gc, am, gf,

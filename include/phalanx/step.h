@@ -510,9 +510,12 @@ PHX_HD PHX_DEVICE_NOINLINE unsigned step_env(const ModelView<T>& m, T* qpos, T* 
     input = x.input;
   }
   unsigned status;
-  if (m.solver == kSolverXpbd)
-    status = step_xpbd(m, qpos, qvel, input, x, qfrc_applied);
-  else if (m.nefcmax == 0)
+  if (m.solver == kSolverXpbd) {
+    if constexpr (kXpbdCompiled)
+      status = step_xpbd(m, qpos, qvel, input, x, qfrc_applied);
+    else
+      status = kStatusStopMask;  // not reached: the host refuses such a model (kXpbdCompiled)
+  } else if (m.nefcmax == 0)
     status = step(m, qpos, qvel, input, x.w, qfrc_applied);
   else
     status = step_constrained(m, qpos, qvel, input, x.w, x.c, cv, known, qfrc_applied);
