@@ -393,8 +393,8 @@ void Model::validate() const {
 
 // The solver options, and with the XPBD solver what it simulates: one joint per body, free
 // joints at the world, masses and inertias on the bodies that move, limits on hinges and on
-// two-site spatial tendons (cables) only, and no contacts, friction loss, armature or equality
-// constraints yet.
+// two-site spatial tendons (cables) only, and no friction loss, armature or equality constraints
+// yet.
 void Model::validate_xpbd() const {
   auto choice = [](int v, int n, const char* field) {
     if (v < 0 || v >= n)
@@ -423,11 +423,6 @@ void Model::validate_xpbd() const {
                                "moves bodies of positive mass and inertia" +
                                why);
   }
-  if (opt.contact && ngeom > 1)
-    invalid("opt.contact",
-            "XPBD does not simulate contacts yet: disable them (model.contact = "
-            "False) or use the default solver" +
-                why);
   for (int j = 0; j < njnt; ++j)
     if (opt.limit && jnt_limited[j] && jnt_type[j] != kJointHinge)
       invalid("jnt_limited", "joint " + std::to_string(j) + " is a limited " +

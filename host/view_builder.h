@@ -11,9 +11,12 @@
 namespace phx {
 
 // constraint rows one environment can hold: 3 per contact (normal and two friction
-// directions) plus one per limited hinge or slide joint (none with the XPBD solver)
+// directions) plus one per limited hinge or slide joint. The XPBD solver projects its limits and
+// contacts itself and builds no rows; with contacts it takes one per contact, so that the
+// kernels carve the contact arrays and geom frames it detects them in (they do for nefcmax > 0)
+// and detect_contacts has room for each contact's key (efc_key).
 inline int constraint_capacity(const Model& m) {
-  if (m.opt.solver == kSolverXpbd) return 0;  // XPBD projects its limits itself
+  if (m.opt.solver == kSolverXpbd) return m.opt.contact ? m.nconmax : 0;
   int nlimit = 0;
   for (int j = 0; j < m.njnt; ++j) {
     bool scalar = m.jnt_type[j] == kJointHinge || m.jnt_type[j] == kJointSlide;

@@ -170,6 +170,27 @@ PHX_HD void geom_poses(const ModelView<T>& m, const Workspace<T>& w, ConstraintW
   }
 }
 
+// Adjoint of geom_poses for geom g: from the adjoint of its frame (adj_f: position and
+// rotation) to those of its body's frame in a (xpos, xmat), accumulated (nothing for a geom of
+// the world, whose frame is constant).
+//   geom_xpos = xpos_b + R_b geom_pos,  geom_xmat = R_b Q_g  =>
+//   adj_xpos_b += adj_gpos,  adj_R_b += adj_gpos geom_pos^T + adj_gmat Q_g^T
+template <class T, class S>
+PHX_HD void adj_geom_pose(const ModelView<S>& m, int g, const GeomFrame<T>& adj_f,
+                          AdjWorkspace<T>& a) {
+  int b = m.geom_bodyid[g];
+  if (b == 0) return;
+  Mat3<T> Q = to_mat(Quat<T>::load(m.geom_quat + 4 * g));
+  Vec3<T> gpos = Vec3<T>::load(m.geom_pos + 3 * g);
+  for (int i = 0; i < 3; ++i)
+    for (int j = 0; j < 3; ++j) {
+      T s = adj_f.pos[i] * gpos[j];
+      for (int k = 0; k < 3; ++k) s += adj_f.rot.m[3 * i + k] * Q.m[3 * j + k];
+      a.xmat[9 * b + 3 * i + j] += s;
+    }
+  adj_f.pos.add_to(a.xpos + 3 * b);
+}
+
 // The row key of point i of candidate pair k (rows add 0, 1, 2), and the pair a contact row's
 // key names; joint-limit rows have negative keys.
 PHX_HD constexpr int contact_key(int k, int i) {
@@ -184,10 +205,12 @@ PHX_HD constexpr int key_pair(int key) {
 // type first. Contacts beyond nconmax, and a height field's prism contacts beyond the
 // kMaxPairContacts of its pair, are counted in *overflow and not stored. A replay that knows the
 // step's row keys (nkeys of them, in row order) passes them: only the pairs they name are tested,
-// which yields the same contacts, since every stored contact has rows.
+// which yields the same contacts, since every stored contact has rows. margin: pairs closer than
+// it count as contacts too (dist <= margin; the XPBD step's look-ahead), 0 for the LCP step.
 template <class T>
 PHX_HD void detect_contacts(const ModelView<T>& m, const ConstraintWorkspace<T>& c,
-                            ContactView<T>& cv, const int* keys = nullptr, int nkeys = 0) {
+                            ContactView<T>& cv, const int* keys = nullptr, int nkeys = 0,
+                            T margin = T(0)) {
   int ncon = 0, overflow = 0, next = 0;
   CcdSettings<T> ccd = ccd_settings(m);
   cv.ccd_iterations[0] = cv.ccd_iterations[1] = 0;
@@ -206,14 +229,15 @@ PHX_HD void detect_contacts(const ModelView<T>& m, const ConstraintWorkspace<T>&
     }
     Vec3<T> p1 = Vec3<T>::load(c.geom_xpos + 3 * g1), p2 = Vec3<T>::load(c.geom_xpos + 3 * g2);
     T r1 = m.geom_rbound[g1], r2 = m.geom_rbound[g2];
-    if (r1 > T(0) && r2 > T(0) && norm(p2 - p1) > r1 + r2) continue;  // planes have rbound 0
+    if (r1 > T(0) && r2 > T(0) && norm(p2 - p1) > r1 + r2 + margin) continue;  // planes: rbound 0
     GeomFrame<T> f1{p1, Mat3<T>::load(c.geom_xmat + 9 * g1)};
     GeomFrame<T> f2{p2, Mat3<T>::load(c.geom_xmat + 9 * g2)};
     // a plane (infinite, normal its z axis) touches a bounding sphere only from below its top
-    if (m.geom_type[g1] == kGeomPlane && r2 > T(0) && dot(p2 - p1, f1.rot.col(2)) > r2) continue;
+    if (m.geom_type[g1] == kGeomPlane && r2 > T(0) && dot(p2 - p1, f1.rot.col(2)) > r2 + margin)
+      continue;
     ContactPoint<T> pts[kMaxPairContacts];
     int n = collide(geom_shape(m, g1, m.geom_size + 3 * g1), f1,
-                    geom_shape(m, g2, m.geom_size + 3 * g2), f2, T(0), ccd, pts, &overflow);
+                    geom_shape(m, g2, m.geom_size + 3 * g2), f2, margin, ccd, pts, &overflow);
     for (int i = 0; i < n; ++i) {
       if (ncon == m.nconmax) {
         overflow += n - i;
@@ -234,6 +258,62 @@ PHX_HD void detect_contacts(const ModelView<T>& m, const ConstraintWorkspace<T>&
   }
   *cv.ncon = ncon;
   *cv.overflow = overflow;
+}
+
+// The adjoint of detect_contacts (at the margin it was given) for the contacts it left in cv:
+// from the adjoints of their points, normals and distances (adj_pos (3 ncon), the normal of
+// contact i at adj_normal + normal_stride i, adj_dist (ncon)) through the pair functions
+// (adj_collide, one geom pair at a time: a pair's contacts are consecutive in cv) and
+// geom_poses to the body frames in a and the geom sizes (adj_geom_size, may be null), all
+// accumulated. c holds the geom frames the detection read.
+template <class T, class S>
+PHX_HD void adj_detect_contacts(const ModelView<S>& m, const ConstraintWorkspace<S>& c,
+                                const ContactView<S>& cv, const T* adj_pos, const T* adj_normal,
+                                int normal_stride, const T* adj_dist, AdjWorkspace<T>& a,
+                                T* adj_geom_size, S margin = S(0)) {
+  const int ncon = *cv.ncon;
+  for (int i0 = 0; i0 < ncon;) {
+    int g1 = cv.geom[2 * i0], g2 = cv.geom[2 * i0 + 1];
+    int n = 1;
+    while (i0 + n < ncon && n < kMaxPairContacts && cv.geom[2 * (i0 + n)] == g1 &&
+           cv.geom[2 * (i0 + n) + 1] == g2)
+      ++n;
+    ContactPoint<T> pts[kMaxPairContacts], adj[kMaxPairContacts];
+    for (int k = 0; k < n; ++k) {
+      int i = i0 + k;
+      pts[k].pos = Vec3<T>::load(cv.pos + 3 * i);
+      pts[k].normal = Vec3<T>::load(cv.frame + 9 * i);
+      pts[k].dist = cv.dist[i];
+      adj[k].pos = Vec3<T>::load(adj_pos + 3 * i);
+      adj[k].normal = Vec3<T>::load(adj_normal + normal_stride * i);
+      adj[k].dist = adj_dist[i];
+    }
+    GeomFrame<T> f1{Vec3<T>::load(c.geom_xpos + 3 * g1), Mat3<T>::load(c.geom_xmat + 9 * g1)};
+    GeomFrame<T> f2{Vec3<T>::load(c.geom_xpos + 3 * g2), Mat3<T>::load(c.geom_xmat + 9 * g2)};
+    GeomFrame<T> adj_f1, adj_f2;
+    T adj_size1[3] = {}, adj_size2[3] = {}, size1[3], size2[3];
+    for (int k = 0; k < 3; ++k) {
+      size1[k] = T(m.geom_size[3 * g1 + k]);
+      size2[k] = T(m.geom_size[3 * g2 + k]);
+    }
+    if constexpr (std::is_same_v<T, S>) {
+      adj_collide(geom_shape(m, g1, size1), f1, geom_shape(m, g2, size2), f2, T(margin),
+                  ccd_settings(m), n, adj, adj_f1, adj_size1, adj_f2, adj_size2);
+    } else {
+      // passes in another scalar (the host's SIMD lanes) read the sizes only: their callers
+      // leave models with meshes or height fields to passes in the forward's scalar
+      adj_collide(m.geom_type[g1], f1, size1, m.geom_type[g2], f2, size2, T(margin), pts, n, adj,
+                  adj_f1, adj_size1, adj_f2, adj_size2);
+    }
+    if (adj_geom_size)
+      for (int k = 0; k < 3; ++k) {
+        adj_geom_size[3 * g1 + k] += adj_size1[k];
+        adj_geom_size[3 * g2 + k] += adj_size2[k];
+      }
+    adj_geom_pose(m, g1, adj_f1, a);
+    adj_geom_pose(m, g2, adj_f2, a);
+    i0 += n;
+  }
 }
 
 // The demand of a contact's normal row on its separating velocity after the step, given vn = J

@@ -39,27 +39,6 @@ namespace phx {
 
 // ---- adjoints of the constraint.h helpers ------------------------------------------------
 
-// Adjoint of geom_poses for geom g: from the adjoint of its frame (adj_f: position and
-// rotation) to those of its body's frame in a (xpos, xmat), accumulated (nothing for a geom of
-// the world, whose frame is constant).
-//   geom_xpos = xpos_b + R_b geom_pos,  geom_xmat = R_b Q_g  =>
-//   adj_xpos_b += adj_gpos,  adj_R_b += adj_gpos geom_pos^T + adj_gmat Q_g^T
-template <class T, class S>
-PHX_HD void adj_geom_pose(const ModelView<S>& m, int g, const GeomFrame<T>& adj_f,
-                          AdjWorkspace<T>& a) {
-  int b = m.geom_bodyid[g];
-  if (b == 0) return;
-  Mat3<T> Q = to_mat(Quat<T>::load(m.geom_quat + 4 * g));
-  Vec3<T> gpos = Vec3<T>::load(m.geom_pos + 3 * g);
-  for (int i = 0; i < 3; ++i)
-    for (int j = 0; j < 3; ++j) {
-      T s = adj_f.pos[i] * gpos[j];
-      for (int k = 0; k < 3; ++k) s += adj_f.rot.m[3 * i + k] * Q.m[3 * j + k];
-      a.xmat[9 * b + 3 * i + j] += s;
-    }
-  adj_f.pos.add_to(a.xpos + 3 * b);
-}
-
 // Z = M^-1 J^T by rows (Z_r = L^-T Y_r with Y_r = L^-1 J_r, M factored in c.L), which the
 // adjoint of delassus needs: a function of the forward step alone, computed once per replay
 // (adj_constrained_prepare) for every reverse pass that follows.
@@ -267,49 +246,7 @@ PHX_HD void adj_contact_rows(const ModelView<S>& m, const Workspace<S>& w,
     }
   }
 
-  // narrowphase, one geom pair at a time: a pair's contacts are consecutive in cv
-  for (int i0 = 0; i0 < ncon;) {
-    int g1 = cv.geom[2 * i0], g2 = cv.geom[2 * i0 + 1];
-    int n = 1;
-    while (i0 + n < ncon && n < kMaxPairContacts && cv.geom[2 * (i0 + n)] == g1 &&
-           cv.geom[2 * (i0 + n) + 1] == g2)
-      ++n;
-    ContactPoint<T> pts[kMaxPairContacts], adj[kMaxPairContacts];
-    for (int k = 0; k < n; ++k) {
-      int i = i0 + k;
-      pts[k].pos = Vec3<T>::load(cv.pos + 3 * i);
-      pts[k].normal = Vec3<T>::load(cv.frame + 9 * i);
-      pts[k].dist = cv.dist[i];
-      adj[k].pos = Vec3<T>::load(s.adj_pos + 3 * i);
-      adj[k].normal = Vec3<T>::load(s.adj_frame + 9 * i);
-      adj[k].dist = s.adj_dist[i];
-    }
-    GeomFrame<T> f1{Vec3<T>::load(c.geom_xpos + 3 * g1), Mat3<T>::load(c.geom_xmat + 9 * g1)};
-    GeomFrame<T> f2{Vec3<T>::load(c.geom_xpos + 3 * g2), Mat3<T>::load(c.geom_xmat + 9 * g2)};
-    GeomFrame<T> adj_f1, adj_f2;
-    T adj_size1[3] = {}, adj_size2[3] = {}, size1[3], size2[3];
-    for (int k = 0; k < 3; ++k) {
-      size1[k] = T(m.geom_size[3 * g1 + k]);
-      size2[k] = T(m.geom_size[3 * g2 + k]);
-    }
-    if constexpr (std::is_same_v<T, S>) {
-      adj_collide(geom_shape(m, g1, size1), f1, geom_shape(m, g2, size2), f2, T(0), ccd_settings(m),
-                  n, adj, adj_f1, adj_size1, adj_f2, adj_size2);
-    } else {
-      // passes in another scalar (the host's SIMD lanes) read the sizes only: their callers
-      // leave models with meshes or height fields to passes in the forward's scalar
-      adj_collide(m.geom_type[g1], f1, size1, m.geom_type[g2], f2, size2, T(0), pts, n, adj, adj_f1,
-                  adj_size1, adj_f2, adj_size2);
-    }
-    if (adj_contact.geom_size)
-      for (int k = 0; k < 3; ++k) {
-        adj_contact.geom_size[3 * g1 + k] += adj_size1[k];
-        adj_contact.geom_size[3 * g2 + k] += adj_size2[k];
-      }
-    adj_geom_pose(m, g1, adj_f1, a);
-    adj_geom_pose(m, g2, adj_f2, a);
-    i0 += n;
-  }
+  adj_detect_contacts(m, c, cv, s.adj_pos, s.adj_frame, 9, s.adj_dist, a, adj_contact.geom_size);
 }
 
 namespace detail {
@@ -871,9 +808,9 @@ PHX_HD PHX_DEVICE_NOINLINE unsigned adj_step_env(
     status = step_input_status(m, q, v, input, qfrc_applied);
     if (status) return status;
     if constexpr (kXpbdCompiled)
-      adj_xpbd_step(m, q, v, input, x.w, x.a, x.xpbd, x.xpbd_adj, x.xpbd_record, m.xpbd_substeps,
-                    m.xpbd_iterations, qfrc_applied, gq_next, gv_next, gq, gv, g_input, am, gf,
-                    XpbdJointSolver(m.xpbd_joint_solver));
+      adj_xpbd_step(m, q, v, input, x.w, x.a, xpbd_arrays(m, x, cv), x.xpbd_adj, x.xpbd_record,
+                    m.xpbd_substeps, m.xpbd_iterations, qfrc_applied, gq_next, gv_next, gq, gv,
+                    g_input, am, gf, XpbdJointSolver(m.xpbd_joint_solver));
     else
       return kStatusStopMask;  // not reached: the host refuses such a model (kXpbdCompiled)
   } else if (m.nefcmax == 0) {

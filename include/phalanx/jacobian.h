@@ -64,7 +64,7 @@ struct JacobianScratch {
         T *qn = x.xpbd_adj.qpos_a, *vn = x.xpbd_adj.qvel;
         for (int i = 0; i < m.nq; ++i) qn[i] = q[i];
         for (int i = 0; i < m.nv; ++i) vn[i] = v[i];
-        return step_xpbd(m, qn, vn, u, x, f) & kStatusStopMask;
+        return step_xpbd(m, qn, vn, u, x, cv, f) & kStatusStopMask;
       }
     }
     if (m.nefcmax == 0) {
@@ -105,9 +105,9 @@ struct JacobianScratch {
     T *gq = row, *gv = row + m.nq, *gc = gv + m.nv, *gf = gc + m.nu;
     if constexpr (std::is_floating_point_v<T> && kXpbdCompiled) {
       if (m.solver == kSolverXpbd) {
-        adj_xpbd_step(m, q, v, u, x.w, x.a, x.xpbd, x.xpbd_adj, x.xpbd_record, m.xpbd_substeps,
-                      m.xpbd_iterations, added, seed, seed + m.nq, gq, gv, gc, am, gf,
-                      XpbdJointSolver(m.xpbd_joint_solver));
+        adj_xpbd_step(m, q, v, u, x.w, x.a, xpbd_arrays(m, x, cv), x.xpbd_adj, x.xpbd_record,
+                      m.xpbd_substeps, m.xpbd_iterations, added, seed, seed + m.nq, gq, gv, gc, am,
+                      gf, XpbdJointSolver(m.xpbd_joint_solver));
         return;
       }
     }

@@ -470,15 +470,31 @@ struct StepScratch {
   }
 };
 
-// One XPBD step (xpbd_step, the model's substeps, iterations and joint solver) with the status
-// bits of step(): its inputs checked first, a non-finite result flagged
+// The XPBD arrays of a step's scratch, with its contacts bound when the model has them: they
+// are detected into cv, from the geom frames of x's constraint workspace
+template <class T>
+PHX_HD XpbdArrays<T> xpbd_arrays(const ModelView<T>& m, const StepScratch<T>& x,
+                                 const ContactView<T>& cv) {
+  XpbdArrays<T> s = x.xpbd;
+  if (m.nconmax > 0 && m.nefcmax > 0) {
+    s.c = x.c;
+    s.cv = cv;
+  }
+  return s;
+}
+
+// One XPBD step (xpbd_step, the model's substeps, iterations and joint solver; its contacts into
+// cv) with the status bits of step(): its inputs checked first, contacts beyond nconmax and a
+// non-finite result flagged
 template <class T>
 PHX_HD unsigned step_xpbd(const ModelView<T>& m, T* qpos, T* qvel, const T* ctrl, StepScratch<T>& x,
-                          const T* qfrc_applied) {
+                          const ContactView<T>& cv, const T* qfrc_applied) {
   unsigned status = step_input_status(m, qpos, qvel, ctrl, qfrc_applied);
   if (status) return status;
-  xpbd_step(m, qpos, qvel, ctrl, x.w, x.xpbd, m.xpbd_substeps, m.xpbd_iterations, qfrc_applied,
+  const XpbdArrays<T> s = xpbd_arrays(m, x, cv);
+  xpbd_step(m, qpos, qvel, ctrl, x.w, s, m.xpbd_substeps, m.xpbd_iterations, qfrc_applied,
             XpbdJointSolver(m.xpbd_joint_solver));
+  if (s.cv.overflow && *s.cv.overflow) status |= kStatusContactOverflow;
   if (!all_finite(qpos, m.nq) || !all_finite(qvel, m.nv)) status |= kStatusNanResult;
   return status;
 }
@@ -512,7 +528,7 @@ PHX_HD PHX_DEVICE_NOINLINE unsigned step_env(const ModelView<T>& m, T* qpos, T* 
   unsigned status;
   if (m.solver == kSolverXpbd) {
     if constexpr (kXpbdCompiled)
-      status = step_xpbd(m, qpos, qvel, input, x, qfrc_applied);
+      status = step_xpbd(m, qpos, qvel, input, x, cv, qfrc_applied);
     else
       status = kStatusStopMask;  // not reached: the host refuses such a model (kXpbdCompiled)
   } else if (m.nefcmax == 0)

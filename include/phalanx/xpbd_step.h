@@ -13,6 +13,8 @@
 //   free   nothing (its parent is the world)
 // A limited spatial tendon between two sites is a cable (xpbd_cable): a distance constraint
 // that keeps its length within tendon_range, projected after the joints in every iteration.
+// Contacts (xpbd_contact.h) are detected once per step (xpbd_detect), projected after the cables
+// in every iteration and corrected on the velocities after each substep.
 // Velocities: XPBD's are chords, (pose - pose at the substep's start) / h, so qvel is reported
 // as the same chord in coordinates, (qpos (-) qpos at the last substep's start) / h: semi-implicit
 // Euler's relation between qvel and qpos. xpbd_load inverts it, stepping the coordinates back by
@@ -36,6 +38,7 @@
 #include "phalanx/math/dual.h"
 #include "phalanx/smooth.h"
 #include "phalanx/xpbd.h"
+#include "phalanx/xpbd_contact.h"
 #include "phalanx/xpbd_tree.h"
 
 namespace phx {
@@ -59,6 +62,14 @@ struct XpbdArrays {
   T* lambda_cable;  // (ntendon) the cables' multipliers (xpbd_cable)
   T* qpos_prev;  // (nq) the coordinates at the start of the last substep
   XpbdTreeNode<T>* node;  // the joints solved at once (xpbd_solve_joints)
+  // contacts (xpbd_contact.h), when the model has them (m.contact, nconmax > 0):
+  ContactView<T> cv;         // where the step detects them (the caller's; Data's contacts)
+  ConstraintWorkspace<T> c;  // the geom frames the detection reads (the caller's)
+  XpbdContact<T>* contact;   // (nconmax) each one's geometry, held over the step
+  T* lambda_contact;         // (2 nconmax) multipliers: normal, friction
+  T* vn0;                    // (nconmax) normal velocity at the substep's start
+  T* touched;                // (nbody) 1 where the last substep's velocity pass changed a body
+  T* margin;                 // (1) the detection's look-ahead (xpbd_detect)
 
   template <class M>
   PHX_HD static XpbdArrays carve(const M& m, Arena<T>& arena);
@@ -94,6 +105,13 @@ PHX_HD XpbdArrays<T> XpbdArrays<T>::carve(const M& m, Arena<T>& arena) {
   s.lambda_cable = arena.template take<T>(m.ntendon);
   s.qpos_prev = arena.template take<T>(m.nq);
   s.node = take_objects<XpbdTreeNode<T>>(arena, nb);
+  s.cv = ContactView<T>{};
+  s.c = ConstraintWorkspace<T>{};
+  s.contact = take_objects<XpbdContact<T>>(arena, m.nconmax);
+  s.lambda_contact = arena.template take<T>(2L * m.nconmax);
+  s.vn0 = arena.template take<T>(m.nconmax);
+  s.touched = arena.template take<T>(nb);
+  s.margin = arena.template take<T>(1);
   return s;
 }
 
@@ -1083,6 +1101,184 @@ PHX_HD void xpbd_store(const ModelView<T>& m, XpbdArrays<T> s, T h, T* qpos, T* 
   xpbd_difference(m, qpos, s.qpos_prev, h, qvel);
 }
 
+// ---- contacts (xpbd_contact.h) --------------------------------------------------------------
+
+// the number of contacts the step holds (none when the caller bound no contact arrays)
+template <class T>
+PHX_HD PHX_INLINE int xpbd_ncon(const XpbdArrays<T>& s) {
+  return s.cv.ncon ? *s.cv.ncon : 0;
+}
+
+// The step's contacts, at its start, after xpbd_load (the bodies at qpos and their chord
+// velocities; w the kinematics at qpos): the geom frames, then detect_contacts with the
+// look-ahead margin 2 dt max (|v_b| + |w_b| (|geom centre - x_b| + rbound)) over the geoms of
+// moving bodies (how far a surface travels in two steps at the current speeds; the margin only
+// selects contacts and is not differentiated), then each contact's points, normal, friction
+// (the larger sliding friction of its geoms, 0 when both have condim 1) and restitution.
+template <class T>
+PHX_HD void xpbd_detect(const ModelView<T>& m, const Workspace<T>& w, XpbdArrays<T> s) {
+  if (!s.cv.ncon) return;
+  ContactView<T>& cv = s.cv;
+  *cv.ncon = *cv.overflow = *cv.nwarm = *cv.set_hit = *cv.nefc = 0;
+  *s.margin = T(0);
+  if (!m.contact || m.nconmax == 0) return;
+  geom_poses(m, w, s.c);
+  T speed = T(0);
+  for (int g = 0; g < m.ngeom; ++g) {
+    const int b = m.geom_bodyid[g];
+    if (!(s.body[b].inv_mass > T(0))) continue;
+    const T reach = norm(Vec3<T>::load(s.c.geom_xpos + 3 * g) - s.body[b].x) + m.geom_rbound[g];
+    const T sp = norm(s.v[b]) + norm(s.omega[b]) * reach;
+    if (sp > speed) speed = sp;
+  }
+  *s.margin = T(2) * m.timestep * speed;
+  detect_contacts(m, s.c, cv, nullptr, 0, *s.margin);
+  for (int i = 0; i < *cv.ncon; ++i) {
+    const int g1 = cv.geom[2 * i], g2 = cv.geom[2 * i + 1];
+    XpbdContact<T>& c = s.contact[i];
+    c.b1 = m.geom_bodyid[g1];
+    c.b2 = m.geom_bodyid[g2];
+    c.n = Vec3<T>::load(cv.frame + 9 * i);
+    xpbd_contact_points(Vec3<T>::load(cv.pos + 3 * i), c.n, cv.dist[i], s.body[c.b1], s.body[c.b2],
+                        c.r1, c.r2);
+    const T mu1 = m.geom_friction[3 * g1], mu2 = m.geom_friction[3 * g2];
+    c.mu = (m.geom_condim[g1] > 1 || m.geom_condim[g2] > 1) ? (mu1 > mu2 ? mu1 : mu2) : T(0);
+    const T e1 = m.geom_restitution[g1], e2 = m.geom_restitution[g2];
+    c.e = e1 > e2 ? e1 : e2;
+  }
+}
+
+// a substep's start for the contacts: their normal velocities (restitution's vn0) from the
+// bodies and velocities before the prediction, and their multipliers zeroed
+template <class T>
+PHX_HD void xpbd_contacts_start(XpbdArrays<T> s) {
+  for (int i = 0; i < xpbd_ncon(s); ++i) {
+    const XpbdContact<T>& c = s.contact[i];
+    s.vn0[i] = xpbd_contact_normal_velocity(c, s.body[c.b1], s.body[c.b2], s.v[c.b1], s.omega[c.b1],
+                                            s.v[c.b2], s.omega[c.b2]);
+    s.lambda_contact[2 * i] = s.lambda_contact[2 * i + 1] = T(0);
+  }
+}
+
+// The order of pass `pass` over n contacts: forward on even passes, backward on odd ones (the
+// symmetric Gauss-Seidel order, so that the order's bias on a body resting on several points
+// alternates instead of adding up over the substeps); k-th contact of the pass
+PHX_HD PHX_INLINE int xpbd_contact_order(int pass, int n, int k) {
+  return pass % 2 == 0 ? k : n - 1 - k;
+}
+
+// pass `pass` over the contacts' projections (xpbd_contact_project), in xpbd_contact_order
+template <class T>
+PHX_HD void xpbd_project_contacts(XpbdArrays<T> s, T h, int pass) {
+  const int ncon = xpbd_ncon(s);
+  for (int k = 0; k < ncon; ++k) {
+    const int i = xpbd_contact_order(pass, ncon, k);
+    const XpbdContact<T>& c = s.contact[i];
+    xpbd_contact_project(c, s.body[c.b1], s.body[c.b2], xpbd_pose(s, true, c.b1),
+                         xpbd_pose(s, true, c.b2), h, s.lambda_contact + 2 * i);
+  }
+}
+
+// Its adjoint from the bodies `start` and multipliers `lambda` (2 ncon) it was given, with the
+// substep's start poses `begin` (nbody): adj_body and adj_lambda hold its outputs' adjoints and
+// receive its inputs'; the start poses' go to adj_begin, the geometry's to adj_contact. Replays
+// the pass keeping each contact's two bodies (work: nbody + 2 ncon bodies), then reverses it.
+template <class T>
+PHX_HD void adj_xpbd_project_contacts(const XpbdArrays<T>& s, const XpbdBody<T>* start,
+                                      const XpbdBody<T>* begin, const T* lambda, T h,
+                                      XpbdBody<T>* adj_body, XpbdBody<T>* adj_begin, T* adj_lambda,
+                                      XpbdContact<T>* adj_contact, XpbdBody<T>* work, int nbody,
+                                      int pass) {
+  const int ncon = xpbd_ncon(s);
+  XpbdBody<T>* cur = work;
+  XpbdBody<T>* pre = work + nbody;
+  for (int b = 0; b < nbody; ++b) cur[b] = start[b];
+  for (int k = 0; k < ncon; ++k) {
+    const int i = xpbd_contact_order(pass, ncon, k);
+    const XpbdContact<T>& c = s.contact[i];
+    pre[2 * i] = cur[c.b1];
+    pre[2 * i + 1] = cur[c.b2];
+    T l[2] = {lambda[2 * i], lambda[2 * i + 1]};
+    xpbd_contact_project(c, cur[c.b1], cur[c.b2], begin[c.b1], begin[c.b2], h, l);
+  }
+  for (int k = ncon - 1; k >= 0; --k) {
+    const int i = xpbd_contact_order(pass, ncon, k);
+    const XpbdContact<T>& c = s.contact[i];
+    adj_xpbd_contact_project(c, pre[2 * i], pre[2 * i + 1], begin[c.b1], begin[c.b2], h,
+                             lambda + 2 * i, adj_body[c.b1], adj_body[c.b2], adj_begin[c.b1],
+                             adj_begin[c.b2], adj_lambda + 2 * i, adj_contact[i]);
+  }
+}
+
+// The velocity pass after a substep's velocities (xpbd_contact_velocity), in contact order over
+// the contacts whose normal projection acted (lambda_n < 0); s.touched marks the bodies it
+// changed. g: gravity's magnitude.
+template <class T>
+PHX_HD void xpbd_contact_velocities(const ModelView<T>& m, XpbdArrays<T> s, T h, int pass) {
+  const int ncon = xpbd_ncon(s);
+  if (ncon == 0) return;
+  for (int b = 0; b < m.nbody; ++b) s.touched[b] = T(0);
+  const T g = norm(Vec3<T>::load(m.gravity));
+  for (int k = 0; k < ncon; ++k) {
+    const int i = xpbd_contact_order(pass, ncon, k);
+    const XpbdContact<T>& c = s.contact[i];
+    if (!(s.lambda_contact[2 * i] < T(0))) continue;
+    Vec3<T> v[4] = {s.v[c.b1], s.omega[c.b1], s.v[c.b2], s.omega[c.b2]};
+    if (!xpbd_contact_velocity(c, s.body[c.b1], s.body[c.b2], v, s.lambda_contact[2 * i], s.vn0[i],
+                               h, g))
+      continue;
+    s.v[c.b1] = v[0], s.omega[c.b1] = v[1], s.v[c.b2] = v[2], s.omega[c.b2] = v[3];
+    s.touched[c.b1] = s.touched[c.b2] = T(1);
+  }
+}
+
+// The adjoint of xpbd_contact_velocities at the end poses `end` and the velocities it was given
+// (v, omega: nbody each, overwritten by its replay), the multipliers `lambda` (2 ncon) after the
+// substep's iterations and the normal velocities vn0: adj_v, adj_omega hold the adjoints of the
+// velocities after it and receive those before; the end poses' go to adj_end, the multipliers'
+// to adj_lambda, vn0's to adj_vn0 and the geometry's to adj_contact, accumulated. Replays the
+// pass keeping each contact's four velocities (pre: 4 ncon), then reverses it.
+template <class T>
+PHX_HD void adj_xpbd_contact_velocities(const ModelView<T>& m, const XpbdArrays<T>& s,
+                                        const XpbdBody<T>* end, Vec3<T>* v, Vec3<T>* omega,
+                                        const T* lambda, const T* vn0, T h, Vec3<T>* adj_v,
+                                        Vec3<T>* adj_omega, XpbdBody<T>* adj_end, T* adj_lambda,
+                                        T* adj_vn0, XpbdContact<T>* adj_contact, Vec3<T>* pre,
+                                        int pass) {
+  const int ncon = xpbd_ncon(s);
+  const T g = norm(Vec3<T>::load(m.gravity));
+  for (int k = 0; k < ncon; ++k) {
+    const int i = xpbd_contact_order(pass, ncon, k);
+    const XpbdContact<T>& c = s.contact[i];
+    Vec3<T>* u = pre + 4 * i;
+    u[0] = v[c.b1], u[1] = omega[c.b1], u[2] = v[c.b2], u[3] = omega[c.b2];
+    if (!(lambda[2 * i] < T(0))) continue;
+    Vec3<T> out[4] = {u[0], u[1], u[2], u[3]};
+    if (!xpbd_contact_velocity(c, end[c.b1], end[c.b2], out, lambda[2 * i], vn0[i], h, g)) continue;
+    v[c.b1] = out[0], omega[c.b1] = out[1], v[c.b2] = out[2], omega[c.b2] = out[3];
+  }
+  for (int k = ncon - 1; k >= 0; --k) {
+    const int i = xpbd_contact_order(pass, ncon, k);
+    const XpbdContact<T>& c = s.contact[i];
+    if (!(lambda[2 * i] < T(0))) continue;
+    Vec3<T> a[4] = {adj_v[c.b1], adj_omega[c.b1], adj_v[c.b2], adj_omega[c.b2]};
+    adj_xpbd_contact_velocity(c, end[c.b1], end[c.b2], pre + 4 * i, lambda[2 * i], vn0[i], h, g, a,
+                              adj_end[c.b1], adj_end[c.b2], adj_lambda[2 * i], adj_vn0[i],
+                              adj_contact[i]);
+    adj_v[c.b1] = a[0], adj_omega[c.b1] = a[1], adj_v[c.b2] = a[2], adj_omega[c.b2] = a[3];
+  }
+}
+
+// After the last substep: the start poses of the bodies the velocity pass changed, moved so that
+// their chords carry the changed velocities into the qvel the step reports (xpbd_chord_start)
+template <class T>
+PHX_HD void xpbd_contact_chords(const ModelView<T>& m, XpbdArrays<T> s, T h) {
+  if (xpbd_ncon(s) == 0) return;
+  for (int b = 1; b < m.nbody; ++b)
+    if (s.touched[b] > T(0) && s.body[b].inv_mass > T(0))
+      xpbd_chord_start(s.body[b].x, s.body[b].q, s.v[b], s.omega[b], h, s.x_prev[b], s.q_prev[b]);
+}
+
 // What the reverse pass of an XPBD step replays its forward into (xpbd_step with a record):
 // per substep k, the bodies and their velocities before its prediction, and the bodies and
 // multipliers at the start of each of its iterations
@@ -1094,6 +1290,8 @@ struct XpbdRecord {
   Vec3<T>* omega;
   T* lambda;  // (substeps iterations) x kXpbdLambdas nbody, before each iteration
   T* lambda_cable;  // (substeps iterations) x ntendon, before each iteration
+  T* lambda_contact;  // (substeps (iterations + 1)) x 2 nconmax, before each iteration and
+                      // after the last
 
   // sized for m's substeps and iterations (xpbd_substeps, xpbd_iterations)
   template <class M>
@@ -1106,6 +1304,7 @@ struct XpbdRecord {
     r.omega = take_objects<Vec3<T>>(arena, k * nb);
     r.lambda = arena.template take<T>(k * n * kXpbdLambdas * nb);
     r.lambda_cable = arena.template take<T>(k * n * m.ntendon);
+    r.lambda_contact = arena.template take<T>(k * (n + 1) * 2 * m.nconmax);
     return r;
   }
 };
@@ -1130,6 +1329,8 @@ PHX_HD PHX_DEVICE_NOINLINE void xpbd_step(const ModelView<T>& m, T* qpos, T* qve
   applied_forces(m, qpos, qvel, ctrl, qfrc_applied, w);  // into w.qfrc, which load keeps
   T h = m.timestep / T(substeps);
   xpbd_load(m, qpos, qvel, h, w, s);
+  xpbd_detect(m, w, s);
+  const int nc = 2 * xpbd_ncon(s);
   Vec3<T> g{m.gravity[0], m.gravity[1], m.gravity[2]};
   for (int k = 0; k < substeps; ++k) {
     xpbd_joint_forces(m, w.qfrc, s);
@@ -1139,6 +1340,7 @@ PHX_HD PHX_DEVICE_NOINLINE void xpbd_step(const ModelView<T>& m, T* qpos, T* qve
         rec.v[k * nb + b] = s.v[b];
         rec.omega[k * nb + b] = s.omega[b];
       }
+    xpbd_contacts_start(s);
     for (int b = 1; b < nb; ++b) {
       s.x_prev[b] = s.body[b].x;
       s.q_prev[b] = s.body[b].q;
@@ -1152,24 +1354,33 @@ PHX_HD PHX_DEVICE_NOINLINE void xpbd_step(const ModelView<T>& m, T* qpos, T* qve
         for (int i = 0; i < nl; ++i) rec.lambda[(k * iterations + it) * nl + i] = s.lambda[i];
         for (int t = 0; t < m.ntendon; ++t)
           rec.lambda_cable[(k * iterations + it) * m.ntendon + t] = s.lambda_cable[t];
+        for (int i = 0; i < nc; ++i)
+          rec.lambda_contact[(k * (iterations + 1) + it) * nc + i] = s.lambda_contact[i];
       }
-      xpbd_iterate(m, s, h, solver);
+      xpbd_iterate(m, s, h, solver, k * iterations + it);
     }
+    if (rec.body)
+      for (int i = 0; i < nc; ++i)
+        rec.lambda_contact[(k * (iterations + 1) + iterations) * nc + i] = s.lambda_contact[i];
     for (int b = 1; b < nb; ++b)
       if (s.body[b].inv_mass > T(0))
         xpbd_velocities(s.body[b].x, s.body[b].q, s.x_prev[b], s.q_prev[b], h, s.v[b], s.omega[b]);
+    xpbd_contact_velocities(m, s, h, k);
   }
+  xpbd_contact_chords(m, s, h);
   xpbd_store(m, s, h, qpos, qvel);
 }
 
-// One iteration: the joints (by `solver`), then the cables
+// One iteration: the joints (by `solver`), then the cables, then the contacts
 template <class T>
-PHX_HD void xpbd_iterate(const ModelView<T>& m, XpbdArrays<T> s, T h, XpbdJointSolver solver) {
+PHX_HD void xpbd_iterate(const ModelView<T>& m, XpbdArrays<T> s, T h, XpbdJointSolver solver,
+                         int pass) {
   if (solver == kXpbdTree)
     xpbd_solve_joints(m, s, h);
   else
     xpbd_project_joints(m, s, h);
   xpbd_project_cables(m, s, h);
+  xpbd_project_contacts(s, h, pass);
 }
 
 // The scratch of adj_xpbd_step: the adjoints of the bodies, their velocities, forces and
@@ -1199,6 +1410,21 @@ struct XpbdAdjArrays {
   XpbdBody<T>* cable_start;  // nbody, and kXpbdLambdas nbody: the joints' replay, which the
   T* cable_lambda;           //   cables start from
   XpbdBody<T>* cable_work;   // nbody + 2 ntendon
+  // contacts: the adjoints of their geometry and multipliers; the bodies and cable multipliers
+  // the contact pass starts from (replayed); the velocities before each contact's velocity pass
+  // (replayed, 4 per contact) and the velocities it runs on (2 nbody); the adjoints of vn0 and
+  // of the points, normals and distances detect_contacts gave
+  XpbdContact<T>* contact;     // nconmax
+  T* lambda_contact;           // 2 nconmax
+  XpbdBody<T>* contact_start;  // nbody
+  T* contact_cable_lambda;     // ntendon
+  XpbdBody<T>* contact_work;   // nbody + 2 nconmax
+  Vec3<T>* contact_vel;        // 4 nconmax
+  Vec3<T>* vel;                // 2 nbody: v, omega
+  T* vn0;                      // nconmax
+  T* pos;                      // 3 nconmax
+  T* normal;                   // 3 nconmax
+  T* dist;                     // nconmax
 
   template <class M>
   PHX_HD static XpbdAdjArrays carve(const M& m, Arena<T>& arena) {
@@ -1227,6 +1453,18 @@ struct XpbdAdjArrays {
     r.cable_start = take_objects<XpbdBody<T>>(arena, nb);
     r.cable_lambda = arena.template take<T>(kXpbdLambdas * nb);
     r.cable_work = take_objects<XpbdBody<T>>(arena, nb + 2L * m.ntendon);
+    const long nc = m.nconmax;
+    r.contact = take_objects<XpbdContact<T>>(arena, nc);
+    r.lambda_contact = arena.template take<T>(2 * nc);
+    r.contact_start = take_objects<XpbdBody<T>>(arena, nb);
+    r.contact_cable_lambda = arena.template take<T>(m.ntendon);
+    r.contact_work = take_objects<XpbdBody<T>>(arena, nb + 2 * nc);
+    r.contact_vel = take_objects<Vec3<T>>(arena, 4 * nc);
+    r.vel = take_objects<Vec3<T>>(arena, 2 * nb);
+    r.vn0 = arena.template take<T>(nc);
+    r.pos = arena.template take<T>(3 * nc);
+    r.normal = arena.template take<T>(3 * nc);
+    r.dist = arena.template take<T>(nc);
     return r;
   }
 };
@@ -1260,6 +1498,8 @@ PHX_HD PHX_DEVICE_NOINLINE void adj_xpbd_step(
   }
   for (int d = 0; d < nv; ++d) r.qfrc[d] = T(0);
   for (int i = 0; i < 2 * nb; ++i) r.frame[i] = Vec3<T>{};
+  const int ncon = xpbd_ncon(s), nc = 2 * ncon;
+  for (int i = 0; i < ncon; ++i) r.contact[i].r1 = r.contact[i].r2 = r.contact[i].n = Vec3<T>{};
   // qpos' = coordinates(end), qvel' = difference(qpos', coordinates(start)) / h
   for (int i = 0; i < nq; ++i) {
     r.adj_qpos_a[i] = adj_qpos_next[i];
@@ -1271,13 +1511,41 @@ PHX_HD PHX_DEVICE_NOINLINE void adj_xpbd_step(
   // the substeps, last first; r.body: the adjoint of the substep's end poses
   for (int k = substeps - 1; k >= 0; --k) {
     const XpbdBody<T>* start = rec.body + k * (iterations + 1) * nb;
+    const XpbdBody<T>* end =
+        k == substeps - 1 ? s.body : rec.body + (k + 1) * (iterations + 1) * nb;
+    const T* lambda_end = rec.lambda_contact + (k * (iterations + 1) + iterations) * nc;
+    // the start poses the contacts' chords moved (the last substep's; xpbd_contact_chords)
+    for (int b = 1; k == substeps - 1 && ncon > 0 && b < nb; ++b) {
+      if (!(s.touched[b] > T(0) && s.body[b].inv_mass > T(0))) continue;
+      adj_xpbd_chord_start(s.body[b].x, s.body[b].q, s.v[b], s.omega[b], h, r.prev[b].x,
+                           r.prev[b].q, r.body[b].x, r.body[b].q, r.v[b], r.omega[b]);
+      r.prev[b] = XpbdBody<T>::zero();
+    }
+    // the contacts' velocity pass, from the chord velocities and vn0 it read (s.vn0 is scratch
+    // after the replay)
+    for (int i = 0; i < nc; ++i) r.lambda_contact[i] = T(0);
+    if (ncon > 0) {
+      Vec3<T>*vel = r.vel, *omega = r.vel + nb;
+      for (int b = 0; b < nb; ++b) {
+        vel[b] = omega[b] = Vec3<T>{};
+        if (b > 0 && start[b].inv_mass > T(0))
+          xpbd_velocities(end[b].x, end[b].q, start[b].x, start[b].q, h, vel[b], omega[b]);
+      }
+      for (int i = 0; i < ncon; ++i) {
+        const XpbdContact<T>& c = s.contact[i];
+        const Vec3<T>*v0 = rec.v + k * nb, *w0 = rec.omega + k * nb;
+        s.vn0[i] = xpbd_contact_normal_velocity(c, start[c.b1], start[c.b2], v0[c.b1], w0[c.b1],
+                                                v0[c.b2], w0[c.b2]);
+        r.vn0[i] = T(0);
+      }
+      adj_xpbd_contact_velocities(m, s, end, vel, omega, lambda_end, s.vn0, h, r.v, r.omega, r.body,
+                                  r.lambda_contact, r.vn0, r.contact, r.contact_vel, k);
+    }
     // the velocities (of the end poses against the start poses), which the next substep read
     for (int b = 1; b < nb; ++b) {
       if (!(start[b].inv_mass > T(0))) continue;
-      const XpbdBody<T>& end =
-          k == substeps - 1 ? s.body[b] : rec.body[(k + 1) * (iterations + 1) * nb + b];
       T adj_h = T(0);
-      adj_xpbd_velocities(end.x, end.q, start[b].x, start[b].q, h, r.body[b].x, r.body[b].q,
+      adj_xpbd_velocities(end[b].x, end[b].q, start[b].x, start[b].q, h, r.body[b].x, r.body[b].q,
                           r.prev[b].x, r.prev[b].q, adj_h, r.v[b], r.omega[b]);
       r.v[b] = r.omega[b] = Vec3<T>{};
     }
@@ -1287,7 +1555,8 @@ PHX_HD PHX_DEVICE_NOINLINE void adj_xpbd_step(
     for (int it = iterations - 1; it >= 0; --it) {
       for (int b = 0; b < nb; ++b) s.body[b] = rec.body[(k * (iterations + 1) + 1 + it) * nb + b];
       for (int i = 0; i < nl; ++i) s.lambda[i] = rec.lambda[(k * iterations + it) * nl + i];
-      if (m.ntendon > 0) {  // the cables, from the joints' output (replayed on a copy)
+      const T* lambda_cable = rec.lambda_cable + (k * iterations + it) * m.ntendon;
+      if (m.ntendon > 0 || ncon > 0) {  // the joints' output, replayed on a copy
         XpbdArrays<T> c = s;
         c.body = r.cable_start;
         c.lambda = r.cable_lambda;
@@ -1297,13 +1566,37 @@ PHX_HD PHX_DEVICE_NOINLINE void adj_xpbd_step(
           xpbd_solve_joints(m, c, h);
         else
           xpbd_project_joints(m, c, h);
-        adj_xpbd_project_cables(m, c.body, rec.lambda_cable + (k * iterations + it) * m.ntendon, h,
-                                r.body, r.lambda_cable, r.cable_work, adj_model.body_ipos);
+        if (ncon > 0) {  // the contacts, from the cables' output (replayed on a second copy)
+          XpbdArrays<T> d = c;
+          d.body = r.contact_start;
+          d.lambda_cable = r.contact_cable_lambda;
+          for (int b = 0; b < nb; ++b) d.body[b] = c.body[b];
+          for (int t = 0; t < m.ntendon; ++t) d.lambda_cable[t] = lambda_cable[t];
+          xpbd_project_cables(m, d, h);
+          adj_xpbd_project_contacts(
+              s, d.body, start, rec.lambda_contact + (k * (iterations + 1) + it) * nc, h, r.body,
+              r.prev, r.lambda_contact, r.contact, r.contact_work, nb, k * iterations + it);
+        }
+        if (m.ntendon > 0)
+          adj_xpbd_project_cables(m, c.body, lambda_cable, h, r.body, r.lambda_cable, r.cable_work,
+                                  adj_model.body_ipos);
       }
       if (solver == kXpbdTree)
         adj_xpbd_solve_joints(m, s, h, r.body, r.lambda, r.work, r.rows, r.d, r.dl, r.frame);
       else
         adj_xpbd_project_joints(m, s.body, s.lambda, h, false, r.body, r.lambda, r.work, r.frame);
+    }
+    // vn0, read at the substep's start from its poses and velocities
+    for (int i = 0; i < ncon; ++i) {
+      const XpbdContact<T>& c = s.contact[i];
+      if (r.vn0[i] == T(0)) continue;
+      const int o = k * nb;
+      const Vec3<T> v[4] = {rec.v[o + c.b1], rec.omega[o + c.b1], rec.v[o + c.b2],
+                            rec.omega[o + c.b2]};
+      Vec3<T> a[4];
+      adj_xpbd_contact_normal_velocity(c, start[c.b1], start[c.b2], v, r.vn0[i], r.prev[c.b1],
+                                       r.prev[c.b2], a, r.contact[i]);
+      r.v[c.b1] += a[0], r.omega[c.b1] += a[1], r.v[c.b2] += a[2], r.omega[c.b2] += a[3];
     }
     // the prediction from the start poses and velocities under the joint forces there
     for (int b = 0; b < nb; ++b) {
@@ -1330,6 +1623,18 @@ PHX_HD PHX_DEVICE_NOINLINE void adj_xpbd_step(
     adj_xpbd_velocities(s.body[b].x, s.body[b].q, s.x_prev[b], s.q_prev[b], h, r.body[b].x,
                         r.body[b].q, r.prev[b].x, r.prev[b].q, adj_h, r.v[b], r.omega[b]);
   }
+  // the contacts' points from the detected ones and the poses at qpos (xpbd_detect)
+  for (int i = 0; i < ncon; ++i) {
+    const XpbdContact<T>& c = s.contact[i];
+    Vec3<T> adj_pos, adj_n = r.contact[i].n;
+    T adj_dist = T(0);
+    adj_xpbd_contact_points(Vec3<T>::load(s.cv.pos + 3 * i), c.n, s.cv.dist[i], s.body[c.b1],
+                            s.body[c.b2], r.contact[i].r1, r.contact[i].r2, adj_pos, adj_n,
+                            adj_dist, r.body[c.b1], r.body[c.b2]);
+    adj_pos.store(r.pos + 3 * i);
+    adj_n.store(r.normal + 3 * i);
+    r.dist[i] = adj_dist;
+  }
   // the poses and the applied forces at qpos, with the kinematics they share
   kinematics(m, qpos, w);
   com_pos(m, w);
@@ -1337,6 +1642,9 @@ PHX_HD PHX_DEVICE_NOINLINE void adj_xpbd_step(
   tendon_kinematics(m, qpos, w);
   a.zero();
   adj_xpbd_poses(m, w, r.body, a, adj_model);
+  if (ncon > 0)  // the detection, from the geom frames at qpos (xpbd_detect's)
+    adj_detect_contacts(m, s.c, s.cv, r.pos, r.normal, 3, r.dist, a, static_cast<T*>(nullptr),
+                        *s.margin);
   adj_passive(m, qpos, qvel, w, a, r.qfrc, adj_qpos, adj_qvel, adj_model);
   adj_actuation(m, qpos, qvel, ctrl, w, a, r.qfrc, adj_qpos, adj_qvel, adj_ctrl, adj_model);
   adj_tendon_kinematics(m, w, a, adj_qpos);

@@ -2,6 +2,7 @@
 // its tolerance from the step size (semi-implicit Euler is first order: O(dt) errors).
 #include <gtest/gtest.h>
 
+#include <array>
 #include <cmath>
 #include <random>
 #include <string>
@@ -131,15 +132,31 @@ TEST(Contact, BoxRestsWithoutDrift) {
 
 // A box sliding on the floor with friction mu decelerates at mu g until it stops (at
 // t* = v0 / (mu g), after x* = v0^2 / (2 mu g)), then stays.
-TEST(Contact, SlidingBoxDeceleratesAtMuG) {
-  const double dt = 0.001, mu = 0.5, v0 = 2.0;
+// a 1 kg box of 0.2 m on the floor with friction mu, steps of 1 ms
+Model box_on_floor(double mu) {
   // MuJoCo's rule: a contact uses the larger friction of its two geoms; the floor's default
   // is 1, so set both
-  Model model = scene("<body pos='0 0 0.0999'><freejoint/>"
-                      "<geom type='box' size='.1 .1 .1' mass='1' friction='0.5'/></body>",
-                      dt);
-  model.geom_friction[0] = mu;
-  Sim sim(model);
+  Model model = scene(
+      "<body pos='0 0 0.0999'><freejoint/>"
+      "<geom type='box' size='.1 .1 .1' mass='1' friction='0.5'/></body>",
+      0.001);
+  model.geom_friction[0] = model.geom_friction[3] = mu;
+  return model;
+}
+
+// a 1 kg ball of radius 0.1 m with restitution e, 1 m above the floor, steps of 0.5 ms
+Model ball_above_floor(double e) {
+  Model model = scene(
+      "<body pos='0 0 1.1'><freejoint/><geom type='sphere' size='.1' "
+      "mass='1'/></body>",
+      0.0005);
+  model.geom_restitution[1] = e;
+  return model;
+}
+
+TEST(Contact, SlidingBoxDeceleratesAtMuG) {
+  const double dt = 0.001, mu = 0.5, v0 = 2.0;
+  Sim sim(box_on_floor(mu));
   sim.step(10);  // settle onto the floor
   std::vector<double> v = sim.qvel();
   std::vector<double> frame = sim.data.contact.frame.to_host();
@@ -162,16 +179,10 @@ TEST(Contact, SlidingBoxDeceleratesAtMuG) {
   EXPECT_EQ(sim.status(), 0u);
 }
 
-// A ball dropped with restitution e bounces to successive apex heights in ratio e^2
-// (Newton's impact law; the O(dt) error of detecting the impact one step late is 1-2%).
-TEST(Contact, BallApexHeightsFollowRestitution) {
-  const double dt = 0.0005, e = 0.8, r = 0.1;
-  Model model = scene("<body pos='0 0 1.1'><freejoint/><geom type='sphere' size='.1' "
-                      "mass='1'/></body>",
-                      dt);
-  model.geom_restitution[1] = e;
-  Sim sim(model);
-  double h0 = 1.0, apex[2] = {0, 0};
+// A ball of radius r dropped from 1 m above the floor (sim): its first two apex heights over the
+// drop and over the first
+std::array<double, 2> apex_ratios(Sim& sim, double r) {
+  double apex[2] = {0, 0};
   int found = 0;
   double prev_vz = 0;
   for (int t = 0; t < 8000 && found < 2; ++t) {
@@ -180,20 +191,31 @@ TEST(Contact, BallApexHeightsFollowRestitution) {
     if (prev_vz > 0 && vz <= 0) apex[found++] = sim.qpos()[2] - r;  // top of a flight
     prev_vz = vz;
   }
-  ASSERT_EQ(found, 2);
-  EXPECT_NEAR(apex[0] / h0, e * e, 0.02);
-  EXPECT_NEAR(apex[1] / apex[0], e * e, 0.02);
+  EXPECT_EQ(found, 2);
+  return {apex[0] / 1.0, apex[1] / apex[0]};
 }
 
-// A stack of three boxes stays standing for 5 s: the top box moves less than 5 mm.
-TEST(Contact, StackOfThreeBoxesStands) {
-  const double dt = 0.002;
+// three unit-mass boxes of 0.2 m stacked on the floor
+Model box_stack(double dt) {
   std::string bodies;
   for (int i = 0; i < 3; ++i) {
     bodies += "<body pos='0 0 " + std::to_string(0.1 + 0.2 * i) +
               "'><freejoint/><geom type='box' size='.1 .1 .1' mass='1'/></body>";
   }
-  Sim sim(scene(bodies, dt));
+  return scene(bodies, dt);
+}
+
+// A ball dropped with restitution e bounces to successive apex heights in ratio e^2
+// (Newton's impact law; the O(dt) error of detecting the impact one step late is 1-2%).
+TEST(Contact, BallApexHeightsFollowRestitution) {
+  const double e = 0.8;
+  Sim sim(ball_above_floor(e));
+  for (double ratio : apex_ratios(sim, 0.1)) EXPECT_NEAR(ratio, e * e, 0.02);
+}
+
+// A stack of three boxes stays standing for 5 s: the top box moves less than 5 mm.
+TEST(Contact, StackOfThreeBoxesStands) {
+  Sim sim(box_stack(0.002));
   std::vector<double> q0 = sim.qpos();
   sim.step(2500);
   std::vector<double> q = sim.qpos();
@@ -202,6 +224,105 @@ TEST(Contact, StackOfThreeBoxesStands) {
     EXPECT_NEAR(std::abs(q[7 * b + 3]), 1, 1e-4) << "box " << b << " tipped";
   }
   EXPECT_EQ(sim.status() & ~unsigned(kStatusLcpNotConverged), 0u);
+}
+
+// ---- the same physics with the XPBD solver (xpbd_contact.h) ----------------------------------
+// Its contacts are positional and Gauss-Seidel, one pass per substep h: a body resting on
+// several points keeps a velocity of order g h (gravity's one substep, which the pass removes
+// point by point) and creeps at that order; each test states the bound and shows it halve with h.
+
+// m with the XPBD solver at `substeps` substeps of one iteration each
+Model xpbd(Model m, int substeps) {
+  m.opt.solver = kSolverXpbd;
+  m.opt.xpbd_substeps = substeps;
+  m.opt.xpbd_iterations = 1;
+  return m;
+}
+
+// the largest entry of |v|
+double largest(const std::vector<double>& v) {
+  double x = 0;
+  for (double a : v) x = std::max(x, std::abs(a));
+  return x;
+}
+
+// A box resting on the floor for 10 s: it stays where it is (within 0.1 mm), its four corners
+// in contact, its velocity below g h, and that velocity halves when h does.
+TEST(ContactXpbd, BoxRestsWithoutDrift) {
+  const double dt = 0.002;
+  Model box = scene(
+      "<body pos='0 0 0.1'><freejoint/><geom type='box' size='.1 .1 .1' mass='2'/>"
+      "</body>",
+      dt);
+  double speed[2];
+  for (int k = 0; k < 2; ++k) {
+    const int substeps = 20 << k;
+    Sim sim(xpbd(box, substeps));
+    sim.step(5000);
+    ASSERT_EQ(sim.status(), 0u);
+    std::vector<double> q = sim.qpos();
+    EXPECT_NEAR(q[0], 0, 1e-4);
+    EXPECT_NEAR(q[1], 0, 1e-4);
+    EXPECT_NEAR(q[2], 0.1, 1e-4);  // positional contacts leave no slop
+    EXPECT_NEAR(std::abs(q[3]), 1, 1e-8);
+    EXPECT_EQ(sim.data.contact.ncon.to_host()[0], 4);
+    speed[k] = largest(sim.qvel());
+    EXPECT_LT(speed[k], g * dt / substeps) << substeps << " substeps";
+  }
+  EXPECT_LT(speed[1], 0.6 * speed[0]);
+}
+
+// A box sliding with friction mu decelerates at mu g and stops after v0^2 / (2 mu g): XPBD's
+// dynamic friction bounds each contact's friction impulse by mu times its normal impulse.
+TEST(ContactXpbd, SlidingBoxDeceleratesAtMuG) {
+  const double dt = 0.001, mu = 0.5, v0 = 2.0;
+  const int substeps = 20;
+  Sim sim(xpbd(box_on_floor(mu), substeps));
+  // touching, not 0.1 mm into the floor: XPBD pushes a penetration out within one substep,
+  // a kick that friction turns into a loss of speed
+  std::vector<double> q = sim.qpos();
+  q[2] = 0.1;
+  sim.set_qpos(q);
+  std::vector<double> v(6, 0.0);
+  v[0] = v0;
+  sim.set_qvel(v);
+  const int n = 200;  // 0.2 s: v = v0 - mu g t
+  sim.step(n);
+  EXPECT_NEAR(sim.qvel()[0], v0 - mu * g * n * dt, 2 * mu * g * dt);
+  sim.step(800);  // past the stop at 0.41 s
+  EXPECT_NEAR(sim.qpos()[0], v0 * v0 / (2 * mu * g), 2e-3);
+  EXPECT_LT(largest(sim.qvel()), g * dt / substeps);
+  EXPECT_EQ(sim.status(), 0u);
+}
+
+// A ball dropped with restitution e bounces to apex heights in ratio e^2 (XPBD's velocity pass
+// sets the normal velocity to -e times the approach).
+TEST(ContactXpbd, BallApexHeightsFollowRestitution) {
+  const double e = 0.8;
+  Sim sim(xpbd(ball_above_floor(e), 4));
+  for (double ratio : apex_ratios(sim, 0.1)) EXPECT_NEAR(ratio, e * e, 0.01);
+}
+
+// A stack of three boxes stays standing for 5 s: the top box moves less than 5 mm, no box tips,
+// and the creep halves with the substep.
+TEST(ContactXpbd, StackOfThreeBoxesStands) {
+  const Model stack = box_stack(0.002);
+  double creep[2];
+  for (int k = 0; k < 2; ++k) {
+    Sim sim(xpbd(stack, 20 << k));
+    std::vector<double> q0 = sim.qpos();
+    sim.step(2500);
+    std::vector<double> q = sim.qpos();
+    creep[k] = 0;
+    for (int b = 0; b < 3; ++b) {
+      for (int i = 0; i < 3; ++i)
+        creep[k] = std::max(creep[k], std::abs(q[7 * b + i] - q0[7 * b + i]));
+      EXPECT_NEAR(std::abs(q[7 * b + 3]), 1, 1e-4) << "box " << b << " tipped";
+    }
+    EXPECT_LT(creep[k], 5e-3);
+    EXPECT_EQ(sim.status(), 0u);
+  }
+  EXPECT_LT(creep[1], 0.7 * creep[0]);
 }
 
 // A pendulum whose hinge is limited to [-0.5, 0.5] rad comes to rest at the limit under

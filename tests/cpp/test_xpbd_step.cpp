@@ -21,7 +21,7 @@ using test::ModelBuilder;
 
 // the counts the XPBD adjoint's arrays are sized by
 struct Sizes {
-  int nbody, nq, nv, ntendon, xpbd_substeps, xpbd_iterations;
+  int nbody, nq, nv, ntendon, xpbd_substeps, xpbd_iterations, nconmax;
 };
 
 // arrays of kind A (XpbdArrays, XpbdAdjArrays, XpbdRecord) carved as the kernels carve them,
@@ -40,7 +40,7 @@ struct Carved {
 };
 
 Sizes sizes(const Model& m, int substeps = 1, int iterations = 1) {
-  return {m.nbody, m.nq, m.nv, m.ntendon, substeps, iterations};
+  return {m.nbody, m.nq, m.nv, m.ntendon, substeps, iterations, 0};
 }
 
 // the arrays of an XPBD step, owned (the tests read and write them)
@@ -63,9 +63,11 @@ struct Arrays {
         qpos_prev(m.nq),
         node(m.nbody) {}
   XpbdArrays<double> view() {
-    return {body.data(),         v.data(),         omega.data(), x_prev.data(),
-            q_prev.data(),       f.data(),         tau.data(),   lambda.data(),
-            lambda_cable.data(), qpos_prev.data(), node.data()};
+    XpbdArrays<double> s{};  // no contacts
+    s.body = body.data(), s.v = v.data(), s.omega = omega.data(), s.x_prev = x_prev.data();
+    s.q_prev = q_prev.data(), s.f = f.data(), s.tau = tau.data(), s.lambda = lambda.data();
+    s.lambda_cable = lambda_cable.data(), s.qpos_prev = qpos_prev.data(), s.node = node.data();
+    return s;
   }
 };
 

@@ -132,7 +132,6 @@ def test_step_jacobians_match_central_differences(double_pendulum, rng):
 
 
 @pytest.mark.parametrize("edit, message", [
-    (lambda m: setattr(m, "contact", True), "does not simulate contacts"),
     (lambda m: m.set_parameter("dof_armature", np.array([0.1, 0.0])), "armature"),
     (lambda m: m.set_parameter("body_mass", np.array([0.0, 0.0, 0.4])), "no mass"),
 ])
@@ -140,7 +139,7 @@ def test_what_xpbd_does_not_simulate_is_an_error(tmp_path, edit, message):
     path = tmp_path / "model.xml"
     path.write_text(DOUBLE_PENDULUM.replace("<flag contact='disable'/>", "")
                     .replace("<worldbody>", "<worldbody><geom type='plane' size='5 5 .1'/>"))
-    model = xpbd(path, contact=False)
+    model = xpbd(path)
     qs, _, _ = phalanx.rollout(model, np.zeros((1, 2)), np.zeros((1, 2)), np.zeros((1, 3, 1)))
     assert np.isfinite(qs).all()
     edit(model)
@@ -334,3 +333,91 @@ def test_cable_on_a_chain_gradients_match_central_differences(tmp_path, rng, joi
         assert float((grads[name].sum(axis=0) * d).sum()) == pytest.approx(fd, rel=1e-5,
                                                                            abs=1e-6), name
         assert abs(fd) > 1e-3, name
+
+
+CONTACTS = """<mujoco><option timestep='0.005'/><worldbody>
+  <geom type='plane' size='5 5 .1' friction='0.6'/>
+  <body pos='0 0 0.1'><freejoint/><geom type='box' size='.1 .08 .06' mass='1.5'/></body>
+  <body pos='0.5 0 0.2'><freejoint/><geom type='sphere' size='.1' mass='0.7'/></body>
+</worldbody></mujoco>"""
+
+
+@pytest.fixture
+def contacts(tmp_path):
+    path = tmp_path / "contacts.xml"
+    path.write_text(CONTACTS)
+    model = xpbd(path, xpbd_substeps=3, xpbd_iterations=2)
+    model.set_parameter("geom_restitution", np.array([0.0, 0.0, 0.5]))
+    return model
+
+
+def test_contact_step_jacobians_match_central_differences(contacts):
+    # a tilted box landing on a corner while it slides and spins, and a ball hitting the floor
+    # at 2 m/s (restitution 0.5): every contact branch (normal, static and dynamic friction,
+    # the bounce) in one step of three substeps of two iterations, against central differences
+    # of the state and of the masses and inertias
+    axis = np.array([0.3, 0.5, 0.2]) / np.linalg.norm([0.3, 0.5, 0.2])
+    tilt = np.r_[np.cos(0.025), np.sin(0.025) * axis]
+    qpos = np.array([[0.02, 0.01, 0.058, *tilt, 0.5, 0.0, 0.102, 1, 0, 0, 0]])
+    qvel = np.array([[0.8, -0.3, -0.2, 0.5, 1.0, -0.7, 0.1, 0.2, -2.0, 0.3, 0.0, 0.0]])
+    ctrl = np.zeros((1, 0))
+    jac = phalanx.step_jacobians(contacts, qpos, qvel, ctrl, parameters=True)
+    # slopes of qvel' in qpos reach 1e3 (a millimetre of penetration is a velocity over the
+    # substep), where differences at h = 1e-6 carry 1e-4 of truncation (it falls as h^2:
+    # 1e-2 at h = 1e-5, measured)
+    fd = phalanx.step_jacobians_fd(contacts, qpos, qvel, ctrl, h=1e-6)
+    for key in ("dqpos_dqpos", "dqpos_dqvel", "dqvel_dqpos", "dqvel_dqvel"):
+        scale = np.abs(fd[key]).max()
+        np.testing.assert_allclose(jac[key], fd[key], rtol=0, atol=3e-7 * scale, err_msg=key)
+    for name in ("body_mass", "body_inertia"):
+        p0 = contacts.parameter(name)
+        for index in np.ndindex(p0[1:].shape):
+            index = (index[0] + 1, *index[1:])
+            d = np.zeros_like(p0)
+            d[index] = 1e-5 * p0[index]  # relative: the inertias are 3e-3 kg m^2
+            out = []
+            for sign in (1, -1):
+                with phalanx.model_parameters(contacts, {name: p0 + sign * d}):
+                    q, v, status = phalanx.step(contacts, qpos, qvel, ctrl)
+                assert not status.any()
+                out.append(np.r_[q[0], v[0]])
+            fd_col = (out[0] - out[1]) / (2 * d[index])
+            col = jac["parameters"][name][0][(slice(None), *index)]
+            np.testing.assert_allclose(col, fd_col, rtol=1e-5, atol=1e-5, err_msg=f"{name}{index}")
+
+
+def test_contact_tape_gradients_match_central_differences(contacts, rng):
+    # 20 steps of a flat box sliding and turning on its four corners and a ball rolling: the
+    # taped gradients in the initial state and the masses against central differences
+    qpos = np.array([[0, 0, 0.06, 1, 0, 0, 0, 0.5, 0, 0.1, 1, 0, 0, 0]])
+    qvel = np.array([[1.0, 0.4, 0, 0, 0, 2.0, 0.5, -0.3, 0, 3.0, 5.0, 0]])
+    T = 20
+    ctrl = np.zeros((1, T, 0))
+    wq, wv = rng.standard_normal((1, T, 14)), rng.standard_normal((1, T, 12))
+    tape = phalanx.Tape()
+    phalanx.rollout(contacts, qpos, qvel, ctrl, tape=tape)
+    grads = tape.backward(wq, wv)
+
+    def loss(q0=qpos, v0=qvel, params=None):
+        with phalanx.model_parameters(contacts, params or {}):
+            qs, vs, status = phalanx.rollout(contacts, q0, v0, ctrl)
+        assert not status.any()
+        return float((wq * qs).sum() + (wv * vs).sum())
+
+    h = 1e-6
+    mass = contacts.parameter("body_mass")
+    for name, x in (("qpos", qpos), ("qvel", qvel), ("body_mass", mass)):
+        d = rng.standard_normal(x.shape)
+        if name == "qpos":
+            d[0, [3, 4, 5, 6, 10, 11, 12, 13]] = 0  # positions only: quaternions stay unit
+            fd = (loss(q0=qpos + h * d) - loss(q0=qpos - h * d)) / (2 * h)
+            grad = grads[name]
+        elif name == "qvel":
+            fd = (loss(v0=qvel + h * d) - loss(v0=qvel - h * d)) / (2 * h)
+            grad = grads[name]
+        else:
+            d[0] = 0
+            fd = (loss(params={name: x + h * d}) - loss(params={name: x - h * d})) / (2 * h)
+            grad = grads[name].sum(axis=0)
+        assert float((grad * d).sum()) == pytest.approx(fd, rel=1e-5, abs=1e-5), name
+        assert abs(fd) > 1e-2, name
