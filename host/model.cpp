@@ -391,10 +391,38 @@ void Model::validate() const {
   }
 }
 
-// The solver options, and with the XPBD solver what it simulates: one joint per body, free
+// The solver options, and with the XPBD solver what it simulates: one joint per body (or two or
+// three hinges, validate_xpbd_composite), free
 // joints at the world, masses and inertias on the bodies that move, limits on hinges and on
 // two-site spatial tendons (cables) only, and no friction loss, armature or equality constraints
 // yet.
+// A body with several joints under XPBD: two or three hinges (a composite joint), their axes
+// independent, solved by the tree solver (its rows; the Gauss-Seidel passes have none for it).
+void Model::validate_xpbd_composite(int b) const {
+  const std::string body = "body " + std::to_string(b), why = " (model.solver = \"xpbd\")";
+  const int n = body_jntnum[b], j0 = body_jntadr[b];
+  bool hinges = n <= 3;
+  for (int i = 0; i < n; ++i) hinges = hinges && jnt_type[j0 + i] == kJointHinge;
+  if (!hinges)
+    invalid("body_jntnum", body + " has " + std::to_string(n) +
+                               " joints; XPBD takes one joint per body, or two or three hinges" +
+                               why);
+  auto axis = [&](int i) {
+    const double* a = &jnt_axis[3 * (j0 + i)];
+    return Vec3<double>{a[0], a[1], a[2]};
+  };
+  const double independence = n == 2 ? norm(cross(axis(0), axis(1)))
+                                     : std::abs(dot(axis(0), cross(axis(1), axis(2))));
+  if (independence < 1e-6)
+    invalid("jnt_axis", body + "'s hinge axes are dependent; XPBD composes independent ones" +
+                            why);
+  if (opt.xpbd_joint_solver != kXpbdTree)
+    invalid("opt.xpbd_joint_solver", body + " has " + std::to_string(n) +
+                                         " hinges; XPBD solves such a body with the tree "
+                                         "solver only (xpbd_joint_solver = \"tree\")" +
+                                         why);
+}
+
 void Model::validate_xpbd() const {
   auto choice = [](int v, int n, const char* field) {
     if (v < 0 || v >= n)
@@ -410,9 +438,7 @@ void Model::validate_xpbd() const {
   for (int b = 1; b < nbody; ++b) {
     const std::string body = "body " + std::to_string(b);
     moves[b] = moves[body_parentid[b]] || body_jntnum[b] > 0;
-    if (body_jntnum[b] > 1)
-      invalid("body_jntnum", body + " has " + std::to_string(body_jntnum[b]) +
-                                 " joints; XPBD takes one joint per body" + why);
+    if (body_jntnum[b] > 1) validate_xpbd_composite(b);
     if (body_jntnum[b] == 1 && jnt_type[body_jntadr[b]] == kJointFree && body_parentid[b] != 0)
       invalid("jnt_type", body + " has a free joint below another body" + why);
     const bool massive = body_mass[b] > 0 && body_inertia[3 * b] > 0 &&

@@ -92,6 +92,7 @@ struct Model {
   void validate_equality() const;
   void validate_tendons() const;
   void validate_xpbd() const;
+  void validate_xpbd_composite(int b) const;
   void validate_mocap() const;
   void validate_activation() const;
 

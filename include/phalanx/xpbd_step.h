@@ -38,6 +38,7 @@
 #include "phalanx/math/dual.h"
 #include "phalanx/smooth.h"
 #include "phalanx/xpbd.h"
+#include "phalanx/xpbd_composite.h"
 #include "phalanx/xpbd_contact.h"
 #include "phalanx/xpbd_tree.h"
 
@@ -115,11 +116,34 @@ PHX_HD XpbdArrays<T> XpbdArrays<T>::carve(const M& m, Arena<T>& arena) {
   return s;
 }
 
-// whether every body has at most one joint and free joints hang from the world
+// whether body b's joints are a composite joint: two or three hinges (xpbd_composite.h)
+template <class T>
+PHX_HD bool xpbd_composite_body(const ModelView<T>& m, int b) {
+  if (m.body_jntnum[b] < 2 || m.body_jntnum[b] > 3) return false;
+  for (int i = 0; i < m.body_jntnum[b]; ++i)
+    if (m.jnt_type[m.body_jntadr[b] + i] != kJointHinge) return false;
+  return true;
+}
+
+// the dofs and coordinates of body b's joints
+template <class T>
+PHX_HD int xpbd_body_nv(const ModelView<T>& m, int b) {
+  int n = 0;
+  for (int i = 0; i < m.body_jntnum[b]; ++i) n += joint_nv(m.jnt_type[m.body_jntadr[b] + i]);
+  return n;
+}
+template <class T>
+PHX_HD int xpbd_body_nq(const ModelView<T>& m, int b) {
+  int n = 0;
+  for (int i = 0; i < m.body_jntnum[b]; ++i) n += joint_nq(m.jnt_type[m.body_jntadr[b] + i]);
+  return n;
+}
+
+// whether every body has one joint or a composite joint and free joints hang from the world
 template <class T>
 PHX_HD bool xpbd_supports(const ModelView<T>& m) {
   for (int b = 1; b < m.nbody; ++b) {
-    if (m.body_jntnum[b] > 1) return false;
+    if (m.body_jntnum[b] > 1 && !xpbd_composite_body(m, b)) return false;
     if (m.body_jntnum[b] == 1 && m.jnt_type[m.body_jntadr[b]] == kJointFree &&
         m.body_parentid[b] != 0)
       return false;
@@ -130,9 +154,12 @@ PHX_HD bool xpbd_supports(const ModelView<T>& m) {
 // Where body b's joint sits in its parent (body 1) and in b (body 2), in their principal frames
 // relative to their centres of mass. The parent's side is the child's frame at zero joint
 // displacement, (body_pos, body_quat) in the parent's body frame.
+// XpbdJointFrame::type of a composite joint (xpbd_composite_body)
+constexpr int kXpbdComposite = 16;
+
 template <class T>
 struct XpbdJointFrame {
-  int type;    // kJoint*, or -1: none (a weld)
+  int type;    // kJoint*, kXpbdComposite, or -1: none (a weld)
   Vec3<T> r1;  // anchor on the parent
   Vec3<T> r2;  // anchor on the child
   Vec3<T> a1;  // joint axis on the parent (hinge, slide)
@@ -141,6 +168,9 @@ struct XpbdJointFrame {
   Vec3<T> n2;  //   the hinge angle is the angle from n1 to n2 about the axis
   Quat<T> f1;  // the joint frame (the child's body frame at zero displacement) on the parent
   Quat<T> f2;  // the child's body frame, in its principal frame
+  // a composite joint's hinges (axes and anchors in the child's body frame); r1, r2 are its
+  // last anchor's, r1 at zero angles
+  XpbdComposite<T> comp;
 };
 
 template <class T>
@@ -154,6 +184,16 @@ PHX_HD XpbdJointFrame<T> xpbd_joint_frame(const ModelView<T>& m, int b) {
     int j = m.body_jntadr[b];
     jpos = Vec3<T>::load(m.jnt_pos + 3 * j);
     jaxis = Vec3<T>::load(m.jnt_axis + 3 * j);
+  }
+  if (xpbd_composite_body(m, b)) {
+    J.type = kXpbdComposite;
+    J.comp.k = m.body_jntnum[b];
+    for (int i = 0; i < J.comp.k; ++i) {
+      const int j = m.body_jntadr[b] + i;
+      J.comp.axis[i] = Vec3<T>::load(m.jnt_axis + 3 * j);
+      J.comp.anchor[i] = Vec3<T>::load(m.jnt_pos + 3 * j);
+    }
+    jpos = J.comp.anchor[J.comp.k - 1];
   }
   Vec3<T> bpos = Vec3<T>::load(m.body_pos + 3 * b);
   Quat<T> bquat = Quat<T>::load(m.body_quat + 4 * b);
@@ -193,7 +233,32 @@ PHX_HD XpbdJointFrame<R> xpbd_frame_cast(const XpbdJointFrame<T>& J) {
   out.n2 = Vec3<R>::from(J.n2);
   out.f1 = quat(J.f1);
   out.f2 = quat(J.f2);
+  out.comp.k = J.comp.k;
+  for (int i = 0; i < 3; ++i) {
+    out.comp.axis[i] = Vec3<R>::from(J.comp.axis[i]);
+    out.comp.anchor[i] = Vec3<R>::from(J.comp.anchor[i]);
+  }
   return out;
+}
+
+// A composite joint's hinge angles at the parent's and child's orientations q1, q2 (the
+// rotation of the child's body frame relative to the joint frame), its last anchor on the parent
+// at those angles (principal frame, relative to the centre of mass; J.r1 is it at zero angles)
+// and hinge i's axis in the world. Any scalar R.
+template <class R>
+PHX_HD void xpbd_composite_state(const XpbdJointFrame<R>& J, const Quat<R>& q1, const Quat<R>& q2,
+                                 R* theta) {
+  xpbd_composite_angles(J.comp, conjugate(q1 * J.f1) * (q2 * J.f2), theta);
+}
+template <class R>
+PHX_HD Vec3<R> xpbd_composite_anchor(const XpbdJointFrame<R>& J, const R* theta) {
+  const Vec3<R>& last = J.comp.anchor[J.comp.k - 1];
+  return J.r1 + xpbd_impl::rotate(J.f1, xpbd_composite_point(J.comp, theta, last) - last);
+}
+template <class R>
+PHX_HD Vec3<R> xpbd_composite_axis(const XpbdJointFrame<R>& J, const Quat<R>& q1, const R* theta,
+                                   int i) {
+  return xpbd_impl::rotate(q1 * J.f1 * xpbd_composite_rotation(J.comp, theta, i), J.comp.axis[i]);
 }
 
 namespace xpbd_impl {
@@ -366,6 +431,12 @@ PHX_HD void xpbd_joint_wrench(const XpbdJointFrame<R>& J, const Quat<R>& q1, con
       t = rotate(frame, Vec3<R>{f[3], f[4], f[5]});
       r2 = -rotate(frame, ipos);  // the body origin
       break;
+    case kXpbdComposite: {
+      R theta[3];
+      xpbd_composite_state(J, q1, q2, theta);
+      t = rotate(q1 * J.f1, xpbd_composite_torque(J.comp, theta, f));
+      break;
+    }
   }
 }
 
@@ -403,7 +474,7 @@ PHX_HD void adj_xpbd_joint_forces(const ModelView<T>& m, const T* qfrc, const Xp
   for (int b = 1; b < m.nbody; ++b) {
     if (!m.body_jntnum[b]) continue;
     const int p = m.body_parentid[b], j = m.body_jntadr[b], d = m.jnt_dofadr[j];
-    const int ndof = joint_nv(m.jnt_type[j]);
+    const int ndof = xpbd_body_nv(m, b);
     const XpbdJointFrame<D> JD = xpbd_impl::seeded_frame<D>(xpbd_joint_frame(m, b), 14);
     Quat<D> q[2];
     const Quat<T> src[2] = {s.body[p].q, s.body[b].q};
@@ -442,7 +513,15 @@ PHX_HD void adj_xpbd_joint_forces(const ModelView<T>& m, const T* qfrc, const Xp
 // The projections of a Gauss-Seidel pass, each on a joint's two bodies and its own multipliers
 // (slots of the body's kXpbdLambdas): an attachment (slots 0-2), a hinge axis (3-5), a hinge
 // limit (6), an orientation (3), a slide's attachment across its axis (0)
-enum XpbdProjection : int { kXpbdAttach, kXpbdAlign, kXpbdLimit, kXpbdOrient, kXpbdAcross };
+// (4); a composite joint's hinge i's limit is kXpbdCompositeLimit + i (slot 4 + i)
+enum XpbdProjection : int {
+  kXpbdAttach,
+  kXpbdAlign,
+  kXpbdLimit,
+  kXpbdOrient,
+  kXpbdAcross,
+  kXpbdCompositeLimit
+};
 
 // body b's projections in their order (at most three) into ops, or its hinge limit alone
 // (limits_only); returns their number
@@ -454,6 +533,12 @@ PHX_HD int xpbd_projections(const ModelView<T>& m, int b, bool limits_only, int*
     return 2;
   }
   const int j = m.body_jntadr[b];
+  if (xpbd_composite_body(m, b)) {  // its limits (the tree solve projects the rest)
+    int n = 0;
+    for (int i = 0; i < m.body_jntnum[b]; ++i)
+      if (m.limit && m.jnt_limited[j + i]) ops[n++] = kXpbdCompositeLimit + i;
+    return n;
+  }
   const bool limit = m.limit && m.jnt_type[j] == kJointHinge && m.jnt_limited[j];
   if (limits_only) {
     ops[0] = kXpbdLimit;
@@ -495,6 +580,27 @@ PHX_HD void xpbd_across(const XpbdJointFrame<R>& J, const XpbdBody<R>& B1, const
   dx = d - dot(d, a) * a;
 }
 
+// A composite joint's hinge i's limit: when its angle has left jnt_range (relative to qpos0), a
+// rotation of the child about the hinge's world axis by the excess, projected (xpbd_angular):
+// turning the child about that axis changes hinge i's angle alone. Any scalar R.
+template <class R, class T>
+PHX_HD void xpbd_composite_limit(const ModelView<T>& m, int b, const XpbdJointFrame<R>& J, int i,
+                                 XpbdBody<R>& B1, XpbdBody<R>& B2, R& lambda, R h) {
+  const int j = m.body_jntadr[b] + i;
+  const T q0 = m.qpos0[m.jnt_qposadr[j]];
+  const R lo = R(m.jnt_range[2 * j] - q0), hi = R(m.jnt_range[2 * j + 1] - q0);
+  R theta[3];
+  xpbd_composite_state(J, B1.q, B2.q, theta);
+  R excess;
+  if (theta[i] > hi)
+    excess = theta[i] - hi;
+  else if (theta[i] < lo)
+    excess = theta[i] - lo;
+  else
+    return;
+  xpbd_angular(B1, B2, excess * xpbd_composite_axis(J, B1.q, theta, i), R(0), h, lambda);
+}
+
 // one projection `op` of body b's joint (frame J) on its parent B1 and B2, lambda the body's
 // multipliers (in/out), substep h, rigid (compliance 0)
 template <class T>
@@ -526,6 +632,11 @@ PHX_HD void xpbd_project(const ModelView<T>& m, int b, const XpbdJointFrame<T>& 
       Vec3<T> r1, r2, dx;
       xpbd_across(J, B1, B2, r1, r2, dx);
       xpbd_positional(B1, B2, r1, r2, dx, T(0), h, lambda[0]);
+      break;
+    }
+    default: {
+      const int i = op - kXpbdCompositeLimit;
+      xpbd_composite_limit(m, b, J, i, B1, B2, lambda[4 + i], h);
       break;
     }
   }
@@ -607,6 +718,22 @@ PHX_HD void adj_xpbd_project(const ModelView<T>& m, int b, const XpbdJointFrame<
         adj_r1[i] = phi.d[14 + i];
         adj_r2[i] = phi.d[17 + i];
       }
+      break;
+    }
+    default: {  // a composite joint's limit, on Dual numbers in both bodies and the multiplier
+      const int i = op - kXpbdCompositeLimit;
+      constexpr int N = 23;
+      using D = Dual<T, N>;
+      xpbd_impl::DualSeeds<T, N> seed;
+      XpbdBody<D> D1 = seed.body(B1, true), D2 = seed.body(B2, true);
+      D l = seed(lambda[4 + i]);
+      xpbd_composite_limit(m, b, xpbd_frame_cast<D>(J), i, D1, D2, l, D(h));
+      const D phi = xpbd_impl::pair(out1, D1) + xpbd_impl::pair(out2, D2) + adj_lambda[4 + i] * l;
+      adj_lambda[4 + i] = T(0);
+      xpbd_impl::DualSlopes<T, N> slope{phi};
+      slope.body(adj_b1, true);
+      slope.body(adj_b2, true);
+      slope(adj_lambda[4 + i]);
       break;
     }
   }
@@ -789,6 +916,44 @@ PHX_HD void adj_xpbd_project_cables(const ModelView<T>& m, const XpbdBody<T>* st
   }
 }
 
+// A composite joint's attachment rows (rows first..first+2, world axes) with hinges at different
+// anchors: the last anchor's place on the parent, y(theta), moves with the angles, which move
+// with the relative rotation, so the rows' angular slopes take
+//   d c_e = -e . R1 F dy = -(R1 F t) . (dphi2 - dphi1),  t = U (U^T U)^-1 g,  g_i = e' . dy/dtheta_i
+// (dtheta = (U^T U)^-1 U^T omega for the relative angular velocity omega in the joint frame F,
+// U the hinges' axes there, e' = (R1 F)^T e; t is xpbd_composite_torque of g), with
+// dy/dtheta_i = u_i x (y - P_i), P_i hinge i's anchor turned by the hinges before it. Nothing
+// when the anchors coincide (y does not move). Any scalar R.
+template <class R>
+PHX_HD void xpbd_composite_anchor_slopes(const XpbdJointFrame<R>& J, const Quat<R>& q1,
+                                         const R* theta, XpbdRows<R>& rows, int first) {
+  const XpbdComposite<R>& C = J.comp;
+  const Vec3<R>& last = C.anchor[C.k - 1];
+  bool offset = false;
+  for (int i = 0; i + 1 < C.k; ++i)
+    offset = offset || !(C.anchor[i].x == last.x && C.anchor[i].y == last.y &&
+                         C.anchor[i].z == last.z);
+  if (!offset) return;
+  const Vec3<R> y = xpbd_composite_point(C, theta, last);
+  Vec3<R> dy[3];
+  for (int i = 0; i < C.k; ++i)
+    dy[i] = cross(xpbd_impl::rotate(xpbd_composite_rotation(C, theta, i), C.axis[i]),
+                  y - xpbd_composite_point(C, theta, C.anchor[i], i));
+  const Quat<R> frame = q1 * J.f1;
+  for (int r = 0; r < 3; ++r) {
+    Vec3<R> e;
+    e[r] = R(1);
+    const Vec3<R> ej = xpbd_impl::rotate(conjugate(frame), e);
+    R g[3];
+    for (int i = 0; i < C.k; ++i) g[i] = dot(ej, dy[i]);
+    const Vec3<R> w = xpbd_impl::rotate(frame, xpbd_composite_torque(C, theta, g));
+    for (int k = 0; k < 3; ++k) {
+      rows.g1[first + r][3 + k] += w[k];
+      rows.g2[first + r][3 + k] -= w[k];
+    }
+  }
+}
+
 // the rows of a joint (xpbd_tree.h) of frame J between the bodies B1 (parent) and B2: the
 // constraints xpbd_project_joints projects, as rows (the hinge limit aside). Any scalar R: the
 // adjoint runs it on Dual numbers.
@@ -810,6 +975,22 @@ PHX_HD void xpbd_rows_of(const XpbdJointFrame<R>& J, const XpbdBody<R>& B1, cons
       xpbd_rows_attach_across(rows, B1, B2, J.r1, J.r2, J.a1, J.n1);
       xpbd_rows_orientation(rows, B1, B2, J.f1, J.f2);
       break;
+    case kXpbdComposite: {
+      // the last anchor at the hinges' angles; with two hinges also the angle between the first
+      // hinge's axis (on the parent) and the second's (on the child), a1 . R(theta) a2 = a1 . a2
+      R theta[3];
+      xpbd_composite_state(J, B1.q, B2.q, theta);
+      const int first = rows.n;
+      xpbd_rows_attach(rows, B1, B2, xpbd_composite_anchor(J, theta), J.r2);
+      xpbd_composite_anchor_slopes(J, B1.q, theta, rows, first);
+      if (J.comp.k == 2) {
+        const Vec3<R> a = xpbd_impl::rotate(B1.q * J.f1, J.comp.axis[0]);
+        const Vec3<R> c = xpbd_impl::rotate(B2.q * J.f2, J.comp.axis[1]);
+        rows.add(dot(a, c) - dot(J.comp.axis[0], J.comp.axis[1]), Vec3<R>{}, cross(a, c),
+                 Vec3<R>{}, cross(c, a));
+      }
+      break;
+    }
     default:  // none: a weld
       xpbd_rows_attach(rows, B1, B2, J.r1, J.r2);
       xpbd_rows_orientation(rows, B1, B2, J.f1, J.f2);
@@ -973,6 +1154,15 @@ PHX_HD void xpbd_joint_coordinates(const ModelView<T>& m, int j, const XpbdJoint
       out[0] = q.w, out[1] = q.x, out[2] = q.y, out[3] = q.z;
       break;
     }
+    case kXpbdComposite: {
+      R theta[3];
+      xpbd_composite_state(J, B1.q, B2.q, theta);
+      for (int i = 0; i < J.comp.k; ++i) {  // each angle's turn nearest the old one
+        T k = floor((xpbd_impl::value_of(theta[i]) - (old[i] - m.qpos0[a + i]) + pi) / (T(2) * pi));
+        out[i] = R(m.qpos0[a + i]) + theta[i] - R(T(2) * pi * k);
+      }
+      break;
+    }
     case kJointFree: {
       Vec3<R> x = B2.x - rotate(frame, ipos);
       Quat<R> q = keep_sign(normalize(frame), old + 3);
@@ -1004,7 +1194,7 @@ PHX_HD void xpbd_coordinates(const ModelView<T>& m, const XpbdArrays<T>& s, bool
     xpbd_joint_coordinates(m, j, xpbd_joint_frame(m, b), xpbd_pose(s, start, m.body_parentid[b]),
                            xpbd_pose(s, start, b), Vec3<T>::load(m.body_ipos + 3 * b), qpos + a,
                            out);
-    for (int i = 0; i < joint_nq(m.jnt_type[j]); ++i) qpos[a + i] = out[i];
+    for (int i = 0; i < xpbd_body_nq(m, b); ++i) qpos[a + i] = out[i];
   }
 }
 // The adjoint: from adj_qpos to the poses xpbd_coordinates read (of s with `start`), accumulated
@@ -1028,7 +1218,7 @@ PHX_HD void adj_xpbd_coordinates(const ModelView<T>& m, const XpbdArrays<T>& s, 
     xpbd_joint_coordinates(m, j, xpbd_impl::seeded_frame<D>(xpbd_joint_frame(m, b), 14), B[0], B[1],
                            ipos, old + a, out);
     D phi(T(0));
-    for (int i = 0; i < joint_nq(m.jnt_type[j]); ++i) phi += adj_qpos[a + i] * out[i];
+    for (int i = 0; i < xpbd_body_nq(m, b); ++i) phi += adj_qpos[a + i] * out[i];
     for (int k = 0; k < 2; ++k)
       if (id[k] > 0) xpbd_impl::add_pose_slopes(phi, 7 * k, adj_pose[id[k]]);
     xpbd_impl::add_frame_slopes(phi, 14, b, adj_frame);

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "phalanx/xpbd.h"
+#include "phalanx/xpbd_composite.h"
 
 namespace phx {
 namespace {
@@ -1042,6 +1043,76 @@ TEST(XpbdVelocities, RecoverThePredictedVelocities) {
     xpbd_velocities(b.x, b.q, prev.x, Q{-prev.q.w, -prev.q.x, -prev.q.y, -prev.q.z}, h, vr2, wr2);
     EXPECT_LT(norm(wr2 - wr), 1e-14);
   }
+}
+
+// ---- composite joints (xpbd_composite.h) ---------------------------------------------------
+
+// The humanoid's composite joints (MuJoCo's humanoid.xml): the hip's three hinges at one
+// anchor, the shoulder's two at one anchor, the ankle's two at two anchors, and a skewed triple.
+std::vector<XpbdComposite<double>> composites() {
+  auto unit = [](Vec3<double> v) { return (1.0 / norm(v)) * v; };
+  std::vector<XpbdComposite<double>> out(4);
+  out[0].k = 3;
+  out[0].axis[0] = {1, 0, 0}, out[0].axis[1] = {0, 0, 1}, out[0].axis[2] = {0, 1, 0};
+  out[1].k = 2;
+  out[1].axis[0] = unit({0.82, 0.41, 0.41}), out[1].axis[1] = unit({0, -0.71, 0.71});
+  out[2].k = 2;
+  out[2].axis[0] = {0, 1, 0}, out[2].axis[1] = unit({0.89, 0, 0.45});
+  out[2].anchor[0] = {0, 0, 0.08}, out[2].anchor[1] = {0, 0, 0.04};
+  out[3].k = 3;
+  out[3].axis[0] = unit({1, 0.2, -0.1}), out[3].axis[1] = unit({0.3, 0.1, 1}),
+  out[3].axis[2] = unit({-0.2, 1, 0.4});
+  out[3].anchor[0] = {0.01, 0, 0}, out[3].anchor[1] = {0, 0.02, 0}, out[3].anchor[2] = {0, 0, 0.03};
+  return out;
+}
+
+// MuJoCo's composition (mj_kinematics): each hinge turns the frame about its anchor, in order;
+// the frame's pose, and p's place in the joint frame
+Vec3<double> composed_point(const XpbdComposite<double>& C, const double* theta,
+                            const Vec3<double>& p, Quat<double>& frame) {
+  Vec3<double> pos;
+  frame = Quat<double>{};
+  for (int i = 0; i < C.k; ++i) {
+    Vec3<double> anchor = pos + to_mat(frame) * C.anchor[i];
+    frame = frame * axis_angle(C.axis[i], theta[i]);
+    pos = anchor - to_mat(frame) * C.anchor[i];
+  }
+  return pos + to_mat(frame) * p;
+}
+
+// The angles of a composed rotation come back (the principal branch: |theta2| < pi / 2 for three
+// hinges), the composed point matches MuJoCo's composition, and the torque does the hinges'
+// work: t . omega = f . dtheta for the angular velocity omega of a change dtheta.
+TEST(XpbdComposite, AnglesPointsAndTorquesAgreeWithTheComposition) {
+  std::mt19937 rng(11);
+  std::uniform_real_distribution<double> angle(-1.4, 1.4), u(-1, 1);
+  double worst_angle = 0, worst_point = 0, worst_work = 0;
+  for (const XpbdComposite<double>& C : composites()) {
+    for (int trial = 0; trial < 50; ++trial) {
+      double theta[3], back[3], f[3], dtheta[3];
+      for (int i = 0; i < 3; ++i) theta[i] = angle(rng), f[i] = u(rng), dtheta[i] = u(rng);
+      Quat<double> frame;
+      const Vec3<double> p{u(rng), u(rng), u(rng)};
+      const Vec3<double> y = composed_point(C, theta, p, frame);
+      xpbd_composite_angles(C, xpbd_composite_rotation(C, theta, C.k), back);
+      for (int i = 0; i < C.k; ++i) worst_angle = std::max(worst_angle, std::abs(back[i] - theta[i]));
+      worst_point = std::max(worst_point, norm(xpbd_composite_point(C, theta, p) - y));
+      // omega from the rotation's central difference along dtheta
+      const double eps = 1e-6;
+      double tp[3], tm[3];
+      for (int i = 0; i < 3; ++i) tp[i] = theta[i] + eps * dtheta[i], tm[i] = theta[i] - eps * dtheta[i];
+      Quat<double> dq = xpbd_composite_rotation(C, tp, C.k) *
+                        conjugate(xpbd_composite_rotation(C, tm, C.k));
+      const Vec3<double> omega = (1.0 / eps) * Vec3<double>{dq.x, dq.y, dq.z};
+      double work = 0;
+      for (int i = 0; i < C.k; ++i) work += f[i] * dtheta[i];
+      worst_work = std::max(worst_work, std::abs(dot(xpbd_composite_torque(C, theta, f), omega) - work));
+    }
+  }
+  std::printf("angles %.2e, points %.2e, work %.2e\n", worst_angle, worst_point, worst_work);
+  EXPECT_LT(worst_angle, 1e-12);
+  EXPECT_LT(worst_point, 1e-14);
+  EXPECT_LT(worst_work, 1e-8);
 }
 
 }  // namespace

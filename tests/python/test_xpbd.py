@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 
 import phalanx
+from conftest import HUMANOID
 
 DOUBLE_PENDULUM = """<mujoco><compiler angle='radian'/>
 <option timestep='0.002'><flag contact='disable'/></option>
@@ -147,14 +148,142 @@ def test_what_xpbd_does_not_simulate_is_an_error(tmp_path, edit, message):
         phalanx.rollout(model, np.zeros((1, 2)), np.zeros((1, 2)), np.zeros((1, 3, 1)))
 
 
-def test_two_joints_on_a_body_is_an_error(tmp_path):
+@pytest.mark.parametrize("joints, option, message", [
+    ("<joint type='hinge' axis='0 1 0'/><joint type='slide' axis='1 0 0'/>", {},
+     "two or three hinges"),
+    ("<joint type='hinge' axis='0 1 0'/><joint type='hinge' axis='0 -1 0'/>", {}, "dependent"),
+    ("<joint type='hinge' axis='0 1 0'/><joint type='hinge' axis='1 0 0'/>",
+     {"xpbd_joint_solver": "gauss_seidel"}, "tree solver"),
+])
+def test_joints_xpbd_cannot_compose_are_an_error(tmp_path, joints, option, message):
     path = tmp_path / "model.xml"
-    path.write_text("""<mujoco><option><flag contact='disable'/></option><worldbody>
-      <body><joint type='hinge' axis='0 1 0'/><joint type='hinge' axis='1 0 0'/>
-        <geom type='sphere' size='.1' pos='0 0 -.5'/></body></worldbody></mujoco>""")
-    model = xpbd(path)
-    with pytest.raises(ValueError, match="one joint per body"):
+    path.write_text(f"""<mujoco><option><flag contact='disable'/></option><worldbody>
+      <body>{joints}<geom type='sphere' size='.1' pos='0 0 -.5'/></body></worldbody></mujoco>""")
+    model = xpbd(path, **option)
+    with pytest.raises(ValueError, match=message):
         phalanx.rollout(model, np.zeros((1, 2)), np.zeros((1, 2)), np.zeros((1, 3, 0)))
+
+
+# Composite joints: a link carrying a body of three hinges at one anchor (a hip), which carries
+# one of two hinges at two anchors (an ankle) and one of two skewed hinges at one anchor (a
+# shoulder)
+COMPOSITE = """<mujoco><compiler angle='radian'/><option timestep='0.002'>
+  <flag contact='disable'/></option><worldbody>
+  <body pos='0 0 2'><joint type='hinge' axis='0 1 0'/>
+    <geom type='capsule' fromto='0 0 0 0.4 0 0' size='0.03' mass='1'/>
+    <body pos='0.4 0 0'><joint type='hinge' axis='1 0 0' range='-1 1'/>
+      <joint type='hinge' axis='0 0 1' range='-1 1'/><joint type='hinge' axis='0 1 0' range='-1.2 1.2'/>
+      <geom type='capsule' fromto='0 0 0 0.3 0.05 -0.1' size='0.02' mass='0.5'/>
+      <body pos='0.3 0.05 -0.1'><joint type='hinge' axis='0 1 0' pos='0 0 0.04'/>
+        <joint type='hinge' axis='0.89 0 0.45' pos='0 0 0.02'/>
+        <geom type='box' size='0.05 0.03 0.02' pos='0.05 0 0' mass='0.3'/></body>
+      <body pos='0 0.1 0'><joint type='hinge' axis='0.82 0.41 0.41'/>
+        <joint type='hinge' axis='0 -0.71 0.71'/>
+        <geom type='capsule' fromto='0 0 0 0 0.2 0' size='0.02' mass='0.2'/></body>
+    </body></body>
+</worldbody></mujoco>"""
+
+
+@pytest.fixture
+def composite(tmp_path):
+    path = tmp_path / "composite.xml"
+    path.write_text(COMPOSITE)
+    return path
+
+
+def converges_to_featherstone(path, qpos, qvel, duration, edit=lambda m: None):
+    """the largest errors of qpos and qvel after `duration` against Featherstone at 1e-5 s, at
+    steps of 2, 1, 0.5 and 0.25 ms"""
+    def final(model, dt):
+        edit(model)
+        model.timestep = dt
+        n = int(round(duration / dt))
+        qs, vs, status = phalanx.rollout(model, qpos, qvel, np.zeros((1, n, model.nu)))
+        assert not (status.astype(np.int64) & ~phalanx.STATUS_LCP_NOT_CONVERGED).any()
+        return qs[0, -1], vs[0, -1]
+
+    ref = final(phalanx.load_model(path), 1e-5)
+    errors = []
+    for dt in (2e-3, 1e-3, 5e-4, 2.5e-4):
+        q, v = final(xpbd(path), dt)
+        errors.append((np.abs(q - ref[0]).max(), np.abs(v - ref[1]).max()))
+    return np.array(errors)
+
+
+def test_composite_joints_converge_to_featherstone(composite, rng):
+    # 0.3 s of a swing from random angles and velocities: the errors halve with the step (first
+    # order); the limits are not reached (the solvers' limits differ, XPBD's hard)
+    model = phalanx.load_model(composite)
+    qpos = 0.2 * rng.standard_normal((1, model.nq))
+    qvel = 0.5 * rng.standard_normal((1, model.nv))
+    errors = converges_to_featherstone(composite, qpos, qvel, 0.3)
+    print("errors (qpos, qvel) at 2, 1, 0.5, 0.25 ms:", errors.tolist())
+    assert (errors[1:] < 0.6 * errors[:-1]).all()
+    assert errors[-1, 0] < 0.02
+
+
+def test_humanoid_without_contacts_converges_to_featherstone(rng):
+    # MuJoCo's humanoid (hips of three hinges, abdomen and shoulders of two, ankles of two at
+    # two anchors), flying for 0.2 s from random joint angles within the middle of their ranges
+    # and random velocities, armature off (XPBD has none yet)
+    path = HUMANOID
+    model = phalanx.load_model(path)
+    qpos = model.qpos0[None].copy()
+    qpos[0, 2] = 2.0
+    lo, hi = model.jnt_range[1:, 0], model.jnt_range[1:, 1]
+    qpos[0, 7:] = rng.uniform(lo + 0.3 * (hi - lo), hi - 0.3 * (hi - lo))
+    qvel = 0.5 * rng.standard_normal((1, model.nv))
+
+    def edit(m):
+        m.set_parameter("dof_armature", np.zeros(m.nv))
+        m.contact = False
+
+    errors = converges_to_featherstone(path, qpos, qvel, 0.2, edit)
+    print("errors (qpos, qvel) at 2, 1, 0.5, 0.25 ms:", errors.tolist())
+    assert (errors[1:] < 0.6 * errors[:-1]).all()
+    assert errors[-1, 0] < 1e-3
+
+
+def test_composite_limits_hold(composite, rng):
+    # thrown at 3 rad/s per hinge for 1 s: every hinge of the composite joints stays within its
+    # range (to the 4 iterations' residual)
+    model = xpbd(composite, xpbd_iterations=4)
+    qvel = 3.0 * rng.standard_normal((1, model.nv))
+    qs, _, status = phalanx.rollout(model, np.zeros((1, model.nq)), qvel,
+                                    np.zeros((1, 500, 0)))
+    assert not status.any()
+    lo, hi = model.jnt_range[1:4, 0], model.jnt_range[1:4, 1]
+    q = qs[0, :, 1:4]
+    assert ((q > hi - 1e-3) | (q < lo + 1e-3)).any()  # a limit is reached
+    assert (q < hi + 2e-3).all() and (q > lo - 2e-3).all()
+
+
+def test_composite_step_jacobians_match_central_differences(composite, rng):
+    # two substeps of three iterations, the hip's first hinge at its limit and moving on, against
+    # central differences; the masses' columns too
+    model = xpbd(composite, xpbd_substeps=2, xpbd_iterations=3)
+    model.timestep = 0.01
+    qpos = 0.3 * rng.standard_normal((1, model.nq))
+    qvel = rng.standard_normal((1, model.nv))
+    qpos[0, 1], qvel[0, 1] = 0.995, 2.0
+    ctrl = np.zeros((1, 0))
+    jac = phalanx.step_jacobians(model, qpos, qvel, ctrl, parameters=True)
+    q, _, _ = phalanx.step(model, qpos, qvel, ctrl)
+    assert q[0, 1] < 1.0  # the limit acted
+    fd = phalanx.step_jacobians_fd(model, qpos, qvel, ctrl, h=1e-4)
+    for key in ("dqpos_dqpos", "dqpos_dqvel", "dqvel_dqpos", "dqvel_dqvel"):
+        np.testing.assert_allclose(jac[key], fd[key], rtol=1e-6, atol=1e-7, err_msg=key)
+    mass = model.parameter("body_mass")
+    for b in range(1, model.nbody):
+        out = []
+        for sign in (1, -1):
+            d = np.zeros_like(mass)
+            d[b] = sign * 1e-6
+            with phalanx.model_parameters(model, {"body_mass": mass + d}):
+                q, v, _ = phalanx.step(model, qpos, qvel, ctrl)
+            out.append(np.r_[q[0], v[0]])
+        np.testing.assert_allclose(jac["parameters"]["body_mass"][0][:, b],
+                                   (out[0] - out[1]) / 2e-6, rtol=1e-6, atol=1e-6)
 
 
 # A cable: a sphere hanging from a world site by a two-site spatial tendon limited to L (its
