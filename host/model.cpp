@@ -394,8 +394,8 @@ void Model::validate() const {
 // The solver options, and with the XPBD solver what it simulates: one joint per body (or two or
 // three hinges, validate_xpbd_composite), free
 // joints at the world, masses and inertias on the bodies that move, limits on hinges and on
-// two-site spatial tendons (cables) only, and no friction loss, armature or equality constraints
-// yet.
+// two-site spatial tendons (cables) only, armature on hinges only, and no friction loss or
+// equality constraints yet.
 // A body with several joints under XPBD: two or three hinges (a composite joint), their axes
 // independent, solved by the tree solver (its rows; the Gauss-Seidel passes have none for it).
 void Model::validate_xpbd_composite(int b) const {
@@ -477,11 +477,11 @@ void Model::validate_xpbd() const {
                                          "has none yet" +
                                          why);
   for (int d = 0; d < nv; ++d)
-    if (dof_armature[d] != 0)
+    if (dof_armature[d] != 0 && jnt_type[dof_jntid[d]] != kJointHinge)
       invalid("dof_armature", "dof " + std::to_string(d) +
-                                  " has armature; XPBD has no rotor "
-                                  "inertia yet" +
-                                  why);
+                                  " has armature on a " +
+                                  kJointTypeNames[jnt_type[dof_jntid[d]]] +
+                                  " joint; XPBD has rotor inertia on hinges only" + why);
   for (int i = 0; i < neq; ++i)
     if (eq_active[i])
       invalid("eq_active", "equality " + std::to_string(i) +

@@ -141,4 +141,27 @@ PHX_HD Vec3<R> xpbd_composite_torque(const XpbdComposite<R>& C, const R* theta, 
   return t;
 }
 
+// The hinges' rates (rate, k of them) of the body's angular velocity omega relative to the
+// joint frame (in it), at angles theta: omega = sum u_i rate_i over the axes' span,
+// rate = (U^T U)^-1 U^T omega (xpbd_composite_torque's transpose)
+template <class R>
+PHX_HD void xpbd_composite_rates(const XpbdComposite<R>& C, const R* theta, const Vec3<R>& omega,
+                                 R* rate) {
+  Vec3<R> u[3];
+  for (int i = 0; i < C.k; ++i)
+    u[i] = xpbd_impl::rotate(xpbd_composite_rotation(C, theta, i), C.axis[i]);
+  if (C.k == 1) {
+    rate[0] = dot(u[0], omega) / dot(u[0], u[0]);
+  } else if (C.k == 2) {
+    const R g00 = dot(u[0], u[0]), g01 = dot(u[0], u[1]), g11 = dot(u[1], u[1]);
+    const R b0 = dot(u[0], omega), b1 = dot(u[1], omega), det = g00 * g11 - g01 * g01;
+    rate[0] = (g11 * b0 - g01 * b1) / det;
+    rate[1] = (g00 * b1 - g01 * b0) / det;
+  } else {  // the reciprocal basis: w_i . u_j = det delta_ij
+    const Vec3<R> w[3] = {cross(u[1], u[2]), cross(u[2], u[0]), cross(u[0], u[1])};
+    const R det = dot(u[0], w[0]);
+    for (int i = 0; i < 3; ++i) rate[i] = dot(w[i], omega) / det;
+  }
+}
+
 }  // namespace phx

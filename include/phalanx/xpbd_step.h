@@ -46,9 +46,11 @@ namespace phx {
 
 // the arrays an XPBD step works in, nbody entries each (lambda: kXpbdLambdas per body); body 0
 // is the world, static at the origin
-// a body's joint multipliers: the attachment's three, the alignment's three (or the
-// orientation's one), the limit's
-constexpr int kXpbdLambdas = 7;
+// a body's joint multipliers: the tree solve's rows in 0-5 (the attachment's three, the
+// alignment's two or the orientation's, the armature's); the Gauss-Seidel projections' in their
+// slots (xpbd_projections); a hinge's limit in 6, a composite joint's hinges' limits and the
+// Gauss-Seidel armature in 7-9
+constexpr int kXpbdLambdas = 10;
 
 template <class T>
 struct XpbdArrays {
@@ -62,6 +64,7 @@ struct XpbdArrays {
   T* lambda;     // (nbody x kXpbdLambdas) the joint constraints' multipliers
   T* lambda_cable;  // (ntendon) the cables' multipliers (xpbd_cable)
   T* qpos_prev;  // (nq) the coordinates at the start of the last substep
+  T* target;     // (nv) a hinge's angle predicted from the substep's start (its armature)
   XpbdTreeNode<T>* node;  // the joints solved at once (xpbd_solve_joints)
   // contacts (xpbd_contact.h), when the model has them (m.contact, nconmax > 0):
   ContactView<T> cv;         // where the step detects them (the caller's; Data's contacts)
@@ -105,6 +108,7 @@ PHX_HD XpbdArrays<T> XpbdArrays<T>::carve(const M& m, Arena<T>& arena) {
   s.lambda = arena.template take<T>(kXpbdLambdas * nb);
   s.lambda_cable = arena.template take<T>(m.ntendon);
   s.qpos_prev = arena.template take<T>(m.nq);
+  s.target = arena.template take<T>(m.nv);
   s.node = take_objects<XpbdTreeNode<T>>(arena, nb);
   s.cv = ContactView<T>{};
   s.c = ConstraintWorkspace<T>{};
@@ -512,21 +516,46 @@ PHX_HD void adj_xpbd_joint_forces(const ModelView<T>& m, const T* qfrc, const Xp
 
 // The projections of a Gauss-Seidel pass, each on a joint's two bodies and its own multipliers
 // (slots of the body's kXpbdLambdas): an attachment (slots 0-2), a hinge axis (3-5), a hinge
-// limit (6), an orientation (3), a slide's attachment across its axis (0)
-// (4); a composite joint's hinge i's limit is kXpbdCompositeLimit + i (slot 4 + i)
+// limit (6), an orientation (3), a slide's attachment across its axis (0); a composite joint's
+// hinge i's limit is kXpbdCompositeLimit + i (slot 7 + i), and hinge i's armature
+// kXpbdArmature + i (slot 7 + i; Gauss-Seidel passes only, whose bodies have one joint)
 enum XpbdProjection : int {
   kXpbdAttach,
   kXpbdAlign,
   kXpbdLimit,
   kXpbdOrient,
   kXpbdAcross,
-  kXpbdCompositeLimit
+  kXpbdCompositeLimit,
+  kXpbdArmature = kXpbdCompositeLimit + 3
 };
 
-// body b's projections in their order (at most three) into ops, or its hinge limit alone
-// (limits_only); returns their number
+// the most projections of one body
+constexpr int kXpbdMaxProjections = 6;
+
+// whether hinge i of body b's joint has armature
+template <class T>
+PHX_HD PHX_INLINE bool xpbd_has_armature(const ModelView<T>& m, int b, int i) {
+  const int j = m.body_jntadr[b] + i;
+  return m.jnt_type[j] == kJointHinge && m.dof_armature[m.jnt_dofadr[j]] > T(0);
+}
+
+template <class T>
+PHX_HD int xpbd_constraint_projections(const ModelView<T>& m, int b, bool limits_only, int* ops);
+
+// body b's projections in their order (at most kXpbdMaxProjections) into ops, or its limits
+// alone (limits_only: what follows the tree solve), then its hinges' armature; returns their
+// number
 template <class T>
 PHX_HD int xpbd_projections(const ModelView<T>& m, int b, bool limits_only, int* ops) {
+  int n = xpbd_constraint_projections(m, b, limits_only, ops);
+  for (int i = 0; i < m.body_jntnum[b] && !limits_only; ++i)  // the tree solve has their rows
+    if (xpbd_has_armature(m, b, i)) ops[n++] = kXpbdArmature + i;
+  return n;
+}
+
+// the joint's constraints' projections (or its limits alone)
+template <class T>
+PHX_HD int xpbd_constraint_projections(const ModelView<T>& m, int b, bool limits_only, int* ops) {
   if (!m.body_jntnum[b]) {
     if (limits_only) return 0;
     ops[0] = kXpbdAttach, ops[1] = kXpbdOrient;  // a weld
@@ -601,11 +630,112 @@ PHX_HD void xpbd_composite_limit(const ModelView<T>& m, int b, const XpbdJointFr
   xpbd_angular(B1, B2, excess * xpbd_composite_axis(J, B1.q, theta, i), R(0), h, lambda);
 }
 
+// Hinge i of a joint of frame J (a hinge, i = 0, or a composite joint's) at the orientations q1
+// (parent) and q2: its angle from the joint's zero and its world axis, and its rate for the
+// angular velocities w1, w2 (world). Any scalar R.
+template <class R>
+PHX_HD void xpbd_hinge_of(const XpbdJointFrame<R>& J, const Quat<R>& q1, const Quat<R>& q2, int i,
+                          R& theta, Vec3<R>& axis) {
+  if (J.type == kXpbdComposite) {
+    R th[3];
+    xpbd_composite_state(J, q1, q2, th);
+    theta = th[i];
+    axis = xpbd_composite_axis(J, q1, th, i);
+    return;
+  }
+  axis = xpbd_impl::rotate(q1, J.a1);
+  theta = xpbd_hinge_angle(axis, xpbd_impl::rotate(q1, J.n1), xpbd_impl::rotate(q2, J.n2));
+}
+template <class R>
+PHX_HD R xpbd_hinge_rate(const XpbdJointFrame<R>& J, const Quat<R>& q1, const Quat<R>& q2, int i,
+                         const Vec3<R>& w1, const Vec3<R>& w2) {
+  if (J.type == kXpbdComposite) {
+    R th[3], rate[3];
+    xpbd_composite_state(J, q1, q2, th);
+    xpbd_composite_rates(J.comp, th, xpbd_impl::rotate(conjugate(q1 * J.f1), w2 - w1), rate);
+    return rate[i];
+  }
+  return dot(xpbd_impl::rotate(q1, J.a1), w2 - w1);
+}
+
+// Armature a on hinge i of body b's joint, the rotor inertia a (dtheta/dt)^2 / 2 that the
+// bodies do not carry: implicit Euler, which XPBD is, adds a (theta - target)^2 / (2 h^2) to
+// what a substep minimises, target = theta + h dtheta/dt at the substep's start (the rotor's
+// inertial prediction). That is a compliant constraint theta = target of compliance h^2 / a,
+// projected about the hinge's world axis (xpbd_angular; alpha~ = 1 / a). Any scalar R.
+template <class R>
+PHX_HD void xpbd_armature(const XpbdJointFrame<R>& J, int i, R a, XpbdBody<R>& B1, XpbdBody<R>& B2,
+                          R target, R& lambda, R h) {
+  R theta;
+  Vec3<R> axis;
+  xpbd_hinge_of(J, B1.q, B2.q, i, theta, axis);
+  xpbd_angular(B1, B2, xpbd_impl::wrapped(theta - target) * axis, h * h / a, h, lambda);
+}
+
+// The armature's targets (per dof) at a substep's start: each hinge's angle there plus its
+// change over the substep before, target = 2 theta(start) - theta(before), with `body` the
+// poses at the start and `before` those at the previous substep's start. The chord of the angle
+// itself, not the body velocities' rate: where the angles curve in the relative rotation (three
+// hinges), a rate through the start pose's slopes leaves an error of order h^2 v^2 in the
+// target, a force of order a v^2 that does not fall with h (measured: the hip's velocity off by
+// 0.12 rad/s after 0.1 s).
+template <class R, class T>
+PHX_HD R xpbd_armature_target(const ModelView<T>& m, int b, int i, const XpbdJointFrame<R>& J,
+                              const Quat<R>& q1, const Quat<R>& q2, const Quat<R>& p1,
+                              const Quat<R>& p2) {
+  (void)m, (void)b;
+  R now, before;
+  Vec3<R> axis;
+  xpbd_hinge_of(J, q1, q2, i, now, axis);
+  xpbd_hinge_of(J, p1, p2, i, before, axis);
+  return now + xpbd_impl::wrapped(now - before);
+}
+template <class T>
+PHX_HD void xpbd_armature_targets(const ModelView<T>& m, const XpbdBody<T>* body,
+                                  const Quat<T>* before, T* target) {
+  for (int b = 1; b < m.nbody; ++b) {
+    const int p = m.body_parentid[b];
+    for (int i = 0; i < m.body_jntnum[b]; ++i) {
+      if (!xpbd_has_armature(m, b, i)) continue;
+      target[m.jnt_dofadr[m.body_jntadr[b] + i]] = xpbd_armature_target(
+          m, b, i, xpbd_joint_frame(m, b), body[p].q, body[b].q, before[p], before[b]);
+    }
+  }
+}
+// Its adjoint from adj_target (per dof) to the orientations at the start (adj_body) and before
+// (adj_before), accumulated, on Dual numbers in the four
+template <class T>
+PHX_HD void adj_xpbd_armature_targets(const ModelView<T>& m, const XpbdBody<T>* body,
+                                      const Quat<T>* before, const T* adj_target,
+                                      XpbdBody<T>* adj_body, Quat<T>* adj_before) {
+  constexpr int N = 16;
+  using D = Dual<T, N>;
+  for (int b = 1; b < m.nbody; ++b) {
+    const int p = m.body_parentid[b];
+    for (int i = 0; i < m.body_jntnum[b]; ++i) {
+      if (!xpbd_has_armature(m, b, i)) continue;
+      const T g = adj_target[m.jnt_dofadr[m.body_jntadr[b] + i]];
+      if (g == T(0)) continue;
+      xpbd_impl::DualSeeds<T, N> seed;
+      const Quat<D> q1 = seed.quat(body[p].q), q2 = seed.quat(body[b].q);
+      const Quat<D> p1 = seed.quat(before[p]), p2 = seed.quat(before[b]);
+      const D phi = g * xpbd_armature_target(m, b, i, xpbd_frame_cast<D>(xpbd_joint_frame(m, b)),
+                                             q1, q2, p1, p2);
+      xpbd_impl::DualSlopes<T, N> slope{phi};
+      slope.quat(adj_body[p].q);
+      slope.quat(adj_body[b].q);
+      slope.quat(adj_before[p]);
+      slope.quat(adj_before[b]);
+    }
+  }
+}
+
 // one projection `op` of body b's joint (frame J) on its parent B1 and B2, lambda the body's
-// multipliers (in/out), substep h, rigid (compliance 0)
+// multipliers (in/out), substep h, rigid (compliance 0) but for armature (its targets: target,
+// per dof)
 template <class T>
 PHX_HD void xpbd_project(const ModelView<T>& m, int b, const XpbdJointFrame<T>& J, int op,
-                         XpbdBody<T>& B1, XpbdBody<T>& B2, T* lambda, T h) {
+                         XpbdBody<T>& B1, XpbdBody<T>& B2, T* lambda, T h, const T* target) {
   switch (op) {
     case kXpbdAttach: {
       Vec3<T> l = Vec3<T>::load(lambda);
@@ -635,8 +765,13 @@ PHX_HD void xpbd_project(const ModelView<T>& m, int b, const XpbdJointFrame<T>& 
       break;
     }
     default: {
+      if (op >= kXpbdArmature) {
+        const int i = op - kXpbdArmature, d = m.jnt_dofadr[m.body_jntadr[b] + i];
+        xpbd_armature(J, i, m.dof_armature[d], B1, B2, target[d], lambda[7 + i], h);
+        break;
+      }
       const int i = op - kXpbdCompositeLimit;
-      xpbd_composite_limit(m, b, J, i, B1, B2, lambda[4 + i], h);
+      xpbd_composite_limit(m, b, J, i, B1, B2, lambda[7 + i], h);
       break;
     }
   }
@@ -645,12 +780,14 @@ PHX_HD void xpbd_project(const ModelView<T>& m, int b, const XpbdJointFrame<T>& 
 // The adjoint of xpbd_project at the bodies and multipliers it was given (B1, B2, lambda):
 // adj_b1, adj_b2 and adj_lambda (the body's kXpbdLambdas) hold the adjoints of its outputs and
 // receive those of its inputs; the anchors' adjoints go to adj_frame (two per body, may be null;
-// the axes and frames are the model's orientations, not parameters).
+// the axes and frames are the model's orientations, not parameters), the armature targets' to
+// adj_target (per dof).
 template <class T>
 PHX_HD void adj_xpbd_project(const ModelView<T>& m, int b, const XpbdJointFrame<T>& J, int op,
                              const XpbdBody<T>& B1, const XpbdBody<T>& B2, const T* lambda, T h,
-                             XpbdBody<T>& adj_b1, XpbdBody<T>& adj_b2, T* adj_lambda,
-                             Vec3<T>* adj_frame) {
+                             const T* target, XpbdBody<T>& adj_b1, XpbdBody<T>& adj_b2,
+                             T* adj_lambda, Vec3<T>* adj_frame, T* adj_target,
+                             T* adj_armature = nullptr) {
   const XpbdBody<T> out1 = adj_b1, out2 = adj_b2;
   adj_b1 = adj_b2 = XpbdBody<T>::zero();
   T adj_alpha = T(0), adj_h = T(0);
@@ -720,20 +857,32 @@ PHX_HD void adj_xpbd_project(const ModelView<T>& m, int b, const XpbdJointFrame<
       }
       break;
     }
-    default: {  // a composite joint's limit, on Dual numbers in both bodies and the multiplier
-      const int i = op - kXpbdCompositeLimit;
-      constexpr int N = 23;
+    default: {  // a composite joint's limit or armature, on Dual numbers in both bodies, the
+                // multiplier and the target
+      const bool armature = op >= kXpbdArmature;
+      const int i = op - (armature ? kXpbdArmature : kXpbdCompositeLimit);
+      const int slot = 7 + i, d = m.jnt_dofadr[m.body_jntadr[b] + i];
+      constexpr int N = 25;
       using D = Dual<T, N>;
       xpbd_impl::DualSeeds<T, N> seed;
       XpbdBody<D> D1 = seed.body(B1, true), D2 = seed.body(B2, true);
-      D l = seed(lambda[4 + i]);
-      xpbd_composite_limit(m, b, xpbd_frame_cast<D>(J), i, D1, D2, l, D(h));
-      const D phi = xpbd_impl::pair(out1, D1) + xpbd_impl::pair(out2, D2) + adj_lambda[4 + i] * l;
-      adj_lambda[4 + i] = T(0);
+      D l = seed(lambda[slot]);
+      const D goal = seed(armature ? target[d] : T(0)), a = seed(m.dof_armature[d]);
+      if (armature)
+        xpbd_armature(xpbd_frame_cast<D>(J), i, a, D1, D2, goal, l, D(h));
+      else
+        xpbd_composite_limit(m, b, xpbd_frame_cast<D>(J), i, D1, D2, l, D(h));
+      const D phi = xpbd_impl::pair(out1, D1) + xpbd_impl::pair(out2, D2) + adj_lambda[slot] * l;
+      adj_lambda[slot] = T(0);
       xpbd_impl::DualSlopes<T, N> slope{phi};
       slope.body(adj_b1, true);
       slope.body(adj_b2, true);
-      slope(adj_lambda[4 + i]);
+      slope(adj_lambda[slot]);
+      T adj_goal = T(0), adj_a = T(0);
+      slope(adj_goal);
+      slope(adj_a);
+      if (armature) adj_target[d] += adj_goal;
+      if (armature && adj_armature) adj_armature[d] += adj_a;
       break;
     }
   }
@@ -748,30 +897,32 @@ template <class T>
 PHX_HD void xpbd_project_joints(const ModelView<T>& m, XpbdArrays<T> s, T h,
                                 bool limits_only = false) {
   for (int b = 1; b < m.nbody; ++b) {
-    int ops[3];
+    int ops[kXpbdMaxProjections];
     const int n = xpbd_projections(m, b, limits_only, ops);
     if (n == 0) continue;
     const XpbdJointFrame<T> J = xpbd_joint_frame(m, b);
     for (int k = 0; k < n; ++k)
       xpbd_project(m, b, J, ops[k], s.body[m.body_parentid[b]], s.body[b],
-                   s.lambda + kXpbdLambdas * b, h);
+                   s.lambda + kXpbdLambdas * b, h, s.target);
   }
 }
 
 // The adjoint of xpbd_project_joints from the bodies `start` and the multipliers `lambda` it was
 // given: adj_body and adj_lambda hold the adjoints of its outputs and receive those of its
-// inputs; the anchors' go to adj_frame (may be null). Replays the pass keeping each
-// projection's two bodies (work: 7 nbody bodies), then reverses it.
+// inputs; the anchors' go to adj_frame (may be null), the armature targets' (target, per dof)
+// to adj_target. Replays the pass keeping each projection's two bodies (work:
+// (1 + 2 kXpbdMaxProjections) nbody bodies), then reverses it.
 template <class T>
 PHX_HD void adj_xpbd_project_joints(const ModelView<T>& m, const XpbdBody<T>* start,
-                                    const T* lambda, T h, bool limits_only, XpbdBody<T>* adj_body,
-                                    T* adj_lambda, XpbdBody<T>* work, Vec3<T>* adj_frame) {
-  const int nb = m.nbody;
+                                    const T* lambda, T h, bool limits_only, const T* target,
+                                    XpbdBody<T>* adj_body, T* adj_lambda, XpbdBody<T>* work,
+                                    Vec3<T>* adj_frame, T* adj_target, T* adj_armature = nullptr) {
+  const int nb = m.nbody, np = 2 * kXpbdMaxProjections;
   XpbdBody<T>* cur = work;
-  XpbdBody<T>* pre = work + nb;  // 3 projections x 2 bodies per body
+  XpbdBody<T>* pre = work + nb;  // kXpbdMaxProjections projections x 2 bodies per body
   for (int b = 0; b < nb; ++b) cur[b] = start[b];
   for (int b = 1; b < nb; ++b) {
-    int ops[3];
+    int ops[kXpbdMaxProjections];
     const int n = xpbd_projections(m, b, limits_only, ops);
     if (n == 0) continue;
     const int p = m.body_parentid[b];
@@ -779,21 +930,21 @@ PHX_HD void adj_xpbd_project_joints(const ModelView<T>& m, const XpbdBody<T>* st
     T l[kXpbdLambdas];
     for (int i = 0; i < kXpbdLambdas; ++i) l[i] = lambda[kXpbdLambdas * b + i];
     for (int k = 0; k < n; ++k) {
-      pre[6 * b + 2 * k] = cur[p];
-      pre[6 * b + 2 * k + 1] = cur[b];
-      xpbd_project(m, b, J, ops[k], cur[p], cur[b], l, h);
+      pre[np * b + 2 * k] = cur[p];
+      pre[np * b + 2 * k + 1] = cur[b];
+      xpbd_project(m, b, J, ops[k], cur[p], cur[b], l, h, target);
     }
   }
   for (int b = nb - 1; b >= 1; --b) {
-    int ops[3];
+    int ops[kXpbdMaxProjections];
     const int n = xpbd_projections(m, b, limits_only, ops);
     if (n == 0) continue;
     const int p = m.body_parentid[b];
     const XpbdJointFrame<T> J = xpbd_joint_frame(m, b);
     for (int k = n - 1; k >= 0; --k)
-      adj_xpbd_project(m, b, J, ops[k], pre[6 * b + 2 * k], pre[6 * b + 2 * k + 1],
-                       lambda + kXpbdLambdas * b, h, adj_body[p], adj_body[b],
-                       adj_lambda + kXpbdLambdas * b, adj_frame);
+      adj_xpbd_project(m, b, J, ops[k], pre[np * b + 2 * k], pre[np * b + 2 * k + 1],
+                       lambda + kXpbdLambdas * b, h, target, adj_body[p], adj_body[b],
+                       adj_lambda + kXpbdLambdas * b, adj_frame, adj_target, adj_armature);
   }
 }
 
@@ -997,21 +1148,51 @@ PHX_HD void xpbd_rows_of(const XpbdJointFrame<R>& J, const XpbdBody<R>& B1, cons
   }
 }
 
-// the rows of body b's joint at the current poses
+// The armature rows of body b's hinges (xpbd_armature): c = theta_i - target_i (wrapped), the
+// slopes of theta_i, -r_i on the parent's rotation and r_i on the child's (theta_i' =
+// r_i . (w2 - w1)), compliance 1 / a; target: the hinges' targets (per hinge of the body).
+// Any scalar R.
+template <class R, class T>
+PHX_HD void xpbd_rows_armature(const ModelView<T>& m, int b, const XpbdJointFrame<R>& J,
+                               const XpbdBody<R>& B1, const XpbdBody<R>& B2, const R* target,
+                               XpbdRows<R>& rows) {
+  for (int i = 0; i < m.body_jntnum[b]; ++i) {
+    if (!xpbd_has_armature(m, b, i)) continue;
+    R theta;
+    Vec3<R> axis, r;
+    xpbd_hinge_of(J, B1.q, B2.q, i, theta, axis);
+    for (int k = 0; k < 3; ++k) {
+      Vec3<R> e;
+      e[k] = R(1);
+      r[k] = xpbd_hinge_rate(J, B1.q, B2.q, i, Vec3<R>{}, e);
+    }
+    const T a = m.dof_armature[m.jnt_dofadr[m.body_jntadr[b] + i]];
+    rows.add(xpbd_impl::wrapped(theta - target[i]), Vec3<R>{}, -r, Vec3<R>{}, r, R(T(1) / a));
+  }
+}
+
+// the rows of body b's joint at the current poses, its hinges' armature last
 template <class T>
 PHX_HD void xpbd_joint_rows(const ModelView<T>& m, const XpbdArrays<T>& s, int b,
                             XpbdRows<T>& rows) {
-  xpbd_rows_of(xpbd_joint_frame(m, b), s.body[m.body_parentid[b]], s.body[b], rows);
+  const XpbdJointFrame<T> J = xpbd_joint_frame(m, b);
+  const XpbdBody<T>&B1 = s.body[m.body_parentid[b]], &B2 = s.body[b];
+  xpbd_rows_of(J, B1, B2, rows);
+  if (m.body_jntnum[b])
+    xpbd_rows_armature(m, b, J, B1, B2, s.target + m.jnt_dofadr[m.body_jntadr[b]], rows);
 }
 
-// The adjoint of xpbd_joint_rows in the two bodies' positions and orientations and in the
-// joint frame's anchors: the gradient of sum_i adj.c_i c_i + adj.g1_i . g1_i + adj.g2_i . g2_i,
-// by Dual numbers in (x1, q1, x2, q2, r1, r2), accumulated into adj_body (the world's is left
-// alone) and adj_frame (may be null).
+// The adjoint of xpbd_joint_rows in the two bodies' positions and orientations, the joint
+// frame's anchors and the armature's targets: the gradient of
+// sum_i adj.c_i c_i + adj.g1_i . g1_i + adj.g2_i . g2_i, by Dual numbers in
+// (x1, q1, x2, q2, r1, r2, targets), accumulated into adj_body (the world's is left alone),
+// adj_frame and adj_target (per dof; may be null); and the armature's through the rows'
+// compliance 1 / a into adj_armature (per dof; may be null).
 template <class T>
 PHX_HD void adj_xpbd_joint_rows(const ModelView<T>& m, const XpbdArrays<T>& s, int b,
-                                const XpbdRows<T>& adj, XpbdBody<T>* adj_body, Vec3<T>* adj_frame) {
-  using D = Dual<T, 20>;
+                                const XpbdRows<T>& adj, XpbdBody<T>* adj_body, Vec3<T>* adj_frame,
+                                T* adj_target = nullptr, T* adj_armature = nullptr) {
+  using D = Dual<T, 23>;
   const int p = m.body_parentid[b];
   const XpbdJointFrame<D> JD = xpbd_impl::seeded_frame<D>(xpbd_joint_frame(m, b), 14);
   XpbdBody<D> B[2];
@@ -1019,6 +1200,15 @@ PHX_HD void adj_xpbd_joint_rows(const ModelView<T>& m, const XpbdArrays<T>& s, i
   for (int k = 0; k < 2; ++k) B[k] = xpbd_impl::seeded<D>(s.body[id[k]], 7 * k);
   XpbdRows<D> rows;
   xpbd_rows_of(JD, B[0], B[1], rows);
+  const int base = rows.n, d0 = m.body_jntnum[b] ? m.jnt_dofadr[m.body_jntadr[b]] : 0;
+  if (m.body_jntnum[b]) {
+    D target[3];
+    for (int i = 0; i < m.body_jntnum[b] && i < 3; ++i) {
+      target[i] = D(s.target[d0 + i]);
+      target[i].d[20 + i] = T(1);
+    }
+    xpbd_rows_armature(m, b, JD, B[0], B[1], target, rows);
+  }
   D phi(T(0));
   for (int i = 0; i < rows.n; ++i) {
     phi += adj.c[i] * rows.c[i];
@@ -1027,6 +1217,14 @@ PHX_HD void adj_xpbd_joint_rows(const ModelView<T>& m, const XpbdArrays<T>& s, i
   for (int k = 0; k < 2; ++k)
     if (id[k] > 0) xpbd_impl::add_pose_slopes(phi, 7 * k, adj_body[id[k]]);
   xpbd_impl::add_frame_slopes(phi, 14, b, adj_frame);
+  // the armature rows, in their order: targets and compliances
+  for (int i = 0, row = base; i < m.body_jntnum[b]; ++i) {
+    if (!xpbd_has_armature(m, b, i)) continue;
+    if (adj_target) adj_target[d0 + i] += phi.d[20 + i];
+    const T a = m.dof_armature[d0 + i];
+    if (adj_armature) adj_armature[d0 + i] -= adj.alpha[row] / (a * a);
+    ++row;
+  }
 }
 
 // One iteration over the joints, substep h, all at once: a Newton step on every joint's rows
@@ -1053,21 +1251,25 @@ PHX_HD void xpbd_solve_joints(const ModelView<T>& m, XpbdArrays<T> s, T h) {
 // The adjoint of xpbd_solve_joints at the bodies and multipliers it started from (s.body and
 // s.lambda, read only): adj_body (nbody) and adj_lambda (kXpbdLambdas per body) hold the
 // adjoints of its outputs and receive those of its inputs (positions, orientations, inverse
-// masses and inertias; multipliers). Replays the iteration: the tree solve, then the hinge
-// limits (adj_xpbd_project_joints; work: 8 nbody bodies), reversed. Scratch:
+// masses and inertias; multipliers). Replays the iteration: the tree solve, then the limits
+// and armature (adj_xpbd_project_joints; work: kXpbdSolveWork nbody bodies), reversed. Scratch:
 // adj_rows (nbody), adj_d (6 nbody), adj_dl (kXpbdLambdas nbody). The joint frames' anchors
-// take their adjoints in adj_frame (two per body; may be null). Where the forward fell back to
-// a Gauss-Seidel pass (a singular block), so does the adjoint.
+// take their adjoints in adj_frame (two per body; may be null), the armature targets' in
+// adj_target (per dof; may be null without armature). Where the forward fell back to a
+// Gauss-Seidel pass (a singular block), so does the adjoint.
+constexpr int kXpbdSolveWork = 2 + 2 * kXpbdMaxProjections;
 template <class T>
 PHX_HD void adj_xpbd_solve_joints(const ModelView<T>& m, XpbdArrays<T> s, T h,
                                   XpbdBody<T>* adj_body, T* adj_lambda, XpbdBody<T>* work,
                                   XpbdRows<T>* adj_rows, T* adj_d, T* adj_dl,
-                                  Vec3<T>* adj_frame = nullptr) {
+                                  Vec3<T>* adj_frame = nullptr, T* adj_target = nullptr,
+                                  T* adj_armature = nullptr) {
   const int nb = m.nbody;
   for (int b = 1; b < nb; ++b) xpbd_joint_rows(m, s, b, s.node[b].rows);
   if (!xpbd_tree_solve(nb, m.body_parentid, s.body, s.node, T(0), s.lambda, kXpbdLambdas)) {
     // the forward's fallback, a Gauss-Seidel pass
-    adj_xpbd_project_joints(m, s.body, s.lambda, h, false, adj_body, adj_lambda, work, adj_frame);
+    adj_xpbd_project_joints(m, s.body, s.lambda, h, false, s.target, adj_body, adj_lambda, work,
+                            adj_frame, adj_target, adj_armature);
     return;
   }
   // the forward after the solve (the limits' start), then the limits reversed
@@ -1078,7 +1280,8 @@ PHX_HD void adj_xpbd_solve_joints(const ModelView<T>& m, XpbdArrays<T> s, T h,
     cur[b].x += Vec3<T>{N.d[0], N.d[1], N.d[2]};
     cur[b].q = xpbd_rotate(cur[b].q, Vec3<T>{N.d[3], N.d[4], N.d[5]});
   }
-  adj_xpbd_project_joints(m, cur, s.lambda, h, true, adj_body, adj_lambda, work + nb, adj_frame);
+  adj_xpbd_project_joints(m, cur, s.lambda, h, true, s.target, adj_body, adj_lambda, work + nb,
+                          adj_frame, adj_target);
   // x' = x + d, q' = rotate(q, d_ang), lambda' = lambda + dlambda
   for (int b = 0; b < nb; ++b) {
     for (int k = 0; k < 6; ++k) adj_d[6 * b + k] = T(0);
@@ -1097,7 +1300,8 @@ PHX_HD void adj_xpbd_solve_joints(const ModelView<T>& m, XpbdArrays<T> s, T h,
   T adj_at = T(0);
   adj_xpbd_tree_solve(nb, m.body_parentid, s.body, s.node, T(0), s.lambda, kXpbdLambdas, adj_d,
                       adj_dl, adj_rows, adj_body, adj_lambda, adj_at);
-  for (int b = 1; b < nb; ++b) adj_xpbd_joint_rows(m, s, b, adj_rows[b], adj_body, adj_frame);
+  for (int b = 1; b < nb; ++b)
+    adj_xpbd_joint_rows(m, s, b, adj_rows[b], adj_body, adj_frame, adj_target, adj_armature);
 }
 
 namespace xpbd_impl {
@@ -1413,13 +1617,22 @@ PHX_HD void xpbd_contact_velocities(const ModelView<T>& m, XpbdArrays<T> s, T h,
     const int i = xpbd_contact_order(pass, ncon, k);
     const XpbdContact<T>& c = s.contact[i];
     if (!(s.lambda_contact[2 * i] < T(0))) continue;
+    s.touched[c.b1] = s.touched[c.b2] = T(1);
     Vec3<T> v[4] = {s.v[c.b1], s.omega[c.b1], s.v[c.b2], s.omega[c.b2]};
     if (!xpbd_contact_velocity(c, s.body[c.b1], s.body[c.b2], v, s.lambda_contact[2 * i], s.vn0[i],
                                h, g))
       continue;
     s.v[c.b1] = v[0], s.omega[c.b1] = v[1], s.v[c.b2] = v[2], s.omega[c.b2] = v[3];
-    s.touched[c.b1] = s.touched[c.b2] = T(1);
   }
+}
+
+// the bodies of the contacts that acted in a substep (lambda: its multipliers after its
+// iterations), 1 in touched (nbody), as xpbd_contact_velocities marks them
+template <class T>
+PHX_HD void xpbd_contacts_acted(const XpbdArrays<T>& s, const T* lambda, int nbody, T* touched) {
+  for (int b = 0; b < nbody; ++b) touched[b] = T(0);
+  for (int i = 0; i < xpbd_ncon(s); ++i)
+    if (lambda[2 * i] < T(0)) touched[s.contact[i].b1] = touched[s.contact[i].b2] = T(1);
 }
 
 // The adjoint of xpbd_contact_velocities at the end poses `end` and the velocities it was given
@@ -1459,8 +1672,9 @@ PHX_HD void adj_xpbd_contact_velocities(const ModelView<T>& m, const XpbdArrays<
   }
 }
 
-// After the last substep: the start poses of the bodies the velocity pass changed, moved so that
-// their chords carry the changed velocities into the qvel the step reports (xpbd_chord_start)
+// After each substep: the start poses of the bodies the velocity pass acted on, moved so that
+// their chords carry the changed velocities (xpbd_chord_start): into the qvel the step reports
+// after the last, and into the next substep's armature targets (the angles' chords)
 template <class T>
 PHX_HD void xpbd_contact_chords(const ModelView<T>& m, XpbdArrays<T> s, T h) {
   if (xpbd_ncon(s) == 0) return;
@@ -1482,6 +1696,7 @@ struct XpbdRecord {
   T* lambda_cable;  // (substeps iterations) x ntendon, before each iteration
   T* lambda_contact;  // (substeps (iterations + 1)) x 2 nconmax, before each iteration and
                       // after the last
+  Quat<T>* before;    // (nbody) the orientations at qpos (-) h qvel (the load's start poses)
 
   // sized for m's substeps and iterations (xpbd_substeps, xpbd_iterations)
   template <class M>
@@ -1495,9 +1710,34 @@ struct XpbdRecord {
     r.lambda = arena.template take<T>(k * n * kXpbdLambdas * nb);
     r.lambda_cable = arena.template take<T>(k * n * m.ntendon);
     r.lambda_contact = arena.template take<T>(k * (n + 1) * 2 * m.nconmax);
+    r.before = take_objects<Quat<T>>(arena, nb);
     return r;
   }
 };
+
+// The orientations before substep k of a recorded step (what its armature targets read): those
+// at substep k - 1's start, where its contacts acted moved by their chords
+// (xpbd_contact_chords), or for k = 0 the load's (rec.before); into q (nbody)
+template <class T>
+PHX_HD void xpbd_armature_before(const ModelView<T>& m, const XpbdArrays<T>& s,
+                                 const XpbdRecord<T>& rec, int k, int iterations, T h, Quat<T>* q) {
+  const int nb = m.nbody, nc = 2 * xpbd_ncon(s);
+  if (k == 0) {
+    for (int b = 0; b < nb; ++b) q[b] = rec.before[b];
+    return;
+  }
+  const XpbdBody<T>* prev = rec.body + (k - 1) * (iterations + 1) * nb;
+  const XpbdBody<T>* end = rec.body + k * (iterations + 1) * nb;
+  for (int b = 0; b < nb; ++b) q[b] = prev[b].q;
+  if (nc == 0) return;
+  xpbd_contacts_acted(s, rec.lambda_contact + ((k - 1) * (iterations + 1) + iterations) * nc, nb,
+                      s.touched);
+  for (int b = 1; b < nb; ++b) {
+    if (!(s.touched[b] > T(0) && end[b].inv_mass > T(0))) continue;
+    Vec3<T> x;
+    xpbd_chord_start(end[b].x, end[b].q, rec.v[k * nb + b], rec.omega[k * nb + b], h, x, q[b]);
+  }
+}
 
 // One step of m.timestep in `substeps` substeps of `iterations` joint iterations each, in place
 // on qpos and qvel, under gravity and the applied generalized forces of step.h's
@@ -1519,6 +1759,8 @@ PHX_HD PHX_DEVICE_NOINLINE void xpbd_step(const ModelView<T>& m, T* qpos, T* qve
   applied_forces(m, qpos, qvel, ctrl, qfrc_applied, w);  // into w.qfrc, which load keeps
   T h = m.timestep / T(substeps);
   xpbd_load(m, qpos, qvel, h, w, s);
+  if (rec.body)
+    for (int b = 0; b < nb; ++b) rec.before[b] = s.q_prev[b];
   xpbd_detect(m, w, s);
   const int nc = 2 * xpbd_ncon(s);
   Vec3<T> g{m.gravity[0], m.gravity[1], m.gravity[2]};
@@ -1531,6 +1773,7 @@ PHX_HD PHX_DEVICE_NOINLINE void xpbd_step(const ModelView<T>& m, T* qpos, T* qve
         rec.omega[k * nb + b] = s.omega[b];
       }
     xpbd_contacts_start(s);
+    xpbd_armature_targets(m, s.body, s.q_prev, s.target);
     for (int b = 1; b < nb; ++b) {
       s.x_prev[b] = s.body[b].x;
       s.q_prev[b] = s.body[b].q;
@@ -1556,8 +1799,8 @@ PHX_HD PHX_DEVICE_NOINLINE void xpbd_step(const ModelView<T>& m, T* qpos, T* qve
       if (s.body[b].inv_mass > T(0))
         xpbd_velocities(s.body[b].x, s.body[b].q, s.x_prev[b], s.q_prev[b], h, s.v[b], s.omega[b]);
     xpbd_contact_velocities(m, s, h, k);
+    xpbd_contact_chords(m, s, h);
   }
-  xpbd_contact_chords(m, s, h);
   xpbd_store(m, s, h, qpos, qvel);
 }
 
@@ -1585,7 +1828,7 @@ struct XpbdAdjArrays {
   Vec3<T>* f;
   Vec3<T>* tau;
   T* lambda;          // kXpbdLambdas nbody
-  XpbdBody<T>* work;  // 8 nbody
+  XpbdBody<T>* work;  // kXpbdSolveWork nbody
   XpbdRows<T>* rows;  // nbody
   T* d;               // 6 nbody
   T* dl;              // kXpbdLambdas nbody
@@ -1595,6 +1838,9 @@ struct XpbdAdjArrays {
   T* adj_qpos_a;
   T* adj_qpos_b;
   T* qvel;         // nv
+  T* target;       // nv: of the armature's targets
+  Quat<T>* before_q;      // nbody: the orientations before a substep (armature), and their
+  Quat<T>* adj_before_q;  //   adjoints (TODO: carried to the substep before)
   Vec3<T>* frame;  // 2 nbody: of the joint frames' anchors r1, r2
   T* lambda_cable;           // ntendon: of the cables' multipliers
   XpbdBody<T>* cable_start;  // nbody, and kXpbdLambdas nbody: the joints' replay, which the
@@ -1628,7 +1874,7 @@ struct XpbdAdjArrays {
     r.f = take_objects<Vec3<T>>(arena, nb);
     r.tau = take_objects<Vec3<T>>(arena, nb);
     r.lambda = arena.template take<T>(kXpbdLambdas * nb);
-    r.work = take_objects<XpbdBody<T>>(arena, 8 * nb);
+    r.work = take_objects<XpbdBody<T>>(arena, kXpbdSolveWork * nb);
     r.rows = take_objects<XpbdRows<T>>(arena, nb);
     r.d = arena.template take<T>(6 * nb);
     r.dl = arena.template take<T>(kXpbdLambdas * nb);
@@ -1638,6 +1884,9 @@ struct XpbdAdjArrays {
     r.adj_qpos_a = arena.template take<T>(m.nq);
     r.adj_qpos_b = arena.template take<T>(m.nq);
     r.qvel = arena.template take<T>(m.nv);
+    r.target = arena.template take<T>(m.nv);
+    r.before_q = take_objects<Quat<T>>(arena, nb);
+    r.adj_before_q = take_objects<Quat<T>>(arena, nb);
     r.frame = take_objects<Vec3<T>>(arena, 2 * nb);
     r.lambda_cable = arena.template take<T>(m.ntendon);
     r.cable_start = take_objects<XpbdBody<T>>(arena, nb);
@@ -1690,6 +1939,7 @@ PHX_HD PHX_DEVICE_NOINLINE void adj_xpbd_step(
   for (int i = 0; i < 2 * nb; ++i) r.frame[i] = Vec3<T>{};
   const int ncon = xpbd_ncon(s), nc = 2 * ncon;
   for (int i = 0; i < ncon; ++i) r.contact[i].r1 = r.contact[i].r2 = r.contact[i].n = Vec3<T>{};
+  for (int b = 0; b < nb; ++b) r.adj_before_q[b] = Quat<T>::zero();
   // qpos' = coordinates(end), qvel' = difference(qpos', coordinates(start)) / h
   for (int i = 0; i < nq; ++i) {
     r.adj_qpos_a[i] = adj_qpos_next[i];
@@ -1704,12 +1954,28 @@ PHX_HD PHX_DEVICE_NOINLINE void adj_xpbd_step(
     const XpbdBody<T>* end =
         k == substeps - 1 ? s.body : rec.body + (k + 1) * (iterations + 1) * nb;
     const T* lambda_end = rec.lambda_contact + (k * (iterations + 1) + iterations) * nc;
-    // the start poses the contacts' chords moved (the last substep's; xpbd_contact_chords)
-    for (int b = 1; k == substeps - 1 && ncon > 0 && b < nb; ++b) {
-      if (!(s.touched[b] > T(0) && s.body[b].inv_mass > T(0))) continue;
-      adj_xpbd_chord_start(s.body[b].x, s.body[b].q, s.v[b], s.omega[b], h, r.prev[b].x,
-                           r.prev[b].q, r.body[b].x, r.body[b].q, r.v[b], r.omega[b]);
-      r.prev[b] = XpbdBody<T>::zero();
+    // the start poses the contacts' chords moved at the substep's end (xpbd_contact_chords):
+    // read by the store after the last substep (their adjoint in r.prev) and by the next
+    // substep's armature targets (r.adj_before_q); where no contact acted, they are the
+    // substep's start poses
+    const bool last = k == substeps - 1;
+    if (ncon > 0) xpbd_contacts_acted(s, lambda_end, nb, s.touched);
+    const Vec3<T>* v_end = last ? s.v : rec.v + (k + 1) * nb;
+    const Vec3<T>* w_end = last ? s.omega : rec.omega + (k + 1) * nb;
+    for (int b = 1; b < nb; ++b) {
+      XpbdBody<T> B = XpbdBody<T>::zero();
+      if (last)
+        B = r.prev[b];
+      else
+        B.q = r.adj_before_q[b];
+      r.adj_before_q[b] = Quat<T>::zero();
+      if (ncon > 0 && s.touched[b] > T(0) && start[b].inv_mass > T(0)) {
+        adj_xpbd_chord_start(end[b].x, end[b].q, v_end[b], w_end[b], h, B.x, B.q, r.body[b].x,
+                             r.body[b].q, r.v[b], r.omega[b]);
+        if (last) r.prev[b] = XpbdBody<T>::zero();
+      } else if (!last) {
+        add_to(r.prev[b].q, B.q);
+      }
     }
     // the contacts' velocity pass, from the chord velocities and vn0 it read (s.vn0 is scratch
     // after the replay)
@@ -1739,9 +2005,14 @@ PHX_HD PHX_DEVICE_NOINLINE void adj_xpbd_step(
                           r.prev[b].x, r.prev[b].q, adj_h, r.v[b], r.omega[b]);
       r.v[b] = r.omega[b] = Vec3<T>{};
     }
-    // the iterations, last first
+    // the iterations, last first, with the substep's armature targets
     for (int i = 0; i < nl; ++i) r.lambda[i] = T(0);
     for (int t = 0; t < m.ntendon; ++t) r.lambda_cable[t] = T(0);
+    for (int d = 0; d < nv; ++d) r.target[d] = T(0);
+    // the orientations before substep k: substep k - 1's start poses, moved by its contacts'
+    // chords, or the load's for k = 0
+    xpbd_armature_before(m, s, rec, k, iterations, h, r.before_q);
+    xpbd_armature_targets(m, start, r.before_q, s.target);
     for (int it = iterations - 1; it >= 0; --it) {
       for (int b = 0; b < nb; ++b) s.body[b] = rec.body[(k * (iterations + 1) + 1 + it) * nb + b];
       for (int i = 0; i < nl; ++i) s.lambda[i] = rec.lambda[(k * iterations + it) * nl + i];
@@ -1772,11 +2043,14 @@ PHX_HD PHX_DEVICE_NOINLINE void adj_xpbd_step(
                                   adj_model.body_ipos);
       }
       if (solver == kXpbdTree)
-        adj_xpbd_solve_joints(m, s, h, r.body, r.lambda, r.work, r.rows, r.d, r.dl, r.frame);
+        adj_xpbd_solve_joints(m, s, h, r.body, r.lambda, r.work, r.rows, r.d, r.dl, r.frame,
+                              r.target, adj_model.dof_armature);
       else
-        adj_xpbd_project_joints(m, s.body, s.lambda, h, false, r.body, r.lambda, r.work, r.frame);
+        adj_xpbd_project_joints(m, s.body, s.lambda, h, false, s.target, r.body, r.lambda, r.work,
+                                r.frame, r.target, adj_model.dof_armature);
     }
-    // vn0, read at the substep's start from its poses and velocities
+    // the armature's targets and vn0, read at the substep's start from its poses and velocities
+    adj_xpbd_armature_targets(m, start, r.before_q, r.target, r.prev, r.adj_before_q);
     for (int i = 0; i < ncon; ++i) {
       const XpbdContact<T>& c = s.contact[i];
       if (r.vn0[i] == T(0)) continue;
@@ -1806,7 +2080,12 @@ PHX_HD PHX_DEVICE_NOINLINE void adj_xpbd_step(
     }
     adj_xpbd_joint_forces(m, w.qfrc, s, r.f, r.tau, r.qfrc, r.body, r.frame, adj_model);
   }
-  // the load: poses at qpos (r.body) and at qpos (-) h qvel (r.prev), differenced
+  // the load: poses at qpos (r.body) and at qpos (-) h qvel (r.prev, which the first substep's
+  // armature targets read too), differenced
+  for (int b = 1; b < nb; ++b) {
+    add_to(r.prev[b].q, r.adj_before_q[b]);
+    r.adj_before_q[b] = Quat<T>::zero();
+  }
   xpbd_load(m, qpos, qvel, h, w, s);
   for (int b = 1; b < nb; ++b) {
     T adj_h = T(0);

@@ -33,17 +33,20 @@
 namespace phx {
 
 // The rows of one joint, at most six: errors c and their slopes g1 (on body 1, the parent) and
-// g2 (on body 2, the child), each (linear, angular) in the world.
+// g2 (on body 2, the child), each (linear, angular) in the world, and each row's own compliance
+// alpha~ (added to the solve's; 0 for a rigid row).
 template <class T>
 struct XpbdRows {
   int n = 0;
   T c[6];
   T g1[6][6];
   T g2[6][6];
+  T alpha[6];
 
   PHX_HD void add(T ci, const Vec3<T>& lin1, const Vec3<T>& ang1, const Vec3<T>& lin2,
-                  const Vec3<T>& ang2) {
+                  const Vec3<T>& ang2, T compliance = T(0)) {
     c[n] = ci;
+    alpha[n] = compliance;
     for (int k = 0; k < 3; ++k) {
       g1[n][k] = lin1[k];
       g1[n][3 + k] = ang1[k];
@@ -207,7 +210,7 @@ PHX_HD bool xpbd_tree_factor(int nbody, const int* parent, const XpbdBody<T>* bo
       if (moving) mul6(N.W, N.rows.g2[i], wg);
       for (int j = 0; j <= i; ++j) {
         T s = moving ? dot_n(N.rows.g2[j], wg, 6) : T(0);
-        if (i == j) s += at;
+        if (i == j) s += at + N.rows.alpha[i];
         N.S[n * i + j] = N.S[n * j + i] = s;
       }
     }
@@ -295,7 +298,8 @@ PHX_HD bool xpbd_tree_solve(int nbody, const int* parent, const XpbdBody<T>* bod
   for (int b = 1; b < nbody; ++b) {
     XpbdTreeNode<T>& N = node[b];
     for (int k = 0; k < 6; ++k) N.rb[k] = T(0);
-    for (int i = 0; i < N.rows.n; ++i) N.rj[i] = -N.rows.c[i] - at * lambda[lambda_stride * b + i];
+    for (int i = 0; i < N.rows.n; ++i)
+      N.rj[i] = -N.rows.c[i] - (at + N.rows.alpha[i]) * lambda[lambda_stride * b + i];
   }
   xpbd_tree_substitute(nbody, parent, body, node);
   return true;
@@ -305,10 +309,10 @@ PHX_HD bool xpbd_tree_solve(int nbody, const int* parent, const XpbdBody<T>* bod
 // from the adjoints of the displacements adj_d (6 per body, world (linear, angular)) and of the
 // multiplier changes adj_dlambda (lambda_stride per body), accumulates those of the rows
 // (adj_rows[b]: of c, g1 and g2, zeroed here), of the bodies' orientations, inverse masses and
-// inverse inertias (through M^-1), of lambda and of at. With dlambda = S^-1 rhs, S = G W0 G^T +
-// at, d = W0 G^T dlambda (W0 = M^-1) and y = S^-1 (adj_dlambda + G W0 adj_d) (one more
-// substitution):
-//   adj_c = -y,   adj_lambda = -at y,   adj_at = -y . (lambda + dlambda),
+// inverse inertias (through M^-1), of lambda and of at and the rows' alpha (adj_rows). With
+// dlambda = S^-1 rhs, S = G W0 G^T + at + alpha, d = W0 G^T dlambda (W0 = M^-1) and
+// y = S^-1 (adj_dlambda + G W0 adj_d) (one more substitution):
+//   adj_c = -y,   adj_lambda = -(at + alpha) y,   adj_at = adj_alpha = -y . (lambda + dlambda),
 //   adj_G = dlambda (W0 adj_d - W0 G^T y)^T - y d^T,   adj_W0 = (adj_d - G^T y) (G^T dlambda)^T.
 template <class T>
 PHX_HD void adj_xpbd_tree_solve(int nbody, const int* parent, const XpbdBody<T>* body,
@@ -371,8 +375,9 @@ PHX_HD void adj_xpbd_tree_solve(int nbody, const int* parent, const XpbdBody<T>*
     for (int i = 0; i < n; ++i) {
       const T y = -N.mu[i], dl = N.fdl[i];
       A.c[i] = -y;
-      adj_lambda[lambda_stride * b + i] -= at * y;
-      adj_at -= y * (lambda[lambda_stride * b + i] + dl);
+      adj_lambda[lambda_stride * b + i] -= (at + N.rows.alpha[i]) * y;
+      A.alpha[i] = -y * (lambda[lambda_stride * b + i] + dl);
+      adj_at += A.alpha[i];
       for (int k = 0; k < 6; ++k) {
         A.g2[i][k] = moving(b) ? dl * (N.au[k] - N.d[k]) - y * N.fd[k] : T(0);
         A.g1[i][k] = moving(p) ? dl * (node[p].au[k] - node[p].d[k]) - y * node[p].fd[k] : T(0);

@@ -1086,7 +1086,7 @@ Vec3<double> composed_point(const XpbdComposite<double>& C, const double* theta,
 TEST(XpbdComposite, AnglesPointsAndTorquesAgreeWithTheComposition) {
   std::mt19937 rng(11);
   std::uniform_real_distribution<double> angle(-1.4, 1.4), u(-1, 1);
-  double worst_angle = 0, worst_point = 0, worst_work = 0;
+  double worst_angle = 0, worst_point = 0, worst_work = 0, worst_rate = 0;
   for (const XpbdComposite<double>& C : composites()) {
     for (int trial = 0; trial < 50; ++trial) {
       double theta[3], back[3], f[3], dtheta[3];
@@ -1104,12 +1104,17 @@ TEST(XpbdComposite, AnglesPointsAndTorquesAgreeWithTheComposition) {
       Quat<double> dq = xpbd_composite_rotation(C, tp, C.k) *
                         conjugate(xpbd_composite_rotation(C, tm, C.k));
       const Vec3<double> omega = (1.0 / eps) * Vec3<double>{dq.x, dq.y, dq.z};
-      double work = 0;
+      double work = 0, rate[3];
       for (int i = 0; i < C.k; ++i) work += f[i] * dtheta[i];
+      xpbd_composite_rates(C, theta, omega, rate);
+      for (int i = 0; i < C.k; ++i)
+        worst_rate = std::max(worst_rate, std::abs(rate[i] - dtheta[i]));
       worst_work = std::max(worst_work, std::abs(dot(xpbd_composite_torque(C, theta, f), omega) - work));
     }
   }
-  std::printf("angles %.2e, points %.2e, work %.2e\n", worst_angle, worst_point, worst_work);
+  std::printf("angles %.2e, points %.2e, work %.2e, rates %.2e\n", worst_angle, worst_point,
+              worst_work, worst_rate);
+  EXPECT_LT(worst_rate, 1e-8);
   EXPECT_LT(worst_angle, 1e-12);
   EXPECT_LT(worst_point, 1e-14);
   EXPECT_LT(worst_work, 1e-8);

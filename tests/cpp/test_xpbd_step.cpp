@@ -48,7 +48,7 @@ struct Arrays {
   std::vector<XpbdBody<double>> body;
   std::vector<Vec3<double>> v, omega, x_prev, f, tau;
   std::vector<Quat<double>> q_prev;
-  std::vector<double> lambda, lambda_cable, qpos_prev;
+  std::vector<double> lambda, lambda_cable, qpos_prev, target;
   std::vector<XpbdTreeNode<double>> node;
   explicit Arrays(const Model& m)
       : body(m.nbody),
@@ -61,12 +61,14 @@ struct Arrays {
         lambda(kXpbdLambdas * m.nbody),
         lambda_cable(m.ntendon),
         qpos_prev(m.nq),
+        target(m.nv),
         node(m.nbody) {}
   XpbdArrays<double> view() {
     XpbdArrays<double> s{};  // no contacts
     s.body = body.data(), s.v = v.data(), s.omega = omega.data(), s.x_prev = x_prev.data();
     s.q_prev = q_prev.data(), s.f = f.data(), s.tau = tau.data(), s.lambda = lambda.data();
     s.lambda_cable = lambda_cable.data(), s.qpos_prev = qpos_prev.data(), s.node = node.data();
+    s.target = target.data();
     return s;
   }
 };
@@ -550,7 +552,7 @@ void expect_solve_joints_gradient(const Model& model, const std::vector<double>&
     return l;
   };
   // the adjoint
-  std::vector<XpbdBody<double>> adj_body(nb, XpbdBody<double>::zero()), work(8 * nb);
+  std::vector<XpbdBody<double>> adj_body(nb, XpbdBody<double>::zero()), work(kXpbdSolveWork * nb);
   std::vector<double> adj_lambda(nl), adj_d(6 * nb), adj_dl(nl);
   std::vector<XpbdRows<double>> adj_rows(nb);
   unpack(weight, adj_body, adj_lambda);
@@ -606,9 +608,15 @@ struct StepAdjointArrays {
 // one XPBD step of `in` (substeps, iterations) against adj_xpbd_step, every input of the step
 // (state, controls, dynamics parameters) along random directions, through
 // test::check_step_adjoint
-void check_xpbd_step_adjoint(const Model& model, const test::StepInputs& in, unsigned seed,
+void check_xpbd_step_adjoint(const Model& given, const test::StepInputs& given_in, unsigned seed,
                              int substeps, int iterations, double tol,
                              XpbdJointSolver solver = kXpbdTree) {
+  // armature on every hinge (the rotor's compliant rows; at zero the step has a kink in it)
+  Model model = given;
+  test::StepInputs in = given_in;
+  for (int d = 0; d < model.nv; ++d)
+    if (model.jnt_type[model.dof_jntid[d]] == kJointHinge)
+      model.dof_armature[d] = in.p.dof_armature[d] = 0.02;
   test::check_step_adjoint(
       model, in, seed,
       [&](HostModel<double>& hm, test::StepInputs& x) {

@@ -133,7 +133,6 @@ def test_step_jacobians_match_central_differences(double_pendulum, rng):
 
 
 @pytest.mark.parametrize("edit, message", [
-    (lambda m: m.set_parameter("dof_armature", np.array([0.1, 0.0])), "armature"),
     (lambda m: m.set_parameter("body_mass", np.array([0.0, 0.0, 0.4])), "no mass"),
 ])
 def test_what_xpbd_does_not_simulate_is_an_error(tmp_path, edit, message):
@@ -154,6 +153,7 @@ def test_what_xpbd_does_not_simulate_is_an_error(tmp_path, edit, message):
     ("<joint type='hinge' axis='0 1 0'/><joint type='hinge' axis='0 -1 0'/>", {}, "dependent"),
     ("<joint type='hinge' axis='0 1 0'/><joint type='hinge' axis='1 0 0'/>",
      {"xpbd_joint_solver": "gauss_seidel"}, "tree solver"),
+    ("<joint type='slide' axis='1 0 0' armature='0.1'/>", {}, "hinges only"),
 ])
 def test_joints_xpbd_cannot_compose_are_an_error(tmp_path, joints, option, message):
     path = tmp_path / "model.xml"
@@ -161,7 +161,8 @@ def test_joints_xpbd_cannot_compose_are_an_error(tmp_path, joints, option, messa
       <body>{joints}<geom type='sphere' size='.1' pos='0 0 -.5'/></body></worldbody></mujoco>""")
     model = xpbd(path, **option)
     with pytest.raises(ValueError, match=message):
-        phalanx.rollout(model, np.zeros((1, 2)), np.zeros((1, 2)), np.zeros((1, 3, 0)))
+        phalanx.rollout(model, np.zeros((1, model.nq)), np.zeros((1, model.nv)),
+                        np.zeros((1, 3, 0)))
 
 
 # Composite joints: a link carrying a body of three hinges at one anchor (a hip), which carries
@@ -224,8 +225,8 @@ def test_composite_joints_converge_to_featherstone(composite, rng):
 
 def test_humanoid_without_contacts_converges_to_featherstone(rng):
     # MuJoCo's humanoid (hips of three hinges, abdomen and shoulders of two, ankles of two at
-    # two anchors), flying for 0.2 s from random joint angles within the middle of their ranges
-    # and random velocities, armature off (XPBD has none yet)
+    # two anchors, armature on every hinge), flying for 0.2 s from random joint angles within
+    # the middle of their ranges and random velocities
     path = HUMANOID
     model = phalanx.load_model(path)
     qpos = model.qpos0[None].copy()
@@ -235,7 +236,6 @@ def test_humanoid_without_contacts_converges_to_featherstone(rng):
     qvel = 0.5 * rng.standard_normal((1, model.nv))
 
     def edit(m):
-        m.set_parameter("dof_armature", np.zeros(m.nv))
         m.contact = False
 
     errors = converges_to_featherstone(path, qpos, qvel, 0.2, edit)
@@ -550,3 +550,59 @@ def test_contact_tape_gradients_match_central_differences(contacts, rng):
             grad = grads[name].sum(axis=0)
         assert float((grad * d).sum()) == pytest.approx(fd, rel=1e-5, abs=1e-5), name
         assert abs(fd) > 1e-2, name
+
+
+def test_armature_converges_to_featherstone(composite, rng):
+    # the composite chain with armature on every hinge (0.01 kg m^2, a fifth to a half of the
+    # light links' inertia), limits off: the errors halve with the step
+    def edit(m):
+        m.set_parameter("dof_armature", np.full(m.nv, 0.01))
+        m.limit = False
+
+    model = phalanx.load_model(composite)
+    qpos = 0.2 * rng.standard_normal((1, model.nq))
+    qvel = 0.5 * rng.standard_normal((1, model.nv))
+    errors = converges_to_featherstone(composite, qpos, qvel, 0.3, edit)
+    print("errors (qpos, qvel) at 2, 1, 0.5, 0.25 ms:", errors.tolist())
+    assert (errors[1:] < 0.6 * errors[:-1]).all()
+    assert errors[-1, 0] < 1e-3
+    # the armature matters at this size: without it the motion differs by more than that
+    edit_off = lambda m: (edit(m), m.set_parameter("dof_armature", np.zeros(m.nv)))
+    ref = phalanx.load_model(composite)
+    edit(ref)
+    ref.timestep = 2.5e-4
+    off = xpbd(composite)
+    edit_off(off)
+    off.timestep = 2.5e-4
+    n = int(round(0.3 / 2.5e-4))
+    with_arm = phalanx.rollout(ref, qpos, qvel, np.zeros((1, n, 0)))[0][0, -1]
+    without = phalanx.rollout(off, qpos, qvel, np.zeros((1, n, 0)))[0][0, -1]
+    assert np.abs(with_arm - without).max() > 10 * errors[-1, 0]
+
+
+def test_humanoid_on_the_floor_step_jacobians_match_central_differences(rng):
+    # MuJoCo's humanoid as it is (armature on its hinges, limits) landing on its feet with
+    # random controls, two substeps of two iterations: the one-step Jacobians against central
+    # differences (h = 1e-6, whose truncation on the contacts' slopes of 5e2 falls as h^2) and
+    # the armature's column on the masses' too
+    model = xpbd(HUMANOID, xpbd_substeps=2, xpbd_iterations=2)
+    qpos = model.qpos0[None].copy()
+    qpos[0, 2] = 1.25
+    qvel = 0.3 * rng.standard_normal((1, model.nv))
+    qvel[0, 2] = -0.5
+    ctrl = 0.2 * rng.standard_normal((1, model.nu))
+    jac = phalanx.step_jacobians(model, qpos, qvel, ctrl, parameters=True)
+    fd = phalanx.step_jacobians_fd(model, qpos, qvel, ctrl, h=1e-6)
+    for key in ("dqpos_dqpos", "dqpos_dqvel", "dqvel_dqpos", "dqvel_dqvel", "dqvel_dctrl"):
+        scale = np.abs(fd[key]).max()
+        np.testing.assert_allclose(jac[key], fd[key], rtol=0, atol=1e-7 * scale, err_msg=key)
+    assert np.abs(fd["dqvel_dqpos"]).max() > 100  # the contacts act
+    armature = model.parameter("dof_armature")
+    d = np.where(armature > 0, 1e-6, 0.0)
+    out = []
+    for sign in (1, -1):
+        with phalanx.model_parameters(model, {"dof_armature": armature + sign * d}):
+            q, v, _ = phalanx.step(model, qpos, qvel, ctrl)
+        out.append(np.r_[q[0], v[0]])
+    np.testing.assert_allclose(jac["parameters"]["dof_armature"][0] @ (d / 1e-6),
+                               (out[0] - out[1]) / 2e-6, rtol=1e-5, atol=1e-6)
