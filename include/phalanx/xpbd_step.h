@@ -72,7 +72,7 @@ struct XpbdArrays {
   XpbdContact<T>* contact;   // (nconmax) each one's geometry, held over the step
   T* lambda_contact;         // (2 nconmax) multipliers: normal, friction
   T* vn0;                    // (nconmax) normal velocity at the substep's start
-  T* touched;                // (nbody) 1 where the last substep's velocity pass changed a body
+  T* touched;                // (nbody) 1 where a substep's velocity pass acted on a body
   T* margin;                 // (1) the detection's look-ahead (xpbd_detect)
 
   template <class M>
