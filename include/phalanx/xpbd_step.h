@@ -679,11 +679,9 @@ PHX_HD void xpbd_armature(const XpbdJointFrame<R>& J, int i, R a, XpbdBody<R>& B
 // hinges), a rate through the start pose's slopes leaves an error of order h^2 v^2 in the
 // target, a force of order a v^2 that does not fall with h (measured: the hip's velocity off by
 // 0.12 rad/s after 0.1 s).
-template <class R, class T>
-PHX_HD R xpbd_armature_target(const ModelView<T>& m, int b, int i, const XpbdJointFrame<R>& J,
-                              const Quat<R>& q1, const Quat<R>& q2, const Quat<R>& p1,
-                              const Quat<R>& p2) {
-  (void)m, (void)b;
+template <class R>
+PHX_HD R xpbd_armature_target(const XpbdJointFrame<R>& J, int i, const Quat<R>& q1,
+                              const Quat<R>& q2, const Quat<R>& p1, const Quat<R>& p2) {
   R now, before;
   Vec3<R> axis;
   xpbd_hinge_of(J, q1, q2, i, now, axis);
@@ -698,7 +696,7 @@ PHX_HD void xpbd_armature_targets(const ModelView<T>& m, const XpbdBody<T>* body
     for (int i = 0; i < m.body_jntnum[b]; ++i) {
       if (!xpbd_has_armature(m, b, i)) continue;
       target[m.jnt_dofadr[m.body_jntadr[b] + i]] = xpbd_armature_target(
-          m, b, i, xpbd_joint_frame(m, b), body[p].q, body[b].q, before[p], before[b]);
+          xpbd_joint_frame(m, b), i, body[p].q, body[b].q, before[p], before[b]);
     }
   }
 }
@@ -719,8 +717,8 @@ PHX_HD void adj_xpbd_armature_targets(const ModelView<T>& m, const XpbdBody<T>* 
       xpbd_impl::DualSeeds<T, N> seed;
       const Quat<D> q1 = seed.quat(body[p].q), q2 = seed.quat(body[b].q);
       const Quat<D> p1 = seed.quat(before[p]), p2 = seed.quat(before[b]);
-      const D phi = g * xpbd_armature_target(m, b, i, xpbd_frame_cast<D>(xpbd_joint_frame(m, b)),
-                                             q1, q2, p1, p2);
+      const D phi =
+          g * xpbd_armature_target(xpbd_frame_cast<D>(xpbd_joint_frame(m, b)), i, q1, q2, p1, p2);
       xpbd_impl::DualSlopes<T, N> slope{phi};
       slope.quat(adj_body[p].q);
       slope.quat(adj_body[b].q);
@@ -1839,8 +1837,8 @@ struct XpbdAdjArrays {
   T* adj_qpos_b;
   T* qvel;         // nv
   T* target;       // nv: of the armature's targets
-  Quat<T>* before_q;      // nbody: the orientations before a substep (armature), and their
-  Quat<T>* adj_before_q;  //   adjoints (TODO: carried to the substep before)
+  Quat<T>* before_q;      // nbody: the orientations before a substep (the armature's targets),
+  Quat<T>* adj_before_q;  //   and their adjoints, carried to the substep before
   Vec3<T>* frame;  // 2 nbody: of the joint frames' anchors r1, r2
   T* lambda_cable;           // ntendon: of the cables' multipliers
   XpbdBody<T>* cable_start;  // nbody, and kXpbdLambdas nbody: the joints' replay, which the
