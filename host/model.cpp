@@ -394,7 +394,7 @@ void Model::validate() const {
 // The solver options, and with the XPBD solver what it simulates: one joint per body (or two or
 // three hinges, validate_xpbd_composite), free
 // joints at the world, masses and inertias on the bodies that move, limits on hinges and on
-// two-site spatial tendons (cables) only, armature on hinges only, and no friction loss or
+// spatial tendons through sites (cables) only, armature on hinges only, and no friction loss or
 // equality constraints yet.
 // A body with several joints under XPBD: two or three hinges (a composite joint), their axes
 // independent, solved by the tree solver (its rows; the Gauss-Seidel passes have none for it).
@@ -455,13 +455,15 @@ void Model::validate_xpbd() const {
                                  kJointTypeNames[jnt_type[j]] + "; XPBD limits hinges only" + why);
   for (int t = 0; t < ntendon; ++t) {
     if (!opt.limit || !tendon_limited[t]) continue;
-    const int w = tendon_adr[t];
-    const bool cable =
-        tendon_num[t] == 2 && wrap_type[w] == kWrapSite && wrap_type[w + 1] == kWrapSite;
-    if (!cable)
+    bool sites = tendon_num[t] >= 2 && tendon_num[t] <= kXpbdPathPoints;
+    for (int i = 0; i < tendon_num[t]; ++i)
+      sites = sites && wrap_type[tendon_adr[t] + i] == kWrapSite;
+    if (!sites)
       invalid("tendon_limited", "tendon " + std::to_string(t) +
-                                    " is limited but is not a spatial tendon of two sites; XPBD "
-                                    "limits those (cables) only" +
+                                    " is limited but is not a spatial tendon through 2 to " +
+                                    std::to_string(kXpbdPathPoints) +
+                                    " sites (no joints, pulleys or wrapping geoms); XPBD limits "
+                                    "those (cables) only" +
                                     why);
   }
   for (int d = 0; d < nv; ++d)

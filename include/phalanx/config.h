@@ -149,6 +149,8 @@ inline constexpr const char* kXpbdJointSolverNames[] = {
     PHX_XPBD_JOINT_SOLVERS(PHX_XPBD_JOINT_SOLVER_NAME)
 #undef PHX_XPBD_JOINT_SOLVER_NAME
 };
+// the most points an XPBD path (xpbd_path: a cable through a limited tendon's sites) runs through
+constexpr int kXpbdPathPoints = 16;
 
 // Options of the gradient through contacts (flags of Options::contact_gradient and of a
 // step_vjp call; Werling et al. 2021). 0 differentiates the branch the forward step took.

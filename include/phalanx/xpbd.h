@@ -693,6 +693,207 @@ PHX_HD void adj_xpbd_distance(const XpbdBody<T>& b1, const XpbdBody<T>& b2, cons
   xpbd_impl::adj_rotate(b2.q, r2, adj_b2.q, adj_r2, adj_r2w + adj_d);
 }
 
+// ---- paths: a cable through several points ---------------------------------------------------
+
+// Path length: a cable through the points of `path` in order (Path: size() >= 2 points, point i
+// at the local point point(i) of body body[body(i)]; at most kXpbdPathPoints), of length
+// L = sum_i |p_{i+1} - p_i|, kept within [lo, hi]: above hi it is projected back to hi, below lo
+// to lo, else nothing. Rigid (compliance 0), one Newton step on L:
+//   dlambda = -(L - bound) / w,   w = sum_b inv_m_b |G_b|^2 + A_b^T I_b^-1 A_b,
+//   G_b = sum_{i on b} g_i,   A_b = sum_{i on b} r_i x g_i,   g_i = dL/dp_i = u_{i-1} - u_i,
+// u_i the unit direction of segment i (zero for a segment of zero length) and r_i point i's world
+// lever arm; body b moves by inv_m_b G_b dlambda and turns by I_b^-1 A_b dlambda (Müller's
+// generalized inverse masses, eqs. 2-3, summed over every body the path moves). With two points
+// on two bodies this is xpbd_distance's update. Linear momentum is kept (the g_i sum to zero).
+// lambda is the multiplier of L - bound (dlambda < 0 when stretched, > 0 when compressed).
+// Returns dlambda; no update when every point is on one body (L is constant) or no body can move.
+namespace xpbd_impl {
+
+template <class T, class Path>
+PHX_HD PHX_INLINE Vec3<T> path_point(const XpbdBody<T>* body, const Path& path, int i) {
+  const XpbdBody<T>& b = body[path.body(i)];
+  return b.x + rotate(b.q, path.point(i));
+}
+// whether point i is the first of its body's points in the path
+template <class Path>
+PHX_HD PHX_INLINE bool first_on_body(const Path& path, int i) {
+  for (int j = 0; j < i; ++j)
+    if (path.body(j) == path.body(i)) return false;
+  return true;
+}
+// the path's length, and g (size()) its gradients in the points
+template <class T, class Path>
+PHX_HD T path_length(const XpbdBody<T>* body, const Path& path, Vec3<T>* g) {
+  const int n = path.size();
+  for (int i = 0; i < n; ++i) g[i] = Vec3<T>{};
+  T len = T(0);
+  Vec3<T> p = path_point(body, path, 0);
+  for (int i = 0; i + 1 < n; ++i) {
+    const Vec3<T> next = path_point(body, path, i + 1);
+    const T l = norm(next - p);
+    len += l;
+    if (l > T(0)) {
+      const Vec3<T> u = (T(1) / l) * (next - p);
+      g[i] -= u;
+      g[i + 1] += u;
+    }
+    p = next;
+  }
+  return len;
+}
+// its adjoint, from the adjoints of g and the length, into the bodies' positions and orientations
+// and the local points (adj_r, may be null)
+template <class T, class Path>
+PHX_HD void adj_path_length(const XpbdBody<T>* body, const Path& path, const Vec3<T>* adj_g,
+                            T adj_len, XpbdBody<T>* adj_body, Vec3<T>* adj_r) {
+  const int n = path.size();
+  auto to_point = [&](int i, const Vec3<T>& adj_p) {
+    const int b = path.body(i);
+    adj_body[b].x += adj_p;
+    Vec3<T> ar;
+    adj_rotate(body[b].q, path.point(i), adj_body[b].q, ar, adj_p);
+    if (adj_r) adj_r[i] += ar;
+  };
+  for (int i = 0; i + 1 < n; ++i) {
+    const Vec3<T> d = path_point(body, path, i + 1) - path_point(body, path, i);
+    const T l = norm(d);
+    if (!(l > T(0))) continue;
+    const Vec3<T> u = (T(1) / l) * d;
+    // u_i enters g_i with -1 and g_{i+1} with +1; l_i enters the length
+    const Vec3<T> adj_u = adj_g[i + 1] - adj_g[i];
+    const Vec3<T> adj_d = (T(1) / l) * (adj_u - dot(u, adj_u) * u) + adj_len * u;
+    to_point(i + 1, adj_d);
+    to_point(i, -adj_d);
+  }
+}
+// G_b and A_b of the body of point i, summed from i on (i its body's first point)
+template <class T, class Path>
+PHX_HD void path_body_sums(const XpbdBody<T>* body, const Path& path, const Vec3<T>* g, int i,
+                           Vec3<T>& G, Vec3<T>& A) {
+  const int b = path.body(i);
+  G = A = Vec3<T>{};
+  for (int j = i; j < path.size(); ++j)
+    if (path.body(j) == b) {
+      G += g[j];
+      A += cross(rotate(body[b].q, path.point(j)), g[j]);
+    }
+}
+// the length the path is projected to: hi when longer, lo when shorter; false within [lo, hi]
+template <class T>
+PHX_HD PHX_INLINE bool path_bound(T len, T lo, T hi, T& bound) {
+  bound = len > hi ? hi : lo;
+  return len > hi || len < lo;
+}
+// the path's generalized inverse mass w, from its gradients g
+template <class T, class Path>
+PHX_HD T path_inverse_mass(const XpbdBody<T>* body, const Path& path, const Vec3<T>* g) {
+  T w = T(0);
+  for (int i = 0; i < path.size(); ++i) {
+    if (!first_on_body(path, i)) continue;
+    const XpbdBody<T>& B = body[path.body(i)];
+    Vec3<T> G, A;
+    path_body_sums(body, path, g, i, G, A);
+    w += B.inv_mass * dot(G, G) + dot(A, xpbd_inv_inertia_world(B.q, B.inv_inertia, A));
+  }
+  return w;
+}
+
+// Whether the path of length len is projected: outside [lo, hi], on two bodies or more, and
+// some body can move (w > 0); if so the bound it goes to and w
+template <class T, class Path>
+PHX_HD bool path_active(const XpbdBody<T>* body, const Path& path, const Vec3<T>* g, T len, T lo,
+                        T hi, T& bound, T& w) {
+  bool bodies = false;
+  for (int i = 1; i < path.size(); ++i) bodies = bodies || path.body(i) != path.body(0);
+  if (!bodies || !path_bound(len, lo, hi, bound)) return false;
+  w = path_inverse_mass(body, path, g);
+  return w > T(0);
+}
+
+}  // namespace xpbd_impl
+
+template <class T, class Path>
+PHX_HD T xpbd_path(XpbdBody<T>* body, const Path& path, T lo, T hi, T& lambda) {
+  using namespace xpbd_impl;
+  Vec3<T> g[kXpbdPathPoints];
+  T bound, w;
+  const T len = path_length(body, path, g);
+  if (!path_active(body, path, g, len, lo, hi, bound, w)) return T(0);
+  const T dl = -(len - bound) / w;
+  lambda += dl;
+  // each body's G and A from the gradients before any body moved and its own orientation before
+  // it turns
+  for (int i = 0; i < path.size(); ++i) {
+    if (!first_on_body(path, i)) continue;
+    XpbdBody<T>& B = body[path.body(i)];
+    Vec3<T> G, A;
+    path_body_sums(body, path, g, i, G, A);
+    B.x += (B.inv_mass * dl) * G;
+    B.q = xpbd_rotate(B.q, dl * xpbd_inv_inertia_world(B.q, B.inv_inertia, A));
+  }
+  return dl;
+}
+// Its adjoint at the bodies `body` it was given: adj_body holds the adjoints of the bodies after
+// the projection and receives those before it (the path's bodies; masses and inertias carried
+// through), adj_r (size(), may be null) receives the local points' (added), and adj_lambda is
+// the adjoint of the multiplier after it (the one before, which the step does not read, has the
+// same). Inactive (within the bounds, or no body moves): the identity.
+template <class T, class Path>
+PHX_HD void adj_xpbd_path(const XpbdBody<T>* body, const Path& path, T lo, T hi, T adj_lambda,
+                          XpbdBody<T>* adj_body, Vec3<T>* adj_r) {
+  using namespace xpbd_impl;
+  Vec3<T> g[kXpbdPathPoints], adj_g[kXpbdPathPoints];
+  T bound, w;
+  const T len = path_length(body, path, g);
+  if (!path_active(body, path, g, len, lo, hi, bound, w)) return;
+  const T dl = -(len - bound) / w;
+  const int n = path.size();
+  // dlambda's adjoint from lambda's and every moved body's outputs, before they are overwritten
+  T adj_dl = adj_lambda;
+  for (int i = 0; i < n; ++i) {
+    if (!first_on_body(path, i)) continue;
+    const XpbdBody<T>& B = body[path.body(i)];
+    const XpbdBody<T>& out = adj_body[path.body(i)];
+    Vec3<T> G, A, adj_phi;
+    path_body_sums(body, path, g, i, G, A);
+    const Vec3<T> k = xpbd_inv_inertia_world(B.q, B.inv_inertia, A);
+    Quat<T> unused = Quat<T>::zero();
+    adj_xpbd_rotate(B.q, dl * k, unused, adj_phi, out.q);
+    adj_dl += B.inv_mass * dot(G, out.x) + dot(k, adj_phi);
+  }
+  // dl = -(len - bound) / w
+  const T adj_len = -adj_dl / w, adj_w = -dl * adj_dl / w;
+  for (int i = 0; i < n; ++i) adj_g[i] = Vec3<T>{};
+  for (int i = 0; i < n; ++i) {
+    if (!first_on_body(path, i)) continue;
+    const int b = path.body(i);
+    const XpbdBody<T>& B = body[b];
+    const XpbdBody<T> out = adj_body[b];
+    Vec3<T> G, A, adj_phi;
+    path_body_sums(body, path, g, i, G, A);
+    const Vec3<T> k = xpbd_inv_inertia_world(B.q, B.inv_inertia, A);
+    // q' = xpbd_rotate(q, dl k), k = I^-1 A; x' = x + inv_m dl G (x, inv_mass, inv_inertia
+    // carried); w's term inv_m |G|^2 + A . I^-1 A
+    adj_body[b].q = Quat<T>::zero();
+    adj_xpbd_rotate(B.q, dl * k, adj_body[b].q, adj_phi, out.q);
+    adj_body[b].inv_mass += dl * dot(G, out.x) + adj_w * dot(G, G);
+    const Vec3<T> adj_G = (B.inv_mass * dl) * out.x + (T(2) * B.inv_mass * adj_w) * G;
+    Vec3<T> adj_A = adj_w * k;
+    adj_xpbd_inv_inertia_world(B.q, B.inv_inertia, A, adj_body[b].q, adj_body[b].inv_inertia, adj_A,
+                               dl * adj_phi + adj_w * A);
+    // G = sum g_j, A = sum r_j x g_j over the body's points, r_j = R r_local_j
+    for (int j = i; j < n; ++j) {
+      if (path.body(j) != b) continue;
+      const Vec3<T> r = rotate(B.q, path.point(j));
+      adj_g[j] += adj_G + cross(adj_A, r);
+      Vec3<T> ar;
+      adj_rotate(B.q, path.point(j), adj_body[b].q, ar, cross(g[j], adj_A));
+      if (adj_r) adj_r[j] += ar;
+    }
+  }
+  adj_path_length(body, path, adj_g, adj_len, adj_body, adj_r);
+}
+
 // below this |a x b| two opposite unit axes count as exactly opposite
 constexpr double kXpbdOppositeTol = 1e-6;
 

@@ -11,8 +11,9 @@
 //   slide  the anchors agree across the axis, the frames agree
 //   ball   the anchors coincide
 //   free   nothing (its parent is the world)
-// A limited spatial tendon between two sites is a cable (xpbd_cable): a distance constraint
-// that keeps its length within tendon_range, projected after the joints in every iteration.
+// A limited spatial tendon through sites is a cable (xpbd_cable): a constraint on the length of
+// the path through its sites that keeps it within tendon_range, projected after the joints in
+// every iteration.
 // Contacts (xpbd_contact.h) are detected once per step (xpbd_detect), projected after the cables
 // in every iteration and corrected on the velocities after each substep.
 // Velocities: XPBD's are chords, (pose - pose at the substep's start) / h, so qvel is reported
@@ -946,16 +947,6 @@ PHX_HD void adj_xpbd_project_joints(const ModelView<T>& m, const XpbdBody<T>* st
   }
 }
 
-// A cable: tendon t when it is a limited spatial tendon of exactly two sites. Its sites' bodies
-// and their points (principal frames, relative to the centres of mass; the world's in its frame)
-// and the length range it is kept in: at most hi (it pulls), at least lo (it pushes).
-template <class T>
-struct XpbdCable {
-  int b1, b2;
-  Vec3<T> r1, r2;
-  T lo, hi;
-};
-
 // a site's point in its body's principal frame
 template <class T>
 PHX_HD Vec3<T> xpbd_site_point(const ModelView<T>& m, int site) {
@@ -976,92 +967,64 @@ PHX_HD void adj_xpbd_site_point(const ModelView<T>& m, int site, const Vec3<T>& 
   for (int k = 0; k < 3; ++k) adj_body_ipos[3 * b + k] -= adj_p[k];
 }
 
-// whether tendon t is a cable (limits on, its sites on two bodies), and if so its description
+// A cable: tendon t when it is a limited spatial tendon of sites only (two to kXpbdPathPoints,
+// Model::validate_xpbd): the path through its sites (xpbd_path), whose length is kept within
+// tendon_range: at most hi (it pulls), at least lo (it pushes). On one body it is constant, and
+// the path does nothing.
+template <class T>
+struct XpbdCable {
+  const ModelView<T>* m;
+  int adr, n;  // the tendon's first wrap entry, its number of sites
+  T lo, hi;
+  PHX_HD int size() const { return n; }
+  PHX_HD int site(int i) const { return m->wrap_objid[adr + i]; }
+  PHX_HD int body(int i) const { return m->site_bodyid[site(i)]; }
+  PHX_HD Vec3<T> point(int i) const { return xpbd_site_point(*m, site(i)); }
+};
+
+// whether tendon t is a cable (limits on, sites only), and if so its path
 template <class T>
 PHX_HD bool xpbd_cable(const ModelView<T>& m, int t, XpbdCable<T>& c) {
-  const int w = m.tendon_adr[t];
-  if (!m.limit || !m.tendon_limited[t] || m.tendon_num[t] != 2 || m.wrap_type[w] != kWrapSite ||
-      m.wrap_type[w + 1] != kWrapSite)
-    return false;
-  const int s1 = m.wrap_objid[w], s2 = m.wrap_objid[w + 1];
-  c.b1 = m.site_bodyid[s1];
-  c.b2 = m.site_bodyid[s2];
-  if (c.b1 == c.b2) return false;  // a constant length: nothing to project
-  c.r1 = xpbd_site_point(m, s1);
-  c.r2 = xpbd_site_point(m, s2);
-  c.lo = m.tendon_range[2 * t];
-  c.hi = m.tendon_range[2 * t + 1];
+  if (!m.limit || !m.tendon_limited[t]) return false;
+  c = XpbdCable<T>{&m, m.tendon_adr[t], m.tendon_num[t], m.tendon_range[2 * t],
+                   m.tendon_range[2 * t + 1]};
+  if (c.n < 2 || c.n > kXpbdPathPoints) return false;
+  for (int i = 0; i < c.n; ++i)
+    if (m.wrap_type[c.adr + i] != kWrapSite) return false;
   return true;
-}
-
-// The cable's projection on its bodies B1, B2 (rigid): back to hi when longer, to lo when
-// shorter, else nothing
-template <class T>
-PHX_HD void xpbd_cable_project(const XpbdCable<T>& c, XpbdBody<T>& B1, XpbdBody<T>& B2, T h,
-                               T& lambda) {
-  const Vec3<T> d = (B2.x + xpbd_impl::rotate(B2.q, c.r2)) - (B1.x + xpbd_impl::rotate(B1.q, c.r1));
-  const T len = norm(d);
-  if (len > c.hi)
-    xpbd_distance(B1, B2, c.r1, c.r2, c.hi, true, T(0), h, lambda);
-  else if (len < c.lo)
-    xpbd_distance(B1, B2, c.r1, c.r2, c.lo, false, T(0), h, lambda);
-}
-// its adjoint at the bodies and multiplier it was given; adj_b1, adj_b2, adj_lambda hold the
-// outputs' adjoints and receive the inputs'; the points' go to adj_r1, adj_r2 (accumulated)
-template <class T>
-PHX_HD void adj_xpbd_cable_project(const XpbdCable<T>& c, const XpbdBody<T>& B1,
-                                   const XpbdBody<T>& B2, T h, T lambda, XpbdBody<T>& adj_b1,
-                                   XpbdBody<T>& adj_b2, T& adj_lambda, Vec3<T>& adj_r1,
-                                   Vec3<T>& adj_r2) {
-  const Vec3<T> d = (B2.x + xpbd_impl::rotate(B2.q, c.r2)) - (B1.x + xpbd_impl::rotate(B1.q, c.r1));
-  const T len = norm(d);
-  if (!(len > c.hi) && !(len < c.lo)) return;  // the identity
-  const bool pull = len > c.hi;
-  XpbdBody<T> out1 = adj_b1, out2 = adj_b2;
-  const T out_lambda = adj_lambda;
-  adj_b1 = adj_b2 = XpbdBody<T>::zero();
-  adj_lambda = T(0);
-  T adj_rest = T(0), adj_alpha = T(0), adj_h = T(0);
-  adj_xpbd_distance(B1, B2, c.r1, c.r2, pull ? c.hi : c.lo, pull, T(0), h, lambda, adj_b1, adj_b2,
-                    adj_r1, adj_r2, adj_rest, adj_alpha, adj_h, adj_lambda, out1, out2, out_lambda);
 }
 
 // One pass over the cables, in tendon order
 template <class T>
-PHX_HD void xpbd_project_cables(const ModelView<T>& m, XpbdArrays<T> s, T h) {
+PHX_HD void xpbd_project_cables(const ModelView<T>& m, XpbdArrays<T> s) {
   XpbdCable<T> c;
   for (int t = 0; t < m.ntendon; ++t)
-    if (xpbd_cable(m, t, c))
-      xpbd_cable_project(c, s.body[c.b1], s.body[c.b2], h, s.lambda_cable[t]);
+    if (xpbd_cable(m, t, c)) xpbd_path(s.body, c, c.lo, c.hi, s.lambda_cable[t]);
 }
 
-// Its adjoint from the bodies `start` and the multipliers `lambda` (ntendon) it was given:
-// adj_body and adj_lambda hold its outputs' adjoints and receive its inputs'; body_ipos's go to
-// adj_body_ipos (may be null). Replays the pass keeping each cable's two bodies (work: nbody +
-// 2 ntendon bodies), then reverses it.
+// Its adjoint from the bodies `start` it was given (the multipliers are not read, so their
+// adjoints pass through): adj_body holds its outputs' adjoints and receives its inputs';
+// body_ipos's go to adj_body_ipos (may be null). Replays the pass keeping each cable's bodies
+// before it (work: nbody + nwrap bodies), then reverses it, restoring them cable by cable.
 template <class T>
 PHX_HD void adj_xpbd_project_cables(const ModelView<T>& m, const XpbdBody<T>* start,
-                                    const T* lambda, T h, XpbdBody<T>* adj_body, T* adj_lambda,
-                                    XpbdBody<T>* work, T* adj_body_ipos) {
+                                    XpbdBody<T>* adj_body, XpbdBody<T>* work, T* adj_body_ipos) {
   XpbdBody<T>* cur = work;
   XpbdBody<T>* pre = work + m.nbody;
   for (int b = 0; b < m.nbody; ++b) cur[b] = start[b];
   XpbdCable<T> c;
   for (int t = 0; t < m.ntendon; ++t) {
     if (!xpbd_cable(m, t, c)) continue;
-    pre[2 * t] = cur[c.b1];
-    pre[2 * t + 1] = cur[c.b2];
-    T l = lambda[t];
-    xpbd_cable_project(c, cur[c.b1], cur[c.b2], h, l);
+    for (int i = 0; i < c.n; ++i) pre[c.adr + i] = cur[c.body(i)];
+    T lambda = T(0);  // not read by the step
+    xpbd_path(cur, c, c.lo, c.hi, lambda);
   }
   for (int t = m.ntendon - 1; t >= 0; --t) {
     if (!xpbd_cable(m, t, c)) continue;
-    Vec3<T> adj_r1, adj_r2;
-    adj_xpbd_cable_project(c, pre[2 * t], pre[2 * t + 1], h, lambda[t], adj_body[c.b1],
-                           adj_body[c.b2], adj_lambda[t], adj_r1, adj_r2);
-    const int w = m.tendon_adr[t];
-    adj_xpbd_site_point(m, m.wrap_objid[w], adj_r1, adj_body_ipos);
-    adj_xpbd_site_point(m, m.wrap_objid[w + 1], adj_r2, adj_body_ipos);
+    for (int i = 0; i < c.n; ++i) cur[c.body(i)] = pre[c.adr + i];
+    Vec3<T> adj_r[kXpbdPathPoints];
+    adj_xpbd_path(cur, c, c.lo, c.hi, T(0), adj_body, adj_r);
+    for (int i = 0; i < c.n; ++i) adj_xpbd_site_point(m, c.site(i), adj_r[i], adj_body_ipos);
   }
 }
 
@@ -1690,8 +1653,7 @@ struct XpbdRecord {
                       // substep k's prediction, row k (iterations + 1) + 1 + i before iteration i
   Vec3<T>* v;         // (substeps x nbody) before the prediction
   Vec3<T>* omega;
-  T* lambda;  // (substeps iterations) x kXpbdLambdas nbody, before each iteration
-  T* lambda_cable;  // (substeps iterations) x ntendon, before each iteration
+  T* lambda;          // (substeps iterations) x kXpbdLambdas nbody, before each iteration
   T* lambda_contact;  // (substeps (iterations + 1)) x 2 nconmax, before each iteration and
                       // after the last
   Quat<T>* before;    // (nbody) the orientations at qpos (-) h qvel (the load's start poses)
@@ -1706,7 +1668,6 @@ struct XpbdRecord {
     r.v = take_objects<Vec3<T>>(arena, k * nb);
     r.omega = take_objects<Vec3<T>>(arena, k * nb);
     r.lambda = arena.template take<T>(k * n * kXpbdLambdas * nb);
-    r.lambda_cable = arena.template take<T>(k * n * m.ntendon);
     r.lambda_contact = arena.template take<T>(k * (n + 1) * 2 * m.nconmax);
     r.before = take_objects<Quat<T>>(arena, nb);
     return r;
@@ -1783,8 +1744,6 @@ PHX_HD PHX_DEVICE_NOINLINE void xpbd_step(const ModelView<T>& m, T* qpos, T* qve
       if (rec.body) {
         for (int b = 0; b < nb; ++b) rec.body[(k * (iterations + 1) + 1 + it) * nb + b] = s.body[b];
         for (int i = 0; i < nl; ++i) rec.lambda[(k * iterations + it) * nl + i] = s.lambda[i];
-        for (int t = 0; t < m.ntendon; ++t)
-          rec.lambda_cable[(k * iterations + it) * m.ntendon + t] = s.lambda_cable[t];
         for (int i = 0; i < nc; ++i)
           rec.lambda_contact[(k * (iterations + 1) + it) * nc + i] = s.lambda_contact[i];
       }
@@ -1810,7 +1769,7 @@ PHX_HD void xpbd_iterate(const ModelView<T>& m, XpbdArrays<T> s, T h, XpbdJointS
     xpbd_solve_joints(m, s, h);
   else
     xpbd_project_joints(m, s, h);
-  xpbd_project_cables(m, s, h);
+  xpbd_project_cables(m, s);
   xpbd_project_contacts(s, h, pass);
 }
 
@@ -1839,11 +1798,10 @@ struct XpbdAdjArrays {
   T* target;       // nv: of the armature's targets
   Quat<T>* before_q;      // nbody: the orientations before a substep (the armature's targets),
   Quat<T>* adj_before_q;  //   and their adjoints, carried to the substep before
-  Vec3<T>* frame;  // 2 nbody: of the joint frames' anchors r1, r2
-  T* lambda_cable;           // ntendon: of the cables' multipliers
+  Vec3<T>* frame;         // 2 nbody: of the joint frames' anchors r1, r2
   XpbdBody<T>* cable_start;  // nbody, and kXpbdLambdas nbody: the joints' replay, which the
   T* cable_lambda;           //   cables start from
-  XpbdBody<T>* cable_work;   // nbody + 2 ntendon
+  XpbdBody<T>* cable_work;   // nbody + nwrap
   // contacts: the adjoints of their geometry and multipliers; the bodies and cable multipliers
   // the contact pass starts from (replayed); the velocities before each contact's velocity pass
   // (replayed, 4 per contact) and the velocities it runs on (2 nbody); the adjoints of vn0 and
@@ -1851,7 +1809,7 @@ struct XpbdAdjArrays {
   XpbdContact<T>* contact;     // nconmax
   T* lambda_contact;           // 2 nconmax
   XpbdBody<T>* contact_start;  // nbody
-  T* contact_cable_lambda;     // ntendon
+  T* contact_cable_lambda;     // ntendon: the cables' multipliers in that replay (not read)
   XpbdBody<T>* contact_work;   // nbody + 2 nconmax
   Vec3<T>* contact_vel;        // 4 nconmax
   Vec3<T>* vel;                // 2 nbody: v, omega
@@ -1886,10 +1844,9 @@ struct XpbdAdjArrays {
     r.before_q = take_objects<Quat<T>>(arena, nb);
     r.adj_before_q = take_objects<Quat<T>>(arena, nb);
     r.frame = take_objects<Vec3<T>>(arena, 2 * nb);
-    r.lambda_cable = arena.template take<T>(m.ntendon);
     r.cable_start = take_objects<XpbdBody<T>>(arena, nb);
     r.cable_lambda = arena.template take<T>(kXpbdLambdas * nb);
-    r.cable_work = take_objects<XpbdBody<T>>(arena, nb + 2L * m.ntendon);
+    r.cable_work = take_objects<XpbdBody<T>>(arena, nb + long(m.nwrap));
     const long nc = m.nconmax;
     r.contact = take_objects<XpbdContact<T>>(arena, nc);
     r.lambda_contact = arena.template take<T>(2 * nc);
@@ -2005,7 +1962,6 @@ PHX_HD PHX_DEVICE_NOINLINE void adj_xpbd_step(
     }
     // the iterations, last first, with the substep's armature targets
     for (int i = 0; i < nl; ++i) r.lambda[i] = T(0);
-    for (int t = 0; t < m.ntendon; ++t) r.lambda_cable[t] = T(0);
     for (int d = 0; d < nv; ++d) r.target[d] = T(0);
     // the orientations before substep k: substep k - 1's start poses, moved by its contacts'
     // chords, or the load's for k = 0
@@ -2014,7 +1970,6 @@ PHX_HD PHX_DEVICE_NOINLINE void adj_xpbd_step(
     for (int it = iterations - 1; it >= 0; --it) {
       for (int b = 0; b < nb; ++b) s.body[b] = rec.body[(k * (iterations + 1) + 1 + it) * nb + b];
       for (int i = 0; i < nl; ++i) s.lambda[i] = rec.lambda[(k * iterations + it) * nl + i];
-      const T* lambda_cable = rec.lambda_cable + (k * iterations + it) * m.ntendon;
       if (m.ntendon > 0 || ncon > 0) {  // the joints' output, replayed on a copy
         XpbdArrays<T> c = s;
         c.body = r.cable_start;
@@ -2030,15 +1985,13 @@ PHX_HD PHX_DEVICE_NOINLINE void adj_xpbd_step(
           d.body = r.contact_start;
           d.lambda_cable = r.contact_cable_lambda;
           for (int b = 0; b < nb; ++b) d.body[b] = c.body[b];
-          for (int t = 0; t < m.ntendon; ++t) d.lambda_cable[t] = lambda_cable[t];
-          xpbd_project_cables(m, d, h);
+          xpbd_project_cables(m, d);
           adj_xpbd_project_contacts(
               s, d.body, start, rec.lambda_contact + (k * (iterations + 1) + it) * nc, h, r.body,
               r.prev, r.lambda_contact, r.contact, r.contact_work, nb, k * iterations + it);
         }
         if (m.ntendon > 0)
-          adj_xpbd_project_cables(m, c.body, lambda_cable, h, r.body, r.lambda_cable, r.cable_work,
-                                  adj_model.body_ipos);
+          adj_xpbd_project_cables(m, c.body, r.body, r.cable_work, adj_model.body_ipos);
       }
       if (solver == kXpbdTree)
         adj_xpbd_solve_joints(m, s, h, r.body, r.lambda, r.work, r.rows, r.d, r.dl, r.frame,

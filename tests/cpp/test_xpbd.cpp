@@ -1,7 +1,7 @@
 // The XPBD core (xpbd.h): every adjoint against central differences in double; the projections
 // against the closed-form corrected formulas, momentum conservation, compliance, a hinge chain's
-// convergence and a cable; the substep prediction against free fall and Euler's equations; the
-// velocity update against the prediction it follows.
+// convergence, a cable and a path through several bodies; the substep prediction against free fall
+// and Euler's equations; the velocity update against the prediction it follows.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -895,6 +895,128 @@ TEST(XpbdProjection, CableIsSlackOrRestoresItsLength) {
   for (int it = 0; it < 6; ++it)
     xpbd_distance(c1, c2, r1, r2, len + 1e-3, false, 0.0, 0.01, lambda);
   EXPECT_LT(std::abs(length(c1, c2) - (len + 1e-3)), 1e-13);
+}
+
+// ---- paths (xpbd_path) -----------------------------------------------------------------------
+
+// a path through points on three bodies, body 0 at both ends and body 1 twice (not adjacent)
+constexpr int kPathN = 5;
+constexpr int kPathBody[kPathN] = {0, 1, 2, 1, 0};
+struct TestPath {
+  const V3* r;
+  int n = kPathN;
+  int size() const { return n; }
+  int body(int i) const { return kPathBody[i]; }
+  V3 point(int i) const { return r[i]; }
+};
+struct PathIn {
+  Body b[3];
+  V3 r[kPathN];
+  double lambda;
+  auto fields() { return std::tie(b[0], b[1], b[2], r[0], r[1], r[2], r[3], r[4], lambda); }
+};
+struct PathOut {
+  Body b[3];
+  double lambda;
+  auto fields() { return std::tie(b[0], b[1], b[2], lambda); }
+};
+double path_length(const Body* b, const TestPath& p) {
+  double len = 0;
+  for (int i = 0; i + 1 < p.size(); ++i)
+    len += norm((b[p.body(i + 1)].x + to_mat(b[p.body(i + 1)].q) * p.point(i + 1)) -
+                (b[p.body(i)].x + to_mat(b[p.body(i)].q) * p.point(i)));
+  return len;
+}
+
+TEST(XpbdGradcheck, Path) {
+  for (int seed = 0; seed < 4; ++seed) {
+    std::mt19937 rng(450 + seed);
+    PathIn x0{{rand_body(rng), rand_body(rng), rand_body(rng)}, {}, uniform(rng, -0.3, 0)};
+    for (V3& r : x0.r) r = rand3(rng, 0.5);
+    const double len = path_length(x0.b, TestPath{x0.r});
+    // stretched beyond hi (it pulls) and, from seed 2, shorter than lo (it pushes)
+    const double lo = seed < 2 ? 0.0 : 1.2 * len, hi = seed < 2 ? 0.8 * len : 2 * len;
+    check(
+        seed < 2 ? "xpbd_path pulls" : "xpbd_path pushes", x0,
+        [&](PathIn i) {
+          xpbd_path(i.b, TestPath{i.r}, lo, hi, i.lambda);
+          return PathOut{{i.b[0], i.b[1], i.b[2]}, i.lambda};
+        },
+        [&](const PathIn& i, PathIn& a, const PathOut& w) {
+          Body adj[3] = {w.b[0], w.b[1], w.b[2]};
+          V3 adj_r[kPathN];
+          adj_xpbd_path(i.b, TestPath{i.r}, lo, hi, w.lambda, adj, adj_r);
+          for (int k = 0; k < 3; ++k) xpbd_impl::add_to(a.b[k], adj[k]);
+          for (int k = 0; k < kPathN; ++k) a.r[k] += adj_r[k];
+          a.lambda += w.lambda;
+        },
+        rng);
+  }
+}
+
+TEST(XpbdProjection, PathOfTwoPointsIsTheDistance) {
+  std::mt19937 rng(470);
+  Body b[2] = {rand_body(rng), rand_body(rng)};
+  V3 r[2] = {rand3(rng, 0.3), rand3(rng, 0.3)};
+  struct Two {
+    const V3* r;
+    int size() const { return 2; }
+    int body(int i) const { return i; }
+    V3 point(int i) const { return r[i]; }
+  };
+  const double len = norm((b[1].x + to_mat(b[1].q) * r[1]) - (b[0].x + to_mat(b[0].q) * r[0]));
+  for (double bound : {0.7 * len, 1.4 * len}) {  // pulled, then pushed
+    Body p[2] = {b[0], b[1]}, d1 = b[0], d2 = b[1];
+    double lp = 0.1, ld = 0.1;
+    const double dl = bound < len ? xpbd_path(p, Two{r}, 0.0, bound, lp)
+                                  : xpbd_path(p, Two{r}, bound, 10 * len, lp);
+    // the same bodies; the multipliers' signs differ when pushed: the path's is that of the
+    // length's excess, xpbd_distance's of the correction along its error
+    const double sign = bound < len ? 1 : -1;
+    EXPECT_NEAR(dl, sign * xpbd_distance(d1, d2, r[0], r[1], bound, false, 0.0, 0.01, ld), 1e-15);
+    EXPECT_NEAR(lp - 0.1, sign * (ld - 0.1), 1e-15);
+    EXPECT_LT(norm(p[0].x - d1.x) + norm(p[1].x - d2.x), 1e-15);
+    EXPECT_LT(qdist(p[0].q, d1.q) + qdist(p[1].q, d2.q), 1e-15);
+  }
+}
+
+TEST(XpbdProjection, PathClosesItsLengthAndKeepsMomentum) {
+  std::mt19937 rng(480);
+  Body b[3] = {rand_body(rng), rand_body(rng), rand_body(rng)};
+  V3 r[kPathN];
+  for (V3& p : r) p = rand3(rng, 0.5);
+  const TestPath path{r};
+  const double len = path_length(b, path), hi = len - 1e-3;
+  Body c[3] = {b[0], b[1], b[2]};
+  double lambda = 0;
+  const double dl = xpbd_path(c, path, 0.0, hi, lambda);
+  EXPECT_LT(dl, 0.0);                                         // stretched: dlambda < 0
+  EXPECT_LT(std::abs(path_length(c, path) - hi), 20 * 1e-6);  // one Newton step: O(1e-6) left
+  // the impulses sum to zero, and so do their moments about the origin: linear momentum
+  // sum m dx and angular momentum sum x' x m dx + I dphi (dphi the turn, I its world inertia)
+  V3 p, l;
+  for (int k = 0; k < 3; ++k) {
+    const V3 dx = c[k].x - b[k].x, phi = rotation_applied(b[k].q, c[k].q);
+    const Mat3<double> I = world_matrix(
+        b[k].q, {1 / b[k].inv_inertia.x, 1 / b[k].inv_inertia.y, 1 / b[k].inv_inertia.z});
+    p += (1 / b[k].inv_mass) * dx;
+    l += cross(b[k].x, (1 / b[k].inv_mass) * dx) + I * phi;
+  }
+  EXPECT_LT(norm(p), 1e-15);
+  EXPECT_LT(norm(l), 1e-14);
+  for (int it = 0; it < 4; ++it) xpbd_path(c, path, 0.0, hi, lambda);
+  EXPECT_LT(std::abs(path_length(c, path) - hi), 1e-13);
+  // within the bounds, or every point on one body: nothing moves
+  Body d[3] = {b[0], b[1], b[2]};
+  EXPECT_EQ(xpbd_path(d, path, 0.5 * len, 2 * len, lambda), 0.0);
+  struct OneBody {
+    const V3* r;
+    int size() const { return kPathN; }
+    int body(int) const { return 1; }
+    V3 point(int i) const { return r[i]; }
+  };
+  EXPECT_EQ(xpbd_path(d, OneBody{r}, 0.0, 1e-3, lambda), 0.0);
+  for (int k = 0; k < 3; ++k) EXPECT_EQ(norm(d[k].x - b[k].x) + qdist(d[k].q, b[k].q), 0.0);
 }
 
 TEST(XpbdProjection, AxisAlignmentBeyondNinetyDegrees) {

@@ -21,7 +21,7 @@ using test::ModelBuilder;
 
 // the counts the XPBD adjoint's arrays are sized by
 struct Sizes {
-  int nbody, nq, nv, ntendon, xpbd_substeps, xpbd_iterations, nconmax;
+  int nbody, nq, nv, ntendon, nwrap, xpbd_substeps, xpbd_iterations, nconmax;
 };
 
 // arrays of kind A (XpbdArrays, XpbdAdjArrays, XpbdRecord) carved as the kernels carve them,
@@ -40,7 +40,7 @@ struct Carved {
 };
 
 Sizes sizes(const Model& m, int substeps = 1, int iterations = 1) {
-  return {m.nbody, m.nq, m.nv, m.ntendon, substeps, iterations, 0};
+  return {m.nbody, m.nq, m.nv, m.ntendon, m.nwrap, substeps, iterations, 0};
 }
 
 // the arrays of an XPBD step, owned (the tests read and write them)
