@@ -279,7 +279,6 @@ PHX_HD void adj_kinematics(const ModelView<S>& m, const T* qpos, const Workspace
       } else {
         // q_out = q_in * qloc; pos_out = anchor - to_mat(q_out) jpos
         bool ball = m.jnt_type[j] == kJointBall;
-        Quat<T> raw = Quat<T>::load(qpos + qa);
         Quat<T> qloc = Quat<T>::load(w.jnt_qloc + 4 * j);
         Quat<T> q_out = Quat<T>::load(w.jnt_quat_out + 4 * j);  // q_in qloc
         adj_anchor += adj_pos;
@@ -289,9 +288,9 @@ PHX_HD void adj_kinematics(const ModelView<S>& m, const T* qpos, const Workspace
         adj_to_mat(q_out, adj_q_out, adj_Rout);
         Quat<T> adj_qloc = Quat<T>::zero();
         adj_mul(q_in, qloc, adj_q_in, adj_qloc, adj_q_out);
-        if (ball) {
+        if (ball) {  // a hinge's qpos is one number: only a ball's holds a quaternion
           Quat<T> adj_raw = Quat<T>::zero();
-          adj_normalize(raw, adj_raw, adj_qloc);
+          adj_normalize(Quat<T>::load(qpos + qa), adj_raw, adj_qloc);
           adj_qpos[qa] += adj_raw.w;
           adj_qpos[qa + 1] += adj_raw.x;
           adj_qpos[qa + 2] += adj_raw.y;
