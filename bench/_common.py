@@ -88,6 +88,18 @@ def race(name, model, mj_model, ctrl, args):
     return median, rate, stats, flags
 
 
+def median_seconds(f, repeats, warmup=False):
+    """the median wall time of `repeats` calls of f, after one untimed call when warmup"""
+    if warmup:
+        f()
+    times = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        f()
+        times.append(time.perf_counter() - start)
+    return statistics.median(times)
+
+
 def write_result(result, path):
     os.makedirs(os.path.dirname(path), exist_ok=True)
     with open(path, "w") as f:

@@ -13,32 +13,32 @@ random controls when the model has actuators; both cores (OpenMP).
 2. Accuracy at equal wall time: 0.5 s of simulated time against Featherstone at a 1024 times
    finer step (the reference); Featherstone at dt to dt/64 and XPBD at dt with 1, 2, 4, 8
    substeps; for each run the wall time per simulated second and the largest joint-angle
-   error at the end. The humanoid's also with joint limits off in every run (its random speeds
-   reach its limits, which the two solvers model differently: XPBD's are hard). Then, for each XPBD run, Featherstone's error at the same wall time
+   error at the end. The humanoid's also with joint limits off and gentle inputs (speeds and
+   controls within +-0.1): at full scale its joints reach their limits, which the two solvers
+   model differently (XPBD's are hard), and without limits it tumbles chaotically. Then, for each XPBD run, Featherstone's error at the same wall time
    (interpolated in log-log between its runs; where XPBD costs more than Featherstone's finest
    run, that run's error bounds it) and the ratio of the errors.
 3. Backward cost: a taped rollout plus tape.backward over the plain rollout, each solver.
 
     .venv/bin/python bench/bench_xpbd.py [--envs 1024] [--steps 500] [--repeats 3]
-                                         [--dtype float64]
+                                         [--dtype float64] [--models humanoid ...]
 
 Results go to bench/results/xpbd.json.
 """
 
 import argparse
 import os
-import statistics
-import time
 
 import numpy as np
 
-from _common import HUMANOID, RESULTS, write_result
+from _common import HUMANOID, RESULTS, median_seconds, write_result
 
 ARM7 = os.path.join(os.path.dirname(__file__), "..", "examples", "models", "arm7.urdf")
 SECONDS = 0.5
 REFERENCE_REFINEMENT = 1024
 FEATHERSTONE_REFINEMENTS = (1, 2, 4, 8, 16, 32, 64)
 XPBD_SUBSTEPS = (1, 2, 4, 8)
+MODELS = ("arm7", "humanoid", "humanoid on the floor")
 
 
 def parse_args():
@@ -50,6 +50,8 @@ def parse_args():
     parser.add_argument("--dtype", choices=["float32", "float64"], default="float64")
     parser.add_argument("--threads", type=int, default=os.cpu_count())
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--models", nargs="+", choices=MODELS,
+                        help="only these models (default: all)")
     parser.add_argument("--out", default=os.path.join(RESULTS, "xpbd.json"))
     return parser.parse_args()
 
@@ -64,21 +66,13 @@ def configure(phalanx, path, solver, timestep=None, substeps=1, contact=False, l
     return model
 
 
-def inputs(model, nenv, nstep, dtype, seed):
+def inputs(model, nenv, nstep, dtype, seed, scale=1.0):
+    """the initial pose, joint speeds and held controls uniform in +-scale (rad/s, ctrl units)"""
     rng = np.random.default_rng(seed)
     qpos = np.repeat(model.qpos0[None], nenv, axis=0).astype(dtype)
-    qvel = rng.uniform(-1.0, 1.0, (nenv, model.nv)).astype(dtype)
-    ctrl = rng.uniform(-1.0, 1.0, (nenv, 1, model.nu)).repeat(nstep, axis=1).astype(dtype)
+    qvel = rng.uniform(-scale, scale, (nenv, model.nv)).astype(dtype)
+    ctrl = rng.uniform(-scale, scale, (nenv, 1, model.nu)).repeat(nstep, axis=1).astype(dtype)
     return qpos, qvel, ctrl
-
-
-def median_seconds(f, repeats):
-    times = []
-    for _ in range(repeats):
-        start = time.perf_counter()
-        f()
-        times.append(time.perf_counter() - start)
-    return statistics.median(times)
 
 
 def rollout_checked(phalanx, model, qpos, qvel, ctrl, tape=None):
@@ -100,14 +94,14 @@ def throughput(phalanx, path, args, contact):
     return out
 
 
-def accuracy(phalanx, path, args, limit):
+def accuracy(phalanx, path, args, limit, scale):
     base = phalanx.load_model(path).timestep
     nstep = int(round(SECONDS / base))
 
     def run(solver, refinement, substeps=1, repeats=args.repeats):
         model = configure(phalanx, path, solver, base / refinement, substeps, limit=limit)
         qpos, qvel, ctrl = inputs(model, args.accuracy_envs, nstep * refinement, np.float64,
-                                  args.seed)
+                                  args.seed, scale)
         q = None
 
         def go():
@@ -161,11 +155,15 @@ def main():
     result = {"benchmark": "XPBD against Featherstone", "envs": args.envs, "steps": args.steps,
               "dtype": args.dtype, "threads": args.threads, "repeats": args.repeats,
               "models": {}}
-    # the humanoid's accuracy also without joint limits: its random speeds take joints to their
-    # limits, where the solvers differ by design (XPBD's limits are hard, the LCP's soft)
-    for name, path, contact, limits in (("arm7", ARM7, False, (True,)),
-                                        ("humanoid", HUMANOID, False, (True, False)),
-                                        ("humanoid on the floor", HUMANOID, True, ())):
+    # accuracy runs: (joint limits, scale of the speeds and controls). The humanoid's also
+    # gentle and without limits: at full scale its motors drive joints to their limits within
+    # the run, where the solvers differ by design (XPBD's limits are hard, the LCP's soft), and
+    # without limits it tumbles chaotically
+    for name, path, contact, runs in (("arm7", ARM7, False, ((True, 1.0),)),
+                                      ("humanoid", HUMANOID, False, ((True, 1.0), (False, 0.1))),
+                                      ("humanoid on the floor", HUMANOID, True, ())):
+        if args.models and name not in args.models:
+            continue
         try:  # the model is checked against what the XPBD solver simulates when it steps
             model = configure(phalanx, path, "xpbd", contact=contact)
             phalanx.step(model, model.qpos0[None], np.zeros((1, model.nv)), np.zeros((1, model.nu)))
@@ -183,11 +181,12 @@ def main():
         for solver, ratio in ratios.items():
             print(f"  forward + backward over forward, {solver}: {ratio:.2f}")
         result["models"][name] = {"env_steps_per_second": rates, "backward_over_forward": ratios}
-        for limit in limits:
-            acc = accuracy(phalanx, path, args, limit)
+        for limit, scale in runs:
+            acc = accuracy(phalanx, path, args, limit, scale)
             print(f"  accuracy over {SECONDS:g} s against Featherstone at "
                   f"dt/{REFERENCE_REFINEMENT} ({args.accuracy_envs} envs, joint limits "
-                  f"{'on' if limit else 'off'}): wall s per simulated s, max |q error| (rad)")
+                  f"{'on' if limit else 'off'}, speeds and controls within +-{scale:g}): "
+                  f"wall s per simulated s, max |q error| (rad)")
             for solver, runs in acc["runs"].items():
                 print(f"    {solver:13s} " + "   ".join(f"{label}: {cost:.3g} s, {err:.2e}"
                                                         for label, cost, err in runs))
@@ -195,7 +194,8 @@ def main():
                 print(f"    xpbd {label:11s} error {err:.2e}; Featherstone at equal wall time "
                       + (f"{at:.2e}: {ratio:.3g} x" if inside else
                          f"below {at:.2e} (its finest run costs less): over {ratio:.3g} x"))
-            result["models"][name]["accuracy" if limit else "accuracy, limits off"] = acc
+            result["models"][name][f"accuracy, limits {'on' if limit else 'off'}, "
+                                   f"scale {scale:g}"] = acc
     write_result(result, args.out)
 
 
