@@ -846,7 +846,12 @@ void register_runtime(py::module_& mod) {
   mod.def("num_threads", &phx::num_threads, "Threads the CPU backend's next call uses.");
   mod.def(
       "cuda_available", [] { return phx::cuda_available(); },
-      "True when the CUDA backend was built and a GPU is visible.");
+      "True when the CUDA backend was built and a GPU is visible (or, in a build with "
+      "PHX_CUDA_EMULATION, the emulated device that runs it on the CPU).");
+  mod.def(
+      "cuda_emulated", [] { return phx::cuda_emulated(); },
+      "True when the CUDA backend of this build runs on the CPU (PHX_CUDA_EMULATION, for tests): "
+      "results as a GPU's, timings not.");
   mod.def("bytes_per_env_float32", &bytes_per_env<float>, py::arg("model"),
           py::arg("device") = "cpu");
   mod.def("bytes_per_env_float64", &bytes_per_env<double>, py::arg("model"),
@@ -1103,29 +1108,33 @@ void register_stepping(py::module_& mod) {
   mod.def(
       "step",
       [](PyModel& pm, py::handle q, py::handle v, py::handle u, int nstep, py::handle qfrc,
-         py::handle dtype, const std::string& device, py::handle xfrc, py::handle act) {
-        return step(pm, Source::kNumpy, q, v, u, qfrc, xfrc, nstep, {}, dtype, device, act);
+         py::handle dtype, const std::string& device, py::handle xfrc, py::handle act,
+         PyWarmStart* ws) {
+        return step(pm, Source::kNumpy, q, v, u, qfrc, xfrc, nstep,
+                    {py::none(), py::none(), py::none(), ws}, dtype, device, act);
       },
       py::arg("model"), py::arg("qpos"), py::arg("qvel"), py::arg("ctrl"), py::arg("nstep") = 1,
       py::arg("qfrc") = py::none(), py::arg("dtype") = py::none(), py::arg("device") = "cpu",
-      py::arg("xfrc") = py::none(), py::arg("act") = py::none(),
-      "-> (qpos, qvel, status), or (qpos, qvel, act, status) with act");
+      py::arg("xfrc") = py::none(), py::arg("act") = py::none(), py::arg("warm_start") = nullptr,
+      "-> (qpos, qvel, status), or (qpos, qvel, act, status) with act; with a WarmStart the "
+      "contact rows persist across calls (phalanx.Simulator on CUDA)");
   mod.def(
       "rollout",
       [](PyModel& pm, py::handle q, py::handle v, py::handle u, py::handle qpos_out,
          py::handle qvel_out, py::handle counts, PyTape* tape, py::handle dtype,
-         const std::string& device, py::handle act, py::handle mocap_pos, py::handle mocap_quat) {
+         const std::string& device, py::handle act, py::handle mocap_pos, py::handle mocap_quat,
+         PyWarmStart* ws) {
         return rollout(pm, Source::kNumpy, q, v, u, counts, tape,
-                       {qpos_out, qvel_out, py::none(), nullptr}, dtype, device, act, mocap_pos,
+                       {qpos_out, qvel_out, py::none(), ws}, dtype, device, act, mocap_pos,
                        mocap_quat);
       },
       py::arg("model"), py::arg("qpos"), py::arg("qvel"), py::arg("ctrl"),
       py::arg("qpos_out") = py::none(), py::arg("qvel_out") = py::none(),
       py::arg("counts") = py::none(), py::arg("tape") = nullptr, py::arg("dtype") = py::none(),
       py::arg("device") = "cpu", py::arg("act") = py::none(), py::arg("mocap_pos") = py::none(),
-      py::arg("mocap_quat") = py::none(),
+      py::arg("mocap_quat") = py::none(), py::arg("warm_start") = nullptr,
       "-> (qpos (E, T, nq), qvel (E, T, nv), status (E,)), with act (qpos, qvel, act (E, T, na), "
-      "status)");
+      "status); with a WarmStart the contact rows persist across calls");
   mod.def(
       "step_into",
       [](PyModel& pm, py::handle q, py::handle v, py::handle u, py::handle qpos_out,

@@ -51,6 +51,14 @@ int device_count(std::string* error) {
   return n;
 }
 
+bool emulated() {
+#ifdef PHX_CUDA_EMULATION
+  return true;
+#else
+  return false;
+#endif
+}
+
 void* alloc(size_t bytes) {
   void* p = nullptr;
   check(cudaMalloc(&p, bytes), "cudaMalloc");

@@ -31,7 +31,16 @@ void launch(int nenv, const Kernel& kernel, ScratchSize scratch) {
   T* d_reals = static_cast<T*>(scratch_reals(size_t(nenv) * size_t(scratch.reals) * sizeof(T)));
   int* d_ints = static_cast<int*>(scratch_ints(size_t(nenv) * size_t(scratch.ints) * sizeof(int)));
   constexpr int kBlock = 128;
-  env_kernel<<<(nenv + kBlock - 1) / kBlock, kBlock>>>(kernel, nenv, d_reals, d_ints, scratch);
+  const int nblock = (nenv + kBlock - 1) / kBlock;
+#ifdef PHX_CUDA_EMULATION  // on the CPU (cuda/emulation/cuda_runtime.h): the same launch
+  phx_cuda_emulation::launch(nblock, kBlock, env_kernel<Kernel, T>, kernel, nenv, d_reals, d_ints,
+                             scratch);
+#else
+  // the launch chevrons, which clang-format would split as C++ shifts:
+  // clang-format off
+  env_kernel<<<nblock, kBlock>>>(kernel, nenv, d_reals, d_ints, scratch);
+  // clang-format on
+#endif
   check(cudaGetLastError(), "kernel launch");
   check(cudaDeviceSynchronize(), "kernel execution");
 }

@@ -11,6 +11,8 @@ namespace phx::cuda {
 
 // number of visible GPUs; 0 with *error set when none or the driver is missing
 int device_count(std::string* error);
+// whether this backend runs on the CPU (PHX_CUDA_EMULATION: cuda/emulation)
+bool emulated();
 
 void* alloc(size_t bytes);
 void free(void* p);

@@ -17,6 +17,9 @@ int device_count(std::string* error) {
   if (error) *error = "this build has no CUDA backend (nvcc was not found at build time)";
   return 0;
 }
+bool emulated() {
+  return false;
+}
 void* alloc(size_t) { not_built(); }
 void free(void*) {}
 void copy(void*, const void*, size_t, CopyKind) { not_built(); }

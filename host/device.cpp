@@ -30,6 +30,10 @@ bool cuda_available(std::string* why) {
   return false;
 }
 
+bool cuda_emulated() {
+  return cuda::emulated();
+}
+
 void require_device(Device device) {
   std::string why;
   if (device == Device::kCuda && !cuda_available(&why)) {

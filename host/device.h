@@ -21,6 +21,8 @@ const char* device_name(Device device);
 
 // true when the CUDA backend was compiled and a GPU is visible; otherwise *why says which
 bool cuda_available(std::string* why = nullptr);
+// true when the CUDA backend runs on the CPU (a PHX_CUDA_EMULATION build, cuda/emulation)
+bool cuda_emulated();
 // throws std::runtime_error when the device cannot be used
 void require_device(Device device);
 

@@ -45,6 +45,7 @@ from ._phalanx import (
     STATUS_STOP_MASK,
     Model,
     cuda_available,
+    cuda_emulated,
     num_threads,
     set_num_threads,
 )
@@ -68,6 +69,7 @@ __all__ = [
     "Tape",
     "bytes_per_env",
     "cuda_available",
+    "cuda_emulated",
     "num_threads",
     "set_num_threads",
     "STATUS_NAN_STATE",

@@ -27,8 +27,7 @@ environment's reset (a call in which an environment stops counts in full).
 Contacts. The simulator keeps each environment's contact rows and impulses between calls (a
 ``_phalanx.WarmStart``), so every step is warm-started from the previous one as inside one
 rollout: T calls of ``step`` and one ``rollout`` of T steps give identical results, contacts
-included. ``reset`` starts the reset environments' contact solver cold. (On ``device="cuda"``
-the calls go through the NumPy API, which starts every call cold.)
+included, on either device. ``reset`` starts the reset environments' contact solver cold.
 
 Parameters. ``set_parameter``, ``randomize`` and ``restore_parameters`` write the model's
 parameters (``phalanx.PARAMETERS``) with ``model.set_parameter``, per environment or shared.
@@ -216,9 +215,9 @@ class Simulator:
                                self._qvel, self._call_status, nstep, self._warm, act, qfrc, xfrc)
             call_status = self._call_status.view(np.uint32)
         else:
-            out = self._phalanx.step(self._model, self._qpos, self._qvel, self._ctrl,
-                                     nstep=nstep, qfrc=qfrc, xfrc=xfrc, act=act,
-                                     device=self._device)
+            out = _phalanx.step(self._model, self._qpos, self._qvel, self._ctrl, nstep=nstep,
+                                qfrc=qfrc, xfrc=xfrc, act=act, device=self._device,
+                                warm_start=self._warm)
             self._qpos[...], self._qvel[...] = out[0], out[1]
             if act is not None:
                 self._act[...] = out[2]
@@ -265,8 +264,8 @@ class Simulator:
                                   acts if na > 0 else None, **poses)
             call_status = self._call_status.view(np.uint32)
         else:
-            out = self._phalanx.rollout(self._model, self._qpos, self._qvel, ctrl, tape=tape,
-                                        act=act, device=self._device, **poses)
+            out = _phalanx.rollout(self._model, self._qpos, self._qvel, ctrl, tape=tape, act=act,
+                                   device=self._device, warm_start=self._warm, **poses)
             qs, vs, call_status = out[0], out[1], out[-1]
             acts = out[2] if na > 0 else None
         if T > 0:

@@ -339,8 +339,11 @@ def test_bad_model_path_raises(tmp_path):
         phalanx.mass_matrix("not a model", np.zeros((1, 1)))
 
 
-def test_cuda_available_is_bool():
+def test_cuda_available_and_emulated_are_bools():
+    # an emulated device (a PHX_CUDA_EMULATION build) is always available
     assert isinstance(phalanx.cuda_available(), bool)
+    assert isinstance(phalanx.cuda_emulated(), bool)
+    assert phalanx.cuda_available() or not phalanx.cuda_emulated()
 
 
 def test_cylinder_lands_on_its_cap_and_falls_freely_with_contacts_off(tmp_path):
