@@ -1,6 +1,6 @@
 # Turns nvcc's `-Xptxas=-v` output (the *.ptxas files cmake/ptxas_capture.sh leaves under DIR)
 # into one line per kernel and architecture:
-#   sm_90  registers  spill_stores spill_loads  stack  kernel
+#   sm_90  registers  spill_stores spill_loads  stack  occupancy  kernel
 file(GLOB_RECURSE inputs ${DIR}/*.ptxas)
 list(SORT inputs)
 set(lines "")
@@ -8,8 +8,23 @@ foreach(f IN LISTS inputs)
   file(STRINGS ${f} part)
   list(APPEND lines ${part})
 endforeach()
-set(out "# ptxas resource usage per kernel (from nvcc -Xptxas=-v)\n")
-string(APPEND out "# arch  regs  spill_st  spill_ld  stack_bytes  kernel\n")
+# Theoretical occupancy (resident warps of an SM's 64) at the launch's 128 threads per block
+# (cuda/launch.cuh) without shared memory. sm_80 and sm_90 both hold 65536 registers, 2048
+# threads and 32 blocks per SM and give each warp registers in units of 256, so the resident
+# warps follow from the registers alone, the same on both for the same count.
+function(occupancy regs result)
+  math(EXPR per_warp "(${regs} * 32 + 255) / 256 * 256")
+  math(EXPR blocks "65536 / (${per_warp} * 4)")
+  if(blocks GREATER 16)  # 2048 threads / 128
+    set(blocks 16)
+  endif()
+  math(EXPR warps "${blocks} * 4")
+  set(${result} "${warps}/64" PARENT_SCOPE)
+endfunction()
+
+set(out "# ptxas resource usage per kernel (from nvcc -Xptxas=-v); occupancy: theoretical, the\n")
+string(APPEND out "# warps resident per SM at 128 threads per block (sm_80 and sm_90 alike)\n")
+string(APPEND out "# arch  regs  spill_st  spill_ld  stack_bytes  occupancy  kernel\n")
 set(kernel "")
 set(arch "")
 set(stack "")
@@ -28,7 +43,8 @@ foreach(line IN LISTS lines)
     if(NOT kernel STREQUAL "")
       execute_process(COMMAND c++filt ${kernel} OUTPUT_VARIABLE kernel OUTPUT_STRIP_TRAILING_WHITESPACE)
       string(REGEX REPLACE ".*env_kernel<phx::([A-Za-z]+<[a-z]+>).*" "\\1" kernel "${kernel}")
-      string(APPEND out "${arch}  ${regs}  ${spill_st}  ${spill_ld}  ${stack}  ${kernel}\n")
+      occupancy(${regs} warps)
+      string(APPEND out "${arch}  ${regs}  ${spill_st}  ${spill_ld}  ${stack}  ${warps}  ${kernel}\n")
       set(kernel "")
     endif()
   endif()
