@@ -914,7 +914,8 @@ void register_model_options(py::class_<PyModel>& cls) {
           "what a step solves: 'featherstone' (articulated-body dynamics in generalized "
           "coordinates, contacts and limits as an LCP; the default) or 'xpbd' (position-based "
           "dynamics of the bodies in maximal coordinates, reported in the same qpos and qvel; "
-          "joints, hinge limits, springs, dampers and actuators as forces; no contacts yet)")
+          "joints, their limits, tendons as cables, springs, dampers and actuators as forces, and "
+          "contacts)")
       .def_property(
           "xpbd_substeps", [](const PyModel& pm) { return pm.model().opt.xpbd_substeps; },
           [](PyModel& pm, int n) {

@@ -393,7 +393,7 @@ void Model::validate() const {
 
 // The solver options, and with the XPBD solver what it simulates: one joint per body (or two or
 // three hinges, validate_xpbd_composite), free
-// joints at the world, masses and inertias on the bodies that move, limits on hinges and on
+// joints at the world, masses and inertias on the bodies that move, limits on joints and on
 // spatial tendons through sites (cables) only, armature on hinges only, and no friction loss or
 // equality constraints yet.
 // A body with several joints under XPBD: two or three hinges (a composite joint), their axes
@@ -450,9 +450,10 @@ void Model::validate_xpbd() const {
                                why);
   }
   for (int j = 0; j < njnt; ++j)
-    if (opt.limit && jnt_limited[j] && jnt_type[j] != kJointHinge)
-      invalid("jnt_limited", "joint " + std::to_string(j) + " is a limited " +
-                                 kJointTypeNames[jnt_type[j]] + "; XPBD limits hinges only" + why);
+    if (opt.limit && jnt_limited[j] && jnt_type[j] == kJointFree)
+      invalid("jnt_limited", "joint " + std::to_string(j) +
+                                 " is a limited free joint; XPBD limits hinges, slides and balls" +
+                                 why);
   for (int t = 0; t < ntendon; ++t) {
     if (!opt.limit || !tendon_limited[t]) continue;
     bool sites = tendon_num[t] >= 2 && tendon_num[t] <= kXpbdPathPoints;

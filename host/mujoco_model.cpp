@@ -215,8 +215,6 @@ void Converter::joints() {
       fail(what, "plasticity (springyield) is not supported");
     if (m->jnt_actgravcomp[j]) fail(what, "actuatorgravcomp is not supported");
     if (m->jnt_actfrclimited[j]) fail(what, "actuator force limits are not supported");
-    if (m->jnt_limited[j] && type == mjJNT_BALL && !limit_disabled_)
-      fail(what, "limits of ball joints are not supported");
     // what the MJCF loader ignores
     if (m->jnt_margin[j] != 0) ignored_.add("joint@margin", "first: " + what);
     if (m->jnt_limited[j] && (!equal(m->jnt_solref + mjNREF * j, kSolref, mjNREF) ||

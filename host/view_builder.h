@@ -11,7 +11,7 @@
 namespace phx {
 
 // constraint rows one environment can hold: 3 per contact (normal and two friction
-// directions) plus one per limited hinge or slide joint. The XPBD solver projects its limits and
+// directions) plus one per limited joint. The XPBD solver projects its limits and
 // contacts itself and builds no rows; with contacts it takes one per contact, so that the
 // kernels carve the contact arrays and geom frames it detects them in (they do for nefcmax > 0)
 // and detect_contacts has room for each contact's key (efc_key).
@@ -19,8 +19,7 @@ inline int constraint_capacity(const Model& m) {
   if (m.opt.solver == kSolverXpbd) return m.opt.contact ? m.nconmax : 0;
   int nlimit = 0;
   for (int j = 0; j < m.njnt; ++j) {
-    bool scalar = m.jnt_type[j] == kJointHinge || m.jnt_type[j] == kJointSlide;
-    nlimit += m.opt.limit && scalar && m.jnt_limited[j];
+    nlimit += m.opt.limit && m.jnt_type[j] != kJointFree && m.jnt_limited[j];
   }
   for (int t = 0; t < m.ntendon; ++t) nlimit += m.opt.limit && m.tendon_limited[t];
   int nfriction = 0;

@@ -8,9 +8,10 @@
 // Rows, in this order: for each contact its normal and, when either geom has condim > 1, two
 // friction rows along the tangents of contact_frame(normal) bounded by +-mu f_normal (a
 // four-sided friction pyramid; torsional and rolling friction of condim 4 and 6 are not
-// modelled); then one row per active limit of a hinge or slide joint, one per dof with friction
-// loss, one per active tendon limit, one per tendon with friction loss, and the bilateral rows of
-// the active equality constraints (equality.h).
+// modelled); then one row per active joint limit (a hinge's or slide's coordinate, a ball's
+// rotation angle: ball_limit_row), one per dof with friction loss, one per active tendon limit, one
+// per tendon with friction loss, and the bilateral rows of the active equality constraints
+// (equality.h).
 //
 // Corrections in b: restitution e (the larger of the two geoms') asks an approaching contact
 // to leave with at least e times its approach speed (Newton's law, v+ >= -e v-); penetration
@@ -372,25 +373,57 @@ PHX_HD PHX_INLINE T limit_distance(T q, S lo, S hi, T* sign) {
   return lower ? q - lo : hi - q;
 }
 
-// Row r for the limits range (lo, hi) of a joint's coordinate or a tendon's length (a
-// transmission: type, id) when one is violated: J = sign times the transmission's row
-// (+1 at the lower bound, -1 at the upper, in *sign), impulse >= 0, b the Baumgarte push-out
-// beyond the slop. Returns whether the row was made.
+// Row r of a violated limit at distance dist < 0 (how far inside): impulse >= 0, b the Baumgarte
+// push-out beyond the slop; J zeroed, for the caller to fill
 template <class T>
-PHX_HD bool limit_row(const ModelView<T>& m, const Workspace<T>& w, int type, int id,
-                      const T* range, const T* qpos, ConstraintWorkspace<T>& c, int r, T* sign) {
-  const T length = type == kTrnTendon ? w.ten_length[id] : qpos[m.jnt_qposadr[id]];
-  T dist = limit_distance(length, range[0], range[1], sign);
-  if (!(dist < T(0))) return false;
+PHX_HD T* one_sided_row(const ModelView<T>& m, T dist, ConstraintWorkspace<T>& c, int r) {
   T* J = c.J + long(r) * m.nv;
   for (int d = 0; d < m.nv; ++d) J[d] = T(0);
-  add_transmission_row(m, w, type, id, *sign, J);
   c.lo[r] = T(0);
   c.hi[r] = T(kLcpInf);
   c.findex[r] = -1;
   c.mu[r] = T(0);
   T depth = dist + m.slop;
   c.b[r] = depth < T(0) ? m.erp * depth / m.timestep : T(0);
+  return J;
+}
+
+// Row r for the limits range (lo, hi) of a joint's coordinate or a tendon's length (a
+// transmission: type, id) when one is violated: J = sign times the transmission's row
+// (+1 at the lower bound, -1 at the upper, in *sign), one-sided. Returns whether the row was
+// made.
+template <class T>
+PHX_HD bool limit_row(const ModelView<T>& m, const Workspace<T>& w, int type, int id,
+                      const T* range, const T* qpos, ConstraintWorkspace<T>& c, int r, T* sign) {
+  const T length = type == kTrnTendon ? w.ten_length[id] : qpos[m.jnt_qposadr[id]];
+  T dist = limit_distance(length, range[0], range[1], sign);
+  if (!(dist < T(0))) return false;
+  add_transmission_row(m, w, type, id, *sign, one_sided_row(m, dist, c, r));
+  return true;
+}
+
+// A ball joint j's limit (MuJoCo's): the rotation angle of its quaternion, theta
+// (quat_angle_axis), at most the larger of its range's two numbers; its distance inside
+// (negative beyond) and the rotation's axis u
+template <class T, class S>
+PHX_HD PHX_INLINE T ball_limit_distance(const ModelView<S>& m, int j, const T* qpos, Vec3<T>& u) {
+  const T* q = qpos + m.jnt_qposadr[j];
+  const S* range = m.jnt_range + 2 * j;
+  return T(range[0] > range[1] ? range[0] : range[1]) -
+         quat_angle_axis(Quat<T>{q[0], q[1], q[2], q[3]}, u);
+}
+
+// Row r for ball joint j's limit when violated: theta's rate is u . omega (omega the joint's
+// qvel, in the child's frame, about which the axis u does not turn), so J = -u on its three
+// dofs, one-sided. Returns whether the row was made.
+template <class T>
+PHX_HD bool ball_limit_row(const ModelView<T>& m, int j, const T* qpos, ConstraintWorkspace<T>& c,
+                           int r) {
+  Vec3<T> u;
+  const T dist = ball_limit_distance(m, j, qpos, u);
+  if (!(dist < T(0))) return false;
+  T* J = one_sided_row(m, dist, c, r) + m.jnt_dofadr[j];
+  J[0] = -u.x, J[1] = -u.y, J[2] = -u.z;
   return true;
 }
 
@@ -504,13 +537,17 @@ PHX_HD int build_rows(const ModelView<T>& m, const T* qpos, const T* qvel, const
     }
   }
 
-  // joint limits of hinges and slides: one-sided rows on the dof
+  // joint limits: one-sided rows on the dof of a hinge or slide, on a ball's rotation angle
+  // (the upper side's key)
   if (m.limit) {
     for (int j = 0; j < m.njnt; ++j) {
       int type = m.jnt_type[j];
-      if (!m.jnt_limited[j] || (type != kJointHinge && type != kJointSlide)) continue;
-      T sign;
-      if (!limit_row(m, w, kTrnJoint, j, m.jnt_range + 2 * j, qpos, c, nrow, &sign)) continue;
+      if (!m.jnt_limited[j] || type == kJointFree) continue;
+      T sign = T(-1);
+      if (type == kJointBall
+              ? !ball_limit_row(m, j, qpos, c, nrow)
+              : !limit_row(m, w, kTrnJoint, j, m.jnt_range + 2 * j, qpos, c, nrow, &sign))
+        continue;
       cv.efc_key[nrow] = -1 - 2 * j - (sign < T(0) ? 1 : 0);
       ++nrow;
     }

@@ -10,7 +10,8 @@
 //   adj_lcp: adj_f -> adj_A, adj_b, adj_mu (Nimble's gradient on the solution's classification);
 //   A, b: adj_J += (G + G^T) Z^T + adj_b vfree^T,  adj_M -= Z G Z^T,  adj_vfree += J^T adj_b;
 //   corr (the branch build_rows took): bounce rows  corr = e J_r qvel,
-//          push rows corr = erp (dist + slop) / dt,  limit rows dist = +-(q - bound);
+//          push rows corr = erp (dist + slop) / dt,  limit rows dist = +-(q - bound) (a ball's
+//          bound - theta(q), its row -u(q) turning with q too);
 //   vfree: adj_qvel += adj_vfree, mu2 = M^-1 adj_vfree, adj_qfrc = dt mu2, adj_c = -dt mu2,
 //          adj_M -= mu2 (vfree - qvel)^T;
 //   adj_M -> adj_crba (+ armature, + dt damping), adj_c -> adj_rnea, adj_qfrc -> adj_passive,
@@ -361,6 +362,21 @@ PHX_HD PHX_INLINE void adj_lcp_stage(const ModelView<S>& m, const LcpProblem<S>&
   }
 }
 
+// theta and u of ball joint j's limit (ball_limit_distance) from adj_theta and adj_u to its
+// quaternion's four numbers in adj_qpos
+template <class T, class S>
+PHX_HD PHX_INLINE void adj_ball_angle(const ModelView<S>& m, int j, const T* qpos, T adj_theta,
+                                      const Vec3<T>& adj_u, T* adj_qpos) {
+  const int a = m.jnt_qposadr[j];
+  Quat<T> adj_q = Quat<T>::zero();
+  adj_quat_angle_axis(Quat<T>{qpos[a], qpos[a + 1], qpos[a + 2], qpos[a + 3]}, adj_theta, adj_u,
+                      adj_q);
+  adj_qpos[a] += adj_q.w;
+  adj_qpos[a + 1] += adj_q.x;
+  adj_qpos[a + 2] += adj_q.y;
+  adj_qpos[a + 3] += adj_q.z;
+}
+
 // The corrections in b of the contact rows (the branch build_rows took) and the friction
 // coefficients, then the joint limits' (J constant, corr = erp (dist + slop) / dt with
 // dist = +-(q - bound), q the joint's coordinate or the tendon's length; friction-loss rows have
@@ -414,6 +430,13 @@ PHX_HD PHX_INLINE void adj_row_corrections(const ModelView<S>& m, const T* qpos,
     bool tendon = key >= 2 * m.njnt + nv;
     if (tendon) key -= 2 * m.njnt + nv;
     int id = key / 2;
+    if (!tendon && m.jnt_type[id] == kJointBall) {
+      // b = erp (dist + slop) / dt, dist = bound - theta
+      Vec3<T> u;
+      if (!(ball_limit_distance(m, id, qpos, u) + m.slop < T(0))) continue;
+      adj_ball_angle(m, id, qpos, -m.erp / dt * s.adj_b[r], Vec3<T>{}, adj_qpos);
+      continue;
+    }
     T sign = key % 2 ? T(-1) : T(1);
     const S* range = tendon ? m.tendon_range + 2 * id : m.jnt_range + 2 * id;
     const int type = tendon ? kTrnTendon : kTrnJoint;
@@ -424,6 +447,20 @@ PHX_HD PHX_INLINE void adj_row_corrections(const ModelView<S>& m, const T* qpos,
     // b = erp (dist + slop) / dt, dist = sign (length - bound)
     adj_transmission_state(m, w, type, id, qvel, sign * m.erp / dt * s.adj_b[r], T(0), a, adj_qpos,
                            adj_qvel);
+  }
+}
+
+// The rows of ball joints' limits (-u on the joint's dofs) turn with its quaternion: their
+// adjoints (adj_J, rows by index) to adj_qpos
+template <class T, class S, class AdjRows>
+PHX_HD void adj_ball_limit_rows(const ModelView<S>& m, const T* qpos, const int* keys, int nrow,
+                                const AdjRows& adj_J, T* adj_qpos) {
+  for (int r = 0; r < nrow; ++r) {
+    const int j = (-1 - keys[r]) / 2;
+    if (keys[r] >= 0 || j >= m.njnt || m.jnt_type[j] != kJointBall) continue;
+    const auto row = adj_J.row(r);
+    const int d = m.jnt_dofadr[j];
+    adj_ball_angle(m, j, qpos, T(0), Vec3<T>{-row(d), -row(d + 1), -row(d + 2)}, adj_qpos);
   }
 }
 
@@ -541,11 +578,13 @@ PHX_HD void adj_constrained_velocity(const ModelView<S>& m, const T* qpos, const
     const DenseEntries<T> rows{s.adj_J, nv};
     adj_contact_rows(m, w, c, cv, rows, s, a, adj_contact);
     adj_tendon_rows(m, w, cv.efc_key, nrow, rows, a);
+    adj_ball_limit_rows(m, qpos, cv.efc_key, nrow, rows, adj_qpos);
     if (m.neq > 0)
       adj_equality_rows(m, qpos, qvel, w, cv.efc_key, nrow, rows, s.adj_b, a, adj_qpos, adj_qvel);
   } else {
     adj_contact_rows(m, w, c, cv, adj_J, s, a, adj_contact);
     adj_tendon_rows(m, w, cv.efc_key, nrow, adj_J, a);
+    adj_ball_limit_rows(m, qpos, cv.efc_key, nrow, adj_J, adj_qpos);
     if (m.neq > 0)
       adj_equality_rows(m, qpos, qvel, w, cv.efc_key, nrow, adj_J, s.adj_b, a, adj_qpos, adj_qvel);
   }

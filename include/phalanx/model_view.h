@@ -26,7 +26,7 @@ struct ModelView {
 
   // capacities of one environment
   int nconmax;  // contacts
-  int nefcmax;  // constraint rows: 3 per contact plus one per limited hinge or slide joint
+  int nefcmax;  // constraint rows: 3 per contact plus one per limited joint, then the rest
 
   // arrays (PHX_MODEL_ARRAYS)
 #define PHX_VIEW_ARRAY(kind, name, count, width, comment) const kind* name;

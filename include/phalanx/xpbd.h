@@ -1139,6 +1139,14 @@ PHX_HD PHX_INLINE void adj_xpbd_hinge_angle(const Vec3<T>& a, const Vec3<T>& n1,
   adj_n2 += adj_x * n1;
 }
 
+namespace xpbd_impl {
+// how far v lies beyond [lo, hi] (negative below lo), zero within
+template <class T>
+PHX_HD PHX_INLINE T excess(T v, T lo, T hi) {
+  return v < lo ? v - lo : (v > hi ? v - hi : T(0));
+}
+}  // namespace xpbd_impl
+
 // Hinge angle limit (Müller sec. 3.4.1, Alg. 3): a1 body 1's local hinge axis (unit), n1 and n2
 // local unit vectors perpendicular to the hinge axis in bodies 1 and 2, lo <= hi (rad). Active
 // only when the angle phi from R1 n1 to R2 n2 about R1 a1 leaves [lo, hi]; then
@@ -1151,7 +1159,7 @@ PHX_HD T xpbd_hinge_limit(XpbdBody<T>& b1, XpbdBody<T>& b2, const Vec3<T>& a1, c
                           const Vec3<T>& n2, T lo, T hi, T alpha, T h, T& lambda) {
   Vec3<T> aw = xpbd_impl::rotate(b1.q, a1);
   T phi = xpbd_hinge_angle(aw, xpbd_impl::rotate(b1.q, n1), xpbd_impl::rotate(b2.q, n2));
-  T excess = phi < lo ? phi - lo : (phi > hi ? phi - hi : T(0));
+  T excess = xpbd_impl::excess(phi, lo, hi);
   if (excess == T(0)) return T(0);
   return xpbd_angular(b1, b2, excess * aw, alpha, h, lambda);
 }
@@ -1165,7 +1173,7 @@ PHX_HD void adj_xpbd_hinge_limit(const XpbdBody<T>& b1, const XpbdBody<T>& b2, c
   Vec3<T> aw = xpbd_impl::rotate(b1.q, a1), n1w = xpbd_impl::rotate(b1.q, n1),
           n2w = xpbd_impl::rotate(b2.q, n2);
   T phi = xpbd_hinge_angle(aw, n1w, n2w);
-  T excess = phi < lo ? phi - lo : (phi > hi ? phi - hi : T(0));
+  T excess = xpbd_impl::excess(phi, lo, hi);
   if (excess == T(0)) {
     xpbd_impl::adj_pass(adj_b1, adj_b2, adj_lambda, adj_b1_out, adj_b2_out, adj_lambda_out);
     return;
@@ -1181,6 +1189,95 @@ PHX_HD void adj_xpbd_hinge_limit(const XpbdBody<T>& b1, const XpbdBody<T>& b2, c
   xpbd_impl::adj_rotate(b1.q, a1, adj_b1.q, adj_a1, adj_aw);
   xpbd_impl::adj_rotate(b1.q, n1, adj_b1.q, adj_n1, adj_n1w);
   xpbd_impl::adj_rotate(b2.q, n2, adj_b2.q, adj_n2, adj_n2w);
+}
+
+// Slide limit: the displacement s = (p2 - p1) . R1 a1 of body 2's anchor p2 = x2 + R2 r2 from
+// body 1's p1 = x1 + R1 r1 along body 1's local slide axis a1 (unit; s = 0 at the joint's zero),
+// kept within [lo, hi] (m). Outside, the excess dx = (s - clamp(s, lo, hi)) R1 a1 is projected
+// at the anchors (xpbd_positional); the anchors' offset across the axis is the slide's
+// attachment's to close. Continuous at lo and hi as the hinge limit; the adjoint is that of the
+// side taken.
+template <class T>
+PHX_HD T xpbd_slide_limit(XpbdBody<T>& b1, XpbdBody<T>& b2, const Vec3<T>& r1, const Vec3<T>& r2,
+                          const Vec3<T>& a1, T lo, T hi, T alpha, T h, T& lambda) {
+  using xpbd_impl::rotate;
+  const Vec3<T> rw1 = rotate(b1.q, r1), rw2 = rotate(b2.q, r2), aw = rotate(b1.q, a1);
+  const T excess = xpbd_impl::excess(dot((b2.x + rw2) - (b1.x + rw1), aw), lo, hi);
+  if (excess == T(0)) return T(0);
+  return xpbd_positional(b1, b2, rw1, rw2, excess * aw, alpha, h, lambda);
+}
+template <class T>
+PHX_HD void adj_xpbd_slide_limit(const XpbdBody<T>& b1, const XpbdBody<T>& b2, const Vec3<T>& r1,
+                                 const Vec3<T>& r2, const Vec3<T>& a1, T lo, T hi, T alpha, T h,
+                                 T lambda, XpbdBody<T>& adj_b1, XpbdBody<T>& adj_b2,
+                                 Vec3<T>& adj_r1, Vec3<T>& adj_r2, Vec3<T>& adj_a1, T& adj_lo,
+                                 T& adj_hi, T& adj_alpha, T& adj_h, T& adj_lambda,
+                                 XpbdBody<T> adj_b1_out, XpbdBody<T> adj_b2_out, T adj_lambda_out) {
+  using xpbd_impl::rotate;
+  const Vec3<T> rw1 = rotate(b1.q, r1), rw2 = rotate(b2.q, r2), aw = rotate(b1.q, a1);
+  const Vec3<T> d = (b2.x + rw2) - (b1.x + rw1);
+  const T s = dot(d, aw), excess = xpbd_impl::excess(s, lo, hi);
+  if (excess == T(0)) {
+    xpbd_impl::adj_pass(adj_b1, adj_b2, adj_lambda, adj_b1_out, adj_b2_out, adj_lambda_out);
+    return;
+  }
+  Vec3<T> adj_rw1, adj_rw2, adj_dx;
+  adj_xpbd_positional(b1, b2, rw1, rw2, excess * aw, alpha, h, lambda, adj_b1, adj_b2, adj_rw1,
+                      adj_rw2, adj_dx, adj_alpha, adj_h, adj_lambda, adj_b1_out, adj_b2_out,
+                      adj_lambda_out);
+  // dx = excess aw, excess = s - lo or s - hi, s = d . aw
+  const T adj_s = dot(aw, adj_dx);
+  (s < lo ? adj_lo : adj_hi) -= adj_s;
+  const Vec3<T> adj_aw = excess * adj_dx + adj_s * d, adj_d = adj_s * aw;
+  adj_b2.x += adj_d;
+  adj_b1.x -= adj_d;
+  adj_rw2 += adj_d;
+  adj_rw1 -= adj_d;
+  xpbd_impl::adj_rotate(b1.q, r1, adj_b1.q, adj_r1, adj_rw1);
+  xpbd_impl::adj_rotate(b2.q, r2, adj_b2.q, adj_r2, adj_rw2);
+  xpbd_impl::adj_rotate(b1.q, a1, adj_b1.q, adj_a1, adj_aw);
+}
+
+// Ball joint (cone) limit: the rotation from body 1's joint frame q1 f1 to body 2's q2 f2 (f_i
+// the joint frame in body i, as the weld's), dq = (q2 f2) conj(q1 f1), turns by theta about the
+// world axis u (quat_angle_axis: the shorter way round); theta is kept at most hi (rad, hi >= 0:
+// MuJoCo's ball range, on the angle of the joint's quaternion). Beyond, the excess turn
+// dphi = (theta - hi) u is projected (xpbd_angular). Continuous at hi; the adjoint is that of the
+// side taken (and of the sign of dq).
+template <class T>
+PHX_HD T xpbd_ball_limit(XpbdBody<T>& b1, XpbdBody<T>& b2, const Quat<T>& f1, const Quat<T>& f2,
+                         T hi, T alpha, T h, T& lambda) {
+  Vec3<T> u;
+  const T theta = quat_angle_axis((b2.q * f2) * conjugate(b1.q * f1), u);
+  if (!(theta > hi)) return T(0);
+  return xpbd_angular(b1, b2, (theta - hi) * u, alpha, h, lambda);
+}
+template <class T>
+PHX_HD void adj_xpbd_ball_limit(const XpbdBody<T>& b1, const XpbdBody<T>& b2, const Quat<T>& f1,
+                                const Quat<T>& f2, T hi, T alpha, T h, T lambda,
+                                XpbdBody<T>& adj_b1, XpbdBody<T>& adj_b2, Quat<T>& adj_f1,
+                                Quat<T>& adj_f2, T& adj_hi, T& adj_alpha, T& adj_h, T& adj_lambda,
+                                XpbdBody<T> adj_b1_out, XpbdBody<T> adj_b2_out, T adj_lambda_out) {
+  const Quat<T> p1 = b1.q * f1, p2 = b2.q * f2, cp1 = conjugate(p1), d = p2 * cp1;
+  Vec3<T> u;
+  const T theta = quat_angle_axis(d, u);
+  if (!(theta > hi)) {
+    xpbd_impl::adj_pass(adj_b1, adj_b2, adj_lambda, adj_b1_out, adj_b2_out, adj_lambda_out);
+    return;
+  }
+  Vec3<T> adj_dphi;
+  adj_xpbd_angular(b1, b2, (theta - hi) * u, alpha, h, lambda, adj_b1, adj_b2, adj_dphi, adj_alpha,
+                   adj_h, adj_lambda, adj_b1_out, adj_b2_out, adj_lambda_out);
+  // dphi = (theta - hi) u
+  const T adj_theta = dot(u, adj_dphi);
+  adj_hi -= adj_theta;
+  Quat<T> adj_d = Quat<T>::zero(), adj_p1 = Quat<T>::zero(), adj_p2 = Quat<T>::zero(),
+          adj_cp1 = Quat<T>::zero();
+  adj_quat_angle_axis(d, adj_theta, (theta - hi) * adj_dphi, adj_d);
+  adj_mul(p2, cp1, adj_p2, adj_cp1, adj_d);
+  add_to(adj_p1, conjugate(adj_cp1));
+  adj_mul(b1.q, f1, adj_b1.q, adj_f1, adj_p1);
+  adj_mul(b2.q, f2, adj_b2.q, adj_f2, adj_p2);
 }
 
 }  // namespace phx

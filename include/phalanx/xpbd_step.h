@@ -24,7 +24,7 @@
 // pendulum's error after 0.5 s did not fall with the step at one substep).
 // Joints are rigid (compliance 0). Each of a substep's `iterations` projects them either
 //   - all at once (kXpbdTree, the default): one Newton step on every joint's linearised rows,
-//     solved over the kinematic tree in linear time (xpbd_tree.h), then the hinge limits one by
+//     solved over the kinematic tree in linear time (xpbd_tree.h), then the joint limits one by
 //     one; the residual falls quadratically (round-off in three iterations on a 7-link arm), or
 //   - one after the other (kXpbdGaussSeidel, the seed papers' order): body by body in the
 //     Model's order, parents first, attachments and hinge axes as 3x3 blocks (xpbd_attach_block,
@@ -516,8 +516,9 @@ PHX_HD void adj_xpbd_joint_forces(const ModelView<T>& m, const T* qfrc, const Xp
 }
 
 // The projections of a Gauss-Seidel pass, each on a joint's two bodies and its own multipliers
-// (slots of the body's kXpbdLambdas): an attachment (slots 0-2), a hinge axis (3-5), a hinge
-// limit (6), an orientation (3), a slide's attachment across its axis (0); a composite joint's
+// (slots of the body's kXpbdLambdas): an attachment (slots 0-2), a hinge axis (3-5), a hinge's,
+// slide's or ball's limit (6), an orientation (3), a slide's attachment across its axis (0); a
+// composite joint's
 // hinge i's limit is kXpbdCompositeLimit + i (slot 7 + i), and hinge i's armature
 // kXpbdArmature + i (slot 7 + i; Gauss-Seidel passes only, whose bodies have one joint)
 enum XpbdProjection : int {
@@ -569,30 +570,36 @@ PHX_HD int xpbd_constraint_projections(const ModelView<T>& m, int b, bool limits
       if (m.limit && m.jnt_limited[j + i]) ops[n++] = kXpbdCompositeLimit + i;
     return n;
   }
-  const bool limit = m.limit && m.jnt_type[j] == kJointHinge && m.jnt_limited[j];
+  const bool limit = m.limit && m.jnt_type[j] != kJointFree && m.jnt_limited[j];
   if (limits_only) {
     ops[0] = kXpbdLimit;
     return limit ? 1 : 0;
   }
   switch (m.jnt_type[j]) {
     case kJointBall:
-      ops[0] = kXpbdAttach;
-      return 1;
+      ops[0] = kXpbdAttach, ops[1] = kXpbdLimit;
+      return limit ? 2 : 1;
     case kJointHinge:
       ops[0] = kXpbdAttach, ops[1] = kXpbdAlign, ops[2] = kXpbdLimit;
       return limit ? 3 : 2;
     case kJointSlide:
-      ops[0] = kXpbdOrient, ops[1] = kXpbdAcross;
-      return 2;
+      ops[0] = kXpbdOrient, ops[1] = kXpbdAcross, ops[2] = kXpbdLimit;
+      return limit ? 3 : 2;
     default:  // free
       return 0;
   }
 }
 
-// a hinge's limits relative to its angle's zero (the joint frame at qpos0)
+// the limits of body b's joint: a hinge's or slide's relative to its coordinate's zero (the
+// joint frame at qpos0), a ball's largest angle (hi; MuJoCo takes the larger of its range's two)
 template <class T>
-PHX_HD void xpbd_hinge_range(const ModelView<T>& m, int b, T& lo, T& hi) {
+PHX_HD void xpbd_joint_range(const ModelView<T>& m, int b, T& lo, T& hi) {
   const int j = m.body_jntadr[b];
+  if (m.jnt_type[j] == kJointBall) {
+    lo = T(0);
+    hi = fmax(m.jnt_range[2 * j], m.jnt_range[2 * j + 1]);
+    return;
+  }
   const T q0 = m.qpos0[m.jnt_qposadr[j]];
   lo = m.jnt_range[2 * j] - q0;
   hi = m.jnt_range[2 * j + 1] - q0;
@@ -750,8 +757,13 @@ PHX_HD void xpbd_project(const ModelView<T>& m, int b, const XpbdJointFrame<T>& 
     }
     case kXpbdLimit: {
       T lo, hi;
-      xpbd_hinge_range(m, b, lo, hi);
-      xpbd_hinge_limit(B1, B2, J.a1, J.n1, J.n2, lo, hi, T(0), h, lambda[6]);
+      xpbd_joint_range(m, b, lo, hi);
+      if (J.type == kJointHinge)
+        xpbd_hinge_limit(B1, B2, J.a1, J.n1, J.n2, lo, hi, T(0), h, lambda[6]);
+      else if (J.type == kJointSlide)
+        xpbd_slide_limit(B1, B2, J.r1, J.r2, J.a1, lo, hi, T(0), h, lambda[6]);
+      else
+        xpbd_ball_limit(B1, B2, J.f1, J.f2, hi, T(0), h, lambda[6]);
       break;
     }
     case kXpbdOrient:
@@ -817,13 +829,23 @@ PHX_HD void adj_xpbd_project(const ModelView<T>& m, int b, const XpbdJointFrame<
       adj_l.add_to(adj_lambda + 3);
       break;
     }
-    case kXpbdLimit: {
+    case kXpbdLimit: {  // the range is not a parameter, nor the frames' orientations
       T o, lo, hi, adj_lo = T(0), adj_hi = T(0);
       take(6, 1, &o);
-      xpbd_hinge_range(m, b, lo, hi);
-      adj_xpbd_hinge_limit(B1, B2, J.a1, J.n1, J.n2, lo, hi, T(0), h, lambda[6], adj_b1, adj_b2,
-                           adj_a1, adj_n1, adj_n2, adj_lo, adj_hi, adj_alpha, adj_h, adj_lambda[6],
-                           out1, out2, o);
+      xpbd_joint_range(m, b, lo, hi);
+      if (J.type == kJointHinge) {
+        adj_xpbd_hinge_limit(B1, B2, J.a1, J.n1, J.n2, lo, hi, T(0), h, lambda[6], adj_b1, adj_b2,
+                             adj_a1, adj_n1, adj_n2, adj_lo, adj_hi, adj_alpha, adj_h,
+                             adj_lambda[6], out1, out2, o);
+      } else if (J.type == kJointSlide) {
+        adj_xpbd_slide_limit(B1, B2, J.r1, J.r2, J.a1, lo, hi, T(0), h, lambda[6], adj_b1, adj_b2,
+                             adj_r1, adj_r2, adj_a1, adj_lo, adj_hi, adj_alpha, adj_h,
+                             adj_lambda[6], out1, out2, o);
+      } else {
+        Quat<T> adj_f1 = Quat<T>::zero(), adj_f2 = Quat<T>::zero();
+        adj_xpbd_ball_limit(B1, B2, J.f1, J.f2, hi, T(0), h, lambda[6], adj_b1, adj_b2, adj_f1,
+                            adj_f2, adj_hi, adj_alpha, adj_h, adj_lambda[6], out1, out2, o);
+      }
       break;
     }
     case kXpbdOrient: {
@@ -891,7 +913,7 @@ PHX_HD void adj_xpbd_project(const ModelView<T>& m, int b, const XpbdJointFrame<
   }
 }
 
-// one Gauss-Seidel pass over the joints, substep h, or over the hinge limits alone
+// one Gauss-Seidel pass over the joints, substep h, or over their limits alone
 template <class T>
 PHX_HD void xpbd_project_joints(const ModelView<T>& m, XpbdArrays<T> s, T h,
                                 bool limits_only = false) {
@@ -1189,7 +1211,7 @@ PHX_HD void adj_xpbd_joint_rows(const ModelView<T>& m, const XpbdArrays<T>& s, i
 }
 
 // One iteration over the joints, substep h, all at once: a Newton step on every joint's rows
-// (xpbd_tree_solve; the rows' multipliers in lambda[0..n), rigid joints), then the hinge limits
+// (xpbd_tree_solve; the rows' multipliers in lambda[0..n), rigid joints), then the joint limits
 // projected one by one. A singular block (a static body below a moving one) falls back to a
 // Gauss-Seidel pass.
 template <class T>
@@ -1206,7 +1228,7 @@ PHX_HD void xpbd_solve_joints(const ModelView<T>& m, XpbdArrays<T> s, T h) {
     B.q = xpbd_rotate(B.q, Vec3<T>{N.d[3], N.d[4], N.d[5]});
     for (int i = 0; i < N.rows.n; ++i) s.lambda[kXpbdLambdas * b + i] -= N.mu[i];
   }
-  xpbd_project_joints(m, s, h, true);  // the hinge limits
+  xpbd_project_joints(m, s, h, true);  // the limits
 }
 
 // The adjoint of xpbd_solve_joints at the bodies and multipliers it started from (s.body and

@@ -49,6 +49,37 @@ TEST(Quat, SubQuatInvertsIntegrate) {
   }
 }
 
+TEST(Quat, AngleAxisIsTheRotationAndItsAdjointMatchesDifferences) {
+  for (int t = 0; t < 50; ++t) {
+    // a rotation by angle about axis, scaled by 0.5 to 2 and of either sign, is read back
+    Vec3<double> axis = rand3();
+    axis = (1 / norm(axis)) * axis;
+    const double angle = 0.1 + 3.0 * std::abs(uniform());
+    const double scale = (t % 2 ? -1 : 1) * (1.25 + 0.75 * uniform());
+    const Quat<double> r = axis_angle(axis, angle);
+    const Quat<double> q{scale * r.w, scale * r.x, scale * r.y, scale * r.z};
+    Vec3<double> u;
+    const double theta = quat_angle_axis(q, u);
+    EXPECT_NEAR(theta, angle, 1e-14);
+    for (int i = 0; i < 3; ++i) EXPECT_NEAR(u[i], axis[i], 1e-13);
+    // <adj_theta, dtheta> + <adj_u, du> against central differences along a random direction
+    const double adj_theta = uniform();
+    const Vec3<double> adj_u = rand3();
+    const Quat<double> d{uniform(), uniform(), uniform(), uniform()};
+    auto loss = [&](double h) {
+      Vec3<double> v;
+      const double th = quat_angle_axis(
+          Quat<double>{q.w + h * d.w, q.x + h * d.x, q.y + h * d.y, q.z + h * d.z}, v);
+      return adj_theta * th + dot(adj_u, v);
+    };
+    Quat<double> adj_q = Quat<double>::zero();
+    adj_quat_angle_axis(q, adj_theta, adj_u, adj_q);
+    const double ad = adj_q.w * d.w + adj_q.x * d.x + adj_q.y * d.y + adj_q.z * d.z;
+    const double fd = (loss(1e-6) - loss(-1e-6)) / 2e-6;
+    EXPECT_NEAR(ad, fd, 1e-7 * (1 + std::abs(fd))) << t;
+  }
+}
+
 TEST(Spatial, CrossProductsAreDual) {
   // (v x m) . f = -m . (v x* f): the force cross product is minus the transpose
   for (int t = 0; t < 100; ++t) {

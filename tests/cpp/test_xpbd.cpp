@@ -621,6 +621,54 @@ TEST(XpbdGradcheck, AngularHingeWeldLimit) {
       check_two_body(angle > 0 ? "xpbd_hinge_limit hi" : "xpbd_hinge_limit lo", limit, b1, b2,
                      LimitExtra{a1, n1, n2, -0.9, 0.8, Step{}}, lambda, rng);
     }
+
+    // slide limit: the anchors' displacement along the axis 0.3 beyond hi, and below lo
+    struct SlideExtra {
+      V3 r1, r2, a1;
+      double lo, hi;
+      Step s;
+      auto fields() { return std::tie(r1, r2, a1, lo, hi, s.alpha, s.h); }
+    };
+    TwoBodyCase<SlideExtra> slide{
+        [](Body& b1, Body& b2, const SlideExtra& e, double& lam) {
+          xpbd_slide_limit(b1, b2, e.r1, e.r2, e.a1, e.lo, e.hi, e.s.alpha, e.s.h, lam);
+        },
+        [](const Body& b1, const Body& b2, const SlideExtra& e, double lam, Body& a1, Body& a2,
+           SlideExtra& ae, double& al, const Body& w1, const Body& w2, double wl) {
+          adj_xpbd_slide_limit(b1, b2, e.r1, e.r2, e.a1, e.lo, e.hi, e.s.alpha, e.s.h, lam, a1, a2,
+                               ae.r1, ae.r2, ae.a1, ae.lo, ae.hi, ae.s.alpha, ae.s.h, al, w1, w2,
+                               wl);
+        }};
+    V3 r1 = rand3(rng), r2 = rand3(rng);
+    const double along =
+        dot((b2.x + to_mat(b2.q) * r2) - (b1.x + to_mat(b1.q) * r1), a1w);  // s of the slide
+    check_two_body("xpbd_slide_limit hi", slide, b1, b2,
+                   SlideExtra{r1, r2, a1, along - 1.3, along - 0.3, Step{}}, lambda, rng);
+    check_two_body("xpbd_slide_limit lo", slide, b1, b2,
+                   SlideExtra{r1, r2, a1, along + 0.3, along + 1.3, Step{}}, lambda, rng);
+
+    // ball limit: the joint frames 1.1 rad apart beyond a cone of 0.7 rad, with the relative
+    // quaternion's w of either sign
+    struct BallExtra {
+      Q f1, f2;
+      double hi;
+      Step s;
+      auto fields() { return std::tie(f1, f2, hi, s.alpha, s.h); }
+    };
+    TwoBodyCase<BallExtra> ball{
+        [](Body& b1, Body& b2, const BallExtra& e, double& lam) {
+          xpbd_ball_limit(b1, b2, e.f1, e.f2, e.hi, e.s.alpha, e.s.h, lam);
+        },
+        [](const Body& b1, const Body& b2, const BallExtra& e, double lam, Body& a1, Body& a2,
+           BallExtra& ae, double& al, const Body& w1, const Body& w2, double wl) {
+          adj_xpbd_ball_limit(b1, b2, e.f1, e.f2, e.hi, e.s.alpha, e.s.h, lam, a1, a2, ae.f1, ae.f2,
+                              ae.hi, ae.s.alpha, ae.s.h, al, w1, w2, wl);
+        }};
+    Q g1 = rand_quat(rng);
+    Q g2 = conjugate(b2.q) * (axis_angle(unit(rand3(rng)), 1.1) * (b1.q * g1));
+    check_two_body("xpbd_ball_limit", ball, b1, b2, BallExtra{g1, g2, 0.7, Step{}}, lambda, rng);
+    check_two_body("xpbd_ball_limit w<0", ball, b1, b2,
+                   BallExtra{g1, Q{-g2.w, -g2.x, -g2.y, -g2.z}, 0.7, Step{}}, lambda, rng);
   }
 }
 
@@ -1080,6 +1128,62 @@ TEST(XpbdProjection, WeldAndHingeLimit) {
       for (int it = 0; it < 5; ++it) xpbd_hinge_limit(s, d, z, x, x, -0.5, 0.7, 0.0, 0.01, lambda);
       EXPECT_NEAR(xpbd_hinge_angle(z, x, to_mat(d.q) * x), bound, 1e-14);
     }
+  }
+}
+
+TEST(XpbdProjection, SlideAndBallLimit) {
+  std::mt19937 rng(1210);
+  Body s;  // static, at the identity
+  Body c = rand_body(rng);
+  // slide along the static body's z from its anchor 0 to the child's r2, limits [-0.4, 0.3]
+  const V3 z{0, 0, 1}, r1{}, r2 = rand3(rng, 0.2);
+  auto along = [&](const Body& d) { return dot(d.x + to_mat(d.q) * r2, z); };
+  for (double target : {0.1, 0.5, -0.9}) {
+    Body d = c;
+    d.x += (target - along(c)) * z;
+    double lambda = 0;
+    const double dl = xpbd_slide_limit(s, d, r1, r2, z, -0.4, 0.3, 0.0, 0.01, lambda);
+    if (target == 0.1) {  // inside: nothing happens
+      EXPECT_EQ(dl, 0.0);
+      EXPECT_EQ(norm(d.x - (c.x + (target - along(c)) * z)), 0.0);
+      continue;
+    }
+    // the anchor goes back to the bound, up to the second-order part of the lever arm's turn,
+    // which may leave it just inside (the limit then rests); the offset across the axis is not
+    // the limit's to change
+    const double bound = target > 0 ? 0.3 : -0.4, e = std::abs(target - bound);
+    const V3 p0 = d.x + to_mat(d.q) * r2;
+    for (int it = 0; it < 6; ++it) xpbd_slide_limit(s, d, r1, r2, z, -0.4, 0.3, 0.0, 0.01, lambda);
+    EXPECT_GE(along(d), -0.4 - 1e-13) << target;
+    EXPECT_LE(along(d), 0.3 + 1e-13) << target;
+    EXPECT_LT(std::abs(along(d) - bound), 0.01 * e) << target;
+    EXPECT_LT(lambda, 0.0) << target;
+    const V3 p = d.x + to_mat(d.q) * r2;
+    EXPECT_LT(std::abs(p.x - p0.x) + std::abs(p.y - p0.y), 0.2 * e);
+  }
+
+  // ball: the child's frame f2 turned from the static body's f1 by `angle` about a fixed axis u,
+  // the cone's half angle 0.6
+  const Q f1 = rand_quat(rng), f2 = rand_quat(rng);
+  const V3 u = unit(rand3(rng));
+  for (double angle : {0.4, 1.0, 2.9}) {
+    Body d = c;
+    d.q = axis_angle(u, angle) * f1 * conjugate(f2);  // d.q f2 = R(u, angle) f1
+    const Q q0 = d.q;
+    double lambda = 0;
+    const double dl = xpbd_ball_limit(s, d, f1, f2, 0.6, 0.0, 0.01, lambda);
+    if (angle < 0.6) {
+      EXPECT_EQ(dl, 0.0);
+      EXPECT_EQ(qdist(d.q, q0), 0.0);
+      continue;
+    }
+    for (int it = 0; it < 8; ++it) xpbd_ball_limit(s, d, f1, f2, 0.6, 0.0, 0.01, lambda);
+    // back on the cone: (d.q f2) conj(f1) turns by 0.6 (about an axis that the inverse inertia,
+    // anisotropic, has moved off u)
+    const Q dq = d.q * f2 * conjugate(f1);
+    const double turn = 2 * std::atan2(norm(V3{dq.x, dq.y, dq.z}), std::abs(dq.w));
+    EXPECT_NEAR(turn, 0.6, 1e-13) << angle;
+    EXPECT_LT(lambda, 0.0) << angle;
   }
 }
 

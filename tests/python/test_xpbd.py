@@ -258,21 +258,13 @@ def test_composite_limits_hold(composite, rng):
     assert (q < hi + 2e-3).all() and (q > lo - 2e-3).all()
 
 
-def test_composite_step_jacobians_match_central_differences(composite, rng):
-    # two substeps of three iterations, the hip's first hinge at its limit and moving on, against
-    # central differences; the masses' columns too
-    model = xpbd(composite, xpbd_substeps=2, xpbd_iterations=3)
-    model.timestep = 0.01
-    qpos = 0.3 * rng.standard_normal((1, model.nq))
-    qvel = rng.standard_normal((1, model.nv))
-    qpos[0, 1], qvel[0, 1] = 0.995, 2.0
-    ctrl = np.zeros((1, 0))
+def check_step_jacobians(model, qpos, qvel, ctrl, atol, **fd_options):
+    """the step's state Jacobians against differences (step_jacobians_fd with fd_options, rtol
+    1e-6 and atol), and the masses' columns against central differences"""
     jac = phalanx.step_jacobians(model, qpos, qvel, ctrl, parameters=True)
-    q, _, _ = phalanx.step(model, qpos, qvel, ctrl)
-    assert q[0, 1] < 1.0  # the limit acted
-    fd = phalanx.step_jacobians_fd(model, qpos, qvel, ctrl, h=1e-4)
+    fd = phalanx.step_jacobians_fd(model, qpos, qvel, ctrl, **fd_options)
     for key in ("dqpos_dqpos", "dqpos_dqvel", "dqvel_dqpos", "dqvel_dqvel"):
-        np.testing.assert_allclose(jac[key], fd[key], rtol=1e-6, atol=1e-7, err_msg=key)
+        np.testing.assert_allclose(jac[key], fd[key], rtol=1e-6, atol=atol, err_msg=key)
     mass = model.parameter("body_mass")
     for b in range(1, model.nbody):
         out = []
@@ -284,6 +276,85 @@ def test_composite_step_jacobians_match_central_differences(composite, rng):
             out.append(np.r_[q[0], v[0]])
         np.testing.assert_allclose(jac["parameters"]["body_mass"][0][:, b],
                                    (out[0] - out[1]) / 2e-6, rtol=1e-6, atol=1e-6)
+
+
+# A block on a tilted slide limited to [-0.2, 0.1] about its reference 0.05 (so the limits stand
+# at -0.25 and 0.05 from where body_pos puts it), carrying a rod on a ball joint limited to a cone
+# of 0.5 rad
+SLIDE_BALL = """<mujoco><compiler angle='radian'/><option timestep='0.002'><flag contact='disable'/></option><worldbody>
+  <body pos='0 0 1'><joint type='slide' axis='0 0.6 0.8' range='-0.2 0.1' ref='0.05'/>
+    <geom type='box' size='0.1 0.05 0.04' mass='1'/>
+    <body pos='0.1 0 -0.05'><joint type='ball' range='0 0.5'/>
+      <geom type='capsule' fromto='0 0 0 0.3 0 -0.2' size='0.03' mass='0.5'/></body></body>
+</worldbody></mujoco>"""
+
+
+@pytest.fixture
+def slide_ball(tmp_path):
+    path = tmp_path / "slide_ball.xml"
+    path.write_text(SLIDE_BALL)
+    return path
+
+
+def ball_angle(quat):
+    """the rotation angle of unit quaternions (..., 4)"""
+    return 2 * np.arctan2(np.linalg.norm(quat[..., 1:], axis=-1), np.abs(quat[..., 0]))
+
+
+@pytest.mark.parametrize("joint_solver", ["tree", "gauss_seidel"])
+def test_slide_and_ball_limits_hold(slide_ball, joint_solver, rng):
+    # thrown for 1 s: the slide stays within its range and the ball within its cone, each
+    # reaching its bound (hard limits: to what the iterations leave), with either joint solver
+    model = xpbd(slide_ball, xpbd_joint_solver=joint_solver, xpbd_iterations=6)
+    qpos = np.array([[0.0, 1.0, 0.0, 0.0, 0.0]])
+    qvel = np.array([[-1.5, 4.0, -3.0, 2.0]])
+    qs, _, status = phalanx.rollout(model, qpos, qvel, np.zeros((1, 500, 0)))
+    assert not status.any()
+    slide, angle = qs[0, :, 0], ball_angle(qs[0, :, 1:5])
+    assert slide.min() == pytest.approx(-0.2, abs=1e-3) and slide.min() > -0.2 - 1e-4
+    assert slide.max() < 0.1 + 1e-4
+    assert angle.max() == pytest.approx(0.5, abs=1e-3) and angle.max() < 0.5 + 1e-4
+    # unlimited, both leave their ranges from the same start
+    model.limit = False
+    qs, _, _ = phalanx.rollout(model, qpos, qvel, np.zeros((1, 500, 0)))
+    assert qs[0, :, 0].min() < -0.3 and ball_angle(qs[0, :, 1:5]).max() > 0.7
+
+
+@pytest.mark.parametrize("joint_solver", ["tree", "gauss_seidel"])
+def test_slide_and_ball_limit_jacobians_match_central_differences(slide_ball, joint_solver, rng):
+    # one step of two substeps from the slide at its lower limit and the ball at its cone, both
+    # moving on: the step's Jacobians and the masses' columns against central differences
+    model = xpbd(slide_ball, xpbd_joint_solver=joint_solver, xpbd_substeps=2,
+                 xpbd_iterations=3)
+    model.timestep = 0.01
+    axis = np.array([0.0, 0.6, 0.8])
+    quat = np.r_[np.cos(0.249), np.sin(0.249) * axis]  # turned by 0.498 rad
+    qpos = np.r_[-0.199, quat][None]
+    qvel = np.r_[-1.0, 3.0 * axis][None] + 0.1 * rng.standard_normal((1, 4))
+    ctrl = np.zeros((1, 0))
+    q, _, _ = phalanx.step(model, qpos, qvel, ctrl)
+    assert q[0, 0] > -0.2 - 1e-3 and ball_angle(q[0, 1:5]) < 0.5 + 1e-3  # both limits acted
+    model.limit = False
+    free, _, _ = phalanx.step(model, qpos, qvel, ctrl)
+    assert free[0, 0] < -0.205 and ball_angle(free[0, 1:5]) > 0.52
+    model.limit = True
+    # the step curves steeply in the quaternion (central differences' error falls as h^2 from
+    # 2e-5 in dqvel_dqpos at h = 1e-5, measured): Ridders' extrapolation
+    check_step_jacobians(model, qpos, qvel, ctrl, atol=1e-6, method="ridders")
+
+
+def test_composite_step_jacobians_match_central_differences(composite, rng):
+    # two substeps of three iterations, the hip's first hinge at its limit and moving on, against
+    # central differences; the masses' columns too
+    model = xpbd(composite, xpbd_substeps=2, xpbd_iterations=3)
+    model.timestep = 0.01
+    qpos = 0.3 * rng.standard_normal((1, model.nq))
+    qvel = rng.standard_normal((1, model.nv))
+    qpos[0, 1], qvel[0, 1] = 0.995, 2.0
+    ctrl = np.zeros((1, 0))
+    q, _, _ = phalanx.step(model, qpos, qvel, ctrl)
+    assert q[0, 1] < 1.0  # the limit acted
+    check_step_jacobians(model, qpos, qvel, ctrl, atol=1e-7, h=1e-4)
 
 
 # A cable: a sphere hanging from a world site by a two-site spatial tendon limited to L (its

@@ -95,6 +95,18 @@ template <class T> PHX_HD PHX_INLINE Vec3<T> sub_quat(const Quat<T>& qa, const Q
   return k * v;
 }
 
+// The rotation of q (any positive scale) as an angle theta in [0, pi] about the unit axis u, the
+// shorter way round: theta = 2 atan2(|v|, |w|), u = sign(w) v / |v| for q = (w, v) (MuJoCo's
+// mju_quat2Vel split into its angle and axis); theta = 0 and u = 0 at no rotation
+template <class T>
+PHX_HD PHX_INLINE T quat_angle_axis(const Quat<T>& q, Vec3<T>& u) {
+  const T sign = q.w < T(0) ? T(-1) : T(1);
+  const Vec3<T> v{q.x, q.y, q.z};
+  const T s = sqrt(dot(v, v));
+  u = s > T(0) ? (sign / s) * v : Vec3<T>{};
+  return T(2) * atan2(s, sign * q.w);
+}
+
 // ---- adjoints ----------------------------------------------------------------------------
 // Each adj_f accumulates (+=) into the adjoints of f's inputs, given the adjoint of its result.
 
@@ -140,6 +152,23 @@ PHX_HD PHX_INLINE void adj_to_mat(const Quat<T>& q, Quat<T>& adj_q, const Mat3<T
       two * (x * (g[0] - g[4] - g[8]) + y * (g[1] + g[3]) + z * (g[2] + g[6]) + w * (g[7] - g[5])),
       two * (y * (-g[0] + g[4] - g[8]) + x * (g[1] + g[3]) + z * (g[5] + g[7]) + w * (g[2] - g[6])),
       two * (z * (-g[0] - g[4] + g[8]) + x * (g[2] + g[6]) + y * (g[5] + g[7]) + w * (g[3] - g[1]))});
+}
+
+// theta = quat_angle_axis(q, u): from adj_theta and adj_u to adj_q. With s = |v|, w' = |w|:
+// theta's slopes are 2 w' / (s^2 + w'^2) in s and -2 s / (s^2 + w'^2) in w', u's in v
+// sign(w) (1 - n n^T) / s with n = v / s. Nothing at no rotation (s = 0), where the axis has no
+// direction.
+template <class T>
+PHX_HD PHX_INLINE void adj_quat_angle_axis(const Quat<T>& q, T adj_theta, const Vec3<T>& adj_u,
+                                           Quat<T>& adj_q) {
+  const T sign = q.w < T(0) ? T(-1) : T(1), w = sign * q.w;
+  const Vec3<T> v{q.x, q.y, q.z};
+  const T s = sqrt(dot(v, v));
+  if (!(s > T(0))) return;
+  const T r2 = s * s + w * w;
+  const Vec3<T> n = (T(1) / s) * v;
+  const Vec3<T> adj_v = (sign / s) * (adj_u - dot(n, adj_u) * n) + (T(2) * w / r2 * adj_theta) * n;
+  add_to(adj_q, Quat<T>{-sign * T(2) * s / r2 * adj_theta, adj_v.x, adj_v.y, adj_v.z});
 }
 
 // r = axis_angle(axis, angle) with a constant axis: adj_angle, from r itself (no trigonometry:
