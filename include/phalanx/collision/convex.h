@@ -490,18 +490,20 @@ PHX_HD GjkState<T> gjk(const ConvexBody<T, T>& b1, const ConvexBody<T, T>& b2,
 
 template <class T>
 struct EpaFace {
-  int v[3];
-  Vec3<T> n;  // outward unit normal
-  T dist;     // n . (any vertex): distance of the face's plane from the origin
+  Vec3<T> n;           // outward unit normal
+  T dist;              // n . (any vertex): distance of the face's plane from the origin
+  unsigned char v[3];  // its vertices (of at most kEpaMaxVerts; bytes keep EPA's stack small)
   bool alive;
 };
+static_assert(kEpaMaxVerts <= 256, "EpaFace holds vertex indices in bytes");
 
 template <class T>
 PHX_HD bool epa_make_face(const MinkowskiPoint<T>* p, int a, int b, int c, EpaFace<T>& f) {
   Vec3<T> n = cross(p[b].w - p[a].w, p[c].w - p[a].w);
   T len = norm(n);
   if (!(len > tiny<T>())) return false;
-  f.v[0] = a, f.v[1] = b, f.v[2] = c;
+  f.v[0] = static_cast<unsigned char>(a), f.v[1] = static_cast<unsigned char>(b);
+  f.v[2] = static_cast<unsigned char>(c);
   f.n = (T(1) / len) * n;
   f.dist = dot(f.n, p[a].w);
   f.alive = true;
@@ -592,7 +594,8 @@ PHX_HD EpaResult<T> epa(const ConvexBody<T, T>& b1, const ConvexBody<T, T>& b2,
     // when no new face is degenerate (zero area), else EPA stops here.
     p[np] = m;
     bool seen[kEpaMaxFaces];
-    int edges[3 * kEpaMaxFaces][2], ne = 0;
+    unsigned char edges[3 * kEpaMaxFaces][2];
+    int ne = 0;
     for (int i = 0; i < nf; ++i) {
       // faces the new point is nearly coplanar with (round-off of thin faces) are not seen,
       // the nearest face always is: a point coplanar with a face (a flat patch of a cylinder's
@@ -609,12 +612,12 @@ PHX_HD EpaResult<T> epa(const ConvexBody<T, T>& b1, const ConvexBody<T, T>& b2,
           edges[shared][1] = edges[ne - 1][1];
           --ne;
         } else {
-          edges[ne][0] = a, edges[ne][1] = b;
+          edges[ne][0] = static_cast<unsigned char>(a);
+          edges[ne][1] = static_cast<unsigned char>(b);
           ++ne;
         }
       }
     }
-    EpaFace<T> added[kEpaMaxFaces];
     bool sound = ne >= 3 && ne <= kEpaMaxFaces;
     // the horizon must be one closed loop (each vertex once as a start and once as an end), and
     // the new faces must keep the origin at least the nearest face's distance inside (the grown
@@ -627,13 +630,14 @@ PHX_HD EpaResult<T> epa(const ConvexBody<T, T>& b1, const ConvexBody<T, T>& b2,
       }
       sound = starts == 1 && ends == 1;
     }
-    for (int e = 0; e < ne && sound; ++e)
-      sound = epa_make_face(p, edges[e][0], edges[e][1], np, added[e]) &&
-              added[e].dist >= f[best].dist - vis;
+    for (int e = 0; e < ne && sound; ++e) {  // the faces are made again below, once sound
+      EpaFace<T> face;
+      sound =
+          epa_make_face(p, edges[e][0], edges[e][1], np, face) && face.dist >= f[best].dist - vis;
+    }
     int nseen = 0;
     for (int i = 0; i < nf; ++i) nseen += seen[i];
     if (!sound || nf - nseen + ne > kEpaMaxFaces) break;
-    ++np;
     for (int i = 0; i < nf; ++i)
       if (seen[i]) f[i].alive = false;
     for (int e = 0; e < ne; ++e) {
@@ -641,8 +645,9 @@ PHX_HD EpaResult<T> epa(const ConvexBody<T, T>& b1, const ConvexBody<T, T>& b2,
       for (int i = 0; i < nf && slot < 0; ++i)
         if (!f[i].alive) slot = i;
       if (slot < 0) slot = nf++;
-      f[slot] = added[e];
+      epa_make_face(p, edges[e][0], edges[e][1], np, f[slot]);
     }
+    ++np;
   }
   if (best < 0) return r;
   const EpaFace<T>& fb = f[best];
