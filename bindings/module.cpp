@@ -8,13 +8,13 @@
 // callers' arrays in place; numpy arrays on CUDA go through device buffers. C++ exceptions reach
 // Python through pybind11's translation: std::invalid_argument -> ValueError,
 // std::runtime_error and std::logic_error -> RuntimeError.
-#include <cctype>
 #include <pybind11/numpy.h>
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
 #include <algorithm>
 #include <array>
+#include <cctype>
 #include <climits>
 #include <cmath>
 #include <cstdint>
@@ -32,6 +32,7 @@
 #include "bindings/py_model.h"
 #include "bindings/submodules.h"
 #include "host/api.h"
+#include "host/cpu_backend.h"
 
 namespace py = pybind11;
 
@@ -852,6 +853,24 @@ void register_runtime(py::module_& mod) {
       "cuda_emulated", [] { return phx::cuda_emulated(); },
       "True when the CUDA backend of this build runs on the CPU (PHX_CUDA_EMULATION, for tests): "
       "results as a GPU's, timings not.");
+  mod.def(
+      "scratch_trace",
+      [](bool on) {
+        phx::cpu::ScratchTrace& t = phx::cpu::scratch_trace();
+        py::dict out;
+        out["given_reals"] = t.given.reals;
+        out["given_ints"] = t.given.ints;
+        out["written_reals"] = t.written.reals;
+        out["written_ints"] = t.written.ints;
+        t = phx::cpu::ScratchTrace{};
+        t.on = on;
+        return out;
+      },
+      py::arg("on"),
+      "The CPU backend's scratch trace (bench/gpu_memory.py): returns the most scratch entries "
+      "(reals, ints) one environment was given and wrote in the CPU launches since the last "
+      "call, then starts over, traced when `on`. While tracing, launches run serially and "
+      "slowly; not thread-safe.");
   mod.def("bytes_per_env_float32", &bytes_per_env<float>, py::arg("model"),
           py::arg("device") = "cpu");
   mod.def("bytes_per_env_float64", &bytes_per_env<double>, py::arg("model"),

@@ -1,0 +1,139 @@
+"""Global-memory bytes per env-step of the GPU kernels, and the memory roofline they imply.
+
+Runs here, without a GPU: the CPU backend runs the same kernel bodies as the CUDA backend, over
+the same per-environment scratch (phalanx._phalanx.scratch_trace records how much of it each
+environment writes). On MuJoCo's humanoid in float32, dropped from its initial pose with random
+joint speeds and controls (contacts and limits on, as bench_gpu.py), for each kernel:
+
+  scratch given    the scratch one environment's thread owns in global memory (KB)
+  scratch written  how much of it the kernel writes over a launch of --steps steps (KB)
+  bytes/env-step   the DRAM traffic of one env-step under this model of it: every written
+                   scratch number is written once and read back once per step (a lower bound:
+                   the LCP's iterations read their rows many times), plus the step's own
+                   input and output (ctrl read; qpos, qvel written). A thread's working set
+                   (tens of KB) times the threads resident on an SM is far beyond its L1 and
+                   the GPU's L2, so the traffic goes to DRAM. In the layout used today (each
+                   environment's scratch one contiguous block) a warp's 32 loads of one number
+                   touch 32 distant 32-byte sectors, so every 4-byte float moves 32 bytes
+                   (x8); with the environment index fastest the warp's loads coalesce (x1).
+  capacity         environments whose state and step scratch fit in 40 GB
+                   (phalanx._phalanx.bytes_per_env_float32): the scratch is sized for the
+                   model's capacities (nconmax contacts, their dense LCP rows), not for what a
+                   step writes.
+  roofline         env-steps/s <= DRAM bandwidth / (bytes per env-step): an upper bound from
+                   memory traffic alone (compute and latency bound it further), on an A100
+                   (1.56 TB/s, MJX's published 0.95 M humanoid steps/s) and an RTX 6000
+                   Blackwell (1.79 TB/s, MuJoCo Warp's 3.97 M at 8192 worlds).
+
+Kernels: the rollout (one env-step per step), the taped rollout's reverse pass (per step of
+the tape, on top of the forward) and the step (phalanx.step, one step per launch).
+
+    .venv/bin/python bench/gpu_memory.py [--envs 8] [--steps 100]
+
+Results go to bench/results/gpu_memory.json.
+"""
+
+import argparse
+import os
+
+import numpy as np
+
+import phalanx
+from _common import HUMANOID, RESULTS, write_result
+
+# DRAM bandwidth (bytes/s) and the published humanoid throughput measured on the GPU
+GPUS = {"A100 (40 GB)": (1.555e12, "MJX", 0.95e6),
+        "RTX 6000 Blackwell": (1.792e12, "MuJoCo Warp", 3.97e6)}
+SECTOR = 32  # bytes a DRAM transaction moves at the least
+
+
+def parse_args(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--envs", type=int, default=8)
+    parser.add_argument("--steps", type=int, default=100)
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--out", default=os.path.join(RESULTS, "gpu_memory.json"))
+    return parser.parse_args(argv)
+
+
+def traced(run):
+    """run() with the scratch trace on: (entries given, entries written) as (reals, ints)"""
+    trace = phalanx._phalanx.scratch_trace
+    trace(True)
+    try:
+        run()
+    finally:
+        t = trace(False)
+    return (t["given_reals"], t["given_ints"]), (t["written_reals"], t["written_ints"])
+
+
+def kernel_rows(model, nenv, nstep, seed):
+    """per kernel: scratch bytes given and written, and the step's own input and output bytes"""
+    rng = np.random.default_rng(seed)
+    f = np.float32
+    qpos = np.repeat(model.qpos0[None], nenv, axis=0).astype(f)
+    qvel = rng.uniform(-0.5, 0.5, (nenv, model.nv)).astype(f)
+    ctrl = np.repeat(rng.uniform(-0.4, 0.4, (nenv, 1, model.nu)), nstep, axis=1).astype(f)
+    real = np.dtype(f).itemsize
+    io = real * (model.nu + model.nq + model.nv)
+    adj = (np.ones((nenv, nstep, model.nq), f), np.ones((nenv, nstep, model.nv), f))
+    tape = phalanx.Tape()
+    runs = {
+        "rollout": lambda: phalanx.rollout(model, qpos, qvel, ctrl),
+        "rollout reverse (Tape.backward)": None,
+        "step": lambda: phalanx.step(model, qpos, qvel, ctrl[:, 0]),
+    }
+    rows = {}
+    for name, run in runs.items():
+        if run is None:  # the reverse pass, traced alone after an untraced taped forward
+            phalanx.rollout(model, qpos, qvel, ctrl, tape=tape)
+            run = lambda: tape.backward(*adj)  # noqa: E731
+        given, written = traced(run)
+        rows[name] = {"given": given[0] * real + given[1] * 4,
+                      "written": written[0] * real + written[1] * 4, "io": io}
+    return rows
+
+
+def traffic(row, amplification):
+    """bytes per env-step: written scratch out and back in, scaled by the layout's sector
+    amplification, plus the step's input and output"""
+    return 2 * row["written"] * amplification + row["io"]
+
+
+def main(argv=None):
+    args = parse_args(argv)
+    model = phalanx.load_model(HUMANOID)
+    rows = kernel_rows(model, args.envs, args.steps, args.seed)
+    layouts = {"per-env blocks (today)": SECTOR // 4, "env index fastest": 1}
+    result = {"benchmark": "GPU memory traffic", "model": "humanoid", "dtype": "float32",
+              "envs": args.envs, "steps": args.steps, "kernels": {}}
+    print(f"humanoid, float32, {args.envs} environments x {args.steps} steps (the CPU backend "
+          "runs the GPU's kernel bodies)")
+    print(f"{'kernel':34s} {'given KB':>9s} {'written KB':>10s}   bytes/env-step by layout")
+    for name, row in rows.items():
+        per_layout = {layout: traffic(row, a) for layout, a in layouts.items()}
+        result["kernels"][name] = {"scratch_given_bytes": row["given"],
+                                   "scratch_written_bytes": row["written"],
+                                   "io_bytes": row["io"], "bytes_per_env_step": per_layout}
+        shown = ", ".join(f"{layout}: {b / 1e3:.0f} KB" for layout, b in per_layout.items())
+        print(f"{name:34s} {row['given'] / 1e3:9.1f} {row['written'] / 1e3:10.1f}   {shown}")
+    per_env = phalanx._phalanx.bytes_per_env_float32(model)
+    result["bytes_per_env"] = per_env
+    result["envs_in_40GB"] = int(40e9 // per_env)
+    print(f"\nstate and step scratch per environment: {per_env / 1e6:.2f} MB, "
+          f"{int(40e9 // per_env)} environments in 40 GB")
+    print("\nroofline of the rollout (env-steps/s from DRAM traffic alone; an upper bound):")
+    result["roofline"] = {}
+    rollout = result["kernels"]["rollout"]["bytes_per_env_step"]
+    for gpu, (bandwidth, reference, published) in GPUS.items():
+        bounds = {layout: bandwidth / b for layout, b in rollout.items()}
+        result["roofline"][gpu] = {"bandwidth_bytes_per_s": bandwidth, "bounds": bounds,
+                                   "reference": reference, "published": published}
+        shown = ", ".join(f"{layout}: {v / 1e6:.2f} M" for layout, v in bounds.items())
+        print(f"  {gpu:20s} {shown}; {reference} published {published / 1e6:.2f} M")
+    write_result(result, args.out)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
