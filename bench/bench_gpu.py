@@ -182,10 +182,18 @@ def main(argv=None):
         import mujoco
         mj_model = mujoco.MjModel.from_xml_path(HUMANOID)
         references = {"MuJoCo Warp": mujoco_warp_run, "MJX": mjx_run}
-    print(f"humanoid, float32, {args.steps} steps" + (" (emulated device)"
+    per_env = phalanx._phalanx.bytes_per_env_float32(model, device="cuda")
+    print(f"humanoid, float32, {args.steps} steps, {per_env / 1e6:.2f} MB of device memory per "
+          "environment (state and step scratch)" + (" (emulated device)"
                                                       if phalanx.cuda_emulated() else ""))
     for nenv in args.envs:
-        row = phalanx_runs(phalanx, model, nenv, args)
+        try:
+            row = phalanx_runs(phalanx, model, nenv, args)
+        except RuntimeError as e:  # a batch beyond the device's memory: the next may fit
+            print(f"  E = {nenv:6d}: not measured ({e}; {nenv * per_env / 1e9:.1f} GB of state "
+                  "and scratch alone)")
+            result["sizes"][str(nenv)] = {"not_measured": str(e)}
+            continue
         print(f"  E = {nenv:6d}: rollout {row['rollout_env_steps_per_s'] / 1e6:8.3f} M env-steps/s"
               f"   fwd+bwd {row['forward_backward_env_steps_per_s'] / 1e6:8.3f} M"
               f" ({row['backward_over_forward']:.2f} x fwd)"

@@ -42,7 +42,7 @@ extern const int kMujocoHeaderVersion;
 // damping or actuator force limits, actuators with dcmotor, pid or user dynamics or dcmotor, so3
 // or pid gains and biases, actuator damping, armature or delay, actuators on free or ball
 // joints, polynomial joint stiffness or damping, plasticity, actuator
-// gravity compensation, joint actuator force limits, limits of ball joints, gravity
+// gravity compensation, joint actuator force limits, gravity
 // compensation, explicit contact pairs, flexes, plugins, SDF geoms, surface velocity, adhesion,
 // fluid shapes, disabled actuation or parent filtering, and a colliding geom on a mesh MuJoCo
 // computed no convex hull for. std::invalid_argument for a null model or data inconsistent with

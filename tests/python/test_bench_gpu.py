@@ -47,7 +47,10 @@ def test_on_the_emulated_device_it_measures_every_size(bench, tmp_path):
     assert bench.main(TINY + ["--emulated", "--out", str(out)]) == 0
     result = json.loads(out.read_text())
     assert result["emulated"] and sorted(result["sizes"]) == ["3", "5"]
-    for row in result["sizes"].values():
+    for nenv, row in result["sizes"].items():
+        # every figure measured and consistent with its own definition (no timing is asserted:
+        # at these sizes on a busy CPU they are noise)
         assert row["rollout_env_steps_per_s"] > 0 and row["mppi_iteration_s"] > 0
-        # a taped rollout and its backward pass cost more than the rollout alone
-        assert row["backward_over_forward"] > 1
+        assert row["backward_over_forward"] > 0
+        assert row["mppi_sample_steps_per_s"] == pytest.approx(
+            int(nenv) * 3 / row["mppi_iteration_s"])
