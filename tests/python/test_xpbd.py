@@ -19,11 +19,16 @@ DOUBLE_PENDULUM = """<mujoco><compiler angle='radian'/>
 </worldbody><actuator><motor joint='shoulder' gear='2'/></actuator></mujoco>"""
 
 
+def model_file(tmp_path, name, xml):
+    """the MJCF text xml written to tmp_path / name, its path"""
+    path = tmp_path / name
+    path.write_text(xml)
+    return path
+
+
 @pytest.fixture
 def double_pendulum(tmp_path):
-    path = tmp_path / "double_pendulum.xml"
-    path.write_text(DOUBLE_PENDULUM)
-    return path
+    return model_file(tmp_path, "double_pendulum.xml", DOUBLE_PENDULUM)
 
 
 def xpbd(path, **options):
@@ -187,9 +192,7 @@ COMPOSITE = """<mujoco><compiler angle='radian'/><option timestep='0.002'>
 
 @pytest.fixture
 def composite(tmp_path):
-    path = tmp_path / "composite.xml"
-    path.write_text(COMPOSITE)
-    return path
+    return model_file(tmp_path, "composite.xml", COMPOSITE)
 
 
 def converges_to_featherstone(path, qpos, qvel, duration, edit=lambda m: None):
@@ -291,9 +294,7 @@ SLIDE_BALL = """<mujoco><compiler angle='radian'/><option timestep='0.002'><flag
 
 @pytest.fixture
 def slide_ball(tmp_path):
-    path = tmp_path / "slide_ball.xml"
-    path.write_text(SLIDE_BALL)
-    return path
+    return model_file(tmp_path, "slide_ball.xml", SLIDE_BALL)
 
 
 def ball_angle(quat):
