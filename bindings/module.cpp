@@ -871,6 +871,20 @@ void register_runtime(py::module_& mod) {
       "(reals, ints) one environment was given and wrote in the CPU launches since the last "
       "call, then starts over, traced when `on`. While tracing, launches run serially and "
       "slowly; not thread-safe.");
+  mod.def(
+      "pack_stats",
+      []() {
+        phx::cpu::PackStats& s = phx::cpu::pack_stats();
+        py::dict out;
+        out["passes"] = long(s.passes);
+        out["fallbacks"] = long(s.fallbacks);
+        s.reset();
+        return out;
+      },
+      "The CPU backend's SIMD passes over environments since the last call, then starts over: "
+      "'passes', steps of a pack of environments run on vector lanes, and 'fallbacks', pack steps "
+      "whose environments stepped one at a time (their lanes took different branches, or one "
+      "had stopped on a status bit).");
   mod.def("bytes_per_env_float32", &bytes_per_env<float>, py::arg("model"),
           py::arg("device") = "cpu");
   mod.def("bytes_per_env_float64", &bytes_per_env<double>, py::arg("model"),

@@ -7,6 +7,7 @@
 
 #include "host/cpu_backend.h"
 #include "host/lane_adjoint.h"
+#include "host/pack_kernels.h"
 #include "host/view_builder.h"
 #include "phalanx/kernels.h"
 
@@ -123,7 +124,8 @@ void step(const DeviceModel<T>& model, Data<T>& data, int nstep, const T* d_qfrc
                   data.act.data(), data.ctrl.data(), data.status.data(),
                   nstep,           data.contacts(),  d_qfrc_applied,
                   d_xfrc_applied,  total.data()};
-  launch(model.device(), data.nenv(), k, model.scratch_size());
+  if (!cpu::step_packs(model.lane_model(), data.nenv(), k, model.scratch_size()))
+    launch(model.device(), data.nenv(), k, model.scratch_size());
   for (double& t : data.time) t += nstep * model.model().opt.timestep;
 }
 
@@ -250,7 +252,8 @@ void rollout(const DeviceModel<T>& model, Data<T>& data, const T* d_ctrl, int ns
                      d_counts_out,
                      tv,
                      mocap};
-  launch(model.device(), data.nenv(), k, model.scratch_size());
+  if (!cpu::rollout_packs(model.lane_model(), data.nenv(), k, model.scratch_size()))
+    launch(model.device(), data.nenv(), k, model.scratch_size());
   for (double& t : data.time) t += nstep * model.model().opt.timestep;
 }
 

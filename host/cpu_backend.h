@@ -5,6 +5,7 @@
 #include <omp.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cstring>
 #include <memory>
 
@@ -38,6 +39,21 @@ struct ScratchTrace {
 inline ScratchTrace& scratch_trace() {
   static ScratchTrace trace;
   return trace;
+}
+
+// Counts over the launches on packs of environments (host/pack_kernels.h) since the last reset:
+// passes run on lanes, and pack steps that fell back to one environment at a time (lanes that
+// branched apart, or a stopped one).
+struct PackStats {
+  std::atomic<long> passes{0}, fallbacks{0};
+  void reset() {
+    passes = 0;
+    fallbacks = 0;
+  }
+};
+inline PackStats& pack_stats() {
+  static PackStats stats;
+  return stats;
 }
 
 constexpr unsigned char kScratchPattern = 0xA7;

@@ -1,20 +1,29 @@
-// Lane<T, W>: W scalars in one SIMD register, for running a reverse pass on W seeds at once.
+// Lane<T, W>: W scalars in one SIMD register. The core is templated on its scalar (scalar.h), so
+// its stages run on lanes unchanged, one vector instruction doing the work of W scalar ones.
+// Two uses, which differ only in what a comparison of lanes means when the code branches on it:
 //
-// A vector-Jacobian product is linear in its seed, so the reverse pass of one step can carry W
-// seeds side by side: every adjoint becomes a Lane whose lanes are the W seeds' adjoints, and
-// every forward value (the replayed step's, the model's) a Lane holding the same value in
-// every lane, broadcast from its scalar as it is loaded (or stored so, a few arrays). The core
-// is templated on its scalar (scalar.h), so the stage adjoints run on Lane unchanged, one
-// vector instruction doing the work of W scalar ones.
+// Seeds (Lane<T, W>, LaneBranch::kEvery): the reverse pass of one step on W seeds at once. A
+// vector-Jacobian product is linear in its seed, so every adjoint becomes a Lane whose lanes
+// are the W seeds' adjoints, and every forward value (the replayed step's, the model's) a Lane
+// holding the same value in every lane, broadcast from its scalar as it is loaded (or stored so,
+// a few arrays). A comparison is true when it holds in every lane: on forward values (equal
+// lanes) that is the scalar comparison; on adjoints the reverse pass only asks whether one is
+// zero, to skip work, which then is skipped when it is zero for every seed.
 //
-// Comparisons are true when they hold in every lane: on forward values (equal lanes) that is
-// the scalar comparison; on adjoints the reverse pass only asks whether one is zero, to skip
-// work, which then is skipped when it is zero for every seed. Nonlinear functions only ever
-// meet forward values in a reverse pass (it is linear in the seed); the library calls (sin,
-// cos, exp, log, atan2) are evaluated once when every lane holds the same argument, else lane
-// by lane.
+// Environments (Pack<T, W>, LaneBranch::kUniform): the forward step of W environments at once,
+// lane k holding environment k's value and the model broadcast. A comparison gives a LaneMask.
+// Arithmetic on masks and select() are lane by lane; where the code branches on one (if, ?:,
+// && and || of the core's scalar code), the branch is taken as lane 0 takes it, and when the
+// lanes disagree the thread's lanes_diverged() flag is raised: the lanes then did not all follow
+// their own scalar path, and the caller discards the pass and steps those environments one by
+// one (host/pack_kernels.h). A pass that raises no flag followed, in every lane, exactly the
+// branches the scalar code takes for that environment, so each lane's result is the scalar
+// step's up to the rounding of fused multiply-adds.
 //
-// Host only: GCC/Clang vector extensions. CUDA runs one seed per pass (W = 1, the scalar).
+// Nonlinear functions are evaluated lane by lane with the scalar library's (sin, cos, exp, log,
+// atan2; once for equal lanes), sqrt in one vector instruction.
+//
+// Host only: GCC/Clang vector extensions. CUDA runs one environment or seed per thread.
 #pragma once
 
 #if defined(__CUDACC__)
@@ -27,9 +36,48 @@
 
 namespace phx {
 
+enum class LaneBranch { kEvery, kUniform };
+
+// raised by a branch on a LaneMask whose lanes disagree; cleared by the caller before a pass
+inline bool& lanes_diverged() {
+  thread_local bool diverged = false;
+  return diverged;
+}
+
+// A comparison of the W lanes of T of a Pack: -1 (true) or 0 (false) per lane, in integers of
+// T's width.
 template <class T, int W>
+struct LaneMask {
+  typedef T V __attribute__((vector_size(W * sizeof(T))));
+  using M = decltype(V{} < V{});
+  M m;
+
+  LaneMask() = default;
+  LaneMask(const M& x) : m(x) {}  // NOLINT: a vector comparison's result
+  explicit LaneMask(bool b) : m(M{} - (b ? 1 : 0)) {}
+
+  friend LaneMask operator&&(const LaneMask& a, const LaneMask& b) { return {a.m & b.m}; }
+  friend LaneMask operator||(const LaneMask& a, const LaneMask& b) { return {a.m | b.m}; }
+  friend LaneMask operator!(const LaneMask& a) { return {~a.m}; }
+  // lane 0's truth for a branch, raising lanes_diverged() when another lane's differs
+  operator bool() const {  // NOLINT: implicit, so that the core's bools take masks
+
+    bool all = true, any = false;
+    for (int i = 0; i < W; ++i) {
+      all = all && m[i] != 0;
+      any = any || m[i] != 0;
+    }
+    if (any && !all) lanes_diverged() = true;
+    return m[0] != 0;
+  }
+};
+
+template <class T, int W, LaneBranch B = LaneBranch::kEvery>
 struct Lane {
   typedef T V __attribute__((vector_size(W * sizeof(T))));
+  using Mask = LaneMask<T, W>;
+  // what a comparison gives: a bool true in every lane (seeds), or the mask (environments)
+  using Cmp = std::conditional_t<B == LaneBranch::kEvery, bool, Mask>;
   V v = {};
 
   Lane() = default;
@@ -55,19 +103,36 @@ struct Lane {
   friend Lane operator/(const Lane& a, const Lane& b) { return of(a.v / b.v); }
   friend Lane operator-(const Lane& a) { return of(-a.v); }
 
-  // true when it holds in every lane (see the header comment); != is the negation of ==
-  template <class Cmp>
-  static bool every(const Lane& a, const Lane& b, Cmp c) {
-    for (int i = 0; i < W; ++i)
-      if (!c(a.v[i], b.v[i])) return false;
-    return true;
+  // a lane-by-lane comparison as a Cmp
+  static Cmp compare(const typename Mask::M& m) {
+    if constexpr (B == LaneBranch::kEvery) {
+      for (int i = 0; i < W; ++i)
+        if (m[i] == 0) return false;
+      return true;
+    } else {
+      return Mask(m);
+    }
   }
-  friend bool operator<(const Lane& a, const Lane& b) { return every(a, b, [](T x, T y) { return x < y; }); }
-  friend bool operator>(const Lane& a, const Lane& b) { return every(a, b, [](T x, T y) { return x > y; }); }
-  friend bool operator<=(const Lane& a, const Lane& b) { return every(a, b, [](T x, T y) { return x <= y; }); }
-  friend bool operator>=(const Lane& a, const Lane& b) { return every(a, b, [](T x, T y) { return x >= y; }); }
-  friend bool operator==(const Lane& a, const Lane& b) { return every(a, b, [](T x, T y) { return x == y; }); }
-  friend bool operator!=(const Lane& a, const Lane& b) { return !(a == b); }
+  friend Cmp operator<(const Lane& a, const Lane& b) { return compare(a.v < b.v); }
+  friend Cmp operator>(const Lane& a, const Lane& b) { return compare(a.v > b.v); }
+  friend Cmp operator<=(const Lane& a, const Lane& b) { return compare(a.v <= b.v); }
+  friend Cmp operator>=(const Lane& a, const Lane& b) { return compare(a.v >= b.v); }
+  friend Cmp operator==(const Lane& a, const Lane& b) { return compare(a.v == b.v); }
+  // seeds: the negation of == (some lane differs); environments: lane by lane
+  friend Cmp operator!=(const Lane& a, const Lane& b) {
+    if constexpr (B == LaneBranch::kEvery)
+      return !(a == b);
+    else
+      return compare(a.v != b.v);
+  }
+
+  // a where the mask is set, else b (environments)
+  friend Lane select(const Mask& m, const Lane& a, const Lane& b) { return of(m.m ? a.v : b.v); }
+  // clamp without a branch (environments; seeds take the scalar template's, which branches)
+  template <LaneBranch C = B, class = std::enable_if_t<C == LaneBranch::kUniform>>
+  friend Lane clamp(const Lane& x, const Lane& lo, const Lane& hi) {
+    return of(x.v < lo.v ? lo.v : (x.v > hi.v ? hi.v : x.v));
+  }
 
   // whether every lane holds lane 0's value
   bool uniform() const {
@@ -99,13 +164,19 @@ struct Lane {
     for (int i = 0; i < W; ++i) r.v[i] = phx::atan2(y.v[i], x.v[i]);
     return r;
   }
-  friend bool isfinite(const Lane& a) {
-    for (int i = 0; i < W; ++i)
-      if (!phx::isfinite(a.v[i])) return false;
-    return true;
+  // x - x is zero exactly where x is finite
+  friend Cmp isfinite(const Lane& a) { return compare(a.v - a.v == V{}); }
+  // lane 0's value: the model's constants, equal in every lane (environments: a lane that
+  // differs raises lanes_diverged(), as a branch does)
+  friend T value(const Lane& a) {
+    if (B == LaneBranch::kUniform && !a.uniform()) lanes_diverged() = true;
+    return a.v[0];
   }
-  friend T value(const Lane& a) { return a.v[0]; }
 };
+
+// W environments' values of one scalar (see the header comment)
+template <class T, int W>
+using Pack = Lane<T, W, LaneBranch::kUniform>;
 
 // the lanes per register of T on this host: 512-bit registers with AVX-512, else 256-bit ones
 // (AVX2, which every x86-64 host Phalanx tunes for has); one register per Lane (two per Lane

@@ -27,11 +27,11 @@
 
 namespace phx {
 
-// m with every real broadcast to W lanes, the arrays taken from arena (a counting Arena
-// measures them: model_reals(m)); every parameter a single copy (m is one environment's view)
-template <class T, int W>
-ModelView<Lane<T, W>> lane_model(const ModelView<T>& m, Arena<Lane<T, W>>& arena) {
-  using L = Lane<T, W>;
+// m with every real broadcast to the lanes of L (a Lane or a Pack), the arrays taken from arena
+// (a counting Arena measures them: model_reals(m)); every parameter a single copy (m is one
+// environment's view)
+template <class T, class L>
+ModelView<L> lane_model(const ModelView<T>& m, Arena<L>& arena) {
   ModelView<L> r = convert_view<L>(m, [&arena](const T* from, long n, auto) {
     L* to = arena.template take<L>(n);
     for (long i = 0; to && i < n; ++i) to[i] = L(from[i]);
@@ -41,19 +41,25 @@ ModelView<Lane<T, W>> lane_model(const ModelView<T>& m, Arena<Lane<T, W>>& arena
   return r;
 }
 
-// A model's reals broadcast to kLanes<T> lanes once, for the lane passes of steps without rows
-// (LaneDynamicsReplay) of every call on it whose environments share its parameters (no
-// per-environment copies): a compiled model on the host keeps one (DeviceModel), and its
-// Jacobians skip the broadcast (lane_model) per call.
+// A model's reals broadcast to kLanes<T> lanes once, for every call on it whose environments
+// share its parameters (no per-environment copies): a compiled model on the host keeps one
+// (DeviceModel), so that neither its Jacobians' lane passes of steps without rows
+// (LaneDynamicsReplay, on `view`) nor its forward steps of several environments per pass
+// (host/pack_kernels.h, on `pack`) broadcast it per call.
 template <class T>
 struct LaneModel {
   using L = Lane<T, kLanes<T>>;
+  using P = Pack<T, kLanes<T>>;
   std::vector<L> reals;
   ModelView<L> view;
+  std::vector<P> pack_reals;
+  ModelView<P> pack;
 
-  explicit LaneModel(const ModelView<T>& m) : reals(model_reals(m)) {
+  explicit LaneModel(const ModelView<T>& m) : reals(model_reals(m)), pack_reals(reals.size()) {
     Arena<L> arena(reals.data(), nullptr);
     view = lane_model(m, arena);
+    Arena<P> pack_arena(pack_reals.data(), nullptr);
+    pack = lane_model(m, pack_arena);
   }
   // whether the environments of m (a view of the model this was built from) all have its
   // parameters

@@ -47,6 +47,7 @@ from ._phalanx import (
     cuda_available,
     cuda_emulated,
     num_threads,
+    pack_stats,
     set_num_threads,
 )
 from .simulator import Simulator
@@ -71,6 +72,7 @@ __all__ = [
     "cuda_available",
     "cuda_emulated",
     "num_threads",
+    "pack_stats",
     "set_num_threads",
     "STATUS_NAN_STATE",
     "STATUS_NAN_CTRL",

@@ -169,7 +169,7 @@ template <class T>
 struct ActuatorForce {
   T ctrl, length, velocity, gain, force;  // ctrl: the input x after the clamp
   T trn_length, trn_velocity;  // the transmission's, before the gear
-  bool ctrl_inside = true, force_inside = true;
+  Truth<T> ctrl_inside = Truth<T>(true), force_inside = Truth<T>(true);
 };
 
 template <class T, class S>

@@ -29,6 +29,11 @@ PHX_HD PHX_INLINE bool isfinite(double x) { return ::isfinite(x); }
 PHX_HD PHX_INLINE float value(float x) { return x; }
 PHX_HD PHX_INLINE double value(double x) { return x; }
 
+// what comparing two T gives: bool for the scalars, a mask of lanes for host SIMD packs
+// (host/lane.h), constructible from a bool
+template <class T>
+using Truth = decltype(T() < T());
+
 template <class T>
 PHX_HD PHX_INLINE T clamp(T x, T lo, T hi) {
   return x < lo ? lo : (x > hi ? hi : x);

@@ -1,0 +1,195 @@
+// SIMD passes over environments on the CPU (Pack, host/lane.h; host/pack_kernels.h): a mask's
+// branch raises lanes_diverged() exactly when its lanes disagree, and the batched rollout and
+// step of a contact-free model, which run whole packs of environments on lanes, give every
+// environment the scalar core step's result bit for bit: with lanes that branch alike, with
+// lanes that do not (the pass falls back to one environment at a time), with a non-finite
+// control in one environment, and for the environments past the last whole pack.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <limits>
+#include <random>
+#include <vector>
+
+#include "host/api.h"
+#include "host/lane.h"
+#include "host/pack_kernels.h"
+
+namespace phx {
+namespace {
+
+using P = Pack<double, 4>;
+
+P iota(double start) {
+  P x;
+  for (int k = 0; k < 4; ++k) x.set(k, start + k);
+  return x;
+}
+
+TEST(Pack, ComparisonsAreLaneByLaneAndSelectPicksPerLane) {
+  const P a = iota(0), b(1.5);  // 0 1 2 3 against 1.5
+  const P s = select(a < b, a, b * P(10));
+  const P c = clamp(a, P(0.5), P(2.5));
+  for (int k = 0; k < 4; ++k) {
+    EXPECT_EQ(s[k], k < 1.5 ? double(k) : 15.0);
+    EXPECT_EQ(c[k], std::min(std::max(double(k), 0.5), 2.5));
+  }
+  const P nan(std::numeric_limits<double>::quiet_NaN());
+  const P mixed = select(a < b, a, nan);
+  lanes_diverged() = false;
+  bool finite = isfinite(mixed);  // lanes 0, 1 finite, 2, 3 not
+  EXPECT_TRUE(finite);            // lane 0's answer ...
+  EXPECT_TRUE(lanes_diverged());  // ... and the disagreement raised
+}
+
+TEST(Pack, UniformBranchesLeaveTheFlagClearAndMixedOnesRaiseIt) {
+  const P a = iota(0);
+  lanes_diverged() = false;
+  EXPECT_TRUE(a >= P(0) && a < P(4));    // every lane true
+  EXPECT_FALSE(a > P(10) || !(a == a));  // every lane false
+  EXPECT_FALSE(lanes_diverged());
+  EXPECT_EQ(value(P(2.5)), 2.5);
+  EXPECT_FALSE(lanes_diverged());
+
+  EXPECT_FALSE(a > P(1.5) ? true : false);  // lane 0 is false, lanes 2 and 3 true
+  EXPECT_TRUE(lanes_diverged());
+  lanes_diverged() = false;
+  EXPECT_EQ(value(a), 0.0);  // a value that differs between lanes is a divergence too
+  EXPECT_TRUE(lanes_diverged());
+}
+
+// MuJoCo's humanoid without contacts and limits: the model the packs run
+Model humanoid() {
+  Model m = load_mjcf(PHX_MUJOCO_MODELS "/humanoid/humanoid.xml");
+  m.opt.contact = false;
+  m.opt.limit = false;
+  return m;
+}
+
+// nenv random states near the standing pose and random controls for nstep steps
+struct Batch {
+  std::vector<double> qpos, qvel, ctrl;
+};
+Batch random_batch(const Model& m, int nenv, int nstep, unsigned seed) {
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<double> u(-1, 1);
+  Batch b;
+  for (int e = 0; e < nenv; ++e) {
+    std::vector<double> q = m.qpos0;
+    for (int i = 7; i < m.nq; ++i) q[i] += 0.3 * u(rng);
+    b.qpos.insert(b.qpos.end(), q.begin(), q.end());
+    for (int i = 0; i < m.nv; ++i) b.qvel.push_back(u(rng));
+  }
+  for (long i = 0; i < long(nenv) * nstep * m.nu; ++i) b.ctrl.push_back(u(rng));
+  return b;
+}
+
+template <class T>
+std::vector<T> cast(const std::vector<double>& v) {
+  return std::vector<T>(v.begin(), v.end());
+}
+
+// every environment's trajectory from rollout() against the scalar core's steps, compared bit
+// for bit; the status bits of the batch into status
+template <class T>
+void expect_rollout_equals_scalar_steps(const Model& model, const Batch& b, int nenv, int nstep,
+                                        std::vector<unsigned>& status) {
+  DeviceModel<T> dm(model, Device::kCpu);
+  const ModelView<T>& m = dm.view();
+  Data<T> data(dm, nenv);
+  data.qpos.upload(cast<T>(b.qpos).data(), b.qpos.size());
+  data.qvel.upload(cast<T>(b.qvel).data(), b.qvel.size());
+  Buffer<T> ctrl(Device::kCpu, cast<T>(b.ctrl)), qout(Device::kCpu, size_t(nenv) * nstep * m.nq),
+      vout(Device::kCpu, size_t(nenv) * nstep * m.nv);
+  rollout(dm, data, ctrl.data(), nstep, qout.data(), vout.data());
+  const std::vector<T> qt = qout.to_host(), vt = vout.to_host();
+  status = data.status.to_host();
+
+  std::vector<T> scratch(scratch_size(m).reals);
+  std::vector<int> iscratch(scratch_size(m).ints);
+  StepScratch<T> x = step_scratch(m, Scratch<T>{scratch.data(), iscratch.data()});
+  const std::vector<T> c = cast<T>(b.ctrl);
+  for (int e = 0; e < nenv; ++e) {
+    std::vector<T> q(b.qpos.begin() + long(e) * m.nq, b.qpos.begin() + long(e + 1) * m.nq);
+    std::vector<T> v(b.qvel.begin() + long(e) * m.nv, b.qvel.begin() + long(e + 1) * m.nv);
+    unsigned bits = 0;
+    for (int t = 0; t < nstep; ++t) {
+      if (!(bits & kStatusStopMask))
+        bits |= phx::step(m, q.data(), v.data(), &c[(long(e) * nstep + t) * m.nu], x.w);
+      for (int i = 0; i < m.nq; ++i)
+        ASSERT_EQ(qt[(long(e) * nstep + t) * m.nq + i], q[i]) << "env " << e << " step " << t;
+      for (int i = 0; i < m.nv; ++i)
+        ASSERT_EQ(vt[(long(e) * nstep + t) * m.nv + i], v[i]) << "env " << e << " step " << t;
+    }
+    EXPECT_EQ(status[e], bits) << "env " << e;
+  }
+}
+
+template <class T>
+void rollout_equals_scalar_steps() {
+  const Model model = humanoid();
+  constexpr int W = kLanes<T>, nenv = 2 * W + 3, nstep = 40;
+  Batch b = random_batch(model, nenv, nstep, 7);
+  // lanes that branch apart: a zero quaternion on environment 1's free joint, which the step
+  // normalises to the identity (as MuJoCo) where the other lanes divide by their norm; the
+  // quaternion it writes back is a unit one, so only the first step falls back
+  for (int i = 3; i < 7; ++i) b.qpos[1 * model.nq + i] = 0;
+  cpu::pack_stats().reset();
+  std::vector<unsigned> status;
+  expect_rollout_equals_scalar_steps<T>(model, b, nenv, nstep, status);
+  for (unsigned s : status) EXPECT_EQ(s, 0u);
+  // both ways were taken: passes on lanes, and the first pack's first step one by one
+  EXPECT_EQ(cpu::pack_stats().passes, 2 * nstep);
+  EXPECT_EQ(cpu::pack_stats().fallbacks, 1);
+}
+
+TEST(PackRollout, EqualsTheScalarStepsBitForBitInDouble) {
+  rollout_equals_scalar_steps<double>();
+}
+TEST(PackRollout, EqualsTheScalarStepsBitForBitInFloat) {
+  rollout_equals_scalar_steps<float>();
+}
+
+TEST(PackRollout, NonFiniteControlStopsItsEnvironmentAlone) {
+  const Model model = humanoid();
+  constexpr int W = kLanes<double>, nenv = W, nstep = 12;
+  Batch b = random_batch(model, nenv, nstep, 11);
+  b.ctrl[(3L * nstep + 5) * model.nu + 2] = std::numeric_limits<double>::quiet_NaN();
+  std::vector<unsigned> status;
+  expect_rollout_equals_scalar_steps<double>(model, b, nenv, nstep, status);
+  for (int e = 0; e < nenv; ++e) EXPECT_EQ(status[e], e == 3 ? unsigned(kStatusNanCtrl) : 0u);
+}
+
+// step() with a constant control and an added generalized force, packs against the core
+TEST(PackStep, EqualsTheScalarStepsWithAppliedForces) {
+  const Model model = humanoid();
+  constexpr int W = kLanes<double>, nenv = W + 2, nstep = 5;
+  DeviceModel<double> dm(model, Device::kCpu);
+  const ModelView<double>& m = dm.view();
+  Batch b = random_batch(model, nenv, 1, 13);
+  std::vector<double> f(size_t(nenv) * m.nv);
+  std::mt19937 rng(17);
+  for (double& x : f) x = std::uniform_real_distribution<double>(-5, 5)(rng);
+  Data<double> data(dm, nenv);
+  data.qpos.upload(b.qpos.data(), b.qpos.size());
+  data.qvel.upload(b.qvel.data(), b.qvel.size());
+  data.ctrl.upload(b.ctrl.data(), b.ctrl.size());
+  Buffer<double> d_f(Device::kCpu, f);
+  step(dm, data, nstep, d_f.data());
+  const std::vector<double> q = data.qpos.to_host(), v = data.qvel.to_host();
+
+  std::vector<double> scratch(scratch_size(m).reals);
+  std::vector<int> iscratch(scratch_size(m).ints);
+  StepScratch<double> x = step_scratch(m, Scratch<double>{scratch.data(), iscratch.data()});
+  for (int e = 0; e < nenv; ++e) {
+    double* qe = &b.qpos[long(e) * m.nq];
+    double* ve = &b.qvel[long(e) * m.nv];
+    for (int t = 0; t < nstep; ++t)
+      EXPECT_EQ(phx::step(m, qe, ve, &b.ctrl[long(e) * m.nu], x.w, &f[long(e) * m.nv]), 0u);
+    for (int i = 0; i < m.nq; ++i) ASSERT_EQ(q[long(e) * m.nq + i], qe[i]) << "env " << e;
+    for (int i = 0; i < m.nv; ++i) ASSERT_EQ(v[long(e) * m.nv + i], ve[i]) << "env " << e;
+  }
+}
+
+}  // namespace
+}  // namespace phx
