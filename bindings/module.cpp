@@ -983,6 +983,18 @@ void register_model_options(py::class_<PyModel>& cls) {
           },
           "velocity tolerance (m/s) of row classification and of accepting exact re-solves")
       .def_property(
+          "lcp_sweep_tolerance",
+          [](const PyModel& pm) { return pm.model().opt.lcp_sweep_tolerance; },
+          [](PyModel& pm, double tol) {
+            if (!(tol >= 0) || !std::isfinite(tol))
+              throw std::invalid_argument("phalanx: lcp_sweep_tolerance must be finite and >= 0");
+            pm.set_option(&phx::Options::lcp_sweep_tolerance, tol);
+          },
+          "projected Gauss-Seidel stops after a sweep that changes no row's velocity by more "
+          "than this (m/s); 0, the default, runs every one of lcp_iterations. Positive: faster "
+          "steps, but the step then changes by up to about the tolerance where a small change "
+          "of the state changes the number of sweeps, which finite differences see")
+      .def_property(
           "lcp_residual_limit", [](const PyModel& pm) { return pm.model().opt.lcp_residual_limit; },
           [](PyModel& pm, double tol) {
             if (!(tol > 0)) throw std::invalid_argument("phalanx: lcp_residual_limit must be > 0");
@@ -1002,7 +1014,7 @@ void register_model_options(py::class_<PyModel>& cls) {
             if (n < 1) throw std::invalid_argument("phalanx: lcp_iterations must be >= 1");
             pm.set_option(&phx::Options::lcp_iterations, n);
           },
-          "projected Gauss-Seidel sweeps per step")
+          "projected Gauss-Seidel sweeps per step (fewer with lcp_sweep_tolerance)")
       .def_property(
           "ccd_iterations", [](const PyModel& pm) { return pm.model().opt.ccd_iterations; },
           [](PyModel& pm, int n) {

@@ -657,7 +657,8 @@ PHX_HD T lcp_rank_tol() {
 }
 
 // Solve the LCP of the rows from the warm start in f, as m.lcp_solver says:
-// - kLcpPgs: projected Gauss-Seidel, fixed sweeps;
+// - kLcpPgs: projected Gauss-Seidel, up to lcp_iterations sweeps, fewer once a sweep changes no
+//   row's velocity by more than lcp_sweep_tolerance (when it is positive);
 // - kLcpPgsStabilized / kLcpDantzig: first the previous step's clamping set (classes of the rows
 //   with the same key in class_prev, new rows clamping) solved exactly and accepted when
 //   feasible (Nimble's warm start, *hit = 1); otherwise PGS or Dantzig pivoting, then the exact
@@ -670,7 +671,8 @@ PHX_HD T solve_lcp(const ModelView<T>& m, int nrow, int nprev, ConstraintWorkspa
   LcpProblem<T> p = lcp_problem(nrow, c, m.nv);
   *hit = 0;
   c.factored_rank = -1;
-  if (m.lcp_solver == kLcpPgs) return pgs(p, f, m.lcp_iterations, T(1), c.lcp, c.gs_vel);
+  if (m.lcp_solver == kLcpPgs)
+    return pgs(p, f, m.lcp_iterations, T(1), c.lcp, c.gs_vel, T(m.lcp_sweep_tolerance));
   T tol = m.lcp_tolerance, rank_tol = lcp_rank_tol<T>();
   if (nprev > 0) {
     for (int r = 0; r < nrow; ++r) {
@@ -689,7 +691,7 @@ PHX_HD T solve_lcp(const ModelView<T>& m, int nrow, int nprev, ConstraintWorkspa
   }
   bool pivot_first = m.lcp_solver == kLcpDantzig;
   bool solved = pivot_first && dantzig(p, f, tol, rank_tol, 4, c.lcp, c.ilcp);
-  if (!solved) pgs(p, f, m.lcp_iterations, T(1), c.lcp, c.gs_vel);
+  if (!solved) pgs(p, f, m.lcp_iterations, T(1), c.lcp, c.gs_vel, T(m.lcp_sweep_tolerance));
   if (stabilize(p, f, cls, tol, rank_tol, c.lcp, c.ilcp, &c.factored_rank) || pivot_first)
     return lcp_residual(p, f);
   // PGS's classification did not give an exact solution (too few sweeps on an ill-conditioned

@@ -246,6 +246,15 @@ PHX_HD T lcp_residual(const LcpProblem<T>& p, const T* f, T* vel = nullptr,
   return r;
 }
 
+namespace detail {
+// max(m, |d| a): the running largest change of a row's velocity, a = A_ii >= 0
+template <class T>
+PHX_HD PHX_INLINE T max_abs_scaled(T m, T d, T a) {
+  const T x = abs(d) * a;
+  return x > m ? x : m;
+}
+}  // namespace detail
+
 // Projected Gauss-Seidel: `iterations` sweeps over the rows in index order, starting from the f
 // passed in (warm start), f_i <- clamp(f_i - omega v_i / A_ii, lo_i, hi_i) with friction bounds
 // from the current normal impulse; omega in (0, 2) is the over-relaxation (1: plain
@@ -259,10 +268,15 @@ PHX_HD T lcp_residual(const LcpProblem<T>& p, const T* f, T* vel = nullptr,
 // contact's three rows (lcp_contact_block) read and update vel in one pass, the later rows'
 // velocities following the earlier rows' changes through the block's entries of A. Same
 // iterates as the dense sweeps up to rounding. scratch then holds 4 n scalars.
+// The sweeps stop early after one that changed no row's velocity (A_ii times its impulse's
+// change) by more than `tolerance`; with tolerance 0, after one that changed nothing (every
+// later sweep would repeat it), so that the result is that of all `iterations` sweeps. The
+// sweeps run go to *sweeps when given.
 // Returns lcp_residual(p, f), which the caller compares with its tolerance to set
 // kStatusLcpNotConverged.
 template <class T>
-PHX_HD T pgs(const LcpProblem<T>& p, T* f, int iterations, T omega, T* scratch, T* vel = nullptr) {
+PHX_HD T pgs(const LcpProblem<T>& p, T* f, int iterations, T omega, T* scratch, T* vel = nullptr,
+             T tolerance = T(0), int* sweeps = nullptr) {
   const int n = p.n;
   T* step = scratch;
   long factor_cost = 0;
@@ -291,7 +305,10 @@ PHX_HD T pgs(const LcpProblem<T>& p, T* f, int iterations, T omega, T* scratch, 
     }
     for (int i = 0; i < n; ++i) step[i] = diag[i] > T(0) ? omega / diag[i] : T(0);
     lcp_factor_velocity(p, f, vel);
-    for (int it = 0; it < iterations; ++it) {
+    int it = 0;
+    while (it < iterations) {
+      ++it;
+      T change(0);  // the sweep's largest change of a row's velocity
       for (int i = 0; i < n; ++i) {
         if (block[i] != T(0)) {
           T v[3], d[3] = {T(0), T(0), T(0)};
@@ -304,6 +321,7 @@ PHX_HD T pgs(const LcpProblem<T>& p, T* f, int iterations, T omega, T* scratch, 
             T fr = clamp(f[r] - step[r] * (p.b[r] + v[k]), lo, hi);
             d[k] = fr - f[r];
             f[r] = fr;
+            change = detail::max_abs_scaled(change, d[k], diag[r]);
             if (k == 0) {
               v[1] += coupling[i] * d[0];
               v[2] += coupling[i + 1] * d[0];
@@ -321,24 +339,34 @@ PHX_HD T pgs(const LcpProblem<T>& p, T* f, int iterations, T omega, T* scratch, 
         T v = p.b[i] + detail::lcp_factor_dot(p, i, vel);
         T fi = clamp(f[i] - step[i] * v, lo, hi);
         if (fi != f[i]) detail::lcp_factor_axpy(p, i, fi - f[i], vel);
+        change = detail::max_abs_scaled(change, fi - f[i], diag[i]);
         f[i] = fi;
       }
+      if (!(change > tolerance)) break;
     }
+    if (sweeps) *sweeps = it;
     return lcp_residual(p, f, vel, diag);
   }
   for (int i = 0; i < n; ++i) {
     T aii = detail::lcp_entry_ii(p, i);
     step[i] = aii > T(0) ? omega / aii : T(0);
   }
-  for (int it = 0; it < iterations; ++it) {
+  int it = 0;
+  while (it < iterations) {
+    ++it;
+    T change(0);
     for (int i = 0; i < n; ++i) {
       if (!(step[i] > T(0))) continue;
       T lo, hi;
       lcp_bounds(p, f, i, lo, hi);
       T v = detail::lcp_row_velocity(p, f, i);
-      f[i] = clamp(f[i] - step[i] * v, lo, hi);
+      T fi = clamp(f[i] - step[i] * v, lo, hi);
+      change = detail::max_abs_scaled(change, fi - f[i], detail::lcp_entry_ii(p, i));
+      f[i] = fi;
     }
+    if (!(change > tolerance)) break;
   }
+  if (sweeps) *sweeps = it;
   return lcp_residual(p, f);
 }
 

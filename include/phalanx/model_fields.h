@@ -52,6 +52,9 @@
   X(int, lcp_iterations, 30, "projected Gauss-Seidel sweeps per step")                           \
   X(real, lcp_tolerance, 1e-6,                                                                   \
     "velocity tolerance (m/s) of row classification and of accepting an exact re-solve")        \
+  X(real, lcp_sweep_tolerance, 0,                                                                \
+    "projected Gauss-Seidel stops after a sweep that changes no row's velocity by more (m/s); "  \
+    "0: every one of lcp_iterations")                                                            \
   X(real, lcp_residual_limit, 1e-3,                                                              \
     "LCP residual (m/s) above which a step sets kStatusLcpNotConverged")                         \
   X(int, contact_gradient, 0,                                                                    \

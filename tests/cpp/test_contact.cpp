@@ -112,22 +112,31 @@ TEST(Contact, RowsRecordTheTreesTheyReach) {
 // A box resting on the floor: no drift over 10 s, and in steady state the normal impulses
 // carry its weight, sum f_n = m g dt.
 TEST(Contact, BoxRestsWithoutDrift) {
-  const double dt = 0.002, m = 2.0;
-  Sim sim(scene("<body pos='0 0 0.1'><freejoint/><geom type='box' size='.1 .1 .1' mass='2'/>"
-                "</body>",
-                dt));
-  sim.step(5000);
-  ASSERT_EQ(sim.status(), 0u);
-  std::vector<double> q = sim.qpos(), v = sim.qvel();
-  // projected Gauss-Seidel leaves friction impulses of the four corners inexact (~1e-9 N s),
-  // which lets the box creep by a few micrometres in 10 s
-  EXPECT_NEAR(q[0], 0, 1e-5);
-  EXPECT_NEAR(q[1], 0, 1e-5);
-  EXPECT_NEAR(q[2], 0.1, 2e-3);  // penetration bounded by the slop (1 mm) plus one step of fall
-  EXPECT_NEAR(std::abs(q[3]), 1, 1e-9);  // orientation unchanged
-  for (double x : v) EXPECT_NEAR(x, 0, 1e-6);
-  EXPECT_EQ(sim.data.contact.ncon.to_host()[0], 4);
-  EXPECT_NEAR(sim.normal_impulse(), m * g * dt, 1e-6 * m * g * dt);
+  const double dt = 0.002, m = 2.0, seconds = 10;
+  // projected Gauss-Seidel leaves friction impulses of the four corners inexact, which lets the
+  // box creep: by a few micrometres in 10 s after every sweep (~1e-9 N s), and at less than
+  // twice the speed lcp_sweep_tolerance allows when the sweeps stop at it
+  for (double sweep_tolerance : {0.0, 1e-6}) {
+    Model model = scene(
+        "<body pos='0 0 0.1'><freejoint/><geom type='box' size='.1 .1 .1' "
+        "mass='2'/></body>",
+        dt);
+    model.opt.lcp_sweep_tolerance = sweep_tolerance;
+    Sim sim(model);
+    sim.step(int(seconds / dt));
+    ASSERT_EQ(sim.status(), 0u);
+    std::vector<double> q = sim.qpos(), v = sim.qvel();
+    const bool every = sweep_tolerance == 0;
+    const double creep = every ? 1e-5 : 2 * sweep_tolerance * seconds;
+    EXPECT_NEAR(q[0], 0, creep) << sweep_tolerance;
+    EXPECT_NEAR(q[1], 0, creep) << sweep_tolerance;
+    // penetration bounded by the slop (1 mm) plus one step of fall
+    EXPECT_NEAR(q[2], 0.1, 2e-3) << sweep_tolerance;
+    EXPECT_NEAR(std::abs(q[3]), 1, every ? 1e-9 : 1e-8) << sweep_tolerance;  // unturned
+    for (double x : v) EXPECT_NEAR(x, 0, 1e-6) << sweep_tolerance;
+    EXPECT_EQ(sim.data.contact.ncon.to_host()[0], 4);
+    EXPECT_NEAR(sim.normal_impulse(), m * g * dt, 1e-6 * m * g * dt) << sweep_tolerance;
+  }
 }
 
 // A box sliding on the floor with friction mu decelerates at mu g until it stops (at

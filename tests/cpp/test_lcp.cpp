@@ -377,6 +377,46 @@ TEST(Lcp, FactoredSweepsFollowTheDenseOnes) {
   }
 }
 
+// The sweeps stop after one that changes no row's velocity by more than the tolerance: what
+// they return is then the first `sweeps` sweeps' result exactly, its residual and its distance
+// to the exact solution (Dantzig) of the tolerance's order, in the dense and the velocity form;
+// a tolerance of 0 stops only where a sweep changes nothing, which every later sweep repeats.
+TEST(Lcp, SweepsStopOnceTheyChangeNoVelocityByMoreThanTheTolerance) {
+  std::mt19937 rng(23);
+  const FactoredContacts fc(rng, 6);
+  const int n = fc.p.n, nc = FactoredContacts::kCols;
+  Work<double> w(n);
+  std::vector<double> exact(n, 0.0);
+  ASSERT_TRUE(dantzig(fc.p.view(), exact.data(), 1e-12, 1e-10, 6, w.s.data(), w.is.data()));
+  for (bool velocity_form : {false, true}) {
+    for (double tol : {1e-4, 1e-6, 1e-9}) {
+      std::vector<double> f(n, 0.0), g(n, 0.0), vel(nc, 0.0), step(4 * n);
+      double* v = velocity_form ? vel.data() : nullptr;
+      int sweeps = 0, all = 0;
+      double r = pgs(fc.view(), f.data(), 5000, 1.0, step.data(), v, tol, &sweeps);
+      EXPECT_LT(sweeps, 5000) << tol;
+      EXPECT_GT(sweeps, 1) << tol;
+      // the first `sweeps` sweeps without a tolerance give the same impulses
+      pgs(fc.view(), g.data(), sweeps, 1.0, step.data(), v, 0.0, &all);
+      EXPECT_EQ(all, sweeps);
+      EXPECT_EQ(f, g) << tol;
+      EXPECT_LT(r, 10 * tol) << tol;
+      EXPECT_LT(max_abs_diff(f, exact), 1e3 * tol) << tol;
+    }
+  }
+  // one unconstrained row: exact after one sweep, so tolerance 0 stops after the second
+  Problem<> p(1);
+  p.A[0] = 2.0;
+  p.b[0] = -3.0;
+  std::vector<double> f = {0.0};
+  int sweeps = 0;
+  EXPECT_EQ(pgs(p.view(), f.data(), 100, 1.0, p.pgs_scratch(), static_cast<double*>(nullptr), 0.0,
+                &sweeps),
+            0.0);
+  EXPECT_EQ(sweeps, 2);
+  EXPECT_EQ(f[0], 1.5);
+}
+
 TEST(Lcp, StabilizeSplitsRankDeficientContactsEvenly) {
   // Nimble appendix B: a 2D box (mass m) that cannot rotate rests on two contacts with the same
   // normal, so both columns of A are equal and A_CC = [1 1; 1 1] / m has rank 1. Any split of

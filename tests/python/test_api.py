@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 
 import phalanx
+from conftest import HUMANOID
 from phalanx.testing import random_ctrl, random_state
 
 E = 4
@@ -366,3 +367,29 @@ def test_cylinder_lands_on_its_cap_and_falls_freely_with_contacts_off(tmp_path):
     assert status[0] == 0
     assert v1[0, 2] == pytest.approx(g * dt, rel=1e-12)
     assert q1[0, 2] == pytest.approx(1.0 + g * dt * dt, rel=1e-12)
+
+
+def test_lcp_sweep_tolerance_stops_the_sweeps_within_it(rng):
+    # the humanoid lowered onto the floor (about 30 constraint rows per step): with
+    # lcp_sweep_tolerance > 0 the projected Gauss-Seidel sweeps stop early, and the first step whose
+    # velocities differ from every sweep's differs by a few times the tolerance (m/s); 0, the
+    # default, is every sweep
+    model = phalanx.load_model(str(HUMANOID))
+    E, T = 32, 12
+    qpos = np.repeat(model.qpos0[None], E, axis=0)
+    qpos[:, 2] -= 0.35
+    qpos[:, 7:] += 0.2 * rng.uniform(-1, 1, (E, model.nq - 7))
+    qvel = rng.uniform(-1, 1, (E, model.nv))
+    ctrl = rng.uniform(-1, 1, (E, T, model.nu))
+    assert model.lcp_sweep_tolerance == 0
+    _, every, _ = phalanx.rollout(model, qpos, qvel, ctrl)
+    for tol in (1e-6, 1e-4):
+        model.lcp_sweep_tolerance = tol
+        _, early, _ = phalanx.rollout(model, qpos, qvel, ctrl)
+        change = np.abs(early - every).max(axis=(0, 2))  # per step
+        first = np.flatnonzero(change)[0]
+        assert 0 < change[first] < 5 * tol, (tol, change[first])
+    model.lcp_sweep_tolerance = 0
+    assert np.array_equal(phalanx.rollout(model, qpos, qvel, ctrl)[1], every)
+    with pytest.raises(ValueError):
+        model.lcp_sweep_tolerance = -1e-6
