@@ -1,29 +1,44 @@
-// Forward steps of kLanes<T> environments per SIMD pass on the CPU: the rollout and step kernels
-// of models without constraint rows, on Pack<T, kLanes<T>> (host/lane.h).
+// Forward steps of kLanes<T> environments per SIMD pass on the CPU: the rollout, step and planner
+// sampling kernels on Pack<T, kLanes<T>> (host/lane.h).
 //
 // Each thread takes packs of W = kLanes<T> consecutive environments (16 in float, 8 in double
-// with AVX-512), moves their state into lanes (lane k: environment e0 + k) and runs the core's
-// step() on the lanes, against the model broadcast once (LaneModel::pack). A pass in which every
-// branch of the step was taken alike in all lanes (lanes_diverged() stays clear) is each
-// environment's scalar step, up to the rounding of fused multiply-adds; otherwise, and for any
-// environment a status bit has stopped, the pack's environments take that step one by one with
-// the scalar kernel's step_env from the state saved before the pass. Environments past the last
-// whole pack, and launches the packs do not cover (constraint rows, XPBD, activations,
-// per-environment parameters, mocap sequences, tapes, body forces), run the scalar kernel.
-// This is host code that moves data and calls the core's step: no physics is written here.
+// with AVX-512) and moves their state into lanes (lane k: environment e0 + k). A model without
+// constraint rows steps on the lanes with the core's step(), against the model broadcast once
+// (LaneModel::pack). A model with rows runs the stages of its step of fixed structure on the
+// lanes (smooth_kinematics, applied_forces_and_armature, unconstrained_acceleration,
+// free_velocity: kinematics, inertias, the articulated-body and composite-inertia algorithms,
+// the mass matrix's factor) and those whose work depends on the environment's contacts
+// (contact_rows, constrained_update: collision, rows, the LCP) one lane at a time, in the
+// scalar core, on the lane's share of the lanes' results: the workspace arrays those stages
+// read (PackStepper::lane_array), and the acceleration, or the factor and the free velocity.
+//
+// A pass in which every branch on the lanes was taken alike in all of them (lanes_diverged()
+// stays clear) is each environment's scalar step bit for bit (host code is built without
+// contracted multiply-adds); otherwise, and for any environment a status bit has stopped, the
+// pack's environments take that step one at a time with the scalar kernel's step_env from the
+// state saved before the pass. Environments past the last whole pack, and launches the packs do
+// not cover (XPBD, activations, per-environment parameters, mocap sequences, tapes, body
+// forces), run the scalar kernel. This is host code that moves data and calls the core's
+// stages: no physics is written here.
 #pragma once
 
 #include <omp.h>
+
+#include <cstring>
+#include <limits>
+#include <vector>
 
 #include "host/api.h"
 #include "host/cpu_backend.h"
 #include "host/lane_adjoint.h"
 #include "phalanx/kernels/forward.h"
+#include "phalanx/kernels/planner.h"
 
 namespace phx::cpu {
 
-// One thread's packs: the state of W environments in lanes and the workspaces of one pass,
-// with the scalar scratch of the environments that step one by one.
+// One thread's packs: the state of W environments in lanes and the workspaces of one pass on
+// them, the scalar workspace of the per-lane stages, and the scalar scratch of the
+// environments that step one at a time.
 template <class T>
 class PackStepper {
  public:
@@ -31,15 +46,17 @@ class PackStepper {
   using P = Pack<T, W>;
 
   // whether the packs step launches on m (all environments' view): shared parameters, no
-  // constraint rows, XPBD or activations
+  // XPBD, no activations
   static bool applies(const ModelView<T>& m) {
-    return m.nefcmax == 0 && m.solver != kSolverXpbd && m.na == 0 && LaneModel<T>::shared(m);
+    return m.solver != kSolverXpbd && m.na == 0 && LaneModel<T>::shared(m);
   }
 
-  PackStepper(const ModelView<P>& lanes, const ModelView<T>& m, ScratchSize scalar)
-      : lm_(lanes), m_(m) {
-    const long nq = m.nq, nv = m.nv, nu = m.nu;
-    P* block = thread_block<P>(size_t(Workspace<P>::size(m) + 3 * (nq + nv) + nu + nv));
+  // con: the environments' contact storage (used when m has constraint rows)
+  PackStepper(const ModelView<P>& lanes, const ModelView<T>& m, const ContactData<T>& con,
+              ScratchSize scalar)
+      : lm_(lanes), m_(m), con_(con) {
+    const long nq = m.nq, nv = m.nv, nu = m.nu, rows = m.nefcmax > 0 ? nv * nv + 3 * nv : 0;
+    P* block = thread_block<P>(size_t(Workspace<P>::size(m) + 2 * (nq + nv) + nu + nv + rows));
     Arena<P> arena(block, nullptr);
     w_ = Workspace<P>::carve(m, arena);
     q_ = arena.template take<P>(nq);
@@ -48,14 +65,30 @@ class PackStepper {
     v0_ = arena.template take<P>(nv);
     u_ = arena.template take<P>(nu);
     f_ = arena.template take<P>(nv);
-    // the scalar steps' scratch, then one environment's qpos and qvel
-    T* reals = thread_block<T>(size_t(scalar.reals + nq + nv));
-    x_ = step_scratch(m, Scratch<T>{reals, thread_block<int>(size_t(scalar.ints))});
-    q1_ = reals + scalar.reals;
+    if (m.nefcmax > 0) {  // what free_velocity writes
+      c_.L = arena.template take<P>(nv * nv);
+      c_.vfree = arena.template take<P>(nv);
+      c_.bias = arena.template take<P>(nv);
+      c_.tmp = arena.template take<P>(nv);
+    }
+    // the scalar steps' scratch, the per-lane stages' scratch, one environment's qpos and qvel
+    T* reals = thread_block<T>(size_t(2 * scalar.reals + nq + nv));
+    int* ints = thread_block<int>(size_t(2 * scalar.ints));
+    x_ = step_scratch(m, Scratch<T>{reals, ints});
+    q1_ = reals + 2 * scalar.reals;
+    if (m.nefcmax > 0) {
+      // NaN in every array the per-lane stages neither get from the lanes nor write, so that
+      // a stage reading one would give NaN, which the tests' bit-for-bit comparisons catch
+      T* lane_reals = reals + scalar.reals;
+      std::fill(lane_reals, lane_reals + scalar.reals, std::numeric_limits<T>::quiet_NaN());
+      h_ = step_scratch(m, Scratch<T>{lane_reals, ints + scalar.ints});
+      bind_lane_arrays();
+    }
   }
 
   // environments e0 .. e0 + W - 1's rows of qpos and qvel (nenv x nq, nenv x nv) into the lanes
   void load(const T* qpos, const T* qvel, int e0) {
+    e0_ = e0;
     gather(q_, qpos + long(e0) * m_.nq, m_.nq, m_.nq);
     gather(v_, qvel + long(e0) * m_.nv, m_.nv, m_.nv);
   }
@@ -70,22 +103,40 @@ class PackStepper {
     const ModelView<T>& m = m_;
     gather(u_, ctrl, ctrl_stride, m.nu);
     if (qfrc) gather(f_, qfrc, qfrc_stride, m.nv);
+    const P* f = qfrc ? f_ : nullptr;
     bool stopped = false;
     for (int k = 0; k < W; ++k) stopped = stopped || (bits[k] & kStatusStopMask);
     if (!stopped) {
       copy(q_, q0_, m.nq);
       copy(v_, v0_, m.nv);
       lanes_diverged() = false;
-      const unsigned st = phx::step(lm_, q_, v_, u_, w_, qfrc ? f_ : nullptr);
       ++passes;
-      if (!lanes_diverged()) {
-        for (int k = 0; k < W; ++k) bits[k] |= st;
-        return;
+      if (m.nefcmax == 0) {
+        const unsigned st = phx::step(lm_, q_, v_, u_, w_, f);
+        if (!lanes_diverged()) {
+          for (int k = 0; k < W; ++k) bits[k] |= st;
+          return;
+        }
+      } else {
+        // the stages of fixed structure on the lanes: both ends of the step, the acceleration
+        // without rows and the free velocity with them, each lane taking the one it needs
+        bool ok = !step_input_status(lm_, q_, v_, u_, f);
+        bool factored = false;
+        if (ok) {
+          smooth_kinematics(lm_, q_, v_, w_);
+          applied_forces_and_armature(lm_, q_, v_, u_, f, w_);
+          ok = unconstrained_acceleration(lm_, q_, v_, u_, w_);
+          factored = free_velocity(lm_, q_, v_, u_, w_, c_);
+        }
+        if (ok && !lanes_diverged()) {
+          for (int k = 0; k < W; ++k) lane_rows(k, factored, bits[k]);
+          return;
+        }
       }
       copy(q0_, q_, m.nq);
       copy(v0_, v_, m.nv);
     }
-    // one by one, from the state before the pass
+    // one at a time, from the state before the pass
     ++fallbacks;
     T* q = q1_;
     T* v = q1_ + m.nq;
@@ -93,7 +144,7 @@ class PackStepper {
       if (bits[k] & kStatusStopMask) continue;
       lane_out(q_, k, q, m.nq);
       lane_out(v_, k, v, m.nv);
-      ContactView<T> cv{};
+      ContactView<T> cv = contacts(k);
       bits[k] |= step_env(m, q, v, static_cast<T*>(nullptr), ctrl + k * ctrl_stride, x_, cv, {},
                           qfrc ? qfrc + k * qfrc_stride : nullptr);
       lane_in(q, k, q_, m.nq);
@@ -101,9 +152,93 @@ class PackStepper {
     }
   }
 
+  // The stage cost of each lane's state after its last step (stage_cost with run weight 1 and
+  // terminal weight term) into out (W): on the lanes against lane_cost (c's reals broadcast),
+  // or, when the lanes branch apart, lane by lane against c; ctrl as step() took it.
+  void stage_costs(const CostView<P>& lane_cost, const CostView<T>& c, T term, const T* ctrl,
+                   long ctrl_stride, T* out) {
+    lanes_diverged() = false;
+    const P total = stage_cost(lm_, lane_cost, q_, v_, u_, P(1), P(term), w_);
+    if (!lanes_diverged()) {
+      for (int k = 0; k < W; ++k) out[k] = total[k];
+      return;
+    }
+    T* q = q1_;
+    T* v = q1_ + m_.nq;
+    for (int k = 0; k < W; ++k) {
+      lane_out(q_, k, q, m_.nq);
+      lane_out(v_, k, v, m_.nv);
+      out[k] = stage_cost(m_, c, q, v, ctrl + k * ctrl_stride, T(1), term, x_.w);
+    }
+  }
+
   long passes = 0, fallbacks = 0;  // this stepper's, for pack_stats()
 
  private:
+  // a workspace array the per-lane stages read: the lanes' (from) and the scalar one's (to)
+  struct LaneArray {
+    const P* from;
+    T* to;
+    long n;
+  };
+
+  // the arrays of Workspace that contact_rows and constrained_update read on m besides qacc:
+  // body frames, motion subspaces, tendons, and for the equality rows' bias accelerations the
+  // subspaces' rates and the body velocities
+  static bool lane_array(const ModelView<T>& m, const char* name) {
+    for (const char* a : {"xpos", "xmat", "cdof", "ten_length", "ten_J"})
+      if (std::strcmp(a, name) == 0) return true;
+    for (const char* a : {"cdof_dot", "cvel"})
+      if (m.neq > 0 && std::strcmp(a, name) == 0) return true;
+    return false;
+  }
+  void bind_lane_arrays() {
+    const ModelView<T>& m = m_;
+#define PHX_PACK_LANE_ARRAY(kind, name, size, comment) \
+  if (lane_array(m, #name)) arrays_.push_back({w_.name, h_.w.name, long(size)});
+    PHX_WORKSPACE_ARRAYS(PHX_PACK_LANE_ARRAY)
+#undef PHX_PACK_LANE_ARRAY
+  }
+
+  ContactView<T> contacts(int k) const {
+    return m_.nefcmax > 0 ? con_.env(m_, e0_ + k) : ContactView<T>{};
+  }
+
+  // Lane k's contacts, rows and update in the scalar core, on its share of the lanes' stages:
+  // the workspace arrays, and with rows the factor (its lower triangle within each tree, which
+  // is all the solves read) and the free velocity. factored: whether free_velocity succeeded.
+  void lane_rows(int k, bool factored, unsigned& bits) {
+    const ModelView<T>& m = m_;
+    const int nv = m.nv;
+    T* q = q1_;
+    T* v = q1_ + m.nq;
+    lane_out(q_, k, q, m.nq);
+    lane_out(v_, k, v, nv);
+    for (const LaneArray& a : arrays_) lane_out(a.from, k, a.to, a.n);
+    Workspace<T>& w = h_.w;
+    ConstraintWorkspace<T>& c = h_.c;
+    ContactView<T> cv = contacts(k);
+    c.factored_rank = -1;
+    const int nprev = keep_previous_rows(c, cv);
+    const int nrow = contact_rows(m, q, v, w, c, cv, {});
+    unsigned status = *cv.overflow ? unsigned(kStatusContactOverflow) : 0u;
+    if (nrow > 0 && !factored) {
+      bits |= status | kStatusNanResult;  // the scalar step's return before its update
+      return;
+    }
+    if (nrow > 0) {
+      for (int i = 0; i < nv; ++i)
+        for (int j = block_start(m.dof_treeadr, i); j <= i; ++j)
+          c.L[i * nv + j] = c_.L[i * nv + j][k];
+      lane_out(c_.vfree, k, c.vfree, nv);
+    } else {
+      lane_out(w_.qacc, k, w.qacc, nv);
+    }
+    bits |= status | constrained_update(m, q, v, nrow, nprev, w, c, cv, {});
+    lane_in(q, k, q_, m.nq);
+    lane_in(v, k, v_, nv);
+  }
+
   // to[i] lane k = from[k stride + i]
   static void gather(P* to, const T* from, long stride, int n) {
     for (int i = 0; i < n; ++i)
@@ -116,8 +251,8 @@ class PackStepper {
   static void copy(const P* from, P* to, int n) {
     for (int i = 0; i < n; ++i) to[i] = from[i];
   }
-  static void lane_out(const P* from, int k, T* to, int n) {
-    for (int i = 0; i < n; ++i) to[i] = from[i][k];
+  static void lane_out(const P* from, int k, T* to, long n) {
+    for (long i = 0; i < n; ++i) to[i] = from[i][k];
   }
   static void lane_in(const T* from, int k, P* to, int n) {
     for (int i = 0; i < n; ++i) to[i].set(k, from[i]);
@@ -125,9 +260,13 @@ class PackStepper {
 
   const ModelView<P>& lm_;
   const ModelView<T>& m_;
+  const ContactData<T>& con_;
+  int e0_ = 0;
   Workspace<P> w_{};
+  ConstraintWorkspace<P> c_{};
   P *q_, *v_, *q0_, *v0_, *u_, *f_;
-  StepScratch<T> x_;
+  StepScratch<T> x_, h_{};
+  std::vector<LaneArray> arrays_;
   T* q1_;
 };
 
@@ -141,7 +280,7 @@ void launch_packs(const LaneModel<T>& lanes, int nenv, const Kernel& kernel, Scr
   const ModelView<T>& m = kernel.model;
 #pragma omp parallel num_threads(threads) if (threads > 1 && npack > 1)
   {
-    PackStepper<T> stepper(lanes.pack, m, scratch);
+    PackStepper<T> stepper(lanes.pack, m, kernel.con, scratch);
 #pragma omp for schedule(static)
     for (int p = 0; p < npack; ++p) pack(stepper, p * W);
     Scratch<T> s{thread_block<T>(size_t(scratch.reals)), thread_block<int>(size_t(scratch.ints))};
@@ -170,10 +309,9 @@ bool rollout_packs(const LaneModel<T>* lanes, int nenv, const RolloutKernel<T>& 
       s.step(k.ctrl + (e0 * n + t) * m.nu, n * m.nu, nullptr, 0, bits);
       if (k.qpos_out) s.store_qpos(k.qpos_out + (e0 * n + t) * m.nq, n * m.nq);
       if (k.qvel_out) s.store_qvel(k.qvel_out + (e0 * n + t) * m.nv, n * m.nv);
-      if (k.counts_out)  // no constraint rows: every count is zero
+      if (k.counts_out)
         for (int i = 0; i < W; ++i)
-          for (int c = 0; c < kNumCounts; ++c)
-            k.counts_out[((e0 + i) * n + t) * kNumCounts + c] = 0;
+          step_counts(m, k.con, e0 + i, k.counts_out + ((e0 + i) * n + t) * kNumCounts);
     }
     s.store_qpos(k.qpos + long(e0) * m.nq, m.nq);
     s.store_qvel(k.qvel + long(e0) * m.nv, m.nv);
@@ -198,6 +336,49 @@ bool step_packs(const LaneModel<T>* lanes, int nenv, const StepKernel<T>& k, Scr
     s.store_qpos(k.qpos + long(e0) * m.nq, m.nq);
     s.store_qvel(k.qvel + long(e0) * m.nv, m.nv);
     for (int i = 0; i < W; ++i) k.status[e0 + i] |= bits[i];
+  });
+  return true;
+}
+
+// PlannerRolloutKernel on packs of samples where they apply; false where they do not. Each
+// sample is prepared (noise, controls, initial state) as the kernel does, then its pack steps
+// and sums its costs on the lanes.
+template <class T>
+bool planner_packs(const LaneModel<T>* lanes, int nsample, const PlannerRolloutKernel<T>& k,
+                   ScratchSize scratch) {
+  if (!lanes || scratch_trace().on || !PackStepper<T>::applies(k.model) ||
+      nsample < PackStepper<T>::W)
+    return false;
+  using P = typename PackStepper<T>::P;
+  constexpr int W = PackStepper<T>::W;
+  // the cost's reals broadcast to the lanes
+  std::vector<P> reals(size_t(k.cost.nterm) * kCostTermReals);
+  for (size_t i = 0; i < reals.size(); ++i) reals[i] = P(k.cost.reals[i]);
+  const CostView<P> lane_cost{k.cost.nterm, k.cost.ints, reals.data()};
+  launch_packs(*lanes, nsample, k, scratch, [&k, &lane_cost](PackStepper<T>& s, int e0) {
+    const ModelView<T>& m = k.model;
+    for (int i = 0; i < W; ++i) k.prepare(m, e0 + i);
+    s.load(k.qpos, k.qvel, e0);
+    const int steps = k.nstep();
+    const long stride = long(k.spec.horizon) * m.nu;  // between samples' controls
+    unsigned bits[W] = {};
+    T total[W] = {}, cost[W];
+    for (int t = 0; t < steps; ++t) {
+      const T* u = k.controls(m, e0, t);
+      bool stepped[W];
+      for (int i = 0; i < W; ++i) stepped[i] = !(bits[i] & kStatusStopMask);
+      s.step(u, stride, nullptr, 0, bits);
+      if (k.cost.nterm) {
+        s.stage_costs(lane_cost, k.cost, t == steps - 1 ? T(1) : T(0), u, stride, cost);
+        for (int i = 0; i < W; ++i)
+          if (stepped[i]) total[i] += cost[i];
+      }
+      if (k.qs_out) s.store_qpos(k.qs_out + (long(e0) * steps + t) * m.nq, long(steps) * m.nq);
+      if (k.vs_out) s.store_qvel(k.vs_out + (long(e0) * steps + t) * m.nv, long(steps) * m.nv);
+    }
+    s.store_qpos(k.qpos + long(e0) * m.nq, m.nq);
+    s.store_qvel(k.qvel + long(e0) * m.nv, m.nv);
+    for (int i = 0; i < W; ++i) k.finish(e0 + i, bits[i], total[i]);
   });
   return true;
 }

@@ -6,6 +6,7 @@
 
 #include "host/api.h"
 #include "host/cuda_backend.h"
+#include "host/pack_kernels.h"
 #include "phalanx/kernels.h"
 
 namespace phx {
@@ -172,7 +173,8 @@ void PlannerBatch<T>::rollouts(const DeviceCost<T>& cost, const PlannerSpec& spe
                             record ? vs.data() : nullptr,
                             d_act0,
                             samples_.act.data()};
-  launch(model_->device(), nproblem_ * nsample_, k, model_->scratch_size());
+  if (!cpu::planner_packs(model_->lane_model(), nproblem_ * nsample_, k, model_->scratch_size()))
+    launch(model_->device(), nproblem_ * nsample_, k, model_->scratch_size());
 }
 
 template <class T>

@@ -70,14 +70,14 @@ PHX_HD void crba(const ModelView<T>& m, Workspace<T>& w, T* M) {
 }
 
 // A tendon's spring-damper force along its length: -stiffness (L - clamp(L, lengthspring))
-// - damping V (MuJoCo's dead band: no spring force between the two lengths); *outside says
-// which end of the band the length is beyond (-1 below, +1 above, 0 within).
+// - damping V (MuJoCo's dead band: no spring force between the two lengths); *outside, when
+// given, says which end of the band the length is beyond (-1 below, +1 above, 0 within).
 template <class T, class S>
 PHX_HD PHX_INLINE T tendon_passive_force(const ModelView<S>& m, int t, T length, T velocity,
-                                         int* outside) {
+                                         int* outside = nullptr) {
   const S lo = m.tendon_lengthspring[2 * t], hi = m.tendon_lengthspring[2 * t + 1];
-  *outside = length > hi ? 1 : (length < lo ? -1 : 0);
-  T stretch = *outside > 0 ? length - hi : (*outside < 0 ? length - lo : T(0));
+  if (outside) *outside = length > hi ? 1 : (length < lo ? -1 : 0);
+  const T stretch = length - clamp(length, T(lo), T(hi));
   return -m.tendon_stiffness[t] * stretch - m.tendon_damping[t] * velocity;
 }
 
@@ -110,10 +110,8 @@ PHX_HD void passive(const ModelView<T>& m, const T* qpos, const T* qvel, const W
   }
   for (int t = 0; t < m.ntendon; ++t) {
     T length, velocity;
-    int outside;
     transmission_state(m, w, kTrnTendon, t, qpos, qvel, length, velocity);
-    add_transmission_row(m, w, kTrnTendon, t,
-                         tendon_passive_force(m, t, length, velocity, &outside), qfrc);
+    add_transmission_row(m, w, kTrnTendon, t, tendon_passive_force(m, t, length, velocity), qfrc);
   }
 }
 

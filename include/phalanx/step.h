@@ -102,6 +102,17 @@ PHX_HD void adj_body_forces_to_qfrc(const ModelView<T>& m, const T* qpos, const 
                  adj_model.body_pos);
 }
 
+// Positions and velocities: body frames, centres of mass, spatial inertias and velocities, tendon
+// lengths (what every step computes before its forces and rows)
+template <class T>
+PHX_HD PHX_INLINE void smooth_kinematics(const ModelView<T>& m, const T* qpos, const T* qvel,
+                                         Workspace<T>& w) {
+  kinematics(m, qpos, w);
+  com_pos(m, w);
+  com_vel(m, qvel, w);
+  tendon_kinematics(m, qpos, w);
+}
+
 // Forward dynamics of the smooth system:
 //   (M + diag(armature + implicit_dt * damping)) qacc = passive + actuation + qfrc_applied - c.
 // implicit_dt = 0 gives MuJoCo's qacc; implicit_dt = timestep gives the acceleration its Euler
@@ -110,10 +121,7 @@ template <class T>
 PHX_HD void forward_dynamics(const ModelView<T>& m, const T* qpos, const T* qvel, const T* ctrl,
                              T implicit_dt, Workspace<T>& w, T* qacc,
                              const T* qfrc_applied = nullptr) {
-  kinematics(m, qpos, w);
-  com_pos(m, w);
-  com_vel(m, qvel, w);
-  tendon_kinematics(m, qpos, w);
+  smooth_kinematics(m, qpos, qvel, w);
   applied_forces(m, qpos, qvel, ctrl, qfrc_applied, w);
   for (int d = 0; d < m.nv; ++d) w.armature[d] = m.dof_armature[d] + implicit_dt * m.dof_damping[d];
   aba(m, qvel, w.qfrc, w.armature, true, w, qacc);
@@ -143,10 +151,7 @@ PHX_HD bool step_dynamics(const ModelView<T>& m, const T* qpos, const T* qvel, c
     forward_dynamics(m, qpos, qvel, ctrl, m.timestep, w, qacc, qfrc_applied);
     return true;
   }
-  kinematics(m, qpos, w);
-  com_pos(m, w);
-  com_vel(m, qvel, w);
-  tendon_kinematics(m, qpos, w);
+  smooth_kinematics(m, qpos, qvel, w);
   applied_forces(m, qpos, qvel, ctrl, qfrc_applied, w);
   return implicit_acceleration(m, qpos, qvel, ctrl, w, qacc);
 }
@@ -197,17 +202,13 @@ PHX_HD PHX_INLINE int keep_previous_rows(ConstraintWorkspace<T>& c, const Contac
   return nprev;
 }
 
-// Positions and velocities, then contacts and the constraint rows; their number. A replay with
+// The contacts and the constraint rows after smooth_kinematics; their number. A replay with
 // the step's row keys (known) tests only the pairs they name; should the rows differ (they
 // cannot for a deterministic step), it detects again over every pair.
 template <class T>
-PHX_HD PHX_INLINE int kinematics_and_rows(const ModelView<T>& m, const T* qpos, const T* qvel,
-                                          Workspace<T>& w, ConstraintWorkspace<T>& c,
-                                          ContactView<T>& cv, const LcpSolution<T>& known) {
-  kinematics(m, qpos, w);
-  com_pos(m, w);
-  com_vel(m, qvel, w);
-  tendon_kinematics(m, qpos, w);
+PHX_HD PHX_INLINE int contact_rows(const ModelView<T>& m, const T* qpos, const T* qvel,
+                                   const Workspace<T>& w, ConstraintWorkspace<T>& c,
+                                   ContactView<T>& cv, const LcpSolution<T>& known) {
   *cv.ncon = 0;
   *cv.overflow = 0;
   *cv.nwarm = 0;
@@ -248,6 +249,28 @@ PHX_HD PHX_INLINE bool free_velocity(const ModelView<T>& m, const T* qpos, const
   return true;
 }
 
+// The applied forces into w.qfrc and the armature the step's solves add (dt damping: Euler's
+// implicit damping), after smooth_kinematics
+template <class T>
+PHX_HD PHX_INLINE void applied_forces_and_armature(const ModelView<T>& m, const T* qpos,
+                                                   const T* qvel, const T* ctrl,
+                                                   const T* qfrc_applied, Workspace<T>& w) {
+  applied_forces(m, qpos, qvel, ctrl, qfrc_applied, w);
+  for (int d = 0; d < m.nv; ++d) w.armature[d] = m.dof_armature[d] + m.timestep * m.dof_damping[d];
+}
+
+// The acceleration of a step without rows into w.qacc, after applied_forces_and_armature:
+// implicitfast's, or the articulated-body algorithm's; false when the implicit matrix is not
+// positive definite
+template <class T>
+PHX_HD PHX_INLINE bool unconstrained_acceleration(const ModelView<T>& m, const T* qpos,
+                                                  const T* qvel, const T* ctrl, Workspace<T>& w) {
+  if (m.integrator == kIntegratorImplicitFast)
+    return implicit_acceleration(m, qpos, qvel, ctrl, w, w.qacc);
+  aba(m, qvel, w.qfrc, w.armature, true, w, w.qacc);
+  return true;
+}
+
 // The LCP's impulses into cv.efc_force: warm started from the rows that persist from the
 // nprev previous ones, or, replaying, its known solution. kStatusLcpNotConverged or 0.
 template <class T>
@@ -278,6 +301,33 @@ PHX_HD PHX_INLINE unsigned lcp_impulses(const ModelView<T>& m, int nrow, int npr
   return residual <= m.lcp_residual_limit ? 0u : unsigned(kStatusLcpNotConverged);
 }
 
+// The end of a constrained step once its nrow rows are built: without rows
+// qvel' = qvel + dt w.qacc (unconstrained_acceleration); with rows the LCP's impulses f from the
+// free velocity in c (free_velocity) and qvel' = vfree + M^-1 J^T f; then qpos'. Status bits:
+// kStatusLcpNotConverged, kStatusNanResult for a non-finite result.
+template <class T>
+PHX_HD PHX_INLINE unsigned constrained_update(const ModelView<T>& m, T* qpos, T* qvel, int nrow,
+                                              int nprev, const Workspace<T>& w,
+                                              ConstraintWorkspace<T>& c, ContactView<T>& cv,
+                                              const LcpSolution<T>& known) {
+  const T dt = m.timestep;
+  const int nv = m.nv;
+  unsigned status = 0;
+  if (nrow == 0) {
+    for (int d = 0; d < nv; ++d) qvel[d] += dt * w.qacc[d];
+  } else {
+    delassus(m, nrow, c);
+    status |= lcp_impulses(m, nrow, nprev, c, cv, known);
+    // qvel' = vfree + L^-T (Y^T f), with Y = L^-1 J^T
+    lcp_factor_velocity(lcp_problem(nrow, c, nv), cv.efc_force, c.tmp);
+    cholesky_solve_upper(c.L, nv, c.tmp, m.dof_treeadr);
+    for (int d = 0; d < nv; ++d) qvel[d] = c.vfree[d] + c.tmp[d];
+  }
+  integrate_pos(m, qpos, qvel, dt);
+  if (!all_finite(qpos, m.nq) || !all_finite(qvel, m.nv)) status |= kStatusNanResult;
+  return status;
+}
+
 // A step with contacts and joint limits (constraint.h): the same Euler step with the
 // constraint impulses f of the boxed LCP added to the velocity,
 //   qvel' = vfree + M^-1 J^T f,  vfree = qvel + dt M^-1 (qfrc - c),  qpos' = qpos (+) dt qvel',
@@ -296,38 +346,16 @@ PHX_HD PHX_DEVICE_NOINLINE unsigned step_constrained(const ModelView<T>& m, T* q
                                                      const T* qfrc_applied = nullptr) {
   unsigned status = step_input_status(m, qpos, qvel, ctrl, qfrc_applied);
   if (status) return status;
-  T dt = m.timestep;
-  int nv = m.nv;
-
   c.factored_rank = -1;  // solve_lcp sets it
   const int nprev = keep_previous_rows(c, cv);
-  const int nrow = kinematics_and_rows(m, qpos, qvel, w, c, cv, known);
+  smooth_kinematics(m, qpos, qvel, w);
+  const int nrow = contact_rows(m, qpos, qvel, w, c, cv, known);
   if (*cv.overflow) status |= kStatusContactOverflow;
-
-  // applied forces
-  applied_forces(m, qpos, qvel, ctrl, qfrc_applied, w);
-  for (int d = 0; d < nv; ++d) w.armature[d] = m.dof_armature[d] + dt * m.dof_damping[d];
-
-  if (nrow == 0) {
-    if (m.integrator == kIntegratorImplicitFast) {
-      if (!implicit_acceleration(m, qpos, qvel, ctrl, w, w.qacc)) return status | kStatusNanResult;
-    } else {
-      aba(m, qvel, w.qfrc, w.armature, true, w, w.qacc);
-    }
-    for (int d = 0; d < nv; ++d) qvel[d] += dt * w.qacc[d];
-  } else {
-    if (!free_velocity(m, qpos, qvel, ctrl, w, c)) return status | kStatusNanResult;
-    delassus(m, nrow, c);
-    status |= lcp_impulses(m, nrow, nprev, c, cv, known);
-    // qvel' = vfree + L^-T (Y^T f), with Y = L^-1 J^T
-    lcp_factor_velocity(lcp_problem(nrow, c, nv), cv.efc_force, c.tmp);
-    cholesky_solve_upper(c.L, nv, c.tmp, m.dof_treeadr);
-    for (int d = 0; d < nv; ++d) qvel[d] = c.vfree[d] + c.tmp[d];
-  }
-  integrate_pos(m, qpos, qvel, dt);
-
-  if (!all_finite(qpos, m.nq) || !all_finite(qvel, m.nv)) status |= kStatusNanResult;
-  return status;
+  applied_forces_and_armature(m, qpos, qvel, ctrl, qfrc_applied, w);
+  const bool solved = nrow == 0 ? unconstrained_acceleration(m, qpos, qvel, ctrl, w)
+                                : free_velocity(m, qpos, qvel, ctrl, w, c);
+  if (!solved) return status | kStatusNanResult;
+  return status | constrained_update(m, qpos, qvel, nrow, nprev, w, c, cv, known);
 }
 
 // ---- adjoints ----------------------------------------------------------------------------

@@ -1,20 +1,37 @@
-"""SIMD passes over environments on the CPU: a batched rollout or step of a contact-free model
-runs packs of environments on vector lanes, and each environment's trajectory must equal the
-one it has when rolled out alone (one environment never fills a pack: the scalar kernel), bit
-for bit, in float32 and float64, whatever the other environments of its pack do."""
+"""SIMD passes over environments on the CPU: a batched rollout or step runs packs of
+environments on vector lanes (with constraint rows, the stages of fixed structure on the lanes
+and collision, rows and the LCP one lane at a time), and each environment's trajectory must
+equal the one it has when rolled out alone (one environment never fills a pack: the scalar
+kernel), bit for bit, in float32 and float64, whatever the other environments of its pack do."""
 
+import mujoco
 import numpy as np
 import pytest
 
 import phalanx
+from conftest import HUMANOID
+from test_equality import EQUALITIES, SCENE
 
 
-def random_batch(model, rng, nenv, nstep, dtype):
+def lanes(dtype):
+    return 16 if dtype == np.float32 else 8  # AVX-512; AVX2 hosts have half
+
+
+def random_batch(model, rng, nenv, nstep, dtype, free_joint=True):
     qpos = np.repeat(model.qpos0[None], nenv, axis=0)
-    qpos[:, 7:] += 0.3 * rng.uniform(-1, 1, size=(nenv, model.nq - 7))
+    first = 7 if free_joint else 0
+    qpos[:, first:] += 0.3 * rng.uniform(-1, 1, size=(nenv, model.nq - first))
     qvel = rng.uniform(-1, 1, size=(nenv, model.nv))
     ctrl = rng.uniform(-1, 1, size=(nenv, nstep, model.nu))
     return qpos.astype(dtype), qvel.astype(dtype), ctrl.astype(dtype)
+
+
+def expect_each_alone(model, qpos, qvel, ctrl, qs, vs, status):
+    for e in range(len(qpos)):
+        q1, v1, s1 = phalanx.rollout(model, qpos[e:e + 1], qvel[e:e + 1], ctrl[e:e + 1])
+        assert np.array_equal(qs[e], q1[0]), e
+        assert np.array_equal(vs[e], v1[0]), e
+        assert status[e] == s1[0], e
 
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
@@ -28,13 +45,9 @@ def test_batched_rollout_equals_each_environment_alone(humanoid, rng, dtype):
     qs, vs, status = phalanx.rollout(humanoid, qpos, qvel, ctrl)
     stats = phalanx.pack_stats()
     assert not status.any()
-    lanes = 16 if dtype == np.float32 else 8  # AVX-512; AVX2 hosts have half
-    assert stats["passes"] >= (nenv // lanes) * nstep
+    assert stats["passes"] >= (nenv // lanes(dtype)) * nstep
     assert stats["fallbacks"] == 1
-    for e in range(nenv):
-        q1, v1, s1 = phalanx.rollout(humanoid, qpos[e:e + 1], qvel[e:e + 1], ctrl[e:e + 1])
-        assert np.array_equal(qs[e], q1[0]), e
-        assert np.array_equal(vs[e], v1[0]), e
+    expect_each_alone(humanoid, qpos, qvel, ctrl, qs, vs, status)
     assert phalanx.pack_stats()["passes"] == 0  # one environment: the scalar kernel alone
 
 
@@ -51,3 +64,75 @@ def test_nan_control_stops_only_its_environment(humanoid, rng):
         q1, _, _ = phalanx.rollout(humanoid, qpos[e:e + 1], qvel[e:e + 1], ctrl[e:e + 1])
         assert np.array_equal(qs[e], q1[0])
 
+
+def equality_scene():
+    """test_equality's scene with contacts on and four of its couplings at once (a weld, a joint
+    and two tendon couplings; its connect would pull the welded box elsewhere), without the
+    tendon that wraps over a sphere (whose side of the sphere is a branch on the state that the
+    lanes of a pack seldom take alike, so that its steps would go one environment at a time)"""
+    wrapping = '<spatial name="sw"><site site="top"/><geom geom="knob"/><site site="tip"/></spatial>'
+    assert wrapping in SCENE
+    xml = SCENE.replace('<flag contact="disable"/>', "").replace(wrapping, "") % "".join(
+        EQUALITIES[k] for k in ("weld", "joint", "tendon", "tendon_of_spatial"))
+    return phalanx.from_mujoco(mujoco.MjModel.from_xml_string(xml))
+
+
+# models with constraint rows: contacts between capsules and with the floor, joint limits, each
+# kind of equality, tendons (fixed, spatial, wrapping); both PGS and the stabilised solver
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("case", ["humanoid", "humanoid_stabilized", "equalities"])
+def test_rollout_with_constraint_rows_equals_each_environment_alone(rng, dtype, case):
+    if case == "equalities":
+        model, free_joint = equality_scene(), False
+    else:
+        model, free_joint = phalanx.load_model(str(HUMANOID)), True
+        if case == "humanoid_stabilized":
+            model.lcp_solver = "pgs_stabilized"
+    nenv, nstep = 2 * lanes(dtype) + 3, 60
+    qpos, qvel, ctrl = random_batch(model, rng, nenv, nstep, dtype, free_joint)
+    if free_joint:
+        qpos[:, 2] -= 0.3  # down onto the floor: contacts from the first steps
+    phalanx.pack_stats()
+    counts = np.zeros((nenv, nstep, phalanx.NUM_COUNTS), np.int32)
+    qs, vs, status = phalanx.rollout(model, qpos, qvel, ctrl, counts=counts)
+    stats = phalanx.pack_stats()
+    assert stats["passes"] >= 2 * nstep - stats["fallbacks"]
+    assert stats["fallbacks"] <= 2
+    assert (counts[..., phalanx.COUNT_ROWS] > 0).mean() > 0.5  # most steps have rows
+    assert not (status & phalanx.STATUS_STOP_MASK).any()
+    expect_each_alone(model, qpos, qvel, ctrl, qs, vs, status)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_planner_samples_cost_what_they_cost_sampled_alone(dtype):
+    # MPPI on the humanoid with contacts and the example's cost terms (head height, uprightness,
+    # centre of mass, a quadratic): with W + 3 samples the first W run as a pack; with 5 each
+    # runs alone. A sample's noise depends only on its index, so samples 0..4 are the same
+    # rollouts in both planners and must cost the same, bit for bit.
+    from phalanx import costs
+
+    model = phalanx.load_model(str(HUMANOID))
+    dt = model.timestep
+    q0 = model.qpos0.copy()
+    q0[2] -= 0.1
+    cost = (costs.BodyHeight(model, "head", 1.5, weight=1000 * dt, terminal_weight=10)
+            + costs.BodyUpright(model, "torso", weight=50 * dt, terminal_weight=5)
+            + costs.ComPosition(model, [0.0, 0.0], axes="xy", weight=50 * dt)
+            + costs.ComVelocity(model, [0.0, 0.0], axes="xy", weight=5 * dt, terminal_weight=1)
+            + costs.Quadratic(model, qpos_target=q0, qpos_weight=np.r_[np.zeros(7),
+                                                                       np.ones(model.nq - 7)],
+                              ctrl_weight=0.1, dt=dt))
+
+    def sample_costs(num_samples):
+        planner = phalanx.control.MPPI(model, 20, num_samples, 0.3, 0.05, cost=cost, seed=3,
+                                       dtype=dtype)
+        phalanx.pack_stats()
+        planner.plan(q0, np.zeros(model.nv))
+        return planner.last_costs[0], phalanx.pack_stats()
+
+    packed, stats = sample_costs(lanes(dtype) + 3)
+    alone, none = sample_costs(5)
+    assert stats["passes"] >= 20 - stats["fallbacks"] and stats["fallbacks"] <= 2
+    assert none["passes"] == 0
+    assert np.isfinite(alone).all()
+    assert np.array_equal(packed[:5], alone)

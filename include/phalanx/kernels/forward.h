@@ -62,6 +62,21 @@ struct StepKernel {
   }
 };
 
+// environment e's counts of its last step (kNumCounts, Count order) into c: zero without
+// constraint rows
+template <class T>
+PHX_HD PHX_INLINE void step_counts(const ModelView<T>& m, const ContactData<T>& con, int e,
+                                   int* c) {
+  const bool on = m.nefcmax > 0;
+  c[kCountContacts] = on ? con.ncon[e] : 0;
+  c[kCountRows] = on ? con.nefc[e] : 0;
+  c[kCountWarmRows] = on ? con.nwarm[e] : 0;
+  c[kCountSetHit] = on ? con.set_hit[e] : 0;
+  c[kCountOverflow] = on ? con.overflow[e] : 0;
+  c[kCountGjkIterations] = on ? con.ccd_iterations[2 * e] : 0;
+  c[kCountEpaIterations] = on ? con.ccd_iterations[2 * e + 1] : 0;
+}
+
 // T steps with a control sequence, recording the states after each step. An environment
 // whose status gets a stopping bit (non-finite values) stops and repeats its last state.
 template <class T>
@@ -115,17 +130,7 @@ struct RolloutKernel {
       if (act_out) {
         for (int i = 0; i < m.na; ++i) act_out[(long(e) * nstep + t) * m.na + i] = a[i];
       }
-      if (counts_out) {
-        int* c = counts_out + kNumCounts * (long(e) * nstep + t);
-        bool on = m.nefcmax > 0;
-        c[kCountContacts] = on ? con.ncon[e] : 0;
-        c[kCountRows] = on ? con.nefc[e] : 0;
-        c[kCountWarmRows] = on ? con.nwarm[e] : 0;
-        c[kCountSetHit] = on ? con.set_hit[e] : 0;
-        c[kCountOverflow] = on ? con.overflow[e] : 0;
-        c[kCountGjkIterations] = on ? con.ccd_iterations[2 * e] : 0;
-        c[kCountEpaIterations] = on ? con.ccd_iterations[2 * e + 1] : 0;
-      }
+      if (counts_out) step_counts(m, con, e, counts_out + kNumCounts * (long(e) * nstep + t));
     }
     status[e] = bits;
     if (tape.every > 0) {

@@ -90,6 +90,39 @@ struct PlannerRolloutKernel {
   PHX_HD void operator()(int sample, Scratch<T> scratch) const {
     const ModelView<T> m = env_view(model, sample);
     StepScratch<T> x = step_scratch(m, scratch);
+    prepare(m, sample);
+    T* q = qpos + long(sample) * m.nq;
+    T* v = qvel + long(sample) * m.nv;
+    T* a = env_row(act, sample, m.na);
+    ContactView<T> cv{};
+    if (m.nefcmax > 0) cv = con.env(m, sample);
+    unsigned bits = 0;
+    T total(0);
+    const int steps = nstep();
+    for (int t = 0; t < steps; ++t) {
+      const T* u = controls(m, sample, t);
+      if (!(bits & kStatusStopMask)) {
+        bits |= step_env(m, q, v, a, u, x, cv);
+        if (cost.nterm)
+          total += stage_cost(m, cost, q, v, u, T(1), t == steps - 1 ? T(1) : T(0), x.w);
+      }
+      if (qs_out)
+        for (int i = 0; i < m.nq; ++i) qs_out[(long(sample) * steps + t) * m.nq + i] = q[i];
+      if (vs_out)
+        for (int i = 0; i < m.nv; ++i) vs_out[(long(sample) * steps + t) * m.nv + i] = v[i];
+    }
+    finish(sample, bits, total);
+  }
+
+  // the steps of a sample's rollout
+  PHX_HD int nstep() const { return spec.horizon * spec.hold; }
+  // the controls of a sample's step t
+  PHX_HD const T* controls(const ModelView<T>& m, int sample, int t) const {
+    return ctrl + (long(sample) * spec.horizon + t / spec.hold) * m.nu;
+  }
+  // Before the steps: the sample's noise and controls, its initial state (qpos, qvel and act
+  // rows) from its problem's, and a cold start of its contacts.
+  PHX_HD void prepare(const ModelView<T>& m, int sample) const {
     int p = sample / spec.nsample, k = sample % spec.nsample, H = spec.horizon, nu = m.nu;
     long u0 = long(sample) * H * nu;
     const T* up = plan + long(p) * H * nu;
@@ -105,26 +138,10 @@ struct PlannerRolloutKernel {
     for (int i = 0; i < m.nv; ++i) v[i] = qvel0[long(p) * m.nv + i];
     T* a = env_row(act, sample, m.na);
     for (int i = 0; i < m.na; ++i) a[i] = act0[long(p) * m.na + i];
-    ContactView<T> cv{};
-    if (m.nefcmax > 0) {
-      cv = con.env(m, sample);
-      *cv.nefc = 0;  // cold start
-    }
-    unsigned bits = 0;
-    T total(0);
-    int steps = H * spec.hold;
-    for (int t = 0; t < steps; ++t) {
-      const T* u = ctrl + u0 + long(t / spec.hold) * nu;
-      if (!(bits & kStatusStopMask)) {
-        bits |= step_env(m, q, v, a, u, x, cv);
-        if (cost.nterm)
-          total += stage_cost(m, cost, q, v, u, T(1), t == steps - 1 ? T(1) : T(0), x.w);
-      }
-      if (qs_out)
-        for (int i = 0; i < m.nq; ++i) qs_out[(long(sample) * steps + t) * m.nq + i] = q[i];
-      if (vs_out)
-        for (int i = 0; i < m.nv; ++i) vs_out[(long(sample) * steps + t) * m.nv + i] = v[i];
-    }
+    if (m.nefcmax > 0) *con.env(m, sample).nefc = 0;  // cold start
+  }
+  // After the steps: the sample's status bits and cost, +inf for a stopped sample
+  PHX_HD void finish(int sample, unsigned bits, T total) const {
     status[sample] = bits;
     value[sample] = (bits & kStatusStopMask) || total != total ? T(INFINITY) : total;
   }
