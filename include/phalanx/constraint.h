@@ -613,8 +613,8 @@ PHX_HD LcpProblem<T> lcp_problem(int nrow, const ConstraintWorkspace<T>& c, int 
 // Delassus matrix and free velocity term: Y = L^-1 J^T (rows), A = Y^T Y, b += J vfree. The
 // mass matrix couples no two dof trees, so Y's rows are zero beyond the trees of their J rows
 // (c.span, which build_rows set), and A's entries are dot products over the trees two rows share. A
-// is left unbuilt (c.has_matrix false) when nothing will read it: PGS sweeps in a forward-only
-// kernel.
+// is left unbuilt (c.has_matrix false) when nothing will read it: PGS sweeping the factor
+// (lcp_sweeps_on_factor) in a forward-only kernel.
 template <class T>
 PHX_HD void delassus(const ModelView<T>& m, int nrow, ConstraintWorkspace<T>& c) {
   int nv = m.nv;
@@ -629,9 +629,9 @@ PHX_HD void delassus(const ModelView<T>& m, int nrow, ConstraintWorkspace<T>& c)
   }
   // L y_r = J_r, over the trees J_r reaches: y_r is zero on the others, as J_r is
   cholesky_solve_lower_rows(c.L, nv, c.Y, nrow, tree, c.span);
-  c.has_matrix = !(c.forward_only && m.lcp_solver == kLcpPgs);
-  if (!c.has_matrix) return;
   LcpProblem<T> p = lcp_problem(nrow, c, nv);
+  c.has_matrix = !(c.forward_only && m.lcp_solver == kLcpPgs && lcp_sweeps_on_factor(p));
+  if (!c.has_matrix) return;
   for (int r = 0; r < nrow; ++r)
     for (int q = 0; q <= r; ++q) {
       T s = lcp_factor_entry(p, r, q);

@@ -212,6 +212,17 @@ PHX_HD void lcp_factor_velocity(const LcpProblem<T>& p, const T* f, T* vel) {
 }
 
 // bounds of row i given the current solution f (friction rows follow their normal)
+// Whether PGS sweeps p in velocity form (on the factor, Y's nonzeros per row) rather than on A
+// (n per row): the cheaper of the two, decided from the factor's column ranges alone, so that a
+// step that builds A and one that does not (delassus' forward_only) sweep alike, to the bit.
+template <class T>
+PHX_HD PHX_INLINE bool lcp_sweeps_on_factor(const LcpProblem<T>& p) {
+  long cost = 0;
+  for (int i = 0; i < p.n; ++i)
+    cost += 2 * (p.span[4 * i + 1] - p.span[4 * i] + p.span[4 * i + 3] - p.span[4 * i + 2]);
+  return cost < long(p.n) * p.n;
+}
+
 template <class T>
 PHX_HD PHX_INLINE void lcp_bounds(const LcpProblem<T>& p, const T* f, int i, T& lo, T& hi) {
   int k = detail::lcp_findex(p, i);
@@ -228,18 +239,21 @@ PHX_HD PHX_INLINE void lcp_bounds(const LcpProblem<T>& p, const T* f, int i, T& 
 // Natural-map residual in velocity units: max_i A_ii |f_i - clamp(f_i - v_i / A_ii, lo_i, hi_i)|.
 // Zero exactly at a solution; it is the correction the next Gauss-Seidel step would make, so it
 // measures bound violation, complementarity and v = 0 on interior rows in one number. Without
-// A, v comes from the factor through vel (p.ncol scalars of scratch). diag, when given, holds
-// A's diagonal.
+// A, or with diag (A's diagonal, from PGS's sweeps on the factor), v comes from the factor
+// through vel (p.ncol scalars of scratch, overwritten with Y^T f): the same bits whether A was
+// built or not.
 template <class T>
 PHX_HD T lcp_residual(const LcpProblem<T>& p, const T* f, T* vel = nullptr,
                       const T* diag = nullptr) {
-  if (!p.A) lcp_factor_velocity(p, f, vel);
+  const bool by_factor = !p.A || diag;
+  if (by_factor) lcp_factor_velocity(p, f, vel);
   T r(0);
   for (int i = 0; i < p.n; ++i) {
     T lo, hi;
     lcp_bounds(p, f, i, lo, hi);
     T d = diag ? (diag[i] > T(0) ? diag[i] : T(1)) : detail::lcp_diag(p, i);
-    T v = p.A ? detail::lcp_row_velocity(p, f, i) : p.b[i] + detail::lcp_factor_dot(p, i, vel);
+    T v =
+        by_factor ? p.b[i] + detail::lcp_factor_dot(p, i, vel) : detail::lcp_row_velocity(p, f, i);
     T e = d * abs(f[i] - clamp(f[i] - v / d, lo, hi));
     if (e > r) r = e;
   }
@@ -279,10 +293,7 @@ PHX_HD T pgs(const LcpProblem<T>& p, T* f, int iterations, T omega, T* scratch, 
              T tolerance = T(0), int* sweeps = nullptr) {
   const int n = p.n;
   T* step = scratch;
-  long factor_cost = 0;
-  for (int i = 0; p.Y && i < n; ++i)
-    factor_cost += 2 * (p.span[4 * i + 1] - p.span[4 * i] + p.span[4 * i + 3] - p.span[4 * i + 2]);
-  if (vel && p.Y && (!p.A || factor_cost < long(n) * n)) {
+  if (vel && p.Y && (!p.A || lcp_sweeps_on_factor(p))) {
     // A's diagonal at diag; a contact block's A_{i+1,i}, A_{i+2,i}, A_{i+2,i+1} at
     // coupling[i..i+2], and block[i] nonzero at its first row
     T* coupling = scratch + n;
