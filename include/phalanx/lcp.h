@@ -272,9 +272,11 @@ PHX_HD PHX_INLINE T max_abs_scaled(T m, T d, T a) {
 // Projected Gauss-Seidel: `iterations` sweeps over the rows in index order, starting from the f
 // passed in (warm start), f_i <- clamp(f_i - omega v_i / A_ii, lo_i, hi_i) with friction bounds
 // from the current normal impulse; omega in (0, 2) is the over-relaxation (1: plain
-// Gauss-Seidel). Rows with A_ii <= 0 are left alone. scratch (n scalars; 4 n in velocity form,
-// within lcp_storage(n)) keeps omega / A_ii,
-// so that the sweeps multiply (a division per row and sweep lay on the sweep's critical path).
+// Gauss-Seidel). Rows with A_ii <= 0 are left alone. scratch (2 n scalars; 4 n in velocity
+// form, within lcp_storage(n)) keeps omega / A_ii, so that the sweeps multiply (a division per
+// row and sweep lay on the sweep's critical path), and the rows' velocities v = b + A f, which a
+// changed impulse updates by its column of A (a row's dot product is a chain of dependent adds;
+// the column update is independent per entry and runs on vector lanes).
 // Given p's factor and `vel` (p.ncol scalars), the sweeps run in velocity form where that is
 // cheaper or A is not given: they carry vel = Y^T f and read v_i = b_i + Y_i . vel over the
 // row's column ranges, so that a row costs its nonzeros rather than n (rows of different
@@ -358,9 +360,11 @@ PHX_HD T pgs(const LcpProblem<T>& p, T* f, int iterations, T omega, T* scratch, 
     if (sweeps) *sweeps = it;
     return lcp_residual(p, f, vel, diag);
   }
+  T* v = scratch + n;
   for (int i = 0; i < n; ++i) {
     T aii = detail::lcp_entry_ii(p, i);
     step[i] = aii > T(0) ? omega / aii : T(0);
+    v[i] = detail::lcp_row_velocity(p, f, i);
   }
   int it = 0;
   while (it < iterations) {
@@ -370,10 +374,15 @@ PHX_HD T pgs(const LcpProblem<T>& p, T* f, int iterations, T omega, T* scratch, 
       if (!(step[i] > T(0))) continue;
       T lo, hi;
       lcp_bounds(p, f, i, lo, hi);
-      T v = detail::lcp_row_velocity(p, f, i);
-      T fi = clamp(f[i] - step[i] * v, lo, hi);
-      change = detail::max_abs_scaled(change, fi - f[i], detail::lcp_entry_ii(p, i));
+      const T fi = clamp(f[i] - step[i] * v[i], lo, hi);
+      const T d = fi - f[i];
+      change = detail::max_abs_scaled(change, d, detail::lcp_entry_ii(p, i));
       f[i] = fi;
+      if (d != T(0)) {
+        const T* PHX_RESTRICT a = p.A + long(i) * n;  // column i, A being symmetric
+        T* PHX_RESTRICT out = v;
+        for (int j = 0; j < n; ++j) out[j] += a[j] * d;
+      }
     }
     if (!(change > tolerance)) break;
   }
