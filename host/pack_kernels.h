@@ -7,19 +7,20 @@
 // (LaneModel::pack). A model with rows runs the stages of its step of fixed structure on the
 // lanes (smooth_kinematics, applied_forces_and_armature, unconstrained_acceleration,
 // free_velocity: kinematics, inertias, the articulated-body and composite-inertia algorithms,
-// the mass matrix's factor) and those whose work depends on the environment's contacts
-// (contact_rows, constrained_update: collision, rows, the LCP) one lane at a time, in the
-// scalar core, on the lane's share of the lanes' results: the workspace arrays those stages
-// read (PackStepper::lane_array), and the acceleration, or the factor and the free velocity.
+// the mass matrix's factor; and the geom poses and the broadphase) and those whose work depends on
+// the environment's contacts (contact_rows, constrained_update: collision, rows, the LCP) one lane
+// at a time, in the scalar core, on the lane's share of the lanes' results: the workspace arrays
+// those stages read (PackStepper::lane_array), and the acceleration, or the factor and the free
+// velocity.
 //
 // A pass in which every branch on the lanes was taken alike in all of them (lanes_diverged()
 // stays clear) is each environment's scalar step bit for bit (host code is built without
 // contracted multiply-adds); otherwise, and for any environment a status bit has stopped, the
 // pack's environments take that step one at a time with the scalar kernel's step_env from the
 // state saved before the pass. Environments past the last whole pack, and launches the packs do
-// not cover (XPBD, activations, per-environment parameters, mocap sequences, tapes, body
-// forces), run the scalar kernel. This is host code that moves data and calls the core's
-// stages: no physics is written here.
+// not cover (XPBD, activations, per-environment parameters, mocap sequences, body forces), run
+// the scalar kernel. A rollout recording a tape saves its checkpoints lane by lane. This is host
+// code that moves data and calls the core's stages: no physics is written here.
 #pragma once
 
 #include <omp.h>
@@ -55,7 +56,8 @@ class PackStepper {
   PackStepper(const ModelView<P>& lanes, const ModelView<T>& m, const ContactData<T>& con,
               ScratchSize scalar)
       : lm_(lanes), m_(m), con_(con) {
-    const long nq = m.nq, nv = m.nv, nu = m.nu, rows = m.nefcmax > 0 ? nv * nv + 3 * nv : 0;
+    const long nq = m.nq, nv = m.nv, nu = m.nu;
+    const long rows = m.nefcmax > 0 ? nv * nv + 3 * nv + 12L * m.ngeom : 0;
     P* block = thread_block<P>(size_t(Workspace<P>::size(m) + 2 * (nq + nv) + nu + nv + rows));
     Arena<P> arena(block, nullptr);
     w_ = Workspace<P>::carve(m, arena);
@@ -70,6 +72,9 @@ class PackStepper {
       c_.vfree = arena.template take<P>(nv);
       c_.bias = arena.template take<P>(nv);
       c_.tmp = arena.template take<P>(nv);
+      c_.geom_xpos = arena.template take<P>(3L * m.ngeom);  // geom_poses' for the broadphase
+      c_.geom_xmat = arena.template take<P>(9L * m.ngeom);
+      apart_.resize(size_t(W) * m.npair);
     }
     // the scalar steps' scratch, the per-lane stages' scratch, one environment's qpos and qvel
     T* reals = thread_block<T>(size_t(2 * scalar.reals + nq + nv));
@@ -95,6 +100,17 @@ class PackStepper {
   // the lanes back into those rows (qpos, qvel, or rows of W trajectories of stride `stride`)
   void store_qpos(T* qpos, long stride) const { scatter(q_, qpos, stride, m_.nq); }
   void store_qvel(T* qvel, long stride) const { scatter(v_, qvel, stride, m_.nv); }
+  // room for one environment's state (nq + nv), which step() overwrites
+  T* scalar_state() const { return q1_; }
+  // lane k's state (nq, nv)
+  void lane_state(int k, T* qpos, T* qvel) const {
+    lane_out(q_, k, qpos, m_.nq);
+    lane_out(v_, k, qvel, m_.nv);
+  }
+  // lane k's contacts and rows (the model's constraint rows), where its steps leave them
+  ContactView<T> contacts(int k) const {
+    return m_.nefcmax > 0 ? con_.env(m_, e0_ + k) : ContactView<T>{};
+  }
 
   // One step of the pack: ctrl and qfrc (may be null) hold lane k's rows at ctrl + k ctrl_stride
   // and qfrc + k qfrc_stride; bits[k] is lane k's status, OR-ed with the step's. An environment
@@ -127,6 +143,7 @@ class PackStepper {
           applied_forces_and_armature(lm_, q_, v_, u_, f, w_);
           ok = unconstrained_acceleration(lm_, q_, v_, u_, w_);
           factored = free_velocity(lm_, q_, v_, u_, w_, c_);
+          broadphase();
         }
         if (ok && !lanes_diverged()) {
           for (int k = 0; k < W; ++k) lane_rows(k, factored, bits[k]);
@@ -200,8 +217,18 @@ class PackStepper {
 #undef PHX_PACK_LANE_ARRAY
   }
 
-  ContactView<T> contacts(int k) const {
-    return m_.nefcmax > 0 ? con_.env(m_, e0_ + k) : ContactView<T>{};
+  // The geom poses and the broadphase's verdicts on the lanes (apart_, lane by lane), which
+  // contact_rows takes in place of its own
+  void broadphase() {
+    const ModelView<T>& m = m_;
+    if (!m.contact || m.nconmax == 0) return;
+    geom_poses(lm_, w_, c_);
+    for (int k = 0; k < m.npair; ++k) {
+      int g1, g2;
+      pair_geoms(m, k, g1, g2);
+      const auto apart = pair_apart(lm_, c_, g1, g2, P(0));
+      for (int i = 0; i < W; ++i) apart_[size_t(i) * m.npair + k] = apart.m[i] != 0;
+    }
   }
 
   // Lane k's contacts, rows and update in the scalar core, on its share of the lanes' stages:
@@ -220,7 +247,13 @@ class PackStepper {
     ContactView<T> cv = contacts(k);
     c.factored_rank = -1;
     const int nprev = keep_previous_rows(c, cv);
-    const int nrow = contact_rows(m, q, v, w, c, cv, {});
+    const unsigned char* apart = nullptr;
+    if (m.contact && m.nconmax > 0) {
+      lane_out(c_.geom_xpos, k, c.geom_xpos, 3L * m.ngeom);
+      lane_out(c_.geom_xmat, k, c.geom_xmat, 9L * m.ngeom);
+      apart = apart_.data() + size_t(k) * m.npair;
+    }
+    const int nrow = contact_rows(m, q, v, w, c, cv, {}, apart);
     unsigned status = *cv.overflow ? unsigned(kStatusContactOverflow) : 0u;
     if (nrow > 0 && !factored) {
       bits |= status | kStatusNanResult;  // the scalar step's return before its update
@@ -267,6 +300,7 @@ class PackStepper {
   P *q_, *v_, *q0_, *v0_, *u_, *f_;
   StepScratch<T> x_, h_{};
   std::vector<LaneArray> arrays_;
+  std::vector<unsigned char> apart_;  // (W x npair) the broadphase's verdicts, lane by lane
   T* q1_;
 };
 
@@ -295,18 +329,38 @@ void launch_packs(const LaneModel<T>& lanes, int nenv, const Kernel& kernel, Scr
 template <class T>
 bool rollout_packs(const LaneModel<T>* lanes, int nenv, const RolloutKernel<T>& k,
                    ScratchSize scratch) {
-  if (!lanes || scratch_trace().on || !PackStepper<T>::applies(k.model) || k.tape.every > 0 ||
-      k.mocap.given() || nenv < PackStepper<T>::W)
+  if (!lanes || scratch_trace().on || !PackStepper<T>::applies(k.model) || k.mocap.given() ||
+      nenv < PackStepper<T>::W)
     return false;
   constexpr int W = PackStepper<T>::W;
   launch_packs(*lanes, nenv, k, scratch, [&k](PackStepper<T>& s, int e0) {
     const ModelView<T>& m = k.model;
     const long n = k.nstep;
+    const int every = k.tape.every;
     unsigned bits[W];
+    int peak[W][2] = {};  // a tape's most contacts and rows of any step
     for (int i = 0; i < W; ++i) bits[i] = k.status[e0 + i];
     s.load(k.qpos, k.qvel, e0);
     for (long t = 0; t < n; ++t) {
+      if (every > 0 && t % every == 0) {
+        for (int i = 0; i < W; ++i) {
+          T* q = s.scalar_state();
+          s.lane_state(i, q, q + m.nq);
+          k.tape.checkpoints(m, e0 + i).save(m, int(t / every), q, q + m.nq, nullptr,
+                                             s.contacts(i));
+        }
+      }
+      bool stepped[W];
+      for (int i = 0; i < W; ++i) stepped[i] = !(bits[i] & kStatusStopMask);
       s.step(k.ctrl + (e0 * n + t) * m.nu, n * m.nu, nullptr, 0, bits);
+      if (every > 0 && m.nefcmax > 0) {
+        for (int i = 0; i < W; ++i) {
+          if (!stepped[i]) continue;
+          const ContactView<T> cv = s.contacts(i);
+          peak[i][0] = *cv.ncon > peak[i][0] ? *cv.ncon : peak[i][0];
+          peak[i][1] = *cv.nefc > peak[i][1] ? *cv.nefc : peak[i][1];
+        }
+      }
       if (k.qpos_out) s.store_qpos(k.qpos_out + (e0 * n + t) * m.nq, n * m.nq);
       if (k.qvel_out) s.store_qvel(k.qvel_out + (e0 * n + t) * m.nv, n * m.nv);
       if (k.counts_out)
@@ -315,7 +369,14 @@ bool rollout_packs(const LaneModel<T>* lanes, int nenv, const RolloutKernel<T>& 
     }
     s.store_qpos(k.qpos + long(e0) * m.nq, m.nq);
     s.store_qvel(k.qvel + long(e0) * m.nv, m.nv);
-    for (int i = 0; i < W; ++i) k.status[e0 + i] = bits[i];
+    for (int i = 0; i < W; ++i) {
+      k.status[e0 + i] = bits[i];
+      if (every > 0) {
+        k.tape.status[e0 + i] = bits[i];
+        k.tape.peak[2 * (e0 + i)] = peak[i][0];
+        k.tape.peak[2 * (e0 + i) + 1] = peak[i][1];
+      }
+    }
   });
   return true;
 }

@@ -201,17 +201,48 @@ PHX_HD constexpr int key_pair(int key) {
   return key / (3 * kMaxPairContacts);
 }
 
-// Broadphase and narrowphase: the candidate pairs in model order, a bounding-sphere test (for a
-// plane: the other's bounding sphere against the plane), then the pair function with the lower geom
-// type first. Contacts beyond nconmax, and a height field's prism contacts beyond the
-// kMaxPairContacts of its pair, are counted in *overflow and not stored. A replay that knows the
-// step's row keys (nkeys of them, in row order) passes them: only the pairs they name are tested,
-// which yields the same contacts, since every stored contact has rows. margin: pairs closer than
-// it count as contacts too (dist <= margin; the XPBD step's look-ahead), 0 for the LCP step.
+// The geoms of candidate pair k, the lower type first (the pair functions' order)
+template <class M>
+PHX_HD PHX_INLINE void pair_geoms(const M& m, int k, int& g1, int& g2) {
+  g1 = m.pair_geom[2 * k];
+  g2 = m.pair_geom[2 * k + 1];
+  if (m.geom_type[g1] > m.geom_type[g2]) {
+    const int t = g1;
+    g1 = g2;
+    g2 = t;
+  }
+}
+
+// The broadphase's verdict on the geoms g1, g2 of a candidate pair (pair_geoms): true when they
+// cannot touch within the margin, their bounding spheres being apart or g2's lying wholly above
+// g1's plane (a plane, infinite, has rbound 0 and its normal along its z axis). In any scalar:
+// on a pack's lanes it is a mask.
+template <class M, class T>
+PHX_HD PHX_INLINE Truth<T> pair_apart(const M& m, const ConstraintWorkspace<T>& c, int g1, int g2,
+                                      T margin) {
+  const Vec3<T> p1 = Vec3<T>::load(c.geom_xpos + 3 * g1);
+  const Vec3<T> p2 = Vec3<T>::load(c.geom_xpos + 3 * g2);
+  const T r1 = m.geom_rbound[g1], r2 = m.geom_rbound[g2];
+  Truth<T> apart(false);
+  if (r1 > T(0) && r2 > T(0)) apart = norm(p2 - p1) > r1 + r2 + margin;
+  if (m.geom_type[g1] == kGeomPlane && r2 > T(0))
+    apart = apart || dot(p2 - p1, Mat3<T>::load(c.geom_xmat + 9 * g1).col(2)) > r2 + margin;
+  return apart;
+}
+
+// Broadphase and narrowphase: the candidate pairs in model order, a bounding-sphere test
+// (pair_apart), then the pair function with the lower geom type first. Contacts beyond nconmax,
+// and a height field's prism contacts beyond the kMaxPairContacts of its pair, are counted in
+// *overflow and not stored. A replay that knows the step's row keys (nkeys of them, in row
+// order) passes them: only the pairs they name are tested, which yields the same contacts, since
+// every stored contact has rows. margin: pairs closer than it count as contacts too (dist <=
+// margin; the XPBD step's look-ahead), 0 for the LCP step. apart (npair, may be null): the
+// broadphase's verdicts when the caller has them already (a pack of environments runs it on its
+// lanes), nonzero for a pair to skip.
 template <class T>
 PHX_HD void detect_contacts(const ModelView<T>& m, const ConstraintWorkspace<T>& c,
                             ContactView<T>& cv, const int* keys = nullptr, int nkeys = 0,
-                            T margin = T(0)) {
+                            T margin = T(0), const unsigned char* apart = nullptr) {
   int ncon = 0, overflow = 0, next = 0;
   CcdSettings<T> ccd = ccd_settings(m);
   cv.ccd_iterations[0] = cv.ccd_iterations[1] = 0;
@@ -222,20 +253,11 @@ PHX_HD void detect_contacts(const ModelView<T>& m, const ConstraintWorkspace<T>&
       while (next < nkeys && keys[next] >= 0 && key_pair(keys[next]) < k) ++next;
       if (next == nkeys || keys[next] < 0 || key_pair(keys[next]) != k) continue;
     }
-    int g1 = m.pair_geom[2 * k], g2 = m.pair_geom[2 * k + 1];
-    if (m.geom_type[g1] > m.geom_type[g2]) {
-      int t = g1;
-      g1 = g2;
-      g2 = t;
-    }
-    Vec3<T> p1 = Vec3<T>::load(c.geom_xpos + 3 * g1), p2 = Vec3<T>::load(c.geom_xpos + 3 * g2);
-    T r1 = m.geom_rbound[g1], r2 = m.geom_rbound[g2];
-    if (r1 > T(0) && r2 > T(0) && norm(p2 - p1) > r1 + r2 + margin) continue;  // planes: rbound 0
-    GeomFrame<T> f1{p1, Mat3<T>::load(c.geom_xmat + 9 * g1)};
-    GeomFrame<T> f2{p2, Mat3<T>::load(c.geom_xmat + 9 * g2)};
-    // a plane (infinite, normal its z axis) touches a bounding sphere only from below its top
-    if (m.geom_type[g1] == kGeomPlane && r2 > T(0) && dot(p2 - p1, f1.rot.col(2)) > r2 + margin)
-      continue;
+    int g1, g2;
+    pair_geoms(m, k, g1, g2);
+    if (apart ? apart[k] != 0 : pair_apart(m, c, g1, g2, margin)) continue;
+    GeomFrame<T> f1{Vec3<T>::load(c.geom_xpos + 3 * g1), Mat3<T>::load(c.geom_xmat + 9 * g1)};
+    GeomFrame<T> f2{Vec3<T>::load(c.geom_xpos + 3 * g2), Mat3<T>::load(c.geom_xmat + 9 * g2)};
     ContactPoint<T> pts[kMaxPairContacts];
     int n = collide(geom_shape(m, g1, m.geom_size + 3 * g1), f1,
                     geom_shape(m, g2, m.geom_size + 3 * g2), f2, margin, ccd, pts, &overflow);

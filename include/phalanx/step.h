@@ -204,19 +204,22 @@ PHX_HD PHX_INLINE int keep_previous_rows(ConstraintWorkspace<T>& c, const Contac
 
 // The contacts and the constraint rows after smooth_kinematics; their number. A replay with
 // the step's row keys (known) tests only the pairs they name; should the rows differ (they
-// cannot for a deterministic step), it detects again over every pair.
+// cannot for a deterministic step), it detects again over every pair. apart: the broadphase's
+// verdicts per candidate pair (detect_contacts) from a caller that ran geom_poses into c and the
+// broadphase already (a pack of environments), or null.
 template <class T>
 PHX_HD PHX_INLINE int contact_rows(const ModelView<T>& m, const T* qpos, const T* qvel,
                                    const Workspace<T>& w, ConstraintWorkspace<T>& c,
-                                   ContactView<T>& cv, const LcpSolution<T>& known) {
+                                   ContactView<T>& cv, const LcpSolution<T>& known,
+                                   const unsigned char* apart = nullptr) {
   *cv.ncon = 0;
   *cv.overflow = 0;
   *cv.nwarm = 0;
   *cv.set_hit = 0;
   const int* keys = known.force ? known.key : nullptr;
   if (m.contact && m.nconmax > 0) {
-    geom_poses(m, w, c);
-    detect_contacts(m, c, cv, keys, known.n);
+    if (!apart) geom_poses(m, w, c);
+    detect_contacts(m, c, cv, keys, known.n, T(0), apart);
   }
   int nrow = build_rows(m, qpos, qvel, w, c, cv);
   if (keys && m.contact && m.nconmax > 0 && !same_keys(nrow, cv.efc_key, known)) {

@@ -104,12 +104,43 @@ def test_rollout_with_constraint_rows_equals_each_environment_alone(rng, dtype, 
 
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("every", [1, 7])
+def test_taped_rollout_on_packs_equals_each_environment_alone(rng, dtype, every):
+    # a tape recorded on packs (checkpoints saved lane by lane, the peaks of contacts and rows
+    # per lane) gives each environment the trajectory and the gradients of its tape alone
+    model = phalanx.load_model(str(HUMANOID))
+    nenv, nstep = lanes(dtype) + 3, 30
+    qpos, qvel, ctrl = random_batch(model, rng, nenv, nstep, dtype)
+    qpos[:, 2] -= 0.3
+    adj_q = rng.standard_normal((nenv, nstep, model.nq)).astype(dtype)
+    adj_v = rng.standard_normal((nenv, nstep, model.nv)).astype(dtype)
+    phalanx.pack_stats()
+    tape = phalanx.Tape(checkpoint_every=every)
+    qs, vs, status = phalanx.rollout(model, qpos, qvel, ctrl, tape=tape)
+    assert phalanx.pack_stats()["passes"] >= nstep - 2
+    g = tape.backward(adj_q, adj_v)
+    assert not (status & phalanx.STATUS_STOP_MASK).any()
+    peaks = []
+    for e in range(nenv):
+        alone = phalanx.Tape(checkpoint_every=every)
+        q1, v1, s1 = phalanx.rollout(model, qpos[e:e + 1], qvel[e:e + 1], ctrl[e:e + 1],
+                                     tape=alone)
+        assert np.array_equal(qs[e], q1[0]) and np.array_equal(vs[e], v1[0]) and status[e] == s1[0]
+        peaks.append(alone.peak)
+        g1 = alone.backward(adj_q[e:e + 1], adj_v[e:e + 1])
+        for key in ("qpos", "qvel", "ctrl", "body_mass"):
+            assert np.array_equal(g[key][e], g1[key][0]), (e, key)
+    assert tape.peak == tuple(np.max(peaks, axis=0))
+    assert tape.peak[1] > 0
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
 def test_planner_samples_cost_what_they_cost_sampled_alone(dtype):
     # MPPI on the humanoid with contacts and the example's cost terms (head height, uprightness,
     # centre of mass, a quadratic): with W + 3 samples the first W run as a pack; with 5 each
     # runs alone. A sample's noise depends only on its index, so samples 0..4 are the same
     # rollouts in both planners and must cost the same, bit for bit.
-    from phalanx import costs
+    from phalanx import control, costs
 
     model = phalanx.load_model(str(HUMANOID))
     dt = model.timestep
@@ -124,7 +155,7 @@ def test_planner_samples_cost_what_they_cost_sampled_alone(dtype):
                               ctrl_weight=0.1, dt=dt))
 
     def sample_costs(num_samples):
-        planner = phalanx.control.MPPI(model, 20, num_samples, 0.3, 0.05, cost=cost, seed=3,
+        planner = control.MPPI(model, 20, num_samples, 0.3, 0.05, cost=cost, seed=3,
                                        dtype=dtype)
         phalanx.pack_stats()
         planner.plan(q0, np.zeros(model.nv))
