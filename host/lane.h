@@ -178,6 +178,31 @@ struct Lane {
 template <class T, int W>
 using Pack = Lane<T, W, LaneBranch::kUniform>;
 
+// W packs transposed: to[k][i] = from[i][k] for lanes k and packs i < W (each to[k] W scalars),
+// in log2(W) rounds of two-register shuffles, each swapping one bit between the pack's and the
+// lane's index where they differ
+template <class T, int W>
+inline void transpose_packs(const Pack<T, W>* from, T* const* to) {
+  using V = typename Pack<T, W>::V;
+  using Index = decltype(V{} < V{});
+  V r[W];
+  for (int i = 0; i < W; ++i) r[i] = from[i].v;
+  for (int d = 1; d < W; d *= 2) {
+    Index lo, hi;  // lanes with bit d set take the partner pack's lane k - d, or keep their own
+    for (int k = 0; k < W; ++k) {
+      lo[k] = (k & d) ? W + k - d : k;
+      hi[k] = (k & d) ? W + k : k + d;
+    }
+    for (int i = 0; i < W; ++i) {
+      if (i & d) continue;
+      const V a = r[i], b = r[i + d];
+      r[i] = __builtin_shuffle(a, b, lo);
+      r[i + d] = __builtin_shuffle(a, b, hi);
+    }
+  }
+  for (int k = 0; k < W; ++k) __builtin_memcpy(to[k], &r[k], sizeof(V));
+}
+
 // the lanes per register of T on this host: 512-bit registers with AVX-512, else 256-bit ones
 // (AVX2, which every x86-64 host Phalanx tunes for has); one register per Lane (two per Lane
 // run at half the speed, the passes being bound by their loads).

@@ -146,6 +146,7 @@ class PackStepper {
           broadphase();
         }
         if (ok && !lanes_diverged()) {
+          transpose_lane_arrays();
           for (int k = 0; k < W; ++k) lane_rows(k, factored, bits[k]);
           return;
         }
@@ -192,11 +193,13 @@ class PackStepper {
   long passes = 0, fallbacks = 0;  // this stepper's, for pack_stats()
 
  private:
-  // a workspace array the per-lane stages read: the lanes' (from) and the scalar one's (to)
+  // an array the per-lane stages read: the lanes' (from), transposed into each lane's share of
+  // lane_arrays_ at `offset`, where the scalar workspace's pointer (*to) is bound for that lane
   struct LaneArray {
     const P* from;
-    T* to;
+    T** to;
     long n;
+    long offset;
   };
 
   // the arrays of Workspace that contact_rows and constrained_update read on m besides qacc:
@@ -209,12 +212,40 @@ class PackStepper {
       if (m.neq > 0 && std::strcmp(a, name) == 0) return true;
     return false;
   }
+  // arrays_: those of the workspace (lane_array), the acceleration, the factor and the free
+  // velocity, and the geom poses with contacts; lane_arrays_ their room for every lane
   void bind_lane_arrays() {
     const ModelView<T>& m = m_;
+    auto add = [this](const P* from, T** to, long n) {
+      arrays_.push_back({from, to, n, lane_stride_});
+      lane_stride_ += n;
+    };
 #define PHX_PACK_LANE_ARRAY(kind, name, size, comment) \
-  if (lane_array(m, #name)) arrays_.push_back({w_.name, h_.w.name, long(size)});
+  if (lane_array(m, #name)) add(w_.name, &h_.w.name, long(size));
     PHX_WORKSPACE_ARRAYS(PHX_PACK_LANE_ARRAY)
 #undef PHX_PACK_LANE_ARRAY
+    add(w_.qacc, &h_.w.qacc, m.nv);
+    add(c_.L, &h_.c.L, long(m.nv) * m.nv);
+    add(c_.vfree, &h_.c.vfree, m.nv);
+    if (m.contact && m.nconmax > 0) {
+      add(c_.geom_xpos, &h_.c.geom_xpos, 3L * m.ngeom);
+      add(c_.geom_xmat, &h_.c.geom_xmat, 9L * m.ngeom);
+    }
+    lane_arrays_.resize(size_t(W) * lane_stride_);
+  }
+
+  // every LaneArray into every lane's share of lane_arrays_, W packs at a time
+  void transpose_lane_arrays() {
+    for (const LaneArray& a : arrays_) {
+      T* to[W];
+      long i = 0;
+      for (; i + W <= a.n; i += W) {
+        for (int k = 0; k < W; ++k) to[k] = lane_arrays_.data() + k * lane_stride_ + a.offset + i;
+        transpose_packs(a.from + i, to);
+      }
+      for (; i < a.n; ++i)
+        for (int k = 0; k < W; ++k) lane_arrays_[k * lane_stride_ + a.offset + i] = a.from[i][k];
+    }
   }
 
   // The geom poses and the broadphase's verdicts on the lanes (apart_, lane by lane), which
@@ -231,9 +262,9 @@ class PackStepper {
     }
   }
 
-  // Lane k's contacts, rows and update in the scalar core, on its share of the lanes' stages:
-  // the workspace arrays, and with rows the factor (its lower triangle within each tree, which
-  // is all the solves read) and the free velocity. factored: whether free_velocity succeeded.
+  // Lane k's contacts, rows and update in the scalar core, on its share of the lanes' stages
+  // (arrays_, transposed: the workspace arrays, the acceleration, the factor, the free velocity
+  // and the geom poses) and of the broadphase. factored: whether free_velocity succeeded.
   void lane_rows(int k, bool factored, unsigned& bits) {
     const ModelView<T>& m = m_;
     const int nv = m.nv;
@@ -241,31 +272,19 @@ class PackStepper {
     T* v = q1_ + m.nq;
     lane_out(q_, k, q, m.nq);
     lane_out(v_, k, v, nv);
-    for (const LaneArray& a : arrays_) lane_out(a.from, k, a.to, a.n);
+    for (const LaneArray& a : arrays_) *a.to = lane_arrays_.data() + k * lane_stride_ + a.offset;
     Workspace<T>& w = h_.w;
     ConstraintWorkspace<T>& c = h_.c;
     ContactView<T> cv = contacts(k);
     c.factored_rank = -1;
     const int nprev = keep_previous_rows(c, cv);
-    const unsigned char* apart = nullptr;
-    if (m.contact && m.nconmax > 0) {
-      lane_out(c_.geom_xpos, k, c.geom_xpos, 3L * m.ngeom);
-      lane_out(c_.geom_xmat, k, c.geom_xmat, 9L * m.ngeom);
-      apart = apart_.data() + size_t(k) * m.npair;
-    }
+    const unsigned char* apart =
+        m.contact && m.nconmax > 0 ? apart_.data() + size_t(k) * m.npair : nullptr;
     const int nrow = contact_rows(m, q, v, w, c, cv, {}, apart);
     unsigned status = *cv.overflow ? unsigned(kStatusContactOverflow) : 0u;
     if (nrow > 0 && !factored) {
       bits |= status | kStatusNanResult;  // the scalar step's return before its update
       return;
-    }
-    if (nrow > 0) {
-      for (int i = 0; i < nv; ++i)
-        for (int j = block_start(m.dof_treeadr, i); j <= i; ++j)
-          c.L[i * nv + j] = c_.L[i * nv + j][k];
-      lane_out(c_.vfree, k, c.vfree, nv);
-    } else {
-      lane_out(w_.qacc, k, w.qacc, nv);
     }
     bits |= status | constrained_update(m, q, v, nrow, nprev, w, c, cv, {});
     lane_in(q, k, q_, m.nq);
@@ -301,6 +320,8 @@ class PackStepper {
   StepScratch<T> x_, h_{};
   std::vector<LaneArray> arrays_;
   std::vector<unsigned char> apart_;  // (W x npair) the broadphase's verdicts, lane by lane
+  std::vector<T> lane_arrays_;        // (W x lane_stride_) arrays_ transposed, lane by lane
+  long lane_stride_ = 0;
   T* q1_;
 };
 

@@ -211,7 +211,6 @@ PHX_HD void lcp_factor_velocity(const LcpProblem<T>& p, const T* f, T* vel) {
     if (f[i] != T(0)) detail::lcp_factor_axpy(p, i, f[i], vel);
 }
 
-// bounds of row i given the current solution f (friction rows follow their normal)
 // Whether PGS sweeps p in velocity form (on the factor, Y's nonzeros per row) rather than on A
 // (n per row): the cheaper of the two, decided from the factor's column ranges alone, so that a
 // step that builds A and one that does not (delassus' forward_only) sweep alike, to the bit.
@@ -223,6 +222,7 @@ PHX_HD PHX_INLINE bool lcp_sweeps_on_factor(const LcpProblem<T>& p) {
   return cost < long(p.n) * p.n;
 }
 
+// bounds of row i given the current solution f (friction rows follow their normal)
 template <class T>
 PHX_HD PHX_INLINE void lcp_bounds(const LcpProblem<T>& p, const T* f, int i, T& lo, T& hi) {
   int k = detail::lcp_findex(p, i);
