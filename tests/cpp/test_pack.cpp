@@ -58,6 +58,28 @@ TEST(Pack, UniformBranchesLeaveTheFlagClearAndMixedOnesRaiseIt) {
   EXPECT_TRUE(lanes_diverged());
 }
 
+// transpose_packs on W x W distinct entries: lane k of pack i lands at to[k][i]
+template <class T, int W>
+void expect_transposed() {
+  Pack<T, W> from[W];
+  for (int i = 0; i < W; ++i)
+    for (int k = 0; k < W; ++k) from[i].set(k, T(100 * i + k));
+  T out[W][W];
+  T* to[W];
+  for (int k = 0; k < W; ++k) to[k] = out[k];
+  transpose_packs(from, to);
+  for (int i = 0; i < W; ++i)
+    for (int k = 0; k < W; ++k) EXPECT_EQ(out[k][i], T(100 * i + k)) << i << " " << k;
+}
+
+TEST(Pack, TransposeMovesLaneKOfPackIToRowKColumnI) {
+  expect_transposed<float, 16>();
+  expect_transposed<double, 8>();
+  expect_transposed<float, 8>();
+  expect_transposed<double, 4>();
+  expect_transposed<double, 2>();
+}
+
 // MuJoCo's humanoid without contacts and limits: the model the packs run
 Model humanoid() {
   Model m = load_mjcf(PHX_MUJOCO_MODELS "/humanoid/humanoid.xml");
