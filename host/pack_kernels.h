@@ -9,9 +9,9 @@
 // free_velocity: kinematics, inertias, the articulated-body and composite-inertia algorithms,
 // the mass matrix's factor; and the geom poses and the broadphase) and those whose work depends on
 // the environment's contacts (contact_rows, constrained_update: collision, rows, the LCP) one lane
-// at a time, in the scalar core, on the lane's share of the lanes' results: the workspace arrays
-// those stages read (PackStepper::lane_array), and the acceleration, or the factor and the free
-// velocity.
+// at a time, in the scalar core, on the lane's share of the lanes' results (the workspace arrays
+// those stages read, PackStepper::lane_array, the acceleration, the factor, the free velocity and
+// the geom poses, transposed once per pass) and of the broadphase's verdicts.
 //
 // A pass in which every branch on the lanes was taken alike in all of them (lanes_diverged()
 // stays clear) is each environment's scalar step bit for bit (host code is built without

@@ -668,8 +668,8 @@ void UrdfReader::exclude_links_overlapping_at_rest(Model& m) {
   };
   bool changed = false;
   for (int k = 0; k < m.npair; ++k) {
-    int g1 = m.pair_geom[2 * k], g2 = m.pair_geom[2 * k + 1];
-    if (m.geom_type[g1] > m.geom_type[g2]) std::swap(g1, g2);
+    int g1, g2;
+    pair_geoms(view, k, g1, g2);
     ContactPoint<double> pts[kMaxPairContacts];
     int n = collide(geom_shape(view, g1, view.geom_size + 3 * g1), frame(g1),
                     geom_shape(view, g2, view.geom_size + 3 * g2), frame(g2), 0.0,
