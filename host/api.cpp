@@ -405,8 +405,9 @@ void rollout_backward(const DeviceModel<T>& model, Tape<T>& tape, const T* d_adj
     k.slot_ncon = peak[0];
     k.slot_nrow = peak[1];
   }
-  launch(model.device(), nenv, k,
-         rollout_adjoint_scratch_size(view, k.nslot, k.slot_ncon, k.slot_nrow));
+  const ScratchSize scratch = rollout_adjoint_scratch_size(view, k.nslot, k.slot_ncon, k.slot_nrow);
+  if (!cpu::rollout_adjoint_packs(model.lane_model(), nenv, k, scratch))
+    launch(model.device(), nenv, k, scratch);
 }
 
 #define PHX_INSTANTIATE_API(T)                                                                     \

@@ -16,7 +16,8 @@ namespace phx::cpu {
 
 // A thread's scratch block: grown on demand and kept for the thread's later launches, not
 // zeroed (kernels write their scratch before reading it, as on CUDA, whose pool is reused too).
-template <class T>
+// Each Tag names a block of its own.
+template <class T, class Tag = void>
 T* thread_block(size_t n) {
   thread_local std::unique_ptr<T[]> block;
   thread_local size_t size = 0;

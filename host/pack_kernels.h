@@ -32,6 +32,7 @@
 #include "host/api.h"
 #include "host/cpu_backend.h"
 #include "host/lane_adjoint.h"
+#include "phalanx/kernels/adjoint.h"
 #include "phalanx/kernels/forward.h"
 #include "phalanx/kernels/planner.h"
 
@@ -53,10 +54,10 @@ class PackStepper {
   }
 
   // con: the environments' contact storage (used when m has constraint rows)
-  PackStepper(const ModelView<P>& lanes, const ModelView<T>& m, const ContactData<T>& con,
-              ScratchSize scalar)
+  PackStepper(const ModelView<P>& lanes, const ModelView<T>& m, const ContactData<T>& con)
       : lm_(lanes), m_(m), con_(con) {
     const long nq = m.nq, nv = m.nv, nu = m.nu;
+    const ScratchSize scalar = scratch_size(m);
     const long rows = m.nefcmax > 0 ? nv * nv + 3 * nv + 12L * m.ngeom : 0;
     P* block = thread_block<P>(size_t(Workspace<P>::size(m) + 2 * (nq + nv) + nu + nv + rows));
     Arena<P> arena(block, nullptr);
@@ -97,6 +98,13 @@ class PackStepper {
     gather(q_, qpos + long(e0) * m_.nq, m_.nq, m_.nq);
     gather(v_, qvel + long(e0) * m_.nv, m_.nv, m_.nv);
   }
+  // the pack's environments: e0 .. e0 + W - 1 (whose contacts contacts() gives)
+  void place(int e0) { e0_ = e0; }
+  // lane k's state <- (qpos, qvel)
+  void load_lane(int k, const T* qpos, const T* qvel) {
+    lane_in(qpos, k, q_, m_.nq);
+    lane_in(qvel, k, v_, m_.nv);
+  }
   // the lanes back into those rows (qpos, qvel, or rows of W trajectories of stride `stride`)
   void store_qpos(T* qpos, long stride) const { scatter(q_, qpos, stride, m_.nq); }
   void store_qvel(T* qvel, long stride) const { scatter(v_, qvel, stride, m_.nv); }
@@ -112,10 +120,22 @@ class PackStepper {
     return m_.nefcmax > 0 ? con_.env(m_, e0_ + k) : ContactView<T>{};
   }
 
+  // What a step keeps for a reverse pass, lane by lane (a backward pass recomputing a segment
+  // of its tape, TapeReverse::recompute): lane k's step goes to slot `slot` of store[k] as the
+  // scalar step_constrained and StepStore::save would put it there, and takes known[k] as its
+  // LCP solution when that is given (the replay of a recorded step). Models with rows only.
+  struct Keep {
+    StepStore<T> store[W];
+    LcpSolution<T> known[W];
+    int slot = 0;
+  };
+
   // One step of the pack: ctrl and qfrc (may be null) hold lane k's rows at ctrl + k ctrl_stride
   // and qfrc + k qfrc_stride; bits[k] is lane k's status, OR-ed with the step's. An environment
-  // whose bits hold a stopping bit is not stepped (the rollout kernel's rule).
-  void step(const T* ctrl, long ctrl_stride, const T* qfrc, long qfrc_stride, unsigned* bits) {
+  // whose bits hold a stopping bit is not stepped (the rollout kernel's rule). keep: what the
+  // step keeps for a reverse pass (may be null).
+  void step(const T* ctrl, long ctrl_stride, const T* qfrc, long qfrc_stride, unsigned* bits,
+            const Keep* keep = nullptr) {
     const ModelView<T>& m = m_;
     gather(u_, ctrl, ctrl_stride, m.nu);
     if (qfrc) gather(f_, qfrc, qfrc_stride, m.nv);
@@ -146,8 +166,11 @@ class PackStepper {
           broadphase();
         }
         if (ok && !lanes_diverged()) {
-          transpose_lane_arrays();
-          for (int k = 0; k < W; ++k) lane_rows(k, factored, bits[k]);
+          if (keep)
+            transpose_to_slots(*keep);
+          else
+            transpose_lane_arrays();
+          for (int k = 0; k < W; ++k) lane_rows(k, factored, bits[k], keep);
           return;
         }
       }
@@ -163,8 +186,12 @@ class PackStepper {
       lane_out(q_, k, q, m.nq);
       lane_out(v_, k, v, m.nv);
       ContactView<T> cv = contacts(k);
-      bits[k] |= step_env(m, q, v, static_cast<T*>(nullptr), ctrl + k * ctrl_stride, x_, cv, {},
+      // a step kept for a reverse pass builds what that pass reads (the Delassus matrix)
+      x_.c.forward_only = !keep;
+      bits[k] |= step_env(m, q, v, static_cast<T*>(nullptr), ctrl + k * ctrl_stride, x_, cv,
+                          keep ? keep->known[k] : LcpSolution<T>{},
                           qfrc ? qfrc + k * qfrc_stride : nullptr);
+      if (keep) keep->store[k].save(m, keep->slot, x_.w, x_.c, cv, q, v);
       lane_in(q, k, q_, m.nq);
       lane_in(v, k, v_, m.nv);
     }
@@ -234,17 +261,48 @@ class PackStepper {
     lane_arrays_.resize(size_t(W) * lane_stride_);
   }
 
-  // every LaneArray into every lane's share of lane_arrays_, W packs at a time
+  // from (n packs) transposed: to[k][i] = from[i][k], W packs at a time
+  static void transpose(const P* from, long n, T* const* to) {
+    T* at[W];
+    long i = 0;
+    for (; i + W <= n; i += W) {
+      for (int k = 0; k < W; ++k) at[k] = to[k] + i;
+      transpose_packs(from + i, at);
+    }
+    for (; i < n; ++i)
+      for (int k = 0; k < W; ++k) to[k][i] = from[i][k];
+  }
+
+  // every LaneArray into every lane's share of lane_arrays_
   void transpose_lane_arrays() {
     for (const LaneArray& a : arrays_) {
       T* to[W];
-      long i = 0;
-      for (; i + W <= a.n; i += W) {
-        for (int k = 0; k < W; ++k) to[k] = lane_arrays_.data() + k * lane_stride_ + a.offset + i;
-        transpose_packs(a.from + i, to);
-      }
-      for (; i < a.n; ++i)
-        for (int k = 0; k < W; ++k) lane_arrays_[k * lane_stride_ + a.offset + i] = a.from[i][k];
+      for (int k = 0; k < W; ++k) to[k] = lane_arrays_.data() + k * lane_stride_ + a.offset;
+      transpose(a.from, a.n, to);
+    }
+  }
+
+  // A kept step's lanes into their slots, for the per-lane stages to read there: the ranges of
+  // the workspace a slot keeps (StepStore::kept_ranges: the lane arrays' among them), the
+  // factor, the free velocity and the geom poses
+  void transpose_to_slots(const Keep& keep) {
+    const ModelView<T>& m = m_;
+    typename StepStore<T>::Slot s[W];
+    for (int k = 0; k < W; ++k) s[k] = keep.store[k].slot(m, keep.slot);
+    T* to[W];
+    StepStore<T>::kept_ranges(w_, m.nv, [&](long at, long n) {
+      for (int k = 0; k < W; ++k) to[k] = s[k].w.xpos + at;
+      transpose(w_.xpos + at, n, to);
+    });
+    auto kept = [&](const P* from, long n, T* ConstraintWorkspace<T>::*member) {
+      for (int k = 0; k < W; ++k) to[k] = s[k].c.*member;
+      transpose(from, n, to);
+    };
+    kept(c_.L, long(m.nv) * m.nv, &ConstraintWorkspace<T>::L);
+    kept(c_.vfree, m.nv, &ConstraintWorkspace<T>::vfree);
+    if (m.contact && m.nconmax > 0) {
+      kept(c_.geom_xpos, 3L * m.ngeom, &ConstraintWorkspace<T>::geom_xpos);
+      kept(c_.geom_xmat, 9L * m.ngeom, &ConstraintWorkspace<T>::geom_xmat);
     }
   }
 
@@ -264,15 +322,29 @@ class PackStepper {
 
   // Lane k's contacts, rows and update in the scalar core, on its share of the lanes' stages
   // (arrays_, transposed: the workspace arrays, the acceleration, the factor, the free velocity
-  // and the geom poses) and of the broadphase. factored: whether free_velocity succeeded.
-  void lane_rows(int k, bool factored, unsigned& bits) {
+  // and the geom poses; or, for a kept step, its slot, which transpose_to_slots filled) and of
+  // the broadphase. factored: whether free_velocity succeeded.
+  void lane_rows(int k, bool factored, unsigned& bits, const Keep* keep) {
     const ModelView<T>& m = m_;
     const int nv = m.nv;
     T* q = q1_;
     T* v = q1_ + m.nq;
     lane_out(q_, k, q, m.nq);
     lane_out(v_, k, v, nv);
-    for (const LaneArray& a : arrays_) *a.to = lane_arrays_.data() + k * lane_stride_ + a.offset;
+    const StepScratch<T> own = h_;
+    LcpSolution<T> known{};
+    if (keep) {
+      const typename StepStore<T>::Slot s = keep->store[k].slot(m, keep->slot);
+      h_.w = s.w;
+      h_.c.L = s.c.L;
+      h_.c.vfree = s.c.vfree;
+      h_.c.geom_xpos = s.c.geom_xpos;
+      h_.c.geom_xmat = s.c.geom_xmat;
+      h_.c.forward_only = false;  // the reverse pass reads the Delassus matrix
+      known = keep->known[k];
+    } else {
+      for (const LaneArray& a : arrays_) *a.to = lane_arrays_.data() + k * lane_stride_ + a.offset;
+    }
     Workspace<T>& w = h_.w;
     ConstraintWorkspace<T>& c = h_.c;
     ContactView<T> cv = contacts(k);
@@ -280,15 +352,17 @@ class PackStepper {
     const int nprev = keep_previous_rows(c, cv);
     const unsigned char* apart =
         m.contact && m.nconmax > 0 ? apart_.data() + size_t(k) * m.npair : nullptr;
-    const int nrow = contact_rows(m, q, v, w, c, cv, {}, apart);
+    const int nrow = contact_rows(m, q, v, w, c, cv, known, apart);
     unsigned status = *cv.overflow ? unsigned(kStatusContactOverflow) : 0u;
     if (nrow > 0 && !factored) {
       bits |= status | kStatusNanResult;  // the scalar step's return before its update
-      return;
+    } else {
+      bits |= status | constrained_update(m, q, v, nrow, nprev, w, c, cv, known);
+      lane_in(q, k, q_, m.nq);
+      lane_in(v, k, v_, nv);
+      if (keep) keep->store[k].save_rows(m, keep->slot, c, cv, q, v);
     }
-    bits |= status | constrained_update(m, q, v, nrow, nprev, w, c, cv, {});
-    lane_in(q, k, q_, m.nq);
-    lane_in(v, k, v_, nv);
+    if (keep) h_ = own;
   }
 
   // to[i] lane k = from[k stride + i]
@@ -335,7 +409,7 @@ void launch_packs(const LaneModel<T>& lanes, int nenv, const Kernel& kernel, Scr
   const ModelView<T>& m = kernel.model;
 #pragma omp parallel num_threads(threads) if (threads > 1 && npack > 1)
   {
-    PackStepper<T> stepper(lanes.pack, m, kernel.con, scratch);
+    PackStepper<T> stepper(lanes.pack, m, kernel.con);
 #pragma omp for schedule(static)
     for (int p = 0; p < npack; ++p) pack(stepper, p * W);
     Scratch<T> s{thread_block<T>(size_t(scratch.reals)), thread_block<int>(size_t(scratch.ints))};
@@ -418,6 +492,72 @@ bool step_packs(const LaneModel<T>* lanes, int nenv, const StepKernel<T>& k, Scr
     s.store_qpos(k.qpos + long(e0) * m.nq, m.nq);
     s.store_qvel(k.qvel + long(e0) * m.nv, m.nv);
     for (int i = 0; i < W; ++i) k.status[e0 + i] |= bits[i];
+  });
+  return true;
+}
+
+// RolloutAdjointKernel on packs where they apply (segments to recompute, with rows); false where
+// they do not. Each pack recomputes a segment of its W environments on the lanes, keeping every
+// step in the environment's slot as TapeReverse::recompute does, then walks each environment
+// through it in the scalar core.
+template <class T>
+bool rollout_adjoint_packs(const LaneModel<T>* lanes, int nenv, const RolloutAdjointKernel<T>& k,
+                           ScratchSize scratch) {
+  if (!lanes || scratch_trace().on || !PackStepper<T>::applies(k.model) || k.tape.mocap.given() ||
+      k.nslot == 0 || nenv < PackStepper<T>::W)
+    return false;
+  constexpr int W = PackStepper<T>::W;
+  using Env = typename RolloutAdjointKernel<T>::Env;
+  launch_packs(*lanes, nenv, k, scratch, [&k, scratch](PackStepper<T>& s, int e0) {
+    const ModelView<T>& m = k.model;
+    const TapeView<T>& tape = k.tape;
+    const int K = tape.every, nstep = tape.nstep;
+    // the W environments' scratch, apart from the stepper's and the scalar kernel's
+    struct Envs {};
+    T* reals = thread_block<T, Envs>(size_t(W) * scratch.reals);
+    int* ints = thread_block<int, Envs>(size_t(W) * scratch.ints);
+    Env env[W];
+    std::vector<TapeReverse<T>> walks;
+    walks.reserve(W);
+    typename PackStepper<T>::Keep keep;
+    unsigned bits[W];
+    bool any = false;
+    for (int i = 0; i < W; ++i) {
+      k.begin(e0 + i, {reals + i * scratch.reals, ints + i * scratch.ints}, env[i]);
+      walks.push_back(k.reverse(e0 + i, env[i]));
+      keep.store[i] = env[i].r.store;
+      bits[i] = k.live(e0 + i) ? 0u : kStatusStopMask;
+      any = any || k.live(e0 + i);
+    }
+    s.place(e0);
+    for (int seg = tape.nseg() - 1; any && seg >= 0; --seg) {
+      const int t0 = seg * K, t1 = t0 + K < nstep ? t0 + K : nstep;
+      for (int i = 0; i < W; ++i) {
+        T* q = s.scalar_state();
+        ContactView<T> cv = s.contacts(i);
+        tape.checkpoints(m, e0 + i).load(m, seg, q, q + m.nq, nullptr, cv);
+        s.load_lane(i, q, q + m.nq);
+      }
+      for (int t = t0; t < t1; ++t) {
+        for (int i = 0; i < W; ++i) {
+          T* q = s.scalar_state();
+          s.lane_state(i, q, q + m.nq);
+          tape.segment(m, e0 + i).save(m, t - t0, q, q + m.nq, nullptr, s.contacts(i));
+          // the segment's last step from the next checkpoint's warm start, as the replay would
+          keep.known[i] = t + 1 == t1 && t1 < nstep
+                              ? tape.checkpoints(m, e0 + i).solution(m, seg + 1)
+                              : LcpSolution<T>{};
+        }
+        keep.slot = t - t0;
+        unsigned step_bits[W];
+        for (int i = 0; i < W; ++i) step_bits[i] = bits[i];
+        s.step(k.ctrl + (long(e0) * nstep + t) * m.nu, long(nstep) * m.nu, nullptr, 0, step_bits,
+               &keep);
+      }
+      for (int i = 0; i < W; ++i)
+        if (k.live(e0 + i)) k.walk(e0 + i, seg, walks[i], tape.segment(m, e0 + i), 0, env[i]);
+    }
+    for (int i = 0; i < W; ++i) k.finish(e0 + i, env[i]);
   });
   return true;
 }

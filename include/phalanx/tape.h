@@ -164,16 +164,24 @@ struct StepStore {
   PHX_HD void save(const ModelView<T>& m, int k, const Workspace<U>& w,
                    const ConstraintWorkspace<U>& c, const ContactView<U>& cv, const U* qpos_next,
                    const U* qvel_next) const {
+    if (save_rows(m, k, c, cv, qpos_next, qvel_next)) save_workspace(w, slot(m, k).w, m.nv);
+  }
+
+  // save() but for the workspace, which the caller puts in slot(m, k).w itself; false when
+  // the step is not kept
+  template <class U>
+  PHX_HD bool save_rows(const ModelView<T>& m, int k, const ConstraintWorkspace<U>& c,
+                        const ContactView<U>& cv, const U* qpos_next, const U* qvel_next) const {
     Slot s = slot(m, k);
     if (*cv.ncon > ncon || *cv.nefc > nrow) {
       *s.cv.nefc = -1;
-      return;
+      return false;
     }
     copy(qpos_next, m.nq, s.qpos_next);
     copy(qvel_next, m.nv, s.qvel_next);
-    save_workspace(w, s.w, m.nv);
     // the step's own counts
     copy_kept(slot_counts(m, *cv.ncon, *cv.nefc), c, cv, s.c, s.cv);
+    return true;
   }
 
   PHX_HD bool holds(const ModelView<T>& m, int k) const { return *slot(m, k).cv.nefc >= 0; }
@@ -194,8 +202,14 @@ struct StepStore {
   // and qacc. U converts to T (a Lane broadcasts it).
   template <class U>
   PHX_HD static void save_workspace(const Workspace<U>& from, const Workspace<T>& to, int nv) {
-    copy(from.xpos, long(from.aba_IA - from.xpos), to.xpos);
-    copy(from.armature, long(from.qacc + nv - from.armature), to.armature);
+    kept_ranges(from, nv, [&](long at, long n) { copy(from.xpos + at, n, to.xpos + at); });
+  }
+  // f(at, n) for each range of the workspace w that save_workspace keeps: n entries from
+  // w.xpos + at (a workspace of any real type, carved as w is)
+  template <class U, class F>
+  PHX_HD static void kept_ranges(const Workspace<U>& w, int nv, F f) {
+    f(0L, long(w.aba_IA - w.xpos));
+    f(long(w.armature - w.xpos), long(w.qacc + nv - w.armature));
   }
 
  private:

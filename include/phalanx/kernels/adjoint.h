@@ -139,50 +139,90 @@ struct RolloutAdjointKernel {
   const T* adj_act_out = nullptr;     // (nenv x nstep x na), may be null
   T* adj_act = nullptr;               // (nenv x na) dL / d(initial act), overwritten; may be null
 
-  PHX_HD void operator()(int e, Scratch<T> scratch) const {
-    ModelView<T> m = env_view(model, e);
-    const int nq = m.nq, nv = m.nv, nu = m.nu, nstep = tape.nstep;
-    Arena<T> arena(scratch);
-    RolloutAdjointScratch<T> r =
-        RolloutAdjointScratch<T>::carve(m, arena, nslot, slot_ncon, slot_nrow);
-    for (int i = 0; i < nq; ++i) r.gq[i] = T(0);
-    for (int i = 0; i < nv; ++i) r.gv[i] = T(0);
-    for (int i = 0; i < m.na; ++i) r.ga[i] = T(0);
-    T* gc = adj_ctrl + long(e) * nstep * nu;
-    for (long i = 0; i < long(nstep) * nu; ++i) gc[i] = T(0);
+  // One environment's backward pass, in the kernel's steps: begin() carves its scratch, zeroes
+  // its outputs and binds its parameters' adjoints; reverse() is its walk (TapeReverse), which
+  // walk() takes through one segment from that segment's records; finish() writes the adjoints
+  // of the initial state. operator() recomputes and walks every segment in between; the CPU's
+  // packs (host/pack_kernels.h) recompute a segment of several environments at once on SIMD
+  // lanes and walk each from its records.
+  struct Env {
+    ModelView<T> m;
+    RolloutAdjointScratch<T> r;
     ModelAdjoint<T> am;
     ContactModelAdjoint<T> ac;
+    T* gc;     // the adjoints of its controls (nstep x nu)
+    T* gm[2];  // of its mocap poses per step, when the tape has them
+  };
+
+  PHX_HD void begin(int e, Scratch<T> scratch, Env& v) const {
+    v.m = env_view(model, e);
+    const ModelView<T>& m = v.m;
+    const int nstep = tape.nstep;
+    Arena<T> arena(scratch);
+    RolloutAdjointScratch<T>& r = v.r;
+    r = RolloutAdjointScratch<T>::carve(m, arena, nslot, slot_ncon, slot_nrow);
+    for (int i = 0; i < m.nq; ++i) r.gq[i] = T(0);
+    for (int i = 0; i < m.nv; ++i) r.gv[i] = T(0);
+    for (int i = 0; i < m.na; ++i) r.ga[i] = T(0);
+    v.gc = adj_ctrl + long(e) * nstep * m.nu;
+    for (long i = 0; i < long(nstep) * m.nu; ++i) v.gc[i] = T(0);
     // mocap poses given per step have their adjoints per step (nenv x nstep x nmocap x 3, x 4)
     // in place of the parameters'
     ModelAdjoint<T> all = adj_model;
     const long nm = long(nstep) * m.nmocap;
-    T* gm[2] = {};
-    if (tape.mocap.pos && all.mocap_pos) gm[0] = all.mocap_pos + 3 * e * nm;
-    if (tape.mocap.quat && all.mocap_quat) gm[1] = all.mocap_quat + 4 * e * nm;
+    v.gm[0] = tape.mocap.pos && all.mocap_pos ? all.mocap_pos + 3 * e * nm : nullptr;
+    v.gm[1] = tape.mocap.quat && all.mocap_quat ? all.mocap_quat + 4 * e * nm : nullptr;
     if (tape.mocap.pos) all.mocap_pos = nullptr;
     if (tape.mocap.quat) all.mocap_quat = nullptr;
-    for (long i = 0; gm[0] && i < 3 * nm; ++i) gm[0][i] = T(0);
-    for (long i = 0; gm[1] && i < 4 * nm; ++i) gm[1][i] = T(0);
-    env_parameter_adjoints(m, e, all, adj_contact, am, ac);
-    if (!(tape.status[e] & kStatusStopMask)) {
-      TapeReverse<T> walk{m,     tape,    e,    ctrl + long(e) * nstep * nu,
-                          r.x,   r.store, {},   r.q,
-                          r.v,   r.a,     r.gq, r.gv,
-                          r.ga,  r.hq,    r.hv, r.ha,
-                          gm[0], gm[1]};
-      if (m.nefcmax > 0) walk.cv = con.env(m, e);
-      const T* gq_out = adj_qpos_out ? adj_qpos_out + long(e) * nstep * nq : nullptr;
-      const T* gv_out = adj_qvel_out ? adj_qvel_out + long(e) * nstep * nv : nullptr;
-      const T* ga_out = adj_act_out ? adj_act_out + long(e) * nstep * m.na : nullptr;
+    for (long i = 0; v.gm[0] && i < 3 * nm; ++i) v.gm[0][i] = T(0);
+    for (long i = 0; v.gm[1] && i < 4 * nm; ++i) v.gm[1][i] = T(0);
+    env_parameter_adjoints(m, e, all, adj_contact, v.am, v.ac);
+  }
+
+  // whether environment e's rollout ran to its end (a stopped one gets zero gradients)
+  PHX_HD bool live(int e) const { return !(tape.status[e] & kStatusStopMask); }
+
+  // environment e's walk over v (begin's), which holds on to v
+  PHX_HD TapeReverse<T> reverse(int e, Env& v) const {
+    RolloutAdjointScratch<T>& r = v.r;
+    TapeReverse<T> walk{v.m,     tape,    e,    ctrl + long(e) * tape.nstep * v.m.nu,
+                        r.x,     r.store, {},   r.q,
+                        r.v,     r.a,     r.gq, r.gv,
+                        r.ga,    r.hq,    r.hv, r.ha,
+                        v.gm[0], v.gm[1]};
+    if (v.m.nefcmax > 0) walk.cv = con.env(v.m, e);
+    return walk;
+  }
+
+  // segment seg of environment e's walk from its records rec (base: its first step's index)
+  PHX_HD void walk(int e, int seg, TapeReverse<T>& w, const TapeRecords<T>& rec, int base,
+                   Env& v) const {
+    const long nstep = tape.nstep;
+    const T* gq_out = adj_qpos_out ? adj_qpos_out + e * nstep * v.m.nq : nullptr;
+    const T* gv_out = adj_qvel_out ? adj_qvel_out + e * nstep * v.m.nv : nullptr;
+    const T* ga_out = adj_act_out ? adj_act_out + e * nstep * v.m.na : nullptr;
+    w.walk(seg, rec, base, gq_out, gv_out, ga_out, v.gc, v.am, v.ac);
+  }
+
+  PHX_HD void finish(int e, const Env& v) const {
+    const ModelView<T>& m = v.m;
+    for (int i = 0; i < m.nq; ++i) adj_qpos[long(e) * m.nq + i] = v.r.gq[i];
+    for (int i = 0; i < m.nv; ++i) adj_qvel[long(e) * m.nv + i] = v.r.gv[i];
+    for (int i = 0; adj_act && i < m.na; ++i) adj_act[long(e) * m.na + i] = v.r.ga[i];
+  }
+
+  PHX_HD void operator()(int e, Scratch<T> scratch) const {
+    Env v;
+    begin(e, scratch, v);
+    if (live(e)) {
+      TapeReverse<T> w = reverse(e, v);
       for (int seg = tape.nseg() - 1; seg >= 0; --seg) {
         int base = 0;
-        TapeRecords<T> rec = walk.recompute(seg, &base);
-        walk.walk(seg, rec, base, gq_out, gv_out, ga_out, gc, am, ac);
+        TapeRecords<T> rec = w.recompute(seg, &base);
+        walk(e, seg, w, rec, base, v);
       }
     }
-    for (int i = 0; i < nq; ++i) adj_qpos[long(e) * nq + i] = r.gq[i];
-    for (int i = 0; i < nv; ++i) adj_qvel[long(e) * nv + i] = r.gv[i];
-    for (int i = 0; adj_act && i < m.na; ++i) adj_act[long(e) * m.na + i] = r.ga[i];
+    finish(e, v);
   }
 };
 
