@@ -505,6 +505,12 @@ PHX_HD PHX_DEVICE_NOINLINE void adj_actuator_params(const ModelView<S>& m, int u
   T* adj_prm[2] = {adj_model.actuator_gainprm, adj_model.actuator_biasprm};
   for (int which = 0; which < 2; ++which) {
     if (!adj_prm[which]) continue;
+    // a fixed gain's one slope is x, in its first parameter; no bias has none
+    if (which == 0 && m.actuator_gaintype[u] == kGainFixed) {
+      adj_prm[0][9 * u] += a.ctrl * adj_force;
+      continue;
+    }
+    if (which == 1 && m.actuator_biastype[u] == kBiasNone) continue;
     D9 p[9], L9(a.length), V9(a.velocity);
     load_actuator_params(which == 0 ? m.actuator_gainprm : m.actuator_biasprm, u, p);
     for (int k = 0; k < 9; ++k) p[k].d[k] = T(1);
@@ -536,13 +542,18 @@ PHX_HD void adj_actuation(const ModelView<S>& m, const T* qpos, const T* qvel, c
     T adj_gear = a.force * adj_out;
     T adj_force = a.force_inside ? gear * adj_out : T(0);
     if (a.ctrl_inside) adj_input[u] += a.gain * adj_force;
-    // force = gain(L, V) x + bias(L, V): its slopes in L and V
-    D2 L(a.length), V(a.velocity), g2[9], b2[9];
-    L.d[0] = V.d[1] = T(1);
-    load_actuator_params(m.actuator_gainprm, u, g2);
-    load_actuator_params(m.actuator_biasprm, u, b2);
-    D2 f = actuator_gain(m, u, L, V, g2) * D2(a.ctrl) + actuator_bias(m, u, L, V, b2);
-    const T adj_len = f.d[0] * adj_force, adj_vel = f.d[1] * adj_force;
+    // force = gain(L, V) x + bias(L, V): its slopes in L and V, none for a fixed gain and no
+    // bias
+    T adj_len = T(0), adj_vel = T(0);
+    if (m.actuator_gaintype[u] != kGainFixed || m.actuator_biastype[u] != kBiasNone) {
+      D2 L(a.length), V(a.velocity), g2[9], b2[9];
+      L.d[0] = V.d[1] = T(1);
+      load_actuator_params(m.actuator_gainprm, u, g2);
+      load_actuator_params(m.actuator_biasprm, u, b2);
+      D2 f = actuator_gain(m, u, L, V, g2) * D2(a.ctrl) + actuator_bias(m, u, L, V, b2);
+      adj_len = f.d[0] * adj_force;
+      adj_vel = f.d[1] * adj_force;
+    }
     // L = gear length, V = gear velocity
     if (adj_len != T(0) || adj_vel != T(0)) {
       adj_transmission_state(m, w, type, id, qvel, gear * adj_len, gear * adj_vel, aw, adj_qpos,
