@@ -878,13 +878,17 @@ void register_runtime(py::module_& mod) {
         py::dict out;
         out["passes"] = long(s.passes);
         out["fallbacks"] = long(s.fallbacks);
+        out["reverse_passes"] = long(s.reverse_passes);
+        out["reverse_fallbacks"] = long(s.reverse_fallbacks);
         s.reset();
         return out;
       },
       "The CPU backend's SIMD passes over environments since the last call, then starts over: "
       "'passes', steps of a pack of environments run on vector lanes, and 'fallbacks', pack steps "
       "whose environments stepped one at a time (their lanes took different branches, or one "
-      "had stopped on a status bit).");
+      "had stopped on a status bit); 'reverse_passes' and 'reverse_fallbacks' likewise for the "
+      "steps of a tape's backward pass with constraint rows in every lane, whose reverse pass "
+      "runs its part of fixed structure on the lanes.");
   mod.def("bytes_per_env_float32", &bytes_per_env<float>, py::arg("model"),
           py::arg("device") = "cpu");
   mod.def("bytes_per_env_float64", &bytes_per_env<double>, py::arg("model"),

@@ -7,7 +7,7 @@
 
 #include "host/cpu_backend.h"
 #include "host/lane_adjoint.h"
-#include "host/pack_kernels.h"
+#include "host/pack_adjoint.h"
 #include "host/view_builder.h"
 #include "phalanx/kernels.h"
 

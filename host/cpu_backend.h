@@ -42,14 +42,19 @@ inline ScratchTrace& scratch_trace() {
   return trace;
 }
 
-// Counts over the launches on packs of environments (host/pack_kernels.h) since the last reset:
-// passes run on lanes, and pack steps that fell back to one environment at a time (lanes that
-// branched apart, or a stopped one).
+// Counts over the launches on packs of environments (host/pack_kernels.h, host/pack_adjoint.h)
+// since the last reset: passes run on lanes, and pack steps that fell back to one environment
+// at a time (lanes that branched apart, or a stopped one).
 struct PackStats {
   std::atomic<long> passes{0}, fallbacks{0};
+  // a tape's backward steps with rows in every lane: reverse passes partly on the lanes, and
+  // those whose lanes branched apart there
+  std::atomic<long> reverse_passes{0}, reverse_fallbacks{0};
   void reset() {
     passes = 0;
     fallbacks = 0;
+    reverse_passes = 0;
+    reverse_fallbacks = 0;
   }
 };
 inline PackStats& pack_stats() {

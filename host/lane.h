@@ -203,6 +203,37 @@ inline void transpose_packs(const Pack<T, W>* from, T* const* to) {
   for (int k = 0; k < W; ++k) __builtin_memcpy(to[k], &r[k], sizeof(V));
 }
 
+// n packs into W arrays, one per lane: to[k][i] = from[i][k] (transpose_packs, W packs at a time)
+template <class T, int W>
+inline void packs_to_lanes(const Pack<T, W>* from, long n, T* const* to) {
+  T* at[W];
+  long i = 0;
+  for (; i + W <= n; i += W) {
+    for (int k = 0; k < W; ++k) at[k] = to[k] + i;
+    transpose_packs(from + i, at);
+  }
+  for (; i < n; ++i)
+    for (int k = 0; k < W; ++k) to[k][i] = from[i][k];
+}
+
+// W arrays, one per lane, into n packs: to[i][k] = from[k][i] (the same transpose, its W packs
+// read from the lanes' arrays)
+template <class T, int W>
+inline void lanes_to_packs(const T* const* from, long n, Pack<T, W>* to) {
+  long i = 0;
+  for (; i + W <= n; i += W) {
+    Pack<T, W> block[W];
+    T* at[W];
+    for (int k = 0; k < W; ++k) {
+      __builtin_memcpy(&block[k].v, from[k] + i, sizeof(block[k].v));
+      at[k] = reinterpret_cast<T*>(to + i + k);
+    }
+    transpose_packs(block, at);
+  }
+  for (; i < n; ++i)
+    for (int k = 0; k < W; ++k) to[i].set(k, from[k][i]);
+}
+
 // the lanes per register of T on this host: 512-bit registers with AVX-512, else 256-bit ones
 // (AVX2, which every x86-64 host Phalanx tunes for has); one register per Lane (two per Lane
 // run at half the speed, the passes being bound by their loads).

@@ -32,7 +32,6 @@
 #include "host/api.h"
 #include "host/cpu_backend.h"
 #include "host/lane_adjoint.h"
-#include "phalanx/kernels/adjoint.h"
 #include "phalanx/kernels/forward.h"
 #include "phalanx/kernels/planner.h"
 
@@ -98,6 +97,8 @@ class PackStepper {
     gather(q_, qpos + long(e0) * m_.nq, m_.nq, m_.nq);
     gather(v_, qvel + long(e0) * m_.nv, m_.nv, m_.nv);
   }
+  // the model in lanes it steps on
+  const ModelView<P>& lane_model() const { return lm_; }
   // the pack's environments: e0 .. e0 + W - 1 (whose contacts contacts() gives)
   void place(int e0) { e0_ = e0; }
   // lane k's state <- (qpos, qvel)
@@ -261,24 +262,12 @@ class PackStepper {
     lane_arrays_.resize(size_t(W) * lane_stride_);
   }
 
-  // from (n packs) transposed: to[k][i] = from[i][k], W packs at a time
-  static void transpose(const P* from, long n, T* const* to) {
-    T* at[W];
-    long i = 0;
-    for (; i + W <= n; i += W) {
-      for (int k = 0; k < W; ++k) at[k] = to[k] + i;
-      transpose_packs(from + i, at);
-    }
-    for (; i < n; ++i)
-      for (int k = 0; k < W; ++k) to[k][i] = from[i][k];
-  }
-
   // every LaneArray into every lane's share of lane_arrays_
   void transpose_lane_arrays() {
     for (const LaneArray& a : arrays_) {
       T* to[W];
       for (int k = 0; k < W; ++k) to[k] = lane_arrays_.data() + k * lane_stride_ + a.offset;
-      transpose(a.from, a.n, to);
+      packs_to_lanes(a.from, a.n, to);
     }
   }
 
@@ -292,11 +281,11 @@ class PackStepper {
     T* to[W];
     StepStore<T>::kept_ranges(w_, m.nv, [&](long at, long n) {
       for (int k = 0; k < W; ++k) to[k] = s[k].w.xpos + at;
-      transpose(w_.xpos + at, n, to);
+      packs_to_lanes(w_.xpos + at, n, to);
     });
     auto kept = [&](const P* from, long n, T* ConstraintWorkspace<T>::*member) {
       for (int k = 0; k < W; ++k) to[k] = s[k].c.*member;
-      transpose(from, n, to);
+      packs_to_lanes(from, n, to);
     };
     kept(c_.L, long(m.nv) * m.nv, &ConstraintWorkspace<T>::L);
     kept(c_.vfree, m.nv, &ConstraintWorkspace<T>::vfree);
@@ -492,72 +481,6 @@ bool step_packs(const LaneModel<T>* lanes, int nenv, const StepKernel<T>& k, Scr
     s.store_qpos(k.qpos + long(e0) * m.nq, m.nq);
     s.store_qvel(k.qvel + long(e0) * m.nv, m.nv);
     for (int i = 0; i < W; ++i) k.status[e0 + i] |= bits[i];
-  });
-  return true;
-}
-
-// RolloutAdjointKernel on packs where they apply (segments to recompute, with rows); false where
-// they do not. Each pack recomputes a segment of its W environments on the lanes, keeping every
-// step in the environment's slot as TapeReverse::recompute does, then walks each environment
-// through it in the scalar core.
-template <class T>
-bool rollout_adjoint_packs(const LaneModel<T>* lanes, int nenv, const RolloutAdjointKernel<T>& k,
-                           ScratchSize scratch) {
-  if (!lanes || scratch_trace().on || !PackStepper<T>::applies(k.model) || k.tape.mocap.given() ||
-      k.nslot == 0 || nenv < PackStepper<T>::W)
-    return false;
-  constexpr int W = PackStepper<T>::W;
-  using Env = typename RolloutAdjointKernel<T>::Env;
-  launch_packs(*lanes, nenv, k, scratch, [&k, scratch](PackStepper<T>& s, int e0) {
-    const ModelView<T>& m = k.model;
-    const TapeView<T>& tape = k.tape;
-    const int K = tape.every, nstep = tape.nstep;
-    // the W environments' scratch, apart from the stepper's and the scalar kernel's
-    struct Envs {};
-    T* reals = thread_block<T, Envs>(size_t(W) * scratch.reals);
-    int* ints = thread_block<int, Envs>(size_t(W) * scratch.ints);
-    Env env[W];
-    std::vector<TapeReverse<T>> walks;
-    walks.reserve(W);
-    typename PackStepper<T>::Keep keep;
-    unsigned bits[W];
-    bool any = false;
-    for (int i = 0; i < W; ++i) {
-      k.begin(e0 + i, {reals + i * scratch.reals, ints + i * scratch.ints}, env[i]);
-      walks.push_back(k.reverse(e0 + i, env[i]));
-      keep.store[i] = env[i].r.store;
-      bits[i] = k.live(e0 + i) ? 0u : kStatusStopMask;
-      any = any || k.live(e0 + i);
-    }
-    s.place(e0);
-    for (int seg = tape.nseg() - 1; any && seg >= 0; --seg) {
-      const int t0 = seg * K, t1 = t0 + K < nstep ? t0 + K : nstep;
-      for (int i = 0; i < W; ++i) {
-        T* q = s.scalar_state();
-        ContactView<T> cv = s.contacts(i);
-        tape.checkpoints(m, e0 + i).load(m, seg, q, q + m.nq, nullptr, cv);
-        s.load_lane(i, q, q + m.nq);
-      }
-      for (int t = t0; t < t1; ++t) {
-        for (int i = 0; i < W; ++i) {
-          T* q = s.scalar_state();
-          s.lane_state(i, q, q + m.nq);
-          tape.segment(m, e0 + i).save(m, t - t0, q, q + m.nq, nullptr, s.contacts(i));
-          // the segment's last step from the next checkpoint's warm start, as the replay would
-          keep.known[i] = t + 1 == t1 && t1 < nstep
-                              ? tape.checkpoints(m, e0 + i).solution(m, seg + 1)
-                              : LcpSolution<T>{};
-        }
-        keep.slot = t - t0;
-        unsigned step_bits[W];
-        for (int i = 0; i < W; ++i) step_bits[i] = bits[i];
-        s.step(k.ctrl + (long(e0) * nstep + t) * m.nu, long(nstep) * m.nu, nullptr, 0, step_bits,
-               &keep);
-      }
-      for (int i = 0; i < W; ++i)
-        if (k.live(e0 + i)) k.walk(e0 + i, seg, walks[i], tape.segment(m, e0 + i), 0, env[i]);
-    }
-    for (int i = 0; i < W; ++i) k.finish(e0 + i, env[i]);
   });
   return true;
 }

@@ -505,18 +505,31 @@ PHX_HD PHX_INLINE void adj_free_velocity(const ModelView<S>& m, const T* qvel,
   adj_M.add(s.mu2, s.tmp, T(-1));
 }
 
-// The adjoint of qvel' = vfree + M^-1 J^T f onward, with g = adjoint of qvel' in s.g: to
-// adj_qpos, adj_qvel, adj_ctrl, the model and contact parameters and adj_qfrc (a generalized
-// force added to the applied ones; may be null), accumulated. The forward step's results are in
-// w, c and cv; a is zeroed here. With S other than T (seeds in lanes) the pass is the plain one
-// of a shared factorisation (s.base, s.efc_force, s.vfree and s.lcp bound by LaneReplay).
+// qpos' = qpos (+) dt qvel': u = dt P^T adj_qpos' into s.u, the direct term into adj_qpos
 template <class T, class S>
-PHX_HD void adj_constrained_velocity(const ModelView<S>& m, const T* qpos, const T* qvel,
-                                     const T* ctrl, Workspace<S>& w, ConstraintWorkspace<S>& c,
-                                     const ContactView<S>& cv, AdjWorkspace<T>& a,
-                                     AdjConstraintWorkspace<T>& s, T* adj_qpos, T* adj_qvel,
-                                     T* adj_ctrl, const ModelAdjoint<T>& adj_model,
-                                     const ContactModelAdjoint<T>& adj_contact, T* adj_qfrc) {
+PHX_HD PHX_INLINE void adj_position_update(const ModelView<S>& m, const T* qpos,
+                                           AdjConstraintWorkspace<T>& s, const T* adj_qpos_next,
+                                           T* adj_qpos) {
+  for (int d = 0; d < m.nv; ++d) s.u[d] = T(0);
+  adj_integrate_pos(m, qpos, s.qvel_next, T(m.timestep), adj_qpos_next, adj_qpos, s.u);
+}
+
+// The stages of the adjoint of qvel' = vfree + M^-1 J^T f (with g = adjoint of qvel' in s.g)
+// that depend on the step's rows: the impulses, the LCP, the Delassus matrix, the rows'
+// corrections, the free velocity, and the rows' Jacobians (contacts, tendons, ball limits,
+// equalities): to adj_qpos, adj_qvel, the contact parameters, adj_qfrc (a generalized force
+// added to the applied ones; may be null), the stage adjoints in a (zeroed here), s.adj_bias and
+// s.adj_qfrc, and adj_M, the adjoint of the mass matrix as its outer-product terms (one seed, a
+// floating-point T, also writes it out in s.adj_M). The forward step's results are in w, c and
+// cv. With S other than T (seeds in lanes) the pass is the plain one of a shared factorisation
+// (s.base, s.efc_force, s.vfree and s.lcp bound by LaneReplay).
+template <class T, class S>
+PHX_HD void adj_constrained_rows(const ModelView<S>& m, const T* qpos, const T* qvel,
+                                 Workspace<S>& w, ConstraintWorkspace<S>& c,
+                                 const ContactView<S>& cv, AdjWorkspace<T>& a,
+                                 AdjConstraintWorkspace<T>& s, T* adj_qpos, T* adj_qvel,
+                                 const ContactModelAdjoint<T>& adj_contact, T* adj_qfrc,
+                                 OuterSum<T, 4>& adj_M) {
   constexpr bool own = std::is_same_v<S, T>;
   const int nrow = *cv.nefc;
   const S* f = cv.efc_force;
@@ -533,7 +546,6 @@ PHX_HD void adj_constrained_velocity(const ModelView<S>& m, const T* qpos, const
   const bool aware = own && (m.contact_gradient & kGradComplementarityAware);
   a.zero();
   OuterSum<T, 7> adj_J;
-  OuterSum<T, 4> adj_M;
   adj_impulse_velocity(m, nrow, c, f_t, aware, s, adj_J, adj_M);
   LcpProblem<S> p = lcp_problem(nrow, c);
   adj_lcp_stage(m, p, f, c, cv, aware, s);
@@ -543,37 +555,12 @@ PHX_HD void adj_constrained_velocity(const ModelView<S>& m, const T* qpos, const
                s.adj_b, s.proj, adj_J, s.adj_vfree, adj_M);
   adj_row_corrections(m, qpos, qvel, nrow, w, c, cv, s, a, adj_qpos, adj_qvel, adj_contact, adj_J);
   adj_free_velocity(m, qvel, c, s, adj_qvel, adj_qfrc, adj_M);
-
-  // M = crba (with armature) + dt diag(damping), c = rnea, the applied forces, the contact
-  // geometry, then the kinematic chain: adj_crba first, while a.cinert is clean. One seed (a
-  // float or double T) writes adj_M and adj_J out, in loops vectorised along their rows;
-  // several seeds at once (a Lane) are vectorised across the seeds and read the terms, on the
-  // entries needed only.
+  // the rows' Jacobians: one seed (a float or double T) writes adj_J (and adj_M) out, in loops
+  // vectorised along their rows; several seeds at once (a Lane) are vectorised across the seeds
+  // and read the terms, on the entries needed only
   const int nv = m.nv;
-  const T dt = m.timestep;
-  constexpr bool write_out = std::is_floating_point_v<T>;
-  if constexpr (write_out) {
+  if constexpr (std::is_floating_point_v<T>) {
     adj_M.write(s.adj_M, nv, nv);
-    adj_crba(m, w, a, DenseEntries<T>{s.adj_M, nv}, adj_model);
-  } else {
-    adj_crba(m, w, a, adj_M, adj_model);
-  }
-  if (m.integrator == kIntegratorImplicitFast) {
-    // M is implicit.h's H = crba - dt D: each term s u v^T of adj_M adds -dt s u^T D v's
-    // gradient (the lanes do not take implicitfast steps: LaneRows)
-    if constexpr (write_out)
-      for (int k = 0; k < adj_M.n; ++k)
-        adj_velocity_slope(m, qpos, qvel, ctrl, w, a, -dt * adj_M.s[k], adj_M.u[k], adj_M.v[k],
-                           w.implicit_row, w.implicit_u, w.implicit_v, adj_qpos, adj_qvel, adj_ctrl,
-                           adj_model);
-  } else if (adj_model.dof_damping) {
-    for (int d = 0; d < nv; ++d) adj_model.dof_damping[d] += dt * adj_M(d, d);
-  }
-  adj_rnea(m, qvel, static_cast<const T*>(nullptr), w, a, s.adj_bias, adj_qvel,
-           static_cast<T*>(nullptr));
-  adj_passive(m, qpos, qvel, w, a, s.adj_qfrc, adj_qpos, adj_qvel, adj_model);
-  adj_actuation(m, qpos, qvel, ctrl, w, a, s.adj_qfrc, adj_qpos, adj_qvel, adj_ctrl, adj_model);
-  if constexpr (write_out) {
     adj_J.write(s.adj_J, nrow, nv);
     const DenseEntries<T> rows{s.adj_J, nv};
     adj_contact_rows(m, w, c, cv, rows, s, a, adj_contact);
@@ -588,11 +575,74 @@ PHX_HD void adj_constrained_velocity(const ModelView<S>& m, const T* qpos, const
     if (m.neq > 0)
       adj_equality_rows(m, qpos, qvel, w, cv.efc_key, nrow, adj_J, s.adj_b, a, adj_qpos, adj_qvel);
   }
+}
+
+// The rest of that adjoint, of fixed structure, after adj_constrained_rows: the mass matrix
+// (its adjoint as entries, adj_M: s.adj_M written out or the terms themselves; the terms in
+// terms, which the implicitfast step reads), the bias forces (adj_bias), the applied forces
+// (adj_qfrc), then the kinematic chain: to adj_qpos, adj_qvel, adj_ctrl and the model
+// parameters, accumulated. adj_crba runs first, while a.cinert is clean.
+template <class T, class S, class AdjM>
+PHX_HD void adj_constrained_dynamics(const ModelView<S>& m, const T* qpos, const T* qvel,
+                                     const T* ctrl, Workspace<S>& w, AdjWorkspace<T>& a,
+                                     const AdjM& adj_M, const OuterSum<T, 4>& terms,
+                                     const T* adj_bias, const T* adj_qfrc, T* adj_qpos, T* adj_qvel,
+                                     T* adj_ctrl, const ModelAdjoint<T>& adj_model) {
+  const int nv = m.nv;
+  const T dt = m.timestep;
+  adj_crba(m, w, a, adj_M, adj_model);
+  if (m.integrator == kIntegratorImplicitFast) {
+    // M is implicit.h's H = crba - dt D: each term s u v^T of adj_M adds -dt s u^T D v's
+    // gradient (the lanes do not take implicitfast steps: LaneRows)
+    if constexpr (std::is_floating_point_v<T>)
+      for (int k = 0; k < terms.n; ++k)
+        adj_velocity_slope(m, qpos, qvel, ctrl, w, a, -dt * terms.s[k], terms.u[k], terms.v[k],
+                           w.implicit_row, w.implicit_u, w.implicit_v, adj_qpos, adj_qvel, adj_ctrl,
+                           adj_model);
+  } else if (adj_model.dof_damping) {
+    for (int d = 0; d < nv; ++d) adj_model.dof_damping[d] += dt * adj_M(d, d);
+  }
+  adj_rnea(m, qvel, static_cast<const T*>(nullptr), w, a, adj_bias, adj_qvel,
+           static_cast<T*>(nullptr));
+  adj_passive(m, qpos, qvel, w, a, adj_qfrc, adj_qpos, adj_qvel, adj_model);
+  adj_actuation(m, qpos, qvel, ctrl, w, a, adj_qfrc, adj_qpos, adj_qvel, adj_ctrl, adj_model);
   adj_tendon_kinematics(m, w, a, adj_qpos);
   adj_com_vel(m, qvel, w, a, adj_qvel);
   adj_com_pos(m, w, a, adj_model);
   adj_kinematics(m, qpos, w, a, adj_qpos, adj_model.mocap_pos, adj_model.mocap_quat,
                  adj_model.body_pos);
+}
+
+// adj_constrained_dynamics after adj_constrained_rows, on the adjoint of the mass matrix the
+// latter left (adj_M's terms, written out in s.adj_M for one seed)
+template <class T, class S>
+PHX_HD void adj_constrained_rest(const ModelView<S>& m, const T* qpos, const T* qvel, const T* ctrl,
+                                 Workspace<S>& w, AdjWorkspace<T>& a,
+                                 const AdjConstraintWorkspace<T>& s, const OuterSum<T, 4>& adj_M,
+                                 T* adj_qpos, T* adj_qvel, T* adj_ctrl,
+                                 const ModelAdjoint<T>& adj_model) {
+  if constexpr (std::is_floating_point_v<T>)
+    adj_constrained_dynamics(m, qpos, qvel, ctrl, w, a, DenseEntries<T>{s.adj_M, m.nv}, adj_M,
+                             s.adj_bias, s.adj_qfrc, adj_qpos, adj_qvel, adj_ctrl, adj_model);
+  else
+    adj_constrained_dynamics(m, qpos, qvel, ctrl, w, a, adj_M, adj_M, s.adj_bias, s.adj_qfrc,
+                             adj_qpos, adj_qvel, adj_ctrl, adj_model);
+}
+
+// The adjoint of qvel' = vfree + M^-1 J^T f onward, with g = adjoint of qvel' in s.g: its
+// stages that depend on the rows, then the rest (above)
+template <class T, class S>
+PHX_HD void adj_constrained_velocity(const ModelView<S>& m, const T* qpos, const T* qvel,
+                                     const T* ctrl, Workspace<S>& w, ConstraintWorkspace<S>& c,
+                                     const ContactView<S>& cv, AdjWorkspace<T>& a,
+                                     AdjConstraintWorkspace<T>& s, T* adj_qpos, T* adj_qvel,
+                                     T* adj_ctrl, const ModelAdjoint<T>& adj_model,
+                                     const ContactModelAdjoint<T>& adj_contact, T* adj_qfrc) {
+  OuterSum<T, 4> adj_M;
+  adj_constrained_rows(m, qpos, qvel, w, c, cv, a, s, adj_qpos, adj_qvel, adj_contact, adj_qfrc,
+                       adj_M);
+  adj_constrained_rest(m, qpos, qvel, ctrl, w, a, s, adj_M, adj_qpos, adj_qvel, adj_ctrl,
+                       adj_model);
 }
 
 // The contacts that bounced in the forward step: the bounce branch of build_rows (e J qvel below
@@ -661,6 +711,24 @@ PHX_HD void adj_bounce_velocity(const ModelView<T>& m, const T* qpos, const T* q
 
 }  // namespace detail
 
+// The share of adj_step_constrained_replayed (below) of a step with rows, without the bounce
+// correction, that depends on the rows: from the adjoints of the state after the step through
+// qpos' (u = dt P^T adj_qpos' into s.u) and adj_constrained_rows. What remains,
+// adj_constrained_rest, reads a, s and adj_M, and is of fixed structure: the CPU's packs of
+// environments run this lane by lane and that on SIMD lanes (host/pack_kernels.h).
+template <class T, class S>
+PHX_HD void adj_step_rows(const ModelView<S>& m, const T* qpos, const T* qvel, Workspace<S>& w,
+                          ConstraintWorkspace<S>& c, const ContactView<S>& cv, AdjWorkspace<T>& a,
+                          AdjConstraintWorkspace<T>& s, const T* adj_qpos_next,
+                          const T* adj_qvel_next, T* adj_qpos, T* adj_qvel,
+                          const ContactModelAdjoint<T>& adj_contact, T* adj_qfrc,
+                          OuterSum<T, 4>& adj_M) {
+  detail::adj_position_update(m, qpos, s, adj_qpos_next, adj_qpos);
+  for (int d = 0; d < m.nv; ++d) s.g[d] = adj_qvel_next[d] + s.u[d];
+  detail::adj_constrained_rows(m, qpos, qvel, w, c, cv, a, s, adj_qpos, adj_qvel, adj_contact,
+                               adj_qfrc, adj_M);
+}
+
 // What the many reverse passes of a replayed constrained step share (a Jacobian's rows, s.base
 // bound), computed once after the replay (step_constrained): Z = M^-1 J^T of its rows, into
 // s.Z, and the LCP adjoint's factorisation of the replay's classification (the one the solver
@@ -697,27 +765,20 @@ PHX_HD void adj_step_constrained_replayed(const ModelView<S>& m, const T* qpos, 
                                           const ModelAdjoint<T>& adj_model,
                                           const ContactModelAdjoint<T>& adj_contact,
                                           T* adj_qfrc) {
-  const int nv = m.nv;
-  const T dt = m.timestep;
-  const int nrow = *cv.nefc;
-  if constexpr (std::is_same_v<S, T>) {
+  if constexpr (!std::is_same_v<S, T>) {
+    OuterSum<T, 4> adj_M;
+    adj_step_rows(m, qpos, qvel, w, c, cv, a, s, adj_qpos_next, adj_qvel_next, adj_qpos, adj_qvel,
+                  adj_contact, adj_qfrc, adj_M);
+    detail::adj_constrained_rest(m, qpos, qvel, ctrl, w, a, s, adj_M, adj_qpos, adj_qvel, adj_ctrl,
+                                 adj_model);
+  } else {
+    const int nv = m.nv, nrow = *cv.nefc;
     if (nrow == 0) {
       // no rows: the step was step() itself, and left forward_dynamics' results in w
       adj_step_replayed(m, qpos, qvel, ctrl, w, a, adj_qpos_next, adj_qvel_next, adj_qpos,
                         adj_qvel, adj_ctrl, adj_model, adj_qfrc);
       return;
     }
-  }
-
-  // qpos' = qpos (+) dt qvel': u = dt P^T adj_qpos', the direct term into adj_qpos
-  for (int d = 0; d < nv; ++d) s.u[d] = T(0);
-  adj_integrate_pos(m, qpos, s.qvel_next, dt, adj_qpos_next, adj_qpos, s.u);
-
-  if constexpr (!std::is_same_v<S, T>) {
-    for (int d = 0; d < nv; ++d) s.g[d] = adj_qvel_next[d] + s.u[d];
-    detail::adj_constrained_velocity(m, qpos, qvel, ctrl, w, c, cv, a, s, adj_qpos, adj_qvel,
-                                     adj_ctrl, adj_model, adj_contact, adj_qfrc);
-  } else {
     // bouncing contacts, counted in c.lcp (free until the LCP adjoint)
     int nb = 0;
     if (m.contact_gradient & kGradBounceCorrection) {
@@ -725,14 +786,17 @@ PHX_HD void adj_step_constrained_replayed(const ModelView<S>& m, const T* qpos, 
       nb = detail::bouncing_contacts(m, qvel, c, cv, s.cls, c.ilcp, c.lcp);
     }
     if (nb == 0) {
-      for (int d = 0; d < nv; ++d) s.g[d] = adj_qvel_next[d] + s.u[d];
-      detail::adj_constrained_velocity(m, qpos, qvel, ctrl, w, c, cv, a, s, adj_qpos, adj_qvel,
-                                       adj_ctrl, adj_model, adj_contact, adj_qfrc);
+      OuterSum<T, 4> adj_M;
+      adj_step_rows(m, qpos, qvel, w, c, cv, a, s, adj_qpos_next, adj_qvel_next, adj_qpos, adj_qvel,
+                    adj_contact, adj_qfrc, adj_M);
+      detail::adj_constrained_rest(m, qpos, qvel, ctrl, w, a, s, adj_M, adj_qpos, adj_qvel,
+                                   adj_ctrl, adj_model);
       return;
     }
 
     // bounce correction: the step's adjoint of adj_qvel' alone, then of u with its state
     // adjoints held apart and replaced by X's
+    detail::adj_position_update(m, qpos, s, adj_qpos_next, adj_qpos);
     for (int d = 0; d < nv; ++d) s.g[d] = adj_qvel_next[d];
     detail::adj_constrained_velocity(m, qpos, qvel, ctrl, w, c, cv, a, s, adj_qpos, adj_qvel,
                                      adj_ctrl, adj_model, adj_contact, adj_qfrc);

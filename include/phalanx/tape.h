@@ -296,49 +296,73 @@ struct TapeReverse {
   PHX_HD void walk(int seg, const TapeRecords<T>& rec, int base, const T* adj_qpos_out,
                    const T* adj_qvel_out, const T* adj_act_out, T* adj_ctrl, ModelAdjoint<T> am,
                    const ContactModelAdjoint<T>& ac) {
-    const int nq = m.nq, nv = m.nv, na = m.na, nu = m.nu, K = tape.every, nstep = tape.nstep;
+    const int K = tape.every, t0 = seg * K, t1 = t0 + K < tape.nstep ? t0 + K : tape.nstep;
+    for (int t = t1 - 1; t >= t0; --t)
+      step_back(seg, t, rec, base, adj_qpos_out, adj_qvel_out, adj_act_out, adj_ctrl, am, ac);
+  }
+
+  // step t of segment seg backward (walk's)
+  PHX_HD void step_back(int seg, int t, const TapeRecords<T>& rec, int base, const T* adj_qpos_out,
+                        const T* adj_qvel_out, const T* adj_act_out, T* adj_ctrl,
+                        ModelAdjoint<T>& am, const ContactModelAdjoint<T>& ac) {
+    const int na = m.na, nu = m.nu, K = tape.every, nstep = tape.nstep;
     const int t0 = seg * K, t1 = t0 + K < nstep ? t0 + K : nstep;
-    TapeRecords<T> check = tape.checkpoints(m, e);
-    for (int t = t1 - 1; t >= t0; --t) {
-      add_row(gq, adj_qpos_out, t, nq);
-      add_row(gv, adj_qvel_out, t, nv);
-      add_row(ga, adj_act_out, t, na);
-      for (int i = 0; i < nq; ++i) hq[i] = T(0);
-      for (int i = 0; i < nv; ++i) hv[i] = T(0);
-      for (int i = 0; i < na; ++i) ha[i] = T(0);
-      const T* u = ctrl + long(t) * nu;
-      T* gc = adj_ctrl + long(t) * nu;
-      if (tape.mocap.given()) {
-        tape.mocap.at(m, e, t, nstep);
-        tape.mocap.adjoint(m, t, adj_mocap_pos, adj_mocap_quat, am);
-      }
-      if (store.reals && store.holds(m, t - t0)) {
-        rec.load_state(m, base + t - t0, q, v, a);
-        typename StepStore<T>::Slot f = store.slot(m, t - t0, x.c);
-        for (int i = 0; i < nq; ++i) x.s.qpos_next[i] = f.qpos_next[i];
-        for (int i = 0; i < nv; ++i) x.s.qvel_next[i] = f.qvel_next[i];
-        T* g_input = gc;
-        if (na > 0) {
-          for (int i = 0; i < nu; ++i) x.adj_input[i] = T(0);
-          g_input = x.adj_input;
-        }
-        adj_step_constrained_replayed(m, q, v, inputs(u), f.w, f.c, f.cv, x.a, x.s, gq, gv, hq, hv,
-                                      g_input, am, ac, static_cast<T*>(nullptr));
-        if (na > 0) adj_activation(m, u, a, x.adj_input, ga, gc, ha);
-      } else {
-        rec.load(m, base + t - t0, q, v, a, cv);
-        // the step's own LCP solution is the next record's warm start: the replay skips the
-        // solver (the last step of the rollout has no next record and solves)
-        LcpSolution<T> known{};
-        if (m.nefcmax > 0 && t + 1 < t1) known = rec.solution(m, base + t + 1 - t0);
-        if (m.nefcmax > 0 && t + 1 == t1 && t1 < nstep) known = check.solution(m, seg + 1);
-        adj_step_env(m, q, v, a, u, x, cv, gq, gv, ga, hq, hv, ha, gc, am, ac,
-                     static_cast<T*>(nullptr), known);
-      }
-      for (int i = 0; i < nq; ++i) gq[i] = hq[i];
-      for (int i = 0; i < nv; ++i) gv[i] = hv[i];
-      for (int i = 0; i < na; ++i) ga[i] = ha[i];
+    begin_step(t, adj_qpos_out, adj_qvel_out, adj_act_out);
+    const T* u = ctrl + long(t) * nu;
+    T* gc = adj_ctrl + long(t) * nu;
+    if (tape.mocap.given()) {
+      tape.mocap.at(m, e, t, nstep);
+      tape.mocap.adjoint(m, t, adj_mocap_pos, adj_mocap_quat, am);
     }
+    if (store.reals && store.holds(m, t - t0)) {
+      typename StepStore<T>::Slot f = from_slot(t - t0, rec, base);
+      T* g_input = gc;
+      if (na > 0) {
+        for (int i = 0; i < nu; ++i) x.adj_input[i] = T(0);
+        g_input = x.adj_input;
+      }
+      adj_step_constrained_replayed(m, q, v, inputs(u), f.w, f.c, f.cv, x.a, x.s, gq, gv, hq, hv,
+                                    g_input, am, ac, static_cast<T*>(nullptr));
+      if (na > 0) adj_activation(m, u, a, x.adj_input, ga, gc, ha);
+    } else {
+      rec.load(m, base + t - t0, q, v, a, cv);
+      // the step's own LCP solution is the next record's warm start: the replay skips the
+      // solver (the last step of the rollout has no next record and solves)
+      LcpSolution<T> known{};
+      if (m.nefcmax > 0 && t + 1 < t1) known = rec.solution(m, base + t + 1 - t0);
+      if (m.nefcmax > 0 && t + 1 == t1 && t1 < nstep)
+        known = tape.checkpoints(m, e).solution(m, seg + 1);
+      adj_step_env(m, q, v, a, u, x, cv, gq, gv, ga, hq, hv, ha, gc, am, ac,
+                   static_cast<T*>(nullptr), known);
+    }
+    end_step();
+  }
+
+  // A step's walk in parts, for a caller that runs its reverse pass itself (the CPU's packs of
+  // environments): begin_step(t) adds the loss gradients of the state after step t to the
+  // adjoints (gq, gv, ga) and zeroes those of the state before it (hq, hv, ha); from_slot(i)
+  // loads the state before the segment's step i (q, v, a) and its state after (x.s) and gives
+  // its slot; end_step() makes the state before the step the one after the next step back.
+  PHX_HD void begin_step(int t, const T* adj_qpos_out, const T* adj_qvel_out,
+                         const T* adj_act_out) {
+    add_row(gq, adj_qpos_out, t, m.nq);
+    add_row(gv, adj_qvel_out, t, m.nv);
+    add_row(ga, adj_act_out, t, m.na);
+    for (int i = 0; i < m.nq; ++i) hq[i] = T(0);
+    for (int i = 0; i < m.nv; ++i) hv[i] = T(0);
+    for (int i = 0; i < m.na; ++i) ha[i] = T(0);
+  }
+  PHX_HD typename StepStore<T>::Slot from_slot(int i, const TapeRecords<T>& rec, int base) {
+    rec.load_state(m, base + i, q, v, a);
+    typename StepStore<T>::Slot f = store.slot(m, i, x.c);
+    for (int k = 0; k < m.nq; ++k) x.s.qpos_next[k] = f.qpos_next[k];
+    for (int k = 0; k < m.nv; ++k) x.s.qvel_next[k] = f.qvel_next[k];
+    return f;
+  }
+  PHX_HD void end_step() {
+    for (int i = 0; i < m.nq; ++i) gq[i] = hq[i];
+    for (int i = 0; i < m.nv; ++i) gv[i] = hv[i];
+    for (int i = 0; i < m.na; ++i) ga[i] = ha[i];
   }
 
  private:

@@ -119,10 +119,13 @@ def test_taped_rollout_on_packs_equals_each_environment_alone(rng, dtype, every)
     qs, vs, status = phalanx.rollout(model, qpos, qvel, ctrl, tape=tape)
     assert phalanx.pack_stats()["passes"] >= nstep - 2
     g = tape.backward(adj_q, adj_v)
-    # the backward's recomputation of each segment runs on the pack too (none with K = 1)
+    # the backward's recomputation of each segment runs on the pack too (none with K = 1), and
+    # so does the part of fixed structure of its steps' reverse passes (with rows in every lane)
     stats = phalanx.pack_stats()
     assert stats["passes"] >= (nstep - 2 if every > 1 else 0)
     assert stats["passes"] + stats["fallbacks"] == (nstep if every > 1 else 0)
+    assert stats["reverse_passes"] >= (nstep // 2 if every > 1 else 0)
+    assert stats["reverse_fallbacks"] <= 2
     assert not (status & phalanx.STATUS_STOP_MASK).any()
     peaks = []
     for e in range(nenv):

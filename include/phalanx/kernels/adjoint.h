@@ -197,11 +197,14 @@ struct RolloutAdjointKernel {
   // segment seg of environment e's walk from its records rec (base: its first step's index)
   PHX_HD void walk(int e, int seg, TapeReverse<T>& w, const TapeRecords<T>& rec, int base,
                    Env& v) const {
-    const long nstep = tape.nstep;
-    const T* gq_out = adj_qpos_out ? adj_qpos_out + e * nstep * v.m.nq : nullptr;
-    const T* gv_out = adj_qvel_out ? adj_qvel_out + e * nstep * v.m.nv : nullptr;
-    const T* ga_out = adj_act_out ? adj_act_out + e * nstep * v.m.na : nullptr;
-    w.walk(seg, rec, base, gq_out, gv_out, ga_out, v.gc, v.am, v.ac);
+    w.walk(seg, rec, base, loss(adj_qpos_out, e, v.m.nq), loss(adj_qvel_out, e, v.m.nv),
+           loss(adj_act_out, e, v.m.na), v.gc, v.am, v.ac);
+  }
+
+  // environment e's rows of out, loss gradients of the state after each step (nstep x n), or
+  // null
+  PHX_HD const T* loss(const T* out, int e, int n) const {
+    return out ? out + long(e) * tape.nstep * n : nullptr;
   }
 
   PHX_HD void finish(int e, const Env& v) const {

@@ -1,0 +1,333 @@
+// The backward pass of taped rollouts on kLanes<T> environments per SIMD pass on the CPU: the
+// rollout adjoint kernel on Pack<T, kLanes<T>> (host/lane.h).
+//
+// A pack of W environments takes the segments of its tapes last to first. It recomputes a
+// segment on the lanes (PackStepper::step with a Keep: each step into its environment's
+// StepStore slot, as TapeReverse::recompute would), then walks it back step by step. A step
+// whose slots hold rows in at least half the lanes has its reverse pass in two parts
+// (adj_step_rows and adj_constrained_rest): the part that depends on the rows (the impulses, the
+// LCP, the Delassus matrix, the rows' Jacobians) one lane at a time in the scalar core, the rest
+// (mass matrix, bias and applied forces, kinematics: fixed structure) on the lanes, from the
+// lanes' slots and the first part's adjoints transposed into packs; a lane without rows carries
+// a copy of one with rows through that pass and takes its step alone. The parameters' adjoints
+// stay in packs while the walk runs on lanes and go back to the environments before any step
+// that does not. Any other step (fewer rows, a step not kept, a stopped environment in the pack)
+// walks each environment alone with the scalar kernel's step, and a pass on the lanes that
+// branched apart (lanes_diverged()) runs its second part again lane by lane. Either way each
+// environment's gradients are those of its tape walked alone, bit for bit: both run the same
+// stages in the same order. Host code that moves data and calls the core's stages.
+#pragma once
+
+#include "host/pack_kernels.h"
+#include "phalanx/kernels/adjoint.h"
+
+namespace phx::cpu {
+
+// One thread's reverse walks of packs: the lanes' arrays of one step's second part.
+template <class T>
+class PackWalk {
+ public:
+  static constexpr int W = kLanes<T>;
+  using P = Pack<T, W>;
+  using Env = typename RolloutAdjointKernel<T>::Env;
+
+  // whether the steps of m (the kernel's view) can take their second part on the lanes: Euler
+  // steps (implicitfast's pass reads the mass matrix's adjoint as terms), without the bounce
+  // correction (whose pass runs the rows' part twice)
+  static bool applies(const ModelView<T>& m) {
+    return m.integrator != kIntegratorImplicitFast && !(m.contact_gradient & kGradBounceCorrection);
+  }
+
+  PackWalk(const ModelView<P>& lanes, const ModelView<T>& m) : lm_(lanes), m_(m) {
+    const long nq = m.nq, nv = m.nv, nu = m.nu;
+    long nparam = 0;
+    for (int k = 0; k < kNumParams; ++k) nparam += param_size(m, k);
+    struct Tag {};
+    P* block = thread_block<P, Tag>(size_t(Workspace<P>::size(m) + AdjWorkspace<P>::size(m) +
+                                           2 * nq + 5 * nv + 2 * nu + nv * nv + 2 * nparam));
+    Arena<P> arena(block, nullptr);
+    w_ = Workspace<P>::carve(m, arena);
+    a_ = AdjWorkspace<P>::carve(m, arena);
+    q_ = arena.template take<P>(nq);
+    v_ = arena.template take<P>(nv);
+    u_ = arena.template take<P>(nu);
+    hq_ = arena.template take<P>(nq);
+    hv_ = arena.template take<P>(nv);
+    gc_ = arena.template take<P>(nu);
+    adj_M_ = arena.template take<P>(nv * nv);
+    bias_ = arena.template take<P>(nv);
+    qfrc_ = arena.template take<P>(nv);
+    params_ = arena.template take<P>(nparam);
+    saved_ = arena.template take<P>(nparam);
+  }
+
+  // Segment seg of the W environments e0.. backward (their TapeReverse walks and Env states),
+  // once recomputed into their slots; live[i]: whether environment i's rollout ran to its end
+  void walk(const RolloutAdjointKernel<T>& k, int e0, int seg, Env* env, TapeReverse<T>* walks,
+            const bool* live) {
+    const ModelView<T>& m = m_;
+    const int K = k.tape.every, nstep = k.tape.nstep;
+    const int t0 = seg * K, t1 = t0 + K < nstep ? t0 + K : nstep;
+    bind_params(env[0].am);
+    bool all = true;
+    for (int i = 0; i < W; ++i) all = all && live[i];
+    for (int t = t1 - 1; t >= t0; --t) {
+      // the lanes whose step has rows, from a kept slot: the others (without rows) take their
+      // step alone, beside the pass on the lanes (see lane_step)
+      bool rows[W];
+      int nrows = 0;
+      for (int i = 0; i < W; ++i) {
+        rows[i] =
+            all && walks[i].store.holds(m, t - t0) && *walks[i].store.slot(m, t - t0).cv.nefc > 0;
+        nrows += rows[i];
+      }
+      if (2 * nrows >= W) {
+        lane_step(k, e0, seg, t, env, walks, rows);
+        continue;
+      }
+      to_envs(env);
+      for (int i = 0; i < W; ++i)
+        if (live[i]) alone(k, e0 + i, seg, t, env[i], walks[i]);
+    }
+    to_envs(env);
+    pack_stats().reverse_passes += passes_;
+    pack_stats().reverse_fallbacks += fallbacks_;
+    passes_ = fallbacks_ = 0;
+  }
+
+ private:
+  // Step t backward, its second part on the lanes (or, when they branch apart, lane by lane).
+  // A lane without rows (rows[i] false) carries a copy of a lane with rows through the pass,
+  // whose results for it are dropped, and takes its step alone.
+  void lane_step(const RolloutAdjointKernel<T>& k, int e0, int seg, int t, Env* env,
+                 TapeReverse<T>* walks, const bool* rows) {
+    const ModelView<T>& m = m_;
+    const int nq = m.nq, nv = m.nv, nu = m.nu, t0 = seg * k.tape.every;
+    typename StepStore<T>::Slot f[W];
+    OuterSum<T, 4> terms[W];
+    int donor[W];  // the lane whose arrays lane i takes into the pass: itself when it has rows
+    // the first part, lane by lane, from each walk's arrays (begin_step and from_slot load them)
+    for (int i = 0; i < W; ++i) {
+      if (!rows[i]) continue;
+      const int e = e0 + i;
+      TapeReverse<T>& r = walks[i];
+      r.begin_step(t, k.loss(k.adj_qpos_out, e, nq), k.loss(k.adj_qvel_out, e, nv), nullptr);
+      f[i] = r.from_slot(t - t0, k.tape.segment(m, e), 0);
+      adj_step_rows(m, r.q, r.v, f[i].w, f[i].c, f[i].cv, r.x.a, r.x.s, r.gq, r.gv, r.hq, r.hv,
+                    env[i].ac, static_cast<T*>(nullptr), terms[i]);
+    }
+    for (int i = 0, d = 0; i < W; ++i) {
+      while (!rows[d]) ++d;
+      donor[i] = rows[i] ? i : d;
+    }
+    // into the lanes
+    const T* from[W];
+    auto gather = [&](P* to, long n, auto array) {
+      for (int i = 0; i < W; ++i) from[i] = array(donor[i]);
+      lanes_to_packs(from, n, to);
+    };
+    gather(q_, nq, [&](int i) { return walks[i].q; });
+    gather(v_, nv, [&](int i) { return walks[i].v; });
+    gather(u_, nu, [&](int i) { return control(k, e0 + i, t); });
+    StepStore<T>::kept_ranges(w_, nv, [&](long at, long n) {
+      gather(w_.xpos + at, n, [&](int i) { return f[i].w.xpos + at; });
+    });
+    gather(a_.xpos, AdjWorkspace<T>::size(m), [&](int i) { return walks[i].x.a.xpos; });
+    gather(adj_M_, long(nv) * nv, [&](int i) { return walks[i].x.s.adj_M; });
+    gather(bias_, nv, [&](int i) { return walks[i].x.s.adj_bias; });
+    gather(qfrc_, nv, [&](int i) { return walks[i].x.s.adj_qfrc; });
+    gather(hq_, nq, [&](int i) { return walks[i].hq; });
+    gather(hv_, nv, [&](int i) { return walks[i].hv; });
+    for (int d = 0; d < nu; ++d) gc_[d] = P(0);
+    to_lanes(env);
+    for (long i = 0; i < nparam_; ++i) saved_[i] = params_[i];
+    // the second part on the lanes
+    lanes_diverged() = false;
+    detail::adj_constrained_dynamics(lm_, q_, v_, u_, w_, a_, DenseEntries<P>{adj_M_, nv},
+                                     OuterSum<P, 4>{}, bias_, qfrc_, hq_, hv_, gc_, am_);
+    if (lanes_diverged()) {
+      ++fallbacks_;
+      // lane by lane from the first part's results, which the lanes only read
+      for (long i = 0; i < nparam_; ++i) params_[i] = saved_[i];
+      to_envs(env);
+      for (int i = 0; i < W; ++i) {
+        TapeReverse<T>& r = walks[i];
+        if (!rows[i]) {
+          alone(k, e0 + i, seg, t, env[i], r);
+          continue;
+        }
+        detail::adj_constrained_rest(m, r.q, r.v, control(k, e0 + i, t), f[i].w, r.x.a, r.x.s,
+                                     terms[i], r.hq, r.hv, env[i].gc + long(t) * nu, env[i].am);
+        r.end_step();
+      }
+      return;
+    }
+    ++passes_;
+    T* to[W];
+    for (int i = 0; i < W; ++i) to[i] = walks[i].hq;
+    packs_to_lanes(hq_, nq, to);
+    for (int i = 0; i < W; ++i) to[i] = walks[i].hv;
+    packs_to_lanes(hv_, nv, to);
+    for (int i = 0; i < W; ++i) {
+      if (!rows[i]) {
+        // alone, from its parameters' adjoints before the pass
+        lane_params(i, saved_, env[i].am);
+        alone(k, e0 + i, seg, t, env[i], walks[i]);
+        lane_params(i, env[i].am, params_);
+        continue;
+      }
+      T* gc = env[i].gc + long(t) * nu;
+      for (int d = 0; d < nu; ++d) gc[d] += gc_[d][i];
+      walks[i].end_step();
+    }
+  }
+
+  // step t of environment e backward alone, in the scalar core
+  void alone(const RolloutAdjointKernel<T>& k, int e, int seg, int t, Env& env,
+             TapeReverse<T>& walk) const {
+    const ModelView<T>& m = m_;
+    walk.step_back(seg, t, k.tape.segment(m, e), 0, k.loss(k.adj_qpos_out, e, m.nq),
+                   k.loss(k.adj_qvel_out, e, m.nv), nullptr, env.gc, env.am, env.ac);
+  }
+  // environment e's controls of step t
+  const T* control(const RolloutAdjointKernel<T>& k, int e, int t) const {
+    return k.ctrl + (long(e) * k.tape.nstep + t) * m_.nu;
+  }
+
+  // am_'s arrays over params_ for the parameters am0 (any environment's) asks for
+  void bind_params(const ModelAdjoint<T>& am0) {
+    long at = 0;
+#define PHX_PACK_PARAM(Name, field_, check)         \
+  am_.field_ = am0.field_ ? params_ + at : nullptr; \
+  if (am0.field_) at += param_size(m_, kParam##Name);
+    PHX_DYNAMICS_PARAMS(PHX_PACK_PARAM)
+#undef PHX_PACK_PARAM
+    nparam_ = at;
+  }
+  // lane i of the parameters' adjoints in packs (params_ or saved_, laid out as am_'s arrays)
+  // into an environment's, or the reverse
+  void lane_params(int i, const P* from, const ModelAdjoint<T>& to) const {
+    const P* p = from;
+#define PHX_PACK_PARAM(Name, field_, check) \
+  if (am_.field_)                           \
+    for (long j = 0, n = param_size(m_, kParam##Name); j < n; ++j, ++p) to.field_[j] = (*p)[i];
+    PHX_DYNAMICS_PARAMS(PHX_PACK_PARAM)
+#undef PHX_PACK_PARAM
+  }
+  void lane_params(int i, const ModelAdjoint<T>& from, P* to) const {
+    P* p = to;
+#define PHX_PACK_PARAM(Name, field_, check) \
+  if (am_.field_)                           \
+    for (long j = 0, n = param_size(m_, kParam##Name); j < n; ++j, ++p) p->set(i, from.field_[j]);
+    PHX_DYNAMICS_PARAMS(PHX_PACK_PARAM)
+#undef PHX_PACK_PARAM
+  }
+  // the environments' parameter adjoints into the lanes (once, while the walk stays on them)
+  void to_lanes(const Env* env) {
+    if (in_lanes_) return;
+    in_lanes_ = true;
+#define PHX_PACK_PARAM(Name, field_, check)                 \
+  if (am_.field_)                                           \
+    for (long j = 0; j < param_size(m_, kParam##Name); ++j) \
+      for (int i = 0; i < W; ++i) am_.field_[j].set(i, env[i].am.field_[j]);
+    PHX_DYNAMICS_PARAMS(PHX_PACK_PARAM)
+#undef PHX_PACK_PARAM
+  }
+  // and back, before a step the environments take alone and at the end of a segment
+  void to_envs(Env* env) {
+    if (!in_lanes_) return;
+    in_lanes_ = false;
+#define PHX_PACK_PARAM(Name, field_, check)                 \
+  if (am_.field_)                                           \
+    for (long j = 0; j < param_size(m_, kParam##Name); ++j) \
+      for (int i = 0; i < W; ++i) env[i].am.field_[j] = am_.field_[j][i];
+    PHX_DYNAMICS_PARAMS(PHX_PACK_PARAM)
+#undef PHX_PACK_PARAM
+  }
+
+  const ModelView<P>& lm_;
+  const ModelView<T>& m_;
+  Workspace<P> w_{};
+  AdjWorkspace<P> a_{};
+  P *q_, *v_, *u_, *hq_, *hv_, *gc_, *adj_M_, *bias_, *qfrc_;
+  P *params_, *saved_;  // the parameters' adjoints (am_'s arrays) and their copy before a step
+  ModelAdjoint<P> am_{};
+  long nparam_ = 0;
+  bool in_lanes_ = false;            // whether am_ holds the environments' parameter adjoints
+  long passes_ = 0, fallbacks_ = 0;  // lane_step's, for pack_stats()
+};
+
+// RolloutAdjointKernel on packs where they apply (segments to recompute, with rows); false where
+// they do not. Each pack recomputes a segment of its W environments on the lanes, keeping every
+// step in the environment's slot as TapeReverse::recompute does, then walks back through it
+// (PackWalk, or each environment alone in the scalar core where PackWalk does not apply).
+template <class T>
+bool rollout_adjoint_packs(const LaneModel<T>* lanes, int nenv, const RolloutAdjointKernel<T>& k,
+                           ScratchSize scratch) {
+  if (!lanes || scratch_trace().on || !PackStepper<T>::applies(k.model) || k.tape.mocap.given() ||
+      k.nslot == 0 || nenv < PackStepper<T>::W)
+    return false;
+  constexpr int W = PackStepper<T>::W;
+  using Env = typename RolloutAdjointKernel<T>::Env;
+  launch_packs(*lanes, nenv, k, scratch, [&k, scratch](PackStepper<T>& s, int e0) {
+    const ModelView<T>& m = k.model;
+    const TapeView<T>& tape = k.tape;
+    const int K = tape.every, nstep = tape.nstep;
+    // the W environments' scratch, apart from the stepper's and the scalar kernel's
+    struct Envs {};
+    T* reals = thread_block<T, Envs>(size_t(W) * scratch.reals);
+    int* ints = thread_block<int, Envs>(size_t(W) * scratch.ints);
+    Env env[W];
+    std::vector<TapeReverse<T>> walks;
+    walks.reserve(W);
+    typename PackStepper<T>::Keep keep;
+    unsigned bits[W];
+    bool any = false, live[W];
+    for (int i = 0; i < W; ++i) {
+      k.begin(e0 + i, {reals + i * scratch.reals, ints + i * scratch.ints}, env[i]);
+      walks.push_back(k.reverse(e0 + i, env[i]));
+      keep.store[i] = env[i].r.store;
+      live[i] = k.live(e0 + i);
+      bits[i] = live[i] ? 0u : kStatusStopMask;
+      any = any || live[i];
+    }
+    const bool lanes = PackWalk<T>::applies(m);
+    PackWalk<T> back(s.lane_model(), m);
+    s.place(e0);
+    for (int seg = tape.nseg() - 1; any && seg >= 0; --seg) {
+      const int t0 = seg * K, t1 = t0 + K < nstep ? t0 + K : nstep;
+      for (int i = 0; i < W; ++i) {
+        T* q = s.scalar_state();
+        ContactView<T> cv = s.contacts(i);
+        tape.checkpoints(m, e0 + i).load(m, seg, q, q + m.nq, nullptr, cv);
+        s.load_lane(i, q, q + m.nq);
+      }
+      for (int t = t0; t < t1; ++t) {
+        for (int i = 0; i < W; ++i) {
+          T* q = s.scalar_state();
+          s.lane_state(i, q, q + m.nq);
+          tape.segment(m, e0 + i).save(m, t - t0, q, q + m.nq, nullptr, s.contacts(i));
+          // the segment's last step from the next checkpoint's warm start, as the replay would
+          keep.known[i] = t + 1 == t1 && t1 < nstep
+                              ? tape.checkpoints(m, e0 + i).solution(m, seg + 1)
+                              : LcpSolution<T>{};
+        }
+        keep.slot = t - t0;
+        unsigned step_bits[W];
+        for (int i = 0; i < W; ++i) step_bits[i] = bits[i];
+        s.step(k.ctrl + (long(e0) * nstep + t) * m.nu, long(nstep) * m.nu, nullptr, 0, step_bits,
+               &keep);
+      }
+      if (lanes) {
+        back.walk(k, e0, seg, env, walks.data(), live);
+      } else {
+        for (int i = 0; i < W; ++i)
+          if (live[i]) k.walk(e0 + i, seg, walks[i], tape.segment(m, e0 + i), 0, env[i]);
+      }
+    }
+    for (int i = 0; i < W; ++i) k.finish(e0 + i, env[i]);
+  });
+  return true;
+}
+
+}  // namespace phx::cpu
