@@ -11,7 +11,10 @@
 // the environment's contacts (contact_rows, constrained_update: collision, rows, the LCP) one lane
 // at a time, in the scalar core, on the lane's share of the lanes' results (the workspace arrays
 // those stages read, PackStepper::lane_array, the acceleration, the factor, the free velocity and
-// the geom poses, transposed once per pass) and of the broadphase's verdicts.
+// the geom poses, transposed once per pass) and of the broadphase's verdicts; but for the
+// Delassus stage between the rows and the LCP (b, Y = L^-1 J^T, A = Y Y^T), which runs on the
+// lanes too, each lane's rows padded with zero rows to the most any lane has, when the lanes'
+// rows reach the same dof trees (always for a model of one tree).
 //
 // A pass in which every branch on the lanes was taken alike in all of them (lanes_diverged()
 // stays clear) is each environment's scalar step bit for bit (host code is built without
@@ -76,18 +79,28 @@ class PackStepper {
       c_.geom_xmat = arena.template take<P>(9L * m.ngeom);
       apart_.resize(size_t(W) * m.npair);
     }
-    // the scalar steps' scratch, the per-lane stages' scratch, one environment's qpos and qvel
-    T* reals = thread_block<T>(size_t(2 * scalar.reals + nq + nv));
-    int* ints = thread_block<int>(size_t(2 * scalar.ints));
+    // the scalar steps' scratch, each lane's scratch of the per-lane stages, and each lane's
+    // qpos and qvel
+    T* reals = thread_block<T>(size_t((1 + W) * scalar.reals + W * (nq + nv)));
+    int* ints = thread_block<int>(size_t((1 + W) * scalar.ints));
     x_ = step_scratch(m, Scratch<T>{reals, ints});
-    q1_ = reals + 2 * scalar.reals;
+    q1_ = reals + (1 + W) * scalar.reals;
     if (m.nefcmax > 0) {
       // NaN in every array the per-lane stages neither get from the lanes nor write, so that
       // a stage reading one would give NaN, which the tests' bit-for-bit comparisons catch
       T* lane_reals = reals + scalar.reals;
-      std::fill(lane_reals, lane_reals + scalar.reals, std::numeric_limits<T>::quiet_NaN());
-      h_ = step_scratch(m, Scratch<T>{lane_reals, ints + scalar.ints});
+      std::fill(lane_reals, lane_reals + W * scalar.reals, std::numeric_limits<T>::quiet_NaN());
       bind_lane_arrays();
+      for (int k = 0; k < W; ++k) {
+        h_[k] = step_scratch(
+            m, Scratch<T>{lane_reals + k * scalar.reals, ints + (1 + k) * scalar.ints});
+        for (const LaneArray& a : arrays_)
+          a.in(h_[k]) = lane_arrays_.data() + k * lane_stride_ + a.offset;
+      }
+      // the rows of the Delassus stage on the lanes
+      const long nr = m.nefcmax;
+      rows_.resize(size_t(2 * nr * nv + nr * nr + nr));
+      span_.resize(size_t(4 * nr));
     }
   }
 
@@ -171,7 +184,11 @@ class PackStepper {
             transpose_to_slots(*keep);
           else
             transpose_lane_arrays();
-          for (int k = 0; k < W; ++k) lane_rows(k, factored, bits[k], keep);
+          int nrow[W];
+          for (int k = 0; k < W; ++k) nrow[k] = lane_rows(k, factored, bits[k], keep);
+          const bool built = lane_delassus(nrow);
+          for (int k = 0; k < W; ++k)
+            if (nrow[k] >= 0) lane_update(k, nrow[k], built, bits[k], keep);
           return;
         }
       }
@@ -222,10 +239,10 @@ class PackStepper {
 
  private:
   // an array the per-lane stages read: the lanes' (from), transposed into each lane's share of
-  // lane_arrays_ at `offset`, where the scalar workspace's pointer (*to) is bound for that lane
+  // lane_arrays_ at `offset`, where that lane's scratch's pointer (in) is bound
   struct LaneArray {
     const P* from;
-    T** to;
+    T*& (*in)(StepScratch<T>&);
     long n;
     long offset;
   };
@@ -244,21 +261,23 @@ class PackStepper {
   // velocity, and the geom poses with contacts; lane_arrays_ their room for every lane
   void bind_lane_arrays() {
     const ModelView<T>& m = m_;
-    auto add = [this](const P* from, T** to, long n) {
-      arrays_.push_back({from, to, n, lane_stride_});
+    auto add = [this](const P* from, T*& (*in)(StepScratch<T>&), long n) {
+      arrays_.push_back({from, in, n, lane_stride_});
       lane_stride_ += n;
     };
+#define PHX_PACK_IN(member) [](StepScratch<T>& h) -> T*& { return h.member; }
 #define PHX_PACK_LANE_ARRAY(kind, name, size, comment) \
-  if (lane_array(m, #name)) add(w_.name, &h_.w.name, long(size));
+  if (lane_array(m, #name)) add(w_.name, PHX_PACK_IN(w.name), long(size));
     PHX_WORKSPACE_ARRAYS(PHX_PACK_LANE_ARRAY)
 #undef PHX_PACK_LANE_ARRAY
-    add(w_.qacc, &h_.w.qacc, m.nv);
-    add(c_.L, &h_.c.L, long(m.nv) * m.nv);
-    add(c_.vfree, &h_.c.vfree, m.nv);
+    add(w_.qacc, PHX_PACK_IN(w.qacc), m.nv);
+    add(c_.L, PHX_PACK_IN(c.L), long(m.nv) * m.nv);
+    add(c_.vfree, PHX_PACK_IN(c.vfree), m.nv);
     if (m.contact && m.nconmax > 0) {
-      add(c_.geom_xpos, &h_.c.geom_xpos, 3L * m.ngeom);
-      add(c_.geom_xmat, &h_.c.geom_xmat, 9L * m.ngeom);
+      add(c_.geom_xpos, PHX_PACK_IN(c.geom_xpos), 3L * m.ngeom);
+      add(c_.geom_xmat, PHX_PACK_IN(c.geom_xmat), 9L * m.ngeom);
     }
+#undef PHX_PACK_IN
     lane_arrays_.resize(size_t(W) * lane_stride_);
   }
 
@@ -309,49 +328,127 @@ class PackStepper {
     }
   }
 
-  // Lane k's contacts, rows and update in the scalar core, on its share of the lanes' stages
-  // (arrays_, transposed: the workspace arrays, the acceleration, the factor, the free velocity
-  // and the geom poses; or, for a kept step, its slot, which transpose_to_slots filled) and of
-  // the broadphase. factored: whether free_velocity succeeded.
-  void lane_rows(int k, bool factored, unsigned& bits, const Keep* keep) {
+  // Lane k's contacts and rows in the scalar core, on its share of the lanes' stages (arrays_,
+  // transposed: the workspace arrays, the acceleration, the factor, the free velocity and the
+  // geom poses; or, for a kept step, its slot, which transpose_to_slots filled) and of the
+  // broadphase: their number, or -1 when the step ends here (rows without a factor: factored,
+  // whether free_velocity succeeded, was false). lane_update takes the step on from there.
+  int lane_rows(int k, bool factored, unsigned& bits, const Keep* keep) {
     const ModelView<T>& m = m_;
-    const int nv = m.nv;
-    T* q = q1_;
-    T* v = q1_ + m.nq;
+    T* q = q1_ + k * (m.nq + m.nv);
+    T* v = q + m.nq;
     lane_out(q_, k, q, m.nq);
-    lane_out(v_, k, v, nv);
-    const StepScratch<T> own = h_;
-    LcpSolution<T> known{};
+    lane_out(v_, k, v, m.nv);
+    StepScratch<T>& h = h_[k];
     if (keep) {
+      own_[k] = h;
       const typename StepStore<T>::Slot s = keep->store[k].slot(m, keep->slot);
-      h_.w = s.w;
-      h_.c.L = s.c.L;
-      h_.c.vfree = s.c.vfree;
-      h_.c.geom_xpos = s.c.geom_xpos;
-      h_.c.geom_xmat = s.c.geom_xmat;
-      h_.c.forward_only = false;  // the reverse pass reads the Delassus matrix
-      known = keep->known[k];
-    } else {
-      for (const LaneArray& a : arrays_) *a.to = lane_arrays_.data() + k * lane_stride_ + a.offset;
+      h.w = s.w;
+      h.c.L = s.c.L;
+      h.c.vfree = s.c.vfree;
+      h.c.geom_xpos = s.c.geom_xpos;
+      h.c.geom_xmat = s.c.geom_xmat;
+      h.c.forward_only = false;  // the reverse pass reads the Delassus matrix
     }
-    Workspace<T>& w = h_.w;
-    ConstraintWorkspace<T>& c = h_.c;
+    ConstraintWorkspace<T>& c = h.c;
     ContactView<T> cv = contacts(k);
     c.factored_rank = -1;
-    const int nprev = keep_previous_rows(c, cv);
+    nprev_[k] = keep_previous_rows(c, cv);
     const unsigned char* apart =
         m.contact && m.nconmax > 0 ? apart_.data() + size_t(k) * m.npair : nullptr;
-    const int nrow = contact_rows(m, q, v, w, c, cv, known, apart);
-    unsigned status = *cv.overflow ? unsigned(kStatusContactOverflow) : 0u;
+    const int nrow =
+        contact_rows(m, q, v, h.w, c, cv, keep ? keep->known[k] : LcpSolution<T>{}, apart);
+    bits |= *cv.overflow ? unsigned(kStatusContactOverflow) : 0u;
     if (nrow > 0 && !factored) {
-      bits |= status | kStatusNanResult;  // the scalar step's return before its update
-    } else {
-      bits |= status | constrained_update(m, q, v, nrow, nprev, w, c, cv, known);
-      lane_in(q, k, q_, m.nq);
-      lane_in(v, k, v_, nv);
-      if (keep) keep->store[k].save_rows(m, keep->slot, c, cv, q, v);
+      bits |= kStatusNanResult;  // the scalar step's return before its update
+      if (keep) h = own_[k];
+      return -1;
     }
-    if (keep) h_ = own;
+    return nrow;
+  }
+
+  // The Delassus stage (delassus: b, Y = L^-1 J^T and A) of the lanes' nrow rows on the lanes,
+  // each lane's rows padded with zero rows to the most any lane has, and its results
+  // transposed back into each lane's constraint workspace; false (nothing done: each lane runs
+  // its own) when the lanes' rows reach different dof trees (their spans differ)
+  bool lane_delassus(const int* nrow) {
+    const ModelView<T>& m = m_;
+    const int nv = m.nv;
+    int n = 0, first = -1;
+    for (int k = 0; k < W; ++k) {
+      if (nrow[k] > n) n = nrow[k];
+      if (first < 0 && nrow[k] > 0) first = k;
+    }
+    if (n == 0) return false;
+    const int* span = h_[first].c.span;
+    for (int k = 0; k < W; ++k)
+      for (int r = 0; r < nrow[k]; ++r)
+        for (int i = 0; i < 4; ++i)
+          if (h_[k].c.span[4 * r + i] != span[i]) return false;
+    ConstraintWorkspace<P> c{};
+    c.J = rows_.data();
+    c.Y = c.J + long(n) * nv;
+    c.A = c.Y + long(n) * nv;
+    c.b = c.A + long(n) * n;
+    c.L = c_.L;
+    c.vfree = c_.vfree;
+    c.span = span_.data();
+    for (int r = 0; r < n; ++r)
+      for (int i = 0; i < 4; ++i) span_[4 * r + i] = span[i];
+    // J and b in, zero where a lane has fewer rows
+    for (int r = 0; r < n; ++r) {
+      const T* from[W];
+      for (int k = 0; k < W; ++k) from[k] = r < nrow[k] ? h_[k].c.J + long(r) * nv : zeros(nv);
+      lanes_to_packs(from, nv, c.J + long(r) * nv);
+      for (int k = 0; k < W; ++k) c.b[r].set(k, r < nrow[k] ? h_[k].c.b[r] : T(0));
+    }
+    delassus_factor(lm_, n, c);
+    delassus_matrix(lm_, n, c);
+    // b, Y and (where the lane's step keeps it) A out
+    for (int k = 0; k < W; ++k) {
+      if (nrow[k] <= 0) continue;
+      ConstraintWorkspace<T>& ck = h_[k].c;
+      const int nk = nrow[k];
+      for (int r = 0; r < nk; ++r) ck.b[r] = c.b[r][k];
+      ck.has_matrix = delassus_keeps_matrix(m, nk, ck);
+      if (!ck.has_matrix) continue;
+      for (int r = 0; r < nk; ++r)
+        for (int q = 0; q < nk; ++q) ck.A[r * nk + q] = c.A[r * n + q][k];
+    }
+    for (int r = 0; r < n; ++r) {
+      T* to[W];
+      for (int k = 0; k < W; ++k) to[k] = r < nrow[k] ? h_[k].c.Y + long(r) * nv : sink(nv);
+      packs_to_lanes(c.Y + long(r) * nv, nv, to);
+    }
+    return true;
+  }
+
+  // Lane k's step from its nrow rows on (constrained_update; built: whether lane_delassus ran
+  // the Delassus stage), into the lanes' state, and for a kept step into its slot
+  void lane_update(int k, int nrow, bool built, unsigned& bits, const Keep* keep) {
+    const ModelView<T>& m = m_;
+    T* q = q1_ + k * (m.nq + m.nv);
+    T* v = q + m.nq;
+    StepScratch<T>& h = h_[k];
+    ContactView<T> cv = contacts(k);
+    bits |= constrained_update(m, q, v, nrow, nprev_[k], h.w, h.c, cv,
+                               keep ? keep->known[k] : LcpSolution<T>{}, built && nrow > 0);
+    lane_in(q, k, q_, m.nq);
+    lane_in(v, k, v_, m.nv);
+    if (keep) {
+      keep->store[k].save_rows(m, keep->slot, h.c, cv, q, v);
+      h = own_[k];
+    }
+  }
+
+  // n zeros to read, and room for n values nobody reads
+  const T* zeros(long n) {
+    if (long(zeros_.size()) < n) zeros_.assign(size_t(n), T(0));
+    return zeros_.data();
+  }
+  T* sink(long n) {
+    if (long(sink_.size()) < n) sink_.resize(size_t(n));
+    return sink_.data();
   }
 
   // to[i] lane k = from[k stride + i]
@@ -380,10 +477,14 @@ class PackStepper {
   Workspace<P> w_{};
   ConstraintWorkspace<P> c_{};
   P *q_, *v_, *q0_, *v0_, *u_, *f_;
-  StepScratch<T> x_, h_{};
+  StepScratch<T> x_, h_[W]{}, own_[W]{};  // the scalar steps', each lane's, kept lanes' own
+  int nprev_[W] = {};                     // each lane's rows kept from its previous step
   std::vector<LaneArray> arrays_;
   std::vector<unsigned char> apart_;  // (W x npair) the broadphase's verdicts, lane by lane
   std::vector<T> lane_arrays_;        // (W x lane_stride_) arrays_ transposed, lane by lane
+  std::vector<P> rows_;               // the lanes' Delassus stage: J, Y (nefcmax x nv), A, b
+  std::vector<int> span_;             // its rows' spans (nefcmax x 4)
+  std::vector<T> zeros_, sink_;
   long lane_stride_ = 0;
   T* q1_;
 };

@@ -636,11 +636,12 @@ PHX_HD LcpProblem<T> lcp_problem(int nrow, const ConstraintWorkspace<T>& c, int 
 // mass matrix couples no two dof trees, so Y's rows are zero beyond the trees of their J rows
 // (c.span, which build_rows set), and A's entries are dot products over the trees two rows share. A
 // is left unbuilt (c.has_matrix false) when nothing will read it: PGS sweeping the factor
-// (lcp_sweeps_on_factor) in a forward-only kernel.
+// (lcp_sweeps_on_factor) in a forward-only kernel. In three parts, which the CPU's packs of
+// environments run on their lanes (host/pack_kernels.h): delassus_factor (b and Y),
+// delassus_keeps_matrix (whether A is built) and delassus_matrix (A).
 template <class T>
-PHX_HD void delassus(const ModelView<T>& m, int nrow, ConstraintWorkspace<T>& c) {
+PHX_HD PHX_INLINE void delassus_factor(const ModelView<T>& m, int nrow, ConstraintWorkspace<T>& c) {
   int nv = m.nv;
-  const int* tree = m.dof_treeadr;
   for (int r = 0; r < nrow; ++r) {
     const T* J = c.J + long(r) * nv;
     T* y = c.Y + long(r) * nv;
@@ -650,16 +651,32 @@ PHX_HD void delassus(const ModelView<T>& m, int nrow, ConstraintWorkspace<T>& c)
     for (int d = 0; d < nv; ++d) y[d] = J[d];
   }
   // L y_r = J_r, over the trees J_r reaches: y_r is zero on the others, as J_r is
-  cholesky_solve_lower_rows(c.L, nv, c.Y, nrow, tree, c.span);
-  LcpProblem<T> p = lcp_problem(nrow, c, nv);
-  c.has_matrix = !(c.forward_only && m.lcp_solver == kLcpPgs && lcp_sweeps_on_factor(p));
-  if (!c.has_matrix) return;
+  cholesky_solve_lower_rows(c.L, nv, c.Y, nrow, m.dof_treeadr, c.span);
+}
+
+template <class M, class T>
+PHX_HD PHX_INLINE bool delassus_keeps_matrix(const M& m, int nrow,
+                                             const ConstraintWorkspace<T>& c) {
+  LcpProblem<T> p = lcp_problem(nrow, c, m.nv);
+  return !(c.forward_only && m.lcp_solver == kLcpPgs && lcp_sweeps_on_factor(p));
+}
+
+template <class T>
+PHX_HD PHX_INLINE void delassus_matrix(const ModelView<T>& m, int nrow, ConstraintWorkspace<T>& c) {
+  LcpProblem<T> p = lcp_problem(nrow, c, m.nv);
   for (int r = 0; r < nrow; ++r)
     for (int q = 0; q <= r; ++q) {
       T s = lcp_factor_entry(p, r, q);
       c.A[r * nrow + q] = s;
       c.A[q * nrow + r] = s;
     }
+}
+
+template <class T>
+PHX_HD void delassus(const ModelView<T>& m, int nrow, ConstraintWorkspace<T>& c) {
+  delassus_factor(m, nrow, c);
+  c.has_matrix = delassus_keeps_matrix(m, nrow, c);
+  if (c.has_matrix) delassus_matrix(m, nrow, c);
 }
 
 // The impulses and classes a step's LCP produced, handed back to a replay of that step

@@ -307,19 +307,20 @@ PHX_HD PHX_INLINE unsigned lcp_impulses(const ModelView<T>& m, int nrow, int npr
 // The end of a constrained step once its nrow rows are built: without rows
 // qvel' = qvel + dt w.qacc (unconstrained_acceleration); with rows the LCP's impulses f from the
 // free velocity in c (free_velocity) and qvel' = vfree + M^-1 J^T f; then qpos'. Status bits:
-// kStatusLcpNotConverged, kStatusNanResult for a non-finite result.
+// kStatusLcpNotConverged, kStatusNanResult for a non-finite result. built: whether the caller
+// ran delassus on the rows already (the CPU's packs, on their lanes).
 template <class T>
 PHX_HD PHX_INLINE unsigned constrained_update(const ModelView<T>& m, T* qpos, T* qvel, int nrow,
                                               int nprev, const Workspace<T>& w,
                                               ConstraintWorkspace<T>& c, ContactView<T>& cv,
-                                              const LcpSolution<T>& known) {
+                                              const LcpSolution<T>& known, bool built = false) {
   const T dt = m.timestep;
   const int nv = m.nv;
   unsigned status = 0;
   if (nrow == 0) {
     for (int d = 0; d < nv; ++d) qvel[d] += dt * w.qacc[d];
   } else {
-    delassus(m, nrow, c);
+    if (!built) delassus(m, nrow, c);
     status |= lcp_impulses(m, nrow, nprev, c, cv, known);
     // qvel' = vfree + L^-T (Y^T f), with Y = L^-1 J^T
     lcp_factor_velocity(lcp_problem(nrow, c, nv), cv.efc_force, c.tmp);

@@ -80,6 +80,32 @@ TEST(Pack, TransposeMovesLaneKOfPackIToRowKColumnI) {
   expect_transposed<double, 2>();
 }
 
+// packs_to_lanes and lanes_to_packs on n = 2 W + 3 distinct entries (whole blocks and a
+// remainder): each the other's inverse, lane k of pack i at row k column i
+template <class T, int W>
+void expect_lanes_and_packs() {
+  constexpr int n = 2 * W + 3;
+  Pack<T, W> from[n], back[n];
+  for (int i = 0; i < n; ++i)
+    for (int k = 0; k < W; ++k) from[i].set(k, T(100 * i + k));
+  T out[W][n];
+  T* to[W];
+  const T* in[W];
+  for (int k = 0; k < W; ++k) in[k] = to[k] = out[k];
+  packs_to_lanes(from, n, to);
+  for (int i = 0; i < n; ++i)
+    for (int k = 0; k < W; ++k) EXPECT_EQ(out[k][i], T(100 * i + k)) << i << " " << k;
+  lanes_to_packs(in, n, back);
+  for (int i = 0; i < n; ++i)
+    for (int k = 0; k < W; ++k) EXPECT_EQ(back[i][k], T(100 * i + k)) << i << " " << k;
+}
+
+TEST(Pack, LanesAndPacksTransposeEachOtherWithRemainders) {
+  expect_lanes_and_packs<float, 16>();
+  expect_lanes_and_packs<double, 8>();
+  expect_lanes_and_packs<double, 4>();
+}
+
 // MuJoCo's humanoid without contacts and limits: the model the packs run
 Model humanoid() {
   Model m = load_mjcf(PHX_MUJOCO_MODELS "/humanoid/humanoid.xml");
