@@ -765,12 +765,14 @@ PHX_HD void adj_step_constrained_replayed(const ModelView<S>& m, const T* qpos, 
                                           const ModelAdjoint<T>& adj_model,
                                           const ContactModelAdjoint<T>& adj_contact,
                                           T* adj_qfrc) {
+  // qpos' = qpos (+) dt qvel': u = dt P^T adj_qpos', the direct term into adj_qpos; then one
+  // adj_constrained_velocity per path (on the GPU, adj_step_rows and adj_constrained_rest
+  // inlined apart hold more in registers across the split)
   if constexpr (!std::is_same_v<S, T>) {
-    OuterSum<T, 4> adj_M;
-    adj_step_rows(m, qpos, qvel, w, c, cv, a, s, adj_qpos_next, adj_qvel_next, adj_qpos, adj_qvel,
-                  adj_contact, adj_qfrc, adj_M);
-    detail::adj_constrained_rest(m, qpos, qvel, ctrl, w, a, s, adj_M, adj_qpos, adj_qvel, adj_ctrl,
-                                 adj_model);
+    detail::adj_position_update(m, qpos, s, adj_qpos_next, adj_qpos);
+    for (int d = 0; d < m.nv; ++d) s.g[d] = adj_qvel_next[d] + s.u[d];
+    detail::adj_constrained_velocity(m, qpos, qvel, ctrl, w, c, cv, a, s, adj_qpos, adj_qvel,
+                                     adj_ctrl, adj_model, adj_contact, adj_qfrc);
   } else {
     const int nv = m.nv, nrow = *cv.nefc;
     if (nrow == 0) {
@@ -785,18 +787,16 @@ PHX_HD void adj_step_constrained_replayed(const ModelView<S>& m, const T* qpos, 
       detail::replay_classification(m, lcp_problem(nrow, c), cv.efc_force, cv, s.cls);
       nb = detail::bouncing_contacts(m, qvel, c, cv, s.cls, c.ilcp, c.lcp);
     }
+    detail::adj_position_update(m, qpos, s, adj_qpos_next, adj_qpos);
     if (nb == 0) {
-      OuterSum<T, 4> adj_M;
-      adj_step_rows(m, qpos, qvel, w, c, cv, a, s, adj_qpos_next, adj_qvel_next, adj_qpos, adj_qvel,
-                    adj_contact, adj_qfrc, adj_M);
-      detail::adj_constrained_rest(m, qpos, qvel, ctrl, w, a, s, adj_M, adj_qpos, adj_qvel,
-                                   adj_ctrl, adj_model);
+      for (int d = 0; d < nv; ++d) s.g[d] = adj_qvel_next[d] + s.u[d];
+      detail::adj_constrained_velocity(m, qpos, qvel, ctrl, w, c, cv, a, s, adj_qpos, adj_qvel,
+                                       adj_ctrl, adj_model, adj_contact, adj_qfrc);
       return;
     }
 
     // bounce correction: the step's adjoint of adj_qvel' alone, then of u with its state
     // adjoints held apart and replaced by X's
-    detail::adj_position_update(m, qpos, s, adj_qpos_next, adj_qpos);
     for (int d = 0; d < nv; ++d) s.g[d] = adj_qvel_next[d];
     detail::adj_constrained_velocity(m, qpos, qvel, ctrl, w, c, cv, a, s, adj_qpos, adj_qvel,
                                      adj_ctrl, adj_model, adj_contact, adj_qfrc);
