@@ -262,6 +262,38 @@ class PyWarmStart {
     });
   }
 
+  // The contact rows and impulses of every environment as a checkpoint: name ->
+  // (nenv, size) array per PHX_CONTACT_ARRAYS entry, in the scalar type of the last call;
+  // empty before the first call. restore() puts it back bit for bit.
+  py::dict state() const {
+    py::dict out;
+    cvisit([&](const auto& d) {
+      for_each_array(d.contact, [&](const char* name, const auto& b) {
+        using K = typename std::decay_t<decltype(b)>::value_type;
+        py::array_t<K> a({py::ssize_t(d.nenv()), py::ssize_t(b.size() / size_t(d.nenv()))});
+        if (b.size()) b.download(a.mutable_data(), b.size());
+        out[name] = a;
+      });
+    });
+    return out;
+  }
+
+  // Put back a state() of the same model (compiled for `device`), batch size and scalar type:
+  // the next call warm-starts from it as from the call that state() followed.
+  void restore(PyModel& pm, const py::dict& state, const std::string& device) {
+    if (state.empty()) {  // a checkpoint taken before any call: nothing held yet
+      f32_.reset();
+      f64_.reset();
+      return;
+    }
+    py::array force = state["efc_force"];
+    if (force.dtype().is(py::dtype::of<float>())) {
+      restore_t<float>(pm, state, device);
+    } else {
+      restore_t<double>(pm, state, device);
+    }
+  }
+
   // rows each environment holds now (nefc), for tests and tools; empty before the first call
   py::array_t<int> rows() const {
     py::array_t<int> out{py::ssize_t{nenv()}};
@@ -289,6 +321,32 @@ class PyWarmStart {
     if (f64_) f(*f64_);
   }
   int nenv() const { return f32_ ? f32_->nenv() : f64_ ? f64_->nenv() : 0; }
+
+  // f(name, buffer) for every contact array
+  template <class B, class F>
+  static void for_each_array(B& contact, F f) {
+#define PHX_CONTACT_VISIT(kind, name, size, comment) f(#name, contact.name);
+    PHX_CONTACT_ARRAYS(PHX_CONTACT_VISIT)
+#undef PHX_CONTACT_VISIT
+  }
+
+  template <class T>
+  void restore_t(PyModel& pm, const py::dict& state, const std::string& device) {
+    auto dm = pm.compiled<T>(phx::parse_device(device));
+    py::array nefc = state["nefc"];
+    phx::Data<T>& d = data(*dm, int(nefc.shape(0)));
+    for_each_array(d.contact, [&](const char* name, auto& b) {
+      using K = typename std::decay_t<decltype(b)>::value_type;
+      if (!state.contains(name))
+        throw std::invalid_argument(std::string("phalanx: WarmStart.restore: no '") + name + "'");
+      auto a = py::array_t<K, py::array::c_style>::ensure(state[name]);
+      if (!a || size_t(a.size()) != b.size() || a.ndim() != 2 || a.shape(0) != d.nenv())
+        throw std::invalid_argument(std::string("phalanx: WarmStart.restore: '") + name +
+                                    "' does not fit this model and batch (" +
+                                    std::to_string(b.size()) + " entries expected)");
+      if (b.size()) b.upload(a.data(), b.size());
+    });
+  }
 
   std::unique_ptr<phx::Data<float>> f32_;
   std::unique_ptr<phx::Data<double>> f64_;
@@ -1222,7 +1280,12 @@ void register_stepping(py::module_& mod) {
       .def(py::init<>())
       .def("cold_start", &PyWarmStart::cold_start, py::arg("env_ids"),
            "forget the rows of these environments (their next step starts cold)")
-      .def("rows", &PyWarmStart::rows, "constraint rows each environment holds (nefc)");
+      .def("rows", &PyWarmStart::rows, "constraint rows each environment holds (nefc)")
+      .def("state", &PyWarmStart::state,
+           "the contact rows and impulses of every environment, name -> (E, size) arrays")
+      .def("restore", &PyWarmStart::restore, py::arg("model"), py::arg("state"),
+           py::arg("device") = "cpu",
+           "put back a state() taken with this model, batch size and dtype");
 }
 
 // one step's vector-Jacobian product (numpy: every gradient in new arrays; DLPack: those of

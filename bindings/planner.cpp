@@ -211,7 +211,7 @@ class PyPlannerBatch {
                      const CArray<T>& qvel, const CArray<T>& plan, const CArray<T>& sigma,
                      const CArray<T>& lo, const CArray<T>& hi, std::uint64_t seed,
                      std::uint32_t stream, double beta, bool include_nominal, bool record,
-                     const std::optional<CArray<T>>& act) {
+                     const std::optional<CArray<T>>& act, int first_sample, int total_samples) {
     if (auto dm = pm_->compiled<T>(device_); dm != dm_) {  // the model changed: recompiled
       dm_ = dm;
       batch_ = std::make_unique<phx::PlannerBatch<T>>(*dm_, batch_->nproblem(), batch_->nsample(),
@@ -227,8 +227,8 @@ class PyPlannerBatch {
     require(hi, "hi", {m.nu});
     if (act) require(*act, "act", {N, m.na});
     phx::DeviceCost<T> cost = device_cost(*dm_, ints, reals);
-    phx::PlannerSpec spec{int(N), int(K), int(H),          seed,
-                          stream, beta,   include_nominal, batch_->hold()};
+    phx::PlannerSpec spec{int(N), int(K),          int(H),         seed,         stream,
+                          beta,   include_nominal, batch_->hold(), first_sample, total_samples};
     {
       py::gil_scoped_release nogil;
       phx::Device dev = dm_->device();
@@ -287,6 +287,19 @@ class PyPlannerBatch {
     batch_->value.upload(costs.data(), size_t(costs.size()));
   }
 
+  // Replace the samples of the last iteration, eps and ctrl (N, K, H, nu) and their costs
+  // (N, K), by those drawn and rolled out elsewhere (the slices of a planner whose samples are
+  // spread over processes), before an update.
+  void set_samples(const CArray<T>& eps, const CArray<T>& ctrl, const CArray<T>& costs) {
+    const py::ssize_t N = batch_->nproblem(), K = batch_->nsample(), H = batch_->horizon();
+    require(eps, "eps", {N, K, H, dm_->model().nu});
+    require(ctrl, "ctrl", {N, K, H, dm_->model().nu});
+    require(costs, "costs", {N, K});
+    batch_->eps.upload(eps.data(), size_t(eps.size()));
+    batch_->ctrl.upload(ctrl.data(), size_t(ctrl.size()));
+    batch_->value.upload(costs.data(), size_t(costs.size()));
+  }
+
   // the recorded trajectories (N * K, H * hold, nq) and (N * K, H * hold, nv)
   py::tuple trajectories() const {
     py::ssize_t M = py::ssize_t(batch_->nproblem()) * batch_->nsample(),
@@ -296,6 +309,11 @@ class PyPlannerBatch {
       throw std::logic_error("phalanx: no trajectories recorded (rollouts(record=True))");
     return py::make_tuple(download(batch_->qs, {M, H, m.nq}), download(batch_->vs, {M, H, m.nv}));
   }
+
+  int nproblem() const { return batch_->nproblem(); }
+  int nsample() const { return batch_->nsample(); }
+  int horizon() const { return batch_->horizon(); }
+  int hold() const { return batch_->hold(); }
 
   py::array_t<bool> ok() const {
     CArray<int> o = download(batch_->ok, {py::ssize_t(batch_->nproblem())});
@@ -341,8 +359,13 @@ void define_batch(py::module_& mod, const char* name) {
            py::arg("sigma").noconvert(), py::arg("lo").noconvert(), py::arg("hi").noconvert(),
            py::arg("seed"), py::arg("stream"), py::arg("beta"), py::arg("include_nominal"),
            py::arg("record") = false, py::arg("act").noconvert() = py::none(),
+           py::arg("first_sample") = 0, py::arg("total_samples") = 0,
            "noise, controls, rollouts and costs of all samples -> (costs (N, K), status (N, K)); "
-           "act (N, na): the problems' activations, with activation state")
+           "act (N, na): the problems' activations, with activation state; the K samples are "
+           "numbers first_sample.. of total_samples per problem (0: K), drawn as those")
+      .def("set_samples", &PyPlannerBatch<T>::set_samples, py::arg("eps").noconvert(),
+           py::arg("ctrl").noconvert(), py::arg("costs").noconvert(),
+           "replace the samples eps, ctrl (N, K, H, nu) and costs (N, K) before an update")
       .def("set_costs", &PyPlannerBatch<T>::set_costs, py::arg("costs").noconvert(),
            "replace the samples' costs (N, K) before an update")
       .def("trajectories", &PyPlannerBatch<T>::trajectories,
@@ -353,6 +376,10 @@ void define_batch(py::module_& mod, const char* name) {
       .def("update_cem", &PyPlannerBatch<T>::update_cem, py::arg("plan").noconvert(),
            py::arg("sigma").noconvert(), py::arg("num_elites"), py::arg("alpha"),
            py::arg("sigma_min"), "CEM's refit of the plans and sigma in place")
+      .def_property_readonly("num_problems", &PyPlannerBatch<T>::nproblem)
+      .def_property_readonly("num_samples", &PyPlannerBatch<T>::nsample)
+      .def_property_readonly("horizon", &PyPlannerBatch<T>::horizon)
+      .def_property_readonly("hold", &PyPlannerBatch<T>::hold)
       .def_property_readonly("eps", &PyPlannerBatch<T>::eps)
       .def_property_readonly("ctrl", &PyPlannerBatch<T>::ctrl)
       .def_property_readonly("weights", &PyPlannerBatch<T>::weights)

@@ -45,6 +45,7 @@ void device_zero(Device device, void* p, size_t bytes);
 template <class T>
 class Buffer {
  public:
+  using value_type = T;
   Buffer() = default;
   Buffer(Device device, size_t n) : device_(device), n_(n) {
     if (n_) p_ = static_cast<T*>(detail::device_alloc(device_, n_ * sizeof(T)));

@@ -144,6 +144,14 @@ void PlannerBatch<T>::rollouts(const DeviceCost<T>& cost, const PlannerSpec& spe
     throw std::invalid_argument("phalanx: the planner spec's sizes differ from the batch's");
   if (!(spec.beta >= 0 && spec.beta < 1))
     throw std::invalid_argument("phalanx: the noise smoothing must be in [0, 1)");
+  const long total = spec.nsample_total > 0 ? spec.nsample_total : spec.nsample;
+  if (spec.nsample_total < 0 || spec.first_sample < 0 || spec.first_sample + spec.nsample > total)
+    throw std::invalid_argument(
+        "phalanx: the batch's samples " + std::to_string(spec.first_sample) + ".." +
+        std::to_string(spec.first_sample + spec.nsample - 1) + " are not within the " +
+        std::to_string(total) + " samples of each problem");
+  if (total * spec.nproblem > (1L << 32))
+    throw std::invalid_argument("phalanx: more than 2^32 samples in one planning iteration");
   const ModelView<T>& m = model_->view();
   if (m.na > 0 && !d_act0)
     throw std::invalid_argument("phalanx: the model has actuator activations (na = " +

@@ -539,12 +539,13 @@ def _gradient_flags(complementarity_aware: bool, bounce_correction: bool) -> int
         _phalanx.GRAD_BOUNCE_CORRECTION if bounce_correction else 0)
 
 
-def _count(name: str, n) -> int:
-    """n as a non-negative int."""
+def _count(name: str, n, least: int = 0, owner: str = "phalanx") -> int:
+    """n as an int >= least (0 or 1), else a ValueError from owner."""
+    kind = "a positive" if least == 1 else "a non-negative"
     try:
         n = operator.index(n)
     except TypeError:
-        raise ValueError(f"phalanx: {name} must be a non-negative integer, got {n!r}") from None
-    if n < 0:
-        raise ValueError(f"phalanx: {name} must be a non-negative integer, got {n}")
+        raise ValueError(f"{owner}: {name} must be {kind} integer, got {n!r}") from None
+    if n < least:
+        raise ValueError(f"{owner}: {name} must be {kind} integer, got {n}")
     return n

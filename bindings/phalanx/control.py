@@ -51,6 +51,37 @@ __all__ = ["MPPI", "CEM"]
 _STOPPED = _phalanx.STATUS_STOP_MASK
 
 
+# --- the sampling stage ----------------------------------------------------------------------
+
+
+def planner_batch(model, num_problems, num_samples, horizon, hold, dtype, device):
+    """the device arrays of num_problems x num_samples planner samples"""
+    cls = _phalanx.PlannerBatch32 if np.dtype(dtype) == np.float32 else _phalanx.PlannerBatch64
+    return cls(model, num_problems, num_samples, horizon, hold, device)
+
+
+def draw_samples(batch, model, cost, native, sampling, qpos, qvel, plan, act) -> np.ndarray:
+    """One sampling stage in ``batch`` (N problems x K samples): noise, controls, rollouts
+    and costs from the problems' states and plans (N, H, nu), with the keywords ``sampling``
+    of ``_Planner.sampling``. ``native``: the cost is built-in terms of ``model``, evaluated in
+    the kernel; otherwise it runs in Python on the recorded trajectories (a stopped sample
+    costs +inf). Returns the costs (N, K), also left in the batch for its update."""
+    N, K, H, nu = batch.num_problems, batch.num_samples, batch.horizon, model.nu
+    terms = cost if native else costs.Terms(model, np.zeros((0, 3)), np.zeros((0, 3)))
+    values, status = batch.rollouts(terms.ints, terms.reals, qpos, qvel, plan, record=not native,
+                                    act=act, **sampling)
+    if not native:  # a Python cost on the recorded trajectories
+        qs, vs = batch.trajectories()
+        ctrl = batch.ctrl.reshape(N * K, H, nu)
+        if batch.hold > 1:
+            ctrl = np.repeat(ctrl, batch.hold, axis=1)
+        values = np.asarray(_evaluate(cost, qs, vs, ctrl), dtype=values.dtype).reshape(
+            N, K).copy()
+        values[(status & _STOPPED) != 0] = np.inf
+        batch.set_costs(values)
+    return values
+
+
 # --- planners --------------------------------------------------------------------------------
 
 
@@ -251,30 +282,29 @@ class _Planner:
 
     def _sample(self, qpos, qvel, act) -> np.ndarray:
         """the sampling stage: every sample's noise, controls, rollout and cost -> (N, K)"""
-        N, K, H, nu = self.num_problems, self.num_samples, self.horizon, self.model.nu
         if self._batch is None:
-            cls = _phalanx.PlannerBatch32 if self.dtype == np.float32 else _phalanx.PlannerBatch64
-            self._batch = cls(self.model, N, K, H, self.hold, self.device)
-        native = self._native()
-        terms = self.cost if native else costs.Terms(self.model, np.zeros((0, 3)),
-                                                     np.zeros((0, 3)))
-        values, status = self._batch.rollouts(
-            terms.ints, terms.reals, qpos, qvel, self._u,
-            np.ascontiguousarray(self._noise_scale(), dtype=self.dtype), self._lo, self._hi,
-            self.seed, self._iteration % 2**32, self.noise_smoothing, self.include_nominal,
-            record=not native, act=act)
-        if not native:  # a Python cost on the recorded trajectories
-            qs, vs = self._batch.trajectories()
-            ctrl = self._held(self._batch.ctrl.reshape(N * K, H, nu))
-            values = np.asarray(_evaluate(self.cost, qs, vs, ctrl), dtype=self.dtype).reshape(
-                N, K).copy()
-            values[(status & _STOPPED) != 0] = np.inf
-            self._batch.set_costs(values)
+            self._batch = planner_batch(self.model, self.num_problems, self.num_samples,
+                                        self.horizon, self.hold, self.dtype, self.device)
+        values = self._draw(qpos, qvel, act)
         self._check_costs(values)
         self.last_costs = values
         if self.include_nominal:
             self.last_nominal_cost = values[:, 0].copy()
         return values
+
+    def _draw(self, qpos, qvel, act) -> np.ndarray:
+        """the samples of this iteration drawn, rolled out and costed in self._batch -> (N, K)
+        costs"""
+        return draw_samples(self._batch, self.model, self.cost, self._native(),
+                            self.sampling(), qpos, qvel, self._u, act)
+
+    def sampling(self, first_sample: int = 0, total_samples: int = 0) -> dict:
+        """the arguments of this iteration's sampling stage (PlannerBatch.rollouts) after the
+        cost's, for samples first_sample.. of total_samples (0: all of them)"""
+        return dict(sigma=np.ascontiguousarray(self._noise_scale(), dtype=self.dtype),
+                    lo=self._lo, hi=self._hi, seed=self.seed, stream=self._iteration % 2**32,
+                    beta=self.noise_smoothing, include_nominal=self.include_nominal,
+                    first_sample=first_sample, total_samples=total_samples)
 
     def _check_costs(self, values):
         nan = np.isnan(values).any(axis=1)

@@ -50,7 +50,6 @@ Wrong shapes raise ``ValueError`` naming the expected shape.
 
 from __future__ import annotations
 
-import operator
 import os
 
 import numpy as np
@@ -80,14 +79,7 @@ class Simulator:
         if not isinstance(model, phalanx.Model):
             raise TypeError(f"phalanx.Simulator: model must be a phalanx.Model or a path, got "
                             f"{type(model).__name__}")
-        try:
-            num_envs = operator.index(num_envs)
-        except TypeError:
-            raise ValueError(f"phalanx.Simulator: num_envs must be a positive integer, got "
-                             f"{num_envs!r}") from None
-        if num_envs < 1:
-            raise ValueError(f"phalanx.Simulator: num_envs must be a positive integer, got "
-                             f"{num_envs}")
+        num_envs = phalanx._count("num_envs", num_envs, 1, "phalanx.Simulator")
         dtype = np.dtype(dtype)
         if dtype not in _FLOATS:
             raise ValueError(f"phalanx.Simulator: dtype must be float32 or float64, got {dtype}")
@@ -206,7 +198,8 @@ class Simulator:
         nstep = self._phalanx._count("nstep", nstep)
         if ctrl is not None:
             self._assign("ctrl", "nu", self._ctrl, ctrl)
-        qfrc, xfrc = (None if f is None else np.ascontiguousarray(f, dtype=self._dtype)
+        # (DLPack exports writable arrays only: a read-only input, e.g. a broadcast, is copied)
+        qfrc, xfrc = (None if f is None else np.require(f, self._dtype, ["C", "W"])
                       for f in (qfrc, xfrc))
         frozen, kept = self._freeze()
         act = self._act if self._model.na > 0 else None

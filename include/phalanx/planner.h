@@ -16,6 +16,9 @@ namespace phx {
 // samples, plans of horizon rows, each row held for hold physics steps (a sample's rollout is
 // horizon * hold steps long); the noise of sample s = p * nsample + k is keyed (seed, s,
 // stream) (planner_noise), filtered by beta and scaled per entry by the problem's std.
+// A batch may hold a slice of a larger sampling: its samples are then numbers first_sample ..
+// first_sample + nsample - 1 of nsample_total per problem, keyed and treated as those (a
+// planner whose samples are spread over several processes draws the same noise as one).
 struct PlannerSpec {
   int nproblem = 1;
   int nsample = 1;
@@ -25,6 +28,15 @@ struct PlannerSpec {
   double beta = 0;
   bool include_nominal = true;  // sample 0 of each problem is the plan itself
   int hold = 1;                 // physics steps per plan row (the control interval)
+  int first_sample = 0;         // the number of this batch's first sample in its problem
+  int nsample_total = 0;        // samples per problem in the whole sampling; 0: nsample
+
+  // the number k of local sample `sample` in its problem, and its noise key p * total + k
+  PHX_HD int number(int sample) const { return first_sample + sample % nsample; }
+  PHX_HD uint32_t key(int sample) const {
+    int total = nsample_total > 0 ? nsample_total : nsample;
+    return uint32_t(sample / nsample) * uint32_t(total) + uint32_t(number(sample));
+  }
 };
 
 // Noise of one sample, eps (H x nu): per actuator sigma_i, time-correlated by a first-order

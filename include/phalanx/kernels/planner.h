@@ -123,11 +123,11 @@ struct PlannerRolloutKernel {
   // Before the steps: the sample's noise and controls, its initial state (qpos, qvel and act
   // rows) from its problem's, and a cold start of its contacts.
   PHX_HD void prepare(const ModelView<T>& m, int sample) const {
-    int p = sample / spec.nsample, k = sample % spec.nsample, H = spec.horizon, nu = m.nu;
+    int p = sample / spec.nsample, k = spec.number(sample), H = spec.horizon, nu = m.nu;
     long u0 = long(sample) * H * nu;
     const T* up = plan + long(p) * H * nu;
     const T* sd = sigma + long(p) * H * nu;
-    planner_noise(spec.seed, uint32_t(sample), spec.stream, H, nu, static_cast<const T*>(nullptr),
+    planner_noise(spec.seed, spec.key(sample), spec.stream, H, nu, static_cast<const T*>(nullptr),
                   T(spec.beta), eps + u0);
     for (int j = 0; j < H * nu; ++j)
       eps[u0 + j] = spec.include_nominal && k == 0 ? T(0) : sd[j] * eps[u0 + j];
