@@ -229,25 +229,38 @@ def evaluate(task, policy) -> tuple[float, np.ndarray, np.ndarray]:
 def train(task_name: str, iterations: int | None = None, *, seed: int = 0, envs: int | None = None,
           horizon: int | None = None, lr: float | None = None, episode: int | None = None,
           gamma: float = 0.99, lam: float = 0.95, critic_lr: float = 2e-3,
-          critic_steps: int = 8, hidden: int = 64, eval_every: int = 50, log=print) -> dict:
+          critic_steps: int = 8, hidden: int = 64, eval_every: int = 50, log=print,
+          rank: int = 0, world: int = 1, wrap=None) -> dict:
     """Train a policy on task_name ("cartpole" or "cheetah") by SHAC for ``iterations`` windows;
     None takes the task's default (Task.defaults). Returns the learning curve (``iterations``,
     ``returns``: evaluation mean reward per step), ``initial`` and ``final`` evaluations, the
     final evaluation episode's states (``qs``, ``vs``) and summary (cart-pole: ``upright``,
     ``last_second_max_angle``; cheetah: ``mean_speed``, ``distance``) and the untrained
-    policy's summary (``initial_summary``), the wall time ``seconds`` and the ``policy``."""
+    policy's summary (``initial_summary``), the wall time ``seconds`` and the ``policy``.
+
+    Across processes (examples/policy_ddp.py): process ``rank`` of ``world`` steps the
+    environments [rank E / world, (rank + 1) E / world) of the E the training would step alone
+    (the same initial states and restarts: every process draws those of all E), and ``wrap``
+    (e.g. DistributedDataParallel) wraps the policy and the critic so that their gradients
+    are averaged over the processes."""
     task = TASKS[task_name]()
     cfg = dict(task.defaults)
     cfg.update({k: val for k, val in dict(iterations=iterations, envs=envs, horizon=horizon,
                                           lr=lr, episode=episode).items() if val is not None})
+    if cfg["envs"] % world:
+        raise ValueError(f"{cfg['envs']} environments do not split evenly over {world} "
+                         f"processes")
+    mine = slice(rank * cfg["envs"] // world, (rank + 1) * cfg["envs"] // world)
     torch.manual_seed(seed)
     gen = torch.Generator().manual_seed(seed)
     policy, critic = Policy(task, hidden), mlp(task.nobs, hidden, 1)
+    if wrap is not None:
+        policy, critic = wrap(policy), wrap(critic)
     actor_opt = torch.optim.Adam(policy.parameters(), lr=cfg["lr"])
     critic_opt = torch.optim.Adam(critic.parameters(), lr=critic_lr)
     decay = [torch.optim.lr_scheduler.LambdaLR(o, lambda i: 1 - 0.9 * i / cfg["iterations"])
              for o in (actor_opt, critic_opt)]
-    q, v = task.random_starts(cfg["envs"], gen)
+    q, v = (x[mine] for x in task.random_starts(cfg["envs"], gen))
     age = torch.randint(0, cfg["episode"], (cfg["envs"],), generator=gen)
     initial, qs, vs = evaluate(task, policy)
     initial_summary = task.summary(qs, vs)
@@ -264,7 +277,8 @@ def train(task_name: str, iterations: int | None = None, *, seed: int = 0, envs:
         critic_loss = fit_critic(critic, critic_opt, obs.detach(), targets, critic_steps)
         for d in decay:
             d.step()
-        q, v, age = restart_finished(task, q, v, age + cfg["horizon"], cfg["episode"], gen)
+        q, v, age = restart_finished(task, q, v, age + cfg["horizon"], cfg["episode"], gen,
+                                     mine)
         if it % eval_every == 0 or it == cfg["iterations"]:
             its.append(it)
             returns.append(evaluate(task, policy)[0])
@@ -279,12 +293,16 @@ def train(task_name: str, iterations: int | None = None, *, seed: int = 0, envs:
                 policy=policy)
 
 
-def restart_finished(task, q, v, age, episode, gen):
-    """environments whose episode is over restart from random initial states"""
+def restart_finished(task, q, v, age, episode, gen, mine=slice(None)):
+    """environments whose episode is over restart from random initial states: age holds the
+    ages of all environments and q, v the states of those in ``mine``"""
     done = age >= episode
     if done.any():
         q, v, age = q.clone(), v.clone(), age.clone()
-        q[done], v[done] = task.random_starts(int(done.sum()), gen)
+        starts = task.random_starts(int(done.sum()), gen)  # one per finished environment
+        row = torch.cumsum(done, 0)[mine] - 1  # each environment's row of starts
+        restart = done[mine]
+        q[restart], v[restart] = (x[row[restart]] for x in starts)
         age[done] = 0
     return q, v, age
 

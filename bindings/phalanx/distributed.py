@@ -14,7 +14,7 @@ Needs Ray (``pip install ".[distributed]"``, or ``pip install ray``)::
 A ``ShardedBatch`` splits E environments into ``num_shards`` contiguous slices (sizes differing
 by at most one), each owned by a Ray actor that holds a ``phalanx.Simulator`` of its slice on
 its device: one actor per GPU (``device="cuda"`` asks Ray for one GPU per shard) or per group of
-``cpus_per_shard`` CPU cores (Ray sets the actor's OpenMP threads to that number). Every method
+``cpus_per_shard`` CPU cores (the actor runs that many OpenMP threads). Every method
 takes and returns arrays of the whole batch, with the shapes of the single-process API, and
 gives the same numbers bit for bit (each environment is computed alone, whichever process
 holds it):
@@ -124,9 +124,10 @@ class _Shard:
     """A slice of the batch's environments: a phalanx.Simulator of its own model, its tapes and
     planner batches. Ray runs it as an actor (ray.remote(_Shard))."""
 
-    def __init__(self, model_path, num_envs, device, dtype):
+    def __init__(self, model_path, num_envs, device, dtype, threads):
         import phalanx
 
+        phalanx.set_num_threads(threads)
         self._px = phalanx
         self.model = phalanx.load_model(model_path)
         self.sim = phalanx.Simulator(self.model, num_envs, device=device, dtype=dtype)
@@ -258,7 +259,8 @@ class ShardedBatch:
     ``model_path``: an MJCF or URDF file every shard loads (readable on every node: a shared
     file system or the same path on each machine). ``device`` "cpu" or "cuda" and ``dtype``
     float32 or float64 as for ``phalanx.Simulator``. ``cpus_per_shard`` (default 1) and
-    ``gpus_per_shard`` (default 1 on CUDA, else 0) are each actor's Ray resources.
+    ``gpus_per_shard`` (default 1 on CUDA, else 0) are each actor's Ray resources;
+    ``threads_per_shard`` its OpenMP threads (default: cpus_per_shard, at least 1).
     ``checkpoint_every``: state-changing calls between checkpoints (default 100);
     ``max_restarts``: restarts Ray grants each shard (default 3); ``restart_timeout``: seconds
     to wait for a restarted shard (default 120). Ray must be initialised (``ray.init``), or it
@@ -267,8 +269,8 @@ class ShardedBatch:
 
     def __init__(self, model_path, num_envs: int, num_shards: int, *, device: str = "cpu",
                  dtype=np.float64, cpus_per_shard: float = 1, gpus_per_shard: float | None = None,
-                 checkpoint_every: int = 100, max_restarts: int = 3,
-                 restart_timeout: float = 120.0) -> None:
+                 threads_per_shard: int | None = None, checkpoint_every: int = 100,
+                 max_restarts: int = 3, restart_timeout: float = 120.0) -> None:
         ray = _ray()
         import phalanx
 
@@ -292,23 +294,34 @@ class ShardedBatch:
         if gpus_per_shard is None:
             gpus_per_shard = 1 if device == "cuda" else 0
         total = ray.cluster_resources()
-        for what, per, have in (("CPU", cpus_per_shard, total.get("CPU", 0)),
-                                ("GPU", gpus_per_shard, total.get("GPU", 0))):
+        for what, per in (("CPU", cpus_per_shard), ("GPU", gpus_per_shard)):
+            have = total.get(what, 0)
             if per * num_shards > have:  # the actors would wait for resources forever
                 raise ValueError(
                     f"phalanx.distributed: {num_shards} shards of {per:g} {what} each need "
                     f"{per * num_shards:g} {what}s; the Ray cluster has {have:g} (lower "
                     f"num_shards or {what.lower()}s_per_shard, or add nodes)")
+        threads = (max(1, int(cpus_per_shard)) if threads_per_shard is None
+                   else _positive("threads_per_shard", threads_per_shard))
         actor = ray.remote(_Shard).options(num_cpus=cpus_per_shard, num_gpus=gpus_per_shard,
                                             max_restarts=max_restarts, max_task_retries=0)
-        self._actors = [actor.remote(self.model_path, hi - lo, device, self.dtype.name)
+        self._actors = [actor.remote(self.model_path, hi - lo, device, self.dtype.name, threads)
                         for lo, hi in self.ranges]
         self.faults: list[Fault] = []
         self._log = [[] for _ in self._actors]  # state-changing calls since the checkpoint
         self._since = 0
         self._tape_ids = itertools.count()
         # each shard's incarnation (the shards are up: a bad model fails here)
-        self._tokens = ray.get([a.incarnation.remote() for a in self._actors])
+        try:
+            self._tokens = ray.get([a.incarnation.remote() for a in self._actors],
+                                   timeout=self.restart_timeout)
+        except ray.exceptions.GetTimeoutError:
+            self.close()
+            raise RuntimeError(
+                f"phalanx.distributed: the {num_shards} shards did not start within "
+                f"{self.restart_timeout:.0f} s; the Ray cluster has "
+                f"{ray.available_resources()} free of {total} (other actors hold the rest?)"
+            ) from None
         self._checkpoints = [None] * num_shards
         self.checkpoint()
 

@@ -73,3 +73,39 @@ def test_cheetah_policy_runs_forward(apg):
     untrained = r["initial_summary"]["mean_speed"]
     assert abs(untrained) < 0.1  # the untrained policy barely moves
     assert r["summary"]["mean_speed"] > CHEETAH_SPEED > untrained + 0.2
+
+
+def test_training_across_two_processes_equals_one(apg, tmp_path):
+    """examples/policy_ddp.py under torchrun with two processes (gloo), 8 cheetah environments
+    each with contacts, against policy_apg.train of all 16 in this process: the same evaluation
+    curve and the same parameters to rounding (the averaged gradient sums in another order),
+    and both processes hold identical parameters (DistributedDataParallel's all-reduce)."""
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    examples = Path(__file__).resolve().parents[2] / "examples"
+    torchrun = Path(sys.executable).with_name("torchrun")
+    env = dict(os.environ, OMP_NUM_THREADS="1", PYTHONPATH=os.pathsep.join(
+        [str(examples), *filter(None, [os.environ.get("PYTHONPATH")])]))
+    args = ["--task", "cheetah", "--iterations", "6", "--envs", "16", "--eval-every", "3",
+            "--out", str(tmp_path)]
+    run = subprocess.run([str(torchrun), "--nproc_per_node=2", "--master_port=29517",
+                          str(examples / "policy_ddp.py"), *args], env=env, capture_output=True,
+                         text=True, timeout=600)
+    assert run.returncode == 0, run.stderr[-3000:]
+    assert "cheetah over 2 processes" in run.stdout
+    one = apg.train("cheetah", 6, envs=16, seed=0, eval_every=3, log=None)
+    expected = one["policy"].state_dict()
+    ranks = [torch.load(tmp_path / f"policy_ddp_cheetah_rank{r}.pt", weights_only=False)
+             for r in (0, 1)]
+    for r in ranks:
+        assert r["world"] == 2
+        np.testing.assert_allclose(r["returns"], one["returns"], rtol=1e-9)
+        for name, value in expected.items():
+            torch.testing.assert_close(r["policy"][name], value, rtol=1e-8, atol=1e-12)
+    assert all(torch.equal(ranks[0]["policy"][k], ranks[1]["policy"][k]) for k in expected)
+    torch.manual_seed(0)  # the untrained policy, as train draws it
+    moved = one["policy"].net[0].weight - apg.Policy(apg.Cheetah(), 64).net[0].weight
+    assert moved.abs().max() > 1e-4  # it trained
