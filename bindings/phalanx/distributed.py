@@ -19,7 +19,8 @@ takes and returns arrays of the whole batch, with the shapes of the single-proce
 gives the same numbers bit for bit (each environment is computed alone, whichever process
 holds it):
 
-- ``reset`` and ``step``: ``phalanx.Simulator``'s, on the shards' own state;
+- ``reset`` and ``step``: ``phalanx.Simulator``'s, on the shards' own state (``step`` with
+  given states is ``phalanx.step``);
 - ``rollout(qpos, qvel, ctrl, tape=..., cost=...)``: ``phalanx.rollout`` from the given states,
   or from the shards' current states when qpos and qvel are None (which it leaves unchanged);
   with a ``cost`` (``phalanx.costs``) each shard evaluates it on its own trajectories and only
@@ -158,8 +159,14 @@ class _Shard:
     def reset(self, ids, qpos, qvel, act):
         self.sim.reset(ids, qpos, qvel, act)
 
-    def step(self, ctrl, nstep, qfrc):
-        self.sim.step(ctrl, nstep, qfrc=qfrc)
+    def step(self, ctrl, nstep, qfrc, xfrc):
+        self.sim.step(ctrl, nstep, qfrc=qfrc, xfrc=xfrc)
+
+    def step_from(self, start, ctrl, nstep, qfrc, xfrc):
+        """``phalanx.step`` from start = (qpos, qvel, act), the shard's state untouched"""
+        qpos, qvel, act = start
+        return self._px.step(self.model, qpos, qvel, ctrl, nstep=nstep, qfrc=qfrc, xfrc=xfrc,
+                             act=act, dtype=self.dtype, device=self.device)
 
     def get(self, name):
         return np.array(getattr(self.sim, name))
@@ -478,14 +485,31 @@ class ShardedBatch:
                                            for r, v in zip(rows, (qpos, qvel, act))]))
         self._run("reset", args, changes_state=True)
 
-    def step(self, ctrl=None, nstep: int = 1, *, qfrc=None) -> None:
+    def step(self, ctrl=None, nstep: int = 1, *, qfrc=None, xfrc=None, qpos=None, qvel=None,
+             act=None):
         """``phalanx.Simulator.step`` on every shard: ctrl (E, nu) (None: the shards' own),
-        qfrc (E, nv) optional."""
+        qfrc (E, nv) and xfrc (E, nbody, 6) optional; the shards' states advance in place.
+
+        Given qpos (E, nq) and qvel (E, nv) (and act (E, na) with activation state), it is
+        ``phalanx.step`` instead: from those states, the shards' own untouched, returning what
+        ``phalanx.step`` returns (qpos, qvel[, act], status)."""
         m = self.model
-        ctrls = self._split("ctrl", ctrl, (m.nu,))
-        qfrcs = self._split("qfrc", qfrc, (m.nv,))
         nstep = _positive("nstep", nstep)
-        self._run("step", [(c, nstep, f) for c, f in zip(ctrls, qfrcs)], changes_state=True)
+        forces = list(zip(self._split("qfrc", qfrc, (m.nv,)),
+                          self._split("xfrc", xfrc, (m.nbody, 6))))
+        if qpos is None and qvel is None:
+            ctrls = self._split("ctrl", ctrl, (m.nu,))
+            self._run("step", [(c, nstep, *f) for c, f in zip(ctrls, forces)],
+                      changes_state=True)
+            return None
+        if qpos is None or qvel is None or ctrl is None:
+            raise ValueError("phalanx.distributed: a step from given states needs qpos, qvel "
+                             "and ctrl")
+        starts = zip(self._split("qpos", qpos, (m.nq,)), self._split("qvel", qvel, (m.nv,)),
+                     self._split("act", act, (m.na,)))
+        args = [(s, c, nstep, *f) for s, c, f in zip(starts, self._split("ctrl", ctrl, (m.nu,)),
+                                                     forces)]
+        return tuple(np.concatenate(p) for p in zip(*self._run("step_from", args)))
 
     # --- parameters -------------------------------------------------------------------------
 

@@ -75,8 +75,9 @@ def test_steps_resets_and_parameters_equal_one_simulator(rng, dtype):
     for k in range(30):
         u = humanoid_controls(rng, E, m.nu)
         f = rng.normal(0, 5, (E, m.nv)) if k % 7 == 3 else None
-        batch.step(u, nstep=2, qfrc=f)
-        sim.step(u, nstep=2, qfrc=f)
+        xf = rng.normal(0, 5, (E, m.nbody, 6)) if k % 5 == 2 else None
+        batch.step(u, nstep=2, qfrc=f, xfrc=xf)
+        sim.step(u, nstep=2, qfrc=f, xfrc=xf)
         if k == 12:  # environments of two shards back to a given pose
             ids = [1, 4]
             q = np.repeat(m.qpos0[None], 2, 0)
@@ -87,6 +88,12 @@ def test_steps_resets_and_parameters_equal_one_simulator(rng, dtype):
         np.testing.assert_array_equal(getattr(batch, name), getattr(sim, name), strict=True)
     np.testing.assert_array_equal(batch.parameter("body_mass"), sim.parameter("body_mass"))
     assert np.any(sim.qvel != qvel[0])  # it moved
+    # phalanx.step from given states, the shards' own untouched
+    u = humanoid_controls(rng, E, m.nu)
+    q1 = sim.qpos + rng.normal(0, 0.01, sim.qpos.shape)
+    assert_identical(batch.step(u, 3, qpos=q1, qvel=sim.qvel),
+                     phalanx.step(m, q1, sim.qvel, u, nstep=3, dtype=dtype))
+    np.testing.assert_array_equal(batch.qpos, sim.qpos)
     batch.close()
 
 
