@@ -50,6 +50,7 @@ from ._phalanx import (
     pack_stats,
     set_num_threads,
 )
+from ._exclusive import exclusive, exclusive_use
 from .simulator import Simulator
 
 __all__ = [
@@ -267,8 +268,11 @@ def rollout(
     qpos_out, qvel_out = (None, None) if out is None else out
     if tape is not None and not isinstance(tape, _phalanx.Tape):
         raise TypeError("phalanx: tape must be a phalanx.Tape")
-    return _phalanx.rollout(model, qpos, qvel, ctrl, qpos_out, qvel_out, counts, tape, dtype,
-                            device, act, mocap_pos, mocap_quat)
+    with contextlib.ExitStack() as held:
+        if tape is not None:
+            held.enter_context(exclusive_use(tape, "phalanx.Tape"))
+        return _phalanx.rollout(model, qpos, qvel, ctrl, qpos_out, qvel_out, counts, tape, dtype,
+                                device, act, mocap_pos, mocap_quat)
 
 
 class Tape(_phalanx.Tape):
@@ -287,6 +291,7 @@ class Tape(_phalanx.Tape):
     the humanoid in float32), so that no step is computed a third time.
     """
 
+    @exclusive("phalanx.Tape")
     def backward(self, adj_qpos=None, adj_qvel=None, *, adj_act=None,
                  complementarity_aware: bool = False,
                  bounce_correction: bool = False) -> dict[str, np.ndarray]:

@@ -44,6 +44,7 @@ import numbers
 import numpy as np
 
 from . import _phalanx, costs
+from ._exclusive import exclusive
 from .costs import _evaluate, _vector
 
 __all__ = ["MPPI", "CEM"]
@@ -194,6 +195,7 @@ class _Planner:
         """planning iterations since construction or the last reset (the noise stream)"""
         return self._iteration
 
+    @exclusive("phalanx.control planner")
     def reset(self) -> None:
         """Back to the initial plans and iteration 0: the same seed then repeats the same
         samples and plans."""
@@ -205,6 +207,7 @@ class _Planner:
         self.last_nominal_cost = None  # (N,) cost of each plan before that iteration (if
         # include_nominal: sample 0)
 
+    @exclusive("phalanx.control planner")
     def shift(self, steps: int = 1) -> None:
         """Warm start for the next control step: every plan moved ``steps`` rows earlier, its
         last row repeated (call after applying the first ``steps`` rows)."""
@@ -221,6 +224,7 @@ class _Planner:
             out[:, H - s:] = a[:, -1:]
         return out
 
+    @exclusive("phalanx.control planner")
     def plan(self, qpos, qvel, iterations: int | None = None, *, full: bool = False, act=None):
         """Improve the plans from the current states, qpos (N, nq) and qvel (N, nv) (for
         N = 1 also (nq,) and (nv,)), and with activation state (``model.na > 0``) act (N, na),
@@ -333,6 +337,7 @@ class _Planner:
     def _iterate(self, qpos, qvel, act):
         raise NotImplementedError
 
+    @exclusive("phalanx.control planner")
     def refine(self, qpos, qvel, steps: int = 1, *, act=None) -> np.ndarray:
         """Gradient-refined sampling: ``steps`` gradient steps on every plan from the states
         qpos (N, nq), qvel (N, nv), through the rollout's adjoint (a taped rollout of the N
@@ -405,6 +410,7 @@ class MPPI(_Planner):
         self.temperature = lam
         super().__init__(model, horizon, num_samples, sigma, **options)
 
+    @exclusive("phalanx.control planner")
     def reset(self) -> None:
         super().reset()
         self.last_weights = None
@@ -458,6 +464,7 @@ class CEM(_Planner):
             raise ValueError(f"phalanx.control.CEM: sigma_min must be >= 0, got {sigma_min}")
         super().__init__(model, horizon, num_samples, sigma, iterations=iterations, **options)
 
+    @exclusive("phalanx.control planner")
     def reset(self) -> None:
         super().reset()
         self._std = self._initial_std()
@@ -472,6 +479,7 @@ class CEM(_Planner):
         """(N, H, nu): the current standard deviation of each plan (a copy)"""
         return self._std.copy()
 
+    @exclusive("phalanx.control planner")
     def shift(self, steps: int = 1) -> None:
         """The means moved ``steps`` rows earlier (last row repeated); the standard deviations
         back to ``sigma``, so that the next plan explores afresh."""

@@ -46,15 +46,23 @@ zero-copy GPU path (for that, use ``phalanx.torch`` on CUDA tensors). On a machi
 without CUDA the constructor raises the extension's ``RuntimeError``.
 
 Wrong shapes raise ``ValueError`` naming the expected shape.
+
+Threads. The kernels run without the GIL, so simulators in different threads step at once (a
+shared model included). One simulator belongs to one thread at a time: a call from a second
+thread while another is inside raises ``RuntimeError``.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 
 import numpy as np
 
 from . import _phalanx
+from ._exclusive import exclusive, exclusive_use
+
+_SIM = "phalanx.Simulator"
 
 __all__ = ["Simulator"]
 
@@ -134,6 +142,7 @@ class Simulator:
         return self._qpos
 
     @qpos.setter
+    @exclusive(_SIM)
     def qpos(self, value) -> None:
         self._assign("qpos", "nq", self._qpos, value)
 
@@ -143,6 +152,7 @@ class Simulator:
         return self._qvel
 
     @qvel.setter
+    @exclusive(_SIM)
     def qvel(self, value) -> None:
         self._assign("qvel", "nv", self._qvel, value)
 
@@ -152,6 +162,7 @@ class Simulator:
         return self._act
 
     @act.setter
+    @exclusive(_SIM)
     def act(self, value) -> None:
         self._assign("act", "na", self._act, value)
 
@@ -161,6 +172,7 @@ class Simulator:
         return self._ctrl
 
     @ctrl.setter
+    @exclusive(_SIM)
     def ctrl(self, value) -> None:
         self._assign("ctrl", "nu", self._ctrl, value)
 
@@ -185,6 +197,7 @@ class Simulator:
 
     # --- stepping -----------------------------------------------------------------------
 
+    @exclusive(_SIM)
     def step(self, ctrl=None, nstep: int = 1, *, qfrc=None, xfrc=None) -> None:
         """Advance every environment nstep steps with its controls held, in place.
 
@@ -218,6 +231,7 @@ class Simulator:
         self._thaw(frozen, kept, call_status)
         self._advance_time(frozen, kept, nstep)
 
+    @exclusive(_SIM)
     def rollout(self, ctrl, *, tape=None, mocap_pos=None, mocap_quat=None) -> tuple[np.ndarray, ...]:
         """T steps driven by ctrl (E, T, nu), one row of controls per step.
 
@@ -248,19 +262,10 @@ class Simulator:
         frozen, kept = self._freeze()
         na = self._model.na
         act = self._act if na > 0 else None
-        if self._device == "cpu":
-            qs = np.empty((E, T, self._model.nq), self._dtype)
-            vs = np.empty((E, T, self._model.nv), self._dtype)
-            acts = np.empty((E, T, na), self._dtype)
-            _phalanx.rollout_into(self._model, self._qpos, self._qvel, ctrl, qs, vs,
-                                  self._call_status, tape, self._warm, act,
-                                  acts if na > 0 else None, **poses)
-            call_status = self._call_status.view(np.uint32)
-        else:
-            out = _phalanx.rollout(self._model, self._qpos, self._qvel, ctrl, tape=tape, act=act,
-                                   device=self._device, warm_start=self._warm, **poses)
-            qs, vs, call_status = out[0], out[1], out[-1]
-            acts = out[2] if na > 0 else None
+        with contextlib.ExitStack() as held:
+            if tape is not None:
+                held.enter_context(exclusive_use(tape, "phalanx.Tape"))
+            qs, vs, acts, call_status = self._rollout(ctrl, tape, act, poses)
         if T > 0:
             self._qpos[...] = qs[:, -1]
             self._qvel[...] = vs[:, -1]
@@ -276,6 +281,22 @@ class Simulator:
         self._advance_time(frozen, kept, T)
         return (qs, vs, acts) if na > 0 else (qs, vs)
 
+    def _rollout(self, ctrl, tape, act, poses):
+        """the kernels of rollout: (qs, vs, acts, status of the call)"""
+        E, T, na = self._E, ctrl.shape[1], self._model.na
+        if self._device == "cpu":
+            qs = np.empty((E, T, self._model.nq), self._dtype)
+            vs = np.empty((E, T, self._model.nv), self._dtype)
+            acts = np.empty((E, T, na), self._dtype)
+            _phalanx.rollout_into(self._model, self._qpos, self._qvel, ctrl, qs, vs,
+                                  self._call_status, tape, self._warm, act,
+                                  acts if na > 0 else None, **poses)
+            return qs, vs, acts, self._call_status.view(np.uint32)
+        out = _phalanx.rollout(self._model, self._qpos, self._qvel, ctrl, tape=tape, act=act,
+                               device=self._device, warm_start=self._warm, **poses)
+        return out[0], out[1], out[2] if na > 0 else None, out[-1]
+
+    @exclusive(_SIM)
     def reset(self, env_ids=None, qpos=None, qvel=None, act=None) -> None:
         """Reset the environments ``env_ids`` (None: all; an index, a sequence of indices or a
         boolean mask (E,)) to ``qpos`` (default model.qpos0), ``qvel`` and ``act`` (default
@@ -334,6 +355,7 @@ class Simulator:
         self._parameter_shape(name)
         return self._per_env(name, self._model.parameter(name))
 
+    @exclusive(_SIM)
     def set_parameter(self, name: str, values) -> None:
         """Set a parameter of ``phalanx.PARAMETERS`` in the (shared) model: ``values`` of the
         parameter's shape (e.g. body_mass (nbody,)) for every environment, or (E, *shape), one
@@ -346,6 +368,7 @@ class Simulator:
                 f"{(self._E, *shape)} (E = {self._E} environments), got {values.shape}")
         self._model.set_parameter(name, values)
 
+    @exclusive(_SIM)
     def randomize(self, name: str, low, high, rng=None, env_ids=None) -> np.ndarray:
         """Domain randomisation: set parameter ``name`` of the environments ``env_ids`` (None:
         all) to its nominal value (the model's when this simulator was created) times a scale
@@ -368,6 +391,7 @@ class Simulator:
         self.set_parameter(name, values)
         return values
 
+    @exclusive(_SIM)
     def restore_parameters(self, names=None) -> None:
         """Put back the nominal values (those of the model when this simulator was created) of
         the parameters ``names`` (None: all), per environment as they were then."""
