@@ -288,7 +288,7 @@ class ShardedBatch:
                              f"num_envs ({num_envs})")
         self._checkpoint_every = _positive("checkpoint_every", checkpoint_every)
         self.restart_timeout = float(restart_timeout)
-        self.model_path = os.fspath(model_path)
+        self.model_path = os.path.abspath(os.fspath(model_path))  # the workers may run elsewhere
         self.model = phalanx.load_model(self.model_path)  # shapes, names and the planners' side
         self.num_envs, self.num_shards = num_envs, num_shards
         self.device, self.dtype = device, np.dtype(dtype)
