@@ -272,7 +272,7 @@ TEST(ConvexGjk, CountsItsIterationsWithinTheBound) {
   // no EPA; overlapping boxes need both, within ccd.iterations (EPA may try one more to stop;
   // two GJK iterations may not reach the overlap, and then EPA does not run); the counts add up
   // over calls
-  const double r[1] = {0.2}, s[3] = {0.3, 0.2, 0.4};
+  const double r[3] = {0.2, 0, 0}, s[3] = {0.3, 0.2, 0.4};  // geom_size: 3 per geom
   GeomShape<double> ball = shape(kGeomSphere, r), box = shape(kGeomBox, s);
   int counts[2] = {0, 0};
   CcdSettings<double> ccd;

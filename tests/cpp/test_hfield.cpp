@@ -66,9 +66,10 @@ TEST(HField, SphereOnAFlatFieldTouchesAtTheAnalyticDepth) {
   Quat<double> q = axis_angle((1 / std::sqrt(5.25)) * Vec3<double>{1, 2, 0.5}, 0.7);
   GeomFrame<double> g1 = at({0.3, -0.2, 1.0}, q);
   double radius = 0.12, height = 0.25;  // centre above the field's base plane z = 0
+  const double size[3] = {radius, 0, 0};  // geom_size: 3 per geom
   GeomShape<double> sphere;
   sphere.type = kGeomSphere;
-  sphere.size = &radius;
+  sphere.size = size;
   GeomFrame<double> g2 = at(g1.pos + g1.rot * Vec3<double>{0.13, 0.07, height});
   int dropped = 0;
   Contacts c = collide_field(f, g1, sphere, g2, &dropped);
