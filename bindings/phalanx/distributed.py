@@ -67,6 +67,7 @@ import warnings
 import numpy as np
 
 from . import control, costs
+from .simulator import env_indices
 
 __all__ = ["ShardedBatch", "Tape", "MPPI", "CEM", "Fault", "shard_ranges"]
 
@@ -464,25 +465,16 @@ class ShardedBatch:
     del _gathered
 
     def reset(self, env_ids=None, qpos=None, qvel=None, act=None) -> None:
-        """``phalanx.Simulator.reset`` of the environments env_ids (None: all; indices or a
-        boolean mask (E,)), with shared (nq,) or per-environment (len(env_ids), nq) states."""
-        E = self.num_envs
-        ids = np.arange(E) if env_ids is None else np.asarray(env_ids)
-        if ids.dtype == np.bool_:
-            if ids.shape != (E,):
-                raise ValueError(f"phalanx.distributed: a boolean env_ids mask must have shape "
-                                 f"({E},), got {ids.shape}")
-            ids = np.flatnonzero(ids)
-        ids = ids.reshape(-1).astype(np.intp)
-        if ids.size and (ids.min() < 0 or ids.max() >= E):
-            raise ValueError(f"phalanx.distributed: env_ids must lie in [0, {E})")
+        """``phalanx.Simulator.reset`` of the environments env_ids (None: all; an index, indices
+        or a boolean mask (E,)), with shared (nq,) or per-environment (len(env_ids), nq)
+        states."""
+        ids = env_indices(env_ids, self.num_envs, "phalanx.distributed")
         args = []
         for lo, hi in self.ranges:
-            mine = (ids >= lo) & (ids < hi)
-            rows = [None if v is None or np.ndim(v) == 1 else np.asarray(v)[mine]
+            mine = (ids >= lo) & (ids < hi)  # shared rows as they are, per-environment ones split
+            rows = [v if v is None or np.ndim(v) == 1 else np.asarray(v)[mine]
                     for v in (qpos, qvel, act)]
-            args.append((ids[mine] - lo, *[r if r is not None else v
-                                           for r, v in zip(rows, (qpos, qvel, act))]))
+            args.append((ids[mine] - lo, *rows))
         self._run("reset", args, changes_state=True)
 
     def step(self, ctrl=None, nstep: int = 1, *, qfrc=None, xfrc=None, qpos=None, qvel=None,

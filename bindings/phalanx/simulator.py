@@ -69,6 +69,31 @@ __all__ = ["Simulator"]
 _FLOATS = (np.dtype(np.float32), np.dtype(np.float64))
 
 
+def env_indices(env_ids, E: int, owner: str) -> np.ndarray:
+    """env_ids of a batch of E environments (None: all; an index, indices or a boolean mask
+    (E,)) as an int array of distinct indices; a ValueError from owner otherwise"""
+    if env_ids is None:
+        return np.arange(E)
+    ids = np.asarray(env_ids)
+    if ids.dtype == np.bool_:
+        if ids.shape != (E,):
+            raise ValueError(f"{owner}: a boolean env_ids mask must have shape "
+                             f"(E,) = ({E},), got {ids.shape}")
+        return np.flatnonzero(ids)
+    if ids.size == 0:
+        return np.zeros(0, np.intp)
+    if not np.issubdtype(ids.dtype, np.integer) or ids.ndim > 1:
+        raise ValueError(f"{owner}: env_ids must be an index, a sequence of "
+                         f"indices or a boolean mask of shape ({E},), got {env_ids!r}")
+    ids = ids.reshape(-1).astype(np.intp)
+    if ids.min() < 0 or ids.max() >= E:
+        raise ValueError(f"{owner}: env_ids must lie in [0, {E}), got "
+                         f"{ids[(ids < 0) | (ids >= E)][:5].tolist()}")
+    if np.unique(ids).size != ids.size:
+        raise ValueError(f"{owner}: env_ids has repeated indices")
+    return ids
+
+
 class Simulator:
     """E environments of one model, stepped in lockstep, with their state held in place.
 
@@ -445,27 +470,7 @@ class Simulator:
 
     def _env_ids(self, env_ids) -> np.ndarray:
         """env_ids (None, an index, indices or a boolean mask) as an int array of indices"""
-        E = self._E
-        if env_ids is None:
-            return np.arange(E)
-        ids = np.asarray(env_ids)
-        if ids.dtype == np.bool_:
-            if ids.shape != (E,):
-                raise ValueError(f"phalanx.Simulator: a boolean env_ids mask must have shape "
-                                 f"(E,) = ({E},), got {ids.shape}")
-            return np.flatnonzero(ids)
-        if ids.size == 0:
-            return np.zeros(0, np.intp)
-        if not np.issubdtype(ids.dtype, np.integer) or ids.ndim > 1:
-            raise ValueError(f"phalanx.Simulator: env_ids must be an index, a sequence of "
-                             f"indices or a boolean mask of shape ({E},), got {env_ids!r}")
-        ids = ids.reshape(-1).astype(np.intp)
-        if ids.min() < 0 or ids.max() >= E:
-            raise ValueError(f"phalanx.Simulator: env_ids must lie in [0, {E}), got "
-                             f"{ids[(ids < 0) | (ids >= E)][:5].tolist()}")
-        if np.unique(ids).size != ids.size:
-            raise ValueError("phalanx.Simulator: env_ids has repeated indices")
-        return ids
+        return env_indices(env_ids, self._E, _SIM)
 
     def _parameter_shape(self, name: str) -> tuple:
         shapes = dict(self._phalanx._PARAMETERS)

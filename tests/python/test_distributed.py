@@ -233,6 +233,8 @@ def test_errors():
     batch = pd.ShardedBatch(CARTPOLE, 4, 2)
     with pytest.raises(ValueError, match=r"ctrl must have shape \(4, 1\)"):
         batch.step(np.zeros((3, 1)))
+    with pytest.raises(ValueError, match=r"phalanx.distributed: env_ids must lie in \[0, 4\)"):
+        batch.reset([5])
     with pytest.raises(ValueError, match="unknown parameter"):
         batch.set_parameter("no_such", 1.0)
     with pytest.raises(ValueError, match="both qpos and qvel"):
