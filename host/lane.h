@@ -196,8 +196,19 @@ inline void transpose_packs(const Pack<T, W>* from, T* const* to) {
     for (int i = 0; i < W; ++i) {
       if (i & d) continue;
       const V a = r[i], b = r[i + d];
+#if defined(__clang__)
+      // clang's shuffles take constant indices only: lane by lane (the sanitizer builds)
+      V x, y;
+      for (int k = 0; k < W; ++k) {
+        x[k] = lo[k] < W ? a[lo[k]] : b[lo[k] - W];
+        y[k] = hi[k] < W ? a[hi[k]] : b[hi[k] - W];
+      }
+      r[i] = x;
+      r[i + d] = y;
+#else
       r[i] = __builtin_shuffle(a, b, lo);
       r[i + d] = __builtin_shuffle(a, b, hi);
+#endif
     }
   }
   for (int k = 0; k < W; ++k) __builtin_memcpy(to[k], &r[k], sizeof(V));

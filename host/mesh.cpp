@@ -12,13 +12,19 @@
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
+#include <fstream>
+#include <sstream>
 #include <stdexcept>
 #include <string>
+#include <string_view>
+#include <unordered_map>
 #include <vector>
 
 extern "C" {
 #include <libqhull_r/qhull_ra.h>
 }
+
+#include "host/xml_source.h"
 
 namespace phx {
 namespace {
@@ -84,6 +90,102 @@ bool is_collada(const std::string& path) {
   return ext == ".dae";
 }
 
+// COLLADA's index lists (<p>, <vcount>, <v>, <h>) hold integers, each count names things the
+// file holds, and primitives of a nonzero count list their indices in <p>. assimp 5.2's COLLADA
+// parser loops without bound on a list with another token ("x", "inf", "1e5": it does not move
+// past it), reserves a count's entries before reading them, so a few bytes can take all memory,
+// dereferences a null pointer for <triangles>, <polylist> or <polygons> without <p>, loops on a
+// <p> whose length is not a whole number of vertices (one index per input offset each), reads on
+// in malformed XML, and dereferences a null pointer for an array without count or an accessor
+// beyond its array: such a file is refused first, naming the element or the XML error.
+void check_collada(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::stringstream buffer;
+  buffer << in.rdbuf();
+  const std::string text = buffer.str();
+  size_t start = text.find_first_not_of(" \t\r\n\xEF\xBB\xBF");
+  if (start == std::string::npos || text[start] != '<') return;  // not XML
+  XmlSource src;
+  src.path = path;
+  try {
+    src.parse(text);
+  } catch (const std::runtime_error& e) {
+    if (text.find("<COLLADA") == std::string::npos) return;  // another format: assimp's to read
+    // "<path>:<line>: malformed XML: ..."
+    throw std::runtime_error("cannot read mesh file '" + path + "': line " +
+                             std::string(e.what()).substr(path.size() + 1));
+  }
+  if (std::string_view(src.doc.document_element().name()) != "COLLADA") return;
+  // every node, without recursion (pugixml's walker)
+  struct Check : pugi::xml_tree_walker {
+    const XmlSource& src;
+    size_t size;
+    explicit Check(const XmlSource& s, size_t n) : src(s), size(n) {}
+    [[noreturn]] void fail(pugi::xml_node node, const std::string& why) const {
+      throw std::runtime_error("cannot read mesh file '" + src.path + "': <" + node.name() +
+                               "> (line " + std::to_string(src.line(node.offset_debug())) + ") " +
+                               why);
+    }
+    std::unordered_map<std::string, unsigned long long> arrays;  // id -> count
+    std::vector<pugi::xml_node> accessors;
+    bool for_each(pugi::xml_node& node) override {
+      std::string_view kind = node.name();
+      if (kind.size() > 6 && kind.substr(kind.size() - 6) == "_array") {
+        if (!node.attribute("count")) fail(node, "has no count");
+        arrays[node.attribute("id").value()] = node.attribute("count").as_ullong();
+      }
+      if (kind == "accessor") accessors.push_back(node);
+      if (pugi::xml_attribute count = node.attribute("count"); count && count.as_ullong() > size)
+        fail(node, std::string("has count ") + count.value() + ", more than its file of " +
+                       std::to_string(size) + " bytes holds");
+      std::string_view name = kind;
+      bool primitive = name == "triangles" || name == "polylist" || name == "polygons" ||
+                       name == "lines" || name == "linestrips" || name == "tristrips" ||
+                       name == "trifans";
+      if (primitive && node.attribute("count").as_ullong() > 0 && !node.child("p"))
+        fail(node, std::string("has count ") + node.attribute("count").value() + " but no <p>");
+      if (name == "p") {
+        // whole vertices: each takes one index per input offset
+        unsigned stride = 1;
+        for (pugi::xml_node input : node.parent().children("input"))
+          stride = std::max(stride, input.attribute("offset").as_uint() + 1);
+        size_t n = 0;
+        for (pugi::xml_node c : node.children()) {
+          std::istringstream tokens(c.value());
+          for (std::string t; tokens >> t;) n++;
+        }
+        if (n % stride != 0)
+          fail(node, "holds " + std::to_string(n) + " indices, not a multiple of the " +
+                         std::to_string(stride) + " per vertex that its inputs' offsets take");
+      }
+      std::string_view tag = node.parent().name();
+      bool text = node.type() == pugi::node_pcdata || node.type() == pugi::node_cdata;
+      if (!text || (tag != "p" && tag != "vcount" && tag != "v" && tag != "h")) return true;
+      std::istringstream tokens(node.value());
+      for (std::string t; tokens >> t;) {
+        size_t digits = t[0] == '-' || t[0] == '+' ? 1 : 0;
+        if (digits == t.size() || t.find_first_not_of("0123456789", digits) != std::string::npos)
+          fail(node.parent(), "holds '" + t.substr(0, 32) + "', not an index");
+      }
+      return true;
+    }
+  } check(src, text.size());
+  src.doc.traverse(check);
+  // an accessor reads count elements of stride values from offset on, within its array
+  for (pugi::xml_node node : check.accessors) {
+    const char* source = node.attribute("source").value();
+    auto array = check.arrays.find(source[0] == '#' ? source + 1 : source);
+    unsigned long long count = node.attribute("count").as_ullong(),
+                       stride = std::max(node.attribute("stride").as_ullong(), 1ull),
+                       offset = node.attribute("offset").as_ullong();
+    if (array != check.arrays.end() &&
+        (offset > array->second || count > (array->second - offset) / stride))
+      check.fail(node, "reads " + std::to_string(count) + " x " + std::to_string(stride) +
+                           " values from " + std::to_string(offset) + " on, beyond the " +
+                           std::to_string(array->second) + " of its array");
+  }
+}
+
 //------------------------------------------------------------------ hulls
 
 // frees qhull's memory however the hull's extraction ends
@@ -147,6 +249,7 @@ std::vector<Point3> read_mesh_vertices(const std::string& path, Point3 scale) {
   if (!std::filesystem::is_regular_file(path, ec)) {
     throw std::runtime_error("mesh file '" + path + "' not found");
   }
+  check_collada(path);
   Assimp::Importer importer;
   const aiScene* scene = importer.ReadFile(path, aiProcess_JoinIdenticalVertices);
   if (!scene || !scene->mRootNode) {

@@ -18,7 +18,12 @@ using Point3 = std::array<double, 3>;
 // COLLADA file's <unit meter> scales it; its <up_axis> is not applied (assimp folds both into
 // the root node, which is dropped, as Pinocchio/hpp-fcl, rviz and Gazebo do: URDF meshes are
 // authored in the link's frame whatever the axis tag says). Throws std::runtime_error naming
-// the file when it is missing, unreadable or holds no vertices.
+// the file when it is missing, unreadable or holds no vertices, and, before assimp reads it, a
+// COLLADA file that is malformed XML, has an index list (<p>, <vcount>, <v>, <h>) holding other
+// than integers, a <p> of a length that is not a whole number of vertices, a count larger than
+// the file's size in bytes, a primitive of nonzero count without <p>, an array without count,
+// or an accessor beyond its array (which assimp 5.2 reads without bound on memory, or crashes
+// on).
 std::vector<Point3> read_mesh_vertices(const std::string& path, Point3 scale = {1, 1, 1});
 
 // A convex hull as the kernels read it (phalanx/collision/types.h, ConvexHull): vertices, each

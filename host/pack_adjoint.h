@@ -267,7 +267,7 @@ bool rollout_adjoint_packs(const LaneModel<T>* lanes, int nenv, const RolloutAdj
   if (!lanes || scratch_trace().on || !PackStepper<T>::applies(k.model) || k.tape.mocap.given() ||
       k.nslot == 0 || nenv < PackStepper<T>::W)
     return false;
-  constexpr int W = PackStepper<T>::W;
+  static constexpr int W = PackStepper<T>::W;  // static: lambdas read it uncaptured (clang)
   using Env = typename RolloutAdjointKernel<T>::Env;
   launch_packs(*lanes, nenv, k, scratch, [&k, scratch](PackStepper<T>& s, int e0) {
     const ModelView<T>& m = k.model;

@@ -494,7 +494,7 @@ class PackStepper {
 template <class T, class Kernel, class PackBody>
 void launch_packs(const LaneModel<T>& lanes, int nenv, const Kernel& kernel, ScratchSize scratch,
                   const PackBody& pack) {
-  constexpr int W = PackStepper<T>::W;
+  static constexpr int W = PackStepper<T>::W;  // static: lambdas read it uncaptured (clang)
   const int npack = nenv / W, threads = num_threads();
   const ModelView<T>& m = kernel.model;
 #pragma omp parallel num_threads(threads) if (threads > 1 && npack > 1)
@@ -517,7 +517,7 @@ bool rollout_packs(const LaneModel<T>* lanes, int nenv, const RolloutKernel<T>& 
   if (!lanes || scratch_trace().on || !PackStepper<T>::applies(k.model) || k.mocap.given() ||
       nenv < PackStepper<T>::W)
     return false;
-  constexpr int W = PackStepper<T>::W;
+  static constexpr int W = PackStepper<T>::W;  // static: lambdas read it uncaptured (clang)
   launch_packs(*lanes, nenv, k, scratch, [&k](PackStepper<T>& s, int e0) {
     const ModelView<T>& m = k.model;
     const long n = k.nstep;
@@ -572,7 +572,7 @@ bool step_packs(const LaneModel<T>* lanes, int nenv, const StepKernel<T>& k, Scr
   if (!lanes || scratch_trace().on || !PackStepper<T>::applies(k.model) || k.xfrc_applied ||
       nenv < PackStepper<T>::W)
     return false;
-  constexpr int W = PackStepper<T>::W;
+  static constexpr int W = PackStepper<T>::W;  // static: lambdas read it uncaptured (clang)
   launch_packs(*lanes, nenv, k, scratch, [&k](PackStepper<T>& s, int e0) {
     const ModelView<T>& m = k.model;
     unsigned bits[W] = {};
@@ -596,7 +596,7 @@ bool planner_packs(const LaneModel<T>* lanes, int nsample, const PlannerRolloutK
       nsample < PackStepper<T>::W)
     return false;
   using P = typename PackStepper<T>::P;
-  constexpr int W = PackStepper<T>::W;
+  static constexpr int W = PackStepper<T>::W;  // static: lambdas read it uncaptured (clang)
   // the cost's reals broadcast to the lanes
   std::vector<P> reals(size_t(k.cost.nterm) * kCostTermReals);
   for (size_t i = 0; i < reals.size(); ++i) reals[i] = P(k.cost.reals[i]);

@@ -436,5 +436,63 @@ TEST(MeshFiles, ErrorsNameTheFile) {
   }
 }
 
+// COLLADA files that assimp 5.2 would read without bound on memory are refused first, naming
+// the element and its line: an index list with a token that is not an integer (assimp loops on
+// it or on a <p> that ends inside a vertex), counts beyond the file's size (assimp reserves
+// them), triangles without <p>, arrays without count and accessors beyond their array (assimp
+// crashes) and malformed XML (fuzz_mesh's findings, tests/fuzz/regressions/mesh)
+TEST(MeshFiles, ColladaIndexListsCountsAndPrimitivesAreCheckedBeforeAssimp) {
+  fs::path dir = temp_dir("collada");
+  auto dae = [](const std::string& array_count, const std::string& triangles_count,
+                const std::string& p) {
+    return "<?xml version=\"1.0\"?>\n"
+           "<COLLADA xmlns=\"http://www.collada.org/2005/11/COLLADASchema\" version=\"1.4.1\">\n"
+           "<library_geometries><geometry id=\"tet\"><mesh>\n"
+           "<source id=\"pos\"><float_array id=\"a\" count=\"" +
+           array_count +
+           "\">1 0 0 0 1 0 0 0 1 0 0 0</float_array>\n"
+           "<technique_common><accessor source=\"#a\" count=\"4\" stride=\"3\"><param "
+           "name=\"X\" type=\"float\"/><param name=\"Y\" type=\"float\"/><param name=\"Z\" "
+           "type=\"float\"/></accessor></technique_common></source>\n"
+           "<vertices id=\"v\"><input semantic=\"POSITION\" source=\"#pos\"/></vertices>\n"
+           "<triangles count=\"" +
+           triangles_count + "\"><input semantic=\"VERTEX\" source=\"#v\" offset=\"0\"/>\n<p>" + p +
+           "</p></triangles>\n"
+           "</mesh></geometry></library_geometries>\n"
+           "<library_visual_scenes><visual_scene id=\"s\"><node><instance_geometry "
+           "url=\"#tet\"/></node></visual_scene></library_visual_scenes>\n"
+           "<scene><instance_visual_scene url=\"#s\"/></scene></COLLADA>\n";
+  };
+  const std::string p = "0 1 2 0 3 1 0 2 3 1 3 2";
+  write(dir / "tet.dae", dae("12", "4", p));
+  EXPECT_EQ(convex_hull(read_mesh_vertices((dir / "tet.dae").string())).nvert(), 4);
+  std::string no_p = dae("12", "4", ""), malformed = dae("12", "4", p);
+  no_p.erase(no_p.find("<p></p>"), 7);
+  malformed.erase(malformed.find("</p>"), 4);
+  std::string no_count = dae("12", "4", p), beyond = dae("12", "4", p);
+  no_count.replace(no_count.find("count=\"12\""), 10, "");
+  beyond.replace(beyond.find("count=\"4\" stride"), 9, "count=\"5\"");
+  // two inputs: two indices per vertex, of which the last vertex lacks one
+  std::string two = dae("12", "4", p + " 0 1 2 0 3 1 0 2 3 1 3");
+  two.insert(two.find("<p>"), "<input semantic=\"NORMAL\" source=\"#pos\" offset=\"1\"/>");
+  const std::pair<std::string, std::string> bad[] = {
+      {dae("12", "4", "0 1 2 0 3 1 0 2 3 1 3 x"), "<p> (line 8) holds 'x', not an index"},
+      {dae("12", "4", "0 1 2 inf 3 1 0 2 3 1 3 2"), "<p> (line 8) holds 'inf', not an index"},
+      {dae("1200000000", "4", p),
+       "<float_array> (line 4) has count 1200000000, more than its file"},
+      {dae("12", "400000000", p), "<triangles> (line 7) has count 400000000, more than its file"},
+      {no_p, "<triangles> (line 7) has count 4 but no <p>"},
+      {two, "<p> (line 8) holds 23 indices, not a multiple of the 2 per vertex"},
+      {malformed, "line 8: malformed XML"},
+      {no_count, "<float_array> (line 4) has no count"},
+      {beyond, "<accessor> (line 5) reads 5 x 3 values from 0 on, beyond the 12 of its array"}};
+  for (const auto& [text, message] : bad) {
+    std::string path = (dir / "bad.dae").string();
+    write(path, text);
+    std::string e = error_of([&] { read_mesh_vertices(path); });
+    EXPECT_NE(e.find("cannot read mesh file '" + path + "': " + message), std::string::npos) << e;
+  }
+}
+
 }  // namespace
 }  // namespace phx
