@@ -696,8 +696,8 @@ struct LcpSolution {
 // read). tol: the residual at which a re-solve is accepted; rank_tol: lcp_rank_tol or finer.
 // cls receives the row classes. Returns the residual of the f left.
 template <class T>
-PHX_HD PHX_DEVICE_NOINLINE T finish_lcp(const LcpProblem<T>& p, ConstraintWorkspace<T>& c, T* f,
-                                        int* cls, T tol, T rank_tol, bool pivot) {
+PHX_HD T finish_lcp(const LcpProblem<T>& p, ConstraintWorkspace<T>& c, T* f, int* cls, T tol,
+                    T rank_tol, bool pivot) {
   if (stabilize(p, f, cls, tol, rank_tol, c.lcp, c.ilcp, &c.factored_rank) || !pivot)
     return lcp_residual(p, f);
   for (int r = 0; r < p.n; ++r) c.f_prev[r] = f[r];
@@ -711,37 +711,6 @@ PHX_HD PHX_DEVICE_NOINLINE T finish_lcp(const LcpProblem<T>& p, ConstraintWorksp
   return before;
 }
 
-// The most rows the finish of stalled sweeps pivots (Dantzig's passes refactor their sets and
-// cost n^4 at worst: 0.1 s for a step of 150 rows); more keep the damped sweeps' answer.
-constexpr int kLcpPivotRows = 64;
-
-// solve_lcp's kLcpPgs after sweeps that stalled at residual r above lcp_residual_limit (see
-// there); apart, so that the kernels that inline the step carry only its call
-template <class T>
-PHX_HD PHX_DEVICE_NOINLINE T finish_stalled_pgs(const ModelView<T>& m, int nrow,
-                                                ConstraintWorkspace<T>& c, T* f, int* cls, T r) {
-  LcpProblem<T> p = lcp_problem(nrow, c, m.nv);
-  if (!c.has_matrix) {
-    delassus_matrix(m, nrow, c);
-    c.has_matrix = true;
-    p.A = c.A;
-  }
-  // exact answers are accepted two orders below the limit: at the limit itself, sets that
-  // leave contacts approaching at nearly the limit would pass, and steps would take turns
-  // between such answers and the sweeps' own
-  const T limit = m.lcp_residual_limit;
-  const T accept = T(0.01) * limit, rank_tol = lcp_stall_rank_tol<T>();
-  r = finish_lcp(p, c, f, cls, accept, rank_tol, false);
-  for (int done = m.lcp_iterations; done < m.lcp_max_iterations && r > limit;
-       done += m.lcp_iterations) {
-    const int left = m.lcp_max_iterations - done;
-    const int sweeps = left < m.lcp_iterations ? left : m.lcp_iterations;
-    r = pgs(p, f, sweeps, T(kLcpStallOmega), c.lcp, c.gs_vel, T(m.lcp_sweep_tolerance));
-  }
-  if (!(r > limit)) return r;
-  return finish_lcp(p, c, f, cls, accept, rank_tol, nrow <= kLcpPivotRows);
-}
-
 // Solve the LCP of the rows from the warm start in f, as m.lcp_solver says:
 // - kLcpPgs: projected Gauss-Seidel, up to lcp_iterations sweeps, fewer once a sweep changes no
 //   row's velocity by more than lcp_sweep_tolerance (when it is positive). Where the sweeps
@@ -750,8 +719,8 @@ PHX_HD PHX_DEVICE_NOINLINE T finish_stalled_pgs(const ModelView<T>& m, int nrow,
 //   their answer follows (stabilize, accepted at lcp_residual_limit / 100) on A, built for it when
 //   the sweeps ran on the factor alone; where that set is wrong, damped sweeps
 //   (kLcpStallOmega) in rounds of lcp_iterations, each ended by a residual check, up to
-//   lcp_max_iterations sweeps in all; then the exact finish with pivoting (finish_lcp, up to
-//   kLcpPivotRows rows). Only those steps pay for it.
+//   lcp_max_iterations sweeps in all; then the exact finish with pivoting (finish_lcp). Only
+//   those steps pay for it.
 // - kLcpPgsStabilized / kLcpDantzig: first the previous step's clamping set (classes of the rows
 //   with the same key in class_prev, new rows clamping) solved exactly and accepted when
 //   feasible (Nimble's warm start, *hit = 1); otherwise PGS or Dantzig pivoting, then the exact
@@ -766,8 +735,26 @@ PHX_HD T solve_lcp(const ModelView<T>& m, int nrow, int nprev, ConstraintWorkspa
   c.factored_rank = -1;
   const T tol = m.lcp_tolerance, limit = m.lcp_residual_limit;
   if (m.lcp_solver == kLcpPgs) {
-    const T r = pgs(p, f, m.lcp_iterations, T(1), c.lcp, c.gs_vel, T(m.lcp_sweep_tolerance));
-    return r > limit ? finish_stalled_pgs(m, nrow, c, f, cls, r) : r;
+    T r = pgs(p, f, m.lcp_iterations, T(1), c.lcp, c.gs_vel, T(m.lcp_sweep_tolerance));
+    if (!(r > limit)) return r;
+    if (!c.has_matrix) {
+      delassus_matrix(m, nrow, c);
+      c.has_matrix = true;
+      p.A = c.A;
+    }
+    // exact answers are accepted two orders below the limit: at the limit itself, sets that
+    // leave contacts approaching at nearly the limit would pass, and steps would take turns
+    // between such answers and the sweeps' own
+    const T accept = T(0.01) * limit, rank_tol = lcp_stall_rank_tol<T>();
+    r = finish_lcp(p, c, f, cls, accept, rank_tol, false);
+    for (int done = m.lcp_iterations; done < m.lcp_max_iterations && r > limit;
+         done += m.lcp_iterations) {
+      const int left = m.lcp_max_iterations - done;
+      const int sweeps = left < m.lcp_iterations ? left : m.lcp_iterations;
+      r = pgs(p, f, sweeps, T(kLcpStallOmega), c.lcp, c.gs_vel, T(m.lcp_sweep_tolerance));
+    }
+    if (!(r > limit)) return r;
+    return finish_lcp(p, c, f, cls, accept, rank_tol, true);
   }
   if (nprev > 0) {
     for (int r = 0; r < nrow; ++r) {
