@@ -157,6 +157,11 @@ void UrdfReader::numbers(pugi::xml_node node, const char* attr, double* dst, int
       fail(node, std::string(node.name()) + ": attribute '" + attr + "' must hold " +
                      std::to_string(n) + " numbers, not '" + node.attribute(attr).value() + "'");
     }
+    // strtod reads "nan" and "inf": no pose, axis, size, mass, inertia or limit means that
+    if (!std::isfinite(v)) {
+      fail(node, std::string(node.name()) + ": attribute '" + attr +
+                     "' must hold finite numbers, not '" + node.attribute(attr).value() + "'");
+    }
     dst[count++] = v;
     s = end;
   }

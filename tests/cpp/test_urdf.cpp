@@ -617,5 +617,18 @@ TEST(UrdfErrors, BrokenTrees) {
       {"link 'b' moves but has no mass or inertia"});
 }
 
+// strtod accepts "nan" and "inf"; the loader refuses them in every numeric attribute
+TEST(UrdfErrors, NonFiniteNumbers) {
+  expect_error(robot("<joint name='j' type='fixed'><parent link='a'/><child link='b'/>"
+                     "<origin xyz='0 nan 0'/></joint>"),
+               {"origin", "'xyz' must hold finite numbers, not '0 nan 0'"});
+  expect_error(robot("<joint name='j' type='revolute'><parent link='a'/><child link='b'/>"
+                     "<axis xyz='0 0 1'/><limit lower='-inf' upper='1'/></joint>"),
+               {"limit", "'lower' must hold finite numbers"});
+  expect_error(robot("<joint name='j' type='revolute'><parent link='a'/><child link='b'/>"
+                     "<origin rpy='0 0 INF'/><limit lower='0' upper='1'/></joint>"),
+               {"'rpy' must hold finite numbers"});
+}
+
 }  // namespace
 }  // namespace phx
