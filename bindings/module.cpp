@@ -1062,7 +1062,11 @@ void register_model_options(py::class_<PyModel>& cls) {
             if (!(tol > 0)) throw std::invalid_argument("phalanx: lcp_residual_limit must be > 0");
             pm.set_option(&phx::Options::lcp_residual_limit, tol);
           },
-          "LCP residual (m/s) above which a step sets STATUS_LCP_NOT_CONVERGED")
+          "largest velocity (m/s at contacts, rad/s at angular limits) a step may leave a "
+          "contact or limit violating: sinking into a surface, slipping where it should stick, "
+          "pulling. Projected Gauss-Seidel works on past lcp_iterations while the residual is "
+          "above it (see lcp_max_iterations), and a step left above it sets "
+          "STATUS_LCP_NOT_CONVERGED")
       .def_property(
           "nconmax", [](const PyModel& pm) { return pm.model().nconmax; },
           [](PyModel& pm, int n) {
@@ -1077,6 +1081,15 @@ void register_model_options(py::class_<PyModel>& cls) {
             pm.set_option(&phx::Options::lcp_iterations, n);
           },
           "projected Gauss-Seidel sweeps per step (fewer with lcp_sweep_tolerance)")
+      .def_property(
+          "lcp_max_iterations", [](const PyModel& pm) { return pm.model().opt.lcp_max_iterations; },
+          [](PyModel& pm, int n) {
+            if (n < 0) throw std::invalid_argument("phalanx: lcp_max_iterations must be >= 0");
+            pm.set_option(&phx::Options::lcp_max_iterations, n);
+          },
+          "sweeps a step may take in all when lcp_iterations leave the residual above "
+          "lcp_residual_limit: after the exact re-solve on the sweeps' clamping set, damped "
+          "sweeps in rounds of lcp_iterations; none when it is at most lcp_iterations")
       .def_property(
           "ccd_iterations", [](const PyModel& pm) { return pm.model().opt.ccd_iterations; },
           [](PyModel& pm, int n) {

@@ -331,6 +331,9 @@ void Model::validate() const {
                                       ", expected a value in [1, " +
                                       std::to_string(kMaxCcdIterations) + "]");
   if (!(opt.ccd_tolerance > 0)) invalid("opt.ccd_tolerance", "must be > 0");
+  if (opt.lcp_iterations < 1) invalid("opt.lcp_iterations", "must be >= 1");
+  if (opt.lcp_max_iterations < 0) invalid("opt.lcp_max_iterations", "must be >= 0");
+  if (!(opt.lcp_residual_limit > 0)) invalid("opt.lcp_residual_limit", "must be > 0");
   validate_geom_data();
   validate_equality();
   check_range(actuator_ctrllimited, "actuator_ctrllimited", 0, 2);

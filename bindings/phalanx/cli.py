@@ -227,6 +227,7 @@ def model_info(model: phalanx.Model) -> dict:
             "limit": bool(model.limit),
             "lcp_solver": model.lcp_solver,
             "lcp_iterations": int(model.lcp_iterations),
+            "lcp_max_iterations": int(model.lcp_max_iterations),
             "lcp_tolerance": float(model.lcp_tolerance),
             "lcp_residual_limit": float(model.lcp_residual_limit),
         },
@@ -253,7 +254,8 @@ def _print_info(info: dict) -> None:
     gravity = ", ".join(f"{g:g}" for g in o["gravity"])
     print(f"options    timestep {o['timestep']:g} s ({o['integrator']}), gravity ({gravity}) m/s^2, "
           f"contact {'on' if o['contact'] else 'off'}, limit {'on' if o['limit'] else 'off'}, "
-          f"lcp_solver {o['lcp_solver']} ({o['lcp_iterations']} iterations, tolerance "
+          f"lcp_solver {o['lcp_solver']} ({o['lcp_iterations']} iterations, up to "
+          f"{o['lcp_max_iterations']} where the residual stays above its limit, tolerance "
           f"{o['lcp_tolerance']:g} m/s, residual limit {o['lcp_residual_limit']:g} m/s)")
     by_type = ", ".join(f"{n} {t}" for t, n in info["joints"]["by_type"].items()) or "none"
     print(f"joints     {c['njnt']}: {by_type}; {info['joints']['limited']} limited")

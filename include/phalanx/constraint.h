@@ -689,15 +689,70 @@ struct LcpSolution {
   const int* key = nullptr;  // (n) the rows' efc_key, may be null
 };
 
-// relative pivot below which the clamping-set system counts as rank deficient
+// The exact finish of an iterative answer f: Nimble's stabilisation (the exact re-solve on the
+// clamping set f's rows fall in, stabilize); when that set gives no exact solution and `pivot`,
+// Dantzig pivoting from scratch, then stabilised. Pivoting's answer is kept only when its
+// residual is below that of f (c.f_prev holds f meanwhile: free once the warm start has been
+// read). tol: the residual at which a re-solve is accepted; rank_tol: lcp_rank_tol or finer;
+// before: the residual of f as given. cls receives the row classes. Returns the residual of
+// the f left.
 template <class T>
-PHX_HD T lcp_rank_tol() {
-  return T(1e4) * T(detail::lcp_eps(value(T(0))));
+PHX_HD PHX_DEVICE_NOINLINE T finish_lcp(const LcpProblem<T>& p, ConstraintWorkspace<T>& c, T* f,
+                                        int* cls, T tol, T rank_tol, bool pivot, T before) {
+  if (stabilize(p, f, cls, tol, rank_tol, c.lcp, c.ilcp, &c.factored_rank))
+    return lcp_residual(p, f);
+  if (!pivot) return before;
+  for (int r = 0; r < p.n; ++r) c.f_prev[r] = f[r];
+  if (dantzig(p, f, tol, rank_tol, 8, c.lcp, c.ilcp)) {
+    stabilize(p, f, cls, tol, rank_tol, c.lcp, c.ilcp, &c.factored_rank);
+    const T after = lcp_residual(p, f);
+    if (after <= before) return after;
+  }
+  for (int r = 0; r < p.n; ++r) f[r] = c.f_prev[r];
+  return before;
+}
+
+// The most rows the finish of stalled sweeps pivots (Dantzig's passes refactor their sets and
+// cost n^4 at worst: 0.1 s for a step of 150 rows); more keep the damped sweeps' answer.
+constexpr int kLcpPivotRows = 64;
+
+// solve_lcp's kLcpPgs after sweeps that stalled at residual r above lcp_residual_limit (see
+// there); apart, so that the kernels that inline the step carry only its call
+template <class T>
+PHX_HD PHX_DEVICE_NOINLINE T finish_stalled_pgs(const ModelView<T>& m, int nrow,
+                                                ConstraintWorkspace<T>& c, T* f, int* cls, T r) {
+  LcpProblem<T> p = lcp_problem(nrow, c, m.nv);
+  if (!c.has_matrix) {
+    delassus_matrix(m, nrow, c);
+    c.has_matrix = true;
+    p.A = c.A;
+  }
+  // exact answers are accepted two orders below the limit: at the limit itself, sets that
+  // leave contacts approaching at nearly the limit would pass, and steps would take turns
+  // between such answers and the sweeps' own
+  const T limit = m.lcp_residual_limit;
+  const T accept = T(0.01) * limit, rank_tol = lcp_stall_rank_tol<T>();
+  r = finish_lcp(p, c, f, cls, accept, rank_tol, false, r);
+  for (int done = m.lcp_iterations; done < m.lcp_max_iterations && r > limit;
+       done += m.lcp_iterations) {
+    const int left = m.lcp_max_iterations - done;
+    const int sweeps = left < m.lcp_iterations ? left : m.lcp_iterations;
+    r = pgs(p, f, sweeps, T(kLcpStallOmega), c.lcp, c.gs_vel, T(m.lcp_sweep_tolerance));
+  }
+  if (!(r > limit)) return r;
+  return finish_lcp(p, c, f, cls, accept, rank_tol, nrow <= kLcpPivotRows, r);
 }
 
 // Solve the LCP of the rows from the warm start in f, as m.lcp_solver says:
 // - kLcpPgs: projected Gauss-Seidel, up to lcp_iterations sweeps, fewer once a sweep changes no
-//   row's velocity by more than lcp_sweep_tolerance (when it is positive);
+//   row's velocity by more than lcp_sweep_tolerance (when it is positive). Where the sweeps
+//   stall above lcp_residual_limit (impacts on rows that nearly constrain the same motion: a
+//   hand's contact and the elbow's limit, say), the exact re-solve on the clamping set of
+//   their answer follows (stabilize, accepted at lcp_residual_limit / 100) on A, built for it when
+//   the sweeps ran on the factor alone; where that set is wrong, damped sweeps
+//   (kLcpStallOmega) in rounds of lcp_iterations, each ended by a residual check, up to
+//   lcp_max_iterations sweeps in all; then the exact finish with pivoting (finish_lcp, up to
+//   kLcpPivotRows rows). Only those steps pay for it.
 // - kLcpPgsStabilized / kLcpDantzig: first the previous step's clamping set (classes of the rows
 //   with the same key in class_prev, new rows clamping) solved exactly and accepted when
 //   feasible (Nimble's warm start, *hit = 1); otherwise PGS or Dantzig pivoting, then the exact
@@ -710,9 +765,11 @@ PHX_HD T solve_lcp(const ModelView<T>& m, int nrow, int nprev, ConstraintWorkspa
   LcpProblem<T> p = lcp_problem(nrow, c, m.nv);
   *hit = 0;
   c.factored_rank = -1;
-  if (m.lcp_solver == kLcpPgs)
-    return pgs(p, f, m.lcp_iterations, T(1), c.lcp, c.gs_vel, T(m.lcp_sweep_tolerance));
-  T tol = m.lcp_tolerance, rank_tol = lcp_rank_tol<T>();
+  if (m.lcp_solver == kLcpPgs) {
+    const T r = pgs(p, f, m.lcp_iterations, T(1), c.lcp, c.gs_vel, T(m.lcp_sweep_tolerance));
+    return r > T(m.lcp_residual_limit) ? finish_stalled_pgs(m, nrow, c, f, cls, r) : r;
+  }
+  const T tol = m.lcp_tolerance, rank_tol = lcp_rank_tol<T>();
   if (nprev > 0) {
     for (int r = 0; r < nrow; ++r) {
       cls[r] = kLcpClamping;
@@ -735,7 +792,8 @@ PHX_HD T solve_lcp(const ModelView<T>& m, int nrow, int nprev, ConstraintWorkspa
     return lcp_residual(p, f);
   // PGS's classification did not give an exact solution (too few sweeps on an ill-conditioned
   // or degenerate set): Dantzig pivoting, keeping PGS's impulses if it fails (c.f_prev is free
-  // once the warm start has been read)
+  // once the warm start has been read). Written out rather than through finish_lcp: with the
+  // call, StepJacobianKernel spilled 2.4 KB more per CUDA thread (ptxas, sm_80).
   for (int r = 0; r < nrow; ++r) c.f_prev[r] = f[r];
   if (dantzig(p, f, tol, rank_tol, 4, c.lcp, c.ilcp)) {
     stabilize(p, f, cls, tol, rank_tol, c.lcp, c.ilcp, &c.factored_rank);

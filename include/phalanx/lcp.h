@@ -236,6 +236,27 @@ PHX_HD PHX_INLINE void lcp_bounds(const LcpProblem<T>& p, const T* f, int i, T& 
   }
 }
 
+// relative pivot below which the clamping-set system counts as rank deficient
+template <class T>
+PHX_HD T lcp_rank_tol() {
+  return T(1e4) * T(detail::lcp_eps(value(T(0))));
+}
+
+// The rank tolerance of the exact finish after stalled sweeps (solve_lcp): lcp_rank_tol, but
+// no coarser than a relative pivot of 1e-5. In float lcp_rank_tol is 1e-2, which counts the
+// sets of a hand's contact and the elbow's limit (condition about 5e3) as rank deficient, so
+// that their exact solution is never found.
+template <class T>
+PHX_HD T lcp_stall_rank_tol() {
+  const T t = lcp_rank_tol<T>();
+  return t < T(1e-5) ? t : T(1e-5);
+}
+
+// Under-relaxation of the sweeps that follow a stalled PGS (solve_lcp): plain Gauss-Seidel can
+// cycle where a contact's friction lifts its own normal (A's normal-tangent entry above the
+// normal's diagonal, as for a capsule on its side); damped sweeps do not.
+constexpr double kLcpStallOmega = 0.7;
+
 // Natural-map residual in velocity units: max_i A_ii |f_i - clamp(f_i - v_i / A_ii, lo_i, hi_i)|.
 // Zero exactly at a solution; it is the correction the next Gauss-Seidel step would make, so it
 // measures bound violation, complementarity and v = 0 on interior rows in one number. Without

@@ -50,13 +50,17 @@
     "LcpSolver: 0 PGS, 1 PGS then Nimble's stabilisation on the clamping set, 2 Dantzig "       \
     "pivoting then stabilisation")                                                               \
   X(int, lcp_iterations, 30, "projected Gauss-Seidel sweeps per step")                           \
+  X(int, lcp_max_iterations, 500,                                                                \
+    "sweeps a step may take in all when lcp_iterations leave the residual above "               \
+    "lcp_residual_limit (damped, in rounds of lcp_iterations)")                                  \
   X(real, lcp_tolerance, 1e-6,                                                                   \
     "velocity tolerance (m/s) of row classification and of accepting an exact re-solve")        \
   X(real, lcp_sweep_tolerance, 0,                                                                \
     "projected Gauss-Seidel stops after a sweep that changes no row's velocity by more (m/s); "  \
     "0: every one of lcp_iterations")                                                            \
-  X(real, lcp_residual_limit, 1e-3,                                                              \
-    "LCP residual (m/s) above which a step sets kStatusLcpNotConverged")                         \
+  X(real, lcp_residual_limit, 1e-2,                                                              \
+    "largest velocity (m/s, rad/s) a step may leave a contact or limit violating; PGS works "   \
+    "on past lcp_iterations above it, and a step left above it sets kStatusLcpNotConverged")   \
   X(int, contact_gradient, 0,                                                                    \
     "ContactGradient flags of the step adjoint: complementarity-aware classification, "         \
     "elastic-bounce correction")                                                                 \

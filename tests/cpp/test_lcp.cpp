@@ -417,6 +417,99 @@ TEST(Lcp, SweepsStopOnceTheyChangeNoVelocityByMoreThanTheTolerance) {
   EXPECT_EQ(f[0], 1.5);
 }
 
+// A problem of MuJoCo's humanoid from its upper triangle, row by row: contacts' rows are
+// [normal, tangent 1, tangent 2] with mu = 1, the other rows joint limits (lo = 0).
+Problem<> humanoid_rows(int n, const std::vector<double>& upper, const std::vector<double>& b,
+                        const std::vector<int>& findex) {
+  Problem<> p(n);
+  for (int i = 0, k = 0; i < n; ++i)
+    for (int j = i; j < n; ++j, ++k) p.A[i * n + j] = p.A[j * n + i] = upper[k];
+  p.b = b;
+  p.findex = findex;
+  for (int i = 0; i < n; ++i) {
+    p.mu[i] = findex[i] >= 0 ? 1.0 : 0.0;
+    p.lo[i] = findex[i] >= 0 ? -kLcpInf : 0.0;
+  }
+  return p;
+}
+
+// A step of a random humanoid fall: a capsule's contact whose friction lifts its own normal
+// (A_01 = 0.54 above A_00 = 0.44) and a joint limit. Plain Gauss-Seidel cycles on it, two
+// sweeps apart, at a residual of 0.15 m/s; the exact re-solve on its answer's clamping set is
+// infeasible; the damped sweeps solve_lcp follows with converge to the solution, where the
+// contact slides (f_1 = mu f_0) and the limit holds.
+TEST(Lcp, DampedSweepsSolveWhatPlainSweepsCycleOn) {
+  const Problem<> p =
+      humanoid_rows(4,
+                    {0.437887399, 0.542514767, 0.127277562, 0.0110986235, 1.0818993, 0.0231042927,
+                     -0.049800613, 1.64267132, 0.00254346592, 16.4014026},
+                    {-0.300474365, -0.684983439, -0.459571732, -0.632933144}, {-1, 0, 0, -1});
+  Work<double> w(p.n);
+  std::vector<double> f(p.n, 0.0);
+  const double r1000 = pgs(p.view(), f.data(), 1000, 1.0, p.pgs_scratch());
+  const std::vector<double> f1000 = f;
+  const double r1001 = pgs(p.view(), f.data(), 1, 1.0, p.pgs_scratch());
+  const double r1002 = pgs(p.view(), f.data(), 1, 1.0, p.pgs_scratch());
+  EXPECT_GT(r1000, 0.1);
+  EXPECT_GT(r1001, 0.1);
+  EXPECT_GT(r1002, 0.1);
+  EXPECT_LT(max_abs_diff(f, f1000), 1e-9);  // a 2-cycle
+  EXPECT_GT(max_abs_diff(f, std::vector<double>(f1000.size(), 0.0)), 0.1);
+  std::vector<int> cls(p.n);
+  std::vector<double> g = f;
+  EXPECT_FALSE(stabilize(p.view(), g.data(), cls.data(), 1e-3, lcp_rank_tol<double>(), w.s.data(),
+                         w.is.data()));
+  const double r = pgs(p.view(), f.data(), 100, kLcpStallOmega, p.pgs_scratch());
+  EXPECT_LT(r, 1e-12);
+  EXPECT_NEAR(f[1], f[0], 1e-12);   // sliding along tangent 1
+  EXPECT_LT(std::abs(f[2]), f[0]);  // sticking along tangent 2
+  EXPECT_GT(f[3], 0.0);
+}
+
+// A step of a humanoid's hand on the floor with its elbow at the limit (the limit rows' A_ii of
+// 52 against the contacts' 1: condition 5e3). In float, 100 sweeps leave 3e-3 m/s. The exact
+// re-solve on their clamping set is right, but lcp_rank_tol (1e-2 in float) counts it rank
+// deficient and the re-solve fails; at lcp_stall_rank_tol it succeeds to float's precision.
+// In double both tolerances are one.
+TEST(Lcp, TheStallRankToleranceFinishesIllConditionedSetsInFloat) {
+  const Problem<> p = humanoid_rows(
+      10, {1.14035324,     0.183479409,    0.539803274,    -9.71114356e-05, -0.00481010259,
+           -0.00133566461, -0.116622731,   -0.00351091196, -4.42183403,     0.00580443632,
+           1.10680989,     -0.113680667,   0.00475848372,  0.0211556133,    -0.00134549858,
+           -0.00798518337, 0.00688058497,  -1.02008441,    0.00428996924,   0.504902176,
+           -0.00178660944, -0.00836677461, 0.00595088252,  0.10539963,      0.00592351396,
+           -3.04176113,    -0.0160803778,  1.16533716,     -0.0539817813,   0.451612544,
+           0.000296894611, -0.0814221237,  -0.00189311246, -4.11816794,     1.02374146,
+           -0.0379260779,  -0.0115736301,  0.0700367344,   -0.0157166904,   1.32185858,
+           0.362673791,    0.0137021231,   0.115477451,    -0.0187597837,   -2.4776225,
+           0.552369305,    0.0227302205,   -3.66578287,    -0.0438366645,   0.566353643,
+           -0.0298621016,  -3.96085695,    51.6075198,     0.070857467,     51.639505},
+      {0.305830452, 0.0687779637, -0.0367969506, 0.323781549, 0.107508331, -0.0419162119,
+       -0.169265814, -0.125045513, -1.22045269, -1.16369534},
+      {-1, 0, 0, -1, 3, 3, -1, -1, -1, -1});
+  EXPECT_EQ(lcp_stall_rank_tol<double>(), lcp_rank_tol<double>());
+  EXPECT_EQ(lcp_stall_rank_tol<float>(), 1e-5f);
+  const Problem<float> q = p.cast<float>();
+  Work<float> w(q.n);
+  std::vector<float> f(q.n, 0.0f);
+  const float r = pgs(q.view(), f.data(), 100, 1.0f, q.pgs_scratch());
+  EXPECT_GT(r, 1e-3f);
+  std::vector<int> cls(q.n);
+  std::vector<float> coarse = f, fine = f;
+  EXPECT_FALSE(stabilize(q.view(), coarse.data(), cls.data(), 1e-2f, lcp_rank_tol<float>(),
+                         w.s.data(), w.is.data()));
+  ASSERT_TRUE(stabilize(q.view(), fine.data(), cls.data(), 1e-2f, lcp_stall_rank_tol<float>(),
+                        w.s.data(), w.is.data()));
+  EXPECT_LT(lcp_residual(q.view(), fine.data()), 1e-4f);
+  // the same impulses as double's exact solution on that set
+  std::vector<double> exact(f.begin(), f.end());
+  Work<double> wd(p.n);
+  ASSERT_TRUE(stabilize(p.view(), exact.data(), cls.data(), 1e-2, lcp_rank_tol<double>(),
+                        wd.s.data(), wd.is.data()));
+  EXPECT_LT(lcp_residual(p.view(), exact.data()), 1e-12);
+  for (int i = 0; i < p.n; ++i) EXPECT_NEAR(fine[i], exact[i], 1e-4 * (1 + std::abs(exact[i])));
+}
+
 TEST(Lcp, StabilizeSplitsRankDeficientContactsEvenly) {
   // Nimble appendix B: a 2D box (mass m) that cannot rotate rests on two contacts with the same
   // normal, so both columns of A are equal and A_CC = [1 1; 1 1] / m has rank 1. Any split of
