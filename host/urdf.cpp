@@ -145,7 +145,12 @@ double UrdfReader::number(pugi::xml_node node, const char* attr, double fallback
 
 // exactly n whitespace-separated numbers
 void UrdfReader::numbers(pugi::xml_node node, const char* attr, double* dst, int n) {
-  const char* s = node.attribute(attr).value();
+  const char* text = node.attribute(attr).value();
+  auto refuse = [&](const std::string& what) {
+    fail(node, std::string(node.name()) + ": attribute '" + attr + "' must hold " + what +
+                   ", not '" + text + "'");
+  };
+  const char* s = text;
   int count = 0;
   while (true) {
     while (*s == ' ' || *s == '\t' || *s == '\n' || *s == '\r') s++;
@@ -154,21 +159,14 @@ void UrdfReader::numbers(pugi::xml_node node, const char* attr, double* dst, int
     double v = std::strtod(s, &end);
     if (end == s || (*end && *end != ' ' && *end != '\t' && *end != '\n' && *end != '\r') ||
         count == n) {
-      fail(node, std::string(node.name()) + ": attribute '" + attr + "' must hold " +
-                     std::to_string(n) + " numbers, not '" + node.attribute(attr).value() + "'");
+      refuse(std::to_string(n) + " numbers");
     }
     // strtod reads "nan" and "inf": no pose, axis, size, mass, inertia or limit means that
-    if (!std::isfinite(v)) {
-      fail(node, std::string(node.name()) + ": attribute '" + attr +
-                     "' must hold finite numbers, not '" + node.attribute(attr).value() + "'");
-    }
+    if (!std::isfinite(v)) refuse("finite numbers");
     dst[count++] = v;
     s = end;
   }
-  if (count != n) {
-    fail(node, std::string(node.name()) + ": attribute '" + attr + "' must hold " +
-                   std::to_string(n) + " numbers, not '" + node.attribute(attr).value() + "'");
-  }
+  if (count != n) refuse(std::to_string(n) + " numbers");
 }
 
 // records attributes other than `known` as ignored (tools add their own, e.g. dont_collapse)
