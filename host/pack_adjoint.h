@@ -3,13 +3,16 @@
 //
 // A pack of W environments takes the segments of its tapes last to first. It recomputes a
 // segment on the lanes (PackStepper::step with a Keep: each step into its environment's
-// StepStore slot, as TapeReverse::recompute would), then walks it back step by step. A step
-// whose slots hold rows in at least half the lanes has its reverse pass in two parts
-// (adj_step_rows and adj_constrained_rest): the part that depends on the rows (the impulses, the
-// LCP, the Delassus matrix, the rows' Jacobians) one lane at a time in the scalar core, the rest
-// (mass matrix, bias and applied forces, kinematics: fixed structure) on the lanes, from the
-// lanes' slots and the first part's adjoints transposed into packs; a lane without rows carries
-// a copy of one with rows through that pass and takes its step alone. The parameters' adjoints
+// StepStore slot, as TapeReverse::recompute would, but for the workspace, which stays in lanes,
+// computed in place in a slot of its own), then walks it back step by step. A step whose slots
+// hold rows in at least half the lanes has its reverse pass in two parts (adj_step_rows and
+// adj_constrained_rest): the part that depends on the rows (the impulses, the LCP, the Delassus
+// matrix, the rows' Jacobians) one lane at a time in the scalar core, on its lane's share of the
+// workspace arrays the rows read (transposed), the rest (mass matrix, bias and applied forces,
+// kinematics: fixed structure) on the lanes, on their workspace as it was kept and the first
+// part's adjoints transposed into packs; a lane without rows carries a copy of the adjoints of
+// one with rows through that pass and takes its step alone, its workspace first transposed into
+// its slot. The parameters' adjoints
 // stay in packs while the walk runs on lanes and go back to the environments before any step
 // that does not. Any other step (fewer rows, a step not kept, a stopped environment in the pack)
 // walks each environment alone with the scalar kernel's step, and a pass on the lanes that
@@ -17,6 +20,11 @@
 // environment's gradients are those of its tape walked alone, bit for bit: both run the same
 // stages in the same order. Host code that moves data and calls the core's stages.
 #pragma once
+
+#include <algorithm>
+#include <cstring>
+#include <limits>
+#include <stdexcept>
 
 #include "host/pack_kernels.h"
 #include "phalanx/kernels/adjoint.h"
@@ -38,15 +46,15 @@ class PackWalk {
     return m.integrator != kIntegratorImplicitFast && !(m.contact_gradient & kGradBounceCorrection);
   }
 
-  PackWalk(const ModelView<P>& lanes, const ModelView<T>& m) : lm_(lanes), m_(m) {
+  // nslot: the steps of a segment, whose workspaces the lanes keep in slots()
+  PackWalk(const ModelView<P>& lanes, const ModelView<T>& m, int nslot) : lm_(lanes), m_(m) {
     const long nq = m.nq, nv = m.nv, nu = m.nu;
     long nparam = 0;
     for (int k = 0; k < kNumParams; ++k) nparam += param_size(m, k);
     struct Tag {};
-    P* block = thread_block<P, Tag>(size_t(Workspace<P>::size(m) + AdjWorkspace<P>::size(m) +
-                                           2 * nq + 5 * nv + 2 * nu + nv * nv + 2 * nparam));
+    P* block = thread_block<P, Tag>(
+        size_t(AdjWorkspace<P>::size(m) + 2 * nq + 5 * nv + 2 * nu + nv * nv + 2 * nparam));
     Arena<P> arena(block, nullptr);
-    w_ = Workspace<P>::carve(m, arena);
     a_ = AdjWorkspace<P>::carve(m, arena);
     q_ = arena.template take<P>(nq);
     v_ = arena.template take<P>(nv);
@@ -59,6 +67,34 @@ class PackWalk {
     qfrc_ = arena.template take<P>(nv);
     params_ = arena.template take<P>(nparam);
     saved_ = arena.template take<P>(nparam);
+    struct Slots {};
+    slots_ = thread_block<P, Slots>(size_t(nslot * Workspace<P>::size(m)));
+    // each lane's workspace for the rows' part: the arrays it reads (PackStepper::lane_array),
+    // NaN in the others, so that reading one would give NaN, which the tests' bit-for-bit
+    // comparisons catch
+    struct Rows {};
+    const long size = Workspace<T>::size(m);
+    T* rows = thread_block<T, Rows>(size_t(W * size));
+    std::fill(rows, rows + W * size, std::numeric_limits<T>::quiet_NaN());
+    for (int i = 0; i < W; ++i) {
+      Arena<T> lane(rows + i * size, nullptr);
+      rows_w_[i] = Workspace<T>::carve(m, lane);
+    }
+    // and their offsets in the workspace and in its adjoint's (the same arrays' adjoints)
+    const Workspace<T>& w0 = rows_w_[0];
+#define PHX_PACK_ROWS_ARRAY(kind, name, size, comment)          \
+  if (PackStepper<T>::lane_array(m, #name) && long(size) > 0) { \
+    ranges_[nrange_][0] = long(w0.name - w0.xpos);              \
+    ranges_[nrange_][1] = arange_[nrange_][1] = long(size);     \
+    arange_[nrange_++][0] = adjoint_offset(#name);              \
+  }
+    PHX_WORKSPACE_ARRAYS(PHX_PACK_ROWS_ARRAY)
+#undef PHX_PACK_ROWS_ARRAY
+  }
+
+  // the lanes' workspaces of a segment's steps, as PackStepper::Keep::lanes
+  P* slots() const {
+    return slots_;
   }
 
   // Segment seg of the W environments e0.. backward (their TapeReverse walks and Env states),
@@ -87,7 +123,7 @@ class PackWalk {
       }
       to_envs(env);
       for (int i = 0; i < W; ++i)
-        if (live[i]) alone(k, e0 + i, seg, t, env[i], walks[i]);
+        if (live[i]) alone(k, e0, i, seg, t, env[i], walks[i]);
     }
     to_envs(env);
     pack_stats().reverse_passes += passes_;
@@ -107,13 +143,20 @@ class PackWalk {
     OuterSum<T, 4> terms[W];
     int donor[W];  // the lane whose arrays lane i takes into the pass: itself when it has rows
     // the first part, lane by lane, from each walk's arrays (begin_step and from_slot load them)
+    // and the lanes' workspace (its arrays the part reads, transposed)
+    Workspace<P> w = workspace(t - t0);
+    for (int j = 0; j < nrange_; ++j) {
+      T* to[W];
+      for (int i = 0; i < W; ++i) to[i] = rows_w_[i].xpos + ranges_[j][0];
+      packs_to_lanes(w.xpos + ranges_[j][0], ranges_[j][1], to);
+    }
     for (int i = 0; i < W; ++i) {
       if (!rows[i]) continue;
       const int e = e0 + i;
       TapeReverse<T>& r = walks[i];
       r.begin_step(t, k.loss(k.adj_qpos_out, e, nq), k.loss(k.adj_qvel_out, e, nv), nullptr);
       f[i] = r.from_slot(t - t0, k.tape.segment(m, e), 0);
-      adj_step_rows(m, r.q, r.v, f[i].w, f[i].c, f[i].cv, r.x.a, r.x.s, r.gq, r.gv, r.hq, r.hv,
+      adj_step_rows(m, r.q, r.v, rows_w_[i], f[i].c, f[i].cv, r.x.a, r.x.s, r.gq, r.gv, r.hq, r.hv,
                     env[i].ac, static_cast<T*>(nullptr), terms[i]);
     }
     for (int i = 0, d = 0; i < W; ++i) {
@@ -129,10 +172,13 @@ class PackWalk {
     gather(q_, nq, [&](int i) { return walks[i].q; });
     gather(v_, nv, [&](int i) { return walks[i].v; });
     gather(u_, nu, [&](int i) { return control(k, e0 + i, t); });
-    StepStore<T>::kept_ranges(w_, nv, [&](long at, long n) {
-      gather(w_.xpos + at, n, [&](int i) { return f[i].w.xpos + at; });
-    });
-    gather(a_.xpos, AdjWorkspace<T>::size(m), [&](int i) { return walks[i].x.a.xpos; });
+    // of the stage adjoints, those of the arrays the first part reads (the only ones it writes)
+    a_.zero();
+    for (int j = 0; j < nrange_; ++j)
+      gather(a_.xpos + arange_[j][0], arange_[j][1],
+             [&](int i) { return walks[i].x.a.xpos + arange_[j][0]; });
+    gather(a_.qvel_next, AdjWorkspace<T>::size(m) - (a_.qvel_next - a_.xpos),
+           [&](int i) { return walks[i].x.a.qvel_next; });
     gather(adj_M_, long(nv) * nv, [&](int i) { return walks[i].x.s.adj_M; });
     gather(bias_, nv, [&](int i) { return walks[i].x.s.adj_bias; });
     gather(qfrc_, nv, [&](int i) { return walks[i].x.s.adj_qfrc; });
@@ -143,7 +189,7 @@ class PackWalk {
     for (long i = 0; i < nparam_; ++i) saved_[i] = params_[i];
     // the second part on the lanes
     lanes_diverged() = false;
-    detail::adj_constrained_dynamics(lm_, q_, v_, u_, w_, a_, DenseEntries<P>{adj_M_, nv},
+    detail::adj_constrained_dynamics(lm_, q_, v_, u_, w, a_, DenseEntries<P>{adj_M_, nv},
                                      OuterSum<P, 4>{}, bias_, qfrc_, hq_, hv_, gc_, am_);
     if (lanes_diverged()) {
       ++fallbacks_;
@@ -153,9 +199,10 @@ class PackWalk {
       for (int i = 0; i < W; ++i) {
         TapeReverse<T>& r = walks[i];
         if (!rows[i]) {
-          alone(k, e0 + i, seg, t, env[i], r);
+          alone(k, e0, i, seg, t, env[i], r);
           continue;
         }
+        to_slot(i, t - t0, f[i].w);
         detail::adj_constrained_rest(m, r.q, r.v, control(k, e0 + i, t), f[i].w, r.x.a, r.x.s,
                                      terms[i], r.hq, r.hv, env[i].gc + long(t) * nu, env[i].am);
         r.end_step();
@@ -172,7 +219,7 @@ class PackWalk {
       if (!rows[i]) {
         // alone, from its parameters' adjoints before the pass
         lane_params(i, saved_, env[i].am);
-        alone(k, e0 + i, seg, t, env[i], walks[i]);
+        alone(k, e0, i, seg, t, env[i], walks[i]);
         lane_params(i, env[i].am, params_);
         continue;
       }
@@ -182,12 +229,35 @@ class PackWalk {
     }
   }
 
-  // step t of environment e backward alone, in the scalar core
-  void alone(const RolloutAdjointKernel<T>& k, int e, int seg, int t, Env& env,
+  // step t of lane i's environment (e0 + i) backward alone, in the scalar core, its workspace
+  // first into its slot
+  void alone(const RolloutAdjointKernel<T>& k, int e0, int i, int seg, int t, Env& env,
              TapeReverse<T>& walk) const {
     const ModelView<T>& m = m_;
+    const int e = e0 + i, slot = t - seg * k.tape.every;
+    to_slot(i, slot, walk.store.slot(m, slot).w);
     walk.step_back(seg, t, k.tape.segment(m, e), 0, k.loss(k.adj_qpos_out, e, m.nq),
                    k.loss(k.adj_qvel_out, e, m.nv), nullptr, env.gc, env.am, env.ac);
+  }
+  // the offset of the stage adjoint of workspace array `name` in an AdjWorkspace
+  long adjoint_offset(const char* name) const {
+#define PHX_PACK_ADJ_OFFSET(kind, array, size, comment) \
+  if (std::strcmp(#array, name) == 0) return long(a_.array - a_.xpos);
+    PHX_ADJ_WORKSPACE_ZEROED(PHX_PACK_ADJ_OFFSET)
+#undef PHX_PACK_ADJ_OFFSET
+    throw std::logic_error("phalanx: a workspace array the rows read has no stage adjoint");
+  }
+  // the lanes' workspace of a segment's step (its slot)
+  Workspace<P> workspace(int slot) const {
+    Arena<P> arena(slots_ + slot * Workspace<P>::size(m_), nullptr);
+    return Workspace<P>::carve(m_, arena);
+  }
+  // lane i of that workspace into to (what a step's slot keeps of it: StepStore::kept_ranges)
+  void to_slot(int i, int slot, const Workspace<T>& to) const {
+    const Workspace<P> w = workspace(slot);
+    StepStore<T>::kept_ranges(w, m_.nv, [&](long at, long n) {
+      for (long j = 0; j < n; ++j) to.xpos[at + j] = w.xpos[at + j][i];
+    });
   }
   // environment e's controls of step t
   const T* control(const RolloutAdjointKernel<T>& k, int e, int t) const {
@@ -247,8 +317,12 @@ class PackWalk {
 
   const ModelView<P>& lm_;
   const ModelView<T>& m_;
-  Workspace<P> w_{};
   AdjWorkspace<P> a_{};
+  P* slots_;                // the lanes' workspaces of a segment's steps (workspace())
+  Workspace<T> rows_w_[W];  // each lane's arrays of its step's rows' part
+  long ranges_[8][2];       // those arrays: offset from xpos and size
+  long arange_[8][2];       // their adjoints': offset from AdjWorkspace's xpos and size
+  int nrange_ = 0;
   P *q_, *v_, *u_, *hq_, *hv_, *gc_, *adj_M_, *bias_, *qfrc_;
   P *params_, *saved_;  // the parameters' adjoints (am_'s arrays) and their copy before a step
   ModelAdjoint<P> am_{};
@@ -292,7 +366,8 @@ bool rollout_adjoint_packs(const LaneModel<T>* lanes, int nenv, const RolloutAdj
       any = any || live[i];
     }
     const bool lanes = PackWalk<T>::applies(m);
-    PackWalk<T> back(s.lane_model(), m);
+    PackWalk<T> back(s.lane_model(), m, K);
+    if (lanes) keep.lanes = back.slots();
     s.place(e0);
     for (int seg = tape.nseg() - 1; any && seg >= 0; --seg) {
       const int t0 = seg * K, t1 = t0 + K < nstep ? t0 + K : nstep;

@@ -138,10 +138,19 @@ class PackStepper {
   // of its tape, TapeReverse::recompute): lane k's step goes to slot `slot` of store[k] as the
   // scalar step_constrained and StepStore::save would put it there, and takes known[k] as its
   // LCP solution when that is given (the replay of a recorded step). Models with rows only.
+  // With `lanes` (room for a Workspace<P> per slot) the lanes' workspace of slot k is computed
+  // in place at workspace(m, k) and kept there, in lanes, for a reverse pass on them
+  // (PackWalk); the environments' slots then keep all but their workspace. Without, each
+  // environment's slot keeps its whole step.
   struct Keep {
     StepStore<T> store[W];
     LcpSolution<T> known[W];
+    P* lanes = nullptr;
     int slot = 0;
+    Workspace<P> workspace(const ModelView<T>& m, int k) const {
+      Arena<P> arena(lanes + k * Workspace<P>::size(m), nullptr);
+      return Workspace<P>::carve(m, arena);
+    }
   };
 
   // One step of the pack: ctrl and qfrc (may be null) hold lane k's rows at ctrl + k ctrl_stride
@@ -154,6 +163,23 @@ class PackStepper {
     gather(u_, ctrl, ctrl_stride, m.nu);
     if (qfrc) gather(f_, qfrc, qfrc_stride, m.nv);
     const P* f = qfrc ? f_ : nullptr;
+    // a step kept in lanes computes its workspace in its slot, for the length of the step
+    struct Bound {
+      Workspace<P>& w;
+      const Workspace<P> own;
+      ~Bound() { w = own; }
+    } bound{w_, w_};
+    if (keep && keep->lanes) {
+      Workspace<P> slot = keep->workspace(m, keep->slot);
+      // but for the articulated-body arrays, which a reverse pass does not read
+      // (StepStore::kept_ranges): those stay the stepper's own, in cache
+      slot.aba_IA = w_.aba_IA;
+      slot.aba_pA = w_.aba_pA;
+      slot.aba_U = w_.aba_U;
+      slot.aba_invD = w_.aba_invD;
+      slot.aba_u = w_.aba_u;
+      w_ = slot;
+    }
     bool stopped = false;
     for (int k = 0; k < W; ++k) stopped = stopped || (bits[k] & kStatusStopMask);
     if (!stopped) {
@@ -180,7 +206,7 @@ class PackStepper {
           broadphase();
         }
         if (ok && !lanes_diverged()) {
-          if (keep)
+          if (keep && !keep->lanes)
             transpose_to_slots(*keep);
           else
             transpose_lane_arrays();
@@ -210,6 +236,9 @@ class PackStepper {
                           keep ? keep->known[k] : LcpSolution<T>{},
                           qfrc ? qfrc + k * qfrc_stride : nullptr);
       if (keep) keep->store[k].save(m, keep->slot, x_.w, x_.c, cv, q, v);
+      if (keep && keep->lanes)
+        StepStore<T>::kept_ranges(
+            x_.w, m.nv, [&](long at, long n) { lane_in(x_.w.xpos + at, k, w_.xpos + at, int(n)); });
       lane_in(q, k, q_, m.nq);
       lane_in(v, k, v_, m.nv);
     }
@@ -237,18 +266,9 @@ class PackStepper {
 
   long passes = 0, fallbacks = 0;  // this stepper's, for pack_stats()
 
- private:
-  // an array the per-lane stages read: the lanes' (from), transposed into each lane's share of
-  // lane_arrays_ at `offset`, where that lane's scratch's pointer (in) is bound
-  struct LaneArray {
-    const P* from;
-    T*& (*in)(StepScratch<T>&);
-    long n;
-    long offset;
-  };
-
-  // the arrays of Workspace that contact_rows and constrained_update read on m besides qacc:
-  // body frames, motion subspaces, tendons, and for the equality rows' bias accelerations the
+  // the arrays of Workspace that contact_rows and constrained_update read on m besides qacc
+  // (and so the only ones whose adjoints the rows' reverse pass, adj_step_rows, writes): body
+  // frames, motion subspaces, tendons, and for the equality rows' bias accelerations the
   // subspaces' rates and the body velocities
   static bool lane_array(const ModelView<T>& m, const char* name) {
     for (const char* a : {"xpos", "xmat", "cdof", "ten_length", "ten_J"})
@@ -257,25 +277,42 @@ class PackStepper {
       if (m.neq > 0 && std::strcmp(a, name) == 0) return true;
     return false;
   }
+
+ private:
+  // an array the per-lane stages read: the lanes' (a member of the workspace, w, or of the
+  // constraint workspace, c), transposed into each lane's share of lane_arrays_ at `offset`,
+  // where that lane's scratch's pointer (in) is bound
+  struct LaneArray {
+    P* Workspace<P>::*w;
+    P* ConstraintWorkspace<P>::*c;
+    T*& (*in)(StepScratch<T>&);
+    long n;
+    long offset;
+    const P* from(const Workspace<P>& ws, const ConstraintWorkspace<P>& cs) const {
+      return w ? ws.*w : cs.*c;
+    }
+  };
+
   // arrays_: those of the workspace (lane_array), the acceleration, the factor and the free
   // velocity, and the geom poses with contacts; lane_arrays_ their room for every lane
   void bind_lane_arrays() {
     const ModelView<T>& m = m_;
-    auto add = [this](const P* from, T*& (*in)(StepScratch<T>&), long n) {
-      arrays_.push_back({from, in, n, lane_stride_});
+    using CW = ConstraintWorkspace<P>;
+    auto add = [this](P* Workspace<P>::*w, P* CW::*c, T*& (*in)(StepScratch<T>&), long n) {
+      arrays_.push_back({w, c, in, n, lane_stride_});
       lane_stride_ += n;
     };
 #define PHX_PACK_IN(member) [](StepScratch<T>& h) -> T*& { return h.member; }
 #define PHX_PACK_LANE_ARRAY(kind, name, size, comment) \
-  if (lane_array(m, #name)) add(w_.name, PHX_PACK_IN(w.name), long(size));
+  if (lane_array(m, #name)) add(&Workspace<P>::name, nullptr, PHX_PACK_IN(w.name), long(size));
     PHX_WORKSPACE_ARRAYS(PHX_PACK_LANE_ARRAY)
 #undef PHX_PACK_LANE_ARRAY
-    add(w_.qacc, PHX_PACK_IN(w.qacc), m.nv);
-    add(c_.L, PHX_PACK_IN(c.L), long(m.nv) * m.nv);
-    add(c_.vfree, PHX_PACK_IN(c.vfree), m.nv);
+    add(&Workspace<P>::qacc, nullptr, PHX_PACK_IN(w.qacc), m.nv);
+    add(nullptr, &CW::L, PHX_PACK_IN(c.L), long(m.nv) * m.nv);
+    add(nullptr, &CW::vfree, PHX_PACK_IN(c.vfree), m.nv);
     if (m.contact && m.nconmax > 0) {
-      add(c_.geom_xpos, PHX_PACK_IN(c.geom_xpos), 3L * m.ngeom);
-      add(c_.geom_xmat, PHX_PACK_IN(c.geom_xmat), 9L * m.ngeom);
+      add(nullptr, &CW::geom_xpos, PHX_PACK_IN(c.geom_xpos), 3L * m.ngeom);
+      add(nullptr, &CW::geom_xmat, PHX_PACK_IN(c.geom_xmat), 9L * m.ngeom);
     }
 #undef PHX_PACK_IN
     lane_arrays_.resize(size_t(W) * lane_stride_);
@@ -286,7 +323,7 @@ class PackStepper {
     for (const LaneArray& a : arrays_) {
       T* to[W];
       for (int k = 0; k < W; ++k) to[k] = lane_arrays_.data() + k * lane_stride_ + a.offset;
-      packs_to_lanes(a.from, a.n, to);
+      packs_to_lanes(a.from(w_, c_), a.n, to);
     }
   }
 
@@ -330,9 +367,9 @@ class PackStepper {
 
   // Lane k's contacts and rows in the scalar core, on its share of the lanes' stages (arrays_,
   // transposed: the workspace arrays, the acceleration, the factor, the free velocity and the
-  // geom poses; or, for a kept step, its slot, which transpose_to_slots filled) and of the
-  // broadphase: their number, or -1 when the step ends here (rows without a factor: factored,
-  // whether free_velocity succeeded, was false). lane_update takes the step on from there.
+  // geom poses; or, for a step kept lane by lane, its slot, which transpose_to_slots filled) and
+  // of the broadphase: their number, or -1 when the step ends here (rows without a factor:
+  // factored, whether free_velocity succeeded, was false). lane_update takes the step on.
   int lane_rows(int k, bool factored, unsigned& bits, const Keep* keep) {
     const ModelView<T>& m = m_;
     T* q = q1_ + k * (m.nq + m.nv);
@@ -342,12 +379,14 @@ class PackStepper {
     StepScratch<T>& h = h_[k];
     if (keep) {
       own_[k] = h;
-      const typename StepStore<T>::Slot s = keep->store[k].slot(m, keep->slot);
-      h.w = s.w;
-      h.c.L = s.c.L;
-      h.c.vfree = s.c.vfree;
-      h.c.geom_xpos = s.c.geom_xpos;
-      h.c.geom_xmat = s.c.geom_xmat;
+      if (!keep->lanes) {
+        const typename StepStore<T>::Slot s = keep->store[k].slot(m, keep->slot);
+        h.w = s.w;
+        h.c.L = s.c.L;
+        h.c.vfree = s.c.vfree;
+        h.c.geom_xpos = s.c.geom_xpos;
+        h.c.geom_xmat = s.c.geom_xmat;
+      }
       h.c.forward_only = false;  // the reverse pass reads the Delassus matrix
     }
     ConstraintWorkspace<T>& c = h.c;
