@@ -249,8 +249,7 @@ class PackWalk {
   }
   // the lanes' workspace of a segment's step (its slot)
   Workspace<P> workspace(int slot) const {
-    Arena<P> arena(slots_ + slot * Workspace<P>::size(m_), nullptr);
-    return Workspace<P>::carve(m_, arena);
+    return PackStepper<T>::Keep::workspace(m_, slots_, slot);
   }
   // lane i of that workspace into to (what a step's slot keeps of it: StepStore::kept_ranges)
   void to_slot(int i, int slot, const Workspace<T>& to) const {

@@ -147,7 +147,8 @@ class PackStepper {
     LcpSolution<T> known[W];
     P* lanes = nullptr;
     int slot = 0;
-    Workspace<P> workspace(const ModelView<T>& m, int k) const {
+    // slot k's workspace in `lanes`
+    static Workspace<P> workspace(const ModelView<T>& m, P* lanes, int k) {
       Arena<P> arena(lanes + k * Workspace<P>::size(m), nullptr);
       return Workspace<P>::carve(m, arena);
     }
@@ -170,7 +171,7 @@ class PackStepper {
       ~Bound() { w = own; }
     } bound{w_, w_};
     if (keep && keep->lanes) {
-      Workspace<P> slot = keep->workspace(m, keep->slot);
+      Workspace<P> slot = Keep::workspace(m, keep->lanes, keep->slot);
       // but for the articulated-body arrays, which a reverse pass does not read
       // (StepStore::kept_ranges): those stay the stepper's own, in cache
       slot.aba_IA = w_.aba_IA;
