@@ -400,11 +400,9 @@ void rollout_backward(const DeviceModel<T>& model, Tape<T>& tape, const T* d_adj
   k.adj_act = d_adj_act;
   // with segments to recompute, each step's slot (StepStore) sized by the rollout's peaks
   std::array<int, 2> peak = tape.peak();
-  if (tape.every() > 1 && peak[1] > 0) {
-    k.nslot = tape.every();
-    k.slot_ncon = peak[0];
-    k.slot_nrow = peak[1];
-  }
+  k.slot_ncon = peak[0];
+  k.slot_nrow = peak[1];
+  if (tape.every() > 1 && peak[1] > 0) k.nslot = tape.every();
   const ScratchSize scratch = rollout_adjoint_scratch_size(view, k.nslot, k.slot_ncon, k.slot_nrow);
   if (!cpu::rollout_adjoint_packs(model.lane_model(), nenv, k, scratch))
     launch(model.device(), nenv, k, scratch);

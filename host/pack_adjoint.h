@@ -31,6 +31,18 @@
 
 namespace phx::cpu {
 
+// The records the steps of segment seg of environment e are walked from: the segment buffer,
+// which the recomputation fills, or with a checkpoint every step (no buffer) the checkpoints,
+// from the segment's own (base: the index of the segment's first step in them)
+template <class T>
+struct SegmentRecords {
+  TapeRecords<T> records;
+  int base;
+  SegmentRecords(const TapeView<T>& tape, const ModelView<T>& m, int e, int seg)
+      : records(tape.every > 1 ? tape.segment(m, e) : tape.checkpoints(m, e)),
+        base(tape.every > 1 ? 0 : seg) {}
+};
+
 // One thread's reverse walks of packs: the lanes' arrays of one step's second part.
 template <class T>
 class PackWalk {
@@ -155,7 +167,8 @@ class PackWalk {
       const int e = e0 + i;
       TapeReverse<T>& r = walks[i];
       r.begin_step(t, k.loss(k.adj_qpos_out, e, nq), k.loss(k.adj_qvel_out, e, nv), nullptr);
-      f[i] = r.from_slot(t - t0, k.tape.segment(m, e), 0);
+      const SegmentRecords<T> rec(k.tape, m, e, seg);
+      f[i] = r.from_slot(t - t0, rec.records, rec.base);
       adj_step_rows(m, r.q, r.v, rows_w_[i], f[i].c, f[i].cv, r.x.a, r.x.s, r.gq, r.gv, r.hq, r.hv,
                     env[i].ac, static_cast<T*>(nullptr), terms[i]);
     }
@@ -236,7 +249,8 @@ class PackWalk {
     const ModelView<T>& m = m_;
     const int e = e0 + i, slot = t - seg * k.tape.every;
     to_slot(i, slot, walk.store.slot(m, slot).w);
-    walk.step_back(seg, t, k.tape.segment(m, e), 0, k.loss(k.adj_qpos_out, e, m.nq),
+    const SegmentRecords<T> rec(k.tape, m, e, seg);
+    walk.step_back(seg, t, rec.records, rec.base, k.loss(k.adj_qpos_out, e, m.nq),
                    k.loss(k.adj_qvel_out, e, m.nv), nullptr, env.gc, env.am, env.ac);
   }
   // the offset of the stage adjoint of workspace array `name` in an AdjWorkspace
@@ -330,19 +344,28 @@ class PackWalk {
   long passes_ = 0, fallbacks_ = 0;  // lane_step's, for pack_stats()
 };
 
-// RolloutAdjointKernel on packs where they apply (segments to recompute, with rows); false where
-// they do not. Each pack recomputes a segment of its W environments on the lanes, keeping every
-// step in the environment's slot as TapeReverse::recompute does, then walks back through it
-// (PackWalk, or each environment alone in the scalar core where PackWalk does not apply).
+// RolloutAdjointKernel on packs where they apply (a model with rows); false where they do not. Each
+// pack recomputes a segment of its W environments on the lanes, keeping every step in the
+// environment's slot as TapeReverse::recompute does, then walks back through it (PackWalk, or each
+// environment alone in the scalar core where PackWalk does not apply).
 template <class T>
 bool rollout_adjoint_packs(const LaneModel<T>* lanes, int nenv, const RolloutAdjointKernel<T>& k,
                            ScratchSize scratch) {
+  // With a checkpoint every step the scalar kernel replays each step from its record as it walks
+  // (no slots); a pack recomputes it on its lanes from the record (its LCP solution known from
+  // the next record) into a slot of its own and walks it from there, as it does a segment.
+  RolloutAdjointKernel<T> kp = k;
+  ScratchSize packed = scratch;
+  if (k.tape.every == 1 && k.slot_nrow > 0) {
+    kp.nslot = 1;
+    packed = rollout_adjoint_scratch_size(k.model, 1, k.slot_ncon, k.slot_nrow);
+  }
   if (!lanes || scratch_trace().on || !PackStepper<T>::applies(k.model) || k.tape.mocap.given() ||
-      k.nslot == 0 || nenv < PackStepper<T>::W)
+      kp.nslot == 0 || nenv < PackStepper<T>::W)
     return false;
   static constexpr int W = PackStepper<T>::W;  // static: lambdas read it uncaptured (clang)
   using Env = typename RolloutAdjointKernel<T>::Env;
-  launch_packs(*lanes, nenv, k, scratch, [&k, scratch](PackStepper<T>& s, int e0) {
+  launch_packs(*lanes, nenv, k, scratch, [&k = kp, scratch = packed](PackStepper<T>& s, int e0) {
     const ModelView<T>& m = k.model;
     const TapeView<T>& tape = k.tape;
     const int K = tape.every, nstep = tape.nstep;
@@ -380,7 +403,7 @@ bool rollout_adjoint_packs(const LaneModel<T>* lanes, int nenv, const RolloutAdj
         for (int i = 0; i < W; ++i) {
           T* q = s.scalar_state();
           s.lane_state(i, q, q + m.nq);
-          tape.segment(m, e0 + i).save(m, t - t0, q, q + m.nq, nullptr, s.contacts(i));
+          if (K > 1) tape.segment(m, e0 + i).save(m, t - t0, q, q + m.nq, nullptr, s.contacts(i));
           // the segment's last step from the next checkpoint's warm start, as the replay would
           keep.known[i] = t + 1 == t1 && t1 < nstep
                               ? tape.checkpoints(m, e0 + i).solution(m, seg + 1)
@@ -396,7 +419,10 @@ bool rollout_adjoint_packs(const LaneModel<T>* lanes, int nenv, const RolloutAdj
         back.walk(k, e0, seg, env, walks.data(), live);
       } else {
         for (int i = 0; i < W; ++i)
-          if (live[i]) k.walk(e0 + i, seg, walks[i], tape.segment(m, e0 + i), 0, env[i]);
+          if (live[i]) {
+            const SegmentRecords<T> rec(tape, m, e0 + i, seg);
+            k.walk(e0 + i, seg, walks[i], rec.records, rec.base, env[i]);
+          }
       }
     }
     for (int i = 0; i < W; ++i) k.finish(e0 + i, env[i]);

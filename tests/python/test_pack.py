@@ -122,7 +122,8 @@ def test_taped_rollout_with_equalities_on_packs_equals_each_environment_alone(rn
     nenv, nstep = lanes(np.float64) + 3, 30
     model = equality_scene()
     qpos, qvel, ctrl = random_batch(model, rng, nenv, nstep, np.float64, free_joint=False)
-    expect_taped_each_alone(model, qpos, qvel, ctrl, rng, 7, lanes_branch=True)
+    for every in (1, 7):
+        expect_taped_each_alone(model, qpos, qvel, ctrl, rng, every, lanes_branch=True)
 
 
 def expect_taped_each_alone(model, qpos, qvel, ctrl, rng, every, lanes_branch=False):
@@ -135,13 +136,14 @@ def expect_taped_each_alone(model, qpos, qvel, ctrl, rng, every, lanes_branch=Fa
     qs, vs, status = phalanx.rollout(model, qpos, qvel, ctrl, tape=tape)
     assert phalanx.pack_stats()["passes"] >= nstep - 2
     g = tape.backward(adj_q, adj_v)
-    # the backward's recomputation of each segment runs on the pack too (none with K = 1), and
-    # so does the part of fixed structure of its steps' reverse passes (with rows in every lane)
+    # the backward's recomputation of each segment runs on the pack too (with K = 1, of each
+    # step from its record), and so does the part of fixed structure of its steps' reverse
+    # passes (with rows in every lane)
     stats = phalanx.pack_stats()
-    assert stats["passes"] >= (nstep - 2 if every > 1 else 0)
-    assert stats["passes"] + stats["fallbacks"] == (nstep if every > 1 else 0)
+    assert stats["passes"] >= nstep - 2
+    assert stats["passes"] + stats["fallbacks"] == nstep
     first_parts = stats["reverse_passes"] + (stats["reverse_fallbacks"] if lanes_branch else 0)
-    assert first_parts >= (nstep // 2 if every > 1 else 0)
+    assert first_parts >= nstep // 2
     assert lanes_branch or stats["reverse_fallbacks"] <= 2
     assert not (status & phalanx.STATUS_STOP_MASK).any()
     peaks = []
