@@ -104,6 +104,12 @@ class PackWalk {
 #undef PHX_PACK_ROWS_ARRAY
   }
 
+  // the parameters' adjoints back to the environments once their walks are done (they stay in
+  // packs from segment to segment while the walk is on the lanes)
+  void finish(Env* env) {
+    to_envs(env);
+  }
+
   // the lanes' workspaces of a segment's steps, as PackStepper::Keep::lanes
   P* slots() const {
     return slots_;
@@ -137,7 +143,6 @@ class PackWalk {
       for (int i = 0; i < W; ++i)
         if (live[i]) alone(k, e0, i, seg, t, env[i], walks[i]);
     }
-    to_envs(env);
     pack_stats().reverse_passes += passes_;
     pack_stats().reverse_fallbacks += fallbacks_;
     passes_ = fallbacks_ = 0;
@@ -425,6 +430,7 @@ bool rollout_adjoint_packs(const LaneModel<T>* lanes, int nenv, const RolloutAdj
           }
       }
     }
+    back.finish(env);
     for (int i = 0; i < W; ++i) k.finish(e0 + i, env[i]);
   });
   return true;
