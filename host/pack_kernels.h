@@ -197,12 +197,15 @@ class PackStepper {
       } else {
         // the stages of fixed structure on the lanes: both ends of the step, the acceleration
         // without rows and the free velocity with them, each lane taking the one it needs
+        // Euler's acceleration without rows (the articulated-body algorithm, which neither
+        // branches nor fails) waits until the lanes' rows are known, and runs when one has none
+        const bool later = m.integrator != kIntegratorImplicitFast;
         bool ok = !step_input_status(lm_, q_, v_, u_, f);
         bool factored = false;
         if (ok) {
           smooth_kinematics(lm_, q_, v_, w_);
           applied_forces_and_armature(lm_, q_, v_, u_, f, w_);
-          ok = unconstrained_acceleration(lm_, q_, v_, u_, w_);
+          if (!later) ok = unconstrained_acceleration(lm_, q_, v_, u_, w_);
           factored = free_velocity(lm_, q_, v_, u_, w_, c_);
           broadphase();
         }
@@ -212,7 +215,12 @@ class PackStepper {
           else
             transpose_lane_arrays();
           int nrow[W];
-          for (int k = 0; k < W; ++k) nrow[k] = lane_rows(k, factored, bits[k], keep);
+          bool free = false;
+          for (int k = 0; k < W; ++k) {
+            nrow[k] = lane_rows(k, factored, bits[k], keep);
+            free = free || nrow[k] == 0;
+          }
+          if (later && free) free_acceleration(keep);
           const bool built = lane_delassus(nrow);
           for (int k = 0; k < W; ++k)
             if (nrow[k] >= 0) lane_update(k, nrow[k], built, bits[k], keep);
@@ -308,6 +316,7 @@ class PackStepper {
   if (lane_array(m, #name)) add(&Workspace<P>::name, nullptr, PHX_PACK_IN(w.name), long(size));
     PHX_WORKSPACE_ARRAYS(PHX_PACK_LANE_ARRAY)
 #undef PHX_PACK_LANE_ARRAY
+    qacc_at_ = lane_stride_;
     add(&Workspace<P>::qacc, nullptr, PHX_PACK_IN(w.qacc), m.nv);
     add(nullptr, &CW::L, PHX_PACK_IN(c.L), long(m.nv) * m.nv);
     add(nullptr, &CW::vfree, PHX_PACK_IN(c.vfree), m.nv);
@@ -317,6 +326,7 @@ class PackStepper {
     }
 #undef PHX_PACK_IN
     lane_arrays_.resize(size_t(W) * lane_stride_);
+    cacc_.resize(6 * size_t(m.nbody));
   }
 
   // every LaneArray into every lane's share of lane_arrays_
@@ -326,6 +336,22 @@ class PackStepper {
       for (int k = 0; k < W; ++k) to[k] = lane_arrays_.data() + k * lane_stride_ + a.offset;
       packs_to_lanes(a.from(w_, c_), a.n, to);
     }
+  }
+
+  // The acceleration without rows on the lanes (Euler's: the articulated-body algorithm) once
+  // the lanes' rows are known, into each lane's share of the arrays the per-lane stages read (or
+  // its slot, as transpose_to_slots). Its body accelerations go to scratch: the workspace's stay
+  // those of free_velocity's bias forces, which the reverse pass of a step with rows reads.
+  void free_acceleration(const Keep* keep) {
+    const ModelView<T>& m = m_;
+    Workspace<P> w = w_;
+    w.cacc = cacc_.data();
+    unconstrained_acceleration(lm_, q_, v_, u_, w);
+    T* to[W];
+    for (int k = 0; k < W; ++k)
+      to[k] = keep && !keep->lanes ? keep->store[k].slot(m, keep->slot).w.qacc
+                                   : lane_arrays_.data() + k * lane_stride_ + qacc_at_;
+    packs_to_lanes(w_.qacc, m.nv, to);
   }
 
   // A kept step's lanes into their slots, for the per-lane stages to read there: the ranges of
@@ -526,6 +552,8 @@ class PackStepper {
   std::vector<int> span_;             // its rows' spans (nefcmax x 4)
   std::vector<T> zeros_, sink_;
   long lane_stride_ = 0;
+  long qacc_at_ = 0;     // the acceleration's offset in a lane's share of lane_arrays_
+  std::vector<P> cacc_;  // the body accelerations of free_acceleration (nbody x 6)
   T* q1_;
 };
 
