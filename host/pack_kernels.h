@@ -78,6 +78,7 @@ class PackStepper {
       c_.geom_xpos = arena.template take<P>(3L * m.ngeom);  // geom_poses' for the broadphase
       c_.geom_xmat = arena.template take<P>(9L * m.ngeom);
       apart_.resize(size_t(W) * m.npair);
+      none_.assign(size_t(m.npair), 0);
     }
     // the scalar steps' scratch, each lane's scratch of the per-lane stages, and each lane's
     // qpos and qvel
@@ -207,7 +208,7 @@ class PackStepper {
           applied_forces_and_armature(lm_, q_, v_, u_, f, w_);
           if (!later) ok = unconstrained_acceleration(lm_, q_, v_, u_, w_);
           factored = free_velocity(lm_, q_, v_, u_, w_, c_);
-          broadphase();
+          broadphase(keep);
         }
         if (ok && !lanes_diverged()) {
           if (keep && !keep->lanes)
@@ -379,11 +380,16 @@ class PackStepper {
   }
 
   // The geom poses and the broadphase's verdicts on the lanes (apart_, lane by lane), which
-  // contact_rows takes in place of its own
-  void broadphase() {
+  // contact_rows takes in place of its own. A kept step whose lanes all know their rows (a
+  // replay, its LCP solution known) tests only the pairs the rows name, none of which is apart
+  // (their contacts overlapped): keyed_, and no verdicts.
+  void broadphase(const Keep* keep) {
     const ModelView<T>& m = m_;
     if (!m.contact || m.nconmax == 0) return;
     geom_poses(lm_, w_, c_);
+    keyed_ = keep != nullptr;
+    for (int k = 0; keyed_ && k < W; ++k) keyed_ = keep->known[k].force != nullptr;
+    if (keyed_) return;
     for (int k = 0; k < m.npair; ++k) {
       int g1, g2;
       pair_geoms(m, k, g1, g2);
@@ -420,8 +426,8 @@ class PackStepper {
     ContactView<T> cv = contacts(k);
     c.factored_rank = -1;
     nprev_[k] = keep_previous_rows(c, cv);
-    const unsigned char* apart =
-        m.contact && m.nconmax > 0 ? apart_.data() + size_t(k) * m.npair : nullptr;
+    const unsigned char* apart = nullptr;
+    if (m.contact && m.nconmax > 0) apart = keyed_ ? none_.data() : apart_.data() + k * m.npair;
     const int nrow =
         contact_rows(m, q, v, h.w, c, cv, keep ? keep->known[k] : LcpSolution<T>{}, apart);
     bits |= *cv.overflow ? unsigned(kStatusContactOverflow) : 0u;
@@ -552,6 +558,8 @@ class PackStepper {
   std::vector<int> span_;             // its rows' spans (nefcmax x 4)
   std::vector<T> zeros_, sink_;
   long lane_stride_ = 0;
+  bool keyed_ = false;  // whether broadphase left the verdicts to the lanes' known rows
+  std::vector<unsigned char> none_;  // (npair) no pair apart
   long qacc_at_ = 0;     // the acceleration's offset in a lane's share of lane_arrays_
   std::vector<P> cacc_;  // the body accelerations of free_acceleration (nbody x 6)
   T* q1_;
