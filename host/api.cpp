@@ -398,7 +398,8 @@ void rollout_backward(const DeviceModel<T>& model, Tape<T>& tape, const T* d_adj
                             d_adj_model, d_adj_contact, replay.contacts()};
   k.adj_act_out = d_adj_act_out;
   k.adj_act = d_adj_act;
-  // with segments to recompute, each step's slot (StepStore) sized by the rollout's peaks
+  // with segments to recompute, each step's slot (StepStore) sized by the rollout's peaks (the
+  // CPU's packs give an every-step tape's backward a slot of that size too)
   std::array<int, 2> peak = tape.peak();
   k.slot_ncon = peak[0];
   k.slot_nrow = peak[1];

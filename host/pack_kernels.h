@@ -197,9 +197,9 @@ class PackStepper {
         }
       } else {
         // the stages of fixed structure on the lanes: both ends of the step, the acceleration
-        // without rows and the free velocity with them, each lane taking the one it needs
+        // without rows and the free velocity with them, each lane taking the one it needs.
         // Euler's acceleration without rows (the articulated-body algorithm, which neither
-        // branches nor fails) waits until the lanes' rows are known, and runs when one has none
+        // branches nor fails) waits until the lanes' rows are known and runs when one has none.
         const bool later = m.integrator != kIntegratorImplicitFast;
         bool ok = !step_input_status(lm_, q_, v_, u_, f);
         bool factored = false;
@@ -216,12 +216,12 @@ class PackStepper {
           else
             transpose_lane_arrays();
           int nrow[W];
-          bool free = false;
+          bool rowless = false;  // whether a lane's step has no rows
           for (int k = 0; k < W; ++k) {
             nrow[k] = lane_rows(k, factored, bits[k], keep);
-            free = free || nrow[k] == 0;
+            rowless = rowless || nrow[k] == 0;
           }
-          if (later && free) free_acceleration(keep);
+          if (later && rowless) free_acceleration(keep);
           const bool built = lane_delassus(nrow);
           for (int k = 0; k < W; ++k)
             if (nrow[k] >= 0) lane_update(k, nrow[k], built, bits[k], keep);
