@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <stdexcept>
 #include <string>
 
@@ -134,8 +135,11 @@ Tape<T>::Tape(int every, size_t budget_bytes) : every_request_(every), budget_(b
   if (every < 0) throw std::invalid_argument("phalanx: a tape's checkpoint spacing must be >= 0");
 }
 
+namespace {
+
+// the bytes of a tape's records, controls, status bits and peaks: all but its solution log
 template <class T>
-size_t Tape<T>::bytes_for(const ModelView<T>& m, int nenv, int nstep, int every) {
+size_t record_bytes(const ModelView<T>& m, int nenv, int nstep, int every) {
   size_t record = TapeRecords<T>::record_reals(m) * sizeof(T) +
                   TapeRecords<T>::record_ints(m) * sizeof(int);
   size_t nseg = (size_t(nstep) + every - 1) / every, nseg_buf = every > 1 ? size_t(every) : 0;
@@ -143,10 +147,38 @@ size_t Tape<T>::bytes_for(const ModelView<T>& m, int nenv, int nstep, int every)
                          sizeof(unsigned) + 2 * sizeof(int));
 }
 
+// the rows each environment's solution log has room for: none when no segment is recomputed
+// (every = 1) or no step has rows; else a quarter of the most rows a step may have, at most 64,
+// per step (steps use far fewer than the model's room, and the log stays below a quarter of a
+// checkpoint per step's rows), or what a budget (> 0) leaves of itself after the records
+template <class T>
+size_t log_room(const ModelView<T>& m, int nenv, int nstep, int every, size_t budget) {
+  if (every <= 1 || m.nefcmax == 0 || nenv == 0) return 0;
+  size_t room = size_t(nstep) * size_t(std::min(64, (m.nefcmax + 3) / 4));
+  if (budget > 0) {
+    const size_t used = record_bytes(m, nenv, nstep, every), heads = 2 * sizeof(int) * nstep;
+    const size_t spare = budget > used ? (budget - used) / nenv : 0;
+    room = std::min(room, spare > heads ? (spare - heads) / (sizeof(T) + 2 * sizeof(int)) : 0);
+  }
+  return std::min(room, size_t(std::numeric_limits<int>::max()));
+}
+
+}  // namespace
+
+template <class T>
+size_t Tape<T>::bytes_for(const ModelView<T>& m, int nenv, int nstep, int every, size_t budget) {
+  const size_t room = log_room(m, nenv, nstep, every, budget);
+  const size_t log =
+      room ? size_t(nenv) * (room * (sizeof(T) + 2 * sizeof(int)) + 2 * sizeof(int) * size_t(nstep))
+           : 0;
+  return record_bytes(m, nenv, nstep, every) + log;
+}
+
 template <class T>
 size_t Tape<T>::bytes() const {
   return check_reals_.bytes() + check_ints_.bytes() + seg_reals_.bytes() + seg_ints_.bytes() +
-         ctrl_.bytes() + mocap_pos_.bytes() + mocap_quat_.bytes() + status_.bytes() + peak_.bytes();
+         ctrl_.bytes() + mocap_pos_.bytes() + mocap_quat_.bytes() + status_.bytes() +
+         peak_.bytes() + log_force_.bytes() + log_ints_.bytes() + log_head_.bytes();
 }
 
 template <class T>
@@ -157,11 +189,11 @@ void Tape<T>::allocate(const DeviceModel<T>& model, int nenv, int nstep, const T
   if (every == 0 && budget_ > 0) {
     // every step if it fits, else the spacing of least memory (near sqrt(nstep))
     every = 1;
-    if (bytes_for(m, nenv, nstep, 1) > budget_) {
+    if (record_bytes(m, nenv, nstep, 1) > budget_) {
       int best = 1;
       for (int k = 2; k <= nstep; ++k)
-        if (bytes_for(m, nenv, nstep, k) < bytes_for(m, nenv, nstep, best)) best = k;
-      size_t need = bytes_for(m, nenv, nstep, best);
+        if (record_bytes(m, nenv, nstep, k) < record_bytes(m, nenv, nstep, best)) best = k;
+      size_t need = record_bytes(m, nenv, nstep, best);
       if (need > budget_) {
         throw std::invalid_argument(
             "phalanx: a tape of " + std::to_string(nenv) + " environments x " +
@@ -195,6 +227,12 @@ void Tape<T>::allocate(const DeviceModel<T>& model, int nenv, int nstep, const T
     detail::device_copy(dev, mocap_quat_.data(), dev, mocap.quat, mocap_quat_.bytes());
   status_ = Buffer<unsigned>(dev, size_t(nenv));
   peak_ = Buffer<int>(dev, size_t(nenv) * 2);
+  // each step's LCP solution, in what is left of the budget, when segments are recomputed
+  const size_t room = log_room(m, nenv, nstep, every, budget_);
+  log_room_ = int(room);
+  log_force_ = Buffer<T>::uninitialized(dev, size_t(nenv) * room);
+  log_ints_ = Buffer<int>::uninitialized(dev, size_t(nenv) * 2 * room);
+  log_head_ = Buffer<int>::uninitialized(dev, room ? size_t(nenv) * nstep * 2 : 0);
   every_ = every;
   nstep_ = nstep;
   nenv_ = nenv;
@@ -225,7 +263,9 @@ TapeView<T> Tape<T>::view() {
           seg_ints_.data(),
           status_.data(),
           peak_.data(),
-          mocap()};
+          mocap(),
+          {log_force_.data(), log_ints_.data(), log_head_.size() ? log_head_.data() : nullptr,
+           log_room_}};
 }
 
 template <class T>

@@ -104,17 +104,21 @@ class Tape {
   // every > 0: a checkpoint every that many steps (1: every step, no recomputation);
   // every = 0: chosen when recording, from budget_bytes when it is > 0 (every step if that
   // fits, else about sqrt(nstep) steps per segment; std::invalid_argument when even the
-  // smallest tape does not fit), else ceil(sqrt(nstep)).
+  // smallest tape does not fit), else ceil(sqrt(nstep)). With every > 1 the tape also logs each
+  // step's LCP solution (SolutionLog), with room for a quarter of the rows a step may have, at
+  // most 64 a step, or what the budget leaves.
   explicit Tape(int every = 0, size_t budget_bytes = 0);
 
   bool recorded() const { return nstep_ > 0; }
   int every() const { return every_; }
   int nstep() const { return nstep_; }
   int nenv() const { return nenv_; }
-  // bytes of device memory the tape holds (checkpoints, segment buffers, controls)
+  // bytes of device memory the tape holds (checkpoints, segment buffers, controls, solution log)
   size_t bytes() const;
-  // bytes a tape of nenv x nstep with a checkpoint every `every` steps would hold
-  static size_t bytes_for(const ModelView<T>& m, int nenv, int nstep, int every);
+  // bytes a tape of nenv x nstep with a checkpoint every `every` steps would hold within
+  // budget_bytes (0: none)
+  static size_t bytes_for(const ModelView<T>& m, int nenv, int nstep, int every,
+                          size_t budget_bytes = 0);
 
   // used by rollout() and rollout_backward()
   void allocate(const DeviceModel<T>& model, int nenv, int nstep, const T* d_ctrl,
@@ -128,11 +132,11 @@ class Tape {
   const DeviceModel<T>* model() const { return model_; }
 
  private:
-  int every_request_, every_ = 0, nstep_ = 0, nenv_ = 0;
+  int every_request_, every_ = 0, nstep_ = 0, nenv_ = 0, log_room_ = 0;
   size_t budget_;
   const DeviceModel<T>* model_ = nullptr;
-  Buffer<T> check_reals_, seg_reals_, ctrl_, mocap_pos_, mocap_quat_;
-  Buffer<int> check_ints_, seg_ints_;
+  Buffer<T> check_reals_, seg_reals_, ctrl_, mocap_pos_, mocap_quat_, log_force_;
+  Buffer<int> check_ints_, seg_ints_, log_ints_, log_head_;
   Buffer<unsigned> status_;
   Buffer<int> peak_;
 };

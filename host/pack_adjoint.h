@@ -31,18 +31,6 @@
 
 namespace phx::cpu {
 
-// The records the steps of segment seg of environment e are walked from: the segment buffer,
-// which the recomputation fills, or with a checkpoint every step (no buffer) the checkpoints,
-// from the segment's own (base: the index of the segment's first step in them)
-template <class T>
-struct SegmentRecords {
-  TapeRecords<T> records;
-  int base;
-  SegmentRecords(const TapeView<T>& tape, const ModelView<T>& m, int e, int seg)
-      : records(tape.every > 1 ? tape.segment(m, e) : tape.checkpoints(m, e)),
-        base(tape.every > 1 ? 0 : seg) {}
-};
-
 // One thread's reverse walks of packs: the lanes' arrays of one step's second part.
 template <class T>
 class PackWalk {
@@ -172,8 +160,9 @@ class PackWalk {
       const int e = e0 + i;
       TapeReverse<T>& r = walks[i];
       r.begin_step(t, k.loss(k.adj_qpos_out, e, nq), k.loss(k.adj_qvel_out, e, nv), nullptr);
-      const SegmentRecords<T> rec(k.tape, m, e, seg);
-      f[i] = r.from_slot(t - t0, rec.records, rec.base);
+      int base;
+      const TapeRecords<T> rec = k.tape.walked(m, e, seg, &base);
+      f[i] = r.from_slot(t - t0, rec, base);
       adj_step_rows(m, r.q, r.v, rows_w_[i], f[i].c, f[i].cv, r.x.a, r.x.s, r.gq, r.gv, r.hq, r.hv,
                     env[i].ac, static_cast<T*>(nullptr), terms[i]);
     }
@@ -254,8 +243,9 @@ class PackWalk {
     const ModelView<T>& m = m_;
     const int e = e0 + i, slot = t - seg * k.tape.every;
     to_slot(i, slot, walk.store.slot(m, slot).w);
-    const SegmentRecords<T> rec(k.tape, m, e, seg);
-    walk.step_back(seg, t, rec.records, rec.base, k.loss(k.adj_qpos_out, e, m.nq),
+    int base;
+    const TapeRecords<T> rec = k.tape.walked(m, e, seg, &base);
+    walk.step_back(seg, t, rec, base, k.loss(k.adj_qpos_out, e, m.nq),
                    k.loss(k.adj_qvel_out, e, m.nv), nullptr, env.gc, env.am, env.ac);
   }
   // the offset of the stage adjoint of workspace array `name` in an AdjWorkspace
@@ -409,10 +399,8 @@ bool rollout_adjoint_packs(const LaneModel<T>* lanes, int nenv, const RolloutAdj
           T* q = s.scalar_state();
           s.lane_state(i, q, q + m.nq);
           if (K > 1) tape.segment(m, e0 + i).save(m, t - t0, q, q + m.nq, nullptr, s.contacts(i));
-          // the segment's last step from the next checkpoint's warm start, as the replay would
-          keep.known[i] = t + 1 == t1 && t1 < nstep
-                              ? tape.checkpoints(m, e0 + i).solution(m, seg + 1)
-                              : LcpSolution<T>{};
+          // from its LCP solution where the tape holds it, as TapeReverse::recompute
+          keep.known[i] = tape.known(m, e0 + i, t);
         }
         keep.slot = t - t0;
         unsigned step_bits[W];
@@ -425,8 +413,9 @@ bool rollout_adjoint_packs(const LaneModel<T>* lanes, int nenv, const RolloutAdj
       } else {
         for (int i = 0; i < W; ++i)
           if (live[i]) {
-            const SegmentRecords<T> rec(tape, m, e0 + i, seg);
-            k.walk(e0 + i, seg, walks[i], rec.records, rec.base, env[i]);
+            int base;
+            const TapeRecords<T> rec = tape.walked(m, e0 + i, seg, &base);
+            k.walk(e0 + i, seg, walks[i], rec, base, env[i]);
           }
       }
     }

@@ -616,8 +616,9 @@ bool rollout_packs(const LaneModel<T>* lanes, int nenv, const RolloutKernel<T>& 
       s.step(k.ctrl + (e0 * n + t) * m.nu, n * m.nu, nullptr, 0, bits);
       if (every > 0 && m.nefcmax > 0) {
         for (int i = 0; i < W; ++i) {
-          if (!stepped[i]) continue;
           const ContactView<T> cv = s.contacts(i);
+          if (k.tape.log.head) k.tape.log.save(e0 + i, int(n), int(t), cv);
+          if (!stepped[i]) continue;
           peak[i][0] = *cv.ncon > peak[i][0] ? *cv.ncon : peak[i][0];
           peak[i][1] = *cv.nefc > peak[i][1] ? *cv.nefc : peak[i][1];
         }

@@ -284,7 +284,10 @@ class Tape(_phalanx.Tape):
     T / K + K records per environment instead of T. ``checkpoint_every=1`` keeps every step (no
     recomputation); ``0`` (the default) picks ceil(sqrt(T)), or, with ``memory_budget`` in
     bytes, every step when that fits and otherwise the spacing of least memory (a budget too
-    small even for that is a ValueError). Gradients are bit-identical for every spacing.
+    small even for that is a ValueError). With segments to recompute, the tape also logs each
+    step's contact impulses (room for a quarter of the rows a step may have, at most 64 a step,
+    or what ``memory_budget`` leaves after the checkpoints), so that recomputing a step skips
+    the contact solver. Gradients are bit-identical for every spacing and log size.
     ``nbytes`` is the memory the recorded tape holds. While it recomputes a segment, the
     backward pass also keeps what each of its K steps' reverse passes read, with room for
     ``peak`` = (contacts, rows), the most of any step of the rollout (about 28 KB per step for

@@ -15,6 +15,8 @@
 // plus K slots of backward scratch; with K = 1 every step is a checkpoint, the recomputation
 // is skipped, and the walk replays each step from its record (adj_step_constrained). Gradients
 // do not depend on K: a slot holds what the replay of the step's record would compute.
+// With K > 1 the forward also logs each step's LCP solution, as far as its room allows
+// (SolutionLog), and the recomputation replays those steps from it rather than solving again.
 #pragma once
 
 #include "phalanx/constraint_adjoint.h"
@@ -79,6 +81,44 @@ struct TapeRecords {
   }
 };
 
+// Each step's LCP solution (its rows' impulses, keys and classes), so that recomputing a segment
+// skips the solver and the full contact search at every step, as the walk does: one pool of
+// `room` rows per environment, filled step after step. A step whose rows no longer fit is not
+// logged; its recomputation solves again, to the same bits (the solver is deterministic).
+template <class T>
+struct SolutionLog {
+  T* force = nullptr;   // (nenv x room)
+  int* ints = nullptr;  // (nenv x 2 room): the rows' keys, then their classes
+  int* head = nullptr;  // (nenv x nstep x 2): where step t's rows start in the pool, how many
+                        // (-1: not logged); null: no log
+  int room = 0;
+
+  // step t's rows in cv, after the step
+  PHX_HD void save(int e, int nstep, int t, const ContactView<T>& cv) const {
+    int* h = head + 2 * (long(e) * nstep + t);
+    const int at = t == 0 ? 0 : h[-2] + (h[-1] > 0 ? h[-1] : 0), n = *cv.nefc;
+    h[0] = at;
+    h[1] = -1;
+    if (n < 0 || at + n > room) return;
+    T* f = force + long(e) * room + at;
+    int* key = ints + 2L * e * room + at;
+    for (int r = 0; r < n; ++r) {
+      f[r] = cv.efc_force[r];
+      key[r] = cv.efc_key[r];
+      key[room + r] = cv.efc_class[r];
+    }
+    h[1] = n;
+  }
+  // step t's solution, or none when it was not logged
+  PHX_HD LcpSolution<T> solution(int e, int nstep, int t) const {
+    if (!head) return {};
+    const int* h = head + 2 * (long(e) * nstep + t);
+    if (h[1] < 0) return {};
+    const int* key = ints + 2L * e * room + h[0];
+    return {force + long(e) * room + h[0], key + room, h[1], key};
+  }
+};
+
 // The tape of a batch on the device: checkpoints and the backward pass's segment buffers.
 template <class T>
 struct TapeView {
@@ -91,6 +131,7 @@ struct TapeView {
   unsigned* status;   // (nenv) the rollout's status bits
   int* peak;          // (nenv x 2) most contacts and most rows of any step (StepStore's sizes)
   MocapSteps<T> mocap{};  // the rollout's mocap poses per step, when it was given them
+  SolutionLog<T> log{};   // each step's LCP solution, as far as it fits (K > 1 only)
 
   PHX_HD int nseg() const { return (nstep + every - 1) / every; }
   PHX_HD TapeRecords<T> checkpoints(const ModelView<T>& m, int e) const {
@@ -101,6 +142,22 @@ struct TapeView {
   PHX_HD TapeRecords<T> segment(const ModelView<T>& m, int e) const {
     return {seg_reals + long(e) * every * TapeRecords<T>::record_reals(m),
             seg_ints + long(e) * every * TapeRecords<T>::record_ints(m)};
+  }
+  // the records segment seg's steps are walked from, and in *base the index of its first step
+  // in them: the segment buffer, which the recomputation fills, or with a checkpoint every step
+  // (no buffer) the checkpoints themselves
+  PHX_HD TapeRecords<T> walked(const ModelView<T>& m, int e, int seg, int* base) const {
+    *base = every > 1 ? 0 : seg;
+    return every > 1 ? segment(m, e) : checkpoints(m, e);
+  }
+  // step t's LCP solution, when the tape holds it without the segment buffer: logged, or the warm
+  // start of the checkpoint after it; none (the step solves) otherwise
+  PHX_HD LcpSolution<T> known(const ModelView<T>& m, int e, int t) const {
+    if (m.nefcmax == 0) return {};
+    LcpSolution<T> s = log.solution(e, nstep, t);
+    if (!s.force && (t + 1) % every == 0 && t + 1 < nstep)
+      s = checkpoints(m, e).solution(m, (t + 1) / every);
+    return s;
   }
 };
 
@@ -263,22 +320,16 @@ struct TapeReverse {
   PHX_HD TapeRecords<T> recompute(int seg, int* base) {
     const int K = tape.every, nstep = tape.nstep, t0 = seg * K;
     const int t1 = t0 + K < nstep ? t0 + K : nstep;
-    TapeRecords<T> check = tape.checkpoints(m, e);
-    *base = seg;
-    if (K == 1) return check;
-    TapeRecords<T> rec = tape.segment(m, e);
-    *base = 0;
-    check.load(m, seg, q, v, a, cv);
+    TapeRecords<T> rec = tape.walked(m, e, seg, base);
+    if (K == 1) return rec;
+    tape.checkpoints(m, e).load(m, seg, q, v, a, cv);
     for (int t = t0; t < t1; ++t) {
       const T* u = ctrl + long(t) * m.nu;
       if (tape.mocap.given()) tape.mocap.at(m, e, t, nstep);
       rec.save(m, t - t0, q, v, a, cv);
       if (store.reals) {
-        // every step into its slot, the last from the next checkpoint's warm start (its LCP
-        // solution), as the replay would
-        LcpSolution<T> known{};
-        if (t + 1 == t1 && t1 < nstep) known = check.solution(m, seg + 1);
-        step_constrained(m, q, v, inputs(u), x.w, x.c, cv, known);
+        // every step into its slot, from its LCP solution where the tape holds it
+        step_constrained(m, q, v, inputs(u), x.w, x.c, cv, tape.known(m, e, t));
         store.save(m, t - t0, x.w, x.c, cv, q, v);
         if (m.na > 0) activation_step(m, u, a);
       } else if (t + 1 < t1) {
@@ -326,12 +377,11 @@ struct TapeReverse {
       if (na > 0) adj_activation(m, u, a, x.adj_input, ga, gc, ha);
     } else {
       rec.load(m, base + t - t0, q, v, a, cv);
-      // the step's own LCP solution is the next record's warm start: the replay skips the
-      // solver (the last step of the rollout has no next record and solves)
+      // the step's own LCP solution, the next record's warm start (or the tape's, at the
+      // segment's end): the replay skips the solver
       LcpSolution<T> known{};
-      if (m.nefcmax > 0 && t + 1 < t1) known = rec.solution(m, base + t + 1 - t0);
-      if (m.nefcmax > 0 && t + 1 == t1 && t1 < nstep)
-        known = tape.checkpoints(m, e).solution(m, seg + 1);
+      if (m.nefcmax > 0)
+        known = t + 1 < t1 ? rec.solution(m, base + t + 1 - t0) : tape.known(m, e, t);
       adj_step_env(m, q, v, a, u, x, cv, gq, gv, ga, hq, hv, ha, gc, am, ac,
                    static_cast<T*>(nullptr), known);
     }

@@ -326,6 +326,10 @@ TEST(Tape, MemoryBudgetChoosesTheSpacingOrFailsClearly) {
   run(dm, p, &tight);
   EXPECT_GT(tight.every(), 1);
   EXPECT_LE(tight.bytes(), every_step / 2);
+  // the solution log takes what the records leave of the budget
+  EXPECT_EQ(tight.bytes(),
+            Tape<double>::bytes_for(dm.view(), kEnvs, kSteps, tight.every(), every_step / 2));
+  EXPECT_GT(tight.bytes(), Tape<double>::bytes_for(dm.view(), kEnvs, kSteps, tight.every(), 1));
   Tape<double> tiny(0, 1000);
   try {
     run(dm, p, &tiny);

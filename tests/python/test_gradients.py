@@ -282,6 +282,12 @@ def test_tape_backward_matches_central_differences(taped_scene, rng):
 
 def test_tape_checkpoints_do_not_change_gradients(taped_scene):
     model, qpos, qvel, ctrl, wq, wv = taped_scene
+
+    def tape_bytes(every, budget):
+        tape = phalanx.Tape(checkpoint_every=every, memory_budget=budget)
+        phalanx.rollout(model, qpos, qvel, ctrl, tape=tape)
+        return tape.nbytes
+
     grads, nbytes = [], []
     for every in [1, 5, 0]:
         tape = phalanx.Tape(checkpoint_every=every)
@@ -292,6 +298,19 @@ def test_tape_checkpoints_do_not_change_gradients(taped_scene):
         for key in grads[0]:
             np.testing.assert_array_equal(g[key], grads[0][key])  # bit for bit
     assert nbytes[2] < nbytes[0] / 2  # sqrt(T) spacing against a checkpoint per step
+    # with segments to recompute, the tape logs each step's LCP solution as far as its memory
+    # budget allows (by default, room for a quarter of the rows a step may have); steps not
+    # logged are solved again, to the same bits
+    E, T = ctrl.shape[:2]
+    bare = tape_bytes(5, 1)  # a budget below the records themselves: no log
+    few = bare + E * (8 * T + 10 * (qpos.dtype.itemsize + 8))  # the log's heads and 10 rows
+    for budget in [0, few]:
+        tape = phalanx.Tape(checkpoint_every=5, memory_budget=budget)
+        phalanx.rollout(model, qpos, qvel, ctrl, tape=tape)
+        assert tape.nbytes == few if budget else tape.nbytes > few
+        g = tape.backward(wq, wv)
+        for key in grads[0]:
+            np.testing.assert_array_equal(g[key], grads[0][key])
     # the tape's peak contacts and rows are the most any step's counts show
     counts = np.zeros(ctrl.shape[:2] + (phalanx.NUM_COUNTS,), np.int32)
     tape = phalanx.Tape()

@@ -104,15 +104,17 @@ def test_rollout_with_constraint_rows_equals_each_environment_alone(rng, dtype, 
 
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
-@pytest.mark.parametrize("every", [1, 7])
-def test_taped_rollout_on_packs_equals_each_environment_alone(rng, dtype, every):
+@pytest.mark.parametrize("every, log_rows", [(1, None), (7, None), (7, 150)])
+def test_taped_rollout_on_packs_equals_each_environment_alone(rng, dtype, every, log_rows):
     # a tape recorded on packs (checkpoints saved lane by lane, the peaks of contacts and rows
-    # per lane) gives each environment the trajectory and the gradients of its tape alone
+    # per lane, each step's LCP solution) gives each environment the trajectory and the
+    # gradients of its tape alone; also when its solution log has room for a few steps only,
+    # the lanes' recomputations then solving again from steps that differ lane by lane
     model = phalanx.load_model(str(HUMANOID))
     nenv, nstep = lanes(dtype) + 3, 30
     qpos, qvel, ctrl = random_batch(model, rng, nenv, nstep, dtype)
     qpos[:, 2] -= 0.3
-    expect_taped_each_alone(model, qpos, qvel, ctrl, rng, every)
+    expect_taped_each_alone(model, qpos, qvel, ctrl, rng, every, log_rows=log_rows)
 
 
 def test_taped_rollout_with_equalities_on_packs_equals_each_environment_alone(rng):
@@ -126,14 +128,22 @@ def test_taped_rollout_with_equalities_on_packs_equals_each_environment_alone(rn
         expect_taped_each_alone(model, qpos, qvel, ctrl, rng, every, lanes_branch=True)
 
 
-def expect_taped_each_alone(model, qpos, qvel, ctrl, rng, every, lanes_branch=False):
+def expect_taped_each_alone(model, qpos, qvel, ctrl, rng, every, lanes_branch=False,
+                            log_rows=None):
     nenv, nstep, _ = ctrl.shape
     dtype = qpos.dtype
+    budget = 0  # per environment; 0: the default log
+    if log_rows is not None:  # the records', the log's heads and log_rows rows
+        bare = phalanx.Tape(checkpoint_every=every, memory_budget=1)
+        phalanx.rollout(model, qpos[:1], qvel[:1], ctrl[:1], tape=bare)
+        budget = bare.nbytes + 8 * nstep + log_rows * (dtype.itemsize + 8)
     adj_q = rng.standard_normal((nenv, nstep, model.nq)).astype(dtype)
     adj_v = rng.standard_normal((nenv, nstep, model.nv)).astype(dtype)
     phalanx.pack_stats()
-    tape = phalanx.Tape(checkpoint_every=every)
+    tape = phalanx.Tape(checkpoint_every=every, memory_budget=budget * nenv)
     qs, vs, status = phalanx.rollout(model, qpos, qvel, ctrl, tape=tape)
+    if log_rows is not None:
+        assert tape.nbytes == budget * nenv
     assert phalanx.pack_stats()["passes"] >= nstep - 2
     g = tape.backward(adj_q, adj_v)
     # the backward's recomputation of each segment runs on the pack too (with K = 1, of each
@@ -148,7 +158,7 @@ def expect_taped_each_alone(model, qpos, qvel, ctrl, rng, every, lanes_branch=Fa
     assert not (status & phalanx.STATUS_STOP_MASK).any()
     peaks = []
     for e in range(nenv):
-        alone = phalanx.Tape(checkpoint_every=every)
+        alone = phalanx.Tape(checkpoint_every=every, memory_budget=budget)
         q1, v1, s1 = phalanx.rollout(model, qpos[e:e + 1], qvel[e:e + 1], ctrl[e:e + 1],
                                      tape=alone)
         assert np.array_equal(qs[e], q1[0]) and np.array_equal(vs[e], v1[0]) and status[e] == s1[0]

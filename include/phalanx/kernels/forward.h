@@ -121,6 +121,7 @@ struct RolloutKernel {
           peak_row = *cv.nefc > peak_row ? *cv.nefc : peak_row;
         }
       }
+      if (tape.log.head) tape.log.save(e, nstep, t, cv);
       if (qpos_out) {
         for (int i = 0; i < m.nq; ++i) qpos_out[(long(e) * nstep + t) * m.nq + i] = q[i];
       }
