@@ -617,7 +617,9 @@ bool rollout_packs(const LaneModel<T>* lanes, int nenv, const RolloutKernel<T>& 
       if (every > 0 && m.nefcmax > 0) {
         for (int i = 0; i < W; ++i) {
           const ContactView<T> cv = s.contacts(i);
-          if (k.tape.log.head) k.tape.log.save(e0 + i, int(n), int(t), cv);
+          if (k.tape.log.head)
+            k.tape.log.save(e0 + i, int(n), int(t), *cv.nefc, cv.efc_force, cv.efc_key,
+                            cv.efc_class);
           if (!stepped[i]) continue;
           peak[i][0] = *cv.ncon > peak[i][0] ? *cv.ncon : peak[i][0];
           peak[i][1] = *cv.nefc > peak[i][1] ? *cv.nefc : peak[i][1];

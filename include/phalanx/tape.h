@@ -93,21 +93,22 @@ struct SolutionLog {
                         // (-1: not logged); null: no log
   int room = 0;
 
-  // step t's rows in cv, after the step
-  PHX_HD void save(int e, int nstep, int t, const ContactView<T>& cv) const {
+  // step t's n rows (impulses, keys, classes), after the step
+  PHX_HD void save(int e, int nstep, int t, int n, const T* f, const int* key,
+                   const int* cls) const {
     int* h = head + 2 * (long(e) * nstep + t);
-    const int at = t == 0 ? 0 : h[-2] + (h[-1] > 0 ? h[-1] : 0), n = *cv.nefc;
+    const int at = t == 0 ? 0 : h[-2] + (h[-1] > 0 ? h[-1] : 0);
+    const bool fits = n >= 0 && at + n <= room;
     h[0] = at;
-    h[1] = -1;
-    if (n < 0 || at + n > room) return;
-    T* f = force + long(e) * room + at;
-    int* key = ints + 2L * e * room + at;
+    h[1] = fits ? n : -1;
+    if (!fits) return;
+    T* to_f = force + long(e) * room + at;
+    int* to_key = ints + 2L * e * room + at;
     for (int r = 0; r < n; ++r) {
-      f[r] = cv.efc_force[r];
-      key[r] = cv.efc_key[r];
-      key[room + r] = cv.efc_class[r];
+      to_f[r] = f[r];
+      to_key[r] = key[r];
+      to_key[room + r] = cls[r];
     }
-    h[1] = n;
   }
   // step t's solution, or none when it was not logged
   PHX_HD LcpSolution<T> solution(int e, int nstep, int t) const {

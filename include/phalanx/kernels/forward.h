@@ -121,7 +121,8 @@ struct RolloutKernel {
           peak_row = *cv.nefc > peak_row ? *cv.nefc : peak_row;
         }
       }
-      if (tape.log.head) tape.log.save(e, nstep, t, cv);
+      if (tape.log.head)
+        tape.log.save(e, nstep, t, *cv.nefc, cv.efc_force, cv.efc_key, cv.efc_class);
       if (qpos_out) {
         for (int i = 0; i < m.nq; ++i) qpos_out[(long(e) * nstep + t) * m.nq + i] = q[i];
       }
