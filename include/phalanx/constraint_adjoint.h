@@ -64,14 +64,17 @@ PHX_HD void delassus_rows(const ModelView<T>& m, int nrow, const ConstraintWorks
 //   Z^T G Z = Zz Zb^T - Zy Za^T,
 // O(nrow nv + nv^2) in place of O(nrow^2 nv + nrow nv^2). The projections come from Z when a
 // Jacobian's many reverse passes share it (Z non-null), else from the rows of Y = L^-1 J^T that
-// delassus left in c.Y: Z^T y = L^-T (Y^T y), four back substitutions. proj (4 nv) holds the
-// projections, which adj_M's terms read.
+// delassus left in c.Y: Z^T y = L^-T (Y^T y), four back substitutions, which the caller runs
+// (beside another of its own: adj_constrained_rows). proj (4 nv) holds the projections, which
+// adj_M's terms read.
 // The step's arrays are c's (of its scalar S); vfree is c.vfree in T (the outer-product terms
 // hold arrays of T); a pass of another scalar than the step's has Z.
-template <class T, class S, int KJ, int KM>
-PHX_HD void adj_delassus(const ModelView<S>& m, int nrow, const ConstraintWorkspace<S>& c,
-                         const T* vfree, const T* Z, const LcpAdjointA<T>& G, const T* adj_b,
-                         T* proj, OuterSum<T, KJ>& adj_J, T* adj_vfree, OuterSum<T, KM>& adj_M) {
+// The first half: the projections into proj and adj_vfree's term; returns whether the
+// projections still lack their back substitutions (taken from Y).
+template <class T, class S>
+PHX_HD bool adj_delassus(const ModelView<S>& m, int nrow, const ConstraintWorkspace<S>& c,
+                         const T* Z, const LcpAdjointA<T>& G, const T* adj_b, T* proj,
+                         T* adj_vfree) {
   const int nv = m.nv;
   T* PHX_RESTRICT Zy = proj;
   T* PHX_RESTRICT Za = proj + nv;
@@ -90,11 +93,12 @@ PHX_HD void adj_delassus(const ModelView<S>& m, int nrow, const ConstraintWorksp
       }
     }
   };
+  bool back = false;
   if (Z) {
     project(Z);
   } else if constexpr (std::is_same_v<S, T>) {
     project(c.Y);
-    for (int k = 0; k < 4; ++k) cholesky_solve_upper(c.L, nv, proj + k * nv);
+    back = true;
   }
   T* PHX_RESTRICT av = adj_vfree;
   for (int r = 0; r < nrow; ++r) {
@@ -102,6 +106,17 @@ PHX_HD void adj_delassus(const ModelView<S>& m, int nrow, const ConstraintWorksp
     const T ab = adj_b[r];
     for (int d = 0; d < nv; ++d) av[d] += ab * J[d];
   }
+  return back;
+}
+
+// The second half, once the projections are whole: adj_J's and adj_M's terms
+template <class T, int KJ, int KM>
+PHX_HD void adj_delassus_terms(int nv, const T* vfree, const LcpAdjointA<T>& G, const T* adj_b,
+                               const T* proj, OuterSum<T, KJ>& adj_J, OuterSum<T, KM>& adj_M) {
+  const T* Zy = proj;
+  const T* Za = proj + nv;
+  const T* Zz = proj + 2 * nv;
+  const T* Zb = proj + 3 * nv;
   adj_J.add(G.z, Zb, T(1));
   adj_J.add(G.y, Za, T(-1));
   adj_J.add(G.beta, Zz, T(1));
@@ -481,8 +496,9 @@ PHX_HD void adj_tendon_rows(const ModelView<S>& m, const Workspace<S>& w, const 
   }
 }
 
-// vfree = qvel + dt M^-1 (qfrc - c): to adj_qvel, s.adj_qfrc and s.adj_bias (the adjoints of
-// the applied forces and of c), adj_qfrc (may be null) and adj_M
+// vfree = qvel + dt M^-1 (qfrc - c), with mu2 = M^-1 adj_vfree in s.mu2: to adj_qvel,
+// s.adj_qfrc and s.adj_bias (the adjoints of the applied forces and of c), adj_qfrc (may be
+// null) and adj_M
 template <class T, class S>
 PHX_HD PHX_INLINE void adj_free_velocity(const ModelView<S>& m, const T* qvel,
                                          const ConstraintWorkspace<S>& c,
@@ -490,11 +506,7 @@ PHX_HD PHX_INLINE void adj_free_velocity(const ModelView<S>& m, const T* qvel,
                                          OuterSum<T, 4>& adj_M) {
   const int nv = m.nv;
   const T dt = m.timestep;
-  for (int d = 0; d < nv; ++d) {
-    adj_qvel[d] += s.adj_vfree[d];
-    s.mu2[d] = s.adj_vfree[d];
-  }
-  cholesky_solve(c.L, nv, s.mu2);
+  for (int d = 0; d < nv; ++d) adj_qvel[d] += s.adj_vfree[d];
   for (int d = 0; d < nv; ++d) {
     s.adj_qfrc[d] = dt * s.mu2[d];
     s.adj_bias[d] = -dt * s.mu2[d];
@@ -549,16 +561,26 @@ PHX_HD void adj_constrained_rows(const ModelView<S>& m, const T* qpos, const T* 
   adj_impulse_velocity(m, nrow, c, f_t, aware, s, adj_J, adj_M);
   LcpProblem<S> p = lcp_problem(nrow, c);
   adj_lcp_stage(m, p, f, c, cv, aware, s);
-  for (int d = 0; d < m.nv; ++d) s.adj_vfree[d] = s.g[d];
+  const int nv = m.nv;
+  for (int d = 0; d < nv; ++d) s.adj_vfree[d] = s.g[d];
   // A = J M^-1 J^T, b = J vfree + corr
-  adj_delassus(m, nrow, c, vfree_t, s.shared() ? s.Z : static_cast<const T*>(nullptr), s.adj_A,
-               s.adj_b, s.proj, adj_J, s.adj_vfree, adj_M);
+  const bool back = adj_delassus(m, nrow, c, s.shared() ? s.Z : static_cast<const T*>(nullptr),
+                                 s.adj_A, s.adj_b, s.proj, s.adj_vfree);
+  // mu2 = M^-1 adj_vfree (adj_free_velocity), its back substitution beside the projections'
+  for (int d = 0; d < nv; ++d) s.mu2[d] = s.adj_vfree[d];
+  cholesky_solve_lower(c.L, nv, s.mu2);
+  if (back) {
+    T* const b[5] = {s.proj, s.proj + nv, s.proj + 2 * nv, s.proj + 3 * nv, s.mu2};
+    cholesky_solve_upper_group<5>(c.L, nv, b);
+  } else {
+    cholesky_solve_upper(c.L, nv, s.mu2);
+  }
+  adj_delassus_terms(nv, vfree_t, s.adj_A, s.adj_b, s.proj, adj_J, adj_M);
   adj_row_corrections(m, qpos, qvel, nrow, w, c, cv, s, a, adj_qpos, adj_qvel, adj_contact, adj_J);
   adj_free_velocity(m, qvel, c, s, adj_qvel, adj_qfrc, adj_M);
   // the rows' Jacobians: one seed (a float or double T) writes adj_J (and adj_M) out, in loops
   // vectorised along their rows; several seeds at once (a Lane) are vectorised across the seeds
   // and read the terms, on the entries needed only
-  const int nv = m.nv;
   if constexpr (std::is_floating_point_v<T>) {
     adj_M.write(s.adj_M, nv, nv);
     adj_J.write(s.adj_J, nrow, nv);

@@ -64,8 +64,8 @@ struct DenseEntries {
 template <class T, int K>
 struct OuterSum {
   int n = 0;  // terms
-  const T* u[K];
-  const T* v[K];
+  const T* u[K] = {};
+  const T* v[K] = {};
   T s[K];
 
   PHX_HD void add(const T* uk, const T* vk, T sk) {
@@ -111,22 +111,32 @@ struct OuterSum {
     }
     return r;
   }
-  // A (nrow x ncol) = the sum; the first term stores a row, the others add to it (zeroing a
-  // short row first, then reading it back at another width, stalls the loads on the stores)
-  PHX_HD void write(T* A, int nrow, int ncol) const {
+  // A (nrow x ncol) = the sum, each entry summed in a register over the terms in order (the
+  // loop over the terms unrolled for their number) and stored once
+  PHX_HD void write(T* A, int nrow, int ncol) const { write_terms<0>(A, nrow, ncol); }
+
+ private:
+  template <int N>
+  PHX_HD void write_terms(T* A, int nrow, int ncol) const {
+    if constexpr (N < K) {
+      if (n != N) return write_terms<N + 1>(A, nrow, ncol);
+    }
     for (int i = 0; i < nrow; ++i) {
       T* PHX_RESTRICT a = A + long(i) * ncol;
-      if (n == 0) {
+      if constexpr (N == 0) {
         for (int j = 0; j < ncol; ++j) a[j] = T(0);
-        continue;
-      }
-      const T w0 = s[0] * u[0][i];
-      const T* PHX_RESTRICT v0 = v[0];
-      for (int j = 0; j < ncol; ++j) a[j] = w0 * v0[j];
-      for (int k = 1; k < n; ++k) {
-        const T wk = s[k] * u[k][i];
-        const T* PHX_RESTRICT vk = v[k];
-        for (int j = 0; j < ncol; ++j) a[j] += wk * vk[j];
+      } else {
+        T w[N];
+        const T* vk[N];
+        for (int k = 0; k < N; ++k) {
+          w[k] = s[k] * u[k][i];
+          vk[k] = v[k];
+        }
+        for (int j = 0; j < ncol; ++j) {
+          T r = w[0] * vk[0][j];
+          for (int k = 1; k < N; ++k) r += w[k] * vk[k][j];
+          a[j] = r;
+        }
       }
     }
   }
@@ -228,6 +238,23 @@ PHX_HD void cholesky_solve_upper(const S* L, int n, T* b, const int* start = nul
     b[i] = x;
     T* PHX_RESTRICT out = b;
     for (int k = block_start(start, i); k < i; ++k) out[k] -= row[k] * x;
+  }
+}
+
+// cholesky_solve_upper for G right-hand sides at once (b[0..G)): each takes the same operations
+// as alone, so the results are the same bit for bit, and the G back substitutions, independent,
+// overlap where one alone waits on its previous row
+template <int G, class S, class T>
+PHX_HD void cholesky_solve_upper_group(const S* L, int n, T* const* b, const int* start = nullptr) {
+  for (int i = n - 1; i >= 0; --i) {
+    const S* PHX_RESTRICT row = L + i * n;
+    const int s = block_start(start, i);
+    for (int g = 0; g < G; ++g) {
+      T* PHX_RESTRICT out = b[g];
+      const T x = out[i] * row[i];
+      out[i] = x;
+      for (int k = s; k < i; ++k) out[k] -= row[k] * x;
+    }
   }
 }
 
