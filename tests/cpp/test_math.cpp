@@ -195,6 +195,62 @@ TEST(Dense, CholeskySolvesSpdSystem) {
   EXPECT_FALSE(cholesky(C, 2));
 }
 
+// back substitution of several right-hand sides at once: each vector the same, bit for bit, as
+// solved alone, on a matrix of two blocks (dof trees) too, and A x = b solved
+TEST(Dense, GroupedBackSubstitutionIsEachVectorsAlone) {
+  const int n = 9;
+  const int start[n] = {0, 0, 0, 0, 4, 4, 4, 4, 4};  // blocks [0, 4) and [4, 9)
+  for (const int* blocks : {static_cast<const int*>(nullptr), start}) {
+    double A[n * n], L[n * n];
+    for (int i = 0; i < n; ++i)
+      for (int j = 0; j <= i; ++j) {
+        const bool coupled = !blocks || blocks[i] == blocks[j];
+        A[i * n + j] = A[j * n + i] = i == j ? n + uniform() : coupled ? 0.5 * uniform() : 0.0;
+      }
+    for (int i = 0; i < n * n; ++i) L[i] = A[i];
+    ASSERT_TRUE(cholesky(L, n, blocks));
+    double x[3][n], b[3][n], alone[3][n];
+    for (int g = 0; g < 3; ++g) {
+      for (int i = 0; i < n; ++i) x[g][i] = uniform();
+      for (int i = 0; i < n; ++i) {
+        b[g][i] = 0;
+        for (int j = 0; j < n; ++j) b[g][i] += A[i * n + j] * x[g][j];
+        alone[g][i] = b[g][i];
+      }
+      cholesky_solve(L, n, alone[g], blocks);
+      cholesky_solve_lower(L, n, b[g], blocks);
+    }
+    double* const group[3] = {b[0], b[1], b[2]};
+    cholesky_solve_upper_group<3>(L, n, group, blocks);
+    for (int g = 0; g < 3; ++g)
+      for (int i = 0; i < n; ++i) {
+        EXPECT_EQ(b[g][i], alone[g][i]);
+        EXPECT_NEAR(b[g][i], x[g][i], 1e-12);
+      }
+  }
+}
+
+// a sum of outer products written out is the sum of its terms, for every number of terms
+TEST(Dense, OuterSumWritesTheSumOfItsTerms) {
+  const int nrow = 5, ncol = 11;
+  double u[7][nrow], v[7][ncol], A[nrow * ncol];
+  for (int k = 0; k < 7; ++k) {
+    for (double& e : u[k]) e = uniform();
+    for (double& e : v[k]) e = uniform();
+  }
+  for (int n = 0; n <= 7; ++n) {
+    OuterSum<double, 7> sum;
+    for (int k = 0; k < n; ++k) sum.add(u[k], v[k], k % 2 ? -1.5 : 0.5);
+    sum.write(A, nrow, ncol);
+    for (int i = 0; i < nrow; ++i)
+      for (int j = 0; j < ncol; ++j) {
+        double expect = 0;
+        for (int k = 0; k < n; ++k) expect += (k % 2 ? -1.5 : 0.5) * u[k][i] * v[k][j];
+        EXPECT_NEAR(A[i * ncol + j], expect, 1e-14) << n << " terms";
+      }
+  }
+}
+
 // adjoint of x = A^-1 b: <adj_x, dx> = <adj_b, db> + <adj_A, dA> with dx from dual numbers
 // running cholesky + cholesky_solve, and from central differences
 TEST(Dense, CholeskySolveAdjointMatchesDualNumbersAndFiniteDifferences) {
