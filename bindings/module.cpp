@@ -938,6 +938,7 @@ void register_runtime(py::module_& mod) {
         out["fallbacks"] = long(s.fallbacks);
         out["reverse_passes"] = long(s.reverse_passes);
         out["reverse_fallbacks"] = long(s.reverse_fallbacks);
+        out["reverse_row_passes"] = long(s.reverse_row_passes);
         s.reset();
         return out;
       },
@@ -946,7 +947,9 @@ void register_runtime(py::module_& mod) {
       "whose environments stepped one at a time (their lanes took different branches, or one "
       "had stopped on a status bit); 'reverse_passes' and 'reverse_fallbacks' likewise for the "
       "steps of a tape's backward pass with constraint rows in every lane, whose reverse pass "
-      "runs its part of fixed structure on the lanes.");
+      "runs its part of fixed structure on the lanes; 'reverse_row_passes', those of them whose "
+      "rows' stages of fixed structure (the Delassus matrix's adjoint, the free velocity's) ran "
+      "on the lanes too.");
   mod.def("bytes_per_env_float32", &bytes_per_env<float>, py::arg("model"),
           py::arg("device") = "cpu");
   mod.def("bytes_per_env_float64", &bytes_per_env<double>, py::arg("model"),

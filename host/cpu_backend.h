@@ -48,13 +48,15 @@ inline ScratchTrace& scratch_trace() {
 struct PackStats {
   std::atomic<long> passes{0}, fallbacks{0};
   // a tape's backward steps with rows in every lane: reverse passes partly on the lanes, and
-  // those whose lanes branched apart there
-  std::atomic<long> reverse_passes{0}, reverse_fallbacks{0};
+  // those whose lanes branched apart there; and of both, those whose rows' stages of fixed
+  // structure ran on the lanes too
+  std::atomic<long> reverse_passes{0}, reverse_fallbacks{0}, reverse_row_passes{0};
   void reset() {
     passes = 0;
     fallbacks = 0;
     reverse_passes = 0;
     reverse_fallbacks = 0;
+    reverse_row_passes = 0;
   }
 };
 inline PackStats& pack_stats() {

@@ -12,13 +12,18 @@
 // kinematics: fixed structure) on the lanes, on their workspace as it was kept and the first
 // part's adjoints transposed into packs; a lane without rows carries a copy of the adjoints of
 // one with rows through that pass and takes its step alone, its workspace first transposed into
-// its slot. The parameters' adjoints
-// stay in packs while the walk runs on lanes and go back to the environments before any step
-// that does not. Any other step (fewer rows, a step not kept, a stopped environment in the pack)
-// walks each environment alone with the scalar kernel's step, and a pass on the lanes that
-// branched apart (lanes_diverged()) runs its second part again lane by lane. Either way each
-// environment's gradients are those of its tape walked alone, bit for bit: both run the same
-// stages in the same order. Host code that moves data and calls the core's stages.
+// its slot. Where the recomputation ran the Delassus stage on the lanes, it keeps the step's
+// rows there too (PackStepper::LaneRows: the factor, the free velocity, J and Y, each lane's
+// rows padded with zero rows), and the first part's stages of fixed structure run on the lanes
+// as well (rows_on_lanes: the impulses' velocity, the Delassus matrix's projections, the free
+// velocity), the LCP's adjoint and the rows' corrections and Jacobians staying lane by lane.
+// The parameters' adjoints stay in packs while the walk runs on lanes and go back to the
+// environments before any step that does not. Any other step (fewer rows, a step not kept, a
+// stopped environment in the pack) walks each environment alone with the scalar kernel's step, and
+// a pass on the lanes that branched apart (lanes_diverged()) runs its second part again lane by
+// lane. Either way each environment's gradients are those of its tape walked alone, bit for bit:
+// both run the same stages in the same order. Host code that moves data and calls the core's
+// stages.
 #pragma once
 
 #include <algorithm>
@@ -47,13 +52,14 @@ class PackWalk {
   }
 
   // nslot: the steps of a segment, whose workspaces the lanes keep in slots()
-  PackWalk(const ModelView<P>& lanes, const ModelView<T>& m, int nslot) : lm_(lanes), m_(m) {
-    const long nq = m.nq, nv = m.nv, nu = m.nu;
+  PackWalk(const ModelView<P>& lanes, const ModelView<T>& m, int nslot)
+      : lm_(lanes), m_(m), kept_(m, nslot) {
+    const long nq = m.nq, nv = m.nv, nu = m.nu, ne = m.nefcmax;
     long nparam = 0;
     for (int k = 0; k < kNumParams; ++k) nparam += param_size(m, k);
     struct Tag {};
-    P* block = thread_block<P, Tag>(
-        size_t(AdjWorkspace<P>::size(m) + 2 * nq + 5 * nv + 2 * nu + nv * nv + 2 * nparam));
+    P* block = thread_block<P, Tag>(size_t(AdjWorkspace<P>::size(m) + 2 * nq + 5 * nv + 2 * nu +
+                                           nv * nv + 2 * nparam + 14 * nv + 7 * ne));
     Arena<P> arena(block, nullptr);
     a_ = AdjWorkspace<P>::carve(m, arena);
     q_ = arena.template take<P>(nq);
@@ -67,6 +73,14 @@ class PackWalk {
     qfrc_ = arena.template take<P>(nv);
     params_ = arena.template take<P>(nparam);
     saved_ = arena.template take<P>(nparam);
+    // the arrays of the rows' stages on the lanes (rows_on_lanes)
+    for (P** a : {&s_.g, &s_.lam, &s_.dv, &s_.qvel_next, &s_.mu2, &s_.adj_vfree, &s_.tmp,
+                  &s_.adj_qfrc, &s_.adj_bias, &sink_})
+      *a = arena.template take<P>(nv);
+    s_.proj = arena.template take<P>(4 * nv);
+    for (P** a :
+         {&s_.adj_f, &s_.adj_b, &s_.adj_A.y, &s_.adj_A.alpha, &s_.adj_A.z, &s_.adj_A.beta, &f_})
+      *a = arena.template take<P>(ne);
     struct Slots {};
     slots_ = thread_block<P, Slots>(size_t(nslot * Workspace<P>::size(m)));
     // each lane's workspace for the rows' part: the arrays it reads (PackStepper::lane_array),
@@ -98,9 +112,13 @@ class PackWalk {
     to_envs(env);
   }
 
-  // the lanes' workspaces of a segment's steps, as PackStepper::Keep::lanes
+  // the lanes' workspaces of a segment's steps, as PackStepper::Keep::lanes, and their rows, as
+  // Keep::rows
   P* slots() const {
     return slots_;
+  }
+  typename PackStepper<T>::LaneRows* kept() {
+    return &kept_;
   }
 
   // Segment seg of the W environments e0.. backward (their TapeReverse walks and Env states),
@@ -133,7 +151,8 @@ class PackWalk {
     }
     pack_stats().reverse_passes += passes_;
     pack_stats().reverse_fallbacks += fallbacks_;
-    passes_ = fallbacks_ = 0;
+    pack_stats().reverse_row_passes += row_passes_;
+    passes_ = fallbacks_ = row_passes_ = 0;
   }
 
  private:
@@ -143,18 +162,30 @@ class PackWalk {
   void lane_step(const RolloutAdjointKernel<T>& k, int e0, int seg, int t, Env* env,
                  TapeReverse<T>* walks, const bool* rows) {
     const ModelView<T>& m = m_;
-    const int nq = m.nq, nv = m.nv, nu = m.nu, t0 = seg * k.tape.every;
+    const int nq = m.nq, nv = m.nv, nu = m.nu, slot = t - seg * k.tape.every;
     typename StepStore<T>::Slot f[W];
     OuterSum<T, 4> terms[W];
     int donor[W];  // the lane whose arrays lane i takes into the pass: itself when it has rows
-    // the first part, lane by lane, from each walk's arrays (begin_step and from_slot load them)
-    // and the lanes' workspace (its arrays the part reads, transposed)
-    Workspace<P> w = workspace(t - t0);
+    for (int i = 0, d = 0; i < W; ++i) {
+      while (!rows[d]) ++d;
+      donor[i] = rows[i] ? i : d;
+    }
+    const T* from[W];
+    auto gather = [&](P* to, long n, auto array) {
+      for (int i = 0; i < W; ++i) from[i] = array(donor[i]);
+      lanes_to_packs(from, n, to);
+    };
+    // the first part, from each walk's arrays (begin_step and from_slot load them) and the
+    // lanes' workspace (its arrays the part reads, transposed): its stages of fixed structure on
+    // the lanes where the recomputation kept the step's rows there (rows_on_lanes), else all of
+    // it lane by lane
+    Workspace<P> w = workspace(slot);
     for (int j = 0; j < nrange_; ++j) {
       T* to[W];
       for (int i = 0; i < W; ++i) to[i] = rows_w_[i].xpos + ranges_[j][0];
       packs_to_lanes(w.xpos + ranges_[j][0], ranges_[j][1], to);
     }
+    bool packed = kept_.n[size_t(slot)] >= 0 && !(m.contact_gradient & kGradComplementarityAware);
     for (int i = 0; i < W; ++i) {
       if (!rows[i]) continue;
       const int e = e0 + i;
@@ -162,33 +193,34 @@ class PackWalk {
       r.begin_step(t, k.loss(k.adj_qpos_out, e, nq), k.loss(k.adj_qvel_out, e, nv), nullptr);
       int base;
       const TapeRecords<T> rec = k.tape.walked(m, e, seg, &base);
-      f[i] = r.from_slot(t - t0, rec, base);
-      adj_step_rows(m, r.q, r.v, rows_w_[i], f[i].c, f[i].cv, r.x.a, r.x.s, r.gq, r.gv, r.hq, r.hv,
-                    env[i].ac, static_cast<T*>(nullptr), terms[i]);
+      f[i] = r.from_slot(slot, rec, base);
+      packed = packed && *f[i].cv.nefc <= kept_.n[size_t(slot)];
     }
-    for (int i = 0, d = 0; i < W; ++i) {
-      while (!rows[d]) ++d;
-      donor[i] = rows[i] ? i : d;
-    }
-    // into the lanes
-    const T* from[W];
-    auto gather = [&](P* to, long n, auto array) {
-      for (int i = 0; i < W; ++i) from[i] = array(donor[i]);
-      lanes_to_packs(from, n, to);
-    };
     gather(q_, nq, [&](int i) { return walks[i].q; });
     gather(v_, nv, [&](int i) { return walks[i].v; });
     gather(u_, nu, [&](int i) { return control(k, e0 + i, t); });
-    // of the stage adjoints, those of the arrays the first part reads (the only ones it writes)
+    if (packed) {
+      ++row_passes_;
+      rows_on_lanes(slot, rows, donor, f, walks, env);
+    } else {
+      for (int i = 0; i < W; ++i) {
+        TapeReverse<T>& r = walks[i];
+        if (rows[i])
+          adj_step_rows(m, r.q, r.v, rows_w_[i], f[i].c, f[i].cv, r.x.a, r.x.s, r.gq, r.gv, r.hq,
+                        r.hv, env[i].ac, static_cast<T*>(nullptr), terms[i]);
+      }
+      gather(adj_M_, long(nv) * nv, [&](int i) { return walks[i].x.s.adj_M; });
+      gather(bias_, nv, [&](int i) { return walks[i].x.s.adj_bias; });
+      gather(qfrc_, nv, [&](int i) { return walks[i].x.s.adj_qfrc; });
+    }
+    // into the lanes: of the stage adjoints, those of the arrays the first part reads (the only
+    // ones it writes)
     a_.zero();
     for (int j = 0; j < nrange_; ++j)
       gather(a_.xpos + arange_[j][0], arange_[j][1],
              [&](int i) { return walks[i].x.a.xpos + arange_[j][0]; });
     gather(a_.qvel_next, AdjWorkspace<T>::size(m) - (a_.qvel_next - a_.xpos),
            [&](int i) { return walks[i].x.a.qvel_next; });
-    gather(adj_M_, long(nv) * nv, [&](int i) { return walks[i].x.s.adj_M; });
-    gather(bias_, nv, [&](int i) { return walks[i].x.s.adj_bias; });
-    gather(qfrc_, nv, [&](int i) { return walks[i].x.s.adj_qfrc; });
     gather(hq_, nq, [&](int i) { return walks[i].hq; });
     gather(hv_, nv, [&](int i) { return walks[i].hv; });
     for (int d = 0; d < nu; ++d) gc_[d] = P(0);
@@ -203,13 +235,18 @@ class PackWalk {
       // lane by lane from the first part's results, which the lanes only read
       for (long i = 0; i < nparam_; ++i) params_[i] = saved_[i];
       to_envs(env);
+      if (packed) {  // the mass matrix's adjoint, which the lanes computed, into each lane's
+        T* to[W];
+        for (int i = 0; i < W; ++i) to[i] = walks[i].x.s.adj_M;
+        packs_to_lanes(adj_M_, long(nv) * nv, to);
+      }
       for (int i = 0; i < W; ++i) {
         TapeReverse<T>& r = walks[i];
         if (!rows[i]) {
           alone(k, e0, i, seg, t, env[i], r);
           continue;
         }
-        to_slot(i, t - t0, f[i].w);
+        to_slot(i, slot, f[i].w);
         detail::adj_constrained_rest(m, r.q, r.v, control(k, e0 + i, t), f[i].w, r.x.a, r.x.s,
                                      terms[i], r.hq, r.hv, env[i].gc + long(t) * nu, env[i].am);
         r.end_step();
@@ -234,6 +271,126 @@ class PackWalk {
       for (int d = 0; d < nu; ++d) gc[d] += gc_[d][i];
       walks[i].end_step();
     }
+  }
+
+  // The first part of step t's reverse pass (adj_step_rows) for the lanes with rows, the
+  // recomputation having kept the step's rows in lanes (slot `slot` of kept_). Its stages of
+  // fixed structure run on the lanes on those rows: the impulses' velocity (adj_impulse_velocity)
+  // and, after the LCP's adjoint, the Delassus matrix's projections with their back
+  // substitutions and the free velocity's; the LCP's adjoint and the rows' corrections and
+  // Jacobians run lane by lane, on the vectors the lanes computed. Each stage takes its
+  // operations in adj_constrained_rows's order, so that each lane's results are its own pass's
+  // bit for bit (a lane's padded rows, zero, add +0 to sums that start at +0). The mass matrix's
+  // adjoint and the bias and applied forces' go to adj_M_, bias_ and qfrc_ in packs. f: the
+  // lanes' slots; a lane without rows takes its donor's seeds, and its results are dropped.
+  void rows_on_lanes(int slot, const bool* rows, const int* donor, typename StepStore<T>::Slot* f,
+                     TapeReverse<T>* walks, Env* env) {
+    const ModelView<T>& m = m_;
+    const int nv = m.nv, n = kept_.n[size_t(slot)];
+    int nrow[W];
+    for (int i = 0; i < W; ++i) nrow[i] = rows[i] ? *f[i].cv.nefc : 0;
+    for (int i = 0; i < W; ++i) {
+      if (!rows[i]) continue;
+      TapeReverse<T>& r = walks[i];
+      detail::adj_position_update(m, r.q, r.x.s, r.gq, r.hq);
+      for (int d = 0; d < nv; ++d) r.x.s.g[d] = r.gv[d] + r.x.s.u[d];
+      r.x.a.zero();
+    }
+    // lane i's first nrow[i] entries of array(i) into n packs, zero beyond; and back out
+    auto rows_in = [&](P* to, auto array) {
+      for (int r = 0; r < n; ++r) to[r] = P(0);
+      for (int i = 0; i < W; ++i) {
+        const T* a = array(i);
+        for (int r = 0; r < nrow[i]; ++r) to[r].set(i, a[r]);
+      }
+    };
+    auto rows_out = [&](const P* from, auto array) {
+      for (int i = 0; i < W; ++i) {
+        T* a = array(i);
+        for (int r = 0; r < nrow[i]; ++r) a[r] = from[r][i];
+      }
+    };
+    auto lanes_out = [&](const P* from, long len, auto array) {
+      T* to[W];
+      for (int i = 0; i < W; ++i) to[i] = rows[i] ? array(i) : sink_lane(len);
+      packs_to_lanes(from, len, to);
+    };
+    const T* seed[W];
+    auto seeds_in = [&](P* to, auto array) {
+      for (int i = 0; i < W; ++i) seed[i] = array(donor[i]);
+      lanes_to_packs(seed, nv, to);
+    };
+    ConstraintWorkspace<P> c{};
+    c.L = kept_.L(slot);
+    c.vfree = kept_.vfree(slot);
+    c.J = kept_.J(slot);
+    c.Y = kept_.Y(slot);
+    AdjConstraintWorkspace<P>& s = s_;
+    OuterSum<P, 7> lanes_J;  // (the rows' adjoints are written lane by lane)
+    OuterSum<P, 4> adj_M;
+    // qvel' = vfree + M^-1 J^T f
+    seeds_in(s.g, [&](int i) { return walks[i].x.s.g; });
+    seeds_in(s.qvel_next, [&](int i) { return walks[i].x.s.qvel_next; });
+    rows_in(f_, [&](int i) { return f[i].cv.efc_force; });
+    detail::adj_impulse_velocity(lm_, n, c, f_, false, s, lanes_J, adj_M);
+    rows_out(s.adj_f, [&](int i) { return walks[i].x.s.adj_f; });
+    lanes_out(s.lam, nv, [&](int i) { return walks[i].x.s.lam; });
+    // the LCP
+    for (int i = 0; i < W; ++i) {
+      if (!rows[i]) continue;
+      const LcpProblem<T> p = lcp_problem(nrow[i], f[i].c);
+      detail::adj_lcp_stage(m, p, f[i].cv.efc_force, f[i].c, f[i].cv, false, walks[i].x.s);
+    }
+    rows_in(s.adj_A.y, [&](int i) { return walks[i].x.s.adj_A.y; });
+    rows_in(s.adj_A.alpha, [&](int i) { return walks[i].x.s.adj_A.alpha; });
+    rows_in(s.adj_A.z, [&](int i) { return walks[i].x.s.adj_A.z; });
+    rows_in(s.adj_A.beta, [&](int i) { return walks[i].x.s.adj_A.beta; });
+    rows_in(s.adj_b, [&](int i) { return walks[i].x.s.adj_b; });
+    // A = J M^-1 J^T, b = J vfree + corr, and mu2 = M^-1 adj_vfree, as adj_constrained_rows
+    for (int d = 0; d < nv; ++d) s.adj_vfree[d] = s.g[d];
+    adj_delassus(lm_, n, c, static_cast<const P*>(nullptr), s.adj_A, s.adj_b, s.proj, s.adj_vfree);
+    for (int d = 0; d < nv; ++d) s.mu2[d] = s.adj_vfree[d];
+    cholesky_solve_lower(c.L, nv, s.mu2);
+    P* const back[5] = {s.proj, s.proj + nv, s.proj + 2 * nv, s.proj + 3 * nv, s.mu2};
+    cholesky_solve_upper_group<5>(c.L, nv, back);
+    adj_delassus_terms(nv, c.vfree, s.adj_A, s.adj_b, s.proj, lanes_J, adj_M);
+    detail::adj_free_velocity(lm_, v_, c, s, sink_, static_cast<P*>(nullptr), adj_M);
+    adj_M.write(adj_M_, nv, nv);
+    for (int d = 0; d < nv; ++d) {
+      bias_[d] = s.adj_bias[d];
+      qfrc_[d] = s.adj_qfrc[d];
+    }
+    lanes_out(s.proj, 4L * nv, [&](int i) { return walks[i].x.s.proj; });
+    lanes_out(s.mu2, nv, [&](int i) { return walks[i].x.s.mu2; });
+    lanes_out(s.adj_vfree, nv, [&](int i) { return walks[i].x.s.adj_vfree; });
+    // the rows' corrections, the free velocity's adjoints of the lane and its rows' Jacobians
+    for (int i = 0; i < W; ++i) {
+      if (!rows[i]) continue;
+      TapeReverse<T>& r = walks[i];
+      AdjConstraintWorkspace<T>& si = r.x.s;
+      const ConstraintWorkspace<T>& ci = f[i].c;
+      const ContactView<T>& cv = f[i].cv;
+      OuterSum<T, 7> adj_J;
+      OuterSum<T, 4> lane_M;  // (the lanes' adj_M above)
+      adj_J.add(cv.efc_force, si.lam, T(1));
+      adj_delassus_terms(nv, ci.vfree, si.adj_A, si.adj_b, si.proj, adj_J, lane_M);
+      detail::adj_row_corrections(m, r.q, r.v, nrow[i], rows_w_[i], ci, cv, si, r.x.a, r.hq, r.hv,
+                                  env[i].ac, adj_J);
+      detail::adj_free_velocity(m, r.v, ci, si, r.hv, static_cast<T*>(nullptr), lane_M);
+      adj_J.write(si.adj_J, nrow[i], nv);
+      const DenseEntries<T> rows_J{si.adj_J, nv};
+      adj_contact_rows(m, rows_w_[i], ci, cv, rows_J, si, r.x.a, env[i].ac);
+      detail::adj_tendon_rows(m, rows_w_[i], cv.efc_key, nrow[i], rows_J, r.x.a);
+      detail::adj_ball_limit_rows(m, r.q, cv.efc_key, nrow[i], rows_J, r.hq);
+      if (m.neq > 0)
+        adj_equality_rows(m, r.q, r.v, rows_w_[i], cv.efc_key, nrow[i], rows_J, si.adj_b, r.x.a,
+                          r.hq, r.hv);
+    }
+  }
+  // room for n values nobody reads
+  T* sink_lane(long n) {
+    if (long(sink_lanes_.size()) < n) sink_lanes_.resize(size_t(n));
+    return sink_lanes_.data();
   }
 
   // step t of lane i's environment (e0 + i) backward alone, in the scalar core, its workspace
@@ -333,10 +490,14 @@ class PackWalk {
   int nrange_ = 0;
   P *q_, *v_, *u_, *hq_, *hv_, *gc_, *adj_M_, *bias_, *qfrc_;
   P *params_, *saved_;  // the parameters' adjoints (am_'s arrays) and their copy before a step
+  typename PackStepper<T>::LaneRows kept_;  // the rows of a segment's steps, in lanes
+  AdjConstraintWorkspace<P> s_{};           // the arrays of rows_on_lanes' stages on the lanes
+  P *f_, *sink_;                            // the impulses (nefcmax), room for nv values
+  std::vector<T> sink_lanes_;
   ModelAdjoint<P> am_{};
   long nparam_ = 0;
   bool in_lanes_ = false;            // whether am_ holds the environments' parameter adjoints
-  long passes_ = 0, fallbacks_ = 0;  // lane_step's, for pack_stats()
+  long passes_ = 0, fallbacks_ = 0, row_passes_ = 0;  // lane_step's, for pack_stats()
 };
 
 // RolloutAdjointKernel on packs where they apply (a model with rows); false where they do not. Each
@@ -384,7 +545,10 @@ bool rollout_adjoint_packs(const LaneModel<T>* lanes, int nenv, const RolloutAdj
     }
     const bool lanes = PackWalk<T>::applies(m);
     PackWalk<T> back(s.lane_model(), m, K);
-    if (lanes) keep.lanes = back.slots();
+    if (lanes) {
+      keep.lanes = back.slots();
+      keep.rows = back.kept();
+    }
     s.place(e0);
     for (int seg = tape.nseg() - 1; any && seg >= 0; --seg) {
       const int t0 = seg * K, t1 = t0 + K < nstep ? t0 + K : nstep;

@@ -143,15 +143,57 @@ class PackStepper {
   // in place at workspace(m, k) and kept there, in lanes, for a reverse pass on them
   // (PackWalk); the environments' slots then keep all but their workspace. Without, each
   // environment's slot keeps its whole step.
+  // With `rows` too, each slot's factor, free velocity and rows stay in lanes as well
+  // (LaneRows).
+  struct LaneRows;
   struct Keep {
     StepStore<T> store[W];
     LcpSolution<T> known[W];
     P* lanes = nullptr;
+    LaneRows* rows = nullptr;
     int slot = 0;
     // slot k's workspace in `lanes`
     static Workspace<P> workspace(const ModelView<T>& m, P* lanes, int k) {
       Arena<P> arena(lanes + k * Workspace<P>::size(m), nullptr);
       return Workspace<P>::carve(m, arena);
+    }
+  };
+  // What a recomputed segment keeps in lanes of its steps' rows, for a reverse pass of their
+  // rows' stages on the lanes (PackWalk): each slot's factor L and free velocity, computed in
+  // place, and, where the Delassus stage ran on the lanes (lane_delassus), its rows (each lane's
+  // padded with zero rows to the most any lane has) and their J and Y = L^-1 J^T, also computed
+  // in place. Slots are kept first to last; their rows follow one another in one block, which
+  // grows to the most a segment needs (the thread's, kept from pack to pack).
+  struct LaneRows {
+    LaneRows(const ModelView<T>& m, int nslot)
+        : nv(m.nv), n(size_t(nslot), -1), at(size_t(nslot), 0), rows(block()) {
+      struct Tag {};
+      factor = thread_block<P, Tag>(size_t(nslot) * (long(nv) * nv + nv));
+    }
+    P* L(int k) const { return factor + k * (long(nv) * nv + nv); }
+    P* vfree(int k) const { return L(k) + long(nv) * nv; }
+    // slot k's J (n[k] x nv), followed by its Y, once kept (n[k] >= 0)
+    P* J(int k) const { return rows.data() + at[size_t(k)]; }
+    P* Y(int k) const { return J(k) + long(n[size_t(k)]) * nv; }
+    // room for slot k's J and Y of nrow rows
+    P* room(int k, int nrow) {
+      at[size_t(k)] = k == 0 ? 0 : end;
+      end = at[size_t(k)] + 2L * nrow * nv;
+      if (rows.size() < size_t(end)) rows.resize(size_t(end));
+      n[size_t(k)] = nrow;
+      return J(k);
+    }
+    int nv;
+    P* factor;
+    std::vector<int> n;  // slot k's rows on the lanes, -1 where they were not kept in lanes
+    std::vector<long> at;
+    long end = 0;
+    std::vector<P>& rows;
+
+   private:
+    static std::vector<P>& block() {
+      thread_local std::vector<P> b;
+      return b;
     }
   };
 
@@ -169,8 +211,21 @@ class PackStepper {
     struct Bound {
       Workspace<P>& w;
       const Workspace<P> own;
-      ~Bound() { w = own; }
-    } bound{w_, w_};
+      ConstraintWorkspace<P>& c;
+      P* const L;
+      P* const vfree;
+      ~Bound() {
+        w = own;
+        c.L = L;
+        c.vfree = vfree;
+      }
+    } bound{w_, w_, c_, c_.L, c_.vfree};
+    if (keep && keep->rows) {
+      // and its factor and free velocity in the slot's, its rows kept where lane_delassus runs
+      keep->rows->n[size_t(keep->slot)] = -1;
+      c_.L = keep->rows->L(keep->slot);
+      c_.vfree = keep->rows->vfree(keep->slot);
+    }
     if (keep && keep->lanes) {
       Workspace<P> slot = Keep::workspace(m, keep->lanes, keep->slot);
       // but for the articulated-body arrays, which a reverse pass does not read
@@ -222,7 +277,7 @@ class PackStepper {
             rowless = rowless || nrow[k] == 0;
           }
           if (later && rowless) free_acceleration(keep);
-          const bool built = lane_delassus(nrow);
+          const bool built = lane_delassus(nrow, keep);
           for (int k = 0; k < W; ++k)
             if (nrow[k] >= 0) lane_update(k, nrow[k], built, bits[k], keep);
           return;
@@ -442,8 +497,9 @@ class PackStepper {
   // The Delassus stage (delassus: b, Y = L^-1 J^T and A) of the lanes' nrow rows on the lanes,
   // each lane's rows padded with zero rows to the most any lane has, and its results
   // transposed back into each lane's constraint workspace; false (nothing done: each lane runs
-  // its own) when the lanes' rows reach different dof trees (their spans differ)
-  bool lane_delassus(const int* nrow) {
+  // its own) when the lanes' rows reach different dof trees (their spans differ). A step kept
+  // with LaneRows computes J and Y in the room they give it.
+  bool lane_delassus(const int* nrow, const Keep* keep) {
     const ModelView<T>& m = m_;
     const int nv = m.nv;
     int n = 0, first = -1;
@@ -458,9 +514,9 @@ class PackStepper {
         for (int i = 0; i < 4; ++i)
           if (h_[k].c.span[4 * r + i] != span[i]) return false;
     ConstraintWorkspace<P> c{};
-    c.J = rows_.data();
+    c.J = keep && keep->rows ? keep->rows->room(keep->slot, n) : rows_.data();
     c.Y = c.J + long(n) * nv;
-    c.A = c.Y + long(n) * nv;
+    c.A = rows_.data() + 2L * n * nv;
     c.b = c.A + long(n) * n;
     c.L = c_.L;
     c.vfree = c_.vfree;

@@ -117,6 +117,17 @@ def test_taped_rollout_on_packs_equals_each_environment_alone(rng, dtype, every,
     expect_taped_each_alone(model, qpos, qvel, ctrl, rng, every, log_rows=log_rows)
 
 
+def test_complementarity_aware_taped_rollout_on_packs_equals_each_environment_alone(rng):
+    # the complementarity-aware pass chooses its LCP classification lane by lane, from the
+    # scores of both: its rows' stages stay lane by lane, and the gradients are still each
+    # environment's alone
+    model = phalanx.load_model(str(HUMANOID))
+    nenv, nstep = lanes(np.float64) + 3, 30
+    qpos, qvel, ctrl = random_batch(model, rng, nenv, nstep, np.float64)
+    qpos[:, 2] -= 0.3
+    expect_taped_each_alone(model, qpos, qvel, ctrl, rng, 7, aware=True)
+
+
 def test_taped_rollout_with_equalities_on_packs_equals_each_environment_alone(rng):
     # the equalities' rows read more of the workspace than contacts and limits do (the body
     # velocities and the subspaces' rates), and so do their reverse passes on the packs, whose
@@ -129,7 +140,7 @@ def test_taped_rollout_with_equalities_on_packs_equals_each_environment_alone(rn
 
 
 def expect_taped_each_alone(model, qpos, qvel, ctrl, rng, every, lanes_branch=False,
-                            log_rows=None):
+                            log_rows=None, aware=False):
     nenv, nstep, _ = ctrl.shape
     dtype = qpos.dtype
     budget = 0  # per environment; 0: the default log
@@ -145,7 +156,7 @@ def expect_taped_each_alone(model, qpos, qvel, ctrl, rng, every, lanes_branch=Fa
     if log_rows is not None:
         assert tape.nbytes == budget * nenv
     assert phalanx.pack_stats()["passes"] >= nstep - 2
-    g = tape.backward(adj_q, adj_v)
+    g = tape.backward(adj_q, adj_v, complementarity_aware=aware)
     # the backward's recomputation of each segment runs on the pack too (with K = 1, of each
     # step from its record), and so does the part of fixed structure of its steps' reverse
     # passes (with rows in every lane)
@@ -154,6 +165,12 @@ def expect_taped_each_alone(model, qpos, qvel, ctrl, rng, every, lanes_branch=Fa
     assert stats["passes"] + stats["fallbacks"] == nstep
     first_parts = stats["reverse_passes"] + (stats["reverse_fallbacks"] if lanes_branch else 0)
     assert first_parts >= nstep // 2
+    # where the lanes' rows reach the same dof trees (the humanoid's one), the recomputation
+    # keeps them in lanes and the rows' stages of fixed structure run on the lanes too
+    if aware:
+        assert stats["reverse_row_passes"] == 0
+    else:
+        assert lanes_branch or stats["reverse_row_passes"] >= nstep // 2
     assert lanes_branch or stats["reverse_fallbacks"] <= 2
     assert not (status & phalanx.STATUS_STOP_MASK).any()
     peaks = []
@@ -163,7 +180,7 @@ def expect_taped_each_alone(model, qpos, qvel, ctrl, rng, every, lanes_branch=Fa
                                      tape=alone)
         assert np.array_equal(qs[e], q1[0]) and np.array_equal(vs[e], v1[0]) and status[e] == s1[0]
         peaks.append(alone.peak)
-        g1 = alone.backward(adj_q[e:e + 1], adj_v[e:e + 1])
+        g1 = alone.backward(adj_q[e:e + 1], adj_v[e:e + 1], complementarity_aware=aware)
         for key in ("qpos", "qvel", "ctrl", "body_mass"):
             assert np.array_equal(g[key][e], g1[key][0]), (e, key)
     assert tape.peak == tuple(np.max(peaks, axis=0))
