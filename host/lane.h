@@ -126,8 +126,9 @@ struct Lane {
       return compare(a.v != b.v);
   }
 
-  // a where the mask is set, else b (environments)
+  // a where the mask is set, else b (environments); seeds compare to a bool
   friend Lane select(const Mask& m, const Lane& a, const Lane& b) { return of(m.m ? a.v : b.v); }
+  friend Lane select(bool c, const Lane& a, const Lane& b) { return c ? a : b; }
   // clamp without a branch (environments; seeds take the scalar template's, which branches)
   template <LaneBranch C = B, class = std::enable_if_t<C == LaneBranch::kUniform>>
   friend Lane clamp(const Lane& x, const Lane& lo, const Lane& hi) {
@@ -158,6 +159,7 @@ struct Lane {
   friend Lane exp(const Lane& a) { return map(a, [](T x) { return phx::exp(x); }); }
   friend Lane log(const Lane& a) { return map(a, [](T x) { return phx::log(x); }); }
   friend Lane abs(const Lane& a) { return map(a, [](T x) { return phx::abs(x); }); }
+
   friend Lane atan2(const Lane& y, const Lane& x) {
     if (y.uniform() && x.uniform()) return Lane(phx::atan2(y.v[0], x.v[0]));
     Lane r;

@@ -441,6 +441,9 @@ PHX_HD void adj_passive(const ModelView<S>& m, const T* qpos, const T* qvel, con
   }
   for (int j = 0; j < m.njnt; ++j) {
     T k = m.jnt_stiffness[j];
+    // a joint without a spring adds nothing but its stiffness's gradient (passive skips it too;
+    // on the lanes a free or ball joint's rotation would branch on its quaternion's sign)
+    if (k == T(0) && !adj_model.jnt_stiffness) continue;
     int qa = m.jnt_qposadr[j], da = m.jnt_dofadr[j];
     T adj_k = T(0);
     switch (m.jnt_type[j]) {

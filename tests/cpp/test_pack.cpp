@@ -58,6 +58,48 @@ TEST(Pack, UniformBranchesLeaveTheFlagClearAndMixedOnesRaiseIt) {
   EXPECT_TRUE(lanes_diverged());
 }
 
+TEST(Pack, RotationDifferenceTakesEachLanesShortestArcWithoutBranching) {
+  // sub_quat and its dual-number adjoint on lanes whose relative rotations' quaternions differ
+  // in sign (three of the four are past half a turn): each lane's result is the scalar one, bit
+  // for bit, and no lane branched apart
+  Quat<double> qa[4], qb{std::cos(0.2), 0.0, std::sin(0.2), 0.0};
+  for (int k = 0; k < 4; ++k) {
+    const double half = 0.4 + 1.3 * k, n = std::sqrt(3.0);  // half angles 0.4 to 4.3 about (1,1,1)
+    qa[k] =
+        Quat<double>{std::cos(half), std::sin(half) / n, std::sin(half) / n, std::sin(half) / n};
+  }
+  Quat<P> pa, pb{P(qb.w), P(qb.x), P(qb.y), P(qb.z)};
+  for (int k = 0; k < 4; ++k) {
+    pa.w.set(k, qa[k].w);
+    pa.x.set(k, qa[k].x);
+    pa.y.set(k, qa[k].y);
+    pa.z.set(k, qa[k].z);
+  }
+  const Vec3<P> adj_r{P(0.3), P(-1.1), P(0.7)};
+  lanes_diverged() = false;
+  const Vec3<P> r = sub_quat(pa, pb);
+  Quat<P> adj_qa = Quat<P>::zero();
+  adj_sub_quat(pa, pb, adj_qa, adj_r);
+  EXPECT_FALSE(lanes_diverged());
+  int flipped = 0;
+  for (int k = 0; k < 4; ++k) {
+    flipped += (conjugate(qb) * qa[k]).w < 0;
+    const Vec3<double> rk = sub_quat(qa[k], qb);
+    EXPECT_EQ(r.x[k], rk.x);
+    EXPECT_EQ(r.y[k], rk.y);
+    EXPECT_EQ(r.z[k], rk.z);
+    // the rotation vector is the shortest arc's: at most half a turn
+    EXPECT_LE(std::sqrt(rk.x * rk.x + rk.y * rk.y + rk.z * rk.z), M_PI + 1e-12);
+    Quat<double> adj_k = Quat<double>::zero();
+    adj_sub_quat(qa[k], qb, adj_k, Vec3<double>{0.3, -1.1, 0.7});
+    EXPECT_EQ(adj_qa.w[k], adj_k.w);
+    EXPECT_EQ(adj_qa.x[k], adj_k.x);
+    EXPECT_EQ(adj_qa.y[k], adj_k.y);
+    EXPECT_EQ(adj_qa.z[k], adj_k.z);
+  }
+  EXPECT_EQ(flipped, 3);  // the lanes did take both branches of the shortest arc
+}
+
 // transpose_packs on W x W distinct entries: lane k of pack i lands at to[k][i]
 template <class T, int W>
 void expect_transposed() {

@@ -63,13 +63,20 @@ PHX_HD Dual<T, N> operator-(const Dual<T, N>& a) {
   return Dual<T, N>::chain(a, -a.v, T(-1));
 }
 
-#define PHX_DUAL_COMPARE(op)                                                          \
-  template <class T, int N>                                                          \
-  PHX_HD bool operator op(const Dual<T, N>& a, const Dual<T, N>& b) { return a.v op b.v; } \
-  template <class T, int N>                                                          \
-  PHX_HD bool operator op(const Dual<T, N>& a, T b) { return a.v op b; }              \
-  template <class T, int N>                                                          \
-  PHX_HD bool operator op(T a, const Dual<T, N>& b) { return a op b.v; }
+// (comparisons give what comparing their values gives: a bool, or a mask of a pack's lanes)
+#define PHX_DUAL_COMPARE(op)                                          \
+  template <class T, int N>                                           \
+  PHX_HD auto operator op(const Dual<T, N>& a, const Dual<T, N>& b) { \
+    return a.v op b.v;                                                \
+  }                                                                   \
+  template <class T, int N>                                           \
+  PHX_HD auto operator op(const Dual<T, N>& a, T b) {                 \
+    return a.v op b;                                                  \
+  }                                                                   \
+  template <class T, int N>                                           \
+  PHX_HD auto operator op(T a, const Dual<T, N>& b) {                 \
+    return a op b.v;                                                  \
+  }
 PHX_DUAL_COMPARE(<)
 PHX_DUAL_COMPARE(>)
 PHX_DUAL_COMPARE(<=)
@@ -77,6 +84,15 @@ PHX_DUAL_COMPARE(>=)
 PHX_DUAL_COMPARE(==)
 PHX_DUAL_COMPARE(!=)
 #undef PHX_DUAL_COMPARE
+
+// a if c else b, value and derivatives (c: what comparing two T gives)
+template <class C, class T, int N>
+PHX_HD Dual<T, N> select(const C& c, const Dual<T, N>& a, const Dual<T, N>& b) {
+  Dual<T, N> r;
+  r.v = select(c, a.v, b.v);
+  for (int i = 0; i < N; ++i) r.d[i] = select(c, a.d[i], b.d[i]);
+  return r;
+}
 
 template <class T, int N>
 PHX_HD Dual<T, N> sqrt(const Dual<T, N>& a) {

@@ -82,7 +82,10 @@ template <class T> PHX_HD PHX_INLINE Quat<T> integrate(const Quat<T>& q, const V
 // smooth through r = 0 by a Taylor series of atan2(s, w) / s
 template <class T> PHX_HD PHX_INLINE Vec3<T> sub_quat(const Quat<T>& qa, const Quat<T>& qb) {
   Quat<T> d = conjugate(qb) * qa;
-  if (d.w < T(0)) d = {-d.w, -d.x, -d.y, -d.z};  // shortest arc
+  // the shortest arc (a select: lanes of packs of environments need not branch apart)
+  const auto flip = d.w < T(0);
+  d = {select(flip, -d.w, d.w), select(flip, -d.x, d.x), select(flip, -d.y, d.y),
+       select(flip, -d.z, d.z)};
   Vec3<T> v{d.x, d.y, d.z};
   T s2 = dot(v, v);
   T k;  // angle / sin(angle / 2)

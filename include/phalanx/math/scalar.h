@@ -25,6 +25,15 @@ PHX_HD PHX_INLINE double abs(double x) { return ::fabs(x); }
 PHX_HD PHX_INLINE bool isfinite(float x) { return ::isfinite(x); }
 PHX_HD PHX_INLINE bool isfinite(double x) { return ::isfinite(x); }
 
+// a if c else b, without a branch where T is a SIMD pack of environments (host/lane.h: c a mask
+// of its lanes, which then need not branch apart) or a Dual of one (math/dual.h)
+PHX_HD PHX_INLINE float select(bool c, float a, float b) {
+  return c ? a : b;
+}
+PHX_HD PHX_INLINE double select(bool c, double a, double b) {
+  return c ? a : b;
+}
+
 // the real part of a scalar (identity for float and double; the value of a Dual)
 PHX_HD PHX_INLINE float value(float x) { return x; }
 PHX_HD PHX_INLINE double value(double x) { return x; }
