@@ -287,7 +287,7 @@ PHX_HD PHX_DEVICE_NOINLINE void adj_actuator_slope(const ModelView<T>& m, int k,
   if (g.d[0] != T(0) || g.d[1] != T(0))
     adj_transmission_state(m, w, type, id, qvel, gear * c * g.d[0], gear * c * g.d[1], a, adj_qpos,
                            adj_qvel);
-  if (f.ctrl_inside && adj_input) adj_input[k] += c * g.d[2];
+  if (adj_input) adj_input[k] = select(f.ctrl_inside, adj_input[k] + c * g.d[2], adj_input[k]);
   if (adj_model.actuator_gear)
     adj_model.actuator_gear[k] +=
         scale * rho * T(2) * gear * g.v + c * (g.d[0] * f.trn_length + g.d[1] * f.trn_velocity);

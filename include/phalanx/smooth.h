@@ -231,7 +231,7 @@ PHX_HD PHX_INLINE NextActivation<T> next_activation(const ModelView<S>& m, int u
   const S dt = m.timestep;
   const S* prm = m.actuator_dynprm + 3 * u;
   T c = ctrl[u];
-  bool ctrl_inside = true;
+  Truth<T> ctrl_inside(true);
   if (m.actuator_ctrllimited[u]) {
     S lo = m.actuator_ctrlrange[2 * u], hi = m.actuator_ctrlrange[2 * u + 1];
     ctrl_inside = c >= lo && c <= hi;
@@ -265,13 +265,13 @@ PHX_HD PHX_INLINE NextActivation<T> next_activation(const ModelView<S>& m, int u
       r.d_ctrl = T(k);
     }
   }
-  if (!ctrl_inside) r.d_ctrl = T(0);
+  r.d_ctrl = select(ctrl_inside, r.d_ctrl, T(0));
   if (m.actuator_actlimited[u]) {
     S lo = m.actuator_actrange[2 * u], hi = m.actuator_actrange[2 * u + 1];
-    if (!(r.act >= lo && r.act <= hi)) {
-      r.act = clamp(r.act, T(lo), T(hi));
-      r.d_act = r.d_ctrl = T(0);
-    }
+    const Truth<T> inside = r.act >= lo && r.act <= hi;
+    r.act = clamp(r.act, T(lo), T(hi));
+    r.d_act = select(inside, r.d_act, T(0));
+    r.d_ctrl = select(inside, r.d_ctrl, T(0));
   }
   return r;
 }
@@ -543,8 +543,9 @@ PHX_HD void adj_actuation(const ModelView<S>& m, const T* qpos, const T* qvel, c
     T adj_out = transmission_dot<T>(m, w, type, id, PointerRow<T>{adj_qfrc});
     adj_transmission_row(m, w, type, id, gear * a.force, PointerRow<T>{adj_qfrc}, aw);
     T adj_gear = a.force * adj_out;
-    T adj_force = a.force_inside ? gear * adj_out : T(0);
-    if (a.ctrl_inside) adj_input[u] += a.gain * adj_force;
+    // selects: environments on SIMD lanes need not agree on which clamps act
+    T adj_force = select(a.force_inside, T(gear * adj_out), T(0));
+    adj_input[u] = select(a.ctrl_inside, adj_input[u] + a.gain * adj_force, adj_input[u]);
     // force = gain(L, V) x + bias(L, V): its slopes in L and V, none for a fixed gain and no
     // bias
     T adj_len = T(0), adj_vel = T(0);

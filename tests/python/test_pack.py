@@ -26,6 +26,15 @@ def random_batch(model, rng, nenv, nstep, dtype, free_joint=True):
     return qpos.astype(dtype), qvel.astype(dtype), ctrl.astype(dtype)
 
 
+def humanoids_on_the_floor(rng, dtype, nstep=30, drop=0.3):
+    """the humanoid, a pack and three environments more of random states lowered by `drop`
+    onto the floor (contacts from the first steps), and random controls"""
+    model = phalanx.load_model(str(HUMANOID))
+    qpos, qvel, ctrl = random_batch(model, rng, lanes(dtype) + 3, nstep, dtype)
+    qpos[:, 2] -= drop
+    return model, qpos, qvel, ctrl
+
+
 def expect_each_alone(model, qpos, qvel, ctrl, qs, vs, status):
     for e in range(len(qpos)):
         q1, v1, s1 = phalanx.rollout(model, qpos[e:e + 1], qvel[e:e + 1], ctrl[e:e + 1])
@@ -110,21 +119,26 @@ def test_taped_rollout_on_packs_equals_each_environment_alone(rng, dtype, every,
     # per lane, each step's LCP solution) gives each environment the trajectory and the
     # gradients of its tape alone; also when its solution log has room for a few steps only,
     # the lanes' recomputations then solving again from steps that differ lane by lane
-    model = phalanx.load_model(str(HUMANOID))
-    nenv, nstep = lanes(dtype) + 3, 30
-    qpos, qvel, ctrl = random_batch(model, rng, nenv, nstep, dtype)
-    qpos[:, 2] -= 0.3
+    model, qpos, qvel, ctrl = humanoids_on_the_floor(rng, dtype)
     expect_taped_each_alone(model, qpos, qvel, ctrl, rng, every, log_rows=log_rows)
+
+
+def test_taped_rollout_with_clamped_controls_on_packs_equals_each_environment_alone(rng):
+    # controls beyond the motors' ctrlrange are clamped, in some lanes and not in others: the
+    # reverse passes take the clamps by selects, so their lanes do not branch apart (the test
+    # bounds the passes run again lane by lane) and the gradients are still each environment's
+    model, qpos, qvel, ctrl = humanoids_on_the_floor(rng, np.float32)
+    assert model.actuator_ctrllimited.all()
+    ctrl *= 1.5
+    assert 0.2 < (np.abs(ctrl) > model.actuator_ctrlrange[:, 1]).mean() < 0.5
+    expect_taped_each_alone(model, qpos, qvel, ctrl, rng, 7)
 
 
 def test_complementarity_aware_taped_rollout_on_packs_equals_each_environment_alone(rng):
     # the complementarity-aware pass chooses its LCP classification lane by lane, from the
     # scores of both: its rows' stages stay lane by lane, and the gradients are still each
     # environment's alone
-    model = phalanx.load_model(str(HUMANOID))
-    nenv, nstep = lanes(np.float64) + 3, 30
-    qpos, qvel, ctrl = random_batch(model, rng, nenv, nstep, np.float64)
-    qpos[:, 2] -= 0.3
+    model, qpos, qvel, ctrl = humanoids_on_the_floor(rng, np.float64)
     expect_taped_each_alone(model, qpos, qvel, ctrl, rng, 7, aware=True)
 
 
