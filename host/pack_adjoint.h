@@ -16,7 +16,8 @@
 // rows there too (PackStepper::LaneRows: the factor, the free velocity, J and Y, each lane's
 // rows padded with zero rows), and the first part's stages of fixed structure run on the lanes
 // as well (rows_on_lanes: the impulses' velocity, the Delassus matrix's projections, the free
-// velocity), the LCP's adjoint and the rows' corrections and Jacobians staying lane by lane.
+// velocity, the rows' Jacobians' adjoint but for the bounces' term), the LCP's adjoint and the
+// rows' corrections and Jacobians staying lane by lane.
 // The parameters' adjoints stay in packs while the walk runs on lanes and go back to the
 // environments before any step that does not. Any other step (fewer rows, a step not kept, a
 // stopped environment in the pack) walks each environment alone with the scalar kernel's step, and
@@ -59,7 +60,7 @@ class PackWalk {
     for (int k = 0; k < kNumParams; ++k) nparam += param_size(m, k);
     struct Tag {};
     P* block = thread_block<P, Tag>(size_t(AdjWorkspace<P>::size(m) + 2 * nq + 5 * nv + 2 * nu +
-                                           nv * nv + 2 * nparam + 14 * nv + 7 * ne));
+                                           nv * nv + 2 * nparam + 14 * nv + 8 * ne + ne * nv));
     Arena<P> arena(block, nullptr);
     a_ = AdjWorkspace<P>::carve(m, arena);
     q_ = arena.template take<P>(nq);
@@ -81,6 +82,10 @@ class PackWalk {
     for (P** a :
          {&s_.adj_f, &s_.adj_b, &s_.adj_A.y, &s_.adj_A.alpha, &s_.adj_A.z, &s_.adj_A.beta, &f_})
       *a = arena.template take<P>(ne);
+    adj_J_ = arena.template take<P>(ne * nv);
+    vn_lanes_ = arena.template take<P>(ne);
+    for (std::vector<T>& vn : vn_) vn.resize(size_t(ne));
+    for (int g = 0; g < m.ngeom; ++g) bounces_ = bounces_ || m.geom_restitution[g] > T(0);
     struct Slots {};
     slots_ = thread_block<P, Slots>(size_t(nslot * Workspace<P>::size(m)));
     // each lane's workspace for the rows' part: the arrays it reads (PackStepper::lane_array),
@@ -203,8 +208,10 @@ class PackWalk {
       ++row_passes_;
       rows_on_lanes(slot, rows, donor, f, walks, env);
     } else {
+      const bool lanes_only = kept_.only_here(m, slot);
       for (int i = 0; i < W; ++i) {
         TapeReverse<T>& r = walks[i];
+        if (rows[i] && lanes_only) rows_to_slot(i, slot, f[i], true);
         if (rows[i])
           adj_step_rows(m, r.q, r.v, rows_w_[i], f[i].c, f[i].cv, r.x.a, r.x.s, r.gq, r.gv, r.hq,
                         r.hv, env[i].ac, static_cast<T*>(nullptr), terms[i]);
@@ -326,7 +333,7 @@ class PackWalk {
     c.J = kept_.J(slot);
     c.Y = kept_.Y(slot);
     AdjConstraintWorkspace<P>& s = s_;
-    OuterSum<P, 7> lanes_J;  // (the rows' adjoints are written lane by lane)
+    OuterSum<P, 7> lanes_J;  // all of adj_J's terms but the rows' bounces (lane by lane)
     OuterSum<P, 4> adj_M;
     // qvel' = vfree + M^-1 J^T f
     seeds_in(s.g, [&](int i) { return walks[i].x.s.g; });
@@ -363,6 +370,15 @@ class PackWalk {
     lanes_out(s.proj, 4L * nv, [&](int i) { return walks[i].x.s.proj; });
     lanes_out(s.mu2, nv, [&](int i) { return walks[i].x.s.mu2; });
     lanes_out(s.adj_vfree, nv, [&](int i) { return walks[i].x.s.adj_vfree; });
+    lanes_J.write(adj_J_, n, nv);
+    lanes_out(adj_J_, long(n) * nv, [&](int i) { return walks[i].x.s.adj_J; });
+    // each row's J qvel (adj_row_corrections reads its contacts' normal rows'), every row's sum
+    // in adj_row_corrections' order, the rows' sums interleaved
+    P* vn = vn_lanes_;
+    for (int r = 0; r < n; ++r) vn[r] = P(0);
+    for (int d = 0; d < nv; ++d)
+      for (int r = 0; r < n; ++r) vn[r] += c.J[long(r) * nv + d] * v_[d];
+    rows_out(vn, [&](int i) { return vn_[i].data(); });
     // the rows' corrections, the free velocity's adjoints of the lane and its rows' Jacobians
     for (int i = 0; i < W; ++i) {
       if (!rows[i]) continue;
@@ -370,21 +386,22 @@ class PackWalk {
       AdjConstraintWorkspace<T>& si = r.x.s;
       const ConstraintWorkspace<T>& ci = f[i].c;
       const ContactView<T>& cv = f[i].cv;
-      OuterSum<T, 7> adj_J;
+      if (bounces_) rows_to_slot(i, slot, f[i], false);  // (a bounce's correction reads J)
+      OuterSum<T, 7> bounce;  // adj_J's last term, the rows' bounces (if any)
       OuterSum<T, 4> lane_M;  // (the lanes' adj_M above)
-      adj_J.add(cv.efc_force, si.lam, T(1));
-      adj_delassus_terms(nv, ci.vfree, si.adj_A, si.adj_b, si.proj, adj_J, lane_M);
       detail::adj_row_corrections(m, r.q, r.v, nrow[i], rows_w_[i], ci, cv, si, r.x.a, r.hq, r.hv,
-                                  env[i].ac, adj_J);
+                                  env[i].ac, bounce, vn_[i].data());
       detail::adj_free_velocity(m, r.v, ci, si, r.hv, static_cast<T*>(nullptr), lane_M);
-      adj_J.write(si.adj_J, nrow[i], nv);
+      // added to each entry after the lanes' terms, as OuterSum::write sums them in order
+      for (int k = 0; k < bounce.n; ++k)
+        for (int q = 0; q < nrow[i]; ++q) {
+          const T w = bounce.s[k] * bounce.u[k][q];
+          T* PHX_RESTRICT a = si.adj_J + long(q) * nv;
+          for (int d = 0; d < nv; ++d) a[d] += w * bounce.v[k][d];
+        }
       const DenseEntries<T> rows_J{si.adj_J, nv};
-      adj_contact_rows(m, rows_w_[i], ci, cv, rows_J, si, r.x.a, env[i].ac);
-      detail::adj_tendon_rows(m, rows_w_[i], cv.efc_key, nrow[i], rows_J, r.x.a);
-      detail::adj_ball_limit_rows(m, r.q, cv.efc_key, nrow[i], rows_J, r.hq);
-      if (m.neq > 0)
-        adj_equality_rows(m, r.q, r.v, rows_w_[i], cv.efc_key, nrow[i], rows_J, si.adj_b, r.x.a,
-                          r.hq, r.hv);
+      detail::adj_row_jacobians(m, r.q, r.v, rows_w_[i], ci, cv, nrow[i], rows_J, si, r.x.a, r.hq,
+                                r.hv, env[i].ac);
     }
   }
   // room for n values nobody reads
@@ -394,12 +411,14 @@ class PackWalk {
   }
 
   // step t of lane i's environment (e0 + i) backward alone, in the scalar core, its workspace
-  // first into its slot
+  // (and its factor and rows, where only the lanes kept them) first into its slot
   void alone(const RolloutAdjointKernel<T>& k, int e0, int i, int seg, int t, Env& env,
              TapeReverse<T>& walk) const {
     const ModelView<T>& m = m_;
     const int e = e0 + i, slot = t - seg * k.tape.every;
-    to_slot(i, slot, walk.store.slot(m, slot).w);
+    const typename StepStore<T>::Slot f = walk.store.slot(m, slot);
+    to_slot(i, slot, f.w);
+    if (kept_.only_here(m, slot)) rows_to_slot(i, slot, f, true);
     int base;
     const TapeRecords<T> rec = k.tape.walked(m, e, seg, &base);
     walk.step_back(seg, t, rec, base, k.loss(k.adj_qpos_out, e, m.nq),
@@ -412,6 +431,18 @@ class PackWalk {
     PHX_ADJ_WORKSPACE_ZEROED(PHX_PACK_ADJ_OFFSET)
 #undef PHX_PACK_ADJ_OFFSET
     throw std::logic_error("phalanx: a workspace array the rows read has no stage adjoint");
+  }
+  // lane i of the rows the lanes kept of a segment's step (slot) into its slot f: J (the rows'
+  // Jacobians, as many as the step has), and with `all` also the factor L and Y = L^-1 J^T
+  void rows_to_slot(int i, int slot, const typename StepStore<T>::Slot& f, bool all) const {
+    const long nv = m_.nv, n = long(*f.cv.nefc) * nv;
+    auto out = [&](const P* from, long len, T* to) {
+      for (long j = 0; j < len; ++j) to[j] = from[j][i];
+    };
+    out(kept_.J(slot), n, f.c.J);
+    if (!all) return;
+    out(kept_.Y(slot), n, f.c.Y);
+    out(kept_.L(slot), nv * nv, f.c.L);
   }
   // the lanes' workspace of a segment's step (its slot)
   Workspace<P> workspace(int slot) const {
@@ -493,7 +524,10 @@ class PackWalk {
   typename PackStepper<T>::LaneRows kept_;  // the rows of a segment's steps, in lanes
   AdjConstraintWorkspace<P> s_{};           // the arrays of rows_on_lanes' stages on the lanes
   P *f_, *sink_;                            // the impulses (nefcmax), room for nv values
+  P *adj_J_, *vn_lanes_;                    // adj_J (nefcmax x nv) and J qvel on the lanes
   std::vector<T> sink_lanes_;
+  std::vector<T> vn_[W];  // each lane's rows' J qvel (nefcmax)
+  bool bounces_ = false;  // whether any contact may bounce (restitution)
   ModelAdjoint<P> am_{};
   long nparam_ = 0;
   bool in_lanes_ = false;            // whether am_ holds the environments' parameter adjoints

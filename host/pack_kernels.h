@@ -175,6 +175,12 @@ class PackStepper {
     // slot k's J (n[k] x nv), followed by its Y, once kept (n[k] >= 0)
     P* J(int k) const { return rows.data() + at[size_t(k)]; }
     P* Y(int k) const { return J(k) + long(n[size_t(k)]) * nv; }
+    // whether slot k's factor and rows are kept here only (not in the environments' slots,
+    // StepStore::save_rows' rows_elsewhere): where its rows are, for a pass that reads them in
+    // lanes (not the complementarity-aware one, which walks its rows lane by lane)
+    bool only_here(const ModelView<T>& m, int k) const {
+      return n[size_t(k)] >= 0 && !(m.contact_gradient & kGradComplementarityAware);
+    }
     // room for slot k's J and Y of nrow rows
     P* room(int k, int nrow) {
       at[size_t(k)] = k == 0 ? 0 : end;
@@ -564,7 +570,8 @@ class PackStepper {
     lane_in(q, k, q_, m.nq);
     lane_in(v, k, v_, m.nv);
     if (keep) {
-      keep->store[k].save_rows(m, keep->slot, h.c, cv, q, v);
+      const bool elsewhere = keep->rows && keep->rows->only_here(m, keep->slot);
+      keep->store[k].save_rows(m, keep->slot, h.c, cv, q, v, elsewhere);
       h = own_[k];
     }
   }

@@ -396,7 +396,8 @@ PHX_HD PHX_INLINE void adj_ball_angle(const ModelView<S>& m, int j, const T* qpo
 // coefficients, then the joint limits' (J constant, corr = erp (dist + slop) / dt with
 // dist = +-(q - bound), q the joint's coordinate or the tendon's length; friction-loss rows have
 // none): to adj_qvel, adj_qpos (a.ten_length for tendons), the restitution and friction
-// adjoints, s.adj_dist, and adj_J's bounce term
+// adjoints, s.adj_dist, and adj_J's bounce term. vn: each row's J qvel, where the caller has
+// them (else the contacts' normal rows' are computed here, in the same order)
 template <class T, class S>
 PHX_HD PHX_INLINE void adj_row_corrections(const ModelView<S>& m, const T* qpos, const T* qvel,
                                            int nrow, const Workspace<S>& w,
@@ -404,7 +405,7 @@ PHX_HD PHX_INLINE void adj_row_corrections(const ModelView<S>& m, const T* qpos,
                                            const ContactView<S>& cv, AdjConstraintWorkspace<T>& s,
                                            AdjWorkspace<T>& a, T* adj_qpos, T* adj_qvel,
                                            const ContactModelAdjoint<T>& adj_contact,
-                                           OuterSum<T, 7>& adj_J) {
+                                           OuterSum<T, 7>& adj_J, const T* vn_rows = nullptr) {
   const int nv = m.nv;
   const T dt = m.timestep;
   int ncon = *cv.ncon, row = 0, nbounce = 0;
@@ -417,7 +418,10 @@ PHX_HD PHX_INLINE void adj_row_corrections(const ModelView<S>& m, const T* qpos,
     int ge = pair_max_geom(m.geom_restitution, 1, g1, g2);
     T e = m.geom_restitution[ge];
     T vn = T(0);
-    for (int d = 0; d < nv; ++d) vn += J[d] * qvel[d];
+    if (vn_rows)
+      vn = vn_rows[row];
+    else
+      for (int d = 0; d < nv; ++d) vn += J[d] * qvel[d];
     NormalCorrection<T> corr = normal_correction(m, vn, e, T(cv.dist[i]));
     s.adj_dist[i] = T(0);
     if (corr.bounces()) {
@@ -494,6 +498,22 @@ PHX_HD void adj_tendon_rows(const ModelView<S>& m, const Workspace<S>& w, const 
     const T sign = limit && k % 2 ? T(-1) : T(1);
     adj_transmission_row(m, w, kTrnTendon, t, sign, adj_J.row(r), a);
   }
+}
+
+// The adjoints of the rows' Jacobians (adj_J, rows by index: written out, or the outer-product
+// terms read entry by entry) to the stages that built them: contacts, tendons, ball joints'
+// limits, equalities
+template <class T, class S, class AdjRows>
+PHX_HD void adj_row_jacobians(const ModelView<S>& m, const T* qpos, const T* qvel,
+                              const Workspace<S>& w, const ConstraintWorkspace<S>& c,
+                              const ContactView<S>& cv, int nrow, const AdjRows& adj_J,
+                              AdjConstraintWorkspace<T>& s, AdjWorkspace<T>& a, T* adj_qpos,
+                              T* adj_qvel, const ContactModelAdjoint<T>& adj_contact) {
+  adj_contact_rows(m, w, c, cv, adj_J, s, a, adj_contact);
+  adj_tendon_rows(m, w, cv.efc_key, nrow, adj_J, a);
+  adj_ball_limit_rows(m, qpos, cv.efc_key, nrow, adj_J, adj_qpos);
+  if (m.neq > 0)
+    adj_equality_rows(m, qpos, qvel, w, cv.efc_key, nrow, adj_J, s.adj_b, a, adj_qpos, adj_qvel);
 }
 
 // vfree = qvel + dt M^-1 (qfrc - c), with mu2 = M^-1 adj_vfree in s.mu2: to adj_qvel,
@@ -585,17 +605,9 @@ PHX_HD void adj_constrained_rows(const ModelView<S>& m, const T* qpos, const T* 
     adj_M.write(s.adj_M, nv, nv);
     adj_J.write(s.adj_J, nrow, nv);
     const DenseEntries<T> rows{s.adj_J, nv};
-    adj_contact_rows(m, w, c, cv, rows, s, a, adj_contact);
-    adj_tendon_rows(m, w, cv.efc_key, nrow, rows, a);
-    adj_ball_limit_rows(m, qpos, cv.efc_key, nrow, rows, adj_qpos);
-    if (m.neq > 0)
-      adj_equality_rows(m, qpos, qvel, w, cv.efc_key, nrow, rows, s.adj_b, a, adj_qpos, adj_qvel);
+    adj_row_jacobians(m, qpos, qvel, w, c, cv, nrow, rows, s, a, adj_qpos, adj_qvel, adj_contact);
   } else {
-    adj_contact_rows(m, w, c, cv, adj_J, s, a, adj_contact);
-    adj_tendon_rows(m, w, cv.efc_key, nrow, adj_J, a);
-    adj_ball_limit_rows(m, qpos, cv.efc_key, nrow, adj_J, adj_qpos);
-    if (m.neq > 0)
-      adj_equality_rows(m, qpos, qvel, w, cv.efc_key, nrow, adj_J, s.adj_b, a, adj_qpos, adj_qvel);
+    adj_row_jacobians(m, qpos, qvel, w, c, cv, nrow, adj_J, s, a, adj_qpos, adj_qvel, adj_contact);
   }
 }
 

@@ -134,6 +134,21 @@ def test_taped_rollout_with_clamped_controls_on_packs_equals_each_environment_al
     expect_taped_each_alone(model, qpos, qvel, ctrl, rng, 7)
 
 
+def test_taped_rollout_with_bounces_on_packs_equals_each_environment_alone(rng):
+    # with restitution on the floor the contact rows that approach fast enough bounce: the
+    # bounce's term of the rows' Jacobians' adjoint is added lane by lane after the others,
+    # which the lanes sum, as each environment's pass alone sums them all
+    model, qpos, qvel, ctrl = humanoids_on_the_floor(rng, np.float32, drop=0.1)
+    qvel[:, 2] = -2.0  # falling onto the floor
+    plain, _, _ = phalanx.rollout(model, qpos, qvel, ctrl)
+    restitution = np.zeros(model.ngeom)
+    restitution[0] = 0.5
+    model.set_parameter("geom_restitution", restitution)
+    bounced, _, _ = phalanx.rollout(model, qpos, qvel, ctrl)
+    assert (np.abs(bounced - plain).max(axis=(1, 2)) > 1e-3).all()  # every environment bounces
+    expect_taped_each_alone(model, qpos, qvel, ctrl, rng, 7)
+
+
 def test_complementarity_aware_taped_rollout_on_packs_equals_each_environment_alone(rng):
     # the complementarity-aware pass chooses its LCP classification lane by lane, from the
     # scores of both: its rows' stages stay lane by lane, and the gradients are still each
