@@ -176,7 +176,7 @@ class PackStepper {
     P* J(int k) const { return rows.data() + at[size_t(k)]; }
     P* Y(int k) const { return J(k) + long(n[size_t(k)]) * nv; }
     // whether slot k's factor and rows are kept here only (not in the environments' slots,
-    // StepStore::save_rows' rows_elsewhere): where its rows are, for a pass that reads them in
+    // StepStore::save_rows<true>): where its rows are, for a pass that reads them in
     // lanes (not the complementarity-aware one, which walks its rows lane by lane)
     bool only_here(const ModelView<T>& m, int k) const {
       return n[size_t(k)] >= 0 && !(m.contact_gradient & kGradComplementarityAware);
@@ -570,8 +570,11 @@ class PackStepper {
     lane_in(q, k, q_, m.nq);
     lane_in(v, k, v_, m.nv);
     if (keep) {
-      const bool elsewhere = keep->rows && keep->rows->only_here(m, keep->slot);
-      keep->store[k].save_rows(m, keep->slot, h.c, cv, q, v, elsewhere);
+      const StepStore<T>& store = keep->store[k];
+      if (keep->rows && keep->rows->only_here(m, keep->slot))
+        store.template save_rows<true>(m, keep->slot, h.c, cv, q, v);
+      else
+        store.save_rows(m, keep->slot, h.c, cv, q, v);
       h = own_[k];
     }
   }

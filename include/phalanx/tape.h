@@ -226,12 +226,12 @@ struct StepStore {
   }
 
   // save() but for the workspace, which the caller puts in slot(m, k).w itself; false when
-  // the step is not kept. rows_elsewhere: nor the factor L and the rows' J and Y, which the
+  // the step is not kept. RowsElsewhere: nor the factor L and the rows' J and Y, which the
   // caller keeps too (host/pack_kernels.h) and puts in the slot before a pass reads them there.
-  template <class U>
+  // (A template parameter: the device kernels' copy stays the plain one.)
+  template <bool RowsElsewhere = false, class U>
   PHX_HD bool save_rows(const ModelView<T>& m, int k, const ConstraintWorkspace<U>& c,
-                        const ContactView<U>& cv, const U* qpos_next, const U* qvel_next,
-                        bool rows_elsewhere = false) const {
+                        const ContactView<U>& cv, const U* qpos_next, const U* qvel_next) const {
     Slot s = slot(m, k);
     if (*cv.ncon > ncon || *cv.nefc > nrow) {
       *s.cv.nefc = -1;
@@ -240,7 +240,7 @@ struct StepStore {
     copy(qpos_next, m.nq, s.qpos_next);
     copy(qvel_next, m.nv, s.qvel_next);
     // the step's own counts
-    copy_kept(slot_counts(m, *cv.ncon, *cv.nefc), c, cv, s.c, s.cv, rows_elsewhere);
+    copy_kept<RowsElsewhere>(slot_counts(m, *cv.ncon, *cv.nefc), c, cv, s.c, s.cv);
     return true;
   }
 
@@ -279,19 +279,22 @@ struct StepStore {
     PHX_CONSTRAINT_WORKSPACE_KEPT(PHX_WORKSPACE_TAKE)
   }
   // the kept constraint arrays and the contacts, at the counts m (but L, J and Y with
-  // rows_elsewhere)
-  template <class U>
+  // RowsElsewhere)
+  template <bool RowsElsewhere, class U>
   PHX_HD static void copy_kept(const Counts& m, const ConstraintWorkspace<U>& c,
                                const ContactView<U>& cv, const ConstraintWorkspace<T>& to_c,
-                               const ContactView<T>& to_cv, bool rows_elsewhere) {
-    auto rows_array = [&](const void* a) { return a == c.L || a == c.J || a == c.Y; };
+                               const ContactView<T>& to_cv) {
 #define PHX_COPY_FROM_C(kind, name, size, comment) \
-  if (!(rows_elsewhere && rows_array(c.name))) copy(c.name, long(size), to_c.name);
+  if (!RowsElsewhere || !rows_array(c, c.name)) copy(c.name, long(size), to_c.name);
 #define PHX_COPY_FROM_CV(kind, name, size, comment) copy(cv.name, long(size), to_cv.name);
     PHX_CONSTRAINT_WORKSPACE_KEPT(PHX_COPY_FROM_C)
     PHX_CONTACT_ARRAYS(PHX_COPY_FROM_CV)
 #undef PHX_COPY_FROM_C
 #undef PHX_COPY_FROM_CV
+  }
+  template <class U>
+  PHX_HD static bool rows_array(const ConstraintWorkspace<U>& c, const void* a) {
+    return a == c.L || a == c.J || a == c.Y;
   }
   template <class U, class V>
   PHX_HD static void copy(const U* from, long n, V* to) {
