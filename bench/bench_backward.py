@@ -7,7 +7,7 @@ times:
 
   forward      phalanx.rollout without a tape
   fwd+tape     the same rollout recording a phalanx.Tape, with the default checkpoint spacing
-               (ceil(sqrt(T))) and with a checkpoint every step (skipped, with the reason
+               (ceil(sqrt(T)), on the CPU at most what a pack keeps in cache) and with a checkpoint every step (skipped, with the reason
                printed, when that tape would exceed --tape-limit-gib)
   backward     tape.backward with random adjoints of the whole trajectory (qpos and qvel)
 

@@ -204,7 +204,13 @@ void Tape<T>::allocate(const DeviceModel<T>& model, int nenv, int nstep, const T
       every = best;
     }
   } else if (every == 0) {
+    // the spacing of least memory (near sqrt(nstep)); on the CPU at most the steps whose
+    // recomputation a pack keeps in cache (but not below 4, where the checkpoints' memory grows
+    // faster than the time saved)
     every = int(std::ceil(std::sqrt(double(nstep))));
+    const int room =
+        model.device() == Device::kCpu ? cpu::pack_segment_room(model.lane_model(), m) : 0;
+    if (room > 0 && room < every) every = std::max(room, std::min(every, 4));
   }
   every = std::max(1, std::min(every, nstep));
   size_t nseg = (size_t(nstep) + every - 1) / every, seg = every > 1 ? size_t(every) : 0;

@@ -2,11 +2,14 @@
 
 #include <omp.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cstdlib>
 #include <cstring>
+#include <fstream>
 #include <new>
 #include <stdexcept>
+#include <string>
 
 #include "host/cpu_backend.h"
 #include "host/cuda_backend.h"
@@ -53,6 +56,64 @@ void set_num_threads(int n) {
                                 std::to_string(n));
   }
   g_num_threads.store(n, std::memory_order_relaxed);
+}
+
+int detail::cpu_list_size(const std::string& list) {
+  int n = 0;
+  size_t at = 0;
+  while (at < list.size()) {
+    size_t end = list.find(',', at);
+    if (end == std::string::npos) end = list.size();
+    const std::string range = list.substr(at, end - at);
+    const size_t dash = range.find('-');
+    n += dash == std::string::npos ? 1 : std::stoi(range.substr(dash + 1)) - std::stoi(range) + 1;
+    at = end + 1;
+  }
+  return n;
+}
+
+namespace {
+
+// The last-level cache's size in bytes and how many CPUs share it (cpu0's, from sysfs), or
+// {0, 0} where sysfs does not say
+struct LastLevelCache {
+  size_t bytes = 0;
+  int sharers = 0;
+};
+
+LastLevelCache read_last_level_cache() {
+  LastLevelCache best;
+  int best_level = 0;
+  for (int index = 0; index < 16; ++index) {
+    const std::string dir = "/sys/devices/system/cpu/cpu0/cache/index" + std::to_string(index);
+    std::ifstream level_file(dir + "/level"), size_file(dir + "/size"),
+        shared_file(dir + "/shared_cpu_list");
+    int level = 0;
+    std::string size, shared;
+    if (!(level_file >> level) || !(size_file >> size) || !(shared_file >> shared)) break;
+    if (level <= best_level || size.empty()) continue;
+    try {
+      size_t bytes = std::stoul(size);
+      const char unit = size.back();
+      if (unit == 'K') bytes <<= 10;
+      if (unit == 'M') bytes <<= 20;
+      best = {bytes, detail::cpu_list_size(shared)};
+      best_level = level;
+    } catch (const std::exception&) {
+      break;
+    }
+  }
+  return best;
+}
+
+}  // namespace
+
+size_t cache_per_thread() {
+  static const LastLevelCache cache = read_last_level_cache();
+  const bool known = cache.bytes > 0 && cache.sharers > 0;
+  const size_t bytes = known ? cache.bytes : size_t(32) << 20;
+  const int sharers = known ? std::min(cache.sharers, num_threads()) : num_threads();
+  return bytes / size_t(std::max(1, sharers));
 }
 
 namespace detail {

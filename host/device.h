@@ -33,8 +33,16 @@ void require_device(Device device);
 int num_threads();
 void set_num_threads(int n);
 
+// Bytes of the CPU's last-level cache each of the CPU backend's threads has to itself: the
+// cache's size over the threads that share it (at most num_threads()). Read from Linux's sysfs
+// (which, unlike sysconf in a virtual machine, reports the slice the cores actually share),
+// else 32 MiB shared by all threads.
+size_t cache_per_thread();
+
 // raw device memory operations (host memory on the CPU)
 namespace detail {
+// the CPUs in a Linux CPU list such as "0-7,64-71" (sysfs' shared_cpu_list)
+int cpu_list_size(const std::string& list);
 void* device_alloc(Device device, size_t bytes);
 void device_free(Device device, void* p);
 void device_copy(Device dst_device, void* dst, Device src_device, const void* src, size_t bytes);

@@ -534,6 +534,21 @@ class PackWalk {
   long passes_ = 0, fallbacks_ = 0, row_passes_ = 0;  // lane_step's, for pack_stats()
 };
 
+// The most steps a pack's recomputed segment keeps (PackWalk's slots, factors and rows in lanes,
+// and its environments' StepStore slots) within a quarter of its thread's share of the
+// last-level cache (the rest is the passes' own workspaces'), where the walk back through the
+// segment reads them again: past that the slots are read back from memory. Estimated before the
+// rollout, when its rows are not known, as a lanes' workspace and W row-free slots per step. 0
+// where packs do not run the backward (no bound from them).
+template <class T>
+int pack_segment_room(const LaneModel<T>* lanes, const ModelView<T>& m) {
+  if (!lanes || !PackStepper<T>::applies(m) || !PackWalk<T>::applies(m)) return 0;
+  constexpr size_t W = PackStepper<T>::W;
+  const size_t step =
+      W * sizeof(T) * (Workspace<T>::size(m) + StepStore<T>::slot_size(m, 0, 0).reals);
+  return int(std::max<size_t>(1, cache_per_thread() / 4 / step));
+}
+
 // RolloutAdjointKernel on packs where they apply (a model with rows); false where they do not. Each
 // pack recomputes a segment of its W environments on the lanes, keeping every step in the
 // environment's slot as TapeReverse::recompute does, then walks back through it (PackWalk, or each

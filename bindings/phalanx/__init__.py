@@ -282,8 +282,9 @@ class Tape(_phalanx.Tape):
     the contact warm start of each environment, and the controls. ``tape.backward`` then
     recomputes each segment from its checkpoint and walks it backward, so memory grows as
     T / K + K records per environment instead of T. ``checkpoint_every=1`` keeps every step (no
-    recomputation); ``0`` (the default) picks ceil(sqrt(T)), or, with ``memory_budget`` in
-    bytes, every step when that fits and otherwise the spacing of least memory (a budget too
+    recomputation); ``0`` (the default) picks ceil(sqrt(T)), on the CPU at most the steps whose
+    recomputation a group of environments keeps in cache (but not below 4), or, with
+    ``memory_budget`` in bytes, every step when that fits and otherwise the spacing of least memory (a budget too
     small even for that is a ValueError). With segments to recompute, the tape also logs each
     step's contact impulses (room for a quarter of the rows a step may have, at most 64 a step,
     or what ``memory_budget`` leaves after the checkpoints), so that recomputing a step skips

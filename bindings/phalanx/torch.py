@@ -91,7 +91,7 @@ def rollout(model: phalanx.Model, qpos0: torch.Tensor, qvel0: torch.Tensor, ctrl
 
     Returns (qpos (E, T, nq), qvel (E, T, nv)), the state after each step, as phalanx.rollout.
     When a gradient is needed the forward records a ``phalanx.Tape(checkpoint_every,
-    memory_budget)`` (see its docstring: a checkpoint every ceil(sqrt(T)) steps by default) and
+    memory_budget)`` (see its docstring: a checkpoint every ceil(sqrt(T)) steps or fewer by default) and
     the backward calls ``tape.backward``; gradients flow to qpos0, qvel0, ctrl and ``params``.
     ``params`` is as in ``step``: the forward writes them into the model (which keeps them);
     the tape holds the model it recorded, so the backward is unaffected by later changes. With

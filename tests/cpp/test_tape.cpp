@@ -16,6 +16,7 @@
 #include <random>
 
 #include "host/api.h"
+#include "host/pack_adjoint.h"
 #include "phalanx/kernels.h"
 
 namespace phx {
@@ -336,6 +337,39 @@ TEST(Tape, MemoryBudgetChoosesTheSpacingOrFailsClearly) {
     FAIL() << "a 1000-byte budget cannot hold a tape";
   } catch (const std::invalid_argument& e) {
     EXPECT_NE(std::string(e.what()).find("needs at least"), std::string::npos) << e.what();
+  }
+}
+
+// On the CPU the default spacing is also bounded by the steps a pack's recomputed segment keeps
+// in its share of the cache (pack_segment_room), but not below 4 steps; the GPU keeps the
+// spacing of least memory, ceil(sqrt(T)).
+TEST(Tape, DefaultSpacingOnTheCpuKeepsAPackSegmentInCache) {
+  EXPECT_EQ(detail::cpu_list_size("0-1"), 2);
+  EXPECT_EQ(detail::cpu_list_size("0-7,64-71"), 16);
+  EXPECT_EQ(detail::cpu_list_size("5"), 1);
+  EXPECT_EQ(detail::cpu_list_size("0,2,4-5"), 4);
+  Model m = load_mjcf(std::string(PHX_MUJOCO_MODELS) + "/humanoid/humanoid.xml");
+  DeviceModel<float> dm(m, Device::kCpu);
+  const ModelView<float>& view = dm.view();
+  const int room = cpu::pack_segment_room(dm.lane_model(), view);
+  ASSERT_GT(room, 0);  // packs run the humanoid's backward
+  // a pack's kept steps: its lanes' workspace and its environments' row-free slots
+  const size_t step =
+      size_t(cpu::PackStepper<float>::W) * sizeof(float) *
+      (Workspace<float>::size(view) + StepStore<float>::slot_size(view, 0, 0).reals);
+  EXPECT_LE(size_t(room) * step, cache_per_thread() / 4);
+  EXPECT_GT(size_t(room + 1) * step, cache_per_thread() / 4);
+  const int nenv = 2;
+  Data<float> data(dm, nenv);
+  for (int nstep : {3, 30, 400}) {
+    const int sqrt_rule = int(std::ceil(std::sqrt(double(nstep))));
+    std::vector<float> ctrl(size_t(nenv) * nstep * m.nu, 0.1f);
+    Buffer<float> c(Device::kCpu, ctrl), qs(Device::kCpu, size_t(nenv) * nstep * m.nq),
+        vs(Device::kCpu, size_t(nenv) * nstep * m.nv);
+    Tape<float> tape;
+    rollout(dm, data, c.data(), nstep, qs.data(), vs.data(), nullptr, &tape);
+    EXPECT_EQ(tape.every(), std::min(sqrt_rule, std::max(room, std::min(sqrt_rule, 4))))
+        << nstep << " steps";
   }
 }
 
