@@ -209,7 +209,7 @@ void Tape<T>::allocate(const DeviceModel<T>& model, int nenv, int nstep, const T
     // faster than the time saved)
     every = int(std::ceil(std::sqrt(double(nstep))));
     const int room =
-        model.device() == Device::kCpu ? cpu::pack_segment_room(model.lane_model(), m) : 0;
+        model.device() == Device::kCpu ? cpu::pack_segment_room(model.lane_model(), m, nenv) : 0;
     if (room > 0 && room < every) every = std::max(room, std::min(every, 4));
   }
   every = std::max(1, std::min(every, nstep));

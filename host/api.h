@@ -105,7 +105,7 @@ class Tape {
   // every = 0: chosen when recording, from budget_bytes when it is > 0 (every step if that
   // fits, else about sqrt(nstep) steps per segment; std::invalid_argument when even the
   // smallest tape does not fit), else ceil(sqrt(nstep)), on the CPU at most
-  // cpu::pack_segment_room(model) steps (a pack's recomputed segment in cache) but not below 4.
+  // cpu::pack_segment_room steps (a pack's recomputed segment in cache) but not below 4.
   // With every > 1 the tape also logs each step's LCP solution (SolutionLog), with room for a
   // quarter of the rows a step may have, at most 64 a step, or what the budget leaves.
   explicit Tape(int every = 0, size_t budget_bytes = 0);

@@ -539,10 +539,11 @@ class PackWalk {
 // last-level cache (the rest is the passes' own workspaces'), where the walk back through the
 // segment reads them again: past that the slots are read back from memory. Estimated before the
 // rollout, when its rows are not known, as a lanes' workspace and W row-free slots per step. 0
-// where packs do not run the backward (no bound from them).
+// where packs do not run the backward of nenv environments (no bound from them).
 template <class T>
-int pack_segment_room(const LaneModel<T>* lanes, const ModelView<T>& m) {
-  if (!lanes || !PackStepper<T>::applies(m) || !PackWalk<T>::applies(m)) return 0;
+int pack_segment_room(const LaneModel<T>* lanes, const ModelView<T>& m, int nenv) {
+  if (!lanes || nenv < PackStepper<T>::W || !PackStepper<T>::applies(m) || !PackWalk<T>::applies(m))
+    return 0;
   constexpr size_t W = PackStepper<T>::W;
   const size_t step =
       W * sizeof(T) * (Workspace<T>::size(m) + StepStore<T>::slot_size(m, 0, 0).reals);

@@ -351,15 +351,16 @@ TEST(Tape, DefaultSpacingOnTheCpuKeepsAPackSegmentInCache) {
   Model m = load_mjcf(std::string(PHX_MUJOCO_MODELS) + "/humanoid/humanoid.xml");
   DeviceModel<float> dm(m, Device::kCpu);
   const ModelView<float>& view = dm.view();
-  const int room = cpu::pack_segment_room(dm.lane_model(), view);
+  const int nenv = cpu::PackStepper<float>::W;
+  const int room = cpu::pack_segment_room(dm.lane_model(), view, nenv);
   ASSERT_GT(room, 0);  // packs run the humanoid's backward
+  EXPECT_EQ(cpu::pack_segment_room(dm.lane_model(), view, nenv - 1), 0);  // too few for a pack
   // a pack's kept steps: its lanes' workspace and its environments' row-free slots
   const size_t step =
       size_t(cpu::PackStepper<float>::W) * sizeof(float) *
       (Workspace<float>::size(view) + StepStore<float>::slot_size(view, 0, 0).reals);
   EXPECT_LE(size_t(room) * step, cache_per_thread() / 4);
   EXPECT_GT(size_t(room + 1) * step, cache_per_thread() / 4);
-  const int nenv = 2;
   Data<float> data(dm, nenv);
   for (int nstep : {3, 30, 400}) {
     const int sqrt_rule = int(std::ceil(std::sqrt(double(nstep))));
