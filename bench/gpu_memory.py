@@ -1,21 +1,30 @@
 """Global-memory bytes per env-step of the GPU kernels, and the memory roofline they imply.
 
 Runs here, without a GPU: the CPU backend runs the same kernel bodies as the CUDA backend, over
-the same per-environment scratch (phalanx._phalanx.scratch_trace records how much of it each
-environment writes). On MuJoCo's humanoid in float32, dropped from its initial pose with random
-joint speeds and controls (contacts and limits on, as bench_gpu.py), for each kernel:
+scratch split as the CUDA backend splits it (phalanx._phalanx.scratch_trace records how much of
+it each environment writes). On MuJoCo's humanoid in float32, dropped from its initial pose with
+random joint speeds and controls (contacts and limits on, as bench_gpu.py), for each kernel:
 
-  scratch given    the scratch one environment's thread owns in global memory (KB)
+  scratch given    the scratch one environment's thread owns (KB)
   scratch written  how much of it the kernel writes over a launch of --steps steps (KB)
+  local written    of that, the reals sized by the model's counts alone (the workspace of the
+                   stages of fixed structure and their adjoints), which the CUDA backend keeps
+                   in the thread's local memory; the rest (contacts, constraint rows, the LCP,
+                   tape slots, sized by the model's capacities) is the thread's own block of
+                   global memory
   bytes/env-step   the DRAM traffic of one env-step under this model of it: every written
                    scratch number is written once and read back once per step (a lower bound:
                    the LCP's iterations read their rows many times), plus the step's own
                    input and output (ctrl read; qpos, qvel written). A thread's working set
                    (tens of KB) times the threads resident on an SM is far beyond its L1 and
-                   the GPU's L2, so the traffic goes to DRAM. In the layout used today (each
-                   environment's scratch one contiguous block) a warp's 32 loads of one number
-                   touch 32 distant 32-byte sectors, so every 4-byte float moves 32 bytes
-                   (x8); with the environment index fastest the warp's loads coalesce (x1).
+                   the GPU's L2, so the traffic goes to DRAM. Where an environment's scratch is
+                   one contiguous block, a warp's 32 loads of one number touch 32 distant
+                   32-byte sectors, so every 4-byte float moves 32 bytes (x8); local memory is
+                   interleaved word by word across a warp's threads, so there the warp's loads
+                   coalesce (x1). Three layouts: every array in per-environment blocks (the
+                   layout before local memory), the backend's (local memory for the fixed
+                   reals, blocks for the rest), and the environment index fastest everywhere
+                   (the bound were the capacity-sized arrays interleaved too).
   capacity         environments whose state and step scratch fit in 40 GB
                    (phalanx._phalanx.bytes_per_env_float32): the scratch is sized for the
                    model's capacities (nconmax contacts, their dense LCP rows), not for what a
@@ -57,18 +66,21 @@ def parse_args(argv=None):
 
 
 def traced(run):
-    """run() with the scratch trace on: (entries given, entries written) as (reals, ints)"""
+    """run() with the scratch trace on: (entries given, entries written), each as (reals,
+    ints, fixed reals)"""
     trace = phalanx._phalanx.scratch_trace
     trace(True)
     try:
         run()
     finally:
         t = trace(False)
-    return (t["given_reals"], t["given_ints"]), (t["written_reals"], t["written_ints"])
+    return tuple(tuple(t[f"{kind}_{part}"] for part in ("reals", "ints", "fixed"))
+                 for kind in ("given", "written"))
 
 
 def kernel_rows(model, nenv, nstep, seed):
-    """per kernel: scratch bytes given and written, and the step's own input and output bytes"""
+    """per kernel: scratch bytes given and written, of those written the ones in local memory,
+    and the step's own input and output bytes"""
     rng = np.random.default_rng(seed)
     f = np.float32
     qpos = np.repeat(model.qpos0[None], nenv, axis=0).astype(f)
@@ -90,33 +102,39 @@ def kernel_rows(model, nenv, nstep, seed):
             run = lambda: tape.backward(*adj)  # noqa: E731
         given, written = traced(run)
         rows[name] = {"given": given[0] * real + given[1] * 4,
-                      "written": written[0] * real + written[1] * 4, "io": io}
+                      "written": written[0] * real + written[1] * 4,
+                      "local": written[2] * real, "io": io}
     return rows
 
 
-def traffic(row, amplification):
-    """bytes per env-step: written scratch out and back in, scaled by the layout's sector
-    amplification, plus the step's input and output"""
-    return 2 * row["written"] * amplification + row["io"]
+def traffic(row, local, elsewhere):
+    """bytes per env-step: written scratch out and back in, scaled by the sector amplification
+    of where it lives (local memory's, the rest's), plus the step's input and output"""
+    return 2 * (row["local"] * local + (row["written"] - row["local"]) * elsewhere) + row["io"]
 
 
 def main(argv=None):
     args = parse_args(argv)
     model = phalanx.load_model(HUMANOID)
     rows = kernel_rows(model, args.envs, args.steps, args.seed)
-    layouts = {"per-env blocks (today)": SECTOR // 4, "env index fastest": 1}
+    per_env = SECTOR // 4
+    layouts = {"per-env blocks": (per_env, per_env), "local + blocks (the backend's)": (1, per_env),
+               "env index fastest": (1, 1)}
     result = {"benchmark": "GPU memory traffic", "model": "humanoid", "dtype": "float32",
               "envs": args.envs, "steps": args.steps, "kernels": {}}
     print(f"humanoid, float32, {args.envs} environments x {args.steps} steps (the CPU backend "
           "runs the GPU's kernel bodies)")
-    print(f"{'kernel':34s} {'given KB':>9s} {'written KB':>10s}   bytes/env-step by layout")
+    print(f"{'kernel':32s} {'given KB':>9s} {'written KB':>10s} {'local KB':>8s}   "
+          "bytes/env-step by layout")
     for name, row in rows.items():
-        per_layout = {layout: traffic(row, a) for layout, a in layouts.items()}
+        per_layout = {layout: traffic(row, *a) for layout, a in layouts.items()}
         result["kernels"][name] = {"scratch_given_bytes": row["given"],
                                    "scratch_written_bytes": row["written"],
+                                   "local_written_bytes": row["local"],
                                    "io_bytes": row["io"], "bytes_per_env_step": per_layout}
         shown = ", ".join(f"{layout}: {b / 1e3:.0f} KB" for layout, b in per_layout.items())
-        print(f"{name:34s} {row['given'] / 1e3:9.1f} {row['written'] / 1e3:10.1f}   {shown}")
+        print(f"{name:32s} {row['given'] / 1e3:9.1f} {row['written'] / 1e3:10.1f} "
+              f"{row['local'] / 1e3:8.1f}   {shown}")
     per_env = phalanx._phalanx.bytes_per_env_float32(model)
     result["bytes_per_env"] = per_env
     result["envs_in_40GB"] = int(40e9 // per_env)

@@ -920,14 +920,18 @@ void register_runtime(py::module_& mod) {
         out["given_ints"] = t.given.ints;
         out["written_reals"] = t.written.reals;
         out["written_ints"] = t.written.ints;
+        out["given_fixed"] = t.given.fixed;
+        out["written_fixed"] = t.written.fixed;
         t = phx::cpu::ScratchTrace{};
         t.on = on;
         return out;
       },
       py::arg("on"),
       "The CPU backend's scratch trace (bench/gpu_memory.py): returns the most scratch entries "
-      "(reals, ints) one environment was given and wrote in the CPU launches since the last "
-      "call, then starts over, traced when `on`. While tracing, launches run serially and "
+      "(reals, ints, and of the reals the fixed ones, which the CUDA backend keeps in a thread's "
+      "local memory) one environment was given and wrote in the CPU launches since the last "
+      "call, then starts over, traced when `on` (over scratch split as CUDA splits it). While "
+      "tracing, launches run serially and "
       "slowly; not thread-safe.");
   mod.def(
       "pack_stats",

@@ -39,6 +39,13 @@ void* scratch_reals(size_t bytes) { return g_reals.get(bytes); }
 void* scratch_ints(size_t bytes) { return g_ints.get(bytes); }
 void* scratch_temp(size_t bytes) { return g_temp.get(bytes); }
 
+void reserve_stack(size_t bytes) {
+  size_t limit = 0;
+  check(cudaDeviceGetLimit(&limit, cudaLimitStackSize), "reading the stack limit");
+  if (bytes > limit)
+    check(cudaDeviceSetLimit(cudaLimitStackSize, bytes), "raising the stack limit");
+}
+
 int device_count(std::string* error) {
   int n = 0;
   cudaError_t status = cudaGetDeviceCount(&n);

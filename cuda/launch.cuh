@@ -5,6 +5,9 @@
 #pragma once
 
 #include <cuda_runtime.h>
+#ifdef PHX_CUDA_EMULATION
+#include <alloca.h>
+#endif
 
 #include "host/cuda_backend.h"
 #include "phalanx/arena.h"
@@ -19,26 +22,90 @@ void* scratch_reals(size_t bytes);
 void* scratch_ints(size_t bytes);
 void* scratch_temp(size_t bytes);  // temporary storage of CUB's algorithms
 
+// The scratch a thread holds in its local memory at most. The driver reserves a thread's
+// stack for every thread the GPU can hold at once (an A100: 108 SMs x 2048 threads), so 48 KiB
+// a thread reserves up to 10.6 GB there, the global scratch of about 9000 humanoids.
+constexpr size_t kLocalScratchMax = 48 * 1024;
+
+// Where a thread's scratch lies: all of it in its local memory when it fits kLocalScratchMax
+// (a small model's), else its fixed reals there when they fit and the rest in global memory,
+// else all of it in global memory.
+enum class Placement { kLocal, kFixedLocal, kGlobal };
+
+template <class T>
+Placement placement(const ScratchSize& s) {
+  if (size_t(s.reals) * sizeof(T) + size_t(s.ints) * sizeof(int) <= kLocalScratchMax)
+    return Placement::kLocal;
+  if (s.fixed > 0 && size_t(s.fixed) * sizeof(T) <= kLocalScratchMax) return Placement::kFixedLocal;
+  return Placement::kGlobal;
+}
+
+// raise the device's stack limit, if need be, to `bytes` per thread (cuda/backend.cu)
+void reserve_stack(size_t bytes);
+
+// A thread's local memory: on the device, alloca's stack; emulated, the same with the stack
+// limit checked as the device would need it.
+#ifdef PHX_CUDA_EMULATION
+#define PHX_LOCAL_ALLOC(bytes) (::phx_cuda_emulation::stack_check(bytes), alloca(bytes))
+#else
+#define PHX_LOCAL_ALLOC(bytes) alloca(bytes)
+#endif
+
+// One environment per thread, its scratch placed by `where`. Local memory is interleaved word
+// by word across the threads of a warp by the hardware: element i of an array at the same
+// place in 32 threads' local memory is 32 consecutive words, so a warp's load of it coalesces
+// (the layout with the environment index fastest, in tiles of a warp, with no change to the
+// kernels' indexing). The arrays of the stages of fixed structure (the fixed reals) are at the
+// same place in every thread. The capacity-sized arrays (contacts, constraint rows, the LCP,
+// tape slots), whose entries each environment reaches by its own counts, are otherwise the
+// thread's own blocks of global memory.
 template <class Kernel, class T>
-__global__ void env_kernel(Kernel kernel, int nenv, T* d_reals, int* d_ints, ScratchSize size) {
+__global__ void env_kernel(Kernel kernel, int nenv, T* d_reals, int* d_ints, ScratchSize size,
+                           Placement where) {
   int e = blockIdx.x * blockDim.x + threadIdx.x;
-  if (e < nenv) kernel(e, Scratch<T>{d_reals + long(e) * size.reals, d_ints + long(e) * size.ints});
+  if (e >= nenv) return;
+  // one call of the kernel, which is inlined here (two would double its code)
+  Scratch<T> s{d_reals + long(e) * size.reals, d_ints + long(e) * size.ints};
+  if (where == Placement::kLocal) {
+    s.reals = static_cast<T*>(
+        PHX_LOCAL_ALLOC(size_t(size.reals) * sizeof(T) + size_t(size.ints) * sizeof(int)));
+    s.ints = reinterpret_cast<int*>(s.reals + size.reals);
+  } else if (where == Placement::kFixedLocal) {
+    s.reals = d_reals + long(e) * (size.reals - size.fixed);
+    s.fixed = static_cast<T*>(PHX_LOCAL_ALLOC(size_t(size.fixed) * sizeof(T)));
+  }
+  kernel(e, s);
 }
 
 template <class Kernel>
 void launch(int nenv, const Kernel& kernel, ScratchSize scratch) {
   using T = typename Kernel::Scalar;
-  T* d_reals = static_cast<T*>(scratch_reals(size_t(nenv) * size_t(scratch.reals) * sizeof(T)));
-  int* d_ints = static_cast<int*>(scratch_ints(size_t(nenv) * size_t(scratch.ints) * sizeof(int)));
+  const Placement where = placement<T>(scratch);
+  size_t global = size_t(scratch.reals), ints = size_t(scratch.ints), local = 0;
+  if (where == Placement::kLocal) {
+    local = global * sizeof(T) + ints * sizeof(int);
+    global = ints = 0;
+  } else if (where == Placement::kFixedLocal) {
+    local = size_t(scratch.fixed) * sizeof(T);
+    global -= size_t(scratch.fixed);
+  }
+  if (local > 0) {
+    cudaFuncAttributes attributes;
+    check(cudaFuncGetAttributes(&attributes, env_kernel<Kernel, T>), "kernel attributes");
+    // the shell's own frame, the array and alloca's alignment
+    reserve_stack(attributes.localSizeBytes + local + 64);
+  }
+  T* d_reals = static_cast<T*>(scratch_reals(size_t(nenv) * global * sizeof(T)));
+  int* d_ints = static_cast<int*>(scratch_ints(size_t(nenv) * ints * sizeof(int)));
   constexpr int kBlock = 128;
   const int nblock = (nenv + kBlock - 1) / kBlock;
 #ifdef PHX_CUDA_EMULATION  // on the CPU (cuda/emulation/cuda_runtime.h): the same launch
   phx_cuda_emulation::launch(nblock, kBlock, env_kernel<Kernel, T>, kernel, nenv, d_reals, d_ints,
-                             scratch);
+                             scratch, where);
 #else
   // the launch chevrons, which clang-format would split as C++ shifts:
   // clang-format off
-  env_kernel<<<nblock, kBlock>>>(kernel, nenv, d_reals, d_ints, scratch);
+  env_kernel<Kernel, T><<<nblock, kBlock>>>(kernel, nenv, d_reals, d_ints, scratch, where);
   // clang-format on
 #endif
   check(cudaGetLastError(), "kernel launch");

@@ -30,9 +30,11 @@ T* thread_block(size_t n) {
 
 // The scratch a kernel writes, for the GPU memory report (bench/gpu_memory.py): while `on`,
 // launch runs the environments one by one on the calling thread over scratch filled with a byte
-// pattern, and keeps the most scratch entries an environment wrote (those that differ from the
-// pattern after it ran: a value written equal to the pattern, -4.6e-15 in float, is missed) and
-// the most scratch an environment was given, over the launches since the trace was reset.
+// pattern and split as the CUDA backend splits it (its fixed reals a block of their own), and
+// keeps the most scratch entries an environment wrote (those that differ from the pattern after
+// it ran: a value written equal to the pattern, -4.6e-15 in float, is missed) and the most
+// scratch an environment was given, over the launches since the trace was reset. `fixed` counts
+// the fixed reals, `reals` all of them.
 struct ScratchTrace {
   bool on = false;
   ScratchSize given, written;
@@ -80,16 +82,21 @@ template <class Kernel>
 void traced_launch(int nenv, const Kernel& kernel, ScratchSize scratch) {
   using T = typename Kernel::Scalar;
   ScratchTrace& trace = scratch_trace();
-  std::unique_ptr<T[]> reals = std::make_unique<T[]>(size_t(scratch.reals));
+  const long global = scratch.reals - scratch.fixed;
+  std::unique_ptr<T[]> reals = std::make_unique<T[]>(size_t(global));
+  std::unique_ptr<T[]> fixed = std::make_unique<T[]>(size_t(scratch.fixed));
   std::unique_ptr<int[]> ints = std::make_unique<int[]>(size_t(scratch.ints));
   trace.given.reals = std::max(trace.given.reals, scratch.reals);
   trace.given.ints = std::max(trace.given.ints, scratch.ints);
+  trace.given.fixed = std::max(trace.given.fixed, scratch.fixed);
   for (int e = 0; e < nenv; ++e) {
-    std::memset(reals.get(), kScratchPattern, size_t(scratch.reals) * sizeof(T));
+    std::memset(reals.get(), kScratchPattern, size_t(global) * sizeof(T));
+    std::memset(fixed.get(), kScratchPattern, size_t(scratch.fixed) * sizeof(T));
     std::memset(ints.get(), kScratchPattern, size_t(scratch.ints) * sizeof(int));
-    kernel(e, Scratch<T>{reals.get(), ints.get()});
-    trace.written.reals =
-        std::max(trace.written.reals, written_entries(reals.get(), scratch.reals));
+    kernel(e, Scratch<T>{reals.get(), ints.get(), scratch.fixed > 0 ? fixed.get() : nullptr});
+    const long wf = written_entries(fixed.get(), scratch.fixed);
+    trace.written.fixed = std::max(trace.written.fixed, wf);
+    trace.written.reals = std::max(trace.written.reals, wf + written_entries(reals.get(), global));
     trace.written.ints = std::max(trace.written.ints, written_entries(ints.get(), scratch.ints));
   }
 }

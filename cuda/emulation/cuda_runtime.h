@@ -10,7 +10,10 @@
 //   - fresh device memory holds all-ones bytes (NaN in floating point), not zeros, so a kernel
 //     that reads what it never wrote shows it;
 //   - a launch's geometry is checked against the hardware's limits (at most 1024 threads per
-//     block, 2^31 - 1 blocks), and each thread sees its own blockIdx and threadIdx.
+//     block, 2^31 - 1 blocks), and each thread sees its own blockIdx and threadIdx;
+//   - a thread's stack (its local memory) is held to the device's stack limit (1 KiB until
+//     cudaDeviceSetLimit raises it): an allocation past it is an illegal address, as a device
+//     would fault on it, so a launch that forgets to raise the limit fails here too.
 // Errors are sticky until cudaGetLastError, as on a device. Built with AddressSanitizer
 // (scripts/test_cuda_emulation.sh), out-of-bounds accesses in kernels and copies are caught too.
 #pragma once
@@ -38,6 +41,15 @@ enum cudaError_t {
   cudaErrorInvalidConfiguration = 9,
   cudaErrorInvalidDevicePointer = 17,
   cudaErrorInvalidMemcpyDirection = 21,
+  cudaErrorIllegalAddress = 700,
+};
+enum cudaLimit {
+  cudaLimitStackSize = 0,
+};
+// the attributes the backend reads of a kernel: its static local memory per thread (none
+// emulated: a host function's frame is the host's)
+struct cudaFuncAttributes {
+  size_t localSizeBytes = 0;
 };
 enum cudaMemcpyKind {
   cudaMemcpyHostToHost = 0,
@@ -58,6 +70,13 @@ cudaError_t cudaMemset(void* p, int value, size_t bytes);
 cudaError_t cudaGetLastError();
 cudaError_t cudaDeviceSynchronize();
 cudaError_t cudaGetDeviceCount(int* n);
+cudaError_t cudaDeviceGetLimit(size_t* value, cudaLimit limit);
+cudaError_t cudaDeviceSetLimit(cudaLimit limit, size_t value);
+template <class... P>
+cudaError_t cudaFuncGetAttributes(cudaFuncAttributes* attributes, void (*)(P...)) {
+  *attributes = cudaFuncAttributes{};
+  return cudaSuccess;
+}
 const char* cudaGetErrorString(cudaError_t status);
 
 namespace phx_cuda_emulation {
@@ -75,6 +94,8 @@ void fail(cudaError_t status);
 bool is_device(const void* p, size_t bytes);
 // whether a launch of this geometry is one the hardware accepts
 bool valid_geometry(const dim3& grid, const dim3& block);
+// a thread's allocation of `bytes` on its stack: an illegal address past the stack limit
+void stack_check(size_t bytes);
 
 // kernel<<<grid, block>>>(args...): every thread of the grid, the blocks spread over the host's
 // threads (OpenMP), each block's threads one after another; the arguments passed by value, as

@@ -1,5 +1,6 @@
 // The emulated CUDA runtime's state and entry points (cuda_runtime.h): the registry of device
 // allocations and the sticky error.
+#include <atomic>
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
@@ -17,6 +18,7 @@ namespace {
 std::mutex g_mutex;
 std::map<std::uintptr_t, size_t> g_allocations;  // start -> bytes, live device allocations
 cudaError_t g_error = cudaSuccess;
+std::atomic<size_t> g_stack_limit{1024};  // bytes per thread, a device's default
 
 bool inside(const void* p, size_t bytes) {  // g_mutex held
   const auto a = reinterpret_cast<std::uintptr_t>(p);
@@ -54,6 +56,10 @@ bool valid_geometry(const dim3& grid, const dim3& block) {
   const unsigned long threads = (unsigned long)block.x * block.y * block.z;
   return threads >= 1 && threads <= 1024 && block.z <= 64 && grid.x >= 1 && grid.x <= 2147483647u &&
          grid.y >= 1 && grid.y <= 65535 && grid.z >= 1 && grid.z <= 65535;
+}
+
+void stack_check(size_t bytes) {
+  if (bytes > g_stack_limit) fail(cudaErrorIllegalAddress);
 }
 
 }  // namespace phx_cuda_emulation
@@ -123,6 +129,18 @@ cudaError_t cudaGetDeviceCount(int* n) {
   return cudaSuccess;
 }
 
+cudaError_t cudaDeviceGetLimit(size_t* value, cudaLimit limit) {
+  if (!value || limit != cudaLimitStackSize) return result(cudaErrorInvalidValue);
+  *value = g_stack_limit;
+  return cudaSuccess;
+}
+
+cudaError_t cudaDeviceSetLimit(cudaLimit limit, size_t value) {
+  if (limit != cudaLimitStackSize) return result(cudaErrorInvalidValue);
+  g_stack_limit = value;
+  return cudaSuccess;
+}
+
 const char* cudaGetErrorString(cudaError_t status) {
   switch (status) {
     case cudaSuccess:
@@ -137,6 +155,8 @@ const char* cudaGetErrorString(cudaError_t status) {
       return "invalid device pointer";
     case cudaErrorInvalidMemcpyDirection:
       return "invalid copy direction for memcpy";
+    case cudaErrorIllegalAddress:
+      return "an illegal memory access was encountered";
   }
   return "unrecognized error code";
 }

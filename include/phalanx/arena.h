@@ -7,17 +7,24 @@
 
 namespace phx {
 
-// how much private scratch one environment's kernel needs: scalars and integers
+// How much private scratch one environment's kernel needs: scalars and integers. `fixed` of
+// the reals are sized by the model's counts alone (the workspace of the stages of fixed
+// structure, Arena::take_fixed); a backend may place them apart (on CUDA, in the thread's local
+// memory, which the hardware interleaves across a warp so that its loads coalesce).
 struct ScratchSize {
-  long reals = 0;
+  long reals = 0;  // all of them, `fixed` included
   long ints = 0;
+  long fixed = 0;
 };
 
-// one environment's scratch blocks, handed to a kernel by the backend
+// One environment's scratch blocks, handed to a kernel by the backend. With `fixed` set, the
+// reals taken by take_fixed come from it and the others from `reals` (a split scratch:
+// ScratchSize::reals - fixed of them there); without, all come from `reals`.
 template <class T>
 struct Scratch {
   T* reals;
   int* ints;
+  T* fixed = nullptr;
 };
 
 // Storage handed out in order: every workspace is laid out by one carve routine taking its
@@ -29,10 +36,12 @@ template <class T>
 struct Arena {
   T* reals = nullptr;  // null: count only
   int* ints = nullptr;
-  long nreal = 0, nint = 0;  // taken so far
+  T* fixed = nullptr;        // the fixed reals' own block, for a split scratch; else null
+  long nreal = 0, nint = 0;  // taken so far; nreal without the fixed ones when split
+  long nfixed = 0;           // fixed reals taken so far
 
   Arena() = default;
-  PHX_HD explicit Arena(Scratch<T> s) : reals(s.reals), ints(s.ints) {}
+  PHX_HD explicit Arena(Scratch<T> s) : reals(s.reals), ints(s.ints), fixed(s.fixed) {}
   PHX_HD Arena(T* r, int* i) : reals(r), ints(i) {}
 
   // the next n reals (K = T) or integers (K = int)
@@ -48,17 +57,27 @@ struct Arena {
       return p;
     }
   }
+  // the next n reals sized by the model's counts alone: from the fixed block of a split
+  // scratch, else as take<T>
+  PHX_HD T* take_fixed(long n) {
+    nfixed += n;
+    if (!fixed) return take<T>(n);
+    return fixed + (nfixed - n);
+  }
   // Storage shared by alternatives that are never live together: each is carved from a copy
   // of this arena made at the same point, this one included; afterwards the arena stands past
   // the largest. cover(other) moves it past what the copy `other` took.
   PHX_HD void cover(const Arena& other) {
     if (other.nreal > nreal) nreal = other.nreal;
     if (other.nint > nint) nint = other.nint;
+    if (other.nfixed > nfixed) nfixed = other.nfixed;
   }
-  PHX_HD ScratchSize used() const { return {nreal, nint}; }
+  // what a counting Arena measured (reals counts the fixed ones too)
+  PHX_HD ScratchSize used() const { return {nreal, nint, nfixed}; }
   // the storage not taken yet
   PHX_HD Scratch<T> rest() const {
-    return {reals ? reals + nreal : nullptr, ints ? ints + nint : nullptr};
+    return {reals ? reals + nreal : nullptr, ints ? ints + nint : nullptr,
+            fixed ? fixed + nfixed : nullptr};
   }
 };
 

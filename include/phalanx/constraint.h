@@ -77,30 +77,38 @@ struct ContactData {
 };
 
 // Scratch of the constraint pipeline, carved after the Workspace. `kept` arrays are what the
-// reverse pass of a step reads of it (StepStore keeps them per step, tape.h).
-#define PHX_CONSTRAINT_WORKSPACE_KEPT(X)                                                         \
-  X(real, geom_xpos, 3L * m.ngeom, "(ngeom x 3)")                                                \
-  X(real, geom_xmat, 9L * m.ngeom, "(ngeom x 9)")                                                \
-  X(real, L, long(m.nv) * m.nv, "Cholesky factor of M + diag(armature + dt damping) (nv x nv)")  \
-  X(real, vfree, m.nv, "velocity after the step without constraints (nv)")                       \
-  X(real, J, long(m.nefcmax) * m.nv, "row Jacobians (nefcmax x nv)")                             \
-  X(real, Y, long(m.nefcmax) * m.nv, "L^-1 J^T, stored by row (nefcmax x nv)")                   \
-  X(real, A, long(m.nefcmax) * m.nefcmax, "Delassus matrix J M^-1 J^T (nefcmax x nefcmax)")      \
-  X(real, b, m.nefcmax, "(nefcmax)")                                                             \
-  X(real, lo, m.nefcmax, "fixed lower bounds (nefcmax)")                                         \
-  X(real, hi, m.nefcmax, "fixed upper bounds (nefcmax)")                                         \
-  X(real, mu, m.nefcmax, "friction coefficient of friction rows (nefcmax)")                      \
+// reverse pass of a step reads of it (StepStore keeps them per step, tape.h). Of each table,
+// the `fixed` arrays are sized by the model's counts alone (Arena::take_fixed), the `rows`
+// arrays by the capacities.
+#define PHX_CONSTRAINT_WORKSPACE_KEPT_FIXED(X)                                                  \
+  X(real, geom_xpos, 3L * m.ngeom, "(ngeom x 3)")                                               \
+  X(real, geom_xmat, 9L * m.ngeom, "(ngeom x 9)")                                               \
+  X(real, L, long(m.nv) * m.nv, "Cholesky factor of M + diag(armature + dt damping) (nv x nv)") \
+  X(real, vfree, m.nv, "velocity after the step without constraints (nv)")
+#define PHX_CONSTRAINT_WORKSPACE_KEPT_ROWS(X)                                               \
+  X(real, J, long(m.nefcmax) * m.nv, "row Jacobians (nefcmax x nv)")                        \
+  X(real, Y, long(m.nefcmax) * m.nv, "L^-1 J^T, stored by row (nefcmax x nv)")              \
+  X(real, A, long(m.nefcmax) * m.nefcmax, "Delassus matrix J M^-1 J^T (nefcmax x nefcmax)") \
+  X(real, b, m.nefcmax, "(nefcmax)")                                                        \
+  X(real, lo, m.nefcmax, "fixed lower bounds (nefcmax)")                                    \
+  X(real, hi, m.nefcmax, "fixed upper bounds (nefcmax)")                                    \
+  X(real, mu, m.nefcmax, "friction coefficient of friction rows (nefcmax)")                 \
   X(int, findex, m.nefcmax, "normal row of a friction row, -1 otherwise (nefcmax)")
-#define PHX_CONSTRAINT_WORKSPACE_SCRATCH(X)                                                      \
-  X(real, bias, m.nv, "c(q, qvel) (nv)")                                                         \
-  X(real, tmp, m.nv, "(nv)")                                                                     \
-  X(real, f_prev, m.nefcmax, "impulses of the previous step (nefcmax)")                          \
-  X(real, lcp, lcp_storage(m.nefcmax).reals, "LCP solver scratch (lcp_storage)")                 \
-  X(int, key_prev, m.nefcmax, "efc_key of the previous step (nefcmax)")                          \
-  X(int, class_prev, m.nefcmax, "efc_class of the previous step (nefcmax)")                      \
-  X(int, span, 4L * m.nefcmax, "the two dof ranges each Y row reaches (nefcmax x 4, lcp.h)")     \
-  X(real, gs_vel, m.nv, "Y^T f of the Gauss-Seidel sweeps in velocity form (nv)")                \
+#define PHX_CONSTRAINT_WORKSPACE_KEPT(X) \
+  PHX_CONSTRAINT_WORKSPACE_KEPT_FIXED(X) PHX_CONSTRAINT_WORKSPACE_KEPT_ROWS(X)
+#define PHX_CONSTRAINT_WORKSPACE_SCRATCH_FIXED(X) \
+  X(real, bias, m.nv, "c(q, qvel) (nv)")          \
+  X(real, tmp, m.nv, "(nv)")                      \
+  X(real, gs_vel, m.nv, "Y^T f of the Gauss-Seidel sweeps in velocity form (nv)")
+#define PHX_CONSTRAINT_WORKSPACE_SCRATCH_ROWS(X)                                             \
+  X(real, f_prev, m.nefcmax, "impulses of the previous step (nefcmax)")                      \
+  X(real, lcp, lcp_storage(m.nefcmax).reals, "LCP solver scratch (lcp_storage)")             \
+  X(int, key_prev, m.nefcmax, "efc_key of the previous step (nefcmax)")                      \
+  X(int, class_prev, m.nefcmax, "efc_class of the previous step (nefcmax)")                  \
+  X(int, span, 4L * m.nefcmax, "the two dof ranges each Y row reaches (nefcmax x 4, lcp.h)") \
   X(int, ilcp, lcp_storage(m.nefcmax).ints, "LCP solver integer scratch (lcp_storage)")
+#define PHX_CONSTRAINT_WORKSPACE_SCRATCH(X) \
+  PHX_CONSTRAINT_WORKSPACE_SCRATCH_FIXED(X) PHX_CONSTRAINT_WORKSPACE_SCRATCH_ROWS(X)
 
 template <class T>
 struct ConstraintWorkspace {
@@ -119,8 +127,10 @@ struct ConstraintWorkspace {
   template <class M>
   PHX_HD static ConstraintWorkspace carve(const M& m, Arena<T>& arena) {
     ConstraintWorkspace w;
-    PHX_CONSTRAINT_WORKSPACE_KEPT(PHX_WORKSPACE_TAKE)
-    PHX_CONSTRAINT_WORKSPACE_SCRATCH(PHX_WORKSPACE_TAKE)
+    PHX_CONSTRAINT_WORKSPACE_KEPT_FIXED(PHX_WORKSPACE_TAKE_FIXED)
+    PHX_CONSTRAINT_WORKSPACE_KEPT_ROWS(PHX_WORKSPACE_TAKE)
+    PHX_CONSTRAINT_WORKSPACE_SCRATCH_FIXED(PHX_WORKSPACE_TAKE_FIXED)
+    PHX_CONSTRAINT_WORKSPACE_SCRATCH_ROWS(PHX_WORKSPACE_TAKE)
     return w;
   }
 };

@@ -908,7 +908,7 @@ struct AdjointScratch : StepScratch<T> {
     AdjointScratch x;
     static_cast<StepScratch<T>&>(x) = StepScratch<T>::carve(m, arena);
     x.a = AdjWorkspace<T>::carve(m, arena);
-    x.adj_input = arena.template take<T>(m.na > 0 ? m.nu : 0);
+    x.adj_input = arena.take_fixed(m.na > 0 ? m.nu : 0);
     if (m.nefcmax > 0) x.s = AdjConstraintWorkspace<T>::carve(m, arena);
     if constexpr (std::is_floating_point_v<T>) {
       if (m.solver == kSolverXpbd) {

@@ -494,7 +494,7 @@ struct StepScratch {
   PHX_HD static StepScratch carve(const M& m, Arena<T>& arena) {
     StepScratch x;
     x.w = Workspace<T>::carve(m, arena);
-    x.input = arena.template take<T>(m.na > 0 ? m.nu : 0);
+    x.input = arena.take_fixed(m.na > 0 ? m.nu : 0);
     if (m.nefcmax > 0) x.c = ConstraintWorkspace<T>::carve(m, arena);
     if constexpr (std::is_floating_point_v<T>)
       if (m.solver == kSolverXpbd) x.xpbd = XpbdArrays<T>::carve(m, arena);

@@ -10,10 +10,12 @@
 // Workspace tables: X(kind, name, size, comment), `size` an expression in the counts of a
 // model `m` (ModelView of any scalar), kind `real` (the workspace's scalar) or `int`. Consumers
 // expand them into members (PHX_WORKSPACE_MEMBER) and into the carve routine
-// (PHX_WORKSPACE_TAKE, into a workspace `w` from an Arena `arena`).
+// (PHX_WORKSPACE_TAKE, into a workspace `w` from an Arena `arena`; PHX_WORKSPACE_TAKE_FIXED for
+// tables of reals sized by the model's counts alone, Arena::take_fixed).
 #define PHX_WORKSPACE_MEMBER(kind, name, size, comment) kind* name;
 #define PHX_WORKSPACE_TAKE(kind, name, size, comment) \
   w.name = arena.template take<kind>(long(size));
+#define PHX_WORKSPACE_TAKE_FIXED(kind, name, size, comment) w.name = arena.take_fixed(long(size));
 
 namespace phx {
 
@@ -103,7 +105,7 @@ struct Workspace {
   template <class M>
   PHX_HD static Workspace carve(const M& m, Arena<T>& arena) {
     Workspace w;
-    PHX_WORKSPACE_ARRAYS(PHX_WORKSPACE_TAKE)
+    PHX_WORKSPACE_ARRAYS(PHX_WORKSPACE_TAKE_FIXED)
     return w;
   }
   // scalars a workspace of m takes
@@ -145,8 +147,8 @@ struct AdjWorkspace {
   template <class M>
   PHX_HD static AdjWorkspace carve(const M& m, Arena<T>& arena) {
     AdjWorkspace w;
-    PHX_ADJ_WORKSPACE_ZEROED(PHX_WORKSPACE_TAKE)
-    PHX_ADJ_WORKSPACE_VECTORS(PHX_WORKSPACE_TAKE)
+    PHX_ADJ_WORKSPACE_ZEROED(PHX_WORKSPACE_TAKE_FIXED)
+    PHX_ADJ_WORKSPACE_VECTORS(PHX_WORKSPACE_TAKE_FIXED)
     return w;
   }
   template <class M>

@@ -1,5 +1,6 @@
 // The CPU emulation of the CUDA runtime and CUB (cuda/emulation), built with PHX_CUDA_EMULATION:
-// what it checks (copies by kind, frees, launch geometry, sticky errors, device arrays in CUB)
+// what it checks (copies by kind, frees, launch geometry, a thread's stack against the stack
+// limit, sticky errors, device arrays in CUB)
 // and what it computes (every thread once with its indices, the reductions' identities, the
 // stable sort's ties).
 #include <gtest/gtest.h>
@@ -69,6 +70,32 @@ TEST(CudaEmulation, LaunchRunsEveryThreadOnceAndChecksTheGeometry) {
   EXPECT_EQ(cudaGetLastError(), cudaErrorInvalidConfiguration);
   ASSERT_EQ(cudaMemcpy(out.data(), d, sizeof(int), cudaMemcpyDeviceToHost), cudaSuccess);
   EXPECT_EQ(out[0], 1);
+  cudaFree(d);
+}
+
+// a thread's local array of `bytes`, as the backend's shell takes its fixed scratch
+__global__ void local_array(int* out, size_t bytes) {
+  ::phx_cuda_emulation::stack_check(bytes);
+  out[threadIdx.x] = int(bytes);
+}
+
+TEST(CudaEmulation, ThreadStackIsHeldToTheStackLimit) {
+  size_t limit = 0;
+  ASSERT_EQ(cudaDeviceGetLimit(&limit, cudaLimitStackSize), cudaSuccess);
+  EXPECT_EQ(limit, 1024u);  // a device's default
+  int* d = device_array<int>(32);
+  phx_cuda_emulation::launch(1, 32, local_array, d, size_t(1024));
+  EXPECT_EQ(cudaGetLastError(), cudaSuccess);
+  // past the limit: an illegal address, as a device's thread overflowing its stack
+  phx_cuda_emulation::launch(1, 32, local_array, d, size_t(4096));
+  EXPECT_EQ(cudaDeviceSynchronize(), cudaErrorIllegalAddress);
+  EXPECT_EQ(cudaGetLastError(), cudaErrorIllegalAddress);
+  ASSERT_EQ(cudaDeviceSetLimit(cudaLimitStackSize, 4096), cudaSuccess);
+  phx_cuda_emulation::launch(1, 32, local_array, d, size_t(4096));
+  EXPECT_EQ(cudaGetLastError(), cudaSuccess);
+  ASSERT_EQ(cudaDeviceGetLimit(&limit, cudaLimitStackSize), cudaSuccess);
+  EXPECT_EQ(limit, 4096u);
+  ASSERT_EQ(cudaDeviceSetLimit(cudaLimitStackSize, 1024), cudaSuccess);
   cudaFree(d);
 }
 

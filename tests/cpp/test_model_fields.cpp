@@ -197,6 +197,64 @@ TEST(ModelFields, CarveTilesItsMeasuredStorage) {
   EXPECT_EQ(adjoint.ints, ints);
 }
 
+// A split scratch (as the CUDA backend hands a thread: its fixed reals a block of their own,
+// in local memory) puts the arrays sized by the model's counts alone (the workspace, its
+// adjoint, the constraint workspace's geom frames, factor and vectors) in the fixed block,
+// tiling it, and everything sized by the capacities in the other, which it fills to
+// ScratchSize::reals - fixed; an unsplit one keeps the same arrays back to back as before.
+TEST(ModelFields, SplitScratchPutsTheModelSizedWorkspacesApart) {
+  Model model = humanoid();
+  model.nconmax = 7;
+  test::HostModel<double> hm(model);
+  const ModelView<double>& v = hm.view;
+  ASSERT_GT(v.nefcmax, 0);
+  const ScratchSize n = adjoint_scratch_size(v);
+  const ModelView<double>& m = v;
+  using real = double;
+  long constraint_fixed = 0;
+#define PHX_COUNT(kind, name, size, comment) constraint_fixed += long(size);
+  PHX_CONSTRAINT_WORKSPACE_KEPT_FIXED(PHX_COUNT)
+  PHX_CONSTRAINT_WORKSPACE_SCRATCH_FIXED(PHX_COUNT)
+#undef PHX_COUNT
+  EXPECT_EQ(constraint_fixed, 12L * v.ngeom + long(v.nv) * (v.nv + 4));
+  EXPECT_EQ(n.fixed, Workspace<double>::size(v) + AdjWorkspace<double>::size(v) + constraint_fixed);
+  std::vector<double> fixed(n.fixed), reals(n.reals - n.fixed);
+  std::vector<int> ints(n.ints);
+  Arena<double> arena(Scratch<double>{reals.data(), ints.data(), fixed.data()});
+  AdjointScratch<double> x = AdjointScratch<double>::carve(v, arena);
+  EXPECT_EQ(arena.used().reals, n.reals - n.fixed);
+  EXPECT_EQ(arena.used().fixed, n.fixed);
+  EXPECT_EQ(arena.used().ints, n.ints);
+  std::vector<std::pair<const double*, long>> in_fixed, elsewhere;
+#define PHX_LIST_W(kind, name, size, comment) in_fixed.push_back({x.w.name, long(size)});
+#define PHX_LIST_A(kind, name, size, comment) in_fixed.push_back({x.a.name, long(size)});
+#define PHX_LIST_CF(kind, name, size, comment) in_fixed.push_back({x.c.name, long(size)});
+#define PHX_LIST_C(kind, name, size, comment) \
+  if constexpr (!std::is_same_v<kind, int>)   \
+    elsewhere.push_back({(const double*)x.c.name, long(size)});
+  PHX_WORKSPACE_ARRAYS(PHX_LIST_W)
+  PHX_CONSTRAINT_WORKSPACE_KEPT_FIXED(PHX_LIST_CF)
+  PHX_CONSTRAINT_WORKSPACE_SCRATCH_FIXED(PHX_LIST_CF)
+  PHX_ADJ_WORKSPACE_ZEROED(PHX_LIST_A)
+  PHX_ADJ_WORKSPACE_VECTORS(PHX_LIST_A)
+  PHX_CONSTRAINT_WORKSPACE_KEPT_ROWS(PHX_LIST_C)
+  PHX_CONSTRAINT_WORKSPACE_SCRATCH_ROWS(PHX_LIST_C)
+#undef PHX_LIST_W
+#undef PHX_LIST_A
+#undef PHX_LIST_CF
+#undef PHX_LIST_C
+  expect_tiles(in_fixed, fixed.data(), n.fixed, "fixed block");
+  for (const auto& [p, len] : elsewhere)
+    ASSERT_TRUE(p >= reals.data() && p + len <= reals.data() + reals.size());
+  // unsplit, the workspace starts the block and the constraint workspace follows it
+  std::vector<double> all(n.reals);
+  Arena<double> one(all.data(), ints.data());
+  AdjointScratch<double> y = AdjointScratch<double>::carve(v, one);
+  EXPECT_EQ(one.used().reals, n.reals);
+  EXPECT_EQ(y.w.xpos, all.data());
+  EXPECT_EQ(y.c.geom_xpos, all.data() + Workspace<double>::size(v));
+}
+
 // A tape's step slot has room for the contacts and rows it was sized for: a step within it is
 // kept and reads back as saved, a larger one is refused (holds() false).
 TEST(ModelFields, StepSlotKeepsWhatFitsItsRoom) {

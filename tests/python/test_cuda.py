@@ -168,3 +168,24 @@ def test_errors_and_status_bits(model, rng):
                      np.repeat(ctrl[:, None], 20, axis=1))
     assert_same(cpu, cuda, "rollout with a NaN")
     assert cpu[2][1] & phalanx.STATUS_NAN_STATE and not cpu[2][0] & phalanx.STATUS_NAN_STATE
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_small_model_in_local_memory(sphere_and_pendulum, rng, dtype):
+    # a model whose whole scratch fits a thread's local memory (the humanoid's above is split:
+    # its workspaces there, its contact rows in global memory)
+    model = sphere_and_pendulum
+    qpos = np.repeat(model.qpos0[None], 5, 0).astype(dtype)
+    qvel = rng.uniform(-1, 1, (5, model.nv)).astype(dtype)
+    T = 40
+    ctrls = rng.uniform(-1, 1, (5, T, model.nu)).astype(dtype)
+    assert_same(*both(phalanx.rollout, model, qpos, qvel, ctrls), "rollout")
+    adj = (rng.standard_normal((5, T, model.nq)).astype(dtype),
+           rng.standard_normal((5, T, model.nv)).astype(dtype))
+    grads = []
+    for device in ("cpu", "cuda"):
+        tape = phalanx.Tape(checkpoint_every=6)
+        phalanx.rollout(model, qpos, qvel, ctrls, tape=tape, device=device)
+        grads.append(tape.backward(*adj))
+    assert_same(*grads, "tape.backward")
+    assert np.abs(grads[0]["qvel"]).max() > 0

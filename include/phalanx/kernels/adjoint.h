@@ -94,9 +94,9 @@ struct RolloutAdjointScratch {
     r.x = AdjointScratch<T>::carve(m, arena);
     T** state[3][3] = {{&r.q, &r.v, &r.a}, {&r.gq, &r.gv, &r.ga}, {&r.hq, &r.hv, &r.ha}};
     for (auto& s : state) {
-      *s[0] = arena.template take<T>(m.nq);
-      *s[1] = arena.template take<T>(m.nv);
-      *s[2] = arena.template take<T>(m.na);
+      *s[0] = arena.take_fixed(m.nq);
+      *s[1] = arena.take_fixed(m.nv);
+      *s[2] = arena.take_fixed(m.na);
     }
     if (nslot > 0) {
       ScratchSize slot = StepStore<T>::slot_size(m, ncon, nrow);
