@@ -9,6 +9,7 @@ import time
 import mujoco
 import numpy as np
 from mujoco import rollout as mj_rollout
+from tqdm import tqdm
 
 import phalanx
 
@@ -77,7 +78,7 @@ def race(name, model, mj_model, ctrl, args):
     env_steps = ctrl.shape[0] * ctrl.shape[1]
     times = {"phalanx_float32": [], "mujoco": []}
     stats = flags = None
-    for r in range(args.repeats):
+    for r in tqdm(range(args.repeats), desc=name, disable=None):
         elapsed, stats, flags = time_phalanx(model, ctrl, args.chunk)
         times["phalanx_float32"].append(elapsed)
         times["mujoco"].append(time_mujoco(mj_model, ctrl, args.chunk, args.threads))

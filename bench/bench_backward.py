@@ -30,6 +30,7 @@ import statistics
 import time
 
 import numpy as np
+from tqdm import tqdm
 
 from _common import HUMANOID, RESULTS, write_result
 
@@ -182,7 +183,7 @@ def main():
         print(f"{dt}: a checkpoint every step would hold {c.every_step_bytes / GIB:.2f} GiB"
               + (f"; skipped: {c.skipped}" if c.skipped else ""), flush=True)
 
-    for r in range(args.repeats):
+    for r in tqdm(range(args.repeats), desc="repeats", disable=None):
         for dt, c in cases.items():
             c.repeat()
             print(f"repeat {r + 1}/{args.repeats} {dt}: " + ", ".join(

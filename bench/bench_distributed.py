@@ -26,6 +26,7 @@ import statistics
 import time
 
 import numpy as np
+from tqdm import tqdm
 import ray
 
 import phalanx
@@ -89,7 +90,7 @@ def main():
     cases["MPPI 2 shards"]()
     cases["1 shard"]()
     times = {name: [] for name in cases}
-    for _ in range(args.repeats):  # interleaved, so that drifts of the machine hit all alike
+    for _ in tqdm(range(args.repeats), desc="repeats", disable=None):  # interleaved, so that drifts of the machine hit all alike
         for name, run in cases.items():
             times[name].append(timed(run))
     phalanx.set_num_threads(os.cpu_count())

@@ -15,6 +15,7 @@ import time
 
 import mujoco
 import numpy as np
+from tqdm import tqdm
 
 import phalanx
 from _common import HUMANOID, parse_args, time_mujoco, write_result
@@ -57,7 +58,7 @@ def main():
 
     runs = {"phalanx_float32": [], "phalanx_float64": [], "mujoco": []}
     phalanx.pack_stats()  # start the count of SIMD passes over environments
-    for r in range(args.repeats):
+    for r in tqdm(range(args.repeats), desc="repeats", disable=None):
         runs["phalanx_float32"].append(time_phalanx(model, model.qpos0, ctrl, args.chunk, np.float32))
         runs["phalanx_float64"].append(time_phalanx(model, model.qpos0, ctrl, args.chunk, np.float64))
         runs["mujoco"].append(time_mujoco(mj_model, ctrl, args.chunk, args.threads))

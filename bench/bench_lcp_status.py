@@ -14,6 +14,7 @@ import statistics
 import time
 
 import numpy as np
+from tqdm import tqdm
 
 import phalanx
 from _common import HUMANOID, parse_args, write_result
@@ -74,7 +75,7 @@ def main():
 
     ctrl32 = ctrl.astype(np.float32)
     times = {"default": [], "never_finished": []}
-    for r in range(args.repeats):
+    for r in tqdm(range(args.repeats), desc="repeats", disable=None):
         for name, limit in (("default", default_limit), ("never_finished", 1e9)):
             model.lcp_residual_limit = limit
             times[name].append(rollout_seconds(model, ctrl32, args.chunk))

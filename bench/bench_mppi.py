@@ -46,6 +46,7 @@ import time
 from pathlib import Path
 
 import numpy as np
+from tqdm import tqdm
 
 import phalanx
 import phalanx.control
@@ -178,7 +179,7 @@ def main(argv=None):
              for p in (humanoid_problem(), cartpole_problem()) for dt in dtypes]
     for c in cases:
         c.warm_up()
-    for r in range(args.repeats):
+    for r in tqdm(range(args.repeats), desc="repeats", disable=None):
         for c in cases:
             c.repeat()
         print(f"repeat {r + 1}/{args.repeats}: " + ", ".join(

@@ -33,6 +33,7 @@
 #include "bindings/submodules.h"
 #include "host/api.h"
 #include "host/cpu_backend.h"
+#include "host/lane.h"
 
 namespace py = pybind11;
 
@@ -429,7 +430,7 @@ py::object query_t(PyModel& pm, ArgTable& a, Query query, py::handle qpos, py::h
 
 // body frames and the centre of mass -> (xpos (E, nbody, 3), xquat (E, nbody, 4), com (E, 3),
 // com_vel (E, 3) or None without qvel, site_xpos (E, nsite, 3), site_xmat (E, nsite, 3, 3),
-// ten_length (E, ntendon))
+// ten_length (E, ntendon), xmat (E, nbody, 3, 3))
 template <class T>
 py::tuple kinematics_t(PyModel& pm, ArgTable& a, py::handle qpos, py::handle qvel) {
   auto dm = pm.compiled<T>(a.device());
@@ -439,6 +440,7 @@ py::tuple kinematics_t(PyModel& pm, ArgTable& a, py::handle qpos, py::handle qve
   const T* v = a.optional<T>("qvel", qvel, {{"E", E}, {"nv", m.nv}});
   Output<T> xpos = a.out<T>("xpos", py::none(), {{"E", E}, {"nbody", nb}, {"3", 3}});
   Output<T> xquat = a.out<T>("xquat", py::none(), {{"E", E}, {"nbody", nb}, {"4", 4}});
+  Output<T> xmat = a.out<T>("xmat", py::none(), {{"E", E}, {"nbody", nb}, {"3", 3}, {"3", 3}});
   Output<T> com = a.out<T>("com", py::none(), {{"E", E}, {"3", 3}});
   Output<T> com_vel = a.out<T>("com_vel", py::none(), {{"E", v ? E : 0}, {"3", 3}});
   const std::int64_t ns = m.nsite;
@@ -450,10 +452,10 @@ py::tuple kinematics_t(PyModel& pm, ArgTable& a, py::handle qpos, py::handle qve
   a.run([&] {
     phx::kinematics(*dm, int(E), q, v, xpos.p, xquat.p, com.p, v ? com_vel.p : nullptr,
                     ns > 0 ? site_xpos.p : nullptr, ns > 0 ? site_xmat.p : nullptr,
-                    nt > 0 ? ten_length.p : nullptr);
+                    nt > 0 ? ten_length.p : nullptr, xmat.p);
   });
   return py::make_tuple(xpos.array, xquat.array, com.array, v ? com_vel.array : py::none(),
-                        site_xpos.array, site_xmat.array, ten_length.array);
+                        site_xpos.array, site_xmat.array, ten_length.array, xmat.array);
 }
 
 // the status words (E,): new uint32 (numpy) or the caller's int32
@@ -954,6 +956,12 @@ void register_runtime(py::module_& mod) {
       "runs its part of fixed structure on the lanes; 'reverse_row_passes', those of them whose "
       "rows' stages of fixed structure (the Delassus matrix's adjoint, the free velocity's) ran "
       "on the lanes too.");
+  // the environments one SIMD pass steps at once, as this build's host has its registers
+  // (AVX-512: 16 float, 8 double; AVX2: 8, 4)
+  py::dict lanes;
+  lanes["float32"] = phx::kLanes<float>;
+  lanes["float64"] = phx::kLanes<double>;
+  mod.attr("SIMD_LANES") = lanes;
   mod.def("bytes_per_env_float32", &bytes_per_env<float>, py::arg("model"),
           py::arg("device") = "cpu");
   mod.def("bytes_per_env_float64", &bytes_per_env<double>, py::arg("model"),
@@ -1227,7 +1235,9 @@ void register_queries(py::module_& mod) {
           "check the state arrays as step (rollout=True: rollout) checks them, without running");
   mod.def("kinematics", &kinematics, py::arg("model"), py::arg("qpos"),
           py::arg("qvel") = py::none(), dtype, device,
-          "-> (xpos (E, nbody, 3), xquat (E, nbody, 4), com (E, 3), com_vel (E, 3) or None)");
+          "-> (xpos (E, nbody, 3), xquat (E, nbody, 4), com (E, 3), com_vel (E, 3) or None, "
+          "site_xpos (E, nsite, 3), site_xmat (E, nsite, 3, 3), ten_length (E, ntendon), "
+          "xmat (E, nbody, 3, 3))");
 }
 
 // step and rollout: on numpy arrays into new ones (or rollout's out=), and on DLPack tensors

@@ -25,6 +25,7 @@ import numpy as np
 import phalanx
 import phalanx.control
 import phalanx.costs
+import phalanx.viewer
 from _shared import wrap
 
 MODEL = Path(__file__).resolve().parent / "models" / "cartpole.xml"
@@ -53,6 +54,7 @@ def swing_up(seconds: float = 6.0, *, horizon: int = 80, samples: int = 256, sig
     sim.reset(qpos=[0.0, np.pi])
     steps = int(round(seconds / model.timestep))
     t, angle, x, ctrl = (np.zeros(steps) for _ in range(4))
+    qpos = np.zeros((steps, model.nq))
     iterations, plan_time = 0, 0.0
     for i in range(steps):
         n = first_iterations if i == 0 else 1
@@ -63,13 +65,14 @@ def swing_up(seconds: float = 6.0, *, horizon: int = 80, samples: int = 256, sig
         sim.step(u)
         planner.shift()
         t[i], angle[i], x[i], ctrl[i] = sim.time[0], wrap(sim.qpos[0, 1]), sim.qpos[0, 0], u[0, 0]
+        qpos[i] = sim.qpos[0]
         if log and (i + 1) % 50 == 0:
             log(f"t = {t[i]:4.2f} s  angle {angle[i]:+6.3f} rad  x {x[i]:+6.3f} m  "
                 f"ctrl {u[0, 0]:+5.2f}  best sample cost {planner.last_costs.min():8.3f}")
     upright = np.abs(angle) < UPRIGHT
     first = int(np.argmax(upright)) if upright.any() else None
     hold = np.flatnonzero(~upright)  # the last step that was not upright
-    result = dict(t=t, angle=angle, x=x, ctrl=ctrl, iterations=iterations,
+    result = dict(t=t, angle=angle, x=x, ctrl=ctrl, qpos=qpos, iterations=iterations,
                   seconds_per_iteration=plan_time / iterations,
                   time_to_upright=None if first is None else float(t[first]),
                   upright_since=float(t[hold[-1] + 1]) if hold.size and hold[-1] + 1 < steps
@@ -126,7 +129,9 @@ def main(argv=None) -> dict:
     args.out.mkdir(parents=True, exist_ok=True)
     path = args.out / "cartpole_mppi.png"
     plot(r, path)
-    print(f"wrote {path}")
+    phalanx.viewer.html(MODEL, r["qpos"], args.out / "cartpole_mppi.html",
+                        title="cart-pole swing-up by MPPI")
+    print(f"wrote {path} and cartpole_mppi.html (3-D replay)")
     return r
 
 

@@ -33,8 +33,10 @@ import time
 from pathlib import Path
 
 import numpy as np
+from tqdm import tqdm
 
 import phalanx
+import phalanx.viewer
 from _shared import Adam, interpolation, plot_controls
 
 MODEL = Path(__file__).resolve().parent / "models" / "catapult.xml"
@@ -99,7 +101,7 @@ def optimize(iters: int = 150, *, steps: int = 300, target_time: float = 0.3,
     losses, misses = [], []
     best_u, best_loss = u, np.inf
     start = time.perf_counter()
-    for it in range(iters + 1):
+    for it in tqdm(range(iters + 1), desc="catapult", disable=None):
         last = it == iters
         loss, miss, qs, st, grad = evaluate(u, grad=not last)
         status |= int(st)
@@ -120,6 +122,7 @@ def optimize(iters: int = 150, *, steps: int = 300, target_time: float = 0.3,
         "ctrl": B @ best_u, "ctrl_init": ctrl_init, "ball": best_qs[:, BALL],
         "ball_init": qs_init[:, BALL], "arm": best_qs[:, ARM],
         "target": target, "target_step": k, "time": dt * np.arange(1, steps + 1),
+        "qpos": best_qs,
         "seconds": seconds, "status": status,
     }
 
@@ -195,7 +198,9 @@ def main():
     args.out.mkdir(parents=True, exist_ok=True)
     path = args.out / "catapult.png"
     plot(r, path)
-    print(f"wrote {path}")
+    phalanx.viewer.html(load_model(), r["qpos"], args.out / "catapult.html", contacts=True,
+                        title="catapult")
+    print(f"wrote {path} and catapult.html (3-D replay)")
 
 
 if __name__ == "__main__":

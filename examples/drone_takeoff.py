@@ -34,6 +34,7 @@ import time
 from pathlib import Path
 
 import numpy as np
+from tqdm import tqdm
 
 import phalanx
 
@@ -73,7 +74,7 @@ def takeoff(iters: int = 200, aware: bool = False, *, steps: int = 500, target: 
     losses, heights, norms = [], [], []
     liftoff = None
     start = time.perf_counter()
-    for it in range(iters + 1):
+    for it in tqdm(range(iters + 1), desc="drone take-off", disable=None):
         qs, _, st = phalanx.rollout(model, qpos0, qvel0, u, tape=tape)
         phalanx.raise_if_stopped(st, "drone rollout")
         status |= int(st[0])

@@ -36,6 +36,7 @@ import numpy as np
 import phalanx
 import phalanx.control
 import phalanx.costs as costs
+import phalanx.viewer
 
 HUMANOID = Path("/usr/share/mujoco/model/humanoid/humanoid.xml")
 STANDING_HEAD = 1.5  # m: the head's height standing on the floor
@@ -81,6 +82,7 @@ def stand(seconds: float = 10.0, *, samples: int = 128, horizon: int = 120, sigm
     rng = np.random.default_rng(seed)
     t, head_z = np.zeros(steps), np.zeros(steps)
     com_xy = np.zeros((steps, 2))
+    qpos = np.zeros((steps, model.nq))
     pushes = []
     plan_time = 0.0
     for i in range(steps):
@@ -95,6 +97,7 @@ def stand(seconds: float = 10.0, *, samples: int = 128, horizon: int = 120, sigm
         planner.shift()
         body = phalanx.kinematics(model, sim.qpos)
         t[i], head_z[i], com_xy[i] = sim.time[0], body["xpos"][0, head, 2], body["com"][0, :2]
+        qpos[i] = sim.qpos[0]
         if log and (i + 1) % 200 == 0:
             log(f"t = {t[i]:5.2f} s  head {head_z[i]:.3f} m  centre of mass ({com_xy[i, 0]:+.3f}, "
                 f"{com_xy[i, 1]:+.3f}) m  "
@@ -102,7 +105,7 @@ def stand(seconds: float = 10.0, *, samples: int = 128, horizon: int = 120, sigm
                 f"{plan_time / (i + 1) * 1e3:6.1f} ms per iteration")
     iterations = steps + 2
     per_iteration = plan_time / iterations
-    return dict(t=t, head=head_z, com_xy=com_xy, pushes=pushes,
+    return dict(t=t, head=head_z, com_xy=com_xy, pushes=pushes, qpos=qpos,
                 stayed_up=bool(head_z.min() > FALLEN_HEAD), min_head=float(head_z.min()),
         seconds_per_iteration=per_iteration,
         env_steps_per_second=samples * horizon / per_iteration, samples=samples,
@@ -156,7 +159,9 @@ def main(argv=None) -> dict:
           f"{result['env_steps_per_second']:,.0f} sampled env-steps/s (humanoid with contacts)")
     args.out.mkdir(parents=True, exist_ok=True)
     plot(result, args.out / "humanoid_mppi.png")
-    print(f"wrote {args.out / 'humanoid_mppi.png'}")
+    phalanx.viewer.html(HUMANOID, result["qpos"], args.out / "humanoid_mppi.html",
+                        contacts=True, title="humanoid standing by MPPI")
+    print(f"wrote {args.out / 'humanoid_mppi.png'} and humanoid_mppi.html (3-D replay)")
     return result
 
 

@@ -37,6 +37,7 @@ import time
 from pathlib import Path
 
 import numpy as np
+from tqdm import tqdm
 
 import phalanx
 from _shared import Adam, interpolation, plot_controls
@@ -150,7 +151,7 @@ def optimize(iters: int = 150, *, starts: int = 8, steps: int = 300, coast: floa
     best_peaks = np.zeros(E)
     keep = {}
     start = time.perf_counter()
-    for it in range(iters + 1):
+    for it in tqdm(range(iters + 1), desc="jumping worm", disable=None):
         last = it == iters
         loss, qs, z, ctrl, st, grad = evaluate(u, grad=not last)
         status |= int(np.bitwise_or.reduce(st))

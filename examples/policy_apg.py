@@ -61,6 +61,7 @@ import time
 from pathlib import Path
 
 import numpy as np
+from tqdm import tqdm
 import torch
 
 import phalanx
@@ -266,7 +267,7 @@ def train(task_name: str, iterations: int | None = None, *, seed: int = 0, envs:
     initial_summary = task.summary(qs, vs)
     its, returns = [0], [initial]
     start = time.perf_counter()
-    for it in range(1, cfg["iterations"] + 1):
+    for it in tqdm(range(1, cfg["iterations"] + 1), desc=task_name, disable=None):
         loss, obs, rewards, q, v = window_loss(task, policy, critic, q, v, cfg["horizon"], gamma)
         actor_opt.zero_grad()
         loss.backward()

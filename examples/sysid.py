@@ -36,6 +36,7 @@ import time
 from pathlib import Path
 
 import numpy as np
+from tqdm import tqdm
 
 import phalanx
 from _shared import Adam, interpolation
@@ -156,7 +157,7 @@ def identify(iters: int = 400, *, envs: int = 8, steps: int = 300, knots: int = 
     losses, history = [], []
     labels = [p[0] for p in PARAMETERS]
     start = time.perf_counter()
-    for it in range(iters + 1):
+    for it in tqdm(range(iters + 1), desc="identification", disable=None):
         values = np.exp(x)
         last = it == iters
         loss, g = loss_and_grad(values, grad=not last)

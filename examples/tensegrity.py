@@ -44,6 +44,7 @@ from pathlib import Path
 
 import mujoco
 import numpy as np
+from tqdm import tqdm
 
 import phalanx
 import phalanx.control as control
@@ -194,7 +195,7 @@ def identify(data: dict, variant: str, iters: int, guess: np.ndarray, lr: float 
     history = {"loss": [], "validation": [], "x": [x.copy()], "timestep": []}
     model.timestep, since = timestep, 0  # since: iterations at this timestep
     start = time.perf_counter()
-    for it in range(iters):
+    for it in tqdm(range(iters), desc="tensegrity", disable=None):
         tape = phalanx.Tape(checkpoint_every=10)
         loss, status, adj = segment_loss(model, train, x, tape)
         phalanx.raise_if_stopped(status, "rollout")

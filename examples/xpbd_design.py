@@ -47,6 +47,7 @@ import time
 from pathlib import Path
 
 import numpy as np
+from tqdm import tqdm
 import torch
 
 import phalanx
@@ -154,7 +155,7 @@ def design(model: phalanx.Model, start, iters: int, lr: float = 0.01, log=print)
     opt = torch.optim.Adam([log_l], lr=lr)
     history = {"loss": [], "lengths": []}
     begin = time.perf_counter()
-    for it in range(iters):
+    for it in tqdm(range(iters), desc="design", disable=None):
         opt.zero_grad()
         lengths = torch.exp(log_l)
         loss, tracking, work, _ = simulate(model, lengths)

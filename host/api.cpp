@@ -320,12 +320,12 @@ void bias_forces(const DeviceModel<T>& model, int nenv, const T* d_qpos, const T
 
 template <class T>
 void kinematics(const DeviceModel<T>& model, int nenv, const T* d_qpos, const T* d_qvel, T* d_xpos,
-                T* d_xquat, T* d_com, T* d_com_vel, T* d_site_xpos, T* d_site_xmat,
-                T* d_ten_length) {
+                T* d_xquat, T* d_com, T* d_com_vel, T* d_site_xpos, T* d_site_xmat, T* d_ten_length,
+                T* d_xmat) {
   check_nenv(nenv);
   launch(model.device(), nenv,
          KinematicsKernel<T>{model.view(), d_qpos, d_qvel, d_xpos, d_xquat, d_com, d_com_vel,
-                             d_site_xpos, d_site_xmat, d_ten_length},
+                             d_site_xpos, d_site_xmat, d_ten_length, d_xmat},
          model.scratch_size());
 }
 
@@ -470,7 +470,7 @@ void rollout_backward(const DeviceModel<T>& model, Tape<T>& tape, const T* d_adj
   template void mass_matrix<T>(const DeviceModel<T>&, int, const T*, T*);                          \
   template void bias_forces<T>(const DeviceModel<T>&, int, const T*, const T*, T*);                \
   template void kinematics<T>(const DeviceModel<T>&, int, const T*, const T*, T*, T*, T*, T*, T*,  \
-                              T*, T*);                                                             \
+                              T*, T*, T*);                                                         \
   template void forward_dynamics<T>(const DeviceModel<T>&, int, const T*, const T*, const T*, T*,  \
                                     const T*);                                                     \
   template void inverse_dynamics<T>(const DeviceModel<T>&, int, const T*, const T*, const T*, T*); \

@@ -206,11 +206,12 @@ void bias_forces(const DeviceModel<T>& model, int nenv, const T* d_qpos, const T
 // body frames and the centre of mass -> d_xpos (nenv x nbody x 3), d_xquat (nenv x nbody x 4),
 // d_com (nenv x 3), with d_qvel non-null its velocity d_com_vel (nenv x 3), with d_site_xpos
 // non-null the site frames d_site_xpos (nenv x nsite x 3) and d_site_xmat (nenv x nsite x 9),
-// and with d_ten_length non-null the tendons' lengths (nenv x ntendon)
+// with d_ten_length non-null the tendons' lengths (nenv x ntendon), and with d_xmat non-null the
+// body rotation matrices (nenv x nbody x 9, row-major)
 template <class T>
 void kinematics(const DeviceModel<T>& model, int nenv, const T* d_qpos, const T* d_qvel, T* d_xpos,
                 T* d_xquat, T* d_com, T* d_com_vel, T* d_site_xpos = nullptr,
-                T* d_site_xmat = nullptr, T* d_ten_length = nullptr);
+                T* d_site_xmat = nullptr, T* d_ten_length = nullptr, T* d_xmat = nullptr);
 // qacc = M^-1 (passive + actuation - c)                  -> d_qacc (nenv x nv)
 // (with activation state, d_act (nenv x na) the activations the actuators read; required)
 template <class T>

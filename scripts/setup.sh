@@ -6,10 +6,11 @@ root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$root"
 
 # Debian packages: compilers and libraries (see README, "Dependencies"); clang and its
-# runtimes' libFuzzer for scripts/fuzz.sh
+# runtimes' libFuzzer for scripts/fuzz.sh; three.js for phalanx.viewer's pages, and chromium
+# with its driver for the tests that open them
 apt_packages=(build-essential cmake ccache libeigen3-dev libpugixml-dev libgtest-dev
   libbenchmark-dev pybind11-dev libomp-dev python3-venv python3-dev libmujoco-samples
-  libassimp-dev libqhull-dev clang libclang-rt-14-dev)
+  libassimp-dev libqhull-dev clang libclang-rt-14-dev libjs-three chromium chromium-driver)
 missing=()
 for p in "${apt_packages[@]}"; do
   dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p")

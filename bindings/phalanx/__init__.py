@@ -179,16 +179,17 @@ def bias_forces(model: Model, qpos, qvel, *, dtype=None, device: str = "cpu") ->
 
 
 def kinematics(model: Model, qpos, qvel=None, *, dtype=None, device: str = "cpu") -> dict:
-    """Body frames and the centre of mass of E states -> dict with ``xpos`` (E, nbody, 3) and
-    ``xquat`` (E, nbody, 4) (MuJoCo's body frames in world, w x y z), ``site_xpos``
+    """Body frames and the centre of mass of E states -> dict with ``xpos`` (E, nbody, 3),
+    ``xquat`` (E, nbody, 4) and ``xmat`` (E, nbody, 3, 3) (MuJoCo's body frames in world,
+    quaternions w x y z, rotation matrices taking body to world coordinates), ``site_xpos``
     (E, nsite, 3) and ``site_xmat`` (E, nsite, 3, 3) (the sites' frames, MuJoCo's site_xpos
     and site_xmat; ``model.site_id(name)`` gives a site's index), ``ten_length`` (E, ntendon)
     (the tendons' lengths, MuJoCo's ten_length), ``com`` (E, 3) (the centre of mass of all
     bodies, MuJoCo's subtree_com of the world) and, when qvel is given, ``com_vel`` (E, 3) (its
     velocity, MuJoCo's subtree_linvel of the world)."""
-    xpos, xquat, com, com_vel, site_xpos, site_xmat, ten_length = _phalanx.kinematics(
+    xpos, xquat, com, com_vel, site_xpos, site_xmat, ten_length, xmat = _phalanx.kinematics(
         model, qpos, qvel, dtype, device)
-    out = dict(xpos=xpos, xquat=xquat, site_xpos=site_xpos, site_xmat=site_xmat,
+    out = dict(xpos=xpos, xquat=xquat, xmat=xmat, site_xpos=site_xpos, site_xmat=site_xmat,
                ten_length=ten_length, com=com)
     if com_vel is not None:
         out["com_vel"] = com_vel

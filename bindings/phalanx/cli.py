@@ -1,4 +1,4 @@
-"""The ``phalanx`` command line: ``info``, ``bench`` and ``demo``.
+"""The ``phalanx`` command line: ``info``, ``bench``, ``demo`` and ``view``.
 
     phalanx info MODEL [--json]
         what a model holds: counts, options, joints, actuators, geoms, the differentiable
@@ -8,6 +8,8 @@
         rollout throughput (median env-steps/s) with random controls inside ctrlrange
     phalanx demo [MODE] [--envs N] [--seconds S] [--out DIR] [--json]
         a short demonstration; MODE ``drop`` (the default): humanoids dropped onto the floor
+    phalanx view MODEL [--traj FILE.npz] [--out FILE.html] [--contacts]
+        a self-contained HTML page that plays a trajectory in 3-D (phalanx.viewer)
 
 ``python -m phalanx ...`` runs the same. MODEL defaults to MuJoCo's humanoid
 (/usr/share/mujoco/model/humanoid/humanoid.xml, Debian package libmujoco-samples) where a
@@ -597,6 +599,34 @@ def cmd_demo(args) -> int:
 
 
 # ----------------------------------------------------------------------------------------------
+# phalanx view
+
+
+def cmd_view(args) -> int:
+    import phalanx.viewer
+
+    model = load(args.model)
+    qpos, dt = model.qpos0, None
+    if args.traj is not None:
+        if not os.path.isfile(args.traj):
+            raise CliError(f"phalanx: no such trajectory file: {args.traj}")
+        with np.load(args.traj) as npz:
+            if "qpos" not in npz:
+                raise CliError(f"phalanx: {args.traj} holds no array 'qpos' (it has "
+                               f"{', '.join(npz.files) or 'nothing'})")
+            qpos = npz["qpos"]
+            dt = float(npz["dt"]) if "dt" in npz else None
+    out = args.out or os.path.splitext(os.path.basename(args.model))[0] + ".html"
+    try:
+        phalanx.viewer.html(model, qpos, out, dt=dt, contacts=args.contacts,
+                            title=os.path.basename(args.model))
+    except (ValueError, FileNotFoundError) as e:
+        raise CliError(" ".join(str(e).split())) from None
+    print(f"wrote {out}")
+    return 0
+
+
+# ----------------------------------------------------------------------------------------------
 # entry point
 
 
@@ -651,6 +681,19 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--seed", type=int, default=0, help="seed of the initial poses (0)")
     p.add_argument("--json", action="store_true", help="print JSON (no progress lines)")
     p.set_defaults(func=cmd_demo)
+
+    p = sub.add_parser("view", help="an HTML page that plays a trajectory in 3-D",
+                       description="Writes one self-contained HTML page (three.js inlined) "
+                       "that plays the model's trajectory: a time slider, play and pause, "
+                       "several environments in a grid.")
+    p.add_argument("model", metavar="MODEL", help="MJCF (.xml) or URDF (.urdf) file")
+    p.add_argument("--traj", default=None, metavar="FILE.npz",
+                   help="qpos (T, nq) or (E, T, nq), optionally dt (default: the model's "
+                   "reference pose)")
+    p.add_argument("--out", default=None, metavar="FILE.html",
+                   help="the page (default: MODEL's name with .html, here)")
+    p.add_argument("--contacts", action="store_true", help="mark the contact points")
+    p.set_defaults(func=cmd_view)
     return parser
 
 

@@ -1,6 +1,9 @@
-"""Gymnasium vector environments on a ``phalanx.Simulator``: ``phalanx.envs.VectorEnv``.
+"""Gymnasium vector environments on a ``phalanx.Simulator``: ``phalanx.envs.VectorEnv``, and
+the standard tasks of the DeepMind Control Suite and Gymnasium's MuJoCo environments on it
+(``phalanx.envs.make``).
 
     import phalanx.envs
+    envs = phalanx.envs.make("dm_control/cheetah-run", num_envs=256)  # a suite's task
     envs = phalanx.envs.cartpole(num_envs=256)            # a ready-made example task
     obs, info = envs.reset(seed=0)                         # (256, 4) float32
     obs, reward, terminated, truncated, info = envs.step(envs.action_space.sample())
@@ -14,6 +17,18 @@ and ``single_action_space`` describe one environment, ``observation_space`` and
 A task is three functions of the simulator after a step: ``reward_fn(sim, actions)`` -> (E,),
 ``terminated_fn(sim)`` -> (E,) bool (default: never), ``obs_fn(sim)`` -> (E, d) (default:
 ``concatenate([qpos, qvel], axis=1)``); ``actions`` is the (E, nu) batch just applied.
+Optionally ``before_step_fn(sim)`` runs before each step (to keep what a reward compares
+against, such as the position before the step) and ``reset_fn(env, n)`` -> (qpos (n, nq),
+qvel (n, nv)) draws n initial states from ``env.np_random`` in place of the default noise.
+
+Standard tasks. ``make(name, num_envs, **kwargs)`` builds the VectorEnv of a task of
+``task_names()``: "dm_control/<domain>-<task>" (cheetah-run, walker-stand/walk/run,
+humanoid-stand/walk/run, cartpole, acrobot, pendulum, point_mass-easy) and "gymnasium/<Name>-v5"
+(HalfCheetah, Hopper, Walker2d, Swimmer, InvertedPendulum, Reacher), with the suite's model
+file, control timestep, episode length, initial-state distribution, reward, termination and
+observations (tests/python/test_tasks.py holds each to the suite's own code at the same physics
+state). dm_control's time limits become truncation; its observation dictionaries are
+concatenated in their order.
 Observations are returned as ``obs_dtype`` (float32 by default, what RL code expects) while the
 physics runs in ``dtype`` (float64 by default). Rewards are float64 and terminated / truncated
 bool arrays of shape (E,).
@@ -24,11 +39,14 @@ on unchanged). Actions go to ``sim.ctrl`` and are held for ``frame_skip`` physic
 physics clamps limited actuators to their range. Actions of the wrong shape and actions with
 NaN or inf raise ``ValueError`` before anything is stepped.
 
-Autoreset: ``metadata["autoreset_mode"]`` is ``gymnasium.vector.AutoresetMode.NEXT_STEP``, as
-Gymnasium's own vector environments. When step t returns terminated or truncated for
-environment i, the next ``step`` ignores i's action, resets it and returns its first
+Autoreset: ``metadata["autoreset_mode"]`` is ``gymnasium.vector.AutoresetMode.NEXT_STEP`` by
+default, as Gymnasium's own vector environments. When step t returns terminated or truncated
+for environment i, the next ``step`` ignores i's action, resets it and returns its first
 observation with reward 0, terminated False and truncated False; the other environments step
-as usual. ``reset(options={"reset_mask": mask})`` resets only the environments of a boolean
+as usual. With ``autoreset_mode=AutoresetMode.SAME_STEP`` (what batched RL libraries such as
+skrl expect) step t itself resets i and returns its first observation, with the observation
+that ended the episode in ``info["final_obs"]`` (an object array, set where
+``info["_final_obs"]``), as Gymnasium's SyncVectorEnv in that mode. ``reset(options={"reset_mask": mask})`` resets only the environments of a boolean
 mask (E,), as ``gymnasium.vector.SyncVectorEnv`` does. Episodes are truncated after
 ``max_episode_steps`` steps. An environment whose physics stops (a ``phalanx.STATUS_NAN_*`` bit,
 e.g. a diverging state) is reported terminated and so reset on the next step; ``info["status"]``
@@ -65,7 +83,7 @@ from gymnasium.vector.utils import batch_space
 from . import _phalanx
 from .simulator import Simulator
 
-__all__ = ["VectorEnv", "cartpole", "example_model_path"]
+__all__ = ["VectorEnv", "cartpole", "example_model_path", "make", "task_names"]
 
 _FREE, _BALL = (_phalanx.JOINT_TYPES.index(t) for t in ("free", "ball"))  # jnt_type values
 
@@ -92,7 +110,8 @@ class VectorEnv(gymnasium.vector.VectorEnv):
                  obs_fn=None, *, frame_skip: int = 1, max_episode_steps: int = 1000,
                  reset_noise_scale: float = 0.01, init_qpos=None, init_qvel=None,
                  randomize: Mapping[str, tuple[Any, Any]] | None = None, dtype=np.float64,
-                 obs_dtype=np.float32, device: str = "cpu") -> None:
+                 obs_dtype=np.float32, device: str = "cpu", reset_fn=None,
+                 before_step_fn=None, autoreset_mode=AutoresetMode.NEXT_STEP) -> None:
         self.sim = Simulator(model, num_envs, device=device, dtype=dtype)
         self.model = self.sim.model
         self.num_envs = self.sim.num_envs
@@ -101,6 +120,12 @@ class VectorEnv(gymnasium.vector.VectorEnv):
                             "(reward_fn(sim, actions) -> (num_envs,))")
         self.reward_fn = reward_fn
         self.terminated_fn = terminated_fn
+        self.reset_fn = reset_fn
+        self.before_step_fn = before_step_fn
+        if autoreset_mode not in (AutoresetMode.NEXT_STEP, AutoresetMode.SAME_STEP):
+            raise ValueError(f"phalanx.envs.VectorEnv: autoreset_mode must be "
+                             f"AutoresetMode.NEXT_STEP or SAME_STEP, got {autoreset_mode!r}")
+        self.metadata = {**self.metadata, "autoreset_mode": autoreset_mode}
         self.obs_fn = _default_obs if obs_fn is None else obs_fn
         self.frame_skip = _positive("frame_skip", frame_skip)
         self.max_episode_steps = _positive("max_episode_steps", max_episode_steps)
@@ -171,6 +196,8 @@ class VectorEnv(gymnasium.vector.VectorEnv):
         actions = self._check_actions(actions)
         sim = self.sim
         resetting = self._autoreset.copy()
+        if self.before_step_fn is not None:
+            self.before_step_fn(sim)
         sim.step(actions, nstep=self.frame_skip)
         self.elapsed_steps += 1
         reward = self._per_env("reward_fn", self.reward_fn(sim, actions), np.float64)
@@ -185,16 +212,32 @@ class VectorEnv(gymnasium.vector.VectorEnv):
             reward[resetting] = 0.0
             terminated[resetting] = False
             truncated[resetting] = False
-        self._autoreset = terminated | truncated
-        return self._observe(), reward, terminated, truncated, self._info()
+        done = terminated | truncated
+        obs, info = self._observe(), self._info()
+        if self.metadata["autoreset_mode"] == AutoresetMode.SAME_STEP:
+            if done.any():
+                final = np.full(self.num_envs, None, dtype=object)
+                for e in np.flatnonzero(done):
+                    final[e] = obs[e]
+                info.update(final_obs=final, _final_obs=done)
+                self._reset_envs(np.flatnonzero(done))
+                obs = self._observe()
+        else:
+            self._autoreset = done
+        return obs, reward, terminated, truncated, info
 
     # --- helpers ------------------------------------------------------------------------
 
     def _reset_envs(self, ids: np.ndarray) -> None:
         """reset the environments ids with noise and, if asked, new parameters"""
         n, rng, scale = ids.size, self.np_random, self.reset_noise_scale
-        qpos = self.init_qpos + rng.uniform(-scale, scale, (n, self.model.nq))
-        qvel = self.init_qvel + rng.uniform(-scale, scale, (n, self.model.nv))
+        if self.reset_fn is not None:
+            qpos, qvel = self.reset_fn(self, n)
+            qpos = self._batch("reset_fn's qpos", qpos, n, self.model.nq)
+            qvel = self._batch("reset_fn's qvel", qvel, n, self.model.nv)
+        else:
+            qpos = self.init_qpos + rng.uniform(-scale, scale, (n, self.model.nq))
+            qvel = self.init_qvel + rng.uniform(-scale, scale, (n, self.model.nv))
         for j, kind in enumerate(np.asarray(self.model.jnt_type).reshape(-1)):
             if kind in (_FREE, _BALL):
                 a = int(self.model.jnt_qposadr[j]) + (3 if kind == _FREE else 0)
@@ -240,6 +283,14 @@ class VectorEnv(gymnasium.vector.VectorEnv):
         if value.shape != (self.num_envs,):
             raise ValueError(f"phalanx.envs.VectorEnv: {name} must return shape (num_envs,) = "
                              f"({self.num_envs},), got {value.shape}")
+        return value
+
+    @staticmethod
+    def _batch(name: str, value, n: int, d: int) -> np.ndarray:
+        value = np.array(value, dtype=np.float64, copy=True)
+        if value.shape != (n, d):
+            raise ValueError(f"phalanx.envs.VectorEnv: {name} must have shape {(n, d)}, got "
+                             f"{value.shape}")
         return value
 
     @staticmethod
@@ -322,3 +373,44 @@ def cartpole(num_envs: int, *, task: str = "balance", path=None, **kwargs) -> Ve
                          f"{task!r}")
     options.update(kwargs)
     return VectorEnv(path, num_envs, **options)
+
+
+# --- the standard tasks -------------------------------------------------------------------
+
+def task_names() -> list[str]:
+    """The names ``make`` takes: "dm_control/<domain>-<task>" for the DeepMind Control Suite's
+    tasks and "gymnasium/<Name>-v5" for Gymnasium's MuJoCo tasks, those whose models and
+    observations Phalanx has."""
+    from . import _dm_control_tasks as dm
+    from . import _gymnasium_tasks as gym
+
+    return ([f"dm_control/{d}-{t}" for d, tasks in dm.TASKS.items() for t in tasks]
+            + [f"gymnasium/{n}" for n in gym.TASKS])
+
+
+def make(name: str, num_envs: int, **kwargs) -> VectorEnv:
+    """A standard task as a ``VectorEnv`` of num_envs environments: ``name`` is one of
+    ``task_names()``, e.g. "dm_control/cheetah-run" or "gymnasium/HalfCheetah-v5" (the
+    "gymnasium/" prefix may be left out). The task's model, timing, initial states, reward,
+    termination and observations are those of its suite (dm_control or Gymnasium, which must
+    be installed: the model files are theirs); keyword arguments go to ``VectorEnv`` (dtype,
+    device, obs_dtype, max_episode_steps, randomize, ...). ``env.task`` is the task object."""
+    from . import _dm_control_tasks as dm
+    from . import _gymnasium_tasks as gym
+
+    if not isinstance(name, str):
+        raise TypeError(f"phalanx.envs.make: name must be a string, got {type(name).__name__}")
+    suite, _, rest = name.partition("/")
+    if not rest:
+        suite, rest = "gymnasium", name
+    task = None
+    if suite == "dm_control":
+        domain, _, task_name = rest.partition("-")
+        if task_name in dm.TASKS.get(domain, ()):
+            task = dm.DOMAINS[domain](task_name)
+    elif suite == "gymnasium" and rest in gym.TASKS:
+        task = gym.TASKS[rest]()
+    if task is None:
+        raise ValueError(f"phalanx.envs.make: unknown task {name!r}; the tasks are "
+                         f"{', '.join(task_names())}")
+    return task.make(num_envs, **kwargs)

@@ -40,6 +40,19 @@ def dm_control_suite_dir() -> pathlib.Path | None:
     return dm / "suite" if dm else None
 
 
+def dm_control_on_this_mujoco() -> None:
+    """Let dm_control build its Physics on the installed MuJoCo: dm_control 1.0.50 (the newest)
+    indexes mjModel and mjData fields that MuJoCo 4.0 no longer has (the flex vertex-edge
+    arrays), so drop the fields this MuJoCo lacks from its table of array sizes. Idempotent."""
+    import mujoco
+    from dm_control.mujoco.wrapper.mjbindings import sizes
+
+    m = mujoco.MjModel.from_xml_string("<mujoco/>")
+    for name, struct in (("mjmodel", m), ("mjdata", mujoco.MjData(m))):
+        for field in [f for f in sizes.array_sizes[name] if not hasattr(struct, f)]:
+            del sizes.array_sizes[name][field]
+
+
 def example_robot_data_dir() -> pathlib.Path | None:
     """example-robot-data's robots/ folder, found through the installed distribution's files
     (its layout differs between releases), or None when it is not installed"""

@@ -213,7 +213,8 @@ def test_in_kernel_costs_equal_costs_of_recorded_trajectories(planner):
 
 def test_kinematics_equals_mujoco(humanoid_pair):
     """phalanx.kinematics: body frames, centre of mass and its velocity against MuJoCo's xpos,
-    xquat, subtree_com[0] and subtree_linvel[0] (the quantities the cost terms use)"""
+    xquat, xmat, subtree_com[0] and subtree_linvel[0] (the quantities the cost terms and the
+    standard tasks use)"""
     model, mj = humanoid_pair
     qs, vs, _ = random_trajectories(mj, 4, 1, seed=3)
     qpos, qvel = qs[:, 0], vs[:, 0]
@@ -225,6 +226,7 @@ def test_kinematics_equals_mujoco(humanoid_pair):
         mujoco.mj_subtreeVel(mj, d)
         np.testing.assert_allclose(out["xpos"][e], d.xpos, atol=1e-12)
         np.testing.assert_allclose(out["xquat"][e], d.xquat, atol=1e-12)
+        np.testing.assert_allclose(out["xmat"][e], d.xmat.reshape(-1, 3, 3), atol=1e-12)
         np.testing.assert_allclose(out["com"][e], d.subtree_com[0], atol=1e-12)
         np.testing.assert_allclose(out["com_vel"][e], d.subtree_linvel[0], atol=1e-12)
     assert "com_vel" not in phalanx.kinematics(model, qpos)

@@ -175,6 +175,44 @@ def test_next_step_autoreset(two_motors):
     assert env.elapsed_steps[1] == 1 and reward[1] != 0
 
 
+def test_same_step_autoreset(two_motors):
+    """with AutoresetMode.SAME_STEP an environment that terminates on step t is reset within
+    step t: its reward and terminated flag are step t's, its observation the new episode's
+    first, and the final observation is in info["final_obs"]"""
+    switch = Switch()
+    env = _env(two_motors, terminated_fn=switch, reset_noise_scale=0.05,
+               autoreset_mode=AutoresetMode.SAME_STEP)
+    assert env.metadata["autoreset_mode"] == AutoresetMode.SAME_STEP
+    nq, nv = env.model.nq, env.model.nv
+    rng, _ = np_random(5)
+    env.reset(seed=5)
+    rng.uniform(size=(E, nq)), rng.uniform(size=(E, nv))
+    reference = phalanx.Simulator(phalanx.load_model(two_motors), E)
+    reference.qpos, reference.qvel = env.sim.qpos, env.sim.qvel
+    actions = np.full((E, 2), 0.5)
+    reference.step(actions)
+
+    switch.mask[2] = True
+    obs, reward, terminated, truncated, info = env.step(actions)
+    np.testing.assert_array_equal(terminated, [False, False, True, False])
+    np.testing.assert_array_equal(info["_final_obs"], [False, False, True, False])
+    final = np.concatenate([reference.qpos[2], reference.qvel[2]]).astype(np.float32)
+    np.testing.assert_array_equal(info["final_obs"][2], final)
+    assert info["final_obs"][0] is None
+    np.testing.assert_array_equal(reward, -np.square(reference.qvel).sum(1))  # step t's reward
+    q2 = env.init_qpos + rng.uniform(-0.05, 0.05, (1, nq))
+    v2 = env.init_qvel + rng.uniform(-0.05, 0.05, (1, nv))
+    q2[:, 5:9] /= np.linalg.norm(q2[:, 5:9])
+    np.testing.assert_array_equal(obs[2], np.concatenate([q2[0], v2[0]]).astype(np.float32))
+    assert env.elapsed_steps[2] == 0 and env.elapsed_steps[0] == 1
+
+    switch.mask[:] = False
+    obs, reward, terminated, *_ = env.step(actions)  # env 2 steps its new episode at once
+    assert env.elapsed_steps[2] == 1 and reward[2] != 0 and not terminated.any()
+    with pytest.raises(ValueError, match="autoreset_mode must be"):
+        _env(two_motors, autoreset_mode="same")
+
+
 def test_truncation_and_stopped_physics(two_motors):
     env = _env(two_motors, max_episode_steps=3)
     env.reset(seed=0)

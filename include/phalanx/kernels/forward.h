@@ -181,8 +181,9 @@ struct BiasKernel {
 
 // body frames and the centre of mass: xpos (nenv x nbody x 3), xquat (nenv x nbody x 4), com
 // (nenv x 3), when qvel is non-null its velocity com_vel (nenv x 3) (cost.h), when site_xpos
-// is non-null the site frames site_xpos (nenv x nsite x 3) and site_xmat (nenv x nsite x 9), and
-// when ten_length is non-null the tendons' lengths (nenv x ntendon)
+// is non-null the site frames site_xpos (nenv x nsite x 3) and site_xmat (nenv x nsite x 9),
+// when ten_length is non-null the tendons' lengths (nenv x ntendon), and when xmat is non-null
+// the body rotation matrices (nenv x nbody x 9, row-major as MuJoCo's xmat)
 template <class T>
 struct KinematicsKernel {
   using Scalar = T;
@@ -196,6 +197,7 @@ struct KinematicsKernel {
   T* site_xpos = nullptr;  // may be null
   T* site_xmat = nullptr;
   T* ten_length = nullptr;  // may be null
+  T* xmat = nullptr;        // may be null
 
   PHX_HD void operator()(int e, Scratch<T> scratch) const {
     const ModelView<T> m = env_view(model, e);
@@ -204,6 +206,8 @@ struct KinematicsKernel {
                     qpos + long(e) * m.nq, env_row(qvel, e, m.nv), w);
     for (int i = 0; i < 3 * m.nbody; ++i) xpos[long(e) * 3 * m.nbody + i] = w.xpos[i];
     for (int i = 0; i < 4 * m.nbody; ++i) xquat[long(e) * 4 * m.nbody + i] = w.xquat[i];
+    if (xmat)
+      for (int i = 0; i < 9 * m.nbody; ++i) xmat[long(e) * 9 * m.nbody + i] = w.xmat[i];
     com_position(m, w).store(com + 3L * e);
     if (qvel) com_velocity(m, w).store(com_vel + 3L * e);
     if (site_xpos)

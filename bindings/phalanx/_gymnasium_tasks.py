@@ -1,0 +1,189 @@
+"""Gymnasium's MuJoCo v5 tasks on Phalanx: "gymnasium/<Name>-v5".
+
+Each task reads Gymnasium's own model file, frame skip, episode length, reset noise, reward
+terms (with v5's default weights), termination and observations. Positions and velocities
+come from the batch's state; body positions from ``phalanx.kinematics`` at the state after the
+step. (Gymnasium reads body positions from MuJoCo's mjData after mj_step, which holds those of
+the state before the step's last physics step; here they are those of the state the step
+returns, the state Gymnasium's reward would read after mj_forward.)
+"""
+
+from __future__ import annotations
+
+import os
+
+import numpy as np
+
+from ._tasks import Task
+
+
+def _assets() -> str:
+    """Gymnasium's model files (without importing gymnasium.envs.mujoco, which needs its
+    renderer's packages)"""
+    import importlib.util
+
+    spec = importlib.util.find_spec("gymnasium")
+    if spec is None or spec.origin is None:
+        raise ImportError("phalanx.envs: the Gymnasium tasks need gymnasium (pip install "
+                          "gymnasium)")
+    return os.path.join(os.path.dirname(spec.origin), "envs", "mujoco", "assets")
+
+
+class GymnasiumTask(Task):
+    """A v5 task: its model file (in Gymnasium's assets), frame skip, episode length and the
+    uniform reset noise added to qpos0 (and to zero velocities, or ``velocity_noise``
+    "normal": that scale times a standard normal)."""
+
+    xml = ""
+    reset_noise_scale = 0.1
+    velocity_noise = "uniform"
+    forward_reward_weight = 1.0
+    ctrl_cost_weight = 0.0
+
+    def __init__(self) -> None:
+        self.name = f"gymnasium/{type(self).__name__}-v5"
+        super().__init__(os.path.join(_assets(), self.xml))
+
+    def initial_state(self, env, n):
+        rng, s, m = env.np_random, self.reset_noise_scale, self.model
+        qpos = np.asarray(m.qpos0, np.float64) + rng.uniform(-s, s, (n, m.nq))
+        if self.velocity_noise == "normal":
+            qvel = s * rng.standard_normal((n, m.nv))
+        else:
+            qvel = rng.uniform(-s, s, (n, m.nv))
+        return qpos, qvel
+
+    def ctrl_cost(self, actions):
+        return self.ctrl_cost_weight * np.square(actions).sum(axis=1)
+
+
+class _Forward(GymnasiumTask):
+    """tasks rewarded for the speed of qpos[0] over the step (x_velocity) less a control cost,
+    observing qpos but for its first ``excluded`` coordinates, and qvel"""
+
+    excluded = 1
+
+    def before_step(self, sim):
+        self._x_before = sim.qpos[:, 0].copy()
+
+    def forward_reward(self, sim):
+        dt = self.model.timestep * self.frame_skip
+        return self.forward_reward_weight * (sim.qpos[:, 0] - self._x_before) / dt
+
+    def reward(self, sim, actions):
+        return self.forward_reward(sim) - self.ctrl_cost(actions)
+
+    def observe(self, sim):
+        return np.concatenate([sim.qpos[:, self.excluded:], sim.qvel], axis=1)
+
+
+class HalfCheetah(_Forward):
+    xml = "half_cheetah.xml"
+    frame_skip = 5
+    velocity_noise = "normal"
+    ctrl_cost_weight = 0.1
+
+
+class Hopper(_Forward):
+    xml = "hopper.xml"
+    frame_skip = 4
+    reset_noise_scale = 5e-3
+    ctrl_cost_weight = 1e-3
+    healthy_reward = 1.0
+    terminates = True
+    healthy_state_range = (-100.0, 100.0)
+    healthy_z_range = (0.7, np.inf)
+    healthy_angle_range = (-0.2, 0.2)
+
+    def healthy(self, sim):
+        z, angle = sim.qpos[:, 1], sim.qpos[:, 2]
+        ok = ((self.healthy_z_range[0] < z) & (z < self.healthy_z_range[1])
+              & (self.healthy_angle_range[0] < angle) & (angle < self.healthy_angle_range[1]))
+        if self.healthy_state_range is not None:
+            state = np.concatenate([sim.qpos, sim.qvel], axis=1)[:, 2:]
+            lo, hi = self.healthy_state_range
+            ok &= ((lo < state) & (state < hi)).all(axis=1)
+        return ok
+
+    def reward(self, sim, actions):
+        return super().reward(sim, actions) + self.healthy_reward * self.healthy(sim)
+
+    def terminated(self, sim):
+        return ~self.healthy(sim)
+
+    def observe(self, sim):
+        return np.concatenate([sim.qpos[:, 1:], np.clip(sim.qvel, -10, 10)], axis=1)
+
+
+class Walker2d(Hopper):
+    xml = "walker2d_v5.xml"
+    healthy_state_range = None
+    healthy_z_range = (0.8, 2.0)
+    healthy_angle_range = (-1.0, 1.0)
+
+
+class Swimmer(_Forward):
+    xml = "swimmer.xml"
+    frame_skip = 4
+    ctrl_cost_weight = 1e-4
+    excluded = 2
+
+
+class InvertedPendulum(GymnasiumTask):
+    xml = "inverted_pendulum.xml"
+    frame_skip = 2
+    reset_noise_scale = 0.01
+    terminates = True
+
+    def terminated(self, sim):
+        obs = self.observe(sim)
+        return ~np.isfinite(obs).all(axis=1) | (np.abs(obs[:, 1]) > 0.2)
+
+    def reward(self, sim, actions):
+        return (~self.terminated(sim)).astype(np.float64)
+
+    def observe(self, sim):
+        return np.concatenate([sim.qpos, sim.qvel], axis=1)
+
+
+class Reacher(GymnasiumTask):
+    xml = "reacher.xml"
+    frame_skip = 2
+    max_episode_steps = 50
+    reward_dist_weight = 1.0
+    reward_control_weight = 1.0
+
+    def bind(self, model):
+        super().bind(model)
+        self.fingertip, self.target = (self._id("body", b) for b in ("fingertip", "target"))
+
+    def initial_state(self, env, n):
+        """arm angles qpos0 + U(-0.1, 0.1), a goal uniform in the disc of radius 0.2 (drawn
+        uniformly in the square around it until inside), velocities U(-0.005, 0.005) with the
+        goal at rest"""
+        rng, m = env.np_random, self.model
+        qpos = np.asarray(m.qpos0, np.float64) + rng.uniform(-0.1, 0.1, (n, m.nq))
+        goal = rng.uniform(-0.2, 0.2, (n, 2))
+        while (far := np.linalg.norm(goal, axis=1) >= 0.2).any():
+            goal[far] = rng.uniform(-0.2, 0.2, (int(far.sum()), 2))
+        qpos[:, -2:] = goal
+        qvel = rng.uniform(-0.005, 0.005, (n, m.nv))
+        qvel[:, -2:] = 0
+        return qpos, qvel
+
+    def _to_target(self, sim):
+        xpos = self.kinematics(sim)["xpos"]
+        return xpos[:, self.fingertip] - xpos[:, self.target]
+
+    def reward(self, sim, actions):
+        return (-self.reward_dist_weight * np.linalg.norm(self._to_target(sim), axis=1)
+                - self.reward_control_weight * np.square(actions).sum(axis=1))
+
+    def observe(self, sim):
+        theta = sim.qpos[:, :2]
+        return np.concatenate([np.cos(theta), np.sin(theta), sim.qpos[:, 2:], sim.qvel[:, :2],
+                               self._to_target(sim)[:, :2]], axis=1)
+
+
+TASKS = {f"{t.__name__}-v5": t for t in (HalfCheetah, Hopper, Walker2d, Swimmer,
+                                          InvertedPendulum, Reacher)}

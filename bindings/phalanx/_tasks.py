@@ -1,0 +1,130 @@
+"""What the standard tasks of ``phalanx.envs.make`` share: the Task base class, the kinematics of
+the batch each task reads, and dm_control's initial-state randomiser.
+
+A Task turns a model file of a suite into a ``VectorEnv``: its timing (physics steps per
+action, steps per episode), its initial states, and its reward, termination and observations as
+functions of the whole batch (E environments at once). One Task object serves one environment
+(some keep per-step state, such as the position before a step).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from . import _phalanx
+
+_HINGE, _SLIDE, _BALL, _FREE = (_phalanx.JOINT_TYPES.index(t)
+                                 for t in ("hinge", "slide", "ball", "free"))
+
+
+class Task:
+    """One standard task. Subclasses set ``frame_skip`` and ``max_episode_steps`` and define
+    ``initial_state``, ``reward``, ``observe`` and, where episodes end early, ``terminated``;
+    ``bind`` looks up the names they read in the model."""
+
+    name = ""  # "suite/task", the name make() takes
+    frame_skip = 1
+    max_episode_steps = 1000
+    terminates = False  # whether terminated() is defined
+
+    def __init__(self, path) -> None:
+        self.path = path
+        self._kin_key: Any = None
+        self._kin: dict[str, np.ndarray] = {}
+
+    def make(self, num_envs: int, **kwargs):
+        """the VectorEnv of this task; keyword arguments go to VectorEnv (dtype, device,
+        max_episode_steps, randomize, ...)"""
+        import phalanx
+
+        from .envs import VectorEnv
+
+        model = phalanx.load_model(self.path)
+        self.bind(model)
+        options: dict[str, Any] = dict(
+            frame_skip=self.frame_skip, max_episode_steps=self.max_episode_steps,
+            reward_fn=self.reward, obs_fn=self.observe, reset_fn=self._initial_state,
+            before_step_fn=self.before_step,
+            terminated_fn=self.terminated if self.terminates else None)
+        options.update(kwargs)
+        env = VectorEnv(model, num_envs, **options)
+        env.task = self
+        return env
+
+    # --- what subclasses define -----------------------------------------------------------
+
+    def bind(self, model) -> None:
+        """look up the bodies, sites and joints the task reads (KeyError-free: a ValueError
+        naming what the model lacks)"""
+        self.model = model
+
+    def initial_state(self, env, n: int) -> tuple[np.ndarray, np.ndarray]:
+        raise NotImplementedError
+
+    def before_step(self, sim) -> None:
+        pass
+
+    def reward(self, sim, actions) -> np.ndarray:
+        raise NotImplementedError
+
+    def terminated(self, sim) -> np.ndarray:
+        raise NotImplementedError
+
+    def observe(self, sim) -> np.ndarray:
+        raise NotImplementedError
+
+    # --- helpers -------------------------------------------------------------------------
+
+    def kinematics(self, sim) -> dict[str, np.ndarray]:
+        """phalanx.kinematics of the batch's state (xpos, xmat, site_xpos, com, com_vel, ...),
+        computed once per state: the reward, termination and observations of a step share it"""
+        q, v = sim.qpos, sim.qvel
+        key = self._kin_key
+        if key is None or key[0] is not sim or not (np.array_equal(key[1], q)
+                                                    and np.array_equal(key[2], v)):
+            import phalanx
+
+            self._kin = phalanx.kinematics(sim.model, q, v, dtype=sim.dtype)
+            self._kin_key = (sim, q.copy(), v.copy())
+        return self._kin
+
+    def _initial_state(self, env, n: int):
+        self._kin_key = None
+        return self.initial_state(env, n)
+
+    def _id(self, kind: str, name: str) -> int:
+        try:
+            return int(getattr(self.model, f"{kind}_id")(name))
+        except Exception as err:  # the model's own error names what is missing
+            raise ValueError(f"phalanx.envs: task {self.name} needs {kind} '{name}' in "
+                             f"{self.path}: {err}") from None
+
+
+def randomize_limited_and_rotational_joints(model, qpos: np.ndarray,
+                                            rng: np.random.Generator) -> None:
+    """dm_control's initial-state randomiser, on a batch qpos (n, nq) in place: a limited hinge
+    or slide uniform in its range, an unlimited hinge uniform in [-pi, pi], an unlimited ball
+    joint a uniformly random unit quaternion, and a free joint's orientation rand(4) normalised
+    (dm_control keeps that non-uniform draw for its benchmarks' sake); free joints' positions
+    and unlimited slides are left as they are."""
+    n = qpos.shape[0]
+    types = np.asarray(model.jnt_type).reshape(-1)
+    limited = np.asarray(model.jnt_limited).reshape(-1).astype(bool)
+    ranges = np.asarray(model.jnt_range, np.float64).reshape(-1, 2)
+    adr = np.asarray(model.jnt_qposadr).reshape(-1)
+    for j, kind in enumerate(types):
+        a = int(adr[j])
+        if limited[j] and kind in (_HINGE, _SLIDE):
+            qpos[:, a] = rng.uniform(ranges[j, 0], ranges[j, 1], n)
+        elif limited[j] and kind == _BALL:
+            raise NotImplementedError("phalanx.envs: randomising a limited ball joint")
+        elif kind == _HINGE:
+            qpos[:, a] = rng.uniform(-np.pi, np.pi, n)
+        elif kind == _BALL:
+            quat = rng.standard_normal((n, 4))
+            qpos[:, a:a + 4] = quat / np.linalg.norm(quat, axis=1, keepdims=True)
+        elif kind == _FREE:
+            quat = rng.random((n, 4))
+            qpos[:, a + 3:a + 7] = quat / np.linalg.norm(quat, axis=1, keepdims=True)
