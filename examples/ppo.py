@@ -30,6 +30,7 @@ from __future__ import annotations
 import argparse
 import json
 import time
+import warnings
 from pathlib import Path
 
 import gymnasium
@@ -174,8 +175,10 @@ def binned(runs: list[dict], key: str, bins: int = 10):
         i = np.clip(np.searchsorted(edges, x, side="right") - 1, 0, bins - 1)
         per_run.append([y[i == b].mean() if (i == b).any() else np.nan for b in range(bins)])
     per_run = np.array(per_run)
-    return (edges[:-1] + edges[1:]) / 2, np.nanmean(per_run, 0), np.nanmin(per_run, 0), \
-        np.nanmax(per_run, 0)
+    with warnings.catch_warnings():  # bins where no run finished an episode stay NaN
+        warnings.simplefilter("ignore", RuntimeWarning)
+        return ((edges[:-1] + edges[1:]) / 2, np.nanmean(per_run, 0), np.nanmin(per_run, 0),
+                np.nanmax(per_run, 0))
 
 
 def plot(task: str, results: list[dict], path: Path) -> None:
@@ -191,6 +194,8 @@ def plot(task: str, results: list[dict], path: Path) -> None:
             continue
         for ax, key in zip(axes, ("env_steps", "seconds")):
             x, mean, low, high = binned(runs, key)
+            seen = ~np.isnan(mean)  # spans in which episodes ended (they end together at
+            x, mean, low, high = x[seen], mean[seen], low[seen], high[seen]  # time limits)
             (line,) = ax.plot(x, mean, marker=".", label=f"{label}, {len(runs)} seed(s)")
             ax.fill_between(x, low, high, color=line.get_color(), alpha=0.2)
     axes[0].set(xlabel="env-steps", ylabel="training episode return", title=f"{task}: PPO")
