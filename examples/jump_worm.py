@@ -40,6 +40,7 @@ import numpy as np
 from tqdm import tqdm
 
 import phalanx
+import phalanx.viewer
 from _shared import Adam, interpolation, plot_controls
 
 MODEL = Path(__file__).resolve().parent / "models" / "jump_worm.xml"
@@ -261,7 +262,10 @@ def main():
     args.out.mkdir(parents=True, exist_ok=True)
     path = args.out / "jump_worm.png"
     plot(r, path)
-    print(f"wrote {path}")
+    # the initial controls' motion beside the optimised one
+    phalanx.viewer.html(load_model(), np.stack([r["qpos_init"], r["qpos"]]),
+                        args.out / "jump_worm.html", title="jump worm: initial, optimised")
+    print(f"wrote {path} and jump_worm.html (3-D replay: initial and optimised controls)")
 
 
 if __name__ == "__main__":
