@@ -44,14 +44,17 @@ if [[ ! -f $stamp ]] || ! cmp -s scripts/requirements.txt "$stamp"; then
   cp scripts/requirements.txt "$stamp"
 fi
 
-# C++ library, tests and benchmarks (the CUDA backend too, whenever nvcc exists)
+# C++ library, tests, benchmarks and the Python package, in one build tree (build/): pip's
+# build (scikit-build-core) configures it with the tests and benchmarks on, so each source
+# compiles once, and installs the extension from it into .venv. The CUDA backend is built
+# whenever nvcc exists, its device code optimised unless PHX_CUDA_FAST_COMPILE=ON (as
+# scripts/test.sh sets it).
 if ! command -v nvcc >/dev/null && [[ -x /usr/local/cuda/bin/nvcc ]]; then
   export PATH="/usr/local/cuda/bin:$PATH"
 fi
 jobs="${PHX_JOBS:-$(nproc)}"
-cmake -S . -B build -DCMAKE_BUILD_TYPE=Release -DPython_EXECUTABLE="$root/.venv/bin/python" >/dev/null
-cmake --build build -j "$jobs"
-
-# Python package (incremental: scikit-build-core keeps its build directory)
-echo "[setup] installing the phalanx Python package"
-CMAKE_BUILD_PARALLEL_LEVEL="$jobs" .venv/bin/python -m pip install -q --no-build-isolation .
+echo "[setup] building Phalanx and installing its Python package (build/)"
+CMAKE_GENERATOR="Unix Makefiles" CMAKE_BUILD_PARALLEL_LEVEL="$jobs" \
+  .venv/bin/python -m pip install -q --no-build-isolation -Cbuild-dir=build \
+  -Ccmake.define.PHX_TESTS=ON -Ccmake.define.PHX_BENCH=ON -Cbuild.tool-args=-j"$jobs" \
+  -Ccmake.define.PHX_CUDA_FAST_COMPILE="${PHX_CUDA_FAST_COMPILE:-OFF}" .
