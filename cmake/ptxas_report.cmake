@@ -39,7 +39,7 @@ set(over "")
 set(out "")
 if(FAST_COMPILE)
   string(APPEND out "# FAST-COMPILE BUILD (PHX_CUDA_FAST_COMPILE=ON): device code compiled with "
-                    "-Ofast-compile=max;\n# these are not the release figures and the budgets "
+                    "--Ofast-compile=max;\n# these are not the release figures and the budgets "
                     "were not checked\n")
 endif()
 string(APPEND out "# ptxas resource usage per kernel (from nvcc -Xptxas=-v); occupancy: theoretical, the\n")

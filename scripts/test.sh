@@ -6,7 +6,7 @@ set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$root"
 # The CUDA backend must compile and link with its warnings as errors. On a machine without a
-# GPU nothing runs its device code, so there it is compiled fast (nvcc -Ofast-compile=max:
+# GPU nothing runs its device code, so there it is compiled fast (nvcc --Ofast-compile=max:
 # minutes where the optimised device code takes about an hour on 2 cores); the emulation below
 # runs the backend's sources. PHX_CUDA_FAST_COMPILE=OFF scripts/test.sh builds the optimised
 # device code and checks its GPU resource budgets (cmake/gpu_budgets.txt).
