@@ -401,9 +401,9 @@ py::object mass_matrix_t(PyModel& pm, ArgTable& a, py::handle qpos) {
 }
 
 // The queries of (qpos, qvel, x) -> (E, nv): c(q, qvel) (x absent), qacc without constraints
-// (x = ctrl (E, nu)) and the generalized force producing qacc (x = qacc (E, nv), MuJoCo's
-// qfrc_inverse)
-enum class Query { kBiasForces, kForwardDynamics, kInverseDynamics };
+// and the actuators' generalized force (x = ctrl (E, nu)), and the generalized force producing
+// qacc (x = qacc (E, nv), MuJoCo's qfrc_inverse)
+enum class Query { kBiasForces, kForwardDynamics, kActuatorForces, kInverseDynamics };
 
 template <class T>
 py::object query_t(PyModel& pm, ArgTable& a, Query query, py::handle qpos, py::handle qvel,
@@ -413,16 +413,17 @@ py::object query_t(PyModel& pm, ArgTable& a, Query query, py::handle qpos, py::h
   const std::int64_t E = a.batch();
   const T* q = a.in<T>("qpos", qpos, {{"E", E}, {"nq", m.nq}});
   const T* v = a.in<T>("qvel", qvel, {{"E", E}, {"nv", m.nv}});
-  const T* third = query == Query::kForwardDynamics ? a.in<T>("ctrl", x, {{"E", E}, {"nu", m.nu}})
-                   : query == Query::kInverseDynamics
-                       ? a.in<T>("qacc", x, {{"E", E}, {"nv", m.nv}})
-                       : nullptr;
+  const bool takes_ctrl = query == Query::kForwardDynamics || query == Query::kActuatorForces;
+  const T* third = takes_ctrl                         ? a.in<T>("ctrl", x, {{"E", E}, {"nu", m.nu}})
+                   : query == Query::kInverseDynamics ? a.in<T>("qacc", x, {{"E", E}, {"nv", m.nv}})
+                                                      : nullptr;
   const T* ac = a.optional<T>("act", act, {{"E", E}, {"na", m.na}});
   Output<T> out = a.out<T>("out", py::none(), {{"E", E}, {"nv", m.nv}});
   a.run([&] {
     if (query == Query::kBiasForces) phx::bias_forces(*dm, int(E), q, v, out.p);
     if (query == Query::kForwardDynamics)
       phx::forward_dynamics(*dm, int(E), q, v, third, out.p, ac);
+    if (query == Query::kActuatorForces) phx::actuator_forces(*dm, int(E), q, v, third, out.p, ac);
     if (query == Query::kInverseDynamics) phx::inverse_dynamics(*dm, int(E), q, v, third, out.p);
   });
   return out.array;
@@ -456,6 +457,41 @@ py::tuple kinematics_t(PyModel& pm, ArgTable& a, py::handle qpos, py::handle qve
   });
   return py::make_tuple(xpos.array, xquat.array, com.array, v ? com_vel.array : py::none(),
                         site_xpos.array, site_xmat.array, ten_length.array, xmat.array);
+}
+
+// per-body quantities in MuJoCo's convention -> (subtree_com (E, nbody, 3), cinert (E, nbody,
+// 10), cvel (E, nbody, 6) or None without qvel, cfrc_ext (E, nbody, 6) or None without contacts)
+template <class T>
+py::tuple body_report_t(PyModel& pm, ArgTable& a, py::handle qpos, py::handle qvel, py::handle ncon,
+                        py::handle con_pos, py::handle con_frame, py::handle con_force,
+                        py::handle con_geom) {
+  auto dm = pm.compiled<T>(a.device());
+  const phx::Model& m = dm->model();
+  const std::int64_t E = a.batch(), nb = m.nbody, nc = m.nconmax;
+  const T* q = a.in<T>("qpos", qpos, {{"E", E}, {"nq", m.nq}});
+  const T* v = a.optional<T>("qvel", qvel, {{"E", E}, {"nv", m.nv}});
+  const bool contacts = !ncon.is_none();
+  const int* n = a.optional<std::int32_t>("count", ncon, {{"E", E}});
+  const T* cp = contacts ? a.in<T>("pos", con_pos, {{"E", E}, {"nconmax", nc}, {"3", 3}}) : nullptr;
+  const T* cf = contacts
+                    ? a.in<T>("frame", con_frame, {{"E", E}, {"nconmax", nc}, {"3", 3}, {"3", 3}})
+                    : nullptr;
+  const T* cF =
+      contacts ? a.in<T>("force", con_force, {{"E", E}, {"nconmax", nc}, {"3", 3}}) : nullptr;
+  const int* cg = contacts
+                      ? a.in<std::int32_t>("geom", con_geom, {{"E", E}, {"nconmax", nc}, {"2", 2}})
+                      : nullptr;
+  Output<T> com = a.out<T>("subtree_com", py::none(), {{"E", E}, {"nbody", nb}, {"3", 3}});
+  Output<T> cinert = a.out<T>("cinert", py::none(), {{"E", E}, {"nbody", nb}, {"10", 10}});
+  Output<T> cvel = a.out<T>("cvel", py::none(), {{"E", v ? E : 0}, {"nbody", nb}, {"6", 6}});
+  Output<T> cfrc =
+      a.out<T>("cfrc_ext", py::none(), {{"E", contacts ? E : 0}, {"nbody", nb}, {"6", 6}});
+  a.run([&] {
+    phx::body_report(*dm, int(E), q, v, n, cp, cf, cF, cg, com.p, cinert.p, v ? cvel.p : nullptr,
+                     contacts ? cfrc.p : nullptr);
+  });
+  return py::make_tuple(com.array, cinert.array, v ? cvel.array : py::none(),
+                        contacts ? cfrc.array : py::none());
 }
 
 // the status words (E,): new uint32 (numpy) or the caller's int32
@@ -770,6 +806,16 @@ py::tuple kinematics(PyModel& pm, py::handle qpos, py::handle qvel, py::handle d
                      const std::string& device) {
   ArgTable a = call_table(pm, Source::kNumpy, qpos, dtype, device);
   return a.dispatch([&](auto x) { return kinematics_t<decltype(x)>(pm, a, qpos, qvel); });
+}
+
+py::tuple body_report(PyModel& pm, py::handle qpos, py::handle qvel, py::handle ncon,
+                      py::handle con_pos, py::handle con_frame, py::handle con_force,
+                      py::handle con_geom, py::handle dtype, const std::string& device) {
+  ArgTable a = call_table(pm, Source::kNumpy, qpos, dtype, device);
+  return a.dispatch([&](auto x) {
+    return body_report_t<decltype(x)>(pm, a, qpos, qvel, ncon, con_pos, con_frame, con_force,
+                                      con_geom);
+  });
 }
 
 py::tuple step(PyModel& pm, Source source, py::handle qpos, py::handle qvel, py::handle ctrl,
@@ -1227,6 +1273,13 @@ void register_queries(py::module_& mod) {
          py::handle act) { return query(pm, Query::kForwardDynamics, q, v, u, dt, dev, act); },
       py::arg("model"), py::arg("qpos"), py::arg("qvel"), py::arg("ctrl"), dtype, device,
       py::arg("act") = py::none(), "qacc -> (E, nv)");
+  mod.def(
+      "actuator_forces",
+      [](PyModel& pm, py::handle q, py::handle v, py::handle u, py::handle dt,
+         const std::string& dev,
+         py::handle act) { return query(pm, Query::kActuatorForces, q, v, u, dt, dev, act); },
+      py::arg("model"), py::arg("qpos"), py::arg("qvel"), py::arg("ctrl"), dtype, device,
+      py::arg("act") = py::none(), "qfrc_actuator -> (E, nv)");
   mod.def("inverse_dynamics", &query_of<Query::kInverseDynamics>, py::arg("model"),
           py::arg("qpos"), py::arg("qvel"), py::arg("qacc"), dtype, device,
           "qfrc_inverse -> (E, nv)");
@@ -1238,6 +1291,11 @@ void register_queries(py::module_& mod) {
           "-> (xpos (E, nbody, 3), xquat (E, nbody, 4), com (E, 3), com_vel (E, 3) or None, "
           "site_xpos (E, nsite, 3), site_xmat (E, nsite, 3, 3), ten_length (E, ntendon), "
           "xmat (E, nbody, 3, 3))");
+  mod.def("body_report", &body_report, py::arg("model"), py::arg("qpos"), py::arg("qvel"),
+          py::arg("count"), py::arg("pos"), py::arg("frame"), py::arg("force"), py::arg("geom"),
+          dtype, device,
+          "-> (subtree_com (E, nbody, 3), cinert (E, nbody, 10), cvel (E, nbody, 6) or None, "
+          "cfrc_ext (E, nbody, 6) or None): MuJoCo's convention; count None: no contacts");
 }
 
 // step and rollout: on numpy arrays into new ones (or rollout's out=), and on DLPack tensors

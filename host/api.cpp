@@ -330,6 +330,44 @@ void kinematics(const DeviceModel<T>& model, int nenv, const T* d_qpos, const T*
 }
 
 template <class T>
+void body_report(const DeviceModel<T>& model, int nenv, const T* d_qpos, const T* d_qvel,
+                 const int* d_ncon, const T* d_con_pos, const T* d_con_frame, const T* d_con_force,
+                 const int* d_con_geom, T* d_subtree_com, T* d_cinert, T* d_cvel, T* d_cfrc_ext) {
+  check_nenv(nenv);
+  if (d_ncon && model.device() == Device::kCpu) {
+    const ModelView<T>& m = model.view();
+    for (int e = 0; e < nenv; ++e) {
+      if (d_ncon[e] < 0 || d_ncon[e] > m.nconmax)
+        throw std::invalid_argument(
+            "phalanx: body_report: environment " + std::to_string(e) + " has " +
+            std::to_string(d_ncon[e]) +
+            " contacts, outside [0, nconmax = " + std::to_string(m.nconmax) + "]");
+      for (long i = 0; i < 2L * d_ncon[e]; ++i) {
+        int g = d_con_geom[2L * e * m.nconmax + i];
+        if (g < 0 || g >= m.ngeom)
+          throw std::invalid_argument("phalanx: body_report: environment " + std::to_string(e) +
+                                      " names geom " + std::to_string(g) + ", outside [0, " +
+                                      std::to_string(m.ngeom) + ")");
+      }
+    }
+  }
+  launch(model.device(), nenv,
+         BodyReportKernel<T>{model.view(), d_qpos, d_qvel, d_ncon, d_con_pos, d_con_frame,
+                             d_con_force, d_con_geom, d_subtree_com, d_cinert, d_cvel, d_cfrc_ext},
+         model.scratch_size());
+}
+
+template <class T>
+void actuator_forces(const DeviceModel<T>& model, int nenv, const T* d_qpos, const T* d_qvel,
+                     const T* d_ctrl, T* d_qfrc, const T* d_act) {
+  check_nenv(nenv);
+  check_act(model, d_act, "actuator_forces");
+  launch(model.device(), nenv,
+         ActuatorForceKernel<T>{model.view(), d_qpos, d_qvel, d_ctrl, d_qfrc, d_act},
+         model.scratch_size());
+}
+
+template <class T>
 void forward_dynamics(const DeviceModel<T>& model, int nenv, const T* d_qpos, const T* d_qvel,
                       const T* d_ctrl, T* d_qacc, const T* d_act) {
   check_nenv(nenv);
@@ -471,8 +509,12 @@ void rollout_backward(const DeviceModel<T>& model, Tape<T>& tape, const T* d_adj
   template void bias_forces<T>(const DeviceModel<T>&, int, const T*, const T*, T*);                \
   template void kinematics<T>(const DeviceModel<T>&, int, const T*, const T*, T*, T*, T*, T*, T*,  \
                               T*, T*, T*);                                                         \
+  template void body_report<T>(const DeviceModel<T>&, int, const T*, const T*, const int*,         \
+                               const T*, const T*, const T*, const int*, T*, T*, T*, T*);          \
   template void forward_dynamics<T>(const DeviceModel<T>&, int, const T*, const T*, const T*, T*,  \
                                     const T*);                                                     \
+  template void actuator_forces<T>(const DeviceModel<T>&, int, const T*, const T*, const T*, T*,   \
+                                   const T*);                                                      \
   template void inverse_dynamics<T>(const DeviceModel<T>&, int, const T*, const T*, const T*, T*); \
   template void step_vjp<T>(const DeviceModel<T>&, int, const T*, const T*, const T*, const T*,    \
                             const T*, T*, T*, T*, const ModelAdjoint<T>&,                          \

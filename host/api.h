@@ -212,11 +212,26 @@ template <class T>
 void kinematics(const DeviceModel<T>& model, int nenv, const T* d_qpos, const T* d_qvel, T* d_xpos,
                 T* d_xquat, T* d_com, T* d_com_vel, T* d_site_xpos = nullptr,
                 T* d_site_xmat = nullptr, T* d_ten_length = nullptr, T* d_xmat = nullptr);
+// Per-body quantities in MuJoCo's convention (include/phalanx/report.h): d_subtree_com (nenv x
+// nbody x 3), d_cinert (nenv x nbody x 10), with d_qvel non-null d_cvel (nenv x nbody x 6), and
+// with d_ncon non-null d_cfrc_ext (nenv x nbody x 6), the wrenches of each environment's d_ncon
+// contacts (d_con_pos nconmax x 3, d_con_frame nconmax x 9, d_con_force nconmax x 3 in the
+// contact frame, d_con_geom nconmax x 2 per environment). A contact count outside [0, nconmax]
+// or a geom out of range is an std::invalid_argument (host arrays: checked before the launch).
+template <class T>
+void body_report(const DeviceModel<T>& model, int nenv, const T* d_qpos, const T* d_qvel,
+                 const int* d_ncon, const T* d_con_pos, const T* d_con_frame, const T* d_con_force,
+                 const int* d_con_geom, T* d_subtree_com, T* d_cinert, T* d_cvel, T* d_cfrc_ext);
 // qacc = M^-1 (passive + actuation - c)                  -> d_qacc (nenv x nv)
 // (with activation state, d_act (nenv x na) the activations the actuators read; required)
 template <class T>
 void forward_dynamics(const DeviceModel<T>& model, int nenv, const T* d_qpos, const T* d_qvel,
                       const T* d_ctrl, T* d_qacc, const T* d_act = nullptr);
+// the actuators' generalized force (MuJoCo's qfrc_actuator) -> d_qfrc (nenv x nv)
+// (with activation state, d_act (nenv x na) the activations the actuators read; required)
+template <class T>
+void actuator_forces(const DeviceModel<T>& model, int nenv, const T* d_qpos, const T* d_qvel,
+                     const T* d_ctrl, T* d_qfrc, const T* d_act = nullptr);
 // tau = M qacc + c - passive (MuJoCo's qfrc_inverse)     -> d_tau  (nenv x nv)
 template <class T>
 void inverse_dynamics(const DeviceModel<T>& model, int nenv, const T* d_qpos, const T* d_qvel,

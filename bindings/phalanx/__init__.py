@@ -61,6 +61,9 @@ __all__ = [
     "mass_matrix",
     "bias_forces",
     "kinematics",
+    "contacts",
+    "body_report",
+    "actuator_forces",
     "forward_dynamics",
     "inverse_dynamics",
     "step",
@@ -196,6 +199,86 @@ def kinematics(model: Model, qpos, qvel=None, *, dtype=None, device: str = "cpu"
     return out
 
 
+def contacts(model: Model, qpos, qvel=None, ctrl=None, *, act=None, dtype=None,
+             device: str = "cpu") -> dict:
+    """The contacts Phalanx detects at E states and the forces its constraint solve applies
+    through them in a step from there (ctrl held; qvel, ctrl and act zero when not given).
+
+    Returns a dict with ``count`` (E,) (contacts found, at most ``model.nconmax``), ``pos``
+    (E, nconmax, 3) (points in world), ``frame`` (E, nconmax, 3, 3) (rows: the normal, from
+    geom 1 to geom 2, and the two tangents), ``dist`` (E, nconmax) (signed distance, negative
+    when penetrating), ``geom`` (E, nconmax, 2) (the two geoms, lower geom type first) and
+    ``force`` (E, nconmax, 3) (the force on geom 2's body in the contact frame: normal, tangent
+    1, tangent 2, in N; geom 1's body takes its opposite; the tangential entries are zero for
+    frictionless contacts). Entries past ``count`` are zero."""
+    from . import _phalanx
+
+    qpos = np.atleast_2d(np.asarray(qpos))
+    n = qpos.shape[0]
+    if qvel is None:
+        qvel = np.zeros((n, model.nv))
+    if ctrl is None:
+        ctrl = np.zeros((n, model.nu))
+    if act is None and model.na > 0:
+        act = np.zeros((n, model.na))
+    warm = _phalanx.WarmStart()
+    _phalanx.step(model, qpos, qvel, ctrl, 1, None, dtype, device, None, act, warm_start=warm)
+    state = warm.state()
+    count = state["ncon"][:, 0].astype(np.int64)
+    geom = state["geom"].reshape(n, -1, 2)
+    live = np.arange(geom.shape[1])[None, :] < count[:, None]
+    geom = np.where(live[..., None], geom, 0)
+    # the rows of each contact, in contact order: its normal, then two friction rows when
+    # either geom has condim > 1 (include/phalanx/constraint.h)
+    condim = np.asarray(model.geom_condim)
+    nrow = np.where(live, np.where(np.maximum(condim[geom[..., 0]], condim[geom[..., 1]]) > 1,
+                                   3, 1), 0)
+    first = np.cumsum(nrow, axis=1) - nrow
+    impulse = state["efc_force"]
+    force = np.zeros(geom.shape[:2] + (3,), impulse.dtype)
+    for k in range(3):
+        has = nrow > k
+        rows = np.where(has, first + k, 0)
+        force[..., k] = np.where(has, np.take_along_axis(impulse, rows, axis=1), 0)
+    force /= model.timestep
+
+    def held(a, *shape):  # the entries of the contacts found, zero past them
+        a = a.reshape((n, -1) + shape)
+        return np.where(live.reshape(live.shape + (1,) * len(shape)), a, 0)
+
+    return dict(count=count, pos=held(state["pos"], 3), frame=held(state["frame"], 3, 3),
+                dist=held(state["dist"]), geom=held(state["geom"], 2), force=force)
+
+
+def body_report(model: Model, qpos, qvel=None, contacts: dict | None = None, *, dtype=None,
+                device: str = "cpu") -> dict:
+    """Per-body quantities at E states in MuJoCo's convention, as Gymnasium's MuJoCo tasks read
+    them from MjData: ``subtree_com`` (E, nbody, 3) (the centre of mass of each body and its
+    descendants; the world's is that of all bodies) and, about the centre of mass of each
+    body's tree (``subtree_com[body_rootid]``) in world axes, ``cinert`` (E, nbody, 10) (the
+    spatial inertia: Ixx Iyy Izz Ixy Ixz Iyz, mass times the offset of the body's centre of
+    mass, mass), with qvel ``cvel`` (E, nbody, 6) (angular, then linear velocity of the body
+    point at the reference) and, with ``contacts`` (a dict as :func:`contacts` returns it),
+    ``cfrc_ext`` (E, nbody, 6) (torque, then force: the wrench of the contact forces on each
+    body, MuJoCo's cfrc_ext without equality constraints and applied forces). The world's
+    cinert, cvel and cfrc_ext are zero."""
+    from . import _phalanx
+
+    if contacts is None:
+        given = (None,) * 5
+    else:
+        given = (np.asarray(contacts["count"], np.int32), contacts["pos"], contacts["frame"],
+                 contacts["force"], np.asarray(contacts["geom"], np.int32))
+    subtree_com, cinert, cvel, cfrc_ext = _phalanx.body_report(model, qpos, qvel, *given, dtype,
+                                                               device)
+    out = dict(subtree_com=subtree_com, cinert=cinert)
+    if cvel is not None:
+        out["cvel"] = cvel
+    if cfrc_ext is not None:
+        out["cfrc_ext"] = cfrc_ext
+    return out
+
+
 def forward_dynamics(
     model: Model, qpos, qvel, ctrl, *, act=None, dtype=None, device: str = "cpu"
 ) -> np.ndarray:
@@ -207,6 +290,17 @@ def forward_dynamics(
     if act is None and model.na > 0:
         act = np.zeros((np.shape(qpos)[0] if np.ndim(qpos) > 1 else 1, model.na))
     return _phalanx.forward_dynamics(model, qpos, qvel, ctrl, dtype, device, act)
+
+
+def actuator_forces(
+    model: Model, qpos, qvel, ctrl, *, act=None, dtype=None, device: str = "cpu"
+) -> np.ndarray:
+    """The actuators' generalized force: gear times each actuator's force along its
+    transmission, MuJoCo's qfrc_actuator -> (E, nv). ``act`` (E, na) holds the activations the
+    actuators with dynamics read (None: zero)."""
+    if act is None and model.na > 0:
+        act = np.zeros((np.shape(qpos)[0] if np.ndim(qpos) > 1 else 1, model.na))
+    return _phalanx.actuator_forces(model, qpos, qvel, ctrl, dtype, device, act)
 
 
 def inverse_dynamics(

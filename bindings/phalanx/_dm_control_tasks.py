@@ -167,7 +167,7 @@ class Humanoid(DmControlTask):
     def initial_state(self, env, n):
         """the suite's collision-free random configurations: redraw every state whose
         environment has a contact until none has"""
-        from . import _phalanx
+        import phalanx
 
         qpos, qvel = super().initial_state(env, n)
         todo = np.arange(n)
@@ -175,10 +175,8 @@ class Humanoid(DmControlTask):
             q = qpos[todo]
             randomize_limited_and_rotational_joints(self.model, q, env.np_random)
             qpos[todo] = q
-            warm = _phalanx.WarmStart()  # contacts detected at the state a step starts from
-            _phalanx.step(self.model, q, qvel[todo], np.zeros((todo.size, self.model.nu)), 1,
-                          None, env.sim.dtype, "cpu", warm_start=warm)
-            todo = todo[warm.state()["ncon"][:, 0] > 0]
+            found = phalanx.contacts(self.model, q, qvel[todo], dtype=env.sim.dtype)
+            todo = todo[found["count"] > 0]
             if todo.size == 0:
                 return qpos, qvel
         raise RuntimeError(f"phalanx.envs: {self.name} found no contact-free initial state "

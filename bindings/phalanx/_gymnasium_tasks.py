@@ -3,9 +3,13 @@
 Each task reads Gymnasium's own model file, frame skip, episode length, reset noise, reward
 terms (with v5's default weights), termination and observations. Positions and velocities
 come from the batch's state; body positions from ``phalanx.kinematics`` at the state after the
-step. (Gymnasium reads body positions from MuJoCo's mjData after mj_step, which holds those of
-the state before the step's last physics step; here they are those of the state the step
-returns, the state Gymnasium's reward would read after mj_forward.)
+step, and the contact wrenches (cfrc_ext) from ``phalanx.contacts`` and ``phalanx.body_report``
+at that state with the action held. (Gymnasium reads body positions and cfrc_ext from MuJoCo's
+mjData after mj_step, which holds those of the state before the step's last physics step; here
+they are those of the state the step returns, the state Gymnasium's reward would read after
+mj_forward and mj_rnePostConstraint. At a reset state Gymnasium's cfrc_ext is zero, as MuJoCo
+computes it only after a step; here it is that of the reset state.) The contact forces are
+Phalanx's: hard contacts solved as an LCP, where MuJoCo's are soft.
 """
 
 from __future__ import annotations
@@ -129,6 +133,116 @@ class Swimmer(_Forward):
     excluded = 2
 
 
+class Ant(GymnasiumTask):
+    """the quadruped rewarded for the speed of its torso along x, for staying healthy (a
+    finite state with the torso's height in [0.2, 1]; episodes end otherwise), less its control
+    and contact costs; observing qpos but x and y, qvel and the contact wrenches on its bodies
+    clipped to [-1, 1]"""
+
+    xml = "ant.xml"
+    frame_skip = 5
+    velocity_noise = "normal"
+    ctrl_cost_weight = 0.5
+    contact_cost_weight = 5e-4
+    healthy_reward = 1.0
+    healthy_z_range = (0.2, 1.0)
+    contact_force_range = (-1.0, 1.0)
+    terminates = True
+    reads_contacts = True
+
+    def before_step(self, sim):
+        self._x_before = sim.qpos[:, 0].copy()  # the torso's frame is its free joint's
+
+    def contact_forces(self, sim):
+        return np.clip(self.forward_report(sim)["cfrc_ext"], *self.contact_force_range)
+
+    def healthy(self, sim):
+        z = sim.qpos[:, 2]
+        finite = np.isfinite(sim.qpos).all(axis=1) & np.isfinite(sim.qvel).all(axis=1)
+        return finite & (self.healthy_z_range[0] <= z) & (z <= self.healthy_z_range[1])
+
+    def reward(self, sim, actions):
+        dt = self.model.timestep * self.frame_skip
+        forward = self.forward_reward_weight * (sim.qpos[:, 0] - self._x_before) / dt
+        contact_cost = self.contact_cost_weight * np.square(self.contact_forces(sim)).sum(
+            axis=(1, 2))
+        return (forward + self.healthy_reward * self.healthy(sim) - self.ctrl_cost(actions)
+                - contact_cost)
+
+    def terminated(self, sim):
+        return ~self.healthy(sim)
+
+    def observe(self, sim):
+        return np.concatenate([sim.qpos[:, 2:], sim.qvel,
+                               self.contact_forces(sim)[:, 1:].reshape(sim.num_envs, -1)],
+                              axis=1)
+
+
+class Humanoid(GymnasiumTask):
+    """the humanoid rewarded for the speed of its centre of mass along x and for staying
+    healthy (the torso's height in (1, 2); episodes end otherwise), less its control cost and
+    its contact cost (at most 10); observing qpos but x and y, qvel, and about each tree's
+    centre of mass the bodies' inertias and velocities, the actuators' generalized force on
+    the joints and the contact wrenches on the bodies"""
+
+    xml = "humanoid.xml"
+    frame_skip = 5
+    reset_noise_scale = 1e-2
+    forward_reward_weight = 1.25
+    ctrl_cost_weight = 0.1
+    contact_cost_weight = 5e-7
+    contact_cost_max = 10.0
+    healthy_reward = 5.0
+    healthy_z_range = (1.0, 2.0)
+    terminates = True
+    reads_contacts = True
+
+    def before_step(self, sim):
+        self._com_before = self.kinematics(sim)["com"][:, 0].copy()
+
+    def contact_cost(self, sim):
+        cost = self.contact_cost_weight * np.square(self.forward_report(sim)["cfrc_ext"]).sum(
+            axis=(1, 2))
+        return np.minimum(cost, self.contact_cost_max)
+
+    def healthy(self, sim):
+        z = sim.qpos[:, 2]
+        return (self.healthy_z_range[0] < z) & (z < self.healthy_z_range[1])
+
+    def reward(self, sim, actions):
+        dt = self.model.timestep * self.frame_skip
+        forward = self.forward_reward_weight * (self.kinematics(sim)["com"][:, 0]
+                                                - self._com_before) / dt
+        return (forward + self.healthy_reward * self.healthy(sim) - self.ctrl_cost(actions)
+                - self.contact_cost(sim))
+
+    def terminated(self, sim):
+        return ~self.healthy(sim)
+
+    def observe(self, sim):
+        r, n = self.forward_report(sim), sim.num_envs
+        return np.concatenate([sim.qpos[:, 2:], sim.qvel, r["cinert"][:, 1:].reshape(n, -1),
+                               r["cvel"][:, 1:].reshape(n, -1), r["qfrc_actuator"][:, 6:],
+                               r["cfrc_ext"][:, 1:].reshape(n, -1)], axis=1)
+
+
+class HumanoidStandup(Humanoid):
+    """the humanoid lying on the floor, rewarded for the height of its torso (over one physics
+    step's time), less its control cost and its impact cost (at most 10), plus 1; episodes run
+    to their end; observations as Humanoid's"""
+
+    xml = "humanoidstandup.xml"
+    contact_cost_weight = 0.5e-6
+    terminates = False
+
+    def before_step(self, sim):
+        pass
+
+    def reward(self, sim, actions):
+        uph = sim.qpos[:, 2] / self.model.timestep
+        return uph - self.ctrl_cost(actions) - self.contact_cost(sim) + 1.0
+
+
 class InvertedPendulum(GymnasiumTask):
     xml = "inverted_pendulum.xml"
     frame_skip = 2
@@ -185,5 +299,5 @@ class Reacher(GymnasiumTask):
                                self._to_target(sim)[:, :2]], axis=1)
 
 
-TASKS = {f"{t.__name__}-v5": t for t in (HalfCheetah, Hopper, Walker2d, Swimmer,
-                                          InvertedPendulum, Reacher)}
+TASKS = {f"{t.__name__}-v5": t for t in (Ant, HalfCheetah, Hopper, Walker2d, Swimmer, Humanoid,
+                                          HumanoidStandup, InvertedPendulum, Reacher)}

@@ -28,11 +28,14 @@ class Task:
     frame_skip = 1
     max_episode_steps = 1000
     terminates = False  # whether terminated() is defined
+    reads_contacts = False  # whether the task reads forward_report's contact wrenches
 
     def __init__(self, path) -> None:
         self.path = path
         self._kin_key: Any = None
         self._kin: dict[str, np.ndarray] = {}
+        self._report_key: Any = None
+        self._report: dict[str, np.ndarray] = {}
 
     def make(self, num_envs: int, **kwargs):
         """the VectorEnv of this task; keyword arguments go to VectorEnv (dtype, device,
@@ -90,8 +93,28 @@ class Task:
             self._kin_key = (sim, q.copy(), v.copy())
         return self._kin
 
+    def forward_report(self, sim) -> dict[str, np.ndarray]:
+        """what MuJoCo's mj_forward (and mj_rnePostConstraint) reports at the batch's state with
+        its controls held: the contacts (phalanx.contacts), the per-body quantities with the
+        contacts' wrenches (phalanx.body_report: subtree_com, cinert, cvel, cfrc_ext) and the
+        actuators' generalized force (qfrc_actuator), computed once per state and controls"""
+        q, v, u = sim.qpos, sim.qvel, sim.ctrl
+        key = self._report_key
+        if key is None or key[0] is not sim or not (np.array_equal(key[1], q)
+                                                    and np.array_equal(key[2], v)
+                                                    and np.array_equal(key[3], u)):
+            import phalanx
+
+            found = phalanx.contacts(sim.model, q, v, u, dtype=sim.dtype)
+            self._report = dict(found, **phalanx.body_report(sim.model, q, v, found,
+                                                             dtype=sim.dtype))
+            self._report["qfrc_actuator"] = phalanx.actuator_forces(sim.model, q, v, u,
+                                                                    dtype=sim.dtype)
+            self._report_key = (sim, q.copy(), v.copy(), u.copy())
+        return self._report
+
     def _initial_state(self, env, n: int):
-        self._kin_key = None
+        self._kin_key = self._report_key = None
         return self.initial_state(env, n)
 
     def _id(self, kind: str, name: str) -> int:

@@ -110,17 +110,6 @@ def _hfield(model, h: int) -> dict:
     return {"nrow": nrow, "ncol": ncol, "size": size.tolist(), "data": _b64(data)}
 
 
-def _contacts(model, q: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """the contact points Phalanx detects at each state (E*T states): (count (n,), points
-    (n, nconmax, 3))"""
-    n = q.shape[0]
-    warm = _phalanx.WarmStart()
-    _phalanx.step(model, q, np.zeros((n, model.nv)), np.zeros((n, model.nu)), 1, None, None,
-                  "cpu", warm_start=warm)
-    state = warm.state()
-    return state["ncon"][:, 0], state["pos"].reshape(n, -1, 3)
-
-
 def html(model, qpos, path=None, *, dt: float | None = None, contacts: bool = False,
          spacing: float | None = None, camera: dict | None = None, lighting: bool = True,
          title: str = "Phalanx") -> str:
@@ -164,7 +153,8 @@ def html(model, qpos, path=None, *, dt: float | None = None, contacts: bool = Fa
         "static": STATIC,
     }
     if contacts:
-        count, points = _contacts(model, flat)
+        found = phalanx.contacts(model, flat)
+        count, points = found["count"], found["pos"]
         keep = int(count.max(initial=0))
         data["contacts"] = {"count": count.astype(int).tolist(), "max": keep,
                             "points": _b64(points[:, :keep])}

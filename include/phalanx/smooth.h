@@ -43,12 +43,11 @@ PHX_HD void rnea(const ModelView<T>& m, const T* qvel, const T* qacc, Workspace<
   }
 }
 
-// Composite rigid body algorithm: the dense joint-space inertia M (nv x nv, row-major, both
-// triangles) plus armature on the diagonal. Needs kinematics and com_pos; writes crb.
+// Composite inertias: crb[b] = the spatial inertias of b and its subtree, about the tree's
+// reference point (the world's entry stays its own). Needs com_pos.
 template <class T>
-PHX_HD void crba(const ModelView<T>& m, Workspace<T>& w, T* M) {
+PHX_HD void composite_inertias(const ModelView<T>& m, Workspace<T>& w) {
   T* crb = w.crb;
-  // composite inertias: each body plus its subtree
   for (int i = 0; i < 10 * m.nbody; ++i) crb[i] = w.cinert[i];
   for (int b = m.nbody - 1; b > 0; --b) {
     int p = m.body_parentid[b];
@@ -56,6 +55,14 @@ PHX_HD void crba(const ModelView<T>& m, Workspace<T>& w, T* M) {
       for (int i = 0; i < 10; ++i) crb[10 * p + i] += crb[10 * b + i];
     }
   }
+}
+
+// Composite rigid body algorithm: the dense joint-space inertia M (nv x nv, row-major, both
+// triangles) plus armature on the diagonal. Needs kinematics and com_pos; writes crb.
+template <class T>
+PHX_HD void crba(const ModelView<T>& m, Workspace<T>& w, T* M) {
+  composite_inertias(m, w);
+  const T* crb = w.crb;
   for (int i = 0; i < m.nv * m.nv; ++i) M[i] = T(0);
   // M[i][j] = cdof_j . (crb_body(i) cdof_i) for j on the path from i to the root
   for (int i = 0; i < m.nv; ++i) {

@@ -7,6 +7,7 @@
 #include "phalanx/math/dual.h"
 #include "phalanx/math/quat.h"
 #include "phalanx/math/spatial.h"
+#include "phalanx/report.h"
 
 namespace phx {
 namespace {
@@ -77,6 +78,37 @@ TEST(Quat, AngleAxisIsTheRotationAndItsAdjointMatchesDifferences) {
     const double ad = adj_q.w * d.w + adj_q.x * d.x + adj_q.y * d.y + adj_q.z * d.z;
     const double fd = (loss(1e-6) - loss(-1e-6)) / 2e-6;
     EXPECT_NEAR(ad, fd, 1e-7 * (1 + std::abs(fd))) << t;
+  }
+}
+
+// A spatial inertia about another point describes the same body: the momentum of the same
+// motion, taken about the new point (L' = L - s x p), and back again.
+TEST(Spatial, ShiftedInertiaKeepsTheMomentumOfTheSameMotion) {
+  for (int t = 0; t < 100; ++t) {
+    Inertia<double> J;
+    Mat3<double> R = to_mat(rand_quat());
+    Vec3<double> d{1 + uniform(), 1 + uniform(), 1 + uniform()}, c = rand3();
+    J.m = 2 + uniform();
+    // R diag(d) R^T + m (|c|^2 1 - c c^T) about o, the centre of mass at o + c
+    const int rr[6] = {0, 1, 2, 0, 0, 1}, cl[6] = {0, 1, 2, 1, 2, 2};
+    for (int k = 0; k < 6; ++k) {
+      int a = rr[k], b = cl[k];
+      J.I[k] = R(a, 0) * d.x * R(b, 0) + R(a, 1) * d.y * R(b, 1) + R(a, 2) * d.z * R(b, 2) +
+               J.m * ((a == b ? dot(c, c) : 0.0) - c[a] * c[b]);
+    }
+    J.h = J.m * c;
+    Vec3<double> s = rand3();
+    Vec6<double> v = rand6();                                                     // about o
+    Vec6<double> v_s = Vec6<double>::make(v.ang(), v.lin() + cross(v.ang(), s));  // about o + s
+    Vec6<double> f = J * v, f_s = shift_inertia(J, s) * v_s;
+    Vec3<double> L = f.ang() - cross(s, f.lin());
+    for (int i = 0; i < 3; ++i) {
+      EXPECT_NEAR(f_s.ang()[i], L[i], 1e-13);
+      EXPECT_NEAR(f_s.lin()[i], f.lin()[i], 1e-13);
+    }
+    Inertia<double> back = shift_inertia(shift_inertia(J, s), -s);
+    for (int k = 0; k < 6; ++k) EXPECT_NEAR(back.I[k], J.I[k], 1e-13);
+    for (int i = 0; i < 3; ++i) EXPECT_NEAR(back.h[i], J.h[i], 1e-14);
   }
 }
 

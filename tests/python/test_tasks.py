@@ -5,7 +5,10 @@ reaches, the suite's own code computes the reward, termination and observations 
 the same physics state (dm_control: the task's get_reward and get_observation after
 reset_context sets qpos, qvel and ctrl; Gymnasium: the environment's own step(), its simulation
 replaced by setting the state Phalanx reached), and they must agree to 1e-6. The timing (physics
-steps per action, steps per episode) is read from the suites too.
+steps per action, steps per episode) is read from the suites too. Where a task reads contact
+forces (Gymnasium's Ant: cfrc_ext), MuJoCo's soft contacts and Phalanx's hard ones give
+different forces at the same state: MuJoCo is given Phalanx's cfrc_ext, whose definition
+test_body_report holds to MuJoCo's for the same forces.
 """
 
 from __future__ import annotations
@@ -39,10 +42,13 @@ def _trajectory(env, steps=STEPS, seed=0):
         resetting = env._autoreset.copy()
         actions = rng.uniform(low, high, (env.num_envs, len(low)))
         obs, reward, terminated, truncated, _ = env.step(actions)
+        reads_contacts = env.task.reads_contacts
         for e in np.flatnonzero(~resetting):
             out.append(dict(before=(before[0][e], before[1][e]), qpos=env.sim.qpos[e].copy(),
                             qvel=env.sim.qvel[e].copy(), action=actions[e], obs=obs[e],
                             reward=reward[e], terminated=terminated[e]))
+            if reads_contacts:
+                out[-1]["cfrc_ext"] = env.task.forward_report(env.sim)["cfrc_ext"][e].copy()
     return out
 
 
@@ -86,14 +92,17 @@ def test_dm_control_task_equals_the_suite(name):
         np.testing.assert_allclose(s["obs"], obs, rtol=0, atol=1e-6)
 
 
-def _replaying(ref, qpos, qvel):
-    """Gymnasium's do_simulation replaced by putting MuJoCo at the state Phalanx reached"""
+def _replaying(ref, qpos, qvel, cfrc_ext=None):
+    """Gymnasium's do_simulation replaced by putting MuJoCo at the state Phalanx reached (and,
+    given, Phalanx's contact wrenches in cfrc_ext)"""
     m, d = ref.model, ref.data
 
     def simulate(ctrl, n_frames):
         d.qpos[:], d.qvel[:], d.ctrl[:] = qpos, qvel, ctrl
         mujoco.mj_forward(m, d)
         mujoco.mj_rnePostConstraint(m, d)
+        if cfrc_ext is not None:
+            d.cfrc_ext[:] = cfrc_ext
 
     return simulate
 
@@ -107,13 +116,17 @@ def test_gymnasium_task_equals_gymnasium(name):
     assert env.frame_skip == ref.frame_skip
     assert env.max_episode_steps == spec.max_episode_steps
     assert env.dt == pytest.approx(ref.dt)
+    touching = 0
     for s in _trajectory(env):
         ref.set_state(*s["before"])
-        ref.do_simulation = _replaying(ref, s["qpos"], s["qvel"])
+        ref.do_simulation = _replaying(ref, s["qpos"], s["qvel"], s.get("cfrc_ext"))
         obs, reward, terminated, _, _ = ref.step(s["action"])
         np.testing.assert_allclose(s["reward"], reward, rtol=0, atol=1e-6)
         assert s["terminated"] == terminated
         np.testing.assert_allclose(s["obs"], obs, rtol=0, atol=1e-6)
+        touching += np.any(s.get("cfrc_ext", 0) != 0)
+    if env.task.reads_contacts:  # contact wrenches took part
+        assert touching >= E
 
 
 def test_initial_states_follow_the_suites():

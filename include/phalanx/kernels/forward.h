@@ -4,6 +4,7 @@
 
 #include "phalanx/cost.h"
 #include "phalanx/kernels/common.h"
+#include "phalanx/report.h"
 #include "phalanx/step.h"
 #include "phalanx/tape.h"
 
@@ -221,6 +222,54 @@ struct KinematicsKernel {
   }
 };
 
+// Per-body quantities in MuJoCo's convention (report.h): subtree_com (nenv x nbody x 3), cinert
+// (nenv x nbody x 10), with qvel cvel (nenv x nbody x 6), and with contacts cfrc_ext (nenv x
+// nbody x 6) from each environment's ncon contacts (con_*: nconmax per environment, as
+// phalanx.contacts gives them)
+template <class T>
+struct BodyReportKernel {
+  using Scalar = T;
+  ModelView<T> model;   // env_view gives each environment its parameters
+  const T* qpos;        // (nenv x nq)
+  const T* qvel;        // (nenv x nv), may be null
+  const int* ncon;      // (nenv), may be null: no cfrc_ext
+  const T* con_pos;     // (nenv x nconmax x 3)
+  const T* con_frame;   // (nenv x nconmax x 9)
+  const T* con_force;   // (nenv x nconmax x 3)
+  const int* con_geom;  // (nenv x nconmax x 2)
+  T* subtree_com;
+  T* cinert;
+  T* cvel;      // may be null
+  T* cfrc_ext;  // may be null
+
+  PHX_HD void operator()(int e, Scratch<T> scratch) const {
+    const ModelView<T> m = env_view(model, e);
+    Workspace<T> w = step_scratch(m, scratch).w;
+    cost_kinematics(m, kCostNeedsKinematics | kCostNeedsComPos | (qvel ? kCostNeedsComVel : 0),
+                    qpos + long(e) * m.nq, env_row(qvel, e, m.nv), w);
+    T* com = subtree_com + 3L * e * m.nbody;
+    subtree_coms(m, w, com);
+    com_based(m, w, com, cinert + 10L * e * m.nbody, qvel ? cvel + 6L * e * m.nbody : nullptr);
+    if (ncon) {
+      long c = long(e) * m.nconmax;
+      int n = ncon[e] < 0 ? 0 : (ncon[e] > m.nconmax ? m.nconmax : ncon[e]);  // host checks it
+      contact_wrenches(m, com, n, con_pos + 3 * c, con_frame + 9 * c, con_force + 3 * c,
+                       con_geom + 2 * c, cfrc_ext + 6L * e * m.nbody);
+    }
+  }
+};
+
+// environment e's actuator inputs: its row of ctrl (nenv x nu) or, with activation state, the
+// inputs its row of act (nenv x na) gives them (in x.input)
+template <class T>
+PHX_HD PHX_INLINE const T* env_actuator_input(const ModelView<T>& m, const T* ctrl, const T* act,
+                                              int e, StepScratch<T>& x) {
+  const T* input = ctrl + long(e) * m.nu;
+  if (m.na == 0) return input;
+  actuator_inputs(m, input, act + long(e) * m.na, x.input);
+  return x.input;
+}
+
 // qacc = (M + diag(armature))^-1 (passive + actuation - bias), MuJoCo's qacc without
 // constraints; with activation state the actuators read act (nenv x na)
 template <class T>
@@ -236,13 +285,34 @@ struct ForwardDynamicsKernel {
   PHX_HD void operator()(int e, Scratch<T> scratch) const {
     const ModelView<T> m = env_view(model, e);
     StepScratch<T> x = step_scratch(m, scratch);
-    const T* input = ctrl + long(e) * m.nu;
-    if (m.na > 0) {
-      actuator_inputs(m, input, act + long(e) * m.na, x.input);
-      input = x.input;
-    }
+    const T* input = env_actuator_input(m, ctrl, act, e, x);
     forward_dynamics(m, qpos + long(e) * m.nq, qvel + long(e) * m.nv, input, T(0), x.w,
                      qacc + long(e) * m.nv);
+  }
+};
+
+// the actuators' generalized force, gear times each actuator's force along its transmission
+// (MuJoCo's qfrc_actuator); with activation state the actuators read act (nenv x na)
+template <class T>
+struct ActuatorForceKernel {
+  using Scalar = T;
+  ModelView<T> model;      // env_view gives each environment its parameters
+  const T* qpos;           // (nenv x nq)
+  const T* qvel;           // (nenv x nv)
+  const T* ctrl;           // (nenv x nu)
+  T* qfrc;                 // (nenv x nv)
+  const T* act = nullptr;  // (nenv x na), may be null when na = 0
+
+  PHX_HD void operator()(int e, Scratch<T> scratch) const {
+    const ModelView<T> m = env_view(model, e);
+    StepScratch<T> x = step_scratch(m, scratch);
+    const T* q = qpos + long(e) * m.nq;
+    const T* v = qvel + long(e) * m.nv;
+    const T* input = env_actuator_input(m, ctrl, act, e, x);
+    smooth_kinematics(m, q, v, x.w);
+    T* out = qfrc + long(e) * m.nv;
+    for (int d = 0; d < m.nv; ++d) out[d] = T(0);
+    actuation(m, q, v, input, x.w, out);
   }
 };
 
@@ -274,13 +344,15 @@ struct InverseDynamicsKernel {
   }
 };
 
-#define PHX_FORWARD_KERNELS(X)                                          \
-  X(StepKernel<float>) X(StepKernel<double>)                            \
-  X(RolloutKernel<float>) X(RolloutKernel<double>)                      \
-  X(MassMatrixKernel<float>) X(MassMatrixKernel<double>)                \
-  X(BiasKernel<float>) X(BiasKernel<double>)                            \
-  X(KinematicsKernel<float>) X(KinematicsKernel<double>)                \
-  X(ForwardDynamicsKernel<float>) X(ForwardDynamicsKernel<double>)      \
-  X(InverseDynamicsKernel<float>) X(InverseDynamicsKernel<double>)
+#define PHX_FORWARD_KERNELS(X)                                                              \
+  X(StepKernel<float>)                                                                      \
+  X(StepKernel<double>)                                                                     \
+  X(RolloutKernel<float>) X(RolloutKernel<double>) X(MassMatrixKernel<float>)               \
+      X(MassMatrixKernel<double>) X(BiasKernel<float>) X(BiasKernel<double>)                \
+          X(KinematicsKernel<float>) X(KinematicsKernel<double>) X(BodyReportKernel<float>) \
+              X(BodyReportKernel<double>) X(ActuatorForceKernel<float>)                     \
+                  X(ActuatorForceKernel<double>) X(ForwardDynamicsKernel<float>)            \
+                      X(ForwardDynamicsKernel<double>) X(InverseDynamicsKernel<float>)      \
+                          X(InverseDynamicsKernel<double>)
 
 }  // namespace phx

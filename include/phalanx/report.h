@@ -1,0 +1,98 @@
+// Per-body quantities in MuJoCo's convention, for observations and rewards that read them
+// (Gymnasium's MuJoCo tasks read cinert, cvel and cfrc_ext): the centre of mass of each subtree
+// (mj_comPos's subtree_com), and the spatial inertia, velocity and external contact wrench of
+// each body about the centre of mass of its tree (cinert, cvel: mj_comPos and mj_comVel;
+// cfrc_ext: mj_rnePostConstraint). Phalanx's own kinematics keeps these about the tree root's
+// origin (kinematics.h); the report moves them to MuJoCo's reference point.
+#pragma once
+
+#include "phalanx/kinematics.h"
+#include "phalanx/smooth.h"
+
+namespace phx {
+
+// below this a subtree counts as massless (MuJoCo's mjMINVAL)
+constexpr double kReportMinMass = 1e-15;
+
+// The inertia J (about o, world axes) about the point o + s
+template <class T>
+PHX_HD Inertia<T> shift_inertia(const Inertia<T>& J, const Vec3<T>& s) {
+  // with d = the centre of mass - o and h = m d: I' = I + m (|d - s|^2 - |d|^2) 1
+  //   - m ((d - s)(d - s)^T - d d^T) = I + (m |s|^2 - 2 h.s) 1 + h s^T + s h^T - m s s^T
+  Inertia<T> r = J;
+  T diag = J.m * dot(s, s) - T(2) * dot(J.h, s);
+  const int rr[6] = {0, 1, 2, 0, 0, 1}, cl[6] = {0, 1, 2, 1, 2, 2};
+  for (int k = 0; k < 6; ++k) {
+    int a = rr[k], b = cl[k];
+    r.I[k] += (a == b ? diag : T(0)) + J.h[a] * s[b] + s[a] * J.h[b] - J.m * s[a] * s[b];
+  }
+  r.h = J.h - J.m * s;
+  return r;
+}
+
+// subtree_com (nbody x 3): the centre of mass of each body and its descendants; the world's is
+// that of every body, and a massless subtree's is its body's centre of mass (MuJoCo's rule).
+// Needs kinematics and com_pos; writes w.crb (composite_inertias).
+template <class T>
+PHX_HD void subtree_coms(const ModelView<T>& m, Workspace<T>& w, T* subtree_com) {
+  composite_inertias(m, w);
+  Vec3<T> total;
+  T mass(0);
+  for (int b = 1; b < m.nbody; ++b) {
+    Inertia<T> J = Inertia<T>::load(w.crb + 10 * b);
+    Vec3<T> origin = Vec3<T>::load(w.xpos + 3 * m.body_rootid[b]);
+    Vec3<T> c =
+        J.m > T(kReportMinMass) ? origin + (T(1) / J.m) * J.h : Vec3<T>::load(w.xipos + 3 * b);
+    c.store(subtree_com + 3 * b);
+    if (m.body_parentid[b] == 0) {  // a tree: its mass and first moment
+      total += J.m * origin + J.h;
+      mass += J.m;
+    }
+  }
+  (mass > T(kReportMinMass) ? (T(1) / mass) * total : Vec3<T>{}).store(subtree_com);
+}
+
+// cinert (nbody x 10) and, with velocities (com_vel done), cvel (nbody x 6, angular then
+// linear) about the centre of mass of each body's tree, subtree_com[body_rootid]; the world's
+// entries are zero. cvel may be null.
+template <class T>
+PHX_HD void com_based(const ModelView<T>& m, const Workspace<T>& w, const T* subtree_com, T* cinert,
+                      T* cvel) {
+  for (int i = 0; i < 10; ++i) cinert[i] = T(0);
+  if (cvel) Vec6<T>{}.store(cvel);
+  for (int b = 1; b < m.nbody; ++b) {
+    int root = m.body_rootid[b];
+    Vec3<T> s = Vec3<T>::load(subtree_com + 3 * root) - Vec3<T>::load(w.xpos + 3 * root);
+    shift_inertia(Inertia<T>::load(w.cinert + 10 * b), s).store(cinert + 10 * b);
+    if (cvel) {
+      Vec6<T> v = Vec6<T>::load(w.cvel + 6 * b);
+      Vec6<T>::make(v.ang(), v.lin() + cross(v.ang(), s)).store(cvel + 6 * b);
+    }
+  }
+}
+
+// cfrc_ext (nbody x 6, torque then force, in world axes): the wrench of the contact forces on
+// each body about the centre of mass of its tree. Contact i at pos (3) with frame (9: the
+// normal from geom 1 to geom 2, then the tangents) carries force (3, in that frame) on geom 2's
+// body and its opposite on geom 1's; geom (2) names the geoms. The world's entry is zero.
+template <class T>
+PHX_HD void contact_wrenches(const ModelView<T>& m, const T* subtree_com, int ncon, const T* pos,
+                             const T* frame, const T* force, const int* geom, T* cfrc_ext) {
+  for (int i = 0; i < 6 * m.nbody; ++i) cfrc_ext[i] = T(0);
+  for (int i = 0; i < ncon; ++i) {
+    Vec3<T> f;  // in world: frame^T force
+    for (int k = 0; k < 3; ++k) f += force[3 * i + k] * Vec3<T>::load(frame + 9 * i + 3 * k);
+    Vec3<T> p = Vec3<T>::load(pos + 3 * i);
+    for (int side = 0; side < 2; ++side) {
+      int g = geom[2 * i + side];
+      int b = g >= 0 && g < m.ngeom ? m.geom_bodyid[g] : 0;  // out of range: checked by the host
+      if (b == 0) continue;
+      Vec3<T> r = p - Vec3<T>::load(subtree_com + 3 * m.body_rootid[b]);
+      Vec6<T> wrench = Vec6<T>::make(cross(r, f), f);
+      Vec6<T> sum = Vec6<T>::load(cfrc_ext + 6 * b);
+      (side == 0 ? sum - wrench : sum + wrench).store(cfrc_ext + 6 * b);
+    }
+  }
+}
+
+}  // namespace phx
