@@ -325,10 +325,8 @@ class PointMass(DmControlTask):
         self.size = float(np.asarray(model.geom_size).reshape(-1, 3)[self.geoms[0], 0])
 
     def _geom_xpos(self, sim, g):
-        k = self.kinematics(sim)
         b = int(np.asarray(self.model.geom_bodyid).reshape(-1)[g])
-        local = np.asarray(self.model.geom_pos, np.float64).reshape(-1, 3)[g]
-        return k["xpos"][:, b] + k["xmat"][:, b] @ local
+        return self.in_world(sim, b, np.asarray(self.model.geom_pos).reshape(-1, 3)[g])
 
     def reward(self, sim, actions):
         distance = np.linalg.norm(self._geom_xpos(sim, self.geoms[0])

@@ -243,6 +243,53 @@ class HumanoidStandup(Humanoid):
         return uph - self.ctrl_cost(actions) - self.contact_cost(sim) + 1.0
 
 
+class Pusher(GymnasiumTask):
+    """the 7-joint arm rewarded for bringing its fingertips to the cylinder and the cylinder to
+    the goal, less its control cost; observing the arm's qpos and qvel and the positions of the
+    fingertips', the cylinder's and the goal's frames (Gymnasium's get_body_com reads xpos)"""
+
+    xml = "pusher_v5.xml"
+    frame_skip = 5
+    max_episode_steps = 100
+    reward_near_weight = 0.5
+    reward_dist_weight = 1.0
+    reward_control_weight = 0.1
+
+    def bind(self, model):
+        super().bind(model)
+        self.bodies = [self._id("body", b) for b in ("tips_arm", "object", "goal")]
+
+    def initial_state(self, env, n):
+        """the arm at qpos0 with velocities U(-0.005, 0.005); the cylinder at x U(-0.3, 0), y
+        U(-0.2, 0.2) (qpos[-4:-2], redrawn until farther than 0.17 from the goal), the goal at
+        0, both at rest"""
+        rng, m = env.np_random, self.model
+        qpos = np.repeat(np.asarray(m.qpos0, np.float64)[None], n, 0)
+        cylinder = np.empty((n, 2))
+        todo = np.arange(n)
+        while todo.size:
+            cylinder[todo, 0] = rng.uniform(-0.3, 0, todo.size)
+            cylinder[todo, 1] = rng.uniform(-0.2, 0.2, todo.size)
+            todo = todo[np.linalg.norm(cylinder[todo], axis=1) <= 0.17]
+        qpos[:, -4:-2], qpos[:, -2:] = cylinder, 0.0
+        qvel = rng.uniform(-0.005, 0.005, (n, m.nv))
+        qvel[:, -4:] = 0
+        return qpos, qvel
+
+    def _positions(self, sim):
+        xpos = self.kinematics(sim)["xpos"]
+        return [xpos[:, b] for b in self.bodies]
+
+    def reward(self, sim, actions):
+        tips, cylinder, goal = self._positions(sim)
+        return (-self.reward_near_weight * np.linalg.norm(cylinder - tips, axis=1)
+                - self.reward_dist_weight * np.linalg.norm(cylinder - goal, axis=1)
+                - self.reward_control_weight * np.square(actions).sum(axis=1))
+
+    def observe(self, sim):
+        return np.concatenate([sim.qpos[:, :7], sim.qvel[:, :7], *self._positions(sim)], axis=1)
+
+
 class InvertedPendulum(GymnasiumTask):
     xml = "inverted_pendulum.xml"
     frame_skip = 2
@@ -300,4 +347,4 @@ class Reacher(GymnasiumTask):
 
 
 TASKS = {f"{t.__name__}-v5": t for t in (Ant, HalfCheetah, Hopper, Walker2d, Swimmer, Humanoid,
-                                          HumanoidStandup, InvertedPendulum, Reacher)}
+                                          HumanoidStandup, InvertedPendulum, Pusher, Reacher)}

@@ -93,6 +93,12 @@ class Task:
             self._kin_key = (sim, q.copy(), v.copy())
         return self._kin
 
+    def in_world(self, sim, body: int, local) -> np.ndarray:
+        """the point at ``local`` (3,) in body ``body``'s frame, in world at the batch's state
+        (E, 3), e.g. a geom's position (geom_pos)"""
+        k = self.kinematics(sim)
+        return k["xpos"][:, body] + k["xmat"][:, body] @ np.asarray(local, np.float64)
+
     def forward_report(self, sim) -> dict[str, np.ndarray]:
         """what MuJoCo's mj_forward (and mj_rnePostConstraint) reports at the batch's state with
         its controls held: the contacts (phalanx.contacts), the per-body quantities with the

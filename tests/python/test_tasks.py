@@ -131,7 +131,8 @@ def test_gymnasium_task_equals_gymnasium(name):
 
 def test_initial_states_follow_the_suites():
     """dm_control's walker draws limited joints in their ranges and the humanoid starts free of
-    contacts; Gymnasium's reacher puts its goal in the disc of radius 0.2 at rest"""
+    contacts; Gymnasium's reacher puts its goal in the disc of radius 0.2 at rest, and its
+    pusher the cylinder in its box, farther than 0.17 from the goal at 0, both at rest"""
     walker = phalanx.envs.make("dm_control/walker-walk", 64)
     walker.reset(seed=1)
     m = walker.model
@@ -143,11 +144,8 @@ def test_initial_states_follow_the_suites():
 
     humanoid = phalanx.envs.make("dm_control/humanoid-stand", 8)
     humanoid.reset(seed=2)
-    warm = phalanx._phalanx.WarmStart()
-    phalanx._phalanx.step(humanoid.model, humanoid.sim.qpos, humanoid.sim.qvel,
-                          np.zeros((8, humanoid.model.nu)), 1, None, None, "cpu",
-                          warm_start=warm)
-    np.testing.assert_array_equal(warm.state()["ncon"][:, 0], 0)
+    found = phalanx.contacts(humanoid.model, humanoid.sim.qpos, humanoid.sim.qvel)
+    np.testing.assert_array_equal(found["count"], 0)
 
     reacher = phalanx.envs.make("gymnasium/Reacher-v5", 256)
     reacher.reset(seed=3)
@@ -159,7 +157,17 @@ def test_initial_states_follow_the_suites():
 def test_make_rejects_unknown_tasks():
     with pytest.raises(ValueError, match="unknown task 'dm_control/cheetah-walk'.*cheetah-run"):
         phalanx.envs.make("dm_control/cheetah-walk", 2)
-    with pytest.raises(ValueError, match="unknown task 'Pusher-v5'"):
-        phalanx.envs.make("Pusher-v5", 2)
+    with pytest.raises(ValueError, match="unknown task 'Pusher-v4'"):
+        phalanx.envs.make("Pusher-v4", 2)
     env = phalanx.envs.make("HalfCheetah-v5", 2)
     assert env.task.name == "gymnasium/HalfCheetah-v5"
+
+    pusher = phalanx.envs.make("gymnasium/Pusher-v5", 256)
+    pusher.reset(seed=4)
+    cylinder = pusher.sim.qpos[:, -4:-2]
+    assert (np.linalg.norm(cylinder, axis=1) > 0.17).all()
+    assert ((cylinder >= [-0.3, -0.2]) & (cylinder <= [0, 0.2])).all()
+    np.testing.assert_array_equal(pusher.sim.qpos[:, -2:], 0)
+    np.testing.assert_array_equal(pusher.sim.qvel[:, -4:], 0)
+    np.testing.assert_array_equal(pusher.sim.qpos[:, :7], np.broadcast_to(
+        np.asarray(pusher.model.qpos0)[:7], (256, 7)))
