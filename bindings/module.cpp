@@ -509,6 +509,8 @@ struct StepIO {
   // the activations after a step (E, na), or after each step of a rollout (E, T, na); and, for
   // a rollout, the final ones (E, na), which the DLPack entry points write back into act
   py::handle act_out = py::none(), act_final = py::none();
+  // a step's: also return the last step's constraint force (E, nv)
+  bool constraint_force = false;
 };
 
 // the compiled model of a call and its state inputs on its device: qpos (E, nq), qvel (E, nv),
@@ -570,6 +572,9 @@ py::tuple step_t(PyModel& pm, ArgTable& a, py::handle qpos, py::handle qvel, py:
   Output<T> q1 = a.out<T>("qpos_out", io.qpos_out, {{"E", E}, {"nq", m.nq}});
   Output<T> v1 = a.out<T>("qvel_out", io.qvel_out, {{"E", E}, {"nv", m.nv}});
   Output<unsigned> status = status_output(a, io.status_out, E);
+  Output<T> qfrc_c;
+  if (io.constraint_force)
+    qfrc_c = a.out<T>("qfrc_constraint", py::none(), {{"E", E}, {"nv", m.nv}});
   if (E > 0) {
     a.run([&] {
       CallData<T> call(*dm, int(E), io.warm_start);
@@ -579,15 +584,18 @@ py::tuple step_t(PyModel& pm, ArgTable& a, py::handle qpos, py::handle qvel, py:
       copy_on(d, data.qvel.data(), v, size_t(E) * m.nv);
       copy_on(d, data.ctrl.data(), u, size_t(E) * m.nu);
       if (act0) copy_on(d, data.act.data(), act0, size_t(E) * m.na);
-      phx::step(*dm, data, nstep, f, x);
+      phx::step(*dm, data, nstep, f, x, qfrc_c.p);
       copy_on(d, q1.p, data.qpos.data(), size_t(E) * m.nq);
       copy_on(d, v1.p, data.qvel.data(), size_t(E) * m.nv);
       if (act0) copy_on(d, act1.p, data.act.data(), size_t(E) * m.na);
       copy_on(d, status.p, data.status.data(), size_t(E));
     });
   }
-  if (act0) return py::make_tuple(q1.array, v1.array, act1.array, status.array);
-  return py::make_tuple(q1.array, v1.array, status.array);
+  py::list out;
+  for (py::handle h : {q1.array, v1.array, act0 ? act1.array : py::object(), status.array})
+    if (h) out.append(h);
+  if (io.constraint_force) out.append(qfrc_c.array);
+  return py::tuple(out);
 }
 
 // T steps driven by ctrl (E, T, nu) -> (qpos (E, T, nq), qvel (E, T, nv), status (E,)); counts
@@ -1305,15 +1313,18 @@ void register_stepping(py::module_& mod) {
       "step",
       [](PyModel& pm, py::handle q, py::handle v, py::handle u, int nstep, py::handle qfrc,
          py::handle dtype, const std::string& device, py::handle xfrc, py::handle act,
-         PyWarmStart* ws) {
-        return step(pm, Source::kNumpy, q, v, u, qfrc, xfrc, nstep,
-                    {py::none(), py::none(), py::none(), ws}, dtype, device, act);
+         PyWarmStart* ws, bool constraint_force) {
+        StepIO io{py::none(), py::none(), py::none(), ws};
+        io.constraint_force = constraint_force;
+        return step(pm, Source::kNumpy, q, v, u, qfrc, xfrc, nstep, io, dtype, device, act);
       },
       py::arg("model"), py::arg("qpos"), py::arg("qvel"), py::arg("ctrl"), py::arg("nstep") = 1,
       py::arg("qfrc") = py::none(), py::arg("dtype") = py::none(), py::arg("device") = "cpu",
       py::arg("xfrc") = py::none(), py::arg("act") = py::none(), py::arg("warm_start") = nullptr,
+      py::arg("constraint_force") = false,
       "-> (qpos, qvel, status), or (qpos, qvel, act, status) with act; with a WarmStart the "
-      "contact rows persist across calls (phalanx.Simulator on CUDA)");
+      "contact rows persist across calls (phalanx.Simulator on CUDA); constraint_force=True "
+      "appends the last step's constraint force J^T f / dt (E, nv), MuJoCo's qfrc_constraint");
   mod.def(
       "rollout",
       [](PyModel& pm, py::handle q, py::handle v, py::handle u, py::handle qpos_out,

@@ -117,14 +117,18 @@ void check_act(const DeviceModel<T>& model, const T* d_act, const char* call) {
 
 template <class T>
 void step(const DeviceModel<T>& model, Data<T>& data, int nstep, const T* d_qfrc_applied,
-          const T* d_xfrc_applied) {
+          const T* d_xfrc_applied, T* d_qfrc_constraint) {
   if (nstep < 0) throw std::invalid_argument("phalanx: nstep must be >= 0");
+  if (d_qfrc_constraint && model.view().solver == kSolverXpbd)
+    throw std::invalid_argument(
+        "phalanx: the constraint force of a step is that of the LCP's rows; an XPBD model has "
+        "none");
   // each step's generalized force of qfrc and xfrc together
   Buffer<T> total(model.device(), d_xfrc_applied ? size_t(data.nenv()) * model.model().nv : 0);
   StepKernel<T> k{model.view(),    data.qpos.data(), data.qvel.data(),
                   data.act.data(), data.ctrl.data(), data.status.data(),
                   nstep,           data.contacts(),  d_qfrc_applied,
-                  d_xfrc_applied,  total.data()};
+                  d_xfrc_applied,  total.data(),     d_qfrc_constraint};
   if (!cpu::step_packs(model.lane_model(), data.nenv(), k, model.scratch_size()))
     launch(model.device(), data.nenv(), k, model.scratch_size());
   for (double& t : data.time) t += nstep * model.model().opt.timestep;
@@ -496,7 +500,7 @@ void rollout_backward(const DeviceModel<T>& model, Tape<T>& tape, const T* d_adj
 #define PHX_INSTANTIATE_API(T)                                                                     \
   template class DeviceModel<T>;                                                                   \
   template class Data<T>;                                                                          \
-  template void step<T>(const DeviceModel<T>&, Data<T>&, int, const T*, const T*);                 \
+  template void step<T>(const DeviceModel<T>&, Data<T>&, int, const T*, const T*, T*);             \
   template class Tape<T>;                                                                          \
   template void rollout<T>(const DeviceModel<T>&, Data<T>&, const T*, int, T*, T*, int*, Tape<T>*, \
                            T*, const MocapSteps<T>&);                                              \

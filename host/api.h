@@ -146,10 +146,13 @@ class Tape {
 // (nenv x nv on the device, may be null) is a generalized force added to the applied ones at
 // every step (MuJoCo's qfrc_applied), d_xfrc_applied (nenv x nbody x 6, may be null) forces and
 // torques in world on the bodies, the forces at their centres of mass (MuJoCo's xfrc_applied);
-// non-finite ones set kStatusNanCtrl.
+// non-finite ones set kStatusNanCtrl. d_qfrc_constraint (nenv x nv on the device, may be null)
+// receives the last step's constraint force J^T f / dt (constraint_force in step.h); a model
+// stepped by XPBD has none and throws std::invalid_argument.
 template <class T>
 void step(const DeviceModel<T>& model, Data<T>& data, int nstep = 1,
-          const T* d_qfrc_applied = nullptr, const T* d_xfrc_applied = nullptr);
+          const T* d_qfrc_applied = nullptr, const T* d_xfrc_applied = nullptr,
+          T* d_qfrc_constraint = nullptr);
 
 // nstep steps driven by d_ctrl (nenv x nstep x nu, on the device). Writes the state after each
 // step to d_qpos_out (nenv x nstep x nq), d_qvel_out (nenv x nstep x nv) and d_act_out (nenv x

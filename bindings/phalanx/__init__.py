@@ -210,7 +210,10 @@ def contacts(model: Model, qpos, qvel=None, ctrl=None, *, act=None, dtype=None,
     when penetrating), ``geom`` (E, nconmax, 2) (the two geoms, lower geom type first) and
     ``force`` (E, nconmax, 3) (the force on geom 2's body in the contact frame: normal, tangent
     1, tangent 2, in N; geom 1's body takes its opposite; the tangential entries are zero for
-    frictionless contacts). Entries past ``count`` are zero."""
+    frictionless contacts). Entries past ``count`` are zero. ``qfrc_constraint`` (E, nv) is the
+    step's constraint force in joint space, J^T f / dt over all its rows (contacts, joint and
+    tendon limits, friction loss, equality constraints): MuJoCo's qfrc_constraint, from
+    Phalanx's impulses f; absent for a model stepped by XPBD, which has no such rows."""
     from . import _phalanx
 
     qpos = np.atleast_2d(np.asarray(qpos))
@@ -222,7 +225,9 @@ def contacts(model: Model, qpos, qvel=None, ctrl=None, *, act=None, dtype=None,
     if act is None and model.na > 0:
         act = np.zeros((n, model.na))
     warm = _phalanx.WarmStart()
-    _phalanx.step(model, qpos, qvel, ctrl, 1, None, dtype, device, None, act, warm_start=warm)
+    lcp_rows = model.solver != "xpbd"
+    *_, qfrc_constraint = _phalanx.step(model, qpos, qvel, ctrl, 1, None, dtype, device, None,
+                                        act, warm_start=warm, constraint_force=lcp_rows)
     state = warm.state()
     count = state["ncon"][:, 0].astype(np.int64)
     geom = state["geom"].reshape(n, -1, 2)
@@ -246,8 +251,11 @@ def contacts(model: Model, qpos, qvel=None, ctrl=None, *, act=None, dtype=None,
         a = a.reshape((n, -1) + shape)
         return np.where(live.reshape(live.shape + (1,) * len(shape)), a, 0)
 
-    return dict(count=count, pos=held(state["pos"], 3), frame=held(state["frame"], 3, 3),
-                dist=held(state["dist"]), geom=held(state["geom"], 2), force=force)
+    found = dict(count=count, pos=held(state["pos"], 3), frame=held(state["frame"], 3, 3),
+                 dist=held(state["dist"]), geom=held(state["geom"], 2), force=force)
+    if lcp_rows:
+        found["qfrc_constraint"] = qfrc_constraint
+    return found
 
 
 def body_report(model: Model, qpos, qvel=None, contacts: dict | None = None, *, dtype=None,

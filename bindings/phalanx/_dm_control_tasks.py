@@ -63,12 +63,8 @@ class DmControlTask(Task):
         return qpos, np.zeros((n, self.model.nv))
 
     def _site_radius(self, site: str) -> float:
-        """a site's size[0] (Phalanx's model keeps no site sizes: MuJoCo's compiler, which
-        dm_control brings, reads it from the suite's file)"""
-        import mujoco
-
-        mj = mujoco.MjModel.from_xml_path(self.path)
-        return float(mj.site(site).size[0])
+        """a spherical site's radius"""
+        return float(self._site_shape(self._id("site", site))[1][0])
 
     def _whole_subtree(self, body: str) -> int:
         """body's id, after checking that every body with mass hangs below it (so that the
@@ -211,6 +207,49 @@ class Humanoid(DmControlTask):
                                torso_mat[:, 2, :], k["com_vel"], sim.qvel], axis=1)
 
 
+class Hopper(DmControlTask):
+    """the planar one-legged hopper: standing (the torso's centre of mass 0.6 above the foot's,
+    with small controls) or hopping forward (standing, and the centre of mass moving at 2 m/s or
+    faster); observing qpos but x, qvel and the log1p of the toe's and heel's touch sensors"""
+
+    domain = "hopper"
+    control_timestep = 0.02
+    time_limit = 20.0
+    stand_height = 0.6
+    hop_speed = 2.0
+    randomize_joints = True
+    reads_forces = ("contacts",)
+    touch_sites = ("touch_toe", "touch_heel")  # the suite's touch sensors, in its order
+
+    def bind(self, model):
+        super().bind(model)
+        self.hopping = {"stand": False, "hop": True}[self.task]
+        self.torso = self._whole_subtree("torso")
+        self.foot = self._id("body", "foot")
+        self.sites = [self._id("site", s) for s in self.touch_sites]
+        self.ipos = np.asarray(model.body_ipos, np.float64).reshape(-1, 3)
+
+    def height(self, sim):
+        """the torso's centre of mass above the foot's (MuJoCo's xipos)"""
+        return (self.in_world(sim, self.torso, self.ipos[self.torso])[:, 2]
+                - self.in_world(sim, self.foot, self.ipos[self.foot])[:, 2])
+
+    def reward(self, sim, actions):
+        standing = _tolerance(self.height(sim), (self.stand_height, 2))
+        if self.hopping:
+            return standing * _tolerance(self.kinematics(sim)["com_vel"][:, 0],
+                                         bounds=(self.hop_speed, np.inf),
+                                         margin=self.hop_speed / 2, value_at_margin=0.5,
+                                         sigmoid="linear")
+        small_control = _tolerance(actions, margin=1, value_at_margin=0,
+                                   sigmoid="quadratic").mean(axis=1)
+        return standing * (small_control + 4) / 5
+
+    def observe(self, sim):
+        touch = np.stack([self.touch(sim, s) for s in self.sites], axis=1)
+        return np.concatenate([sim.qpos[:, 1:], sim.qvel, np.log1p(touch)], axis=1)
+
+
 class Cartpole(DmControlTask):
     domain = "cartpole"
     time_limit = 10.0
@@ -313,16 +352,63 @@ class Pendulum(DmControlTask):
 
 
 class PointMass(DmControlTask):
+    """the point mass reaching its target. "hard" redraws, per episode, the directions in
+    which the two actuators push (the suite's random unit vectors in the tendons' wrap_prm, at
+    least 0.9 from parallel): the model's tendons pull along x and y, its controls are left
+    unclamped, and each environment's actions, clipped to their range, are mixed into them by
+    its directions, which applies the same generalized force"""
+
     domain = "point_mass"
     time_limit = 20.0
     randomize_joints = True
 
+    def load(self):
+        if self.task not in ("easy", "hard"):
+            raise ValueError(self.task)
+        if self.task == "easy":
+            return super().load()
+        import mujoco
+
+        import phalanx
+
+        spec = mujoco.MjSpec.from_file(self.path)
+        spec.option.disableflags |= mujoco.mjtDisableBit.mjDSBL_CLAMPCTRL
+        return phalanx.from_mujoco(spec.compile())
+
     def bind(self, model):
         super().bind(model)
-        if self.task != "easy":  # "hard" redraws the tendons' wrap_prm, not a parameter here
-            raise ValueError(self.task)
         self.geoms = [self._id("geom", g) for g in ("target", "pointmass")]
         self.size = float(np.asarray(model.geom_size).reshape(-1, 3)[self.geoms[0], 0])
+        if self.task == "hard":
+            # the tendons as the suite's file has them: t1 along x, t2 along y
+            coef = np.asarray(model.wrap_prm, np.float64).reshape(-1)
+            if not np.array_equal(coef, [1, 0, 0, 1]):
+                raise ValueError(f"phalanx.envs: {self.name} expects the tendons t1 = root_x "
+                                 f"and t2 = root_y, got coefficients {coef}")
+            self.directions = np.zeros((0, 2, 2))
+
+    def initial_state(self, env, n):
+        qpos, qvel = super().initial_state(env, n)
+        if self.task == "hard":
+            if self.directions.shape[0] != env.num_envs:
+                self.directions = np.tile(np.eye(2), (env.num_envs, 1, 1))
+            rng = env.np_random
+            first = rng.standard_normal((n, 2))
+            first /= np.linalg.norm(first, axis=1, keepdims=True)
+            second = np.zeros((n, 2))
+            todo = np.arange(n)
+            while todo.size:  # redraw the second until it is not too parallel to the first
+                d = rng.standard_normal((todo.size, 2))
+                second[todo] = d / np.linalg.norm(d, axis=1, keepdims=True)
+                todo = todo[np.abs((first[todo] * second[todo]).sum(axis=1)) > 0.9]
+            self.directions[env.reset_ids] = np.stack([first, second], axis=1)
+        return qpos, qvel
+
+    def controls(self, sim, actions):
+        if self.task == "easy":
+            return actions
+        clipped = np.clip(actions, -1.0, 1.0)
+        return np.einsum("ek,ekj->ej", clipped, self.directions)
 
     def _geom_xpos(self, sim, g):
         b = int(np.asarray(self.model.geom_bodyid).reshape(-1)[g])
@@ -340,10 +426,10 @@ class PointMass(DmControlTask):
         return np.concatenate([sim.qpos, sim.qvel], axis=1)
 
 
-DOMAINS = {t.domain: t for t in (Cheetah, Walker, Humanoid, Cartpole, Acrobot, Pendulum,
-                                 PointMass)}
-TASKS = {"cheetah": ("run",), "walker": ("stand", "walk", "run"),
+DOMAINS = {t.domain: t for t in (Cheetah, Walker, Hopper, Humanoid, Cartpole, Acrobot,
+                                 Pendulum, PointMass)}
+TASKS = {"cheetah": ("run",), "walker": ("stand", "walk", "run"), "hopper": ("stand", "hop"),
          "humanoid": ("stand", "walk", "run"),
          "cartpole": ("balance", "balance_sparse", "swingup", "swingup_sparse"),
          "acrobot": ("swingup", "swingup_sparse"), "pendulum": ("swingup",),
-         "point_mass": ("easy",)}
+         "point_mass": ("easy", "hard")}

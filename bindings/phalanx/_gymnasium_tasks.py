@@ -148,7 +148,7 @@ class Ant(GymnasiumTask):
     healthy_z_range = (0.2, 1.0)
     contact_force_range = (-1.0, 1.0)
     terminates = True
-    reads_contacts = True
+    reads_forces = ("cfrc_ext",)
 
     def before_step(self, sim):
         self._x_before = sim.qpos[:, 0].copy()  # the torso's frame is its free joint's
@@ -195,7 +195,7 @@ class Humanoid(GymnasiumTask):
     healthy_reward = 5.0
     healthy_z_range = (1.0, 2.0)
     terminates = True
-    reads_contacts = True
+    reads_forces = ("cfrc_ext",)
 
     def before_step(self, sim):
         self._com_before = self.kinematics(sim)["com"][:, 0].copy()
@@ -307,6 +307,46 @@ class InvertedPendulum(GymnasiumTask):
         return np.concatenate([sim.qpos, sim.qvel], axis=1)
 
 
+class InvertedDoublePendulum(GymnasiumTask):
+    """the double pendulum on a cart, rewarded for keeping its tip high (10 while the tip is
+    above 1, less its squared distance from height 2 and a hundredth of the cart's squared
+    offset, less the links' weighted squared speeds), ending when the tip drops to 1;
+    observing the cart's position, the sines and cosines of the link angles, the velocities
+    and the slider's constraint force (qfrc_constraint, both clipped to [-10, 10])"""
+
+    xml = "inverted_double_pendulum.xml"
+    frame_skip = 5
+    velocity_noise = "normal"
+    healthy_reward = 10.0
+    terminates = True
+    reads_forces = ("qfrc_constraint",)
+
+    def bind(self, model):
+        super().bind(model)
+        self.tip = self._id("site", "tip")
+
+    def _tip(self, sim):
+        return self.kinematics(sim)["site_xpos"][:, self.tip]
+
+    def terminated(self, sim):
+        return ~(self._tip(sim)[:, 2] > 1)
+
+    def reward(self, sim, actions):
+        tip = self._tip(sim)
+        x, y = tip[:, 0], tip[:, 2]
+        v1, v2 = sim.qvel[:, 1], sim.qvel[:, 2]
+        dist_penalty = 0.01 * x**2 + (y - 2) ** 2
+        vel_penalty = 1e-3 * v1**2 + 5e-3 * v2**2
+        return self.healthy_reward * (y > 1) - dist_penalty - vel_penalty
+
+    def observe(self, sim):
+        angles = sim.qpos[:, 1:]
+        constraint = self.forward_report(sim)["qfrc_constraint"][:, :1]
+        return np.concatenate([sim.qpos[:, :1], np.sin(angles), np.cos(angles),
+                               np.clip(sim.qvel, -10, 10), np.clip(constraint, -10, 10)],
+                              axis=1)
+
+
 class Reacher(GymnasiumTask):
     xml = "reacher.xml"
     frame_skip = 2
@@ -347,4 +387,5 @@ class Reacher(GymnasiumTask):
 
 
 TASKS = {f"{t.__name__}-v5": t for t in (Ant, HalfCheetah, Hopper, Walker2d, Swimmer, Humanoid,
-                                          HumanoidStandup, InvertedPendulum, Pusher, Reacher)}
+                                          HumanoidStandup, InvertedDoublePendulum, InvertedPendulum, Pusher,
+                                          Reacher)}

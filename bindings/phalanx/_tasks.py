@@ -28,7 +28,9 @@ class Task:
     frame_skip = 1
     max_episode_steps = 1000
     terminates = False  # whether terminated() is defined
-    reads_contacts = False  # whether the task reads forward_report's contact wrenches
+    # the constraint forces the task reads from forward_report, by MuJoCo's names (cfrc_ext,
+    # qfrc_constraint)
+    reads_forces: tuple[str, ...] = ()
 
     def __init__(self, path) -> None:
         self.path = path
@@ -44,19 +46,26 @@ class Task:
 
         from .envs import VectorEnv
 
-        model = phalanx.load_model(self.path)
+        model = self.load()
         self.bind(model)
         options: dict[str, Any] = dict(
             frame_skip=self.frame_skip, max_episode_steps=self.max_episode_steps,
             reward_fn=self.reward, obs_fn=self.observe, reset_fn=self._initial_state,
             before_step_fn=self.before_step,
-            terminated_fn=self.terminated if self.terminates else None)
+            terminated_fn=self.terminated if self.terminates else None,
+            ctrl_fn=self.controls if type(self).controls is not Task.controls else None)
         options.update(kwargs)
         env = VectorEnv(model, num_envs, **options)
         env.task = self
         return env
 
     # --- what subclasses define -----------------------------------------------------------
+
+    def load(self):
+        """the task's model (phalanx.load_model of its file)"""
+        import phalanx
+
+        return phalanx.load_model(self.path)
 
     def bind(self, model) -> None:
         """look up the bodies, sites and joints the task reads (KeyError-free: a ValueError
@@ -68,6 +77,10 @@ class Task:
 
     def before_step(self, sim) -> None:
         pass
+
+    def controls(self, sim, actions) -> np.ndarray:
+        """the controls (E, nu) the physics is given for the actions (VectorEnv's ctrl_fn)"""
+        return actions
 
     def reward(self, sim, actions) -> np.ndarray:
         raise NotImplementedError
@@ -101,9 +114,10 @@ class Task:
 
     def forward_report(self, sim) -> dict[str, np.ndarray]:
         """what MuJoCo's mj_forward (and mj_rnePostConstraint) reports at the batch's state with
-        its controls held: the contacts (phalanx.contacts), the per-body quantities with the
-        contacts' wrenches (phalanx.body_report: subtree_com, cinert, cvel, cfrc_ext) and the
-        actuators' generalized force (qfrc_actuator), computed once per state and controls"""
+        its controls held: the contacts and the constraint force in joint space
+        (phalanx.contacts: qfrc_constraint), the per-body quantities with the contacts' wrenches
+        (phalanx.body_report: subtree_com, cinert, cvel, cfrc_ext) and the actuators'
+        generalized force (qfrc_actuator), computed once per state and controls"""
         q, v, u = sim.qpos, sim.qvel, sim.ctrl
         key = self._report_key
         if key is None or key[0] is not sim or not (np.array_equal(key[1], q)
@@ -118,6 +132,66 @@ class Task:
                                                                     dtype=sim.dtype)
             self._report_key = (sim, q.copy(), v.copy(), u.copy())
         return self._report
+
+    def touch(self, sim, site: int) -> np.ndarray:
+        """MuJoCo's touch sensor on ``site`` at the batch's state (E,): the normal forces of the
+        contacts of forward_report that involve the site's body and lie in the site's volume,
+        MuJoCo's rule: a contact counts when the ray from its point along its normal (turned
+        away from the site's body when that is geom 2's) meets the site's shape. The site must
+        be a sphere, an ellipsoid or a box."""
+        kind, size = self._site_shape(site)
+        found = self.forward_report(sim)
+        body = int(np.asarray(self.model.site_bodyid).reshape(-1)[site])
+        geom_body = np.asarray(self.model.geom_bodyid).reshape(-1)[found["geom"]]  # (E, C, 2)
+        live = np.arange(found["pos"].shape[1])[None, :] < found["count"][:, None]
+        normal = found["force"][..., 0]
+        of_site = live & (normal > 0) & ((geom_body[..., 0] == body)
+                                         | (geom_body[..., 1] == body))
+        direction = found["frame"][..., 0, :] * np.where(geom_body[..., 1] == body, -1.0,
+                                                         1.0)[..., None]
+        k = self.kinematics(sim)
+        centre, axes = k["site_xpos"][:, site], k["site_xmat"][:, site]  # (E, 3), (E, 3, 3)
+        # the ray in the site's frame
+        origin = np.einsum("eci,eij->ecj", found["pos"] - centre[:, None], axes)
+        ray = np.einsum("eci,eij->ecj", direction, axes)
+        if kind == "box":
+            with np.errstate(divide="ignore", invalid="ignore"):
+                t1, t2 = (-size - origin) / ray, (size - origin) / ray
+            inside = np.abs(origin) <= size
+            parallel = ray == 0  # a slab the ray runs along: all or nothing
+            lo = np.where(parallel, np.where(inside, -np.inf, np.inf), np.minimum(t1, t2))
+            hi = np.where(parallel, np.where(inside, np.inf, -np.inf), np.maximum(t1, t2))
+            near, far = lo.max(axis=-1), hi.min(axis=-1)
+            hit = (far >= near) & (far >= 0)
+        else:  # sphere or ellipsoid: the unit sphere in coordinates scaled by the sizes
+            origin, ray = origin / size, ray / size
+            a = (ray * ray).sum(-1)
+            b = (ray * origin).sum(-1)
+            c = (origin * origin).sum(-1) - 1
+            det = b * b - a * c
+            hit = (det >= 0) & (-b + np.sqrt(np.maximum(det, 0)) >= 0)
+        return np.where(of_site & hit, normal, 0.0).sum(axis=1)
+
+    def _site_shape(self, site: int) -> tuple[str, np.ndarray]:
+        """a site's type and its sizes (3,) (Phalanx's model keeps no site shapes: MuJoCo's
+        compiler reads them from the task's file)"""
+        if not hasattr(self, "_site_shapes"):
+            import mujoco
+
+            mj = mujoco.MjModel.from_xml_path(self.path)
+            kinds = {int(mujoco.mjtGeom.mjGEOM_SPHERE): "sphere",
+                     int(mujoco.mjtGeom.mjGEOM_ELLIPSOID): "ellipsoid",
+                     int(mujoco.mjtGeom.mjGEOM_BOX): "box"}
+            self._site_shapes = [(kinds.get(int(t)), np.array(mj.site_size[i]))
+                                 for i, t in enumerate(mj.site_type)]
+        kind, size = self._site_shapes[site]
+        if kind is None:
+            raise NotImplementedError(f"phalanx.envs: task {self.name} reads a touch sensor on "
+                                      f"site {site}, whose shape is not a sphere, an ellipsoid "
+                                      "or a box")
+        if kind == "sphere":
+            size = np.full(3, size[0])
+        return kind, size
 
     def _initial_state(self, env, n: int):
         self._kin_key = self._report_key = None

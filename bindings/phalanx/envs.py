@@ -18,16 +18,20 @@ A task is three functions of the simulator after a step: ``reward_fn(sim, action
 ``terminated_fn(sim)`` -> (E,) bool (default: never), ``obs_fn(sim)`` -> (E, d) (default:
 ``concatenate([qpos, qvel], axis=1)``); ``actions`` is the (E, nu) batch just applied.
 Optionally ``before_step_fn(sim)`` runs before each step (to keep what a reward compares
-against, such as the position before the step) and ``reset_fn(env, n)`` -> (qpos (n, nq),
-qvel (n, nv)) draws n initial states from ``env.np_random`` in place of the default noise.
+against, such as the position before the step), ``ctrl_fn(sim, actions)`` -> (E, nu) gives the
+controls the physics is given for the actions (default: the actions themselves; the reward
+still sees the actions), and ``reset_fn(env, n)`` -> (qpos (n, nq), qvel (n, nv)) draws n
+initial states from ``env.np_random`` in place of the default noise, for the environments
+``env.reset_ids`` (n,).
 
 Standard tasks. ``make(name, num_envs, **kwargs)`` builds the VectorEnv of a task of
 ``task_names()``: "dm_control/<domain>-<task>" (cheetah-run, walker-stand/walk/run,
-humanoid-stand/walk/run, cartpole, acrobot, pendulum, point_mass-easy) and "gymnasium/<Name>-v5"
-(HalfCheetah, Hopper, Walker2d, Swimmer, InvertedPendulum, Reacher), with the suite's model
-file, control timestep, episode length, initial-state distribution, reward, termination and
-observations (tests/python/test_tasks.py holds each to the suite's own code at the same physics
-state). dm_control's time limits become truncation; its observation dictionaries are
+hopper-stand/hop, humanoid-stand/walk/run, cartpole, acrobot, pendulum, point_mass-easy/hard)
+and "gymnasium/<Name>-v5" (Ant, HalfCheetah, Hopper, Walker2d, Swimmer, Humanoid,
+HumanoidStandup, InvertedPendulum, InvertedDoublePendulum, Pusher, Reacher), with the suite's
+model file, control timestep, episode length, initial-state distribution, reward, termination
+and observations (tests/python/test_tasks.py holds each to the suite's own code at the same
+physics state). dm_control's time limits become truncation; its observation dictionaries are
 concatenated in their order.
 Observations are returned as ``obs_dtype`` (float32 by default, what RL code expects) while the
 physics runs in ``dtype`` (float64 by default). Rewards are float64 and terminated / truncated
@@ -111,7 +115,8 @@ class VectorEnv(gymnasium.vector.VectorEnv):
                  reset_noise_scale: float = 0.01, init_qpos=None, init_qvel=None,
                  randomize: Mapping[str, tuple[Any, Any]] | None = None, dtype=np.float64,
                  obs_dtype=np.float32, device: str = "cpu", reset_fn=None,
-                 before_step_fn=None, autoreset_mode=AutoresetMode.NEXT_STEP) -> None:
+                 before_step_fn=None, ctrl_fn=None,
+                 autoreset_mode=AutoresetMode.NEXT_STEP) -> None:
         self.sim = Simulator(model, num_envs, device=device, dtype=dtype)
         self.model = self.sim.model
         self.num_envs = self.sim.num_envs
@@ -122,6 +127,8 @@ class VectorEnv(gymnasium.vector.VectorEnv):
         self.terminated_fn = terminated_fn
         self.reset_fn = reset_fn
         self.before_step_fn = before_step_fn
+        self.ctrl_fn = ctrl_fn
+        self.reset_ids = np.zeros(0, np.int64)
         if autoreset_mode not in (AutoresetMode.NEXT_STEP, AutoresetMode.SAME_STEP):
             raise ValueError(f"phalanx.envs.VectorEnv: autoreset_mode must be "
                              f"AutoresetMode.NEXT_STEP or SAME_STEP, got {autoreset_mode!r}")
@@ -198,7 +205,11 @@ class VectorEnv(gymnasium.vector.VectorEnv):
         resetting = self._autoreset.copy()
         if self.before_step_fn is not None:
             self.before_step_fn(sim)
-        sim.step(actions, nstep=self.frame_skip)
+        ctrl = actions
+        if self.ctrl_fn is not None:
+            ctrl = self._batch("ctrl_fn's controls", self.ctrl_fn(sim, actions), self.num_envs,
+                               self.model.nu)
+        sim.step(ctrl, nstep=self.frame_skip)
         self.elapsed_steps += 1
         reward = self._per_env("reward_fn", self.reward_fn(sim, actions), np.float64)
         if self.terminated_fn is None:
@@ -231,6 +242,7 @@ class VectorEnv(gymnasium.vector.VectorEnv):
     def _reset_envs(self, ids: np.ndarray) -> None:
         """reset the environments ids with noise and, if asked, new parameters"""
         n, rng, scale = ids.size, self.np_random, self.reset_noise_scale
+        self.reset_ids = ids
         if self.reset_fn is not None:
             qpos, qvel = self.reset_fn(self, n)
             qpos = self._batch("reset_fn's qpos", qpos, n, self.model.nq)

@@ -332,6 +332,26 @@ PHX_HD PHX_INLINE unsigned constrained_update(const ModelView<T>& m, T* qpos, T*
   return status;
 }
 
+// The generalized force of a constrained step's rows, J^T f / dt (MuJoCo's qfrc_constraint: the
+// contacts', joint and tendon limits' and equality constraints' forces in joint space), from
+// what step_constrained leaves in c and cv: the factor Y = L^-1 J^T of its nrow rows and L of
+// its metric, so that J^T f = L (Y^T f). Zero for a step without rows. Uses c.tmp.
+template <class T>
+PHX_HD void constraint_force(const ModelView<T>& m, int nrow, ConstraintWorkspace<T>& c, const T* f,
+                             T* out) {
+  const int nv = m.nv;
+  for (int d = 0; d < nv; ++d) out[d] = T(0);
+  if (nrow == 0) return;
+  lcp_factor_velocity(lcp_problem(nrow, c, nv), f, c.tmp);
+  // out = L tmp over each tree's block of L; cholesky() keeps 1 / L_dd on the diagonal
+  for (int i = 0; i < nv; ++i) {
+    const T* row = c.L + long(i) * nv;
+    T sum = c.tmp[i] / row[i];
+    for (int k = block_start(m.dof_treeadr, i); k < i; ++k) sum += row[k] * c.tmp[k];
+    out[i] = sum / m.timestep;
+  }
+}
+
 // A step with contacts and joint limits (constraint.h): the same Euler step with the
 // constraint impulses f of the boxed LCP added to the velocity,
 //   qvel' = vfree + M^-1 J^T f,  vfree = qvel + dt M^-1 (qfrc - c),  qpos' = qpos (+) dt qvel',

@@ -116,3 +116,78 @@ def test_without_contact_there_is_nothing(scene):
     found = phalanx.contacts(model, qpos)
     np.testing.assert_array_equal(found["count"], 0)
     assert not np.any(found["force"])
+
+
+def test_constraint_force_is_the_contact_forces_in_joint_space(scene, rng):
+    """qfrc_constraint of a scene with contacts only: the contact forces mapped to the joints
+    as MuJoCo maps a force at a point of a body (mj_applyFT)"""
+    mj, model, _ = scene
+    E = 6
+    qpos, qvel = states(mj, rng, E)
+    found = phalanx.contacts(model, qpos, qvel)
+    data = mujoco.MjData(mj)
+    for e in range(E):
+        data.qpos[:] = qpos[e]
+        mujoco.mj_kinematics(mj, data)
+        mujoco.mj_comPos(mj, data)
+        expected = np.zeros(mj.nv)
+        for i in range(found["count"][e]):
+            world = found["frame"][e, i].T @ found["force"][e, i]
+            for geom, sign in zip(found["geom"][e, i], (-1.0, 1.0)):
+                b = mj.geom_bodyid[geom]
+                if b > 0:
+                    mujoco.mj_applyFT(mj, data, sign * world, np.zeros(3),
+                                      found["pos"][e, i].copy(), b, expected)
+        got = found["qfrc_constraint"][e]
+        np.testing.assert_allclose(got, expected, rtol=0, atol=1e-12 * np.abs(expected).max())
+        assert np.abs(expected).max() > 1.0
+
+
+# hinge and slide joints against their limits, a joint with friction loss and damping, a
+# connect constraint closing a loop and a capsule on the plane: every kind of row. The capsule's
+# inertia is isotropic, so that its gyroscopic force has no velocity slope: implicitfast's step
+# with rows leaves that slope out of its metric, the step without rows keeps it.
+LIMITS = """<mujoco><option timestep="0.005" integrator="{integrator}">{flags}</option><worldbody>
+  <geom type="plane" size="5 5 0.1"/>
+  <body name="a" pos="0 0 1"><joint type="hinge" axis="0 1 0" range="-0.3 0.3" damping="0.4"/>
+    <geom type="capsule" fromto="0 0 0 0.5 0 0" size="0.05"/>
+    <body name="b" pos="0.5 0 0"><joint type="hinge" axis="0 1 0" frictionloss="0.2"/>
+      <geom type="capsule" fromto="0 0 0 0.5 0 0" size="0.05"/></body></body>
+  <body name="c" pos="1 0 1"><joint type="slide" axis="0 0 1" range="-0.2 0.2"/>
+    <geom type="sphere" size="0.05"/></body>
+  <body pos="-1 0 0.038" euler="0 90 0"><freejoint/>
+    <geom type="capsule" size="0.04" fromto="0 0 -0.2 0 0 0.2"/>
+    <inertial pos="0 0 0" mass="1" diaginertia="0.01 0.01 0.01"/></body>
+</worldbody><equality><connect body1="b" body2="c" anchor="0.5 0 0"/></equality>
+</mujoco>"""
+
+
+@pytest.mark.parametrize("integrator", ["Euler", "implicitfast"])
+def test_constraint_force_reproduces_the_constrained_step(integrator, rng):
+    """added as qfrc to a step with every constraint disabled, qfrc_constraint gives the
+    constrained step's next state: it is the whole of the rows' force, for either
+    integrator's metric"""
+    mj = mujoco.MjModel.from_xml_string(LIMITS.format(integrator=integrator, flags=""))
+    free = mujoco.MjModel.from_xml_string(
+        LIMITS.format(integrator=integrator, flags='<flag constraint="disable"/>'))
+    model, unconstrained = phalanx.from_mujoco(mj), phalanx.from_mujoco(free)
+    E = 8
+    qpos = np.repeat(mj.qpos0[None], E, 0)
+    qpos[:, 0] = rng.uniform(0.25, 0.35, E) * rng.choice([-1, 1], E)  # at or past the limit
+    qpos[:, 2] = rng.uniform(0.15, 0.25, E)
+    qvel = rng.standard_normal((E, mj.nv))
+    qvel[:, 5] = -np.abs(qvel[:, 5])  # the capsule moving down into the plane
+    ctrl = np.zeros((E, 0))
+    found = phalanx.contacts(model, qpos, qvel)
+    force = found["qfrc_constraint"]
+    q1, v1, status = phalanx.step(model, qpos, qvel, ctrl)
+    assert not np.any(status)
+    q2, v2, status = phalanx.step(unconstrained, qpos, qvel, ctrl, qfrc=force)
+    assert not np.any(status)
+    scale = np.abs(v1).max()
+    np.testing.assert_allclose(v2, v1, rtol=0, atol=1e-11 * scale)
+    np.testing.assert_allclose(q2, q1, rtol=0, atol=1e-12)
+    # every kind of row pushed: the limits, the friction loss, the connect and the contact
+    assert np.all(np.abs(force[:, [0, 1, 2]]) > 1e-3) and np.all(np.abs(force[:, 5]) > 1e-3)
+    q3, v3, _ = phalanx.step(unconstrained, qpos, qvel, ctrl)
+    assert np.abs(v3 - v1).max() > 1e3 * 1e-11 * scale

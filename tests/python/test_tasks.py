@@ -6,9 +6,10 @@ the same physics state (dm_control: the task's get_reward and get_observation af
 reset_context sets qpos, qvel and ctrl; Gymnasium: the environment's own step(), its simulation
 replaced by setting the state Phalanx reached), and they must agree to 1e-6. The timing (physics
 steps per action, steps per episode) is read from the suites too. Where a task reads contact
-forces (Gymnasium's Ant: cfrc_ext), MuJoCo's soft contacts and Phalanx's hard ones give
-different forces at the same state: MuJoCo is given Phalanx's cfrc_ext, whose definition
-test_body_report holds to MuJoCo's for the same forces.
+forces (Gymnasium's Ant: cfrc_ext; InvertedDoublePendulum: qfrc_constraint), MuJoCo's soft
+constraints and Phalanx's hard ones give different forces at the same state: MuJoCo is given
+Phalanx's, whose definitions test_body_report and test_contacts_api hold to MuJoCo's for the
+same forces.
 """
 
 from __future__ import annotations
@@ -30,11 +31,25 @@ DM_TASKS = [n for n in phalanx.envs.task_names() if n.startswith("dm_control/")]
 GYM_TASKS = [n for n in phalanx.envs.task_names() if n.startswith("gymnasium/")]
 
 
-def _trajectory(env, steps=STEPS, seed=0):
+CONTACTS = ("count", "pos", "frame", "geom", "force")
+
+
+def _reported(env):
+    """what the task reads of its forward_report, by name: its constraint forces, and for
+    "contacts" the arrays of phalanx.contacts"""
+    names = [n for f in env.task.reads_forces for n in (CONTACTS if f == "contacts" else (f,))]
+    report = env.task.forward_report(env.sim) if names else {}
+    return {n: report[n] for n in names}
+
+
+def _trajectory(env, steps=STEPS, seed=0, start=None):
     """(qpos, qvel, actions, obs, reward, terminated) of every step, with the state before it,
-    under uniformly random actions; autoreset steps are left out"""
+    under uniformly random actions, from the reset states or from start (qpos, qvel); autoreset
+    steps are left out"""
     rng = np.random.default_rng(seed)
     obs, _ = env.reset(seed=seed)
+    if start is not None:
+        env.sim.reset(qpos=start[0], qvel=start[1])
     out = []
     low, high = env.single_action_space.low, env.single_action_space.high
     for _ in range(steps):
@@ -42,13 +57,12 @@ def _trajectory(env, steps=STEPS, seed=0):
         resetting = env._autoreset.copy()
         actions = rng.uniform(low, high, (env.num_envs, len(low)))
         obs, reward, terminated, truncated, _ = env.step(actions)
-        reads_contacts = env.task.reads_contacts
+        forces = _reported(env)
         for e in np.flatnonzero(~resetting):
             out.append(dict(before=(before[0][e], before[1][e]), qpos=env.sim.qpos[e].copy(),
                             qvel=env.sim.qvel[e].copy(), action=actions[e], obs=obs[e],
-                            reward=reward[e], terminated=terminated[e]))
-            if reads_contacts:
-                out[-1]["cfrc_ext"] = env.task.forward_report(env.sim)["cfrc_ext"][e].copy()
+                            reward=reward[e], terminated=terminated[e],
+                            forces={f: v[e].copy() for f, v in forces.items()}))
     return out
 
 
@@ -65,10 +79,35 @@ def _near_reference(env, n=8, seed=1):
         qvel = 0.02 * rng.standard_normal((env.num_envs, m.nv))
         actions = rng.uniform(-1, 1, (env.num_envs, m.nu))
         sim.reset(qpos=qpos, qvel=qvel)
+        sim.ctrl = actions
         reward, obs = env.task.reward(sim, actions), env.task.observe(sim)
+        forces = _reported(env)
         out += [dict(qpos=qpos[e], qvel=qvel[e], action=actions[e], obs=obs[e],
-                     reward=reward[e]) for e in range(env.num_envs)]
+                     reward=reward[e], forces={f: v[e] for f, v in forces.items()})
+                for e in range(env.num_envs)]
     return out
+
+
+def _mujoco_touch(physics, found, sites):
+    """MuJoCo's touch sensors (mj_sensorAcc's rule, with MuJoCo's own ray-shape test
+    mju_rayGeom) on the sites, at physics' state, from Phalanx's contacts of one
+    environment"""
+    m, d = physics.model.ptr, physics.data.ptr
+    out = []
+    for name in sites:
+        i = m.site(name).id
+        body, total = m.site_bodyid[i], 0.0
+        for c in range(found["count"]):
+            bodies = m.geom_bodyid[found["geom"][c]]
+            normal = found["force"][c, 0]
+            if body not in bodies or normal <= 0:
+                continue
+            ray = found["frame"][c, 0] * (-1.0 if bodies[1] == body else 1.0)
+            if mujoco.mju_rayGeom(d.site_xpos[i], d.site_xmat[i], m.site_size[i],
+                                  found["pos"][c], ray, m.site_type[i]) >= 0:
+                total += normal
+        out.append(total)
+    return np.array(out)
 
 
 @pytest.mark.parametrize("name", DM_TASKS)
@@ -80,29 +119,69 @@ def test_dm_control_task_equals_the_suite(name):
     # timing: physics steps per action and steps per episode
     assert env.frame_skip == ref._n_sub_steps
     assert env.max_episode_steps == int(np.ceil(ref._step_limit))
-    for s in _trajectory(env) + _near_reference(env):
+    touching = 0
+    # the touch sensors' tasks long enough for the bodies to land
+    steps = 60 if env.task.reads_forces else STEPS
+    for s in _trajectory(env, steps) + _near_reference(env):
         with physics.reset_context():
             physics.data.qpos[:] = s["qpos"]
             physics.data.qvel[:] = s["qvel"]
             physics.data.ctrl[:] = s["action"]
+        if "contacts" in env.task.reads_forces:  # the touch sensors of Phalanx's contacts
+            touch = _mujoco_touch(physics, s["forces"], env.task.touch_sites)
+            physics.touch = lambda touch=touch: np.log1p(touch)
+            touching += np.any(touch > 0)
         reward = ref.task.get_reward(physics)
         obs = np.concatenate([np.atleast_1d(v).ravel()
                               for v in ref.task.get_observation(physics).values()])
         np.testing.assert_allclose(s["reward"], reward, rtol=0, atol=1e-6)
         np.testing.assert_allclose(s["obs"], obs, rtol=0, atol=1e-6)
+    if env.task.reads_forces:  # the contacts took part
+        assert touching >= E
 
 
-def _replaying(ref, qpos, qvel, cfrc_ext=None):
-    """Gymnasium's do_simulation replaced by putting MuJoCo at the state Phalanx reached (and,
-    given, Phalanx's contact wrenches in cfrc_ext)"""
+def test_point_mass_hard_pushes_along_each_environments_directions(rng):
+    """dm_control's point_mass-hard: each environment's actions push along its own two
+    directions, as MuJoCo's tendons with the suite's redrawn wrap_prm push; actions beyond
+    their range are clamped as MuJoCo clamps them"""
+    env = phalanx.envs.make("dm_control/point_mass-hard", 6, obs_dtype=np.float64)
+    env.reset(seed=5)
+    directions = env.task.directions.copy()  # (E, 2 actuators, 2 joints)
+    np.testing.assert_allclose(np.linalg.norm(directions, axis=2), 1, atol=1e-12)
+    assert np.all(np.abs((directions[:, 0] * directions[:, 1]).sum(axis=1)) <= 0.9)
+    assert np.unique(directions[:, 0, 0]).size == env.num_envs
+    ref = suite.load("point_mass", "hard")
+    m, d = ref.physics.model.ptr, ref.physics.data.ptr
+    # states inside the joints' limits, which no step reaches
+    qpos = rng.uniform(-0.1, 0.1, (env.num_envs, 2))
+    qvel = rng.uniform(-0.1, 0.1, (env.num_envs, 2))
+    env.sim.reset(qpos=qpos, qvel=qvel)
+    actions = rng.uniform(-1.5, 1.5, (env.num_envs, 2))
+    env.step(actions)
+    for e in range(env.num_envs):
+        m.wrap_prm[[0, 1]], m.wrap_prm[[2, 3]] = directions[e]
+        d.qpos[:], d.qvel[:], d.ctrl[:] = qpos[e], qvel[e], actions[e]
+        for _ in range(env.frame_skip):
+            mujoco.mj_step(m, d)
+        np.testing.assert_allclose(env.sim.qpos[e], d.qpos, rtol=0, atol=1e-12)
+        np.testing.assert_allclose(env.sim.qvel[e], d.qvel, rtol=0, atol=1e-12)
+    # a reset redraws only the directions of the environments it resets
+    env.reset(options={"reset_mask": np.arange(env.num_envs) < 2})
+    assert np.all(env.task.directions[:2] != directions[:2])
+    np.testing.assert_array_equal(env.task.directions[2:], directions[2:])
+
+
+def _replaying(ref, qpos, qvel, forces):
+    """Gymnasium's do_simulation replaced by putting MuJoCo at the state Phalanx reached, with
+    Phalanx's constraint forces (cfrc_ext, qfrc_constraint: a dict by MjData's names)"""
     m, d = ref.model, ref.data
 
     def simulate(ctrl, n_frames):
         d.qpos[:], d.qvel[:], d.ctrl[:] = qpos, qvel, ctrl
         mujoco.mj_forward(m, d)
         mujoco.mj_rnePostConstraint(m, d)
-        if cfrc_ext is not None:
-            d.cfrc_ext[:] = cfrc_ext
+        for name, value in forces.items():
+            getattr(d, name)[:] = value
 
     return simulate
 
@@ -117,15 +196,19 @@ def test_gymnasium_task_equals_gymnasium(name):
     assert env.max_episode_steps == spec.max_episode_steps
     assert env.dt == pytest.approx(ref.dt)
     touching = 0
-    for s in _trajectory(env):
+    samples = _trajectory(env)
+    if env.task.reads_forces == ("qfrc_constraint",):  # the cart driven into its limit too
+        qpos = np.asarray(env.model.qpos0) + [0.9, 0.05, -0.05]
+        samples += _trajectory(env, start=(np.tile(qpos, (E, 1)), np.tile([3.0, 0, 0], (E, 1))))
+    for s in samples:
         ref.set_state(*s["before"])
-        ref.do_simulation = _replaying(ref, s["qpos"], s["qvel"], s.get("cfrc_ext"))
+        ref.do_simulation = _replaying(ref, s["qpos"], s["qvel"], s["forces"])
         obs, reward, terminated, _, _ = ref.step(s["action"])
         np.testing.assert_allclose(s["reward"], reward, rtol=0, atol=1e-6)
         assert s["terminated"] == terminated
         np.testing.assert_allclose(s["obs"], obs, rtol=0, atol=1e-6)
-        touching += np.any(s.get("cfrc_ext", 0) != 0)
-    if env.task.reads_contacts:  # contact wrenches took part
+        touching += any(np.any(v != 0) for v in s["forces"].values())
+    if env.task.reads_forces:  # the constraint forces took part
         assert touching >= E
 
 

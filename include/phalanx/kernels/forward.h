@@ -43,6 +43,9 @@ struct StepKernel {
   // (nenv x nv) holds each step's generalized force of both
   const T* xfrc_applied = nullptr;
   T* qfrc_total = nullptr;
+  // (nenv x nv) the last step's constraint force (constraint_force), may be null; zero after a
+  // step that stopped or had no rows
+  T* qfrc_constraint = nullptr;
 
   PHX_HD void operator()(int e, Scratch<T> scratch) const {
     const ModelView<T> m = env_view(model, e);
@@ -58,6 +61,11 @@ struct StepKernel {
       if (xf) body_forces_to_qfrc(m, q, f, xf, x.w, total);
       bits |= step_env(m, q, qvel + long(e) * m.nv, env_row(act, e, m.na), ctrl + long(e) * m.nu, x,
                        cv, {}, xf ? total : f);
+    }
+    if (qfrc_constraint) {
+      const bool rows =
+          m.nefcmax > 0 && m.solver != kSolverXpbd && nstep > 0 && !(bits & kStatusStopMask);
+      constraint_force(m, rows ? *cv.nefc : 0, x.c, cv.efc_force, qfrc_constraint + long(e) * m.nv);
     }
     status[e] |= bits;
   }
