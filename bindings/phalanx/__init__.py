@@ -152,17 +152,22 @@ def from_mujoco(mj_model) -> Model:
     followed by this conversion.
 
     Meshes become their convex hulls (hull vertices, vertex adjacency, faces counter-clockwise
-    about their outward normals). Motors (joint or single-joint fixed-tendon transmission, fixed
-    gain, no bias, no dynamics) become actuators with gear = gear[0] * gainprm[0] * tendon coef.
-    Disabled contacts, limits, springs, dampers, gravity and control clamping (``<flag>``) are
-    applied: contype = conaffinity = 0, limits off, the coefficients, gravity or ctrllimited 0.
+    about their outward normals). Taken as well: sites, mocap bodies, dof friction loss, fixed
+    and spatial tendons (springs, dampers, limits, friction loss), equality constraints
+    (connect, weld, joint, fixed tendon) as hard rows, and actuators (motor, position, velocity,
+    intvelocity, damper, muscle, general with fixed, affine or muscle gain and bias; no,
+    integrator, filter or muscle dynamics; joint, tendon or slider-crank transmission).
+    Disabled contacts, limits, springs, dampers, gravity, friction loss, equality constraints
+    and control clamping (``<flag>``) are applied.
 
     Raises TypeError unless ``mj_model`` is a ``mujoco.MjModel``; RuntimeError when the imported
     mujoco is not the version phalanx was built against, when phalanx was built without MuJoCo,
-    or for physics Phalanx does not simulate (equality constraints, tendons with forces,
-    non-motor actuators, force limits, friction loss, mocap bodies, explicit contact pairs,
-    flexes, plugins, ...; the message names the element). What is dropped harmlessly (sites,
-    cameras, lights, sensors, solver parameters, ...) is listed in ``Model.ignored``.
+    or for physics Phalanx does not simulate (equality constraints of spatial tendons, dcmotor
+    or pid actuators, actuator delay or gravity compensation, actuators on free or ball joints,
+    explicit contact pairs, flexes, plugins, fluid shapes, ...; the message names the element).
+    What is dropped or approximated (cameras, lights, sensors, solver parameters: constraints
+    are hard; the fluid model of ``option@density``; RK4, stepped as Euler) is listed in
+    ``Model.ignored``.
     """
     convert = getattr(_phalanx, "from_mujoco", None)
     if convert is None:

@@ -1,13 +1,21 @@
 """The DeepMind Control Suite's tasks on Phalanx: "dm_control/<domain>-<task>".
 
-Each task reads the suite's own model file (dm_control.suite's XML), its control timestep and
-time limit, and computes the suite's reward (with dm_control.utils.rewards.tolerance itself)
-and observations, flattened in the suite's order, from the batch's state after the step: body
-frames and the centre of mass from ``phalanx.kinematics``. The subtree velocity the suite reads
-from its sensor (``torso_subtreelinvel``) is the velocity of the centre of mass of every body
-under the torso, which is the whole model's in these domains (checked when the task is made).
-Initial states follow the suite's ``initialize_episode``, drawn from the environment's numpy
-Generator rather than dm_control's RandomState.
+Each task reads the suite's own model file (dm_control.suite's XML, or the model its
+make_model writes for the task), its control timestep and time limit, and computes the suite's
+reward (with dm_control.utils.rewards.tolerance itself) and observations, flattened in the
+suite's order, from the batch's state after the step: body frames and the centre of mass from
+``phalanx.kinematics``; the velocity of a subtree's centre of mass (the suite's subtreelinvel
+sensors) from it or from ``phalanx.body_report``; touch sensors by MuJoCo's rule on the
+contacts ``phalanx.contacts`` finds in a step from the state (``Task.touch``). Contact forces
+are Phalanx's (hard contacts solved as an LCP), not MuJoCo's soft ones. Initial states follow
+the suite's ``initialize_episode``, drawn from the environment's numpy Generator rather than
+dm_control's RandomState; what it changes in the model per episode (targets, the manipulator's
+receptacles) is kept per environment (``Task.episode_edits`` lists it as the suite sets it).
+
+Left out: fish and swimmer (fluid forces are not simulated), quadruped and dog (their
+observations read accelerometers and force-torque sensors: body accelerations and joint
+reaction forces are not reported; quadruped-escape also casts rangefinder rays), and lqr (its
+model is generated per task).
 """
 
 from __future__ import annotations
@@ -61,6 +69,33 @@ class DmControlTask(Task):
         if self.randomize_joints:
             randomize_limited_and_rotational_joints(self.model, qpos, env.np_random)
         return qpos, np.zeros((n, self.model.nv))
+
+    def redraw_touching(self, env, qpos, qvel, draw, model=None) -> None:
+        """the suite's rejection of initial states with contacts: ``draw(todo)`` draws the
+        states of the environments ``todo`` (indices into qpos (n, nq) and qvel (n, nv)) in
+        place, and again for those whose state has a contact (MuJoCo's ncon > 0; detected on
+        ``model``: the task's, or a copy whose parameters draw sets to the candidates') until
+        none has"""
+        import phalanx
+
+        todo = np.arange(qpos.shape[0])
+        for _ in range(1000):
+            draw(todo)
+            found = phalanx.contacts(self.model if model is None else model, qpos[todo],
+                                     qvel[todo], dtype=env.sim.dtype)
+            todo = todo[found["count"] > 0]
+            if todo.size == 0:
+                return
+        raise RuntimeError(f"phalanx.envs: {self.name} found no contact-free initial state "
+                           f"for {todo.size} environments in 1000 draws")
+
+    def _random_joints(self, rng, qpos):
+        """draw(todo) for redraw_touching: the suite's joint randomiser on qpos[todo]"""
+        def draw(todo):
+            q = qpos[todo]
+            randomize_limited_and_rotational_joints(self.model, q, rng)
+            qpos[todo] = q
+        return draw
 
     def _site_radius(self, site: str) -> float:
         """a spherical site's radius"""
@@ -145,68 +180,6 @@ class Walker(DmControlTask):
         return np.concatenate([orientations, k["xpos"][:, self.torso, 2:3], sim.qvel], axis=1)
 
 
-class Humanoid(DmControlTask):
-    domain = "humanoid"
-    control_timestep = 0.025
-    time_limit = 25.0
-    stand_height = 1.4
-    speeds = {"stand": 0.0, "walk": 1.0, "run": 10.0}
-    limbs = ("left_hand", "left_foot", "right_hand", "right_foot")
-
-    def bind(self, model):
-        super().bind(model)
-        self.move_speed = self.speeds[self.task]
-        self.torso = self._whole_subtree("torso")
-        self.head = self._id("body", "head")
-        self.extremities = [self._id("body", b) for b in self.limbs]
-
-    def initial_state(self, env, n):
-        """the suite's collision-free random configurations: redraw every state whose
-        environment has a contact until none has"""
-        import phalanx
-
-        qpos, qvel = super().initial_state(env, n)
-        todo = np.arange(n)
-        for _ in range(1000):
-            q = qpos[todo]
-            randomize_limited_and_rotational_joints(self.model, q, env.np_random)
-            qpos[todo] = q
-            found = phalanx.contacts(self.model, q, qvel[todo], dtype=env.sim.dtype)
-            todo = todo[found["count"] > 0]
-            if todo.size == 0:
-                return qpos, qvel
-        raise RuntimeError(f"phalanx.envs: {self.name} found no contact-free initial state "
-                           f"for {todo.size} environments in 1000 draws")
-
-    def reward(self, sim, actions):
-        k = self.kinematics(sim)
-        standing = _tolerance(k["xpos"][:, self.head, 2], bounds=(self.stand_height, np.inf),
-                              margin=self.stand_height / 4)
-        upright = _tolerance(k["xmat"][:, self.torso, 2, 2], bounds=(0.9, np.inf),
-                             sigmoid="linear", margin=1.9, value_at_margin=0)
-        stand_reward = standing * upright
-        small_control = _tolerance(actions, margin=1, value_at_margin=0,
-                                   sigmoid="quadratic").mean(axis=1)
-        small_control = (4 + small_control) / 5
-        horizontal = k["com_vel"][:, :2]
-        if self.move_speed == 0:
-            dont_move = _tolerance(horizontal, margin=2).mean(axis=1)
-            return small_control * stand_reward * dont_move
-        move = _tolerance(np.linalg.norm(horizontal, axis=1), bounds=(self.move_speed, np.inf),
-                          margin=self.move_speed, value_at_margin=0, sigmoid="linear")
-        return small_control * stand_reward * (5 * move + 1) / 6
-
-    def observe(self, sim):
-        k = self.kinematics(sim)
-        torso_pos = k["xpos"][:, self.torso]
-        torso_mat = k["xmat"][:, self.torso]
-        # each limb's offset from the torso in the torso's frame
-        limbs = [np.einsum("ei,eij->ej", k["xpos"][:, b] - torso_pos, torso_mat)
-                 for b in self.extremities]
-        return np.concatenate([sim.qpos[:, 7:], k["xpos"][:, self.head, 2:3], *limbs,
-                               torso_mat[:, 2, :], k["com_vel"], sim.qvel], axis=1)
-
-
 class Hopper(DmControlTask):
     """the planar one-legged hopper: standing (the torso's centre of mass 0.6 above the foot's,
     with small controls) or hopping forward (standing, and the centre of mass moving at 2 m/s or
@@ -248,6 +221,111 @@ class Hopper(DmControlTask):
     def observe(self, sim):
         touch = np.stack([self.touch(sim, s) for s in self.sites], axis=1)
         return np.concatenate([sim.qpos[:, 1:], sim.qvel, np.log1p(touch)], axis=1)
+
+
+class Humanoid(DmControlTask):
+    """the humanoid standing (its head 1.4 high, its torso upright, and its centre of mass
+    still), walking or running (the centre of mass moving horizontally at 1 or 10 m/s or
+    faster), with small controls; observing its joint angles, the head's height, the hands'
+    and feet's offsets in the torso's frame, the torso's vertical axis, the centre of mass
+    velocity and qvel. Initial states: random contact-free configurations"""
+
+    domain = "humanoid"
+    control_timestep = 0.025
+    time_limit = 25.0
+    stand_height = 1.4
+    speeds = {"stand": 0.0, "walk": 1.0, "run": 10.0}
+    limbs = ("left_hand", "left_foot", "right_hand", "right_foot")
+    torso_name = "torso"  # the body whose subtree's centre of mass velocity the suite reads
+    up = 2  # the torso's axis that is up when it is upright
+
+    def bind(self, model):
+        super().bind(model)
+        self.move_speed = self.speeds[self.task]
+        self.torso = self._id("body", self.torso_name)
+        self.head = self._id("body", "head")
+        self.extremities = [self._id("body", b) for b in self.limbs]
+        # the torso and every body below it
+        parent = np.asarray(model.body_parentid).reshape(-1)
+        below = [self.torso]
+        for b in range(self.torso + 1, model.nbody):
+            if parent[b] in below:
+                below.append(b)
+        self.subtree = np.array(below)
+        self.whole = self.subtree.size == model.nbody - 1
+        self._vel_key = None
+
+    def com_velocity(self, sim):
+        """the velocity of the centre of mass of the torso's subtree (E, 3) (MuJoCo's
+        subtree_linvel): the whole model's (kinematics), or the subtree's momentum over its
+        mass, each body's momentum from body_report's cinert and cvel (mass times the velocity
+        of the tree's reference point, plus the angular velocity crossed with the first mass
+        moment about it)"""
+        if self.whole:
+            return self.kinematics(sim)["com_vel"]
+        q, v = sim.qpos, sim.qvel
+        key = self._vel_key
+        if key is None or key[0] is not sim or not (np.array_equal(key[1], q)
+                                                    and np.array_equal(key[2], v)):
+            import phalanx
+
+            report = phalanx.body_report(sim.model, q, v, dtype=sim.dtype)
+            cinert = np.asarray(report["cinert"], np.float64)[:, self.subtree]
+            cvel = np.asarray(report["cvel"], np.float64)[:, self.subtree]
+            mass = cinert[..., 9]
+            momentum = (mass[..., None] * cvel[..., 3:]
+                        + np.cross(cvel[..., :3], cinert[..., 6:9]))
+            self._com_vel = momentum.sum(axis=1) / mass.sum(axis=1)[:, None]
+            self._vel_key = (sim, q.copy(), v.copy())
+        return self._com_vel
+
+    def initial_state(self, env, n):
+        """the suite's collision-free random configurations: redraw every state whose
+        environment has a contact until none has"""
+        qpos, qvel = super().initial_state(env, n)
+        self.redraw_touching(env, qpos, qvel, self._random_joints(env.np_random, qpos))
+        return qpos, qvel
+
+    def reward(self, sim, actions):
+        k = self.kinematics(sim)
+        standing = _tolerance(k["xpos"][:, self.head, 2], bounds=(self.stand_height, np.inf),
+                              margin=self.stand_height / 4)
+        upright = _tolerance(k["xmat"][:, self.torso, 2, self.up], bounds=(0.9, np.inf),
+                             sigmoid="linear", margin=1.9, value_at_margin=0)
+        stand_reward = standing * upright
+        small_control = _tolerance(actions, margin=1, value_at_margin=0,
+                                   sigmoid="quadratic").mean(axis=1)
+        small_control = (4 + small_control) / 5
+        horizontal = self.com_velocity(sim)[:, :2]
+        if self.move_speed == 0:
+            dont_move = _tolerance(horizontal, margin=2).mean(axis=1)
+            return small_control * stand_reward * dont_move
+        move = _tolerance(np.linalg.norm(horizontal, axis=1), bounds=(self.move_speed, np.inf),
+                          margin=self.move_speed, value_at_margin=0, sigmoid="linear")
+        return small_control * stand_reward * (5 * move + 1) / 6
+
+    def observe(self, sim):
+        k = self.kinematics(sim)
+        torso_pos = k["xpos"][:, self.torso]
+        torso_mat = k["xmat"][:, self.torso]
+        # each limb's offset from the torso in the torso's frame
+        limbs = [np.einsum("ei,eij->ej", k["xpos"][:, b] - torso_pos, torso_mat)
+                 for b in self.extremities]
+        return np.concatenate([sim.qpos[:, 7:], k["xpos"][:, self.head, 2:3], *limbs,
+                               torso_mat[:, 2, :], self.com_velocity(sim), sim.qvel], axis=1)
+
+
+class HumanoidCMU(Humanoid):
+    """the CMU motion-capture humanoid (56 actuated hinges), its tasks the humanoid's with the
+    thorax as torso (its y axis up): the centre of mass the suite reads is the thorax
+    subtree's, the upper body's"""
+
+    domain = "humanoid_CMU"
+    control_timestep = 0.02
+    time_limit = 20.0
+    limbs = ("lhand", "lfoot", "rhand", "rfoot")
+    torso_name = "thorax"
+    up = 1
 
 
 class Cartpole(DmControlTask):
@@ -373,7 +451,8 @@ class PointMass(DmControlTask):
 
         spec = mujoco.MjSpec.from_file(self.path)
         spec.option.disableflags |= mujoco.mjtDisableBit.mjDSBL_CLAMPCTRL
-        return phalanx.from_mujoco(spec.compile())
+        self.mj_model = spec.compile()
+        return phalanx.from_mujoco(self.mj_model)
 
     def bind(self, model):
         super().bind(model)
@@ -426,10 +505,531 @@ class PointMass(DmControlTask):
         return np.concatenate([sim.qpos, sim.qvel], axis=1)
 
 
-DOMAINS = {t.domain: t for t in (Cheetah, Walker, Hopper, Humanoid, Cartpole, Acrobot,
-                                 Pendulum, PointMass)}
+class Reacher(DmControlTask):
+    """the two-link planar arm touching its target with its fingertip: a sparse reward, 1 while
+    the finger's and the target's centres are closer in the plane than the sum of their radii.
+    Each episode draws the target's position (uniform in angle, its distance from the centre
+    uniform in [0.05, 0.2]), kept per environment in ``targets`` (the suite moves the target
+    geom of its model); the task sets the target's radius ("easy" 0.05, "hard" 0.015) in the
+    model, as the suite does. Contacts are disabled in this domain, so neither changes the
+    physics."""
+
+    domain = "reacher"
+    time_limit = 20.0
+    randomize_joints = True
+    target_sizes = {"easy": 0.05, "hard": 0.015}
+    target_distance = (0.05, 0.20)  # the range of the target's distance from the centre
+
+    def load(self):
+        if self.task not in self.target_sizes:
+            raise ValueError(self.task)
+        import mujoco
+
+        import phalanx
+
+        spec = mujoco.MjSpec.from_file(self.path)
+        spec.geom("target").size[0] = self.target_sizes[self.task]
+        self.mj_model = spec.compile()
+        return phalanx.from_mujoco(self.mj_model)
+
+    def bind(self, model):
+        super().bind(model)
+        target, finger = self._id("geom", "target"), self._id("geom", "finger")
+        if int(np.asarray(model.geom_bodyid).reshape(-1)[target]) != 0:
+            raise ValueError(f"phalanx.envs: {self.name} expects the target to be a geom of "
+                             "the world body")
+        sizes = np.asarray(model.geom_size, np.float64).reshape(-1, 3)
+        self.radii = float(sizes[target, 0] + sizes[finger, 0])
+        self.finger_body = int(np.asarray(model.geom_bodyid).reshape(-1)[finger])
+        self.finger_pos = np.asarray(model.geom_pos, np.float64).reshape(-1, 3)[finger]
+        # where the model puts the target, each environment's before its first episode
+        self.target0 = np.asarray(model.geom_pos, np.float64).reshape(-1, 3)[target, :2]
+        self.targets = np.zeros((0, 2))  # each environment's target (x, y) in world
+
+    def _targets(self, num_envs):
+        """every environment's target (num_envs, 2), the model's until an episode draws it"""
+        if self.targets.shape[0] != num_envs:
+            self.targets = np.tile(self.target0, (num_envs, 1))
+        return self.targets
+
+    def initial_state(self, env, n):
+        qpos, qvel = super().initial_state(env, n)
+        targets = self._targets(env.num_envs)
+        angle = env.np_random.uniform(0, 2 * np.pi, n)
+        radius = env.np_random.uniform(*self.target_distance, n)
+        # the suite's convention: the angle from the y axis towards the x axis
+        targets[env.reset_ids] = radius[:, None] * np.stack([np.sin(angle), np.cos(angle)],
+                                                            axis=1)
+        return qpos, qvel
+
+    def episode_edits(self, e):
+        mj = self.mujoco_model()
+        pos = np.array(mj.geom("target").pos)
+        pos[:2] = self.targets[e] if e < self.targets.shape[0] else self.target0
+        return {("geom_pos", "target"): pos,
+                ("geom_size", "target"): np.array(mj.geom("target").size)}
+
+    def to_target(self, sim):
+        """the target's position minus the finger's, in the plane (E, 2)"""
+        finger = self.in_world(sim, self.finger_body, self.finger_pos)[:, :2]
+        return self._targets(sim.num_envs) - finger
+
+    def reward(self, sim, actions):
+        return _tolerance(np.linalg.norm(self.to_target(sim), axis=1), bounds=(0, self.radii))
+
+    def observe(self, sim):
+        return np.concatenate([sim.qpos, self.to_target(sim), sim.qvel], axis=1)
+
+
+class BallInCup(DmControlTask):
+    """the cup on two driven slides catching the ball tied to it by a string (a spatial tendon
+    at most 0.3 long): a sparse reward, 1 while the ball lies wholly inside the target box in
+    the cup, in x and z. Episodes start at rest with the ball uniform in a rectangle above the
+    ground (its slides' x in [-0.2, 0.2], z in [0.2, 0.5]), redrawn while it touches the cup"""
+
+    domain = "ball_in_cup"
+    control_timestep = 0.02
+    time_limit = 20.0
+    ball_range = ((-0.2, 0.2), (0.2, 0.5))  # the ball's slides: (x range, z range)
+
+    def bind(self, model):
+        super().bind(model)
+        if self.task != "catch":
+            raise ValueError(self.task)
+        adr = np.asarray(model.jnt_qposadr).reshape(-1)
+        self.slides = [int(adr[self._id("joint", j)]) for j in ("ball_x", "ball_z")]
+        self.ball = self._id("body", "ball")
+        self.target = self._id("site", "target")
+        radius = float(np.asarray(model.geom_size).reshape(-1, 3)[self._id("geom", "ball"), 0])
+        kind, half = self._site_shape(self.target)
+        if kind != "box":
+            raise ValueError(f"phalanx.envs: {self.name} expects a box target site, got a "
+                             f"{kind}")
+        # how far from the target's centre the ball's centre may be, in x and z
+        self.slack = half[[0, 2]] - radius
+
+    def initial_state(self, env, n):
+        """the ball's position redrawn in every environment where it touches something (the
+        cup) until none does"""
+        qpos, qvel = super().initial_state(env, n)
+        (x0, x1), (z0, z1) = self.ball_range
+
+        def draw(todo):
+            qpos[todo, self.slides[0]] = env.np_random.uniform(x0, x1, todo.size)
+            qpos[todo, self.slides[1]] = env.np_random.uniform(z0, z1, todo.size)
+
+        self.redraw_touching(env, qpos, qvel, draw)
+        return qpos, qvel
+
+    def reward(self, sim, actions):
+        k = self.kinematics(sim)
+        offset = k["site_xpos"][:, self.target] - k["xpos"][:, self.ball]
+        return np.all(np.abs(offset[:, [0, 2]]) < self.slack, axis=1).astype(np.float64)
+
+    def observe(self, sim):
+        return np.concatenate([sim.qpos, sim.qvel], axis=1)
+
+
+class Finger(DmControlTask):
+    """the planar two-link finger and the free spinner it pushes (gravity off): spinning it
+    (reward 1 while the hinge turns at -15 rad/s or faster, the spin task's hinge damping
+    lowered from 0.5 to 0.03 as the suite does) or turning its tip into a target on the circle
+    the tip sweeps (reward 1 while the tip site's centre is in the target sphere, of radius 0.07
+    or 0.03). Each episode draws the target's angle uniformly (turn tasks, stored per
+    environment), then the finger's joints uniformly in their ranges and the spinner's angle in
+    [-pi, pi], redrawn until nothing touches. Observations: the finger's joint angles, the tip
+    relative to the spinner's hinge (x, z), the three joint velocities, the log1p of the
+    fingertip's two touch sensors and, turning, the target relative to the hinge (x, z) and the
+    tip's signed distance to the target's surface"""
+
+    domain = "finger"
+    control_timestep = 0.02
+    time_limit = 20.0
+    target_radii = {"spin": None, "turn_easy": 0.07, "turn_hard": 0.03}
+    spin_velocity = -15.0  # the hinge's velocity the spin task rewards (and faster)
+    spin_damping = 0.03  # the spinner's hinge damping in the spin task
+    reads_forces = ("contacts",)
+    touch_sites = ("touchtop", "touchbottom")  # the suite's touch sensors, in its order
+
+    def load(self):
+        if self.task not in self.target_radii:
+            raise ValueError(self.task)
+        if self.task != "spin":
+            return super().load()
+        import mujoco
+
+        import phalanx
+
+        spec = mujoco.MjSpec.from_file(self.path)
+        hinge = spec.joint("hinge")
+        damping = np.array(hinge.damping)  # MuJoCo's damping coefficients, linear first
+        damping[0] = self.spin_damping
+        hinge.damping = damping
+        self.mj_model = spec.compile()
+        return phalanx.from_mujoco(self.mj_model)
+
+    def bind(self, model):
+        import phalanx
+
+        super().bind(model)
+        self.target_radius = self.target_radii[self.task]
+        adr = np.asarray(model.jnt_qposadr).reshape(-1)
+        dof = np.asarray(model.jnt_dofadr).reshape(-1)
+        joints = [self._id("joint", j) for j in ("proximal", "distal", "hinge")]
+        self.finger_q = adr[joints[:2]]
+        self.velocities = dof[joints]
+        self.hinge_v = int(dof[joints[2]])
+        self.spinner = self._id("body", "spinner")
+        self.tip = self._id("site", "tip")
+        self.sites = [self._id("site", s) for s in self.touch_sites]
+        # the target's circle: about the hinge's anchor (fixed, whatever the hinge's angle),
+        # with the spinner's reach (cap1's radius and half-length) as radius
+        k = phalanx.kinematics(model, np.asarray(model.qpos0, np.float64)[None])
+        jnt_pos = np.asarray(model.jnt_pos, np.float64).reshape(-1, 3)[joints[2]]
+        self.anchor = (k["xpos"][0, self.spinner] + k["xmat"][0, self.spinner] @ jnt_pos)[::2]
+        cap = self._id("geom", "cap1")
+        self.reach = float(np.asarray(model.geom_size, np.float64).reshape(-1, 3)[cap, :2].sum())
+        self.target = self._id("site", "target")
+        self.targets = np.zeros((0, 2))  # each environment's target (x, z) in world
+
+    def initial_state(self, env, n):
+        """the target's angle (turn tasks), then joints drawn as the randomiser draws them until
+        the state has no contact (the suite's _set_random_joint_angles)"""
+        rng = env.np_random
+        if self.target_radius is not None:
+            angle = rng.uniform(-np.pi, np.pi, n)
+            self._targets(env.num_envs)[env.reset_ids] = self.anchor + self.reach * np.stack(
+                [np.sin(angle), np.cos(angle)], axis=1)
+        qpos, qvel = super().initial_state(env, n)
+        self.redraw_touching(env, qpos, qvel, self._random_joints(rng, qpos))
+        return qpos, qvel
+
+    def _targets(self, num_envs):
+        """each environment's target (x, z) in world (num_envs, 2), the model's until drawn"""
+        if self.targets.shape[0] != num_envs:
+            site = np.asarray(self.model.site_pos, np.float64).reshape(-1, 3)[self.target]
+            self.targets = np.tile(site[::2], (num_envs, 1))
+        return self.targets
+
+    def episode_edits(self, e):
+        if self.target_radius is None:
+            return {("dof_damping", "hinge"): np.array(self.spin_damping)}
+        mj = self.mujoco_model()
+        pos, size = np.array(mj.site("target").pos), np.array(mj.site("target").size)
+        if e < self.targets.shape[0]:
+            pos[::2] = self.targets[e]
+        size[0] = self.target_radius
+        return {("site_pos", "target"): pos, ("site_size", "target"): size}
+
+    def _tip(self, sim):
+        """the tip site relative to the spinner's frame origin, (x, z) (E, 2)"""
+        k = self.kinematics(sim)
+        return (k["site_xpos"][:, self.tip] - k["xpos"][:, self.spinner])[:, ::2]
+
+    def _target(self, sim):
+        """the target relative to the spinner's frame origin, (x, z) (E, 2)"""
+        return (self._targets(sim.num_envs)
+                - self.kinematics(sim)["xpos"][:, self.spinner, ::2])
+
+    def _distance(self, sim):
+        """the tip's signed distance to the target's surface, negative inside"""
+        return np.linalg.norm(self._target(sim) - self._tip(sim), axis=1) - self.target_radius
+
+    def reward(self, sim, actions):
+        if self.target_radius is None:
+            return (sim.qvel[:, self.hinge_v] <= self.spin_velocity).astype(np.float64)
+        return (self._distance(sim) <= 0).astype(np.float64)
+
+    def observe(self, sim):
+        touch = np.stack([self.touch(sim, s) for s in self.sites], axis=1)
+        obs = [sim.qpos[:, self.finger_q], self._tip(sim), sim.qvel[:, self.velocities],
+               np.log1p(touch)]
+        if self.target_radius is not None:
+            obs += [self._target(sim), self._distance(sim)[:, None]]
+        return np.concatenate(obs, axis=1)
+
+
+class _PlanarArm(DmControlTask):
+    """What the manipulator and the stacker share: the arm, its five touch sensors, the
+    suite's model of the task (``model_xml``) with the bodies it moves per episode
+    (``moved``) made mocap bodies, and the collision-free initial states: arm angles uniform
+    in their ranges (the unlimited root in [-pi, pi]) with the finger mirroring the thumb, and
+    the task's props (``draw``), redrawn for every environment whose state has a contact."""
+
+    control_timestep = 0.01
+    time_limit = 10.0
+    reads_forces = ("contacts",)
+    # the suite's touch sensors, in its order
+    touch_sites = ("palm_touch", "finger_touch", "thumb_touch", "fingertip_touch",
+                   "thumbtip_touch")
+    arm_joints = ("arm_root", "arm_shoulder", "arm_elbow", "arm_wrist", "finger", "fingertip",
+                  "thumb", "thumbtip")
+    moved: tuple[str, ...] = ()
+
+    def model_xml(self) -> tuple[bytes, dict]:
+        """the suite's model of the task: its XML and assets"""
+        raise NotImplementedError
+
+    def load(self):
+        import mujoco
+
+        import phalanx
+
+        xml, assets = self.model_xml()
+        spec = mujoco.MjSpec.from_string(xml.decode(), include=assets)
+        for body in self.moved:
+            spec.body(body).mocap = True
+        self.mj_model = spec.compile()
+        # a copy of the model for testing candidate initial states, whose mocap poses are set
+        # to the candidates' (the environments' own are in the simulator's model)
+        self.candidates = phalanx.from_mujoco(self.mj_model)
+        return phalanx.from_mujoco(self.mj_model)
+
+    def bind(self, model):
+        super().bind(model)
+        adr = np.asarray(model.jnt_qposadr).reshape(-1)
+        dof = np.asarray(model.jnt_dofadr).reshape(-1)
+        joints = [self._id("joint", j) for j in self.arm_joints]
+        self.arm_q, self.arm_v = adr[joints], dof[joints]
+        self.finger, self.thumb = (int(adr[self._id("joint", j)]) for j in ("finger", "thumb"))
+        limited = np.asarray(model.jnt_limited).reshape(-1).astype(bool)[joints]
+        ranges = np.asarray(model.jnt_range, np.float64).reshape(-1, 2)[joints]
+        self.arm_low = np.where(limited, ranges[:, 0], -np.pi)
+        self.arm_high = np.where(limited, ranges[:, 1], np.pi)
+        self.hand = self._id("body", "hand")
+        self.grasp = self._id("site", "grasp")
+        self.sites = [self._id("site", s) for s in self.touch_sites]
+        # the moved bodies' mocap indices and their poses in the suite's file
+        mocap = np.asarray(model.body_mocapid).reshape(-1)
+        self.mocap = {b: int(mocap[self._id("body", b)]) for b in self.moved}
+        self.mocap_pos0 = np.zeros((len(self.moved), 3))
+        self.mocap_quat0 = np.zeros((len(self.moved), 4))
+        for b, m in self.mocap.items():
+            self.mocap_pos0[m] = self.mj_model.body(b).pos
+            self.mocap_quat0[m] = self.mj_model.body(b).quat
+        # each environment's poses of the moved bodies (those of its episode)
+        self.poses = (np.zeros((0, len(self.moved), 3)), np.zeros((0, len(self.moved), 4)))
+
+    def draw(self, rng, qpos, qvel, pos, quat) -> None:
+        """draw the props of n candidate states in place: qpos (n, nq) with the arm drawn,
+        qvel (n, nv), the moved bodies' poses pos (n, nmocap, 3) and quat (n, nmocap, 4)"""
+        raise NotImplementedError
+
+    def initial_state(self, env, n):
+        """the suite's collision-free random states: redraw every candidate with a contact
+        (MuJoCo's ncon > 0) until none has; the moved bodies' poses become the environments'
+        mocap poses"""
+        rng = env.np_random
+        qpos = np.tile(np.asarray(self.model.qpos0, np.float64), (n, 1))
+        qvel = np.zeros((n, self.model.nv))
+        pos = np.tile(self.mocap_pos0, (n, 1, 1))
+        quat = np.tile(self.mocap_quat0, (n, 1, 1))
+
+        def draw(todo):
+            q, v, p, r = qpos[todo], qvel[todo], pos[todo], quat[todo]
+            q[:, self.arm_q] = rng.uniform(self.arm_low, self.arm_high,
+                                           (todo.size, len(self.arm_q)))
+            q[:, self.finger] = q[:, self.thumb]  # the hand symmetric
+            self.draw(rng, q, v, p, r)
+            qpos[todo], qvel[todo], pos[todo], quat[todo] = q, v, p, r
+            if self.moved:
+                self.candidates.set_parameter("mocap_pos", p)
+                self.candidates.set_parameter("mocap_quat", r)
+
+        self.redraw_touching(env, qpos, qvel, draw, self.candidates)
+        if self.moved:
+            for name, value in (("mocap_pos", pos), ("mocap_quat", quat)):
+                values = env.sim.parameter(name)
+                values[env.reset_ids] = value
+                env.sim.set_parameter(name, values)
+            if self.poses[0].shape[0] != env.num_envs:
+                self.poses = (np.tile(self.mocap_pos0, (env.num_envs, 1, 1)),
+                              np.tile(self.mocap_quat0, (env.num_envs, 1, 1)))
+            self.poses[0][env.reset_ids], self.poses[1][env.reset_ids] = pos, quat
+        return qpos, qvel
+
+    def episode_edits(self, e):
+        if self.poses[0].shape[0] <= e:
+            return {}
+        edits = {}
+        for body, m in self.mocap.items():
+            edits[("body_pos", body)] = self.poses[0][e, m]
+            edits[("body_quat", body)] = self.poses[1][e, m]
+        return edits
+
+    def arm_observations(self, sim) -> list[np.ndarray]:
+        """the arm's joints (sin, cos per joint), their velocities, the touch sensors (log1p)
+        and the hand's pose"""
+        angles = sim.qpos[:, self.arm_q]
+        bounded = np.stack([np.sin(angles), np.cos(angles)], axis=2)
+        touch = np.stack([self.touch(sim, s) for s in self.sites], axis=1)
+        return [bounded.reshape(sim.num_envs, -1), sim.qvel[:, self.arm_v], np.log1p(touch),
+                self.pose_2d(sim, [self.hand])]
+
+    def pose_2d(self, sim, bodies, orientation=True) -> np.ndarray:
+        """the bodies' x and z in world and, with orientation, their quaternions' w and y
+        (E, 4 per body): the planar poses the suite observes"""
+        k = self.kinematics(sim)
+        pose = k["xpos"][:, bodies][..., ::2]
+        if orientation:
+            pose = np.concatenate([pose, k["xquat"][:, bodies][..., ::2]], axis=2)
+        return pose.reshape(sim.num_envs, -1)
+
+    def site_distance(self, sim, a: int, b: int) -> np.ndarray:
+        site = self.kinematics(sim)["site_xpos"]
+        return np.linalg.norm(site[:, a] - site[:, b], axis=1)
+
+
+class Manipulator(_PlanarArm):
+    """the arm bringing a ball or a peg to its target (bring_*), which is in a cup or slot in
+    the insert tasks (rewarded by closeness of the prop's sites to the target's, or a third of
+    it for holding the peg). The target (and receptacle) is drawn per episode at
+    x in [-0.4, 0.4], z in [0.1, 0.4], turned by [-pi, pi] (bring) or [-pi/3, pi/3] (insert)
+    about y; the prop starts in the hand (probability 0.1), on the target (0.1) or anywhere
+    (x in [-0.5, 0.5], z in [0, 0.7], turned by [0, 2 pi], with an x velocity in [-5, 5])"""
+
+    domain = "manipulator"
+    close = 0.01  # the distance below which a thing is close
+    p_in_hand, p_in_target = 0.1, 0.1
+
+    def __init__(self, task):
+        if task not in ("bring_ball", "bring_peg", "insert_ball", "insert_peg"):
+            raise ValueError(task)
+        super().__init__(task)
+        kind, self.prop = task.split("_")
+        self.insert, self.peg = kind == "insert", self.prop == "peg"
+        self.target = "target_" + self.prop
+        receptacle = "slot" if self.peg else "cup"
+        self.moved = (self.target, receptacle) if self.insert else (self.target,)
+
+    def model_xml(self):
+        from dm_control.suite import manipulator
+
+        return manipulator.make_model(self.peg, self.insert)
+
+    def bind(self, model):
+        super().bind(model)
+        adr = np.asarray(model.jnt_qposadr).reshape(-1)
+        dof = np.asarray(model.jnt_dofadr).reshape(-1)
+        joints = [self._id("joint", f"{self.prop}_{axis}") for axis in "xzy"]
+        self.prop_q, self.prop_v = adr[joints], dof[joints]
+        self.prop_body, self.target_body = (self._id("body", b) for b in (self.prop,
+                                                                          self.target))
+        site = {s: self._id("site", s) for s in (
+            ("peg_grasp", "grasp", "peg_pinch", "pinch", "peg", "target_peg", "peg_tip",
+             "target_peg_tip") if self.peg else ("ball", "target_ball"))}
+        self.pairs = ([(site["peg_grasp"], site["grasp"]), (site["peg_pinch"], site["pinch"]),
+                       (site["peg"], site["target_peg"]), (site["peg_tip"],
+                                                            site["target_peg_tip"])]
+                      if self.peg else [(site["ball"], site["target_ball"])])
+
+    def draw(self, rng, qpos, qvel, pos, quat):
+        import phalanx
+
+        n = qpos.shape[0]
+        x, z = rng.uniform(-0.4, 0.4, n), rng.uniform(0.1, 0.4, n)
+        bound = np.pi / 3 if self.insert else np.pi
+        angle = rng.uniform(-bound, bound, n)
+        for body in self.moved:  # the target, and the receptacle under it
+            m = self.mocap[body]
+            pos[:, m, 0], pos[:, m, 2] = x, z
+            quat[:, m, 0], quat[:, m, 2] = np.cos(angle / 2), np.sin(angle / 2)
+        kind = rng.choice(3, n, p=[self.p_in_hand, self.p_in_target,
+                                   1 - self.p_in_hand - self.p_in_target])
+        prop = np.stack([x, z, angle], axis=1)  # in the target (kind 1)
+        in_hand = kind == 0
+        if in_hand.any():  # at the grasp site, along the hand (no mocap pose moves it)
+            k = phalanx.kinematics(self.model, qpos[in_hand])
+            grasp, axes = k["site_xpos"][:, self.grasp], k["site_xmat"][:, self.grasp]
+            prop[in_hand] = np.stack([grasp[:, 0], grasp[:, 2],
+                                      np.pi - np.arctan2(axes[:, 2, 0], axes[:, 0, 0])], axis=1)
+        anywhere = kind == 2
+        m = int(anywhere.sum())
+        prop[anywhere] = np.stack([rng.uniform(-0.5, 0.5, m), rng.uniform(0, 0.7, m),
+                                   rng.uniform(0, 2 * np.pi, m)], axis=1)
+        # the suite's x velocity stays from an earlier, rejected draw when a later one is not
+        # "anywhere": qvel is drawn over, never cleared
+        qvel[anywhere, self.prop_v[0]] = rng.uniform(-5, 5, m)
+        qpos[:, self.prop_q] = prop
+
+    def reward(self, sim, actions):
+        close = [_tolerance(self.site_distance(sim, a, b), (0, self.close), 2 * self.close)
+                 for a, b in self.pairs]
+        if not self.peg:
+            return close[0]
+        grasping, bringing = (close[0] + close[1]) / 2, (close[2] + close[3]) / 2
+        return np.maximum(bringing, grasping / 3)
+
+    def observe(self, sim):
+        return np.concatenate(self.arm_observations(sim) + [
+            self.pose_2d(sim, [self.prop_body]), sim.qvel[:, self.prop_v],
+            self.pose_2d(sim, [self.target_body])], axis=1)
+
+
+class Stacker(_PlanarArm):
+    """the arm stacking 2 or 4 boxes: rewarded when a box is at the target (a box's size
+    above the floor, 1, 3, ... box sizes up to the number of boxes, drawn per episode with x in
+    [-0.37, 0.37]) and the hand 0.1 or farther from it. The boxes start at x in [0.1, 0.3],
+    z in [0, 0.7], turned by [0, 2 pi]"""
+
+    domain = "stacker"
+    moved = ("target",)
+    close = 0.01
+
+    def __init__(self, task):
+        self.n_boxes = {"stack_2": 2, "stack_4": 4}[task]
+        super().__init__(task)
+
+    def model_xml(self):
+        from dm_control.suite import stacker
+
+        return stacker.make_model(self.n_boxes)
+
+    def bind(self, model):
+        super().bind(model)
+        adr = np.asarray(model.jnt_qposadr).reshape(-1)
+        dof = np.asarray(model.jnt_dofadr).reshape(-1)
+        names = [f"box{b}" for b in range(self.n_boxes)]
+        self.boxes = [self._id("body", b) for b in names]
+        self.box_sites = [self._id("site", b) for b in names]
+        # the positions drawn per box (x, z, angle), the velocities observed per box (x, y, z)
+        self.box_q = adr[[self._id("joint", f"{b}_{a}") for b in names for a in "xzy"]]
+        self.box_v = dof[[self._id("joint", f"{b}_{a}") for b in names for a in "xyz"]]
+        self.target_body, self.target_site = self._id("body", "target"), self._id("site", "target")
+        self.box_size = float(np.asarray(model.geom_size).reshape(-1, 3)[
+            self._id("geom", "target"), 0])
+
+    def draw(self, rng, qpos, qvel, pos, quat):
+        n, t = qpos.shape[0], self.mocap["target"]
+        pos[:, t, 2] = self.box_size * (2 * rng.integers(self.n_boxes, size=n) + 1)
+        pos[:, t, 0] = rng.uniform(-0.37, 0.37, n)
+        boxes = np.stack([rng.uniform(0.1, 0.3, (n, self.n_boxes)),
+                          rng.uniform(0, 0.7, (n, self.n_boxes)),
+                          rng.uniform(0, 2 * np.pi, (n, self.n_boxes))], axis=2)
+        qpos[:, self.box_q] = boxes.reshape(n, -1)
+
+    def reward(self, sim, actions):
+        box_to_target = np.min([self.site_distance(sim, b, self.target_site)
+                                for b in self.box_sites], axis=0)
+        box_is_close = _tolerance(box_to_target, margin=2 * self.box_size)
+        hand_is_far = _tolerance(self.site_distance(sim, self.grasp, self.target_site),
+                                 bounds=(0.1, np.inf), margin=self.close)
+        return box_is_close * hand_is_far
+
+    def observe(self, sim):
+        return np.concatenate(self.arm_observations(sim) + [
+            self.pose_2d(sim, self.boxes), sim.qvel[:, self.box_v],
+            self.pose_2d(sim, [self.target_body], orientation=False)], axis=1)
+
+
+DOMAINS = {t.domain: t for t in (Cheetah, Walker, Hopper, Humanoid, HumanoidCMU, Cartpole,
+                                 Acrobot, Pendulum, PointMass, Reacher, BallInCup, Finger,
+                                 Manipulator, Stacker)}
 TASKS = {"cheetah": ("run",), "walker": ("stand", "walk", "run"), "hopper": ("stand", "hop"),
-         "humanoid": ("stand", "walk", "run"),
+         "humanoid": ("stand", "walk", "run"), "humanoid_CMU": ("stand", "walk", "run"),
          "cartpole": ("balance", "balance_sparse", "swingup", "swingup_sparse"),
          "acrobot": ("swingup", "swingup_sparse"), "pendulum": ("swingup",),
-         "point_mass": ("easy", "hard")}
+         "point_mass": ("easy", "hard"), "reacher": ("easy", "hard"), "ball_in_cup": ("catch",),
+         "finger": ("spin", "turn_easy", "turn_hard"),
+         "manipulator": ("bring_ball", "bring_peg", "insert_ball", "insert_peg"),
+         "stacker": ("stack_2", "stack_4")}

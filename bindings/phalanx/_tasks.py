@@ -42,8 +42,6 @@ class Task:
     def make(self, num_envs: int, **kwargs):
         """the VectorEnv of this task; keyword arguments go to VectorEnv (dtype, device,
         max_episode_steps, randomize, ...)"""
-        import phalanx
-
         from .envs import VectorEnv
 
         model = self.load()
@@ -62,10 +60,27 @@ class Task:
     # --- what subclasses define -----------------------------------------------------------
 
     def load(self):
-        """the task's model (phalanx.load_model of its file)"""
+        """the task's model (phalanx.load_model of its file); a task that edits the file's
+        model keeps MuJoCo's compiled model of the edit in ``mj_model``"""
         import phalanx
 
         return phalanx.load_model(self.path)
+
+    def mujoco_model(self):
+        """MuJoCo's compiled model of the task (``mj_model``, else the file's), for what
+        Phalanx's model does not keep (site shapes)"""
+        if getattr(self, "mj_model", None) is None:
+            import mujoco
+
+            self.mj_model = mujoco.MjModel.from_xml_path(self.path)
+        return self.mj_model
+
+    def episode_edits(self, e: int) -> dict[tuple[str, str], np.ndarray]:
+        """the model values the suite sets for environment e's current episode, by MjModel
+        field and element name (a target it moves, a radius it sets): what the suite's
+        episode start writes into its model, for comparing with it; empty when it writes
+        none"""
+        return {}
 
     def bind(self, model) -> None:
         """look up the bodies, sites and joints the task reads (KeyError-free: a ValueError
@@ -174,11 +189,11 @@ class Task:
 
     def _site_shape(self, site: int) -> tuple[str, np.ndarray]:
         """a site's type and its sizes (3,) (Phalanx's model keeps no site shapes: MuJoCo's
-        compiler reads them from the task's file)"""
+        compiled model has them)"""
         if not hasattr(self, "_site_shapes"):
             import mujoco
 
-            mj = mujoco.MjModel.from_xml_path(self.path)
+            mj = self.mujoco_model()
             kinds = {int(mujoco.mjtGeom.mjGEOM_SPHERE): "sphere",
                      int(mujoco.mjtGeom.mjGEOM_ELLIPSOID): "ellipsoid",
                      int(mujoco.mjtGeom.mjGEOM_BOX): "box"}

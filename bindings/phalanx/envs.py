@@ -50,8 +50,9 @@ observation with reward 0, terminated False and truncated False; the other envir
 as usual. With ``autoreset_mode=AutoresetMode.SAME_STEP`` (what batched RL libraries such as
 skrl expect) step t itself resets i and returns its first observation, with the observation
 that ended the episode in ``info["final_obs"]`` (an object array, set where
-``info["_final_obs"]``), as Gymnasium's SyncVectorEnv in that mode. ``reset(options={"reset_mask": mask})`` resets only the environments of a boolean
-mask (E,), as ``gymnasium.vector.SyncVectorEnv`` does. Episodes are truncated after
+``info["_final_obs"]``), as Gymnasium's SyncVectorEnv in that mode.
+``reset(options={"reset_mask": mask})`` resets only the environments of a boolean mask (E,), as
+``gymnasium.vector.SyncVectorEnv`` does. Episodes are truncated after
 ``max_episode_steps`` steps. An environment whose physics stops (a ``phalanx.STATUS_NAN_*`` bit,
 e.g. a diverging state) is reported terminated and so reset on the next step; ``info["status"]``
 holds every environment's status bits since its reset.

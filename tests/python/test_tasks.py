@@ -27,6 +27,7 @@ from phalanx.testing import dm_control_on_this_mujoco  # noqa: E402
 dm_control_on_this_mujoco()
 E = 3
 STEPS = 12
+TOUCH_STEPS = {"manipulator": 200, "stacker": 200}
 DM_TASKS = [n for n in phalanx.envs.task_names() if n.startswith("dm_control/")]
 GYM_TASKS = [n for n in phalanx.envs.task_names() if n.startswith("gymnasium/")]
 
@@ -62,7 +63,8 @@ def _trajectory(env, steps=STEPS, seed=0, start=None):
             out.append(dict(before=(before[0][e], before[1][e]), qpos=env.sim.qpos[e].copy(),
                             qvel=env.sim.qvel[e].copy(), action=actions[e], obs=obs[e],
                             reward=reward[e], terminated=terminated[e],
-                            forces={f: v[e].copy() for f, v in forces.items()}))
+                            forces={f: v[e].copy() for f, v in forces.items()},
+                            edits=env.task.episode_edits(int(e))))
     return out
 
 
@@ -83,7 +85,8 @@ def _near_reference(env, n=8, seed=1):
         reward, obs = env.task.reward(sim, actions), env.task.observe(sim)
         forces = _reported(env)
         out += [dict(qpos=qpos[e], qvel=qvel[e], action=actions[e], obs=obs[e],
-                     reward=reward[e], forces={f: v[e] for f, v in forces.items()})
+                     reward=reward[e], forces={f: v[e] for f, v in forces.items()},
+                     edits=env.task.episode_edits(e))
                 for e in range(env.num_envs)]
     return out
 
@@ -120,9 +123,12 @@ def test_dm_control_task_equals_the_suite(name):
     assert env.frame_skip == ref._n_sub_steps
     assert env.max_episode_steps == int(np.ceil(ref._step_limit))
     touching = 0
-    # the touch sensors' tasks long enough for the bodies to land
-    steps = 60 if env.task.reads_forces else STEPS
+    # the touch sensors' tasks long enough for the bodies to land, the arms' to reach a prop
+    steps = (TOUCH_STEPS.get(domain, 60) if env.task.reads_forces else STEPS)
     for s in _trajectory(env, steps) + _near_reference(env):
+        # the model as the suite's episode start leaves it (targets it moves)
+        for (field, element), value in s["edits"].items():
+            getattr(physics.named.model, field)[element] = value
         with physics.reset_context():
             physics.data.qpos[:] = s["qpos"]
             physics.data.qvel[:] = s["qvel"]
