@@ -853,8 +853,8 @@ class _PlanarArm(DmControlTask):
             return {}
         edits = {}
         for body, m in self.mocap.items():
-            edits[("body_pos", body)] = self.poses[0][e, m]
-            edits[("body_quat", body)] = self.poses[1][e, m]
+            edits[("body_pos", body)] = self.poses[0][e, m].copy()
+            edits[("body_quat", body)] = self.poses[1][e, m].copy()
         return edits
 
     def arm_observations(self, sim) -> list[np.ndarray]:
