@@ -1,0 +1,380 @@
+"""Policy learning from Phalanx's batched gradients: SHAC and APG on ``phalanx.torch``.
+
+SHAC (Xu et al., "Accelerated Policy Learning with Parallel Differentiable Simulation", ICLR
+2022) trains a policy by back-propagating rewards through the simulator over short windows of h
+steps of N environments, each window closed by a learned critic:
+
+    actor loss = -1 / (N h) sum_i [ sum_{t<h} gamma^t r_t^i + gamma^h V'(s_h^i) ]
+
+(V' the target critic; within a window an episode that ends contributes its return up to its
+end, and its value only when it was truncated, not terminated). The states are detached
+between windows. After each actor step the critic V is regressed on TD(lambda) targets of the
+window (from V''s values), in minibatches, and the target critic follows it by Polyak
+averaging, V' <- alpha V' + (1 - alpha) V. Gradients are clipped by norm, learning rates decay
+linearly, observations are normalised by running statistics, and the policy is a Gaussian whose
+samples (reparameterised, so the gradient flows through them) are squashed by tanh into the
+actuators' control ranges; evaluation uses its mean.
+
+APG, the baseline, is the same loop with the window the whole episode and no critic: the
+gradient of each episode's return.
+
+A task is differentiable: its observations and rewards are torch functions of the state,
+
+    class Task:
+        model: phalanx.Model
+        frame_skip: int          # physics steps per action
+        episode_steps: int       # actions per episode (then truncated)
+        def observe(self, qpos, qvel) -> (E, d)
+        def reward(self, qpos, qvel, ctrl) -> (E,)       # after the step, for its controls
+        def terminated(self, qpos, qvel) -> (E,) bool    # optional: episodes that end early
+        def initial_states(self, n, generator) -> (qpos (n, nq), qvel (n, nv))
+
+in float64 (the dtype Phalanx's gradients are checked in). ``CartPoleSwingUp`` is one.
+
+    import phalanx.learn as pl
+    agent = pl.SHAC(pl.CartPoleSwingUp(), pl.SHACConfig(num_envs=64))
+    history = agent.train(300)               # evaluation returns against env-steps and time
+    u = agent.act(qpos, qvel)                # the deterministic policy's controls
+"""
+
+from __future__ import annotations
+
+import copy
+import math
+import time
+from dataclasses import dataclass, replace
+
+import torch
+
+import phalanx
+
+from . import torch as pt
+
+F64 = torch.float64
+
+
+@dataclass
+class SHACConfig:
+    """SHAC's settings; the defaults are the paper's (its Table 4) where they do not depend on
+    the task"""
+
+    num_envs: int = 64
+    horizon: int = 32  # h, steps per window
+    gamma: float = 0.99
+    lam: float = 0.95  # TD(lambda)
+    actor_lr: float = 2e-3
+    critic_lr: float = 2e-3
+    final_lr: float = 1e-5  # the learning rates decay linearly to this over the training
+    betas: tuple[float, float] = (0.7, 0.95)  # Adam's
+    grad_norm: float = 1.0  # clip of the actor's and the critic's gradient norms
+    critic_iterations: int = 16  # passes over the window's samples per window
+    critic_minibatches: int = 4
+    target_alpha: float = 0.2  # Polyak weight of the target critic's old parameters
+    hidden: tuple[int, ...] = (64, 64)
+    init_log_std: float = -1.0  # of the policy's Gaussian
+    normalize_obs: bool = True
+    reward_scale: float = 1.0
+    eval_envs: int = 16  # episodes per evaluation
+    seed: int = 0
+
+
+def mlp(inputs: int, hidden: tuple[int, ...], outputs: int) -> torch.nn.Sequential:
+    """inputs -> ELU(hidden...) -> outputs (layer-normalised hidden layers, as SHAC's)"""
+    layers: list[torch.nn.Module] = []
+    for width in hidden:
+        layers += [torch.nn.Linear(inputs, width), torch.nn.LayerNorm(width), torch.nn.ELU()]
+        inputs = width
+    layers.append(torch.nn.Linear(inputs, outputs))
+    return torch.nn.Sequential(*layers).to(F64)
+
+
+class RunningNorm(torch.nn.Module):
+    """observations normalised by the mean and variance of all those seen in ``update``"""
+
+    def __init__(self, size: int, eps: float = 1e-5) -> None:
+        super().__init__()
+        self.register_buffer("mean", torch.zeros(size, dtype=F64))
+        self.register_buffer("var", torch.ones(size, dtype=F64))
+        self.register_buffer("count", torch.tensor(0.0, dtype=F64))
+        self.eps = eps
+
+    @torch.no_grad()
+    def update(self, x: torch.Tensor) -> None:
+        """merge the batch x (n, size) into the statistics (Chan et al.'s parallel update)"""
+        x = x.reshape(-1, self.mean.numel())
+        n = x.shape[0]
+        mean, var = x.mean(dim=0), x.var(dim=0, unbiased=False)
+        total = self.count + n
+        delta = mean - self.mean
+        self.var.copy_((self.var * self.count + var * n + delta**2 * self.count * n / total)
+                       / total)
+        self.mean.add_(delta * n / total)
+        self.count.copy_(total)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return (x - self.mean) / torch.sqrt(self.var + self.eps)
+
+
+class Actor(torch.nn.Module):
+    """observation -> controls in the actuators' ctrlrange: centre + half-range tanh(a), a the
+    MLP's mean plus, when sampling, its learned standard deviation times a standard normal"""
+
+    def __init__(self, model: phalanx.Model, nobs: int, hidden, init_log_std: float) -> None:
+        super().__init__()
+        lo, hi = torch.tensor(model.actuator_ctrlrange, dtype=F64).reshape(-1, 2).T
+        limited = torch.tensor(model.actuator_ctrllimited, dtype=torch.bool).reshape(-1)
+        lo, hi = torch.where(limited, lo, -1.0), torch.where(limited, hi, 1.0)
+        self.register_buffer("centre", (hi + lo) / 2)
+        self.register_buffer("radius", (hi - lo) / 2)
+        self.net = mlp(nobs, hidden, model.nu)
+        self.log_std = torch.nn.Parameter(torch.full((model.nu,), init_log_std, dtype=F64))
+
+    def forward(self, obs: torch.Tensor, noise: torch.Tensor | None = None) -> torch.Tensor:
+        a = self.net(obs)
+        if noise is not None:
+            a = a + torch.exp(self.log_std) * noise
+        return self.centre + self.radius * torch.tanh(a)
+
+
+@torch.no_grad()
+def td_lambda_targets(rewards, next_values, terminated, done, last_value, gamma: float,
+                      lam: float) -> torch.Tensor:
+    """TD(lambda) targets (h, E) of a window: G_t = r_t + gamma m_t [(1 - lam c_t) V_{t+1} +
+    lam c_t G_{t+1}], with V_{t+1} = next_values[t] the value of the state after step t (before
+    any reset), m_t = 0 where step t terminated the episode (no value after it), and c_t = 0
+    where step t ended the episode or is the window's last (the recursion does not cross an
+    episode's end; there the value closes it). last_value is unused when every window ends in
+    next_values; it is the bootstrap of the last step, next_values[-1]."""
+    h = rewards.shape[0]
+    targets = torch.empty_like(rewards)
+    following = last_value
+    for t in reversed(range(h)):
+        cont = torch.zeros_like(rewards[t]) if t == h - 1 else (~done[t]).to(rewards.dtype)
+        alive = (~terminated[t]).to(rewards.dtype)
+        following = rewards[t] + gamma * alive * ((1 - lam * cont) * next_values[t]
+                                                  + lam * cont * following)
+        targets[t] = following
+    return targets
+
+
+class SHAC:
+    """Short-horizon actor-critic on a differentiable task (module docstring); ``critic=False``
+    with a horizon of the whole episode is APG"""
+
+    def __init__(self, task, config: SHACConfig | None = None, *, critic: bool = True) -> None:
+        self.task, self.cfg = task, config or SHACConfig()
+        cfg = self.cfg
+        torch.manual_seed(cfg.seed)
+        self.generator = torch.Generator().manual_seed(cfg.seed)
+        q, v = task.initial_states(1, torch.Generator().manual_seed(cfg.seed))
+        nobs = task.observe(q, v).shape[1]
+        self.norm = RunningNorm(nobs) if cfg.normalize_obs else None
+        self.actor = Actor(task.model, nobs, cfg.hidden, cfg.init_log_std)
+        self.actor_opt = torch.optim.Adam(self.actor.parameters(), lr=cfg.actor_lr,
+                                          betas=cfg.betas)
+        self.critic = mlp(nobs, cfg.hidden, 1) if critic else None
+        if self.critic is not None:
+            self.target = copy.deepcopy(self.critic).requires_grad_(False)
+            self.critic_opt = torch.optim.Adam(self.critic.parameters(), lr=cfg.critic_lr,
+                                               betas=cfg.betas)
+        self.q, self.v = task.initial_states(cfg.num_envs, self.generator)
+        self.age = torch.zeros(cfg.num_envs, dtype=torch.long)  # steps into each episode
+        self.env_steps = 0
+
+    # --- the policy ----------------------------------------------------------------------
+
+    def _obs(self, q, v):
+        obs = self.task.observe(q, v)
+        return obs if self.norm is None else self.norm(obs)
+
+    @torch.no_grad()
+    def act(self, qpos: torch.Tensor, qvel: torch.Tensor) -> torch.Tensor:
+        """the deterministic policy's controls (E, nu) at the states"""
+        return self.actor(self._obs(qpos, qvel))
+
+    def _step(self, q, v, u):
+        for _ in range(getattr(self.task, "frame_skip", 1)):
+            q, v = pt.step(self.task.model, q, v, u)
+        return q, v
+
+    def _terminated(self, q, v):
+        fn = getattr(self.task, "terminated", None)
+        with torch.no_grad():
+            ended = torch.zeros(q.shape[0], dtype=torch.bool) if fn is None else fn(q, v)
+            return ended | ~(torch.isfinite(q).all(dim=1) & torch.isfinite(v).all(dim=1))
+
+    # --- one window ----------------------------------------------------------------------
+
+    def window(self):
+        """unroll h steps from the current states, the actor loss and what the critic fits:
+        (loss, observations (h, E, d), rewards (h, E), next values (h, E), terminated (h, E),
+        done (h, E))"""
+        cfg, task = self.cfg, self.task
+        h = cfg.horizon
+        q, v = self.q, self.v
+        if self.norm is not None:
+            self.norm.update(task.observe(q, v))
+        n = q.shape[0]
+        ret = torch.zeros(n, dtype=F64)  # each episode's discounted reward in the window
+        discount = torch.ones(n, dtype=F64)
+        loss = torch.zeros((), dtype=F64)
+        obs_t, rew_t, next_t, term_t, done_t = [], [], [], [], []
+        for t in range(h):
+            obs = self._obs(q, v)
+            noise = torch.randn(n, task.model.nu, generator=self.generator, dtype=F64)
+            u = self.actor(obs, noise)
+            q, v = self._step(q, v, u)
+            r = cfg.reward_scale * task.reward(q, v, u)
+            self.age += 1
+            terminated = self._terminated(q, v)
+            done = terminated | (self.age >= task.episode_steps)
+            # a non-finite state ends its episode without its reward
+            r = torch.where(terminated & ~torch.isfinite(r), torch.zeros_like(r), r)
+            ret = ret + discount * r
+            if self.critic is not None:
+                next_obs = self._obs(torch.nan_to_num(q), torch.nan_to_num(v))
+                value = self.target(next_obs)[:, 0]
+            else:
+                value = torch.zeros(n, dtype=F64)
+            value = torch.where(terminated, torch.zeros_like(value), value)
+            closes = done | (t == h - 1)
+            loss = loss - torch.where(closes, ret + cfg.gamma * discount * value,
+                                      torch.zeros_like(ret)).sum()
+            obs_t.append(obs.detach())
+            rew_t.append(r.detach())
+            next_t.append(value.detach())
+            term_t.append(terminated)
+            done_t.append(done)
+            discount = torch.where(done, torch.ones_like(discount), discount * cfg.gamma)
+            ret = torch.where(done, torch.zeros_like(ret), ret)
+            if done.any():  # those episodes restart (their states carry no gradient)
+                starts = task.initial_states(int(done.sum()), self.generator)
+                q, v = q.clone(), v.clone()
+                q[done], v[done] = starts
+                self.age[done] = 0
+        self.q, self.v = q.detach(), v.detach()
+        self.env_steps += h * n
+        return (loss / (h * n), torch.stack(obs_t), torch.stack(rew_t), torch.stack(next_t),
+                torch.stack(term_t), torch.stack(done_t))
+
+    def fit_critic(self, obs, targets) -> float:
+        """critic_iterations passes of minibatch regression on the targets; the mean loss of
+        the last pass"""
+        cfg = self.cfg
+        x, y = obs.reshape(-1, obs.shape[-1]), targets.reshape(-1)
+        size = math.ceil(x.shape[0] / cfg.critic_minibatches)
+        for _ in range(cfg.critic_iterations):
+            order = torch.randperm(x.shape[0], generator=self.generator)
+            total = 0.0
+            for b in range(cfg.critic_minibatches):
+                idx = order[b * size:(b + 1) * size]
+                self.critic_opt.zero_grad()
+                loss = ((self.critic(x[idx])[:, 0] - y[idx]) ** 2).mean()
+                loss.backward()
+                torch.nn.utils.clip_grad_norm_(self.critic.parameters(), cfg.grad_norm)
+                self.critic_opt.step()
+                total += float(loss.detach())
+        return total / cfg.critic_minibatches
+
+    @torch.no_grad()
+    def update_target(self) -> None:
+        """V' <- alpha V' + (1 - alpha) V"""
+        alpha = self.cfg.target_alpha
+        for p_target, p in zip(self.target.parameters(), self.critic.parameters()):
+            p_target.mul_(alpha).add_((1 - alpha) * p)
+
+    def iteration(self, fraction: float = 0.0) -> dict:
+        """one window, an actor step and the critic's fit; fraction of the training done sets
+        the learning rates"""
+        cfg = self.cfg
+        for opt, lr in ((self.actor_opt, cfg.actor_lr),
+                        (getattr(self, "critic_opt", None), cfg.critic_lr)):
+            if opt is not None:
+                for group in opt.param_groups:
+                    group["lr"] = lr + (cfg.final_lr - lr) * fraction
+        loss, obs, rewards, next_values, terminated, done = self.window()
+        self.actor_opt.zero_grad()
+        loss.backward()
+        grad = torch.nn.utils.clip_grad_norm_(self.actor.parameters(), cfg.grad_norm)
+        self.actor_opt.step()
+        critic_loss = float("nan")
+        if self.critic is not None:
+            targets = td_lambda_targets(rewards, next_values, terminated, done,
+                                        next_values[-1], cfg.gamma, cfg.lam)
+            critic_loss = self.fit_critic(obs, targets)
+            self.update_target()
+        return dict(actor_loss=float(loss.detach()), grad_norm=float(grad), critic_loss=critic_loss)
+
+    @torch.no_grad()
+    def evaluate(self, episodes: int | None = None, seed: int = 12345) -> float:
+        """the deterministic policy's mean undiscounted return over episodes from the task's
+        initial states (a fixed draw)"""
+        task = self.task
+        n = episodes or self.cfg.eval_envs
+        q, v = task.initial_states(n, torch.Generator().manual_seed(seed))
+        total = torch.zeros(n, dtype=F64)
+        alive = torch.ones(n, dtype=torch.bool)
+        for _ in range(task.episode_steps):
+            u = self.act(q, v)
+            q, v = self._step(q, v, u)
+            r = task.reward(q, v, u)
+            total += torch.where(alive, torch.nan_to_num(r), torch.zeros_like(r))
+            alive &= ~self._terminated(q, v)
+            if not alive.any():
+                break
+        return float(total.mean())
+
+    def train(self, iterations: int, *, eval_every: int = 25, callback=None) -> dict:
+        """iterations windows; every eval_every (and at the end) an evaluation. Returns the
+        history: iteration, env_steps, seconds (training only), evaluation return, and the
+        last actor and critic losses; callback(history) after each evaluation"""
+        history = dict(iteration=[], env_steps=[], seconds=[], returns=[], actor_loss=[],
+                       critic_loss=[])
+        elapsed = 0.0
+        for it in range(1, iterations + 1):
+            start = time.perf_counter()
+            stats = self.iteration((it - 1) / max(iterations, 1))
+            elapsed += time.perf_counter() - start
+            if it % eval_every == 0 or it == iterations:
+                for key, value in (("iteration", it), ("env_steps", self.env_steps),
+                                   ("seconds", elapsed), ("returns", self.evaluate()),
+                                   ("actor_loss", stats["actor_loss"]),
+                                   ("critic_loss", stats["critic_loss"])):
+                    history[key].append(value)
+                if callback is not None:
+                    callback(history)
+        return history
+
+
+def APG(task, config: SHACConfig | None = None) -> SHAC:
+    """the full-horizon analytic policy gradient: SHAC's loop with windows of whole episodes
+    and no critic"""
+    return SHAC(task, replace(config or SHACConfig(), horizon=task.episode_steps), critic=False)
+
+
+class CartPoleSwingUp:
+    """phalanx.envs.cartpole's swing-up as a differentiable task: the pole starts hanging
+    (angle pi, position and angle noise U(-0.05, 0.05), at rest), reward (1 + cos angle) / 2
+    - 0.01 u^2 per action, 2 physics steps of 10 ms per action, 500 actions per episode;
+    observations (x, cos angle, sin angle, x velocity, angular velocity)"""
+
+    frame_skip = 2
+    episode_steps = 500
+
+    def __init__(self, path=None) -> None:
+        from .envs import example_model_path
+
+        self.model = phalanx.load_model(example_model_path("cartpole.xml") if path is None
+                                        else path)
+
+    def observe(self, q, v):
+        return torch.stack([q[:, 0], torch.cos(q[:, 1]), torch.sin(q[:, 1]), v[:, 0], v[:, 1]],
+                           dim=1)
+
+    def reward(self, q, v, u):
+        return 0.5 * (1 + torch.cos(q[:, 1])) - 0.01 * u[:, 0] ** 2
+
+    def initial_states(self, n, generator):
+        noise = 0.05 * (2 * torch.rand(n, 2, generator=generator, dtype=F64) - 1)
+        q = torch.tensor([0.0, math.pi], dtype=F64) + noise
+        return q, torch.zeros(n, 2, dtype=F64)
