@@ -459,6 +459,37 @@ py::tuple kinematics_t(PyModel& pm, ArgTable& a, py::handle qpos, py::handle qve
                         site_xpos.array, site_xmat.array, ten_length.array, xmat.array);
 }
 
+// vector-Jacobian product of kinematics_t: the adjoints of xpos (E, nbody, 3), xmat (E, nbody, 3,
+// 3), site_xpos (E, nsite, 3), site_xmat (E, nsite, 3, 3), com (E, 3) and com_vel (E, 3), each
+// None for zero -> (adj_qpos (E, nq), adj_qvel (E, nv) or None without qvel)
+template <class T>
+py::tuple kinematics_vjp_t(PyModel& pm, ArgTable& a, py::handle qpos, py::handle qvel,
+                           py::handle xpos, py::handle xmat, py::handle site_xpos,
+                           py::handle site_xmat, py::handle com, py::handle com_vel) {
+  auto dm = pm.compiled<T>(a.device());
+  const phx::Model& m = dm->model();
+  const std::int64_t E = a.batch(), nb = m.nbody, ns = m.nsite;
+  const T* q = a.in<T>("qpos", qpos, {{"E", E}, {"nq", m.nq}});
+  const T* v = a.optional<T>("qvel", qvel, {{"E", E}, {"nv", m.nv}});
+  const T* gx = a.optional<T>("xpos", xpos, {{"E", E}, {"nbody", nb}, {"3", 3}});
+  const T* gr = a.optional<T>("xmat", xmat, {{"E", E}, {"nbody", nb}, {"3", 3}, {"3", 3}});
+  const T* gs = a.optional<T>("site_xpos", site_xpos, {{"E", E}, {"nsite", ns}, {"3", 3}});
+  const T* gsr =
+      a.optional<T>("site_xmat", site_xmat, {{"E", E}, {"nsite", ns}, {"3", 3}, {"3", 3}});
+  const T* gc = a.optional<T>("com", com, {{"E", E}, {"3", 3}});
+  const T* gcv = a.optional<T>("com_vel", com_vel, {{"E", E}, {"3", 3}});
+  if (gcv && !v)
+    throw std::invalid_argument("phalanx: kinematics_vjp: a com_vel adjoint needs qvel");
+  Output<T> adj_q = a.out<T>("adj_qpos", py::none(), {{"E", E}, {"nq", m.nq}});
+  Output<T> adj_v = a.out<T>("adj_qvel", py::none(), {{"E", v ? E : 0}, {"nv", m.nv}});
+  if (E > 0)
+    a.run([&] {
+      phx::kinematics_vjp(*dm, int(E), q, v, gx, gr, gs, gsr, gc, gcv, adj_q.p,
+                          v ? adj_v.p : nullptr);
+    });
+  return py::make_tuple(adj_q.array, v ? adj_v.array : py::none());
+}
+
 // per-body quantities in MuJoCo's convention -> (subtree_com (E, nbody, 3), cinert (E, nbody,
 // 10), cvel (E, nbody, 6) or None without qvel, cfrc_ext (E, nbody, 6) or None without contacts)
 template <class T>
@@ -573,8 +604,12 @@ py::tuple step_t(PyModel& pm, ArgTable& a, py::handle qpos, py::handle qvel, py:
   Output<T> v1 = a.out<T>("qvel_out", io.qvel_out, {{"E", E}, {"nv", m.nv}});
   Output<unsigned> status = status_output(a, io.status_out, E);
   Output<T> qfrc_c;
-  if (io.constraint_force)
+  if (io.constraint_force) {
+    if (nstep != 1 || x)
+      throw std::invalid_argument(
+          "phalanx: constraint_force=True reports one step (nstep = 1) without xfrc");
     qfrc_c = a.out<T>("qfrc_constraint", py::none(), {{"E", E}, {"nv", m.nv}});
+  }
   if (E > 0) {
     a.run([&] {
       CallData<T> call(*dm, int(E), io.warm_start);
@@ -584,7 +619,10 @@ py::tuple step_t(PyModel& pm, ArgTable& a, py::handle qpos, py::handle qvel, py:
       copy_on(d, data.qvel.data(), v, size_t(E) * m.nv);
       copy_on(d, data.ctrl.data(), u, size_t(E) * m.nu);
       if (act0) copy_on(d, data.act.data(), act0, size_t(E) * m.na);
-      phx::step(*dm, data, nstep, f, x, qfrc_c.p);
+      if (io.constraint_force)
+        phx::constraint_step(*dm, data, qfrc_c.p, f);
+      else
+        phx::step(*dm, data, nstep, f, x);
       copy_on(d, q1.p, data.qpos.data(), size_t(E) * m.nq);
       copy_on(d, v1.p, data.qvel.data(), size_t(E) * m.nv);
       if (act0) copy_on(d, act1.p, data.act.data(), size_t(E) * m.na);
@@ -814,6 +852,17 @@ py::tuple kinematics(PyModel& pm, py::handle qpos, py::handle qvel, py::handle d
                      const std::string& device) {
   ArgTable a = call_table(pm, Source::kNumpy, qpos, dtype, device);
   return a.dispatch([&](auto x) { return kinematics_t<decltype(x)>(pm, a, qpos, qvel); });
+}
+
+py::tuple kinematics_vjp(PyModel& pm, py::handle qpos, py::handle qvel, py::handle xpos,
+                         py::handle xmat, py::handle site_xpos, py::handle site_xmat,
+                         py::handle com, py::handle com_vel, py::handle dtype,
+                         const std::string& device) {
+  ArgTable a = call_table(pm, Source::kNumpy, qpos, dtype, device);
+  return a.dispatch([&](auto x) {
+    return kinematics_vjp_t<decltype(x)>(pm, a, qpos, qvel, xpos, xmat, site_xpos, site_xmat, com,
+                                         com_vel);
+  });
 }
 
 py::tuple body_report(PyModel& pm, py::handle qpos, py::handle qvel, py::handle ncon,
@@ -1299,6 +1348,12 @@ void register_queries(py::module_& mod) {
           "-> (xpos (E, nbody, 3), xquat (E, nbody, 4), com (E, 3), com_vel (E, 3) or None, "
           "site_xpos (E, nsite, 3), site_xmat (E, nsite, 3, 3), ten_length (E, ntendon), "
           "xmat (E, nbody, 3, 3))");
+  mod.def("kinematics_vjp", &kinematics_vjp, py::arg("model"), py::arg("qpos"),
+          py::arg("qvel") = py::none(), py::arg("xpos") = py::none(), py::arg("xmat") = py::none(),
+          py::arg("site_xpos") = py::none(), py::arg("site_xmat") = py::none(),
+          py::arg("com") = py::none(), py::arg("com_vel") = py::none(), dtype, device,
+          "the adjoints of kinematics' xpos, xmat, site_xpos, site_xmat, com and com_vel (each "
+          "None: zero) -> (adj_qpos (E, nq), adj_qvel (E, nv) or None without qvel)");
   mod.def("body_report", &body_report, py::arg("model"), py::arg("qpos"), py::arg("qvel"),
           py::arg("count"), py::arg("pos"), py::arg("frame"), py::arg("force"), py::arg("geom"),
           dtype, device,

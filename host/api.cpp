@@ -117,21 +117,32 @@ void check_act(const DeviceModel<T>& model, const T* d_act, const char* call) {
 
 template <class T>
 void step(const DeviceModel<T>& model, Data<T>& data, int nstep, const T* d_qfrc_applied,
-          const T* d_xfrc_applied, T* d_qfrc_constraint) {
+          const T* d_xfrc_applied) {
   if (nstep < 0) throw std::invalid_argument("phalanx: nstep must be >= 0");
-  if (d_qfrc_constraint && model.view().solver == kSolverXpbd)
-    throw std::invalid_argument(
-        "phalanx: the constraint force of a step is that of the LCP's rows; an XPBD model has "
-        "none");
   // each step's generalized force of qfrc and xfrc together
   Buffer<T> total(model.device(), d_xfrc_applied ? size_t(data.nenv()) * model.model().nv : 0);
   StepKernel<T> k{model.view(),    data.qpos.data(), data.qvel.data(),
                   data.act.data(), data.ctrl.data(), data.status.data(),
                   nstep,           data.contacts(),  d_qfrc_applied,
-                  d_xfrc_applied,  total.data(),     d_qfrc_constraint};
+                  d_xfrc_applied,  total.data()};
   if (!cpu::step_packs(model.lane_model(), data.nenv(), k, model.scratch_size()))
     launch(model.device(), data.nenv(), k, model.scratch_size());
   for (double& t : data.time) t += nstep * model.model().opt.timestep;
+}
+
+template <class T>
+void constraint_step(const DeviceModel<T>& model, Data<T>& data, T* d_qfrc_constraint,
+                     const T* d_qfrc_applied) {
+  if (model.view().solver == kSolverXpbd)
+    throw std::invalid_argument(
+        "phalanx: the constraint force of a step is that of the LCP's rows; an XPBD model has "
+        "none");
+  launch(model.device(), data.nenv(),
+         ConstraintForceKernel<T>{model.view(), data.qpos.data(), data.qvel.data(), data.act.data(),
+                                  data.ctrl.data(), data.status.data(), data.contacts(),
+                                  d_qfrc_applied, d_qfrc_constraint},
+         model.scratch_size());
+  for (double& t : data.time) t += model.model().opt.timestep;
 }
 
 template <class T>
@@ -334,6 +345,22 @@ void kinematics(const DeviceModel<T>& model, int nenv, const T* d_qpos, const T*
 }
 
 template <class T>
+void kinematics_vjp(const DeviceModel<T>& model, int nenv, const T* d_qpos, const T* d_qvel,
+                    const T* d_adj_xpos, const T* d_adj_xmat, const T* d_adj_site_xpos,
+                    const T* d_adj_site_xmat, const T* d_adj_com, const T* d_adj_com_vel,
+                    T* d_adj_qpos, T* d_adj_qvel) {
+  check_nenv(nenv);
+  if (d_qvel && !d_adj_qvel)
+    throw std::invalid_argument("phalanx: kinematics_vjp: with qvel, adj_qvel is required");
+  launch(
+      model.device(), nenv,
+      KinematicsVjpKernel<T>{model.view(), d_qpos, d_qvel, d_adj_xpos, d_adj_xmat, d_adj_site_xpos,
+                             d_adj_site_xmat, d_adj_com, d_qvel ? d_adj_com_vel : nullptr,
+                             d_adj_qpos, d_qvel ? d_adj_qvel : nullptr},
+      adjoint_scratch_size(model.view()));
+}
+
+template <class T>
 void body_report(const DeviceModel<T>& model, int nenv, const T* d_qpos, const T* d_qvel,
                  const int* d_ncon, const T* d_con_pos, const T* d_con_frame, const T* d_con_force,
                  const int* d_con_geom, T* d_subtree_com, T* d_cinert, T* d_cvel, T* d_cfrc_ext) {
@@ -500,7 +527,8 @@ void rollout_backward(const DeviceModel<T>& model, Tape<T>& tape, const T* d_adj
 #define PHX_INSTANTIATE_API(T)                                                                     \
   template class DeviceModel<T>;                                                                   \
   template class Data<T>;                                                                          \
-  template void step<T>(const DeviceModel<T>&, Data<T>&, int, const T*, const T*, T*);             \
+  template void step<T>(const DeviceModel<T>&, Data<T>&, int, const T*, const T*);                 \
+  template void constraint_step<T>(const DeviceModel<T>&, Data<T>&, T*, const T*);                 \
   template class Tape<T>;                                                                          \
   template void rollout<T>(const DeviceModel<T>&, Data<T>&, const T*, int, T*, T*, int*, Tape<T>*, \
                            T*, const MocapSteps<T>&);                                              \
@@ -513,6 +541,8 @@ void rollout_backward(const DeviceModel<T>& model, Tape<T>& tape, const T* d_adj
   template void bias_forces<T>(const DeviceModel<T>&, int, const T*, const T*, T*);                \
   template void kinematics<T>(const DeviceModel<T>&, int, const T*, const T*, T*, T*, T*, T*, T*,  \
                               T*, T*, T*);                                                         \
+  template void kinematics_vjp<T>(const DeviceModel<T>&, int, const T*, const T*, const T*,        \
+                                  const T*, const T*, const T*, const T*, const T*, T*, T*);       \
   template void body_report<T>(const DeviceModel<T>&, int, const T*, const T*, const int*,         \
                                const T*, const T*, const T*, const int*, T*, T*, T*, T*);          \
   template void forward_dynamics<T>(const DeviceModel<T>&, int, const T*, const T*, const T*, T*,  \

@@ -146,13 +146,17 @@ class Tape {
 // (nenv x nv on the device, may be null) is a generalized force added to the applied ones at
 // every step (MuJoCo's qfrc_applied), d_xfrc_applied (nenv x nbody x 6, may be null) forces and
 // torques in world on the bodies, the forces at their centres of mass (MuJoCo's xfrc_applied);
-// non-finite ones set kStatusNanCtrl. d_qfrc_constraint (nenv x nv on the device, may be null)
-// receives the last step's constraint force J^T f / dt (constraint_force in step.h); a model
-// stepped by XPBD has none and throws std::invalid_argument.
+// non-finite ones set kStatusNanCtrl.
 template <class T>
 void step(const DeviceModel<T>& model, Data<T>& data, int nstep = 1,
-          const T* d_qfrc_applied = nullptr, const T* d_xfrc_applied = nullptr,
-          T* d_qfrc_constraint = nullptr);
+          const T* d_qfrc_applied = nullptr, const T* d_xfrc_applied = nullptr);
+
+// One step, as step(), that also writes its constraint force J^T f / dt (constraint_force in
+// step.h; MuJoCo's qfrc_constraint) to d_qfrc_constraint (nenv x nv on the device). A model
+// stepped by XPBD has no such rows: std::invalid_argument.
+template <class T>
+void constraint_step(const DeviceModel<T>& model, Data<T>& data, T* d_qfrc_constraint,
+                     const T* d_qfrc_applied = nullptr);
 
 // nstep steps driven by d_ctrl (nenv x nstep x nu, on the device). Writes the state after each
 // step to d_qpos_out (nenv x nstep x nq), d_qvel_out (nenv x nstep x nv) and d_act_out (nenv x
@@ -215,6 +219,16 @@ template <class T>
 void kinematics(const DeviceModel<T>& model, int nenv, const T* d_qpos, const T* d_qvel, T* d_xpos,
                 T* d_xquat, T* d_com, T* d_com_vel, T* d_site_xpos = nullptr,
                 T* d_site_xmat = nullptr, T* d_ten_length = nullptr, T* d_xmat = nullptr);
+// vector-Jacobian product of kinematics(): the adjoints of the body frames d_adj_xpos (nenv x
+// nbody x 3) and d_adj_xmat (nenv x nbody x 9), the site frames d_adj_site_xpos (nenv x nsite x
+// 3) and d_adj_site_xmat (nenv x nsite x 9), the centre of mass d_adj_com (nenv x 3) and, with
+// d_qvel non-null, its velocity d_adj_com_vel (nenv x 3), each null for zero, -> d_adj_qpos
+// (nenv x nq) and, with d_qvel, d_adj_qvel (nenv x nv) (adj_kinematics_query in report.h)
+template <class T>
+void kinematics_vjp(const DeviceModel<T>& model, int nenv, const T* d_qpos, const T* d_qvel,
+                    const T* d_adj_xpos, const T* d_adj_xmat, const T* d_adj_site_xpos,
+                    const T* d_adj_site_xmat, const T* d_adj_com, const T* d_adj_com_vel,
+                    T* d_adj_qpos, T* d_adj_qvel);
 // Per-body quantities in MuJoCo's convention (include/phalanx/report.h): d_subtree_com (nenv x
 // nbody x 3), d_cinert (nenv x nbody x 10), with d_qvel non-null d_cvel (nenv x nbody x 6), and
 // with d_ncon non-null d_cfrc_ext (nenv x nbody x 6), the wrenches of each environment's d_ncon

@@ -711,12 +711,11 @@ bool rollout_packs(const LaneModel<T>* lanes, int nenv, const RolloutKernel<T>& 
   return true;
 }
 
-// StepKernel on packs where they apply (no body forces, no constraint force asked); false where
-// they do not
+// StepKernel on packs where they apply (no body forces); false where they do not
 template <class T>
 bool step_packs(const LaneModel<T>* lanes, int nenv, const StepKernel<T>& k, ScratchSize scratch) {
   if (!lanes || scratch_trace().on || !PackStepper<T>::applies(k.model) || k.xfrc_applied ||
-      k.qfrc_constraint || nenv < PackStepper<T>::W)
+      nenv < PackStepper<T>::W)
     return false;
   static constexpr int W = PackStepper<T>::W;  // static: lambdas read it uncaptured (clang)
   launch_packs(*lanes, nenv, k, scratch, [&k](PackStepper<T>& s, int e0) {

@@ -61,6 +61,7 @@ __all__ = [
     "mass_matrix",
     "bias_forces",
     "kinematics",
+    "kinematics_vjp",
     "contacts",
     "body_report",
     "actuator_forces",
@@ -201,6 +202,24 @@ def kinematics(model: Model, qpos, qvel=None, *, dtype=None, device: str = "cpu"
                ten_length=ten_length, com=com)
     if com_vel is not None:
         out["com_vel"] = com_vel
+    return out
+
+
+def kinematics_vjp(model: Model, qpos, qvel=None, *, xpos=None, xmat=None, site_xpos=None,
+                   site_xmat=None, com=None, com_vel=None, dtype=None,
+                   device: str = "cpu") -> dict:
+    """The vector-Jacobian product of ``kinematics``: given the adjoints (gradients of a scalar)
+    of its ``xpos`` (E, nbody, 3), ``xmat`` (E, nbody, 3, 3), ``site_xpos`` (E, nsite, 3),
+    ``site_xmat`` (E, nsite, 3, 3), ``com`` (E, 3) and, with qvel, ``com_vel`` (E, 3) (each
+    None: zero), the adjoints of the state -> dict with ``qpos`` (E, nq) and, with qvel,
+    ``qvel`` (E, nv). The derivative with respect to qpos is the one of the coordinates as
+    given (a free or ball joint's quaternion enters normalised, so its gradient has no part
+    along it). ``phalanx.torch.kinematics`` is the autograd function built on it."""
+    adj_qpos, adj_qvel = _phalanx.kinematics_vjp(model, qpos, qvel, xpos, xmat, site_xpos,
+                                                 site_xmat, com, com_vel, dtype, device)
+    out = dict(qpos=adj_qpos)
+    if adj_qvel is not None:
+        out["qvel"] = adj_qvel
     return out
 
 

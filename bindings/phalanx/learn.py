@@ -378,3 +378,43 @@ class CartPoleSwingUp:
         noise = 0.05 * (2 * torch.rand(n, 2, generator=generator, dtype=F64) - 1)
         q = torch.tensor([0.0, math.pi], dtype=F64) + noise
         return q, torch.zeros(n, 2, dtype=F64)
+
+
+class CheetahRun:
+    """dm_control's cheetah-run as a differentiable task: phalanx.envs.make's model, initial
+    states (limited joints uniform in their ranges, then 200 steps to settle) and reward, the
+    centre of mass's forward speed over 10 m/s clipped to [0, 1] (phalanx.torch.kinematics);
+    observations qpos without the root's x, and qvel; 1000 steps of 10 ms. ``lcp_solver``
+    (e.g. "pgs_stabilized", whose contact gradients are exact on the clamping set) replaces the
+    model's."""
+
+    frame_skip = 1
+    episode_steps = 1000
+    speed = 10.0
+
+    def __init__(self, lcp_solver: str | None = None) -> None:
+        from ._dm_control_tasks import Cheetah
+
+        self.suite_task = Cheetah("run")
+        self.model = self.suite_task.load()
+        self.suite_task.bind(self.model)
+        if lcp_solver is not None:
+            self.model.lcp_solver = lcp_solver
+
+    def observe(self, q, v):
+        return torch.cat([q[:, 1:], v], dim=1)
+
+    def reward(self, q, v, u):
+        speed = pt.kinematics(self.model, q, v)["com_vel"][:, 0]
+        return torch.clamp(speed / self.speed, 0.0, 1.0)
+
+    def initial_states(self, n, generator):
+        from types import SimpleNamespace
+
+        import numpy as np
+
+        seed = int(torch.randint(0, 2**31 - 1, (1,), generator=generator))
+        env = SimpleNamespace(np_random=np.random.default_rng(seed), num_envs=n,
+                              reset_ids=np.arange(n), sim=SimpleNamespace(dtype=np.float64))
+        q, v = self.suite_task.initial_state(env, n)
+        return torch.from_numpy(q), torch.from_numpy(v)

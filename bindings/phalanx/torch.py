@@ -5,6 +5,7 @@ functions of the state, the controls and (optionally) the model parameters.
     qpos1, qvel1 = pt.step(model, qpos, qvel, ctrl)                       # (E, nq), (E, nv)
     qs, vs = pt.rollout(model, qpos0, qvel0, ctrl_seq, params={"body_mass": mass})
     loss(qs, vs).backward()          # grads of qpos0, qvel0, ctrl_seq (E, T, nu) and mass
+    body = pt.kinematics(model, qpos, qvel)   # xpos, xmat, site_xpos, site_xmat, com, com_vel
 
 Inputs are tensors of shape (E, n), float32 or float64 (the dtype of ``qpos``; ``qvel`` and
 ``ctrl`` must have the same dtype), all on the CPU or all on one CUDA device. They reach the
@@ -46,7 +47,7 @@ from torch.autograd.function import once_differentiable
 import phalanx
 from phalanx import _phalanx
 
-__all__ = ["step", "rollout", "PARAMETERS"]
+__all__ = ["step", "rollout", "kinematics", "PARAMETERS"]
 
 # the differentiable model parameters (names of model.set_parameter and step_vjp's gradients)
 PARAMETERS = phalanx.PARAMETERS
@@ -114,6 +115,58 @@ def rollout(model: phalanx.Model, qpos0: torch.Tensor, qvel0: torch.Tensor, ctrl
     out = _Rollout.apply(model, options, names, qpos0, qvel0, ctrl, act, mocap_pos, mocap_quat,
                          *values)
     return out if model.na > 0 else out[:2]
+
+
+_KINEMATICS = ("xpos", "xmat", "site_xpos", "site_xmat", "com", "com_vel")
+
+
+def kinematics(model: phalanx.Model, qpos: torch.Tensor,
+               qvel: torch.Tensor | None = None) -> dict[str, torch.Tensor]:
+    """Body and site frames and the centre of mass as differentiable functions of the state:
+    ``phalanx.kinematics``' ``xpos`` (E, nbody, 3), ``xmat`` (E, nbody, 3, 3), ``site_xpos``
+    (E, nsite, 3), ``site_xmat`` (E, nsite, 3, 3), ``com`` (E, 3) and, with qvel, ``com_vel``
+    (E, 3), for rewards and observations that read them. The backward is
+    ``phalanx.kinematics_vjp``. The arrays go through numpy (a copy each way), on the device of
+    qpos."""
+    _check_tensor("qpos", qpos)
+    if qvel is not None:
+        _check_tensor("qvel", qvel)
+    outs = _Kinematics.apply(model, qpos, qvel)
+    names = _KINEMATICS if qvel is not None else _KINEMATICS[:-1]
+    return dict(zip(names, outs))
+
+
+def _device(t: torch.Tensor) -> str:
+    return "cuda" if t.is_cuda else "cpu"
+
+
+class _Kinematics(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, model, qpos, qvel):
+        q = qpos.detach().cpu().numpy()
+        v = None if qvel is None else qvel.detach().cpu().numpy()
+        k = phalanx.kinematics(model, q, v, device=_device(qpos))
+        ctx.model = model
+        ctx.has_qvel = qvel is not None
+        ctx.save_for_backward(*((qpos, qvel) if ctx.has_qvel else (qpos,)))
+        names = _KINEMATICS if qvel is not None else _KINEMATICS[:-1]
+        return tuple(torch.from_numpy(np.ascontiguousarray(k[n])).to(qpos.device)
+                     for n in names)
+
+    @staticmethod
+    @once_differentiable
+    def backward(ctx, *grads):
+        saved = ctx.saved_tensors
+        qpos = saved[0]
+        qvel = saved[1] if ctx.has_qvel else None
+        seeds = {n: None if g is None else g.detach().cpu().numpy()
+                 for n, g in zip(_KINEMATICS, grads)}
+        adj = phalanx.kinematics_vjp(ctx.model, qpos.detach().cpu().numpy(),
+                                     None if qvel is None else qvel.detach().cpu().numpy(),
+                                     device=_device(qpos), **seeds)
+        gq = torch.from_numpy(adj["qpos"]).to(qpos.device)
+        gv = torch.from_numpy(adj["qvel"]).to(qpos.device) if qvel is not None else None
+        return None, gq, gv
 
 
 class _Step(torch.autograd.Function):

@@ -3,9 +3,12 @@
 // (mj_comPos's subtree_com), and the spatial inertia, velocity and external contact wrench of
 // each body about the centre of mass of its tree (cinert, cvel: mj_comPos and mj_comVel;
 // cfrc_ext: mj_rnePostConstraint). Phalanx's own kinematics keeps these about the tree root's
-// origin (kinematics.h); the report moves them to MuJoCo's reference point.
+// origin (kinematics.h); the report moves them to MuJoCo's reference point. Also the adjoint of
+// the kinematics query (KinematicsKernel's frames and centre of mass), for rewards that read
+// them.
 #pragma once
 
+#include "phalanx/cost.h"
 #include "phalanx/kinematics.h"
 #include "phalanx/smooth.h"
 
@@ -93,6 +96,47 @@ PHX_HD void contact_wrenches(const ModelView<T>& m, const T* subtree_com, int nc
       (side == 0 ? sum - wrench : sum + wrench).store(cfrc_ext + 6 * b);
     }
   }
+}
+
+// Adjoint of the kinematics query: from the adjoints of the bodies' frames xpos (nbody x 3) and
+// xmat (nbody x 9), the sites' site_xpos (nsite x 3) and site_xmat (nsite x 9), the centre of
+// mass (adj_centre, 3) and, with qvel, its velocity (adj_centre_vel, 3) (each null: zero) to
+// adj_qpos (nq) and, with qvel, adj_qvel (nv), accumulated. Replays the kinematics into w; a is
+// scratch. A site's frame is its body's moved by the site's pose in it: site_xpos = xpos + R p,
+// site_xmat = R S.
+template <class T>
+PHX_HD void adj_kinematics_query(const ModelView<T>& m, const T* qpos, const T* qvel,
+                                 Workspace<T>& w, AdjWorkspace<T>& a, const T* adj_xpos,
+                                 const T* adj_xmat, const T* adj_site_xpos, const T* adj_site_xmat,
+                                 const T* adj_centre, const T* adj_centre_vel, T* adj_qpos,
+                                 T* adj_qvel) {
+  const int needs = kCostNeedsKinematics | kCostNeedsComPos | (qvel ? kCostNeedsComVel : 0);
+  cost_kinematics(m, needs, qpos, qvel, w);
+  a.zero();
+  for (int i = 0; adj_xpos && i < 3 * m.nbody; ++i) a.xpos[i] += adj_xpos[i];
+  for (int i = 0; adj_xmat && i < 9 * m.nbody; ++i) a.xmat[i] += adj_xmat[i];
+  for (int s = 0; s < m.nsite; ++s) {
+    const int b = m.site_bodyid[s];
+    Mat3<T> adj_R = Mat3<T>::load(a.xmat + 9 * b);
+    if (adj_site_xpos) {  // xpos + R p
+      const Vec3<T> g = Vec3<T>::load(adj_site_xpos + 3 * s), p = Vec3<T>::load(m.site_pos + 3 * s);
+      (Vec3<T>::load(a.xpos + 3 * b) + g).store(a.xpos + 3 * b);
+      for (int i = 0; i < 3; ++i)
+        for (int j = 0; j < 3; ++j) adj_R(i, j) += g[i] * p[j];
+    }
+    if (adj_site_xmat) {  // R S: adj_R += G S^T
+      const Mat3<T> S = to_mat(Quat<T>::load(m.site_quat + 4 * s));
+      const Mat3<T> G = Mat3<T>::load(adj_site_xmat + 9 * s) * transpose(S);
+      for (int i = 0; i < 9; ++i) adj_R.m[i] += G.m[i];
+    }
+    adj_R.store(a.xmat + 9 * b);
+  }
+  const Vec3<T> adj_c = adj_centre ? Vec3<T>::load(adj_centre) : Vec3<T>{};
+  const Vec3<T> adj_cdot = adj_centre_vel && qvel ? Vec3<T>::load(adj_centre_vel) : Vec3<T>{};
+  adj_com_terms(m, w, a, adj_c, adj_cdot);
+  if (qvel) adj_com_vel(m, qvel, w, a, adj_qvel);
+  adj_com_pos(m, w, a, ModelAdjoint<T>{});
+  adj_kinematics(m, qpos, w, a, adj_qpos);
 }
 
 }  // namespace phx

@@ -335,11 +335,10 @@ PHX_HD PHX_INLINE unsigned constrained_update(const ModelView<T>& m, T* qpos, T*
 // The generalized force of a constrained step's rows, J^T f / dt (MuJoCo's qfrc_constraint: the
 // contacts', joint and tendon limits' and equality constraints' forces in joint space), from
 // what step_constrained leaves in c and cv: the factor Y = L^-1 J^T of its nrow rows and L of
-// its metric, so that J^T f = L (Y^T f). Zero for a step without rows. Uses c.tmp. Out of line
-// on the device: inlined, it raised the step kernel's spills past their budget.
+// its metric, so that J^T f = L (Y^T f). Zero for a step without rows. Uses c.tmp.
 template <class T>
-PHX_HD PHX_DEVICE_NOINLINE void constraint_force(const ModelView<T>& m, int nrow,
-                                                 ConstraintWorkspace<T>& c, const T* f, T* out) {
+PHX_HD void constraint_force(const ModelView<T>& m, int nrow, ConstraintWorkspace<T>& c, const T* f,
+                             T* out) {
   const int nv = m.nv;
   for (int d = 0; d < nv; ++d) out[d] = T(0);
   if (nrow == 0) return;

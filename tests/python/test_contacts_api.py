@@ -191,3 +191,13 @@ def test_constraint_force_reproduces_the_constrained_step(integrator, rng):
     assert np.all(np.abs(force[:, [0, 1, 2]]) > 1e-3) and np.all(np.abs(force[:, 5]) > 1e-3)
     q3, v3, _ = phalanx.step(unconstrained, qpos, qvel, ctrl)
     assert np.abs(v3 - v1).max() > 1e3 * 1e-11 * scale
+
+
+def test_constraint_force_is_reported_for_one_step_only(scene):
+    from phalanx import _phalanx
+
+    mj, model, _ = scene
+    qpos = mj.qpos0[None].copy()
+    with pytest.raises(ValueError, match="one step"):
+        _phalanx.step(model, qpos, np.zeros((1, mj.nv)), np.zeros((1, 0)), 2,
+                      constraint_force=True)

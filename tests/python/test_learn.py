@@ -170,3 +170,33 @@ def test_shac_improves_the_cartpole_swing_up():
     assert history["env_steps"][-1] == 16 * 32 * 32
     # the hanging pole earns about 0.3 per step from its swings; SHAC's first windows raise it
     assert after > before + 40, (before, after)
+
+
+def test_cheetah_run_is_the_standard_task(rng):
+    """CheetahRun's rewards and observations are phalanx.envs' dm_control/cheetah-run's (which
+    test_tasks holds to dm_control's) along a random trajectory, and its reward's gradient in
+    qvel is the centre of mass Jacobian's forward row over 10 where the speed is in (0, 10)"""
+    import phalanx
+
+    task = pl.CheetahRun()
+    env = phalanx.envs.make("dm_control/cheetah-run", 4, obs_dtype=np.float64)
+    env.reset(seed=0)
+    for _ in range(6):
+        actions = rng.uniform(-1, 1, (4, 6))
+        obs, reward, *_ = env.step(actions)
+        q = torch.tensor(env.sim.qpos)
+        v = torch.tensor(env.sim.qvel, requires_grad=True)
+        r = task.reward(q, v, torch.tensor(actions))
+        np.testing.assert_allclose(r.detach().numpy(), reward, rtol=0, atol=1e-12)
+        np.testing.assert_allclose(task.observe(q, v).detach().numpy(), obs, rtol=0, atol=1e-12)
+    r.sum().backward()
+    jac = phalanx.kinematics_vjp(task.model, env.sim.qpos, env.sim.qvel,
+                                 com_vel=np.tile([0.1, 0.0, 0.0], (4, 1)))["qvel"]
+    moving = (r > 0).numpy() & (r < 1).numpy()
+    assert moving.any()
+    np.testing.assert_allclose(v.grad.numpy()[moving], jac[moving], rtol=1e-12, atol=1e-15)
+    np.testing.assert_array_equal(v.grad.numpy()[~moving], 0)
+    q0, v0 = task.initial_states(3, torch.Generator().manual_seed(0))
+    assert q0.shape == (3, task.model.nq) and torch.isfinite(q0).all()
+    # settled on the floor: 200 steps from rest leave it nearly still
+    assert v0.abs().max() < 0.5

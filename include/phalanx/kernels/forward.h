@@ -43,9 +43,6 @@ struct StepKernel {
   // (nenv x nv) holds each step's generalized force of both
   const T* xfrc_applied = nullptr;
   T* qfrc_total = nullptr;
-  // (nenv x nv) the last step's constraint force (constraint_force), may be null; zero after a
-  // step that stopped or had no rows
-  T* qfrc_constraint = nullptr;
 
   PHX_HD void operator()(int e, Scratch<T> scratch) const {
     const ModelView<T> m = env_view(model, e);
@@ -62,12 +59,37 @@ struct StepKernel {
       bits |= step_env(m, q, qvel + long(e) * m.nv, env_row(act, e, m.na), ctrl + long(e) * m.nu, x,
                        cv, {}, xf ? total : f);
     }
-    if (qfrc_constraint) {
-      const bool rows =
-          m.nefcmax > 0 && m.solver != kSolverXpbd && nstep > 0 && !(bits & kStatusStopMask);
-      constraint_force(m, rows ? *cv.nefc : 0, x.c, cv.efc_force, qfrc_constraint + long(e) * m.nv);
-    }
     status[e] |= bits;
+  }
+};
+
+// One step of each environment, as StepKernel's, that also reports its constraint force
+// (constraint_force: J^T f / dt of its rows; zero for a step that stopped or had none). A kernel
+// of its own so that the step kernel's registers stay as they are.
+template <class T>
+struct ConstraintForceKernel {
+  using Scalar = T;
+  ModelView<T> model;     // env_view gives each environment its parameters
+  T* qpos;                // (nenv x nq), stepped in place
+  T* qvel;                // (nenv x nv)
+  T* act;                 // (nenv x na), may be null when na = 0
+  const T* ctrl;          // (nenv x nu)
+  unsigned* status;       // (nenv) OR-ed with the step's status bits
+  ContactData<T> con;     // contacts and constraint impulses
+  const T* qfrc_applied;  // (nenv x nv) added generalized force, may be null
+  T* qfrc_constraint;     // (nenv x nv)
+
+  PHX_HD void operator()(int e, Scratch<T> scratch) const {
+    const ModelView<T> m = env_view(model, e);
+    StepScratch<T> x = step_scratch(m, scratch);
+    ContactView<T> cv{};
+    if (m.nefcmax > 0) cv = con.env(m, e);
+    const unsigned bits =
+        step_env(m, qpos + long(e) * m.nq, qvel + long(e) * m.nv, env_row(act, e, m.na),
+                 ctrl + long(e) * m.nu, x, cv, {}, env_row(qfrc_applied, e, m.nv));
+    status[e] |= bits;
+    const bool rows = m.nefcmax > 0 && m.solver != kSolverXpbd && !(bits & kStatusStopMask);
+    constraint_force(m, rows ? *cv.nefc : 0, x.c, cv.efc_force, qfrc_constraint + long(e) * m.nv);
   }
 };
 
@@ -299,6 +321,40 @@ struct ForwardDynamicsKernel {
   }
 };
 
+// vector-Jacobian product of KinematicsKernel: the adjoints of xpos, xmat, site_xpos, site_xmat,
+// com and com_vel (each (nenv x its size), may be null: zero) -> adj_qpos and, with qvel,
+// adj_qvel (overwritten)
+template <class T>
+struct KinematicsVjpKernel {
+  using Scalar = T;
+  ModelView<T> model;      // env_view gives each environment its parameters
+  const T* qpos;           // (nenv x nq)
+  const T* qvel;           // (nenv x nv), may be null
+  const T* adj_xpos;       // (nenv x nbody x 3)
+  const T* adj_xmat;       // (nenv x nbody x 9)
+  const T* adj_site_xpos;  // (nenv x nsite x 3)
+  const T* adj_site_xmat;  // (nenv x nsite x 9)
+  const T* adj_com;        // (nenv x 3)
+  const T* adj_com_vel;    // (nenv x 3)
+  T* adj_qpos;             // (nenv x nq)
+  T* adj_qvel;             // (nenv x nv), null without qvel
+
+  PHX_HD void operator()(int e, Scratch<T> scratch) const {
+    const ModelView<T> m = env_view(model, e);
+    Arena<T> arena(scratch);
+    AdjointScratch<T> x = AdjointScratch<T>::carve(m, arena);
+    T* gq = adj_qpos + long(e) * m.nq;
+    T* gv = env_row(adj_qvel, e, m.nv);
+    for (int i = 0; i < m.nq; ++i) gq[i] = T(0);
+    for (int i = 0; gv && i < m.nv; ++i) gv[i] = T(0);
+    adj_kinematics_query(m, qpos + long(e) * m.nq, env_row(qvel, e, m.nv), x.w, x.a,
+                         env_row(adj_xpos, e, 3 * m.nbody), env_row(adj_xmat, e, 9 * m.nbody),
+                         env_row(adj_site_xpos, e, 3 * m.nsite),
+                         env_row(adj_site_xmat, e, 9 * m.nsite), env_row(adj_com, e, 3),
+                         env_row(adj_com_vel, e, 3), gq, gv);
+  }
+};
+
 // the actuators' generalized force, gear times each actuator's force along its transmission
 // (MuJoCo's qfrc_actuator); with activation state the actuators read act (nenv x na)
 template <class T>
@@ -352,15 +408,17 @@ struct InverseDynamicsKernel {
   }
 };
 
-#define PHX_FORWARD_KERNELS(X)                                                              \
-  X(StepKernel<float>)                                                                      \
-  X(StepKernel<double>)                                                                     \
-  X(RolloutKernel<float>) X(RolloutKernel<double>) X(MassMatrixKernel<float>)               \
-      X(MassMatrixKernel<double>) X(BiasKernel<float>) X(BiasKernel<double>)                \
-          X(KinematicsKernel<float>) X(KinematicsKernel<double>) X(BodyReportKernel<float>) \
-              X(BodyReportKernel<double>) X(ActuatorForceKernel<float>)                     \
-                  X(ActuatorForceKernel<double>) X(ForwardDynamicsKernel<float>)            \
-                      X(ForwardDynamicsKernel<double>) X(InverseDynamicsKernel<float>)      \
-                          X(InverseDynamicsKernel<double>)
+#define PHX_FORWARD_KERNELS(X)                                                             \
+  X(StepKernel<float>)                                                                     \
+  X(StepKernel<double>)                                                                    \
+  X(ConstraintForceKernel<float>)                                                          \
+  X(ConstraintForceKernel<double>) X(RolloutKernel<float>) X(RolloutKernel<double>)        \
+      X(MassMatrixKernel<float>) X(MassMatrixKernel<double>) X(BiasKernel<float>)          \
+          X(BiasKernel<double>) X(KinematicsKernel<float>) X(KinematicsKernel<double>)     \
+              X(KinematicsVjpKernel<float>) X(KinematicsVjpKernel<double>)                 \
+                  X(BodyReportKernel<float>) X(BodyReportKernel<double>)                   \
+                      X(ActuatorForceKernel<float>) X(ActuatorForceKernel<double>)         \
+                          X(ForwardDynamicsKernel<float>) X(ForwardDynamicsKernel<double>) \
+                              X(InverseDynamicsKernel<float>) X(InverseDynamicsKernel<double>)
 
 }  // namespace phx
