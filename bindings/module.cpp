@@ -407,7 +407,7 @@ enum class Query { kBiasForces, kForwardDynamics, kActuatorForces, kInverseDynam
 
 template <class T>
 py::object query_t(PyModel& pm, ArgTable& a, Query query, py::handle qpos, py::handle qvel,
-                   py::handle x, py::handle act = py::none()) {
+                   py::handle x, py::handle act = py::none(), py::handle qfrc = py::none()) {
   auto dm = pm.compiled<T>(a.device());
   const phx::Model& m = dm->model();
   const std::int64_t E = a.batch();
@@ -418,11 +418,12 @@ py::object query_t(PyModel& pm, ArgTable& a, Query query, py::handle qpos, py::h
                    : query == Query::kInverseDynamics ? a.in<T>("qacc", x, {{"E", E}, {"nv", m.nv}})
                                                       : nullptr;
   const T* ac = a.optional<T>("act", act, {{"E", E}, {"na", m.na}});
+  const T* applied = a.optional<T>("qfrc", qfrc, {{"E", E}, {"nv", m.nv}});
   Output<T> out = a.out<T>("out", py::none(), {{"E", E}, {"nv", m.nv}});
   a.run([&] {
     if (query == Query::kBiasForces) phx::bias_forces(*dm, int(E), q, v, out.p);
     if (query == Query::kForwardDynamics)
-      phx::forward_dynamics(*dm, int(E), q, v, third, out.p, ac);
+      phx::forward_dynamics(*dm, int(E), q, v, third, out.p, ac, applied);
     if (query == Query::kActuatorForces) phx::actuator_forces(*dm, int(E), q, v, third, out.p, ac);
     if (query == Query::kInverseDynamics) phx::inverse_dynamics(*dm, int(E), q, v, third, out.p);
   });
@@ -491,11 +492,12 @@ py::tuple kinematics_vjp_t(PyModel& pm, ArgTable& a, py::handle qpos, py::handle
 }
 
 // per-body quantities in MuJoCo's convention -> (subtree_com (E, nbody, 3), cinert (E, nbody,
-// 10), cvel (E, nbody, 6) or None without qvel, cfrc_ext (E, nbody, 6) or None without contacts)
+// 10), cvel (E, nbody, 6) or None without qvel, cfrc_ext (E, nbody, 6) or None without contacts,
+// cacc and cfrc_int (E, nbody, 6 each) or None without qvel and qacc)
 template <class T>
 py::tuple body_report_t(PyModel& pm, ArgTable& a, py::handle qpos, py::handle qvel, py::handle ncon,
                         py::handle con_pos, py::handle con_frame, py::handle con_force,
-                        py::handle con_geom) {
+                        py::handle con_geom, py::handle qacc) {
   auto dm = pm.compiled<T>(a.device());
   const phx::Model& m = dm->model();
   const std::int64_t E = a.batch(), nb = m.nbody, nc = m.nconmax;
@@ -517,12 +519,19 @@ py::tuple body_report_t(PyModel& pm, ArgTable& a, py::handle qpos, py::handle qv
   Output<T> cvel = a.out<T>("cvel", py::none(), {{"E", v ? E : 0}, {"nbody", nb}, {"6", 6}});
   Output<T> cfrc =
       a.out<T>("cfrc_ext", py::none(), {{"E", contacts ? E : 0}, {"nbody", nb}, {"6", 6}});
+  if (!qacc.is_none() && !v) throw std::invalid_argument("phalanx: body_report: qacc needs qvel");
+  const T* acc = a.optional<T>("qacc", qacc, {{"E", E}, {"nv", m.nv}});
+  Output<T> cacc = a.out<T>("cacc", py::none(), {{"E", acc ? E : 0}, {"nbody", nb}, {"6", 6}});
+  Output<T> cfrc_int =
+      a.out<T>("cfrc_int", py::none(), {{"E", acc ? E : 0}, {"nbody", nb}, {"6", 6}});
   a.run([&] {
     phx::body_report(*dm, int(E), q, v, n, cp, cf, cF, cg, com.p, cinert.p, v ? cvel.p : nullptr,
-                     contacts ? cfrc.p : nullptr);
+                     contacts ? cfrc.p : nullptr, acc, acc ? cacc.p : nullptr,
+                     acc ? cfrc_int.p : nullptr);
   });
   return py::make_tuple(com.array, cinert.array, v ? cvel.array : py::none(),
-                        contacts ? cfrc.array : py::none());
+                        contacts ? cfrc.array : py::none(), acc ? cacc.array : py::none(),
+                        acc ? cfrc_int.array : py::none());
 }
 
 // the status words (E,): new uint32 (numpy) or the caller's int32
@@ -837,9 +846,11 @@ py::object mass_matrix(PyModel& pm, py::handle qpos, py::handle dtype,
 }
 
 py::object query(PyModel& pm, Query query, py::handle qpos, py::handle qvel, py::handle x,
-                 py::handle dtype, const std::string& device, py::handle act = py::none()) {
+                 py::handle dtype, const std::string& device, py::handle act = py::none(),
+                 py::handle qfrc = py::none()) {
   ArgTable a = call_table(pm, Source::kNumpy, qpos, dtype, device);
-  return a.dispatch([&](auto t) { return query_t<decltype(t)>(pm, a, query, qpos, qvel, x, act); });
+  return a.dispatch(
+      [&](auto t) { return query_t<decltype(t)>(pm, a, query, qpos, qvel, x, act, qfrc); });
 }
 
 template <Query Q>
@@ -867,11 +878,12 @@ py::tuple kinematics_vjp(PyModel& pm, py::handle qpos, py::handle qvel, py::hand
 
 py::tuple body_report(PyModel& pm, py::handle qpos, py::handle qvel, py::handle ncon,
                       py::handle con_pos, py::handle con_frame, py::handle con_force,
-                      py::handle con_geom, py::handle dtype, const std::string& device) {
+                      py::handle con_geom, py::handle qacc, py::handle dtype,
+                      const std::string& device) {
   ArgTable a = call_table(pm, Source::kNumpy, qpos, dtype, device);
   return a.dispatch([&](auto x) {
     return body_report_t<decltype(x)>(pm, a, qpos, qvel, ncon, con_pos, con_frame, con_force,
-                                      con_geom);
+                                      con_geom, qacc);
   });
 }
 
@@ -1326,10 +1338,11 @@ void register_queries(py::module_& mod) {
   mod.def(
       "forward_dynamics",
       [](PyModel& pm, py::handle q, py::handle v, py::handle u, py::handle dt,
-         const std::string& dev,
-         py::handle act) { return query(pm, Query::kForwardDynamics, q, v, u, dt, dev, act); },
+         const std::string& dev, py::handle act, py::handle qfrc) {
+        return query(pm, Query::kForwardDynamics, q, v, u, dt, dev, act, qfrc);
+      },
       py::arg("model"), py::arg("qpos"), py::arg("qvel"), py::arg("ctrl"), dtype, device,
-      py::arg("act") = py::none(), "qacc -> (E, nv)");
+      py::arg("act") = py::none(), py::arg("qfrc") = py::none(), "qacc -> (E, nv)");
   mod.def(
       "actuator_forces",
       [](PyModel& pm, py::handle q, py::handle v, py::handle u, py::handle dt,
@@ -1356,9 +1369,10 @@ void register_queries(py::module_& mod) {
           "None: zero) -> (adj_qpos (E, nq), adj_qvel (E, nv) or None without qvel)");
   mod.def("body_report", &body_report, py::arg("model"), py::arg("qpos"), py::arg("qvel"),
           py::arg("count"), py::arg("pos"), py::arg("frame"), py::arg("force"), py::arg("geom"),
-          dtype, device,
+          py::arg("qacc") = py::none(), dtype, device,
           "-> (subtree_com (E, nbody, 3), cinert (E, nbody, 10), cvel (E, nbody, 6) or None, "
-          "cfrc_ext (E, nbody, 6) or None): MuJoCo's convention; count None: no contacts");
+          "cfrc_ext (E, nbody, 6) or None, cacc (E, nbody, 6) or None, cfrc_int (E, nbody, 6) or "
+          "None): MuJoCo's convention; count None: no contacts; qacc None: no cacc, cfrc_int");
 }
 
 // step and rollout: on numpy arrays into new ones (or rollout's out=), and on DLPack tensors

@@ -363,7 +363,8 @@ void kinematics_vjp(const DeviceModel<T>& model, int nenv, const T* d_qpos, cons
 template <class T>
 void body_report(const DeviceModel<T>& model, int nenv, const T* d_qpos, const T* d_qvel,
                  const int* d_ncon, const T* d_con_pos, const T* d_con_frame, const T* d_con_force,
-                 const int* d_con_geom, T* d_subtree_com, T* d_cinert, T* d_cvel, T* d_cfrc_ext) {
+                 const int* d_con_geom, T* d_subtree_com, T* d_cinert, T* d_cvel, T* d_cfrc_ext,
+                 const T* d_qacc, T* d_cacc, T* d_cfrc_int) {
   check_nenv(nenv);
   if (d_ncon && model.device() == Device::kCpu) {
     const ModelView<T>& m = model.view();
@@ -384,7 +385,8 @@ void body_report(const DeviceModel<T>& model, int nenv, const T* d_qpos, const T
   }
   launch(model.device(), nenv,
          BodyReportKernel<T>{model.view(), d_qpos, d_qvel, d_ncon, d_con_pos, d_con_frame,
-                             d_con_force, d_con_geom, d_subtree_com, d_cinert, d_cvel, d_cfrc_ext},
+                             d_con_force, d_con_geom, d_subtree_com, d_cinert, d_cvel, d_cfrc_ext,
+                             d_qvel ? d_qacc : nullptr, d_cacc, d_cfrc_int},
          model.scratch_size());
 }
 
@@ -400,11 +402,11 @@ void actuator_forces(const DeviceModel<T>& model, int nenv, const T* d_qpos, con
 
 template <class T>
 void forward_dynamics(const DeviceModel<T>& model, int nenv, const T* d_qpos, const T* d_qvel,
-                      const T* d_ctrl, T* d_qacc, const T* d_act) {
+                      const T* d_ctrl, T* d_qacc, const T* d_act, const T* d_qfrc) {
   check_nenv(nenv);
   check_act(model, d_act, "forward_dynamics");
   launch(model.device(), nenv,
-         ForwardDynamicsKernel<T>{model.view(), d_qpos, d_qvel, d_ctrl, d_qacc, d_act},
+         ForwardDynamicsKernel<T>{model.view(), d_qpos, d_qvel, d_ctrl, d_qacc, d_act, d_qfrc},
          model.scratch_size());
 }
 
@@ -544,9 +546,10 @@ void rollout_backward(const DeviceModel<T>& model, Tape<T>& tape, const T* d_adj
   template void kinematics_vjp<T>(const DeviceModel<T>&, int, const T*, const T*, const T*,        \
                                   const T*, const T*, const T*, const T*, const T*, T*, T*);       \
   template void body_report<T>(const DeviceModel<T>&, int, const T*, const T*, const int*,         \
-                               const T*, const T*, const T*, const int*, T*, T*, T*, T*);          \
+                               const T*, const T*, const T*, const int*, T*, T*, T*, T*, const T*, \
+                               T*, T*);                                                            \
   template void forward_dynamics<T>(const DeviceModel<T>&, int, const T*, const T*, const T*, T*,  \
-                                    const T*);                                                     \
+                                    const T*, const T*);                                           \
   template void actuator_forces<T>(const DeviceModel<T>&, int, const T*, const T*, const T*, T*,   \
                                    const T*);                                                      \
   template void inverse_dynamics<T>(const DeviceModel<T>&, int, const T*, const T*, const T*, T*); \

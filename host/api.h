@@ -235,15 +235,20 @@ void kinematics_vjp(const DeviceModel<T>& model, int nenv, const T* d_qpos, cons
 // contacts (d_con_pos nconmax x 3, d_con_frame nconmax x 9, d_con_force nconmax x 3 in the
 // contact frame, d_con_geom nconmax x 2 per environment). A contact count outside [0, nconmax]
 // or a geom out of range is an std::invalid_argument (host arrays: checked before the launch).
+// With d_qvel and d_qacc (nenv x nv, the acceleration with the constraint forces) non-null,
+// d_cacc and d_cfrc_int (nenv x nbody x 6 each) after the constraint solve (post_constraint).
 template <class T>
 void body_report(const DeviceModel<T>& model, int nenv, const T* d_qpos, const T* d_qvel,
                  const int* d_ncon, const T* d_con_pos, const T* d_con_frame, const T* d_con_force,
-                 const int* d_con_geom, T* d_subtree_com, T* d_cinert, T* d_cvel, T* d_cfrc_ext);
-// qacc = M^-1 (passive + actuation - c)                  -> d_qacc (nenv x nv)
-// (with activation state, d_act (nenv x na) the activations the actuators read; required)
+                 const int* d_con_geom, T* d_subtree_com, T* d_cinert, T* d_cvel, T* d_cfrc_ext,
+                 const T* d_qacc = nullptr, T* d_cacc = nullptr, T* d_cfrc_int = nullptr);
+// qacc = M^-1 (passive + actuation + qfrc - c)           -> d_qacc (nenv x nv)
+// (with activation state, d_act (nenv x na) the activations the actuators read; required;
+// d_qfrc (nenv x nv) a generalized force added, MuJoCo's qfrc_applied, may be null)
 template <class T>
 void forward_dynamics(const DeviceModel<T>& model, int nenv, const T* d_qpos, const T* d_qvel,
-                      const T* d_ctrl, T* d_qacc, const T* d_act = nullptr);
+                      const T* d_ctrl, T* d_qacc, const T* d_act = nullptr,
+                      const T* d_qfrc = nullptr);
 // the actuators' generalized force (MuJoCo's qfrc_actuator) -> d_qfrc (nenv x nv)
 // (with activation state, d_act (nenv x na) the activations the actuators read; required)
 template <class T>

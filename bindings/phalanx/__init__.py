@@ -64,6 +64,7 @@ __all__ = [
     "kinematics_vjp",
     "contacts",
     "body_report",
+    "site_sensors",
     "actuator_forces",
     "forward_dynamics",
     "inverse_dynamics",
@@ -282,8 +283,8 @@ def contacts(model: Model, qpos, qvel=None, ctrl=None, *, act=None, dtype=None,
     return found
 
 
-def body_report(model: Model, qpos, qvel=None, contacts: dict | None = None, *, dtype=None,
-                device: str = "cpu") -> dict:
+def body_report(model: Model, qpos, qvel=None, contacts: dict | None = None, *, qacc=None,
+                dtype=None, device: str = "cpu") -> dict:
     """Per-body quantities at E states in MuJoCo's convention, as Gymnasium's MuJoCo tasks read
     them from MjData: ``subtree_com`` (E, nbody, 3) (the centre of mass of each body and its
     descendants; the world's is that of all bodies) and, about the centre of mass of each
@@ -293,7 +294,17 @@ def body_report(model: Model, qpos, qvel=None, contacts: dict | None = None, *, 
     point at the reference) and, with ``contacts`` (a dict as :func:`contacts` returns it),
     ``cfrc_ext`` (E, nbody, 6) (torque, then force: the wrench of the contact forces on each
     body, MuJoCo's cfrc_ext without equality constraints and applied forces). The world's
-    cinert, cvel and cfrc_ext are zero."""
+    cinert, cvel and cfrc_ext are zero.
+
+    With qvel and ``qacc`` (E, nv), the acceleration the constraint forces took part in
+    (:func:`forward_dynamics` given ``qfrc=contacts(...)["qfrc_constraint"]``), also what
+    MuJoCo's mj_rnePostConstraint computes after the constraint solve, about the same points:
+    ``cacc`` (E, nbody, 6) (angular, then linear acceleration; the world's is minus gravity,
+    which every body's includes) and ``cfrc_int`` (E, nbody, 6) (torque, then force: the
+    wrench the parent exerts on the body through its joints; with ``contacts`` the contact
+    wrenches of its subtree are subtracted; the world's sums its children's, each about its
+    own point, as MuJoCo does). Accelerometers, force and torque sensors read
+    these (:func:`site_sensors`)."""
     from . import _phalanx
 
     if contacts is None:
@@ -301,27 +312,62 @@ def body_report(model: Model, qpos, qvel=None, contacts: dict | None = None, *, 
     else:
         given = (np.asarray(contacts["count"], np.int32), contacts["pos"], contacts["frame"],
                  contacts["force"], np.asarray(contacts["geom"], np.int32))
-    subtree_com, cinert, cvel, cfrc_ext = _phalanx.body_report(model, qpos, qvel, *given, dtype,
-                                                               device)
-    out = dict(subtree_com=subtree_com, cinert=cinert)
-    if cvel is not None:
-        out["cvel"] = cvel
-    if cfrc_ext is not None:
-        out["cfrc_ext"] = cfrc_ext
+    if qacc is not None and qvel is None:
+        raise ValueError("phalanx.body_report: qacc needs qvel")
+    names = ("subtree_com", "cinert", "cvel", "cfrc_ext", "cacc", "cfrc_int")
+    values = _phalanx.body_report(model, qpos, qvel, *given, qacc=qacc, dtype=dtype,
+                                  device=device)
+    return {k: v for k, v in zip(names, values) if v is not None}
+
+
+def site_sensors(model: Model, kinematics: dict, report: dict, sites) -> dict:
+    """MuJoCo's sensors on sites at E states, from what :func:`kinematics` and
+    :func:`body_report` report there: for the sites ``sites`` (S ids), each (E, S, 3) in the
+    site's frame, ``gyro`` and ``velocimeter`` (the angular velocity of the site's body and the
+    linear velocity of the site's point), and, when ``report`` holds ``cacc`` and
+    ``cfrc_int`` (body_report given qacc), ``accelerometer`` (the point's linear acceleration
+    with gravity's reaction, as an accelerometer at rest reads +g up), ``force`` and
+    ``torque`` (the wrench the body's parent exerts on it through its joints, the torque
+    about the site; with contacts given to body_report, net of its subtree's contact
+    wrenches, as MuJoCo's force and torque sensors read it)."""
+    sites = np.asarray(sites, np.int64).reshape(-1)
+    body = np.asarray(model.site_bodyid, np.int64).reshape(-1)[sites]
+    root = np.asarray(model.body_rootid, np.int64).reshape(-1)[body]
+    pos, axes = kinematics["site_xpos"][:, sites], kinematics["site_xmat"][:, sites]
+    # from the centre of mass of the body's tree, where the report's quantities are taken
+    offset = pos - report["subtree_com"][:, root]
+
+    def local(v):  # world axes (E, S, 3) into each site's frame
+        return np.einsum("esi,esij->esj", v, axes)
+
+    def motion(v):  # a motion vector (E, S, 6) at the site: (angular, linear), world axes
+        return v[..., :3], v[..., 3:] - np.cross(offset, v[..., :3])
+
+    ang, lin = motion(report["cvel"][:, body])
+    out = dict(gyro=local(ang), velocimeter=local(lin))
+    if "cacc" in report:
+        acc_ang, acc_lin = motion(report["cacc"][:, body])
+        out["accelerometer"] = local(acc_lin + np.cross(ang, lin))
+        f = report["cfrc_int"][:, body]
+        out["force"] = local(f[..., 3:])
+        out["torque"] = local(f[..., :3] - np.cross(offset, f[..., 3:]))
     return out
 
 
 def forward_dynamics(
-    model: Model, qpos, qvel, ctrl, *, act=None, dtype=None, device: str = "cpu"
+    model: Model, qpos, qvel, ctrl, *, act=None, qfrc=None, dtype=None, device: str = "cpu"
 ) -> np.ndarray:
-    """Acceleration without constraints, (M + diag(armature)) qacc = passive + actuation - c.
+    """Acceleration without constraints, (M + diag(armature)) qacc = passive + actuation + qfrc
+    - c.
 
     MuJoCo's qacc with contacts and limits disabled -> (E, nv). ``act`` (E, na) holds the
-    activations the actuators with dynamics read (None: zero, MuJoCo's initial act).
+    activations the actuators with dynamics read (None: zero, MuJoCo's initial act). ``qfrc``
+    (E, nv), if given, is a generalized force added (MuJoCo's qfrc_applied); given the
+    constraint force of :func:`contacts`, qacc is MuJoCo's with the constraints.
     """
     if act is None and model.na > 0:
         act = np.zeros((np.shape(qpos)[0] if np.ndim(qpos) > 1 else 1, model.na))
-    return _phalanx.forward_dynamics(model, qpos, qvel, ctrl, dtype, device, act)
+    return _phalanx.forward_dynamics(model, qpos, qvel, ctrl, dtype, device, act, qfrc)
 
 
 def actuator_forces(

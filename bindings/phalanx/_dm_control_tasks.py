@@ -6,22 +6,24 @@ reward (with dm_control.utils.rewards.tolerance itself) and observations, flatte
 suite's order, from the batch's state after the step: body frames and the centre of mass from
 ``phalanx.kinematics``; the velocity of a subtree's centre of mass (the suite's subtreelinvel
 sensors) from it or from ``phalanx.body_report``; touch sensors by MuJoCo's rule on the
-contacts ``phalanx.contacts`` finds in a step from the state (``Task.touch``). Contact forces
+contacts ``phalanx.contacts`` finds in a step from the state (``Task.touch``); accelerometers,
+force and torque sensors from the bodies' accelerations and joint forces after the constraint
+solve (``phalanx.body_report`` given qacc, ``phalanx.site_sensors``). Contact forces
 are Phalanx's (hard contacts solved as an LCP), not MuJoCo's soft ones. Initial states follow
 the suite's ``initialize_episode``, drawn from the environment's numpy Generator rather than
 dm_control's RandomState; what it changes in the model per episode (targets, the manipulator's
 receptacles) is kept per environment (``Task.episode_edits`` lists it as the suite sets it).
 
-Left out: fish and swimmer (fluid forces are not simulated), quadruped and dog (their
-observations read accelerometers and force-torque sensors: body accelerations and joint
-reaction forces are not reported; quadruped-escape also casts rangefinder rays), and lqr (its
-model is generated per task).
+Left out: fish and swimmer (fluid forces are not simulated), quadruped-escape (its observations
+cast rangefinder rays at a height field), dog (not yet written: touch, force and inertial
+sensors on its model, and initial activations), and lqr (its model is generated per task).
 """
 
 from __future__ import annotations
 
 import numpy as np
 
+from . import _phalanx
 from ._tasks import Task, randomize_limited_and_rotational_joints
 
 
@@ -1022,9 +1024,147 @@ class Stacker(_PlanarArm):
             self.pose_2d(sim, [self.target_body], orientation=False)], axis=1)
 
 
+class Quadruped(DmControlTask):
+    """the quadruped walking or running (its torso's forward velocity at least 0.5 or 5 m/s)
+    or fetching a ball to the arena's centre, upright; observing its hinges, their velocities
+    and its actuators' activations, the torso's velocity, vertical axis and inertial sensors
+    (accelerometer, gyro) and the toes' force and torque sensors (arcsinh), and for fetch the
+    ball's state and the target's position in the torso's frame. Initial states: a random
+    orientation (fetch: a random heading and place, the ball thrown from 2 m), raised in 1 cm
+    steps from the floor until nothing touches. The sensors read Phalanx's constraint forces
+    (Task.site_sensors)."""
+
+    domain = "quadruped"
+    control_timestep = 0.02
+    time_limit = 20.0
+    reads_forces = ("contacts", "qfrc_constraint")
+    speeds = {"walk": 0.5, "run": 5.0, "fetch": 0.0}
+    toes = ("toe_front_left", "toe_front_right", "toe_back_right", "toe_back_left")
+
+    def load(self):
+        import mujoco
+        from dm_control.suite import common, quadruped
+
+        import phalanx
+
+        if self.task == "fetch":
+            xml = quadruped.make_model(walls_and_ball=True)
+        else:
+            xml = quadruped.make_model(floor_size=self.time_limit * self.speeds[self.task])
+        self.mj_model = mujoco.MjModel.from_xml_string(xml.decode(), common.ASSETS)
+        return phalanx.from_mujoco(self.mj_model)
+
+    def bind(self, model):
+        super().bind(model)
+        jtype = np.asarray(model.jnt_type).reshape(-1)
+        hinges = np.flatnonzero(jtype == _phalanx.JOINT_TYPES.index("hinge"))
+        self.hinge_q = np.asarray(model.jnt_qposadr).reshape(-1)[hinges]
+        self.hinge_v = np.asarray(model.jnt_dofadr).reshape(-1)[hinges]
+        self.root_q = int(np.asarray(model.jnt_qposadr).reshape(-1)[self._id("joint", "root")])
+        self.torso = self._id("body", "torso")
+        self.torso_site = self._id("site", "torso")
+        self.toe_sites = [self._id("site", t) for t in self.toes]
+        self.move_speed = self.speeds[self.task]
+        if self.task == "fetch":
+            mj = self.mujoco_model()
+            self.ball = self._id("body", "ball")
+            ball_joint = self._id("joint", "ball_root")
+            self.ball_q = int(np.asarray(model.jnt_qposadr).reshape(-1)[ball_joint])
+            self.ball_v = int(np.asarray(model.jnt_dofadr).reshape(-1)[ball_joint])
+            self.root_v = int(np.asarray(model.jnt_dofadr).reshape(-1)[self._id("joint", "root")])
+            self.workspace = self._id("site", "workspace")
+            self.target = self._id("site", "target")
+            self.floor_size = float(mj.geom("floor").size[0])
+            self.reach_radius = float(mj.site("workspace").size[0] + mj.geom("ball").size[0])
+            self.target_radius = float(mj.site("target").size[0])
+
+    def initial_state(self, env, n):
+        rng = env.np_random
+        qpos, qvel = super().initial_state(env, n)
+        root = slice(self.root_q, self.root_q + 7)
+        if self.task == "fetch":
+            azimuth = rng.uniform(0, 2 * np.pi, n)
+            quat = np.stack([np.cos(azimuth / 2), 0 * azimuth, 0 * azimuth,
+                             np.sin(azimuth / 2)], axis=1)
+            spawn = 0.9 * self.floor_size
+            qpos[:, root.start:root.start + 2] = rng.uniform(-spawn, spawn, (n, 2))
+        else:
+            quat = rng.standard_normal((n, 4))
+            quat /= np.linalg.norm(quat, axis=1, keepdims=True)
+        qpos[:, root.start + 3:root.stop] = quat
+        self.lift_until_free(env, qpos, qvel)
+        if self.task == "fetch":
+            qpos[:, self.ball_q:self.ball_q + 2] = rng.uniform(-spawn, spawn, (n, 2))
+            qpos[:, self.ball_q + 2] = 2
+            qvel[:, self.ball_v:self.ball_v + 2] = 5 * rng.standard_normal((n, 2))
+        return qpos, qvel
+
+    def lift_until_free(self, env, qpos, qvel):
+        """the suite's search for a height with no contact: the torso from the floor (z = 0)
+        up in 1 cm steps (accumulated as the suite adds them) until MuJoCo's ncon is 0"""
+        import phalanx
+
+        z = np.zeros(qpos.shape[0])
+        todo = np.arange(qpos.shape[0])
+        for _ in range(10000):
+            qpos[todo, self.root_q + 2] = z[todo]
+            found = phalanx.contacts(self.model, qpos[todo], qvel[todo], dtype=env.sim.dtype)
+            todo = todo[found["count"] > 0]
+            if todo.size == 0:
+                return
+            z[todo] += 0.01
+        raise RuntimeError(f"phalanx.envs: {self.name} found no contact-free height for "
+                           f"{todo.size} environments")
+
+    def upright(self, sim):
+        """the reward for the torso's z axis near the world's: 1 upright, 0 upside down"""
+        zz = self.kinematics(sim)["xmat"][:, self.torso, 2, 2]
+        return _tolerance(zz, bounds=(1.0, np.inf), sigmoid="linear", margin=2.0,
+                          value_at_margin=0)
+
+    def reward(self, sim, actions):
+        if self.task != "fetch":
+            forward = self.site_sensors(sim, [self.torso_site])["velocimeter"][:, 0, 0]
+            move = _tolerance(forward, bounds=(self.move_speed, np.inf), margin=self.move_speed,
+                              value_at_margin=0.5, sigmoid="linear")
+            return self.upright(sim) * move
+        k = self.kinematics(sim)
+        ball = k["xpos"][:, self.ball]
+        arena = self.floor_size * np.sqrt(2)
+        reach = _tolerance(np.linalg.norm((k["site_xpos"][:, self.workspace] - ball)[:, :2],
+                                          axis=1),
+                           bounds=(0, self.reach_radius), sigmoid="linear", margin=arena,
+                           value_at_margin=0)
+        fetch = _tolerance(np.linalg.norm((k["site_xpos"][:, self.target] - ball)[:, :2],
+                                          axis=1),
+                           bounds=(0, self.target_radius), sigmoid="linear", margin=arena,
+                           value_at_margin=0)
+        return self.upright(sim) * reach * (0.5 + 0.5 * fetch)
+
+    def observe(self, sim):
+        k = self.kinematics(sim)
+        torso = self.site_sensors(sim, [self.torso_site])
+        toes = self.site_sensors(sim, self.toe_sites)
+        n = sim.num_envs
+        obs = [sim.qpos[:, self.hinge_q], sim.qvel[:, self.hinge_v], sim.act,
+               torso["velocimeter"][:, 0], k["xmat"][:, self.torso, 2, 2:3],
+               torso["accelerometer"][:, 0], torso["gyro"][:, 0],
+               np.arcsinh(toes["force"].reshape(n, -1)),
+               np.arcsinh(toes["torque"].reshape(n, -1))]
+        if self.task == "fetch":
+            frame, pos = k["xmat"][:, self.torso], k["xpos"][:, self.torso]
+            ball = np.stack([k["xpos"][:, self.ball] - pos,
+                             sim.qvel[:, self.ball_v:self.ball_v + 3]
+                             - sim.qvel[:, self.root_v:self.root_v + 3],
+                             sim.qvel[:, self.ball_v + 3:self.ball_v + 6]], axis=1)
+            obs += [np.einsum("eki,eij->ekj", ball, frame).reshape(n, -1),
+                    np.einsum("ei,eij->ej", k["site_xpos"][:, self.target] - pos, frame)]
+        return np.concatenate(obs, axis=1)
+
+
 DOMAINS = {t.domain: t for t in (Cheetah, Walker, Hopper, Humanoid, HumanoidCMU, Cartpole,
                                  Acrobot, Pendulum, PointMass, Reacher, BallInCup, Finger,
-                                 Manipulator, Stacker)}
+                                 Manipulator, Stacker, Quadruped)}
 TASKS = {"cheetah": ("run",), "walker": ("stand", "walk", "run"), "hopper": ("stand", "hop"),
          "humanoid": ("stand", "walk", "run"), "humanoid_CMU": ("stand", "walk", "run"),
          "cartpole": ("balance", "balance_sparse", "swingup", "swingup_sparse"),
@@ -1032,4 +1172,4 @@ TASKS = {"cheetah": ("run",), "walker": ("stand", "walk", "run"), "hopper": ("st
          "point_mass": ("easy", "hard"), "reacher": ("easy", "hard"), "ball_in_cup": ("catch",),
          "finger": ("spin", "turn_easy", "turn_hard"),
          "manipulator": ("bring_ball", "bring_peg", "insert_ball", "insert_peg"),
-         "stacker": ("stack_2", "stack_4")}
+         "stacker": ("stack_2", "stack_4"), "quadruped": ("walk", "run", "fetch")}

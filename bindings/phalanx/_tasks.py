@@ -130,23 +130,41 @@ class Task:
     def forward_report(self, sim) -> dict[str, np.ndarray]:
         """what MuJoCo's mj_forward (and mj_rnePostConstraint) reports at the batch's state with
         its controls held: the contacts and the constraint force in joint space
-        (phalanx.contacts: qfrc_constraint), the per-body quantities with the contacts' wrenches
-        (phalanx.body_report: subtree_com, cinert, cvel, cfrc_ext) and the actuators'
-        generalized force (qfrc_actuator), computed once per state and controls"""
+        (phalanx.contacts: qfrc_constraint), the actuators' generalized force
+        (qfrc_actuator), the acceleration with the constraint forces (qacc) and the
+        per-body quantities with the contacts' wrenches (phalanx.body_report: subtree_com,
+        cinert, cvel, cfrc_ext, cacc, cfrc_int), computed once per state and controls"""
         q, v, u = sim.qpos, sim.qvel, sim.ctrl
+        act = sim.act if sim.model.na > 0 else None
+        state = (q, v, u) if act is None else (q, v, u, act)
         key = self._report_key
-        if key is None or key[0] is not sim or not (np.array_equal(key[1], q)
-                                                    and np.array_equal(key[2], v)
-                                                    and np.array_equal(key[3], u)):
+        if key is None or key[0] is not sim or not all(np.array_equal(a, b)
+                                                       for a, b in zip(key[1], state)):
             import phalanx
 
-            found = phalanx.contacts(sim.model, q, v, u, dtype=sim.dtype)
-            self._report = dict(found, **phalanx.body_report(sim.model, q, v, found,
-                                                             dtype=sim.dtype))
-            self._report["qfrc_actuator"] = phalanx.actuator_forces(sim.model, q, v, u,
-                                                                    dtype=sim.dtype)
-            self._report_key = (sim, q.copy(), v.copy(), u.copy())
+            model, dtype = sim.model, sim.dtype
+            found = phalanx.contacts(model, q, v, u, act=act, dtype=dtype)
+            report = dict(found)
+            report["qfrc_actuator"] = phalanx.actuator_forces(model, q, v, u, act=act,
+                                                              dtype=dtype)
+            qacc = None
+            if "qfrc_constraint" in found:
+                qacc = phalanx.forward_dynamics(model, q, v, u, act=act, dtype=dtype,
+                                                qfrc=found["qfrc_constraint"])
+                report["qacc"] = qacc
+            report.update(phalanx.body_report(model, q, v, found, qacc=qacc, dtype=dtype))
+            self._report = report
+            self._report_key = (sim, tuple(a.copy() for a in state))
         return self._report
+
+    def site_sensors(self, sim, sites) -> dict[str, np.ndarray]:
+        """MuJoCo's gyro, velocimeter, accelerometer, force and torque sensors on the sites
+        (ids) at the batch's state, each (E, S, 3) in the site's frame (phalanx.site_sensors of
+        forward_report)"""
+        import phalanx
+
+        return phalanx.site_sensors(sim.model, self.kinematics(sim), self.forward_report(sim),
+                                    sites)
 
     def touch(self, sim, site: int) -> np.ndarray:
         """MuJoCo's touch sensor on ``site`` at the batch's state (E,): the normal forces of the

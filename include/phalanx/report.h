@@ -5,7 +5,8 @@
 // cfrc_ext: mj_rnePostConstraint). Phalanx's own kinematics keeps these about the tree root's
 // origin (kinematics.h); the report moves them to MuJoCo's reference point. Also the adjoint of
 // the kinematics query (KinematicsKernel's frames and centre of mass), for rewards that read
-// them.
+// them. After a constraint solve, the bodies' accelerations and the joints' internal wrenches
+// (cacc, cfrc_int), which MuJoCo's accelerometer, force and torque sensors read.
 #pragma once
 
 #include "phalanx/cost.h"
@@ -95,6 +96,40 @@ PHX_HD void contact_wrenches(const ModelView<T>& m, const T* subtree_com, int nc
       Vec6<T> sum = Vec6<T>::load(cfrc_ext + 6 * b);
       (side == 0 ? sum - wrench : sum + wrench).store(cfrc_ext + 6 * b);
     }
+  }
+}
+
+// After the constraint solve (MuJoCo's mj_rnePostConstraint), from qacc (nv: the acceleration
+// the constraint forces included) and cfrc_ext (nbody x 6, contact_wrenches; null: none), about
+// the centre of mass of each body's tree in world axes: cacc (nbody x 6, angular then linear),
+// each body's acceleration with the world's against gravity, and cfrc_int (nbody x 6, torque
+// then force), the wrench its parent exerts on it through its joints, which with the external
+// wrenches moves its subtree. The world's cfrc_int is the sum of its children's, each about its
+// own tree's centre of mass, as MuJoCo sums them. Needs the kinematics with com_pos and
+// com_vel in w; rnea leaves the accelerations and subtree forces about each tree's root origin.
+template <class T>
+PHX_HD void post_constraint(const ModelView<T>& m, const T* qvel, const T* qacc, Workspace<T>& w,
+                            const T* subtree_com, const T* cfrc_ext, T* cacc, T* cfrc_int) {
+  rnea(m, qvel, qacc, w, static_cast<T*>(nullptr));
+  Vec6<T>::load(w.cacc).store(cacc);
+  Vec6<T>{}.store(cfrc_int);
+  for (int b = 1; b < m.nbody; ++b) {  // minus the external wrenches on each subtree
+    (cfrc_ext ? Vec6<T>{} - Vec6<T>::load(cfrc_ext + 6 * b) : Vec6<T>{}).store(cfrc_int + 6 * b);
+  }
+  for (int b = m.nbody - 1; b > 0; --b) {
+    int p = m.body_parentid[b];
+    if (p > 0)
+      (Vec6<T>::load(cfrc_int + 6 * p) + Vec6<T>::load(cfrc_int + 6 * b)).store(cfrc_int + 6 * p);
+  }
+  for (int b = 1; b < m.nbody; ++b) {  // moved from the root's origin by s
+    int root = m.body_rootid[b];
+    Vec3<T> s = Vec3<T>::load(subtree_com + 3 * root) - Vec3<T>::load(w.xpos + 3 * root);
+    Vec6<T> a = Vec6<T>::load(w.cacc + 6 * b), f = Vec6<T>::load(w.cfrc + 6 * b);
+    Vec6<T>::make(a.ang(), a.lin() + cross(a.ang(), s)).store(cacc + 6 * b);
+    Vec6<T> fi =
+        Vec6<T>::make(f.ang() - cross(s, f.lin()), f.lin()) + Vec6<T>::load(cfrc_int + 6 * b);
+    fi.store(cfrc_int + 6 * b);
+    if (m.body_parentid[b] == 0) (Vec6<T>::load(cfrc_int) + fi).store(cfrc_int);
   }
 }
 

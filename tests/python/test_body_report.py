@@ -155,3 +155,89 @@ def test_actuator_forces_match_mujoco(which, rng):
         assert np.abs(data.qfrc_actuator).max() > 0
         np.testing.assert_allclose(qfrc[e], data.qfrc_actuator, rtol=0,
                                    atol=1e-12 * np.abs(data.qfrc_actuator).max())
+
+
+def test_accelerations_and_internal_forces_match_mujoco_for_any_qacc(rng):
+    """cacc and cfrc_int (mj_rnePostConstraint) for a given qacc, without contacts: several
+    trees, a massless body, hinge, slide, ball and free joints"""
+    mj = mujoco.MjModel.from_xml_string(TREES)
+    model = phalanx.from_mujoco(mj)
+    E = 5
+    qpos, qvel = random_states(mj, rng, E)
+    qacc = rng.standard_normal((E, mj.nv))
+    report = phalanx.body_report(model, qpos, qvel, qacc=qacc)
+    mj.opt.disableflags |= mujoco.mjtDisableBit.mjDSBL_CONSTRAINT  # no contact forces in it
+    data = mujoco.MjData(mj)
+    for e in range(E):
+        data.qpos[:], data.qvel[:] = qpos[e], qvel[e]
+        mujoco.mj_forward(mj, data)
+        data.qacc[:] = qacc[e]
+        mujoco.mj_rnePostConstraint(mj, data)
+        np.testing.assert_allclose(report["cacc"][e], data.cacc, rtol=0, atol=1e-11)
+        np.testing.assert_allclose(report["cfrc_int"][e], data.cfrc_int, rtol=0, atol=1e-11)
+    with pytest.raises(ValueError, match="qvel"):
+        phalanx.body_report(model, qpos, qacc=qacc)
+
+
+def ant_with_sensors():
+    """Gymnasium's ant with a rotated, offset site on the torso and on a lower leg, each
+    carrying an accelerometer, a gyro, a velocimeter, a force and a torque sensor"""
+    spec = mujoco.MjSpec.from_file(os.path.join(GYM_ASSETS, "ant.xml"))
+    kinds = ("accelerometer", "gyro", "velocimeter", "force", "torque")
+    for body, pos, euler in (("torso", [0.05, -0.02, 0.03], [0.3, -0.2, 0.5]),
+                             ("aux_1", [0.1, 0.05, 0.0], [-0.4, 0.1, 1.2])):
+        site = spec.body(body).add_site(name=f"s_{body}", pos=pos)
+        site.quat = np.empty(4)
+        mujoco.mju_euler2Quat(site.quat, np.array(euler), "xyz")
+        for kind in kinds:
+            spec.add_sensor(name=f"{kind}_{body}", objtype=mujoco.mjtObj.mjOBJ_SITE,
+                            objname=f"s_{body}",
+                            type=getattr(mujoco.mjtSensor, f"mjSENS_{kind.upper()}"))
+    return spec.compile(), kinds
+
+
+def test_sensors_of_the_constraint_forces_match_mujoco_for_the_same_forces(rng):
+    """the ant on its floor with joint limits and contacts: qacc from forward_dynamics given
+    qfrc_constraint, cacc and cfrc_int from body_report, and site_sensors' readings, against
+    MuJoCo's mj_forward made to apply Phalanx's constraint forces (its own constraints
+    disabled, the contact forces as xfrc_applied at the bodies' centres of mass and the rest of
+    qfrc_constraint, the limits', as qfrc_applied)"""
+    _, qpos, qvel = ant_on_the_floor(rng, 4)
+    mj, kinds = ant_with_sensors()
+    model = phalanx.from_mujoco(mj)
+    E = qpos.shape[0]
+    qpos[:, 7:] *= 3  # past the hips' and ankles' limits too
+    ctrl = rng.uniform(-1, 1, (E, mj.nu))
+    found = phalanx.contacts(model, qpos, qvel, ctrl)
+    qacc = phalanx.forward_dynamics(model, qpos, qvel, ctrl, qfrc=found["qfrc_constraint"])
+    report = phalanx.body_report(model, qpos, qvel, found, qacc=qacc)
+    sites = [mj.site(f"s_{b}").id for b in ("torso", "aux_1")]
+    read = phalanx.site_sensors(model, phalanx.kinematics(model, qpos, qvel), report, sites)
+    mj.opt.disableflags |= mujoco.mjtDisableBit.mjDSBL_CONSTRAINT
+    data = mujoco.MjData(mj)
+    for e in range(E):
+        data.qpos[:], data.qvel[:], data.ctrl[:] = qpos[e], qvel[e], ctrl[e]
+        mujoco.mj_forward(mj, data)
+        xfrc, through_contacts = np.zeros((mj.nbody, 6)), np.zeros(mj.nv)
+        for i in range(found["count"][e]):
+            f, p = found["frame"][e, i].T @ found["force"][e, i], found["pos"][e, i]
+            for geom, on in zip(found["geom"][e, i], (-f, f)):
+                b = mj.geom_bodyid[geom]
+                if b > 0:
+                    xfrc[b] += np.concatenate([on, np.cross(p - data.xipos[b], on)])
+                    mujoco.mj_applyFT(mj, data, on, np.zeros(3), p, b, through_contacts)
+        limits = found["qfrc_constraint"][e] - through_contacts
+        assert np.abs(limits).max() > 1  # the limits take part
+        data.xfrc_applied[:], data.qfrc_applied[:] = xfrc, limits
+        mujoco.mj_forward(mj, data)
+        scale = np.abs(data.qacc).max()
+        np.testing.assert_allclose(qacc[e], data.qacc, rtol=0, atol=1e-10 * scale)
+        for name in ("cacc", "cfrc_int"):
+            ref = getattr(data, name)
+            np.testing.assert_allclose(report[name][e], ref, rtol=0,
+                                       atol=1e-10 * np.abs(ref).max())
+        for k, s in enumerate(sites):
+            for kind in kinds:
+                ref = data.sensor(f"{kind}_{mj.body(mj.site_bodyid[s]).name}").data
+                np.testing.assert_allclose(read[kind][e, k], ref, rtol=0,
+                                           atol=1e-10 * max(1.0, np.abs(ref).max()))

@@ -1,5 +1,6 @@
-"""phalanx.envs.make's reacher, ball_in_cup, finger, humanoid_CMU, manipulator and stacker
-where test_tasks' trajectories seldom go, held to the suite, to MuJoCo and to analytic facts.
+"""phalanx.envs.make's reacher, ball_in_cup, finger, humanoid_CMU, manipulator, stacker and
+quadruped where test_tasks' trajectories seldom go, held to the suite, to MuJoCo and to analytic
+facts.
 
 Initial states follow the distributions of the suite's initialize_episode (ranges, spread,
 targets, rest); at raw draws the states the rejection drops are those where MuJoCo finds
@@ -11,7 +12,8 @@ arm's props are on their targets or in the hand, the suite's get_reward and get_
 (its named model given ``episode_edits(e)``, its touch sensors Phalanx's contacts, as in
 test_tasks) agree. The CMU humanoid's centre of mass velocity is MuJoCo's subtree_linvel of
 the thorax (not the whole model's), and the props meet each environment's moved receptacle
-as in MuJoCo's model with the receptacle moved there.
+as in MuJoCo's model with the receptacle moved there. The quadruped starts at the lowest
+height, in the suite's 1 cm steps, where MuJoCo finds it free of contacts.
 """
 
 from __future__ import annotations
@@ -409,3 +411,38 @@ def test_manipulator_contacts_follow_the_moved_receptacle(task):
                             d.contact.dist[:d.ncon]))
         assert [g for g, _ in ours] == [g for g, _ in theirs], (e, ours, theirs)
         np.testing.assert_allclose([x for _, x in ours], [x for _, x in theirs], atol=1e-6)
+
+
+@pytest.mark.parametrize("name", ["quadruped-walk", "quadruped-fetch"])
+def test_quadruped_starts_at_the_first_height_mujoco_finds_free(name):
+    """the suite's _find_non_contacting_height: the torso raised from the floor in 1 cm steps
+    until MuJoCo finds no contact, so MuJoCo's model of the suite finds none at the reset
+    height and one a step lower; the hinges at rest, the orientation a unit quaternion
+    (walk: any; fetch: a heading about z, the place within 0.9 of the floor's half-size, the
+    ball dropped from 2 m with a horizontal throw)"""
+    env = _make(name, 12)
+    env.reset(seed=5)
+    physics = _suite(name).physics
+    m, q, v = env.model, env.sim.qpos.copy(), env.sim.qvel.copy()
+    quat = q[:, 3:7]
+    np.testing.assert_allclose(np.linalg.norm(quat, axis=1), 1, atol=1e-12)
+    hinges = env.task.hinge_q
+    np.testing.assert_array_equal(q[:, hinges], np.tile(np.asarray(m.qpos0)[hinges], (12, 1)))
+    assert np.all(q[:, 2] > 0)
+    if name.endswith("fetch"):  # upright: one height
+        np.testing.assert_array_equal(quat[:, 1:3], 0)
+        spawn = 0.9 * physics.named.model.geom_size["floor", 0]
+        ball = env.task.ball_q
+        assert np.all(np.abs(q[:, :2]) <= spawn) and np.all(np.abs(q[:, ball:ball + 2]) <= spawn)
+        np.testing.assert_array_equal(q[:, ball + 2], 2)
+        assert np.all(np.abs(v[:, env.task.ball_v:env.task.ball_v + 2]) > 0)
+    else:  # any orientation: heights spread
+        assert np.all(quat.std(axis=0) > 0.3) and np.ptp(q[:, 2]) > 0.05
+    for e in range(12):
+        rest = np.asarray(m.qpos0, np.float64).copy()  # the suite searches from qpos0
+        rest[:7] = q[e, :7]
+        _put(physics, {}, rest)
+        assert physics.data.ncon == 0
+        rest[2] -= 0.01
+        _put(physics, {}, rest)
+        assert physics.data.ncon > 0

@@ -3,13 +3,14 @@
 For every task, a batch is reset and stepped by Phalanx with random actions; at the states it
 reaches, the suite's own code computes the reward, termination and observations from MuJoCo at
 the same physics state (dm_control: the task's get_reward and get_observation after
-reset_context sets qpos, qvel and ctrl; Gymnasium: the environment's own step(), its simulation
+reset_context sets qpos, qvel, ctrl and act; Gymnasium: the environment's own step(), its simulation
 replaced by setting the state Phalanx reached), and they must agree to 1e-6. The timing (physics
 steps per action, steps per episode) is read from the suites too. Where a task reads contact
-forces (Gymnasium's Ant: cfrc_ext; InvertedDoublePendulum: qfrc_constraint), MuJoCo's soft
-constraints and Phalanx's hard ones give different forces at the same state: MuJoCo is given
-Phalanx's, whose definitions test_body_report and test_contacts_api hold to MuJoCo's for the
-same forces.
+forces (Gymnasium's Ant: cfrc_ext; InvertedDoublePendulum: qfrc_constraint; dm_control's touch
+sensors; the quadruped's accelerometer, force and torque sensors), MuJoCo's soft constraints
+and Phalanx's hard ones give different forces at the same state: MuJoCo is given Phalanx's,
+whose definitions test_body_report and test_contacts_api hold to MuJoCo's for the same
+forces.
 """
 
 from __future__ import annotations
@@ -62,7 +63,7 @@ def _trajectory(env, steps=STEPS, seed=0, start=None):
         for e in np.flatnonzero(~resetting):
             out.append(dict(before=(before[0][e], before[1][e]), qpos=env.sim.qpos[e].copy(),
                             qvel=env.sim.qvel[e].copy(), action=actions[e], obs=obs[e],
-                            reward=reward[e], terminated=terminated[e],
+                            reward=reward[e], terminated=terminated[e], act=env.sim.act[e].copy(),
                             forces={f: v[e].copy() for f, v in forces.items()},
                             edits=env.task.episode_edits(int(e))))
     return out
@@ -80,11 +81,12 @@ def _near_reference(env, n=8, seed=1):
         qpos = np.asarray(m.qpos0) + 0.02 * rng.standard_normal((env.num_envs, m.nq))
         qvel = 0.02 * rng.standard_normal((env.num_envs, m.nv))
         actions = rng.uniform(-1, 1, (env.num_envs, m.nu))
-        sim.reset(qpos=qpos, qvel=qvel)
+        act = rng.uniform(-1, 1, (env.num_envs, m.na))
+        sim.reset(qpos=qpos, qvel=qvel, act=act)
         sim.ctrl = actions
         reward, obs = env.task.reward(sim, actions), env.task.observe(sim)
         forces = _reported(env)
-        out += [dict(qpos=qpos[e], qvel=qvel[e], action=actions[e], obs=obs[e],
+        out += [dict(qpos=qpos[e], qvel=qvel[e], action=actions[e], obs=obs[e], act=act[e],
                      reward=reward[e], forces={f: v[e] for f, v in forces.items()},
                      edits=env.task.episode_edits(e))
                 for e in range(env.num_envs)]
@@ -113,6 +115,29 @@ def _mujoco_touch(physics, found, sites):
     return np.array(out)
 
 
+def _mujoco_given_forces(physics, forces):
+    """MuJoCo's mj_forward at physics' state made to apply Phalanx's constraint forces of one
+    environment, for the sensors that read them (accelerometers, force and torque sensors):
+    MuJoCo's own constraints disabled, the contact forces applied to the bodies
+    (xfrc_applied, which mj_rnePostConstraint counts in cfrc_ext as it counts contacts) and
+    the rest of Phalanx's qfrc_constraint (limits, equality constraints) as qfrc_applied"""
+    m, d = physics.model.ptr, physics.data.ptr
+    xfrc, through_contacts = np.zeros((m.nbody, 6)), np.zeros(m.nv)
+    for c in range(forces["count"]):
+        f = forces["frame"][c].T @ forces["force"][c]  # on geom 2's body, in world
+        for g, on in zip(forces["geom"][c], (-f, f)):
+            b = m.geom_bodyid[g]
+            if b == 0:
+                continue
+            xfrc[b, :3] += on
+            xfrc[b, 3:] += np.cross(forces["pos"][c] - d.xipos[b], on)
+            mujoco.mj_applyFT(m, d, on, np.zeros(3), forces["pos"][c], b, through_contacts)
+    m.opt.disableflags |= mujoco.mjtDisableBit.mjDSBL_CONSTRAINT
+    d.xfrc_applied[:] = xfrc
+    d.qfrc_applied[:] = forces["qfrc_constraint"] - through_contacts
+    physics.forward()
+
+
 @pytest.mark.parametrize("name", DM_TASKS)
 def test_dm_control_task_equals_the_suite(name):
     domain, task = name.split("/")[1].split("-")
@@ -133,10 +158,14 @@ def test_dm_control_task_equals_the_suite(name):
             physics.data.qpos[:] = s["qpos"]
             physics.data.qvel[:] = s["qvel"]
             physics.data.ctrl[:] = s["action"]
-        if "contacts" in env.task.reads_forces:  # the touch sensors of Phalanx's contacts
+            physics.data.act[:] = s["act"]
+        if hasattr(env.task, "touch_sites"):  # the touch sensors of Phalanx's contacts
             touch = _mujoco_touch(physics, s["forces"], env.task.touch_sites)
             physics.touch = lambda touch=touch: np.log1p(touch)
             touching += np.any(touch > 0)
+        elif "qfrc_constraint" in s["forces"]:  # the sensors of Phalanx's constraint forces
+            _mujoco_given_forces(physics, s["forces"])
+            touching += s["forces"]["count"] > 0
         reward = ref.task.get_reward(physics)
         obs = np.concatenate([np.atleast_1d(v).ravel()
                               for v in ref.task.get_observation(physics).values()])

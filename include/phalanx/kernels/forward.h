@@ -271,6 +271,9 @@ struct BodyReportKernel {
   T* cinert;
   T* cvel;      // may be null
   T* cfrc_ext;  // may be null
+  const T* qacc = nullptr;  // (nenv x nv), may be null: no cacc, cfrc_int; needs qvel
+  T* cacc = nullptr;
+  T* cfrc_int = nullptr;
 
   PHX_HD void operator()(int e, Scratch<T> scratch) const {
     const ModelView<T> m = env_view(model, e);
@@ -286,6 +289,10 @@ struct BodyReportKernel {
       contact_wrenches(m, com, n, con_pos + 3 * c, con_frame + 9 * c, con_force + 3 * c,
                        con_geom + 2 * c, cfrc_ext + 6L * e * m.nbody);
     }
+    if (qacc && qvel)
+      post_constraint(m, qvel + long(e) * m.nv, qacc + long(e) * m.nv, w, com,
+                      ncon ? cfrc_ext + 6L * e * m.nbody : nullptr, cacc + 6L * e * m.nbody,
+                      cfrc_int + 6L * e * m.nbody);
   }
 };
 
@@ -300,8 +307,9 @@ PHX_HD PHX_INLINE const T* env_actuator_input(const ModelView<T>& m, const T* ct
   return x.input;
 }
 
-// qacc = (M + diag(armature))^-1 (passive + actuation - bias), MuJoCo's qacc without
-// constraints; with activation state the actuators read act (nenv x na)
+// qacc = (M + diag(armature))^-1 (passive + actuation + qfrc - bias), MuJoCo's qacc without
+// constraints (or with them, given their force as qfrc); with activation state the actuators
+// read act (nenv x na)
 template <class T>
 struct ForwardDynamicsKernel {
   using Scalar = T;
@@ -310,14 +318,15 @@ struct ForwardDynamicsKernel {
   const T* qvel;  // (nenv x nv)
   const T* ctrl;  // (nenv x nu)
   T* qacc;        // (nenv x nv)
-  const T* act = nullptr;  // (nenv x na), may be null when na = 0
+  const T* act = nullptr;   // (nenv x na), may be null when na = 0
+  const T* qfrc = nullptr;  // (nenv x nv), may be null: MuJoCo's qfrc_applied
 
   PHX_HD void operator()(int e, Scratch<T> scratch) const {
     const ModelView<T> m = env_view(model, e);
     StepScratch<T> x = step_scratch(m, scratch);
     const T* input = env_actuator_input(m, ctrl, act, e, x);
     forward_dynamics(m, qpos + long(e) * m.nq, qvel + long(e) * m.nv, input, T(0), x.w,
-                     qacc + long(e) * m.nv);
+                     qacc + long(e) * m.nv, env_row(qfrc, e, m.nv));
   }
 };
 
