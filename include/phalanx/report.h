@@ -106,11 +106,12 @@ PHX_HD void contact_wrenches(const ModelView<T>& m, const T* subtree_com, int nc
 // then force), the wrench its parent exerts on it through its joints, which with the external
 // wrenches moves its subtree. The world's cfrc_int is the sum of its children's, each about its
 // own tree's centre of mass, as MuJoCo sums them. Needs the kinematics with com_pos and
-// com_vel in w; rnea leaves the accelerations and subtree forces about each tree's root origin.
+// com_vel in w (overwrites w.qfrc); rnea leaves the accelerations and subtree forces about each
+// tree's root origin.
 template <class T>
 PHX_HD void post_constraint(const ModelView<T>& m, const T* qvel, const T* qacc, Workspace<T>& w,
                             const T* subtree_com, const T* cfrc_ext, T* cacc, T* cfrc_int) {
-  rnea(m, qvel, qacc, w, static_cast<T*>(nullptr));
+  rnea(m, qvel, qacc, w, w.qfrc);  // its joint forces are not needed: w.qfrc holds them
   Vec6<T>::load(w.cacc).store(cacc);
   Vec6<T>{}.store(cfrc_int);
   for (int b = 1; b < m.nbody; ++b) {  // minus the external wrenches on each subtree

@@ -11,9 +11,9 @@
 namespace phx {
 
 // Recursive Newton-Euler: tau = M qacc + c(q, qvel) where c includes gravity.
-// qacc may be null (bias forces only), tau too (only the bodies' terms). Needs kinematics,
-// com_pos and com_vel; writes cacc, cfrc (each body's, summed over its subtree) and cmom.
-// Armature is not included (it is a dof-space term: tau += armature * qacc).
+// qacc may be null (bias forces only). Needs kinematics, com_pos and com_vel; writes cacc,
+// cfrc (each body's, summed over its subtree) and cmom. Armature is not included (it is a
+// dof-space term: tau += armature * qacc).
 template <class T>
 PHX_HD void rnea(const ModelView<T>& m, const T* qvel, const T* qacc, Workspace<T>& w, T* tau) {
   // forward: accelerations; world accelerates against gravity (and has no momentum or force)
@@ -38,8 +38,7 @@ PHX_HD void rnea(const ModelView<T>& m, const T* qvel, const T* qacc, Workspace<
   for (int b = m.nbody - 1; b > 0; --b) {
     Vec6<T> f = Vec6<T>::load(w.cfrc + 6 * b);
     int d0 = m.body_dofadr[b];
-    for (int d = d0; tau && d < d0 + m.body_dofnum[b]; ++d)
-      tau[d] = dot(Vec6<T>::load(w.cdof + 6 * d), f);
+    for (int d = d0; d < d0 + m.body_dofnum[b]; ++d) tau[d] = dot(Vec6<T>::load(w.cdof + 6 * d), f);
     int p = m.body_parentid[b];
     if (p > 0) (Vec6<T>::load(w.cfrc + 6 * p) + f).store(w.cfrc + 6 * p);
   }
