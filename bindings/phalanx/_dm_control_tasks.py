@@ -14,9 +14,8 @@ the suite's ``initialize_episode``, drawn from the environment's numpy Generator
 dm_control's RandomState; what it changes in the model per episode (targets, the manipulator's
 receptacles) is kept per environment (``Task.episode_edits`` lists it as the suite sets it).
 
-Left out: fish and swimmer (fluid forces are not simulated), quadruped-escape (its observations
-cast rangefinder rays at a height field), dog (not yet written: touch, force and inertial
-sensors on its model, and initial activations), and lqr (its model is generated per task).
+Left out: fish and swimmer (fluid forces are not simulated) and quadruped-escape (its
+observations cast rangefinder rays at a height field).
 """
 
 from __future__ import annotations
@@ -63,7 +62,8 @@ class DmControlTask(Task):
         super().bind(model)
         control = self.control_timestep or model.timestep
         self.frame_skip = int(round(control / model.timestep))
-        self.max_episode_steps = int(np.ceil(self.time_limit / control - 1e-9))
+        self.max_episode_steps = (None if np.isinf(self.time_limit)
+                                  else int(np.ceil(self.time_limit / control - 1e-9)))
 
     def initial_state(self, env, n):
         """qpos0 at rest (MuJoCo's mj_resetData), its joints randomised if the task does"""
@@ -98,6 +98,38 @@ class DmControlTask(Task):
             randomize_limited_and_rotational_joints(self.model, q, rng)
             qpos[todo] = q
         return draw
+
+    def subtree_linvel(self, sim, body: int) -> np.ndarray:
+        """the velocity of the centre of mass of body's subtree (E, 3) (MuJoCo's subtreelinvel
+        sensor): the whole model's (kinematics) when the subtree holds every body, else the
+        subtree's momentum over its mass, each body's momentum from body_report's cinert and
+        cvel (mass times the velocity of the tree's reference point, plus the angular velocity
+        crossed with the first mass moment about it)"""
+        if not hasattr(self, "_subtrees"):
+            self._subtrees = {}
+        if body not in self._subtrees:
+            parent = np.asarray(self.model.body_parentid).reshape(-1)
+            below = [body]
+            for b in range(body + 1, self.model.nbody):
+                if parent[b] in below:
+                    below.append(b)
+            self._subtrees[body] = np.array(below)
+        subtree = self._subtrees[body]
+        if subtree.size == self.model.nbody - 1:
+            return self.kinematics(sim)["com_vel"]
+        q, v = sim.qpos, sim.qvel
+        key = getattr(self, "_vel_key", None)
+        if key is None or key[0] is not sim or not (np.array_equal(key[1], q)
+                                                    and np.array_equal(key[2], v)):
+            import phalanx
+
+            self._velocities = phalanx.body_report(sim.model, q, v, dtype=sim.dtype)
+            self._vel_key = (sim, q.copy(), v.copy())
+        cinert = np.asarray(self._velocities["cinert"], np.float64)[:, subtree]
+        cvel = np.asarray(self._velocities["cvel"], np.float64)[:, subtree]
+        mass = cinert[..., 9]
+        momentum = mass[..., None] * cvel[..., 3:] + np.cross(cvel[..., :3], cinert[..., 6:9])
+        return momentum.sum(axis=1) / mass.sum(axis=1)[:, None]
 
     def _site_radius(self, site: str) -> float:
         """a spherical site's radius"""
@@ -247,39 +279,11 @@ class Humanoid(DmControlTask):
         self.torso = self._id("body", self.torso_name)
         self.head = self._id("body", "head")
         self.extremities = [self._id("body", b) for b in self.limbs]
-        # the torso and every body below it
-        parent = np.asarray(model.body_parentid).reshape(-1)
-        below = [self.torso]
-        for b in range(self.torso + 1, model.nbody):
-            if parent[b] in below:
-                below.append(b)
-        self.subtree = np.array(below)
-        self.whole = self.subtree.size == model.nbody - 1
-        self._vel_key = None
 
     def com_velocity(self, sim):
-        """the velocity of the centre of mass of the torso's subtree (E, 3) (MuJoCo's
-        subtree_linvel): the whole model's (kinematics), or the subtree's momentum over its
-        mass, each body's momentum from body_report's cinert and cvel (mass times the velocity
-        of the tree's reference point, plus the angular velocity crossed with the first mass
-        moment about it)"""
-        if self.whole:
-            return self.kinematics(sim)["com_vel"]
-        q, v = sim.qpos, sim.qvel
-        key = self._vel_key
-        if key is None or key[0] is not sim or not (np.array_equal(key[1], q)
-                                                    and np.array_equal(key[2], v)):
-            import phalanx
-
-            report = phalanx.body_report(sim.model, q, v, dtype=sim.dtype)
-            cinert = np.asarray(report["cinert"], np.float64)[:, self.subtree]
-            cvel = np.asarray(report["cvel"], np.float64)[:, self.subtree]
-            mass = cinert[..., 9]
-            momentum = (mass[..., None] * cvel[..., 3:]
-                        + np.cross(cvel[..., :3], cinert[..., 6:9]))
-            self._com_vel = momentum.sum(axis=1) / mass.sum(axis=1)[:, None]
-            self._vel_key = (sim, q.copy(), v.copy())
-        return self._com_vel
+        """the velocity of the centre of mass of the torso's subtree (E, 3) (the suite's
+        subtreelinvel sensor on the torso)"""
+        return self.subtree_linvel(sim, self.torso)
 
     def initial_state(self, env, n):
         """the suite's collision-free random configurations: redraw every state whose
@@ -1162,9 +1166,218 @@ class Quadruped(DmControlTask):
         return np.concatenate(obs, axis=1)
 
 
+class Dog(DmControlTask):
+    """the dog standing (torso and pelvis at 0.9 of their heights at rest, skull, torso and
+    pelvis upright, the touch sensors of its paws bearing its weight), walking, trotting or
+    running (its centre of mass forward in the torso's frame at 1, 3 or 9 m/s, up to twice
+    that) or fetching a thrown ball to the target; observing its hinges and their velocities,
+    the torso's and pelvis' heights, the three bodies' vertical axes in their frames, the
+    centre of mass velocity in the torso's frame, the head's accelerometer, velocimeter and
+    gyro, the force sensors above its paws, the touch sensors under them, the actuators'
+    activations, and for fetch the ball and the target seen from the head. Initial states:
+    at rest (qpos0), a random heading, random horizontal root velocities and turn rate,
+    activations uniform in the control ranges; fetch throws the ball towards the centre. The
+    sensors read Phalanx's constraint forces (Task.site_sensors, Task.touch)."""
+
+    domain = "dog"
+    control_timestep = 0.015
+    time_limit = 15.0
+    reads_forces = ("contacts", "qfrc_constraint")
+    speeds = {"stand": 0.0, "walk": 1.0, "trot": 3.0, "run": 9.0, "fetch": 0.0}
+    touch_sites = ("palm_L", "palm_R", "sole_L", "sole_R")  # the suite's order
+    force_sites = ("foot_anchor_L", "foot_anchor_R", "hand_anchor_L", "hand_anchor_R")
+    upright_cosine = np.cos(np.deg2rad(30))
+
+    def load(self):
+        import mujoco
+        from dm_control.suite import dog
+
+        import phalanx
+
+        if self.task == "fetch":
+            xml, assets = dog.get_model_and_assets(remove_ball=False)
+        else:
+            xml, assets = dog.get_model_and_assets(floor_size=self.time_limit
+                                                   * max(self.speeds[self.task], 1.0))
+        self.mj_model = mujoco.MjModel.from_xml_string(xml.decode(), assets)
+        return phalanx.from_mujoco(self.mj_model)
+
+    def bind(self, model):
+        super().bind(model)
+        mj = self.mujoco_model()
+        jtype = np.asarray(model.jnt_type).reshape(-1)
+        hinges = np.flatnonzero(jtype == _phalanx.JOINT_TYPES.index("hinge"))
+        self.hinge_q = np.asarray(model.jnt_qposadr).reshape(-1)[hinges]
+        self.hinge_v = np.asarray(model.jnt_dofadr).reshape(-1)[hinges]
+        self.root_q = int(np.asarray(model.jnt_qposadr).reshape(-1)[self._id("joint", "root")])
+        self.root_v = int(np.asarray(model.jnt_dofadr).reshape(-1)[self._id("joint", "root")])
+        self.torso, self.pelvis = self._id("body", "torso"), self._id("body", "pelvis")
+        self.upright_bodies = [self._id("body", b) for b in ("skull", "torso", "pelvis")]
+        self.head = self._id("site", "head")
+        self.sites = [self._id("site", s) for s in self.touch_sites]
+        self.anchors = [self._id("site", s) for s in self.force_sites]
+        self.move_speed = self.speeds[self.task]
+        # the heights at rest and the weight the suite measures at every episode's start
+        import phalanx
+
+        rest = phalanx.kinematics(model, np.asarray(model.qpos0, np.float64)[None])["xpos"]
+        self.stand_height = 0.9 * rest[0, [self.torso, self.pelvis], 2]
+        gravity = float(np.asarray(model.gravity).reshape(-1)[2])
+        self.body_weight = -gravity * float(mj.body_subtreemass[self.torso])
+        ranges = np.asarray(model.actuator_ctrlrange, np.float64).reshape(-1, 2)
+        if model.na != model.nu:
+            raise ValueError(f"phalanx.envs: {self.name} expects one activation per actuator")
+        self.act_low, self.act_high = ranges[:, 0], ranges[:, 1]
+        if self.task == "fetch":
+            ball_joint = self._id("joint", "ball_root")
+            self.ball = self._id("body", "ball")
+            self.ball_q = int(np.asarray(model.jnt_qposadr).reshape(-1)[ball_joint])
+            self.ball_v = int(np.asarray(model.jnt_dofadr).reshape(-1)[ball_joint])
+            self.bites = [self._id("site", s) for s in ("upper_bite", "lower_bite")]
+            self.bite_radius = float(mj.site("upper_bite").size[0])
+            target = mj.geom("target")
+            if mj.geom_bodyid[target.id] != 0:
+                raise ValueError(f"phalanx.envs: {self.name} expects a fixed target")
+            self.target_pos = np.array(target.pos)
+            self.target_radius = float(target.size[0])
+            self.floor_size = float(mj.geom("floor").size[0])
+
+    def initial_state(self, env, n):
+        rng = env.np_random
+        qpos, qvel = super().initial_state(env, n)
+        azimuth = rng.uniform(0, 2 * np.pi, n)
+        qpos[:, self.root_q + 3] = np.cos(azimuth / 2)
+        qpos[:, self.root_q + 4:self.root_q + 6] = 0
+        qpos[:, self.root_q + 6] = np.sin(azimuth / 2)
+        for k in (0, 1, 5):  # horizontal velocity and turn rate
+            qvel[:, self.root_v + k] = 2 * rng.standard_normal(n)
+        act = rng.uniform(self.act_low, self.act_high, (n, self.model.nu))
+        if self.task == "fetch":
+            radius = 0.75 * self.floor_size
+            azimuth = rng.uniform(0, 2 * np.pi, n)
+            qpos[:, self.ball_q:self.ball_q + 3] = np.stack(
+                [radius * np.sin(azimuth), radius * np.cos(azimuth), np.full(n, 0.05)], axis=1)
+            up = np.sqrt(2 * -float(np.asarray(self.model.gravity).reshape(-1)[2])
+                         * rng.uniform(0, 3, n))
+            speed = rng.uniform(0, 5, n)
+            direction = np.stack([-np.sin(azimuth) + 0.05 * rng.standard_normal(n),
+                                  -np.cos(azimuth) + 0.05 * rng.standard_normal(n)], axis=1)
+            qvel[:, self.ball_v:self.ball_v + 3] = np.concatenate(
+                [speed[:, None] * direction, up[:, None]], axis=1)
+        return qpos, qvel, act
+
+    def com_velocity(self, sim):
+        """the centre of mass velocity of the torso's subtree in the torso's frame (E, 3)"""
+        frame = self.kinematics(sim)["xmat"][:, self.torso]
+        return np.einsum("ei,eij->ej", self.subtree_linvel(sim, self.torso), frame)
+
+    def reward(self, sim, actions):
+        k = self.kinematics(sim)
+        heights = k["xpos"][:, [self.torso, self.pelvis], 2]
+        torso = _tolerance(heights[:, 0], bounds=(self.stand_height[0], np.inf),
+                           margin=self.stand_height[0])
+        pelvis = _tolerance(heights[:, 1], bounds=(self.stand_height[1], np.inf),
+                            margin=self.stand_height[1])
+        upright = _tolerance(k["xmat"][:, self.upright_bodies, 2, 2],
+                             bounds=(self.upright_cosine, np.inf), sigmoid="linear",
+                             margin=self.upright_cosine + 1, value_at_margin=0)
+        touch = _tolerance(sum(self.touch(sim, s) for s in self.sites),
+                           bounds=(self.body_weight, np.inf), margin=self.body_weight,
+                           sigmoid="linear", value_at_margin=0.9)
+        reward = torso * pelvis * upright.prod(axis=1) * touch
+        if self.task in ("walk", "trot", "run"):
+            forward = _tolerance(self.com_velocity(sim)[:, 0],
+                                 bounds=(self.move_speed, 2 * self.move_speed),
+                                 margin=max(1.0, self.move_speed), value_at_margin=0,
+                                 sigmoid="linear")
+            reward = reward * (4 * forward + 1) / 5
+        elif self.task == "fetch":
+            ball = k["xpos"][:, self.ball]
+            mouth = np.mean([np.linalg.norm(ball - k["site_xpos"][:, s], axis=1)
+                             for s in self.bites], axis=0)
+            reach = (6 * _tolerance(mouth, bounds=(0, self.bite_radius), sigmoid="reciprocal",
+                                    margin=2) + 1) / 7
+            to_target = np.linalg.norm(ball - self.target_pos, axis=1)
+            near = _tolerance(to_target, bounds=(0, self.target_radius), sigmoid="reciprocal",
+                              margin=self.floor_size)
+            reach = np.where(to_target < 2 * self.target_radius, 1.0, reach)
+            reward = reward * reach * (near + 1) / 2
+        return reward
+
+    def observe(self, sim):
+        k = self.kinematics(sim)
+        n = sim.num_envs
+        head = self.site_sensors(sim, [self.head])
+        anchors = self.site_sensors(sim, self.anchors)
+        obs = [sim.qpos[:, self.hinge_q], sim.qvel[:, self.hinge_v],
+               k["xpos"][:, [self.torso, self.pelvis], 2],
+               k["xmat"][:, self.upright_bodies, 2, :].reshape(n, -1), self.com_velocity(sim),
+               head["accelerometer"][:, 0], head["velocimeter"][:, 0], head["gyro"][:, 0],
+               anchors["force"].reshape(n, -1),
+               np.stack([self.touch(sim, s) for s in self.sites], axis=1), sim.act]
+        if self.task == "fetch":
+            frame, pos = k["site_xmat"][:, self.head], k["site_xpos"][:, self.head]
+            ball = k["xpos"][:, self.ball]
+            # the ball's velocity in the head's frame, less the head's own (its velocimeter)
+            ball_vel = np.einsum("ei,eij->ej", sim.qvel[:, self.ball_v:self.ball_v + 3], frame)
+            obs += [np.einsum("ei,eij->ej", ball - pos, frame),
+                    ball_vel - head["velocimeter"][:, 0],
+                    np.einsum("ei,eij->ej", self.target_pos - pos, frame)]
+        return np.concatenate(obs, axis=1)
+
+
+class Lqr(DmControlTask):
+    """a chain of sliders on springs, the first one or two driven (lqr_2_1: two bodies, one
+    motor; lqr_6_2: six, two), rewarded 1 - (|qpos|^2 + 0.1 |ctrl|^2) / 2; observing qpos and
+    qvel. Episodes have no time limit and end when the state's norm falls below 1e-6. The
+    suite draws each model's spring stiffnesses at random: Phalanx's is the one it draws with
+    ``random=model_seed`` (0 by default; ``suite.load("lqr", task, task_kwargs={"random":
+    model_seed})`` builds the same). Initial states: qpos of norm sqrt(2) in a uniformly random
+    direction, at rest."""
+
+    domain = "lqr"
+    time_limit = float("inf")
+    terminates = True
+    sizes = {"lqr_2_1": (2, 1), "lqr_6_2": (6, 2)}
+    control_cost = 0.1
+    terminal_norm = 1e-6
+
+    def __init__(self, task: str, model_seed: int = 0) -> None:
+        super().__init__(task)
+        self.model_seed = model_seed
+
+    def load(self):
+        import mujoco
+        from dm_control.suite import lqr
+
+        import phalanx
+
+        xml, assets = lqr.get_model_and_assets(*self.sizes[self.task],
+                                               np.random.RandomState(self.model_seed))
+        self.mj_model = mujoco.MjModel.from_xml_string(xml.decode(), assets)
+        return phalanx.from_mujoco(self.mj_model)
+
+    def initial_state(self, env, n):
+        unit = env.np_random.standard_normal((n, self.model.nq))
+        qpos = np.sqrt(2) * unit / np.linalg.norm(unit, axis=1, keepdims=True)
+        return qpos, np.zeros((n, self.model.nv))
+
+    def reward(self, sim, actions):
+        ctrl = sim.ctrl
+        return 1 - 0.5 * ((sim.qpos ** 2).sum(axis=1)
+                          + self.control_cost * (ctrl ** 2).sum(axis=1))
+
+    def terminated(self, sim):
+        state = np.concatenate([sim.qpos, sim.qvel, sim.act], axis=1)
+        return np.linalg.norm(state, axis=1) < self.terminal_norm
+
+    def observe(self, sim):
+        return np.concatenate([sim.qpos, sim.qvel], axis=1)
+
+
 DOMAINS = {t.domain: t for t in (Cheetah, Walker, Hopper, Humanoid, HumanoidCMU, Cartpole,
                                  Acrobot, Pendulum, PointMass, Reacher, BallInCup, Finger,
-                                 Manipulator, Stacker, Quadruped)}
+                                 Manipulator, Stacker, Quadruped, Dog, Lqr)}
 TASKS = {"cheetah": ("run",), "walker": ("stand", "walk", "run"), "hopper": ("stand", "hop"),
          "humanoid": ("stand", "walk", "run"), "humanoid_CMU": ("stand", "walk", "run"),
          "cartpole": ("balance", "balance_sparse", "swingup", "swingup_sparse"),
@@ -1172,4 +1385,5 @@ TASKS = {"cheetah": ("run",), "walker": ("stand", "walk", "run"), "hopper": ("st
          "point_mass": ("easy", "hard"), "reacher": ("easy", "hard"), "ball_in_cup": ("catch",),
          "finger": ("spin", "turn_easy", "turn_hard"),
          "manipulator": ("bring_ball", "bring_peg", "insert_ball", "insert_peg"),
-         "stacker": ("stack_2", "stack_4"), "quadruped": ("walk", "run", "fetch")}
+         "stacker": ("stack_2", "stack_4"), "quadruped": ("walk", "run", "fetch"),
+         "dog": ("stand", "walk", "trot", "run", "fetch"), "lqr": ("lqr_2_1", "lqr_6_2")}

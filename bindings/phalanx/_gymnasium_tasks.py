@@ -127,6 +127,11 @@ class Walker2d(Hopper):
 
 
 class Swimmer(_Forward):
+    """the three-link swimmer rewarded for its speed along x. Phalanx steps its model without
+    the fluid forces (density, viscosity) and by semi-implicit Euler for the RK4 it asks for
+    (Model.ignored lists both): the rewards equal Gymnasium's at the same state, the dynamics
+    are not Gymnasium's"""
+
     xml = "swimmer.xml"
     frame_skip = 4
     ctrl_cost_weight = 1e-4

@@ -87,7 +87,9 @@ class Task:
         naming what the model lacks)"""
         self.model = model
 
-    def initial_state(self, env, n: int) -> tuple[np.ndarray, np.ndarray]:
+    def initial_state(self, env, n: int) -> tuple[np.ndarray, ...]:
+        """n initial states (qpos (n, nq), qvel (n, nv)) and, for a task that draws them, the
+        activations (n, na): VectorEnv's reset_fn"""
         raise NotImplementedError
 
     def before_step(self, sim) -> None:

@@ -22,17 +22,19 @@ against, such as the position before the step), ``ctrl_fn(sim, actions)`` -> (E,
 controls the physics is given for the actions (default: the actions themselves; the reward
 still sees the actions), and ``reset_fn(env, n)`` -> (qpos (n, nq), qvel (n, nv)) draws n
 initial states from ``env.np_random`` in place of the default noise, for the environments
-``env.reset_ids`` (n,).
+``env.reset_ids`` (n,); a third entry act (n, na), if it returns one, sets the activations
+(otherwise zero).
 
 Standard tasks. ``make(name, num_envs, **kwargs)`` builds the VectorEnv of a task of
-``task_names()``: "dm_control/<domain>-<task>" (cheetah-run, walker-stand/walk/run,
-hopper-stand/hop, humanoid-stand/walk/run, cartpole, acrobot, pendulum, point_mass-easy/hard)
+``task_names()``: "dm_control/<domain>-<task>" (the suite's tasks but fish, swimmer and
+quadruped-escape: acrobot, ball_in_cup, cartpole, cheetah, dog, finger, hopper, humanoid,
+humanoid_CMU, lqr, manipulator, pendulum, point_mass, quadruped, reacher, stacker, walker)
 and "gymnasium/<Name>-v5" (Ant, HalfCheetah, Hopper, Walker2d, Swimmer, Humanoid,
 HumanoidStandup, InvertedPendulum, InvertedDoublePendulum, Pusher, Reacher), with the suite's
 model file, control timestep, episode length, initial-state distribution, reward, termination
 and observations (tests/python/test_tasks.py holds each to the suite's own code at the same
-physics state). dm_control's time limits become truncation; its observation dictionaries are
-concatenated in their order.
+physics state). dm_control's time limits become truncation (the lqr's, infinite, none); its
+observation dictionaries are concatenated in their order.
 Observations are returned as ``obs_dtype`` (float32 by default, what RL code expects) while the
 physics runs in ``dtype`` (float64 by default). Rewards are float64 and terminated / truncated
 bool arrays of shape (E,).
@@ -53,9 +55,9 @@ that ended the episode in ``info["final_obs"]`` (an object array, set where
 ``info["_final_obs"]``), as Gymnasium's SyncVectorEnv in that mode.
 ``reset(options={"reset_mask": mask})`` resets only the environments of a boolean mask (E,), as
 ``gymnasium.vector.SyncVectorEnv`` does. Episodes are truncated after
-``max_episode_steps`` steps. An environment whose physics stops (a ``phalanx.STATUS_NAN_*`` bit,
-e.g. a diverging state) is reported terminated and so reset on the next step; ``info["status"]``
-holds every environment's status bits since its reset.
+``max_episode_steps`` steps (never when it is None). An environment whose physics stops (a
+``phalanx.STATUS_NAN_*`` bit, e.g. a diverging state) is reported terminated and so reset on
+the next step; ``info["status"]`` holds every environment's status bits since its reset.
 
 Resets. ``reset(seed=s)`` seeds the environment's numpy Generator (``env.np_random``); it draws
 every reset's noise, so a seed and a sequence of actions determine everything that follows. A
@@ -104,7 +106,7 @@ class VectorEnv(gymnasium.vector.VectorEnv):
     ``model``: a ``phalanx.Model`` (shared with the caller and modified by ``randomize``) or a
     path to an MJCF / URDF file. ``reward_fn(sim, actions)``, ``terminated_fn(sim)`` and
     ``obs_fn(sim)`` define the task. ``frame_skip`` physics steps per ``step``;
-    ``max_episode_steps`` steps per episode before truncation. ``init_qpos`` (nq,) and
+    ``max_episode_steps`` steps per episode before truncation (None: none). ``init_qpos`` (nq,) and
     ``init_qvel`` (nv,) centre the reset distribution (defaults: model.qpos0 and zero).
     ``dtype`` is the physics' scalar type, ``obs_dtype`` the observations'.
     """
@@ -112,7 +114,7 @@ class VectorEnv(gymnasium.vector.VectorEnv):
     metadata: dict[str, Any] = {"autoreset_mode": AutoresetMode.NEXT_STEP, "render_modes": []}
 
     def __init__(self, model, num_envs: int, reward_fn: Callable, terminated_fn=None,
-                 obs_fn=None, *, frame_skip: int = 1, max_episode_steps: int = 1000,
+                 obs_fn=None, *, frame_skip: int = 1, max_episode_steps: int | None = 1000,
                  reset_noise_scale: float = 0.01, init_qpos=None, init_qvel=None,
                  randomize: Mapping[str, tuple[Any, Any]] | None = None, dtype=np.float64,
                  obs_dtype=np.float32, device: str = "cpu", reset_fn=None,
@@ -136,7 +138,8 @@ class VectorEnv(gymnasium.vector.VectorEnv):
         self.metadata = {**self.metadata, "autoreset_mode": autoreset_mode}
         self.obs_fn = _default_obs if obs_fn is None else obs_fn
         self.frame_skip = _positive("frame_skip", frame_skip)
-        self.max_episode_steps = _positive("max_episode_steps", max_episode_steps)
+        self.max_episode_steps = (None if max_episode_steps is None
+                                  else _positive("max_episode_steps", max_episode_steps))
         self.reset_noise_scale = float(reset_noise_scale)
         if not self.reset_noise_scale >= 0:
             raise ValueError(f"phalanx.envs.VectorEnv: reset_noise_scale must be >= 0, got "
@@ -218,7 +221,8 @@ class VectorEnv(gymnasium.vector.VectorEnv):
         else:
             terminated = self._per_env("terminated_fn", self.terminated_fn(sim), bool)
         terminated |= sim.stopped
-        truncated = self.elapsed_steps >= self.max_episode_steps
+        truncated = (np.zeros(self.num_envs, bool) if self.max_episode_steps is None
+                     else self.elapsed_steps >= self.max_episode_steps)
         if resetting.any():
             self._reset_envs(np.flatnonzero(resetting))
             reward[resetting] = 0.0
@@ -244,10 +248,13 @@ class VectorEnv(gymnasium.vector.VectorEnv):
         """reset the environments ids with noise and, if asked, new parameters"""
         n, rng, scale = ids.size, self.np_random, self.reset_noise_scale
         self.reset_ids = ids
+        act = None
         if self.reset_fn is not None:
-            qpos, qvel = self.reset_fn(self, n)
-            qpos = self._batch("reset_fn's qpos", qpos, n, self.model.nq)
-            qvel = self._batch("reset_fn's qvel", qvel, n, self.model.nv)
+            drawn = self.reset_fn(self, n)
+            qpos = self._batch("reset_fn's qpos", drawn[0], n, self.model.nq)
+            qvel = self._batch("reset_fn's qvel", drawn[1], n, self.model.nv)
+            if len(drawn) > 2:
+                act = self._batch("reset_fn's act", drawn[2], n, self.model.na)
         else:
             qpos = self.init_qpos + rng.uniform(-scale, scale, (n, self.model.nq))
             qvel = self.init_qvel + rng.uniform(-scale, scale, (n, self.model.nv))
@@ -257,7 +264,7 @@ class VectorEnv(gymnasium.vector.VectorEnv):
                 qpos[:, a:a + 4] /= np.linalg.norm(qpos[:, a:a + 4], axis=1, keepdims=True)
         for name, (low, high) in self.randomize.items():
             self.sim.randomize(name, low, high, rng=rng, env_ids=ids)
-        self.sim.reset(ids, qpos=qpos, qvel=qvel)
+        self.sim.reset(ids, qpos=qpos, qvel=qvel, act=act)
         self.elapsed_steps[ids] = 0
 
     def _observe(self) -> np.ndarray:

@@ -1,6 +1,6 @@
-"""phalanx.envs.make's reacher, ball_in_cup, finger, humanoid_CMU, manipulator, stacker and
-quadruped where test_tasks' trajectories seldom go, held to the suite, to MuJoCo and to analytic
-facts.
+"""phalanx.envs.make's reacher, ball_in_cup, finger, humanoid_CMU, manipulator, stacker,
+quadruped, dog and lqr where test_tasks' trajectories seldom go, held to the suite, to MuJoCo and to
+analytic facts.
 
 Initial states follow the distributions of the suite's initialize_episode (ranges, spread,
 targets, rest); at raw draws the states the rejection drops are those where MuJoCo finds
@@ -13,7 +13,9 @@ arm's props are on their targets or in the hand, the suite's get_reward and get_
 test_tasks) agree. The CMU humanoid's centre of mass velocity is MuJoCo's subtree_linvel of
 the thorax (not the whole model's), and the props meet each environment's moved receptacle
 as in MuJoCo's model with the receptacle moved there. The quadruped starts at the lowest
-height, in the suite's 1 cm steps, where MuJoCo finds it free of contacts.
+height, in the suite's 1 cm steps, where MuJoCo finds it free of contacts. The lqr's model is
+the suite's drawn with random=0, and its episodes end where the suite's do. The dog's initial
+states, activations included, follow the suite's.
 """
 
 from __future__ import annotations
@@ -378,13 +380,14 @@ def test_com_velocity_is_mujocos_subtree_linvel(name, rng):
     mj = env.task.mujoco_model()
     data = mujoco.MjData(mj)
     torso = mj.body(env.task.torso_name).id
-    assert env.task.whole == (name == "humanoid-run")
+    whole = env.task._subtrees[torso].size == mj.nbody - 1
+    assert whole == (name == "humanoid-run")
     for e in range(env.num_envs):
         data.qpos[:], data.qvel[:] = env.sim.qpos[e], qvel[e]
         mujoco.mj_forward(mj, data)
         mujoco.mj_subtreeVel(mj, data)
         np.testing.assert_allclose(ours[e], data.subtree_linvel[torso], rtol=0, atol=1e-10)
-        if not env.task.whole:
+        if not whole:
             assert np.abs(ours[e] - data.subtree_linvel[0]).max() > 1e-3
 
 
@@ -446,3 +449,77 @@ def test_quadruped_starts_at_the_first_height_mujoco_finds_free(name):
         rest[2] -= 0.01
         _put(physics, {}, rest)
         assert physics.data.ncon > 0
+
+
+@pytest.mark.parametrize("task", ["lqr_2_1", "lqr_6_2"])
+def test_lqr_is_the_model_the_suite_draws_and_ends_where_it_does(task, rng):
+    """Phalanx's lqr model is the one the suite draws with random=0 (its springs drawn at
+    random): 50 steps from the reset states under random controls equal MuJoCo's mj_step on
+    the suite's model to 1e-12; the initial positions have norm sqrt(2); episodes end where
+    the suite's get_termination says so, on both sides of the state norm 1e-6"""
+    env = _make(f"lqr-{task}", 4)
+    env.reset(seed=2)
+    ref = suite.load("lqr", task, task_kwargs={"random": 0})
+    physics = ref.physics
+    m, d = physics.model.ptr, physics.data.ptr
+    np.testing.assert_allclose(np.linalg.norm(env.sim.qpos, axis=1), np.sqrt(2), rtol=1e-12)
+    np.testing.assert_array_equal(env.sim.qvel, 0)
+    start = env.sim.qpos.copy()
+    ctrl = rng.uniform(-1, 1, (50, 4, m.nu))
+    qpos, qvel, _ = phalanx.rollout(env.model, start, env.sim.qvel, ctrl.transpose(1, 0, 2))
+    for e in range(4):
+        mujoco.mj_resetData(m, d)
+        d.qpos[:] = start[e]
+        for t in range(50):
+            d.ctrl[:] = ctrl[t, e]
+            mujoco.mj_step(m, d)
+            np.testing.assert_allclose(qpos[e, t], d.qpos, rtol=0, atol=1e-12)
+            np.testing.assert_allclose(qvel[e, t], d.qvel, rtol=0, atol=1e-12)
+    assert np.abs(qpos[:, -1] - start).max() > 0.1  # the springs moved it
+    sim = env.sim
+    direction = rng.standard_normal((4, m.nq + m.nv))
+    direction /= np.linalg.norm(direction, axis=1, keepdims=True)
+    state = direction * np.array([0.5e-6, 0.999e-6, 1.001e-6, 2e-6])[:, None]
+    sim.reset(qpos=state[:, :m.nq], qvel=state[:, m.nq:])
+    ends = env.task.terminated(sim)
+    np.testing.assert_array_equal(ends, [True, True, False, False])
+    for e in range(4):
+        _put(physics, {}, state[e, :m.nq], state[e, m.nq:])
+        assert ends[e] == (ref.task.get_termination(physics) is not None)
+
+
+@pytest.mark.parametrize("name", ["dog-stand", "dog-fetch"])
+def test_dog_initial_states(name):
+    """the suite's Stand.initialize_episode: at rest at qpos0 but for a heading about z, the
+    root's horizontal velocity and turn rate drawn with spread 2, the activations uniform in
+    the control ranges (the environment's act); fetch throws the ball from 0.75 of the floor's
+    half-size, 5 cm up, towards the centre at most 5 m/s across and sqrt(2 g 3) up"""
+    n = 256
+    env = _make(name, n)
+    env.reset(seed=4)
+    m, task = env.model, env.task
+    q, v, act = env.sim.qpos, env.sim.qvel, env.sim.act
+    q0 = np.asarray(m.qpos0, np.float64)
+    np.testing.assert_array_equal(q[:, task.hinge_q], np.tile(q0[task.hinge_q], (n, 1)))
+    np.testing.assert_array_equal(q[:, :3], np.tile(q0[:3], (n, 1)))
+    np.testing.assert_array_equal(q[:, 4:6], 0)
+    np.testing.assert_allclose(q[:, 3] ** 2 + q[:, 6] ** 2, 1, atol=1e-12)
+    root = v[:, :6]
+    np.testing.assert_array_equal(root[:, 2:5], 0)
+    assert np.allclose(root[:, [0, 1, 5]].std(axis=0), 2, rtol=0.2)
+    np.testing.assert_array_equal(v[:, 6:task.ball_v if name.endswith("fetch") else None], 0)
+    lo, hi = np.asarray(m.actuator_ctrlrange).reshape(-1, 2).T
+    assert m.na == m.nu and np.all((act >= lo) & (act <= hi))
+    assert np.all(act.std(axis=0) > 0.2 * (hi - lo) / 12**0.5)
+    if name.endswith("fetch"):
+        ball = q[:, task.ball_q:task.ball_q + 3]
+        np.testing.assert_allclose(np.linalg.norm(ball[:, :2], axis=1), 0.75 * task.floor_size,
+                                   rtol=1e-12)
+        np.testing.assert_array_equal(ball[:, 2], 0.05)
+        throw = v[:, task.ball_v:task.ball_v + 3]
+        across = np.linalg.norm(throw[:, :2], axis=1)
+        assert np.all(across <= 5 * np.sqrt(2) * 1.2) and np.all(throw[:, 2] >= 0)
+        assert np.all(throw[:, 2] <= np.sqrt(2 * 9.81 * 3))
+        inward = -(throw[:, :2] * ball[:, :2]).sum(axis=1) / (across * 0.75 * task.floor_size
+                                                               + 1e-300)
+        assert np.all(inward[across > 0.5] > 0.8)  # towards the centre, give or take the noise

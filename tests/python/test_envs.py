@@ -234,6 +234,16 @@ def test_truncation_and_stopped_physics(two_motors):
     obs, _, terminated, _, info = env.step(actions)
     assert np.isfinite(obs).all() and info["status"][2] == 0 and not terminated.any()
 
+    # without a limit episodes run on
+    endless = _env(two_motors, max_episode_steps=None)
+    endless.reset(seed=0)
+    for t in range(5):
+        *_, truncated, _ = endless.step(actions)
+        assert not truncated.any()
+    np.testing.assert_array_equal(endless.elapsed_steps, 5)
+    with pytest.raises(ValueError, match="max_episode_steps must be a positive integer"):
+        _env(two_motors, max_episode_steps=0)
+
 
 def test_partial_reset_with_reset_mask(two_motors):
     env = _env(two_motors)

@@ -115,6 +115,15 @@ def _mujoco_touch(physics, found, sites):
     return np.array(out)
 
 
+def _set_touch_sensors(physics, sites, touch):
+    """MuJoCo's touch sensors on the sites given the readings touch (len(sites),)"""
+    m = physics.model.ptr
+    for i in np.flatnonzero(m.sensor_type == mujoco.mjtSensor.mjSENS_TOUCH):
+        site = m.site(m.sensor_objid[i]).name
+        if site in sites:
+            physics.data.sensordata[m.sensor_adr[i]] = touch[sites.index(site)]
+
+
 def _mujoco_given_forces(physics, forces):
     """MuJoCo's mj_forward at physics' state made to apply Phalanx's constraint forces of one
     environment, for the sensors that read them (accelerometers, force and torque sensors):
@@ -142,11 +151,14 @@ def _mujoco_given_forces(physics, forces):
 def test_dm_control_task_equals_the_suite(name):
     domain, task = name.split("/")[1].split("-")
     env = phalanx.envs.make(name, E, obs_dtype=np.float64)
-    ref = suite.load(domain, task)
+    # the lqr's model is drawn at random: Phalanx's is the suite's of random=0
+    ref = suite.load(domain, task, task_kwargs={"random": 0} if domain == "lqr" else None)
+    ref.reset()  # what the task measures at an episode's start (the dog's heights and weight)
     physics = ref.physics
-    # timing: physics steps per action and steps per episode
+    # timing: physics steps per action and steps per episode (None: no time limit)
     assert env.frame_skip == ref._n_sub_steps
-    assert env.max_episode_steps == int(np.ceil(ref._step_limit))
+    assert env.max_episode_steps == (None if np.isinf(ref._step_limit)
+                                     else int(np.ceil(ref._step_limit)))
     touching = 0
     # the touch sensors' tasks long enough for the bodies to land, the arms' to reach a prop
     steps = (TOUCH_STEPS.get(domain, 60) if env.task.reads_forces else STEPS)
@@ -159,13 +171,14 @@ def test_dm_control_task_equals_the_suite(name):
             physics.data.qvel[:] = s["qvel"]
             physics.data.ctrl[:] = s["action"]
             physics.data.act[:] = s["act"]
+        if "qfrc_constraint" in s["forces"]:  # the sensors of Phalanx's constraint forces
+            _mujoco_given_forces(physics, s["forces"])
+            touching += s["forces"]["count"] > 0
         if hasattr(env.task, "touch_sites"):  # the touch sensors of Phalanx's contacts
             touch = _mujoco_touch(physics, s["forces"], env.task.touch_sites)
             physics.touch = lambda touch=touch: np.log1p(touch)
+            _set_touch_sensors(physics, env.task.touch_sites, touch)
             touching += np.any(touch > 0)
-        elif "qfrc_constraint" in s["forces"]:  # the sensors of Phalanx's constraint forces
-            _mujoco_given_forces(physics, s["forces"])
-            touching += s["forces"]["count"] > 0
         reward = ref.task.get_reward(physics)
         obs = np.concatenate([np.atleast_1d(v).ravel()
                               for v in ref.task.get_observation(physics).values()])
