@@ -331,6 +331,12 @@ def site_sensors(model: Model, kinematics: dict, report: dict, sites) -> dict:
     about the site; with contacts given to body_report, net of its subtree's contact
     wrenches, as MuJoCo's force and torque sensors read it)."""
     sites = np.asarray(sites, np.int64).reshape(-1)
+    if sites.size and (sites.min() < 0 or sites.max() >= model.nsite):
+        raise ValueError(f"phalanx.site_sensors: sites must be in [0, nsite = {model.nsite}), "
+                         f"got {sites.tolist()}")
+    if "cvel" not in report:
+        raise ValueError("phalanx.site_sensors: report must be body_report's given qvel (it "
+                         "holds no cvel)")
     body = np.asarray(model.site_bodyid, np.int64).reshape(-1)[sites]
     root = np.asarray(model.body_rootid, np.int64).reshape(-1)[body]
     pos, axes = kinematics["site_xpos"][:, sites], kinematics["site_xmat"][:, sites]

@@ -241,3 +241,17 @@ def test_sensors_of_the_constraint_forces_match_mujoco_for_the_same_forces(rng):
                 ref = data.sensor(f"{kind}_{mj.body(mj.site_bodyid[s]).name}").data
                 np.testing.assert_allclose(read[kind][e, k], ref, rtol=0,
                                            atol=1e-10 * max(1.0, np.abs(ref).max()))
+
+
+def test_site_sensors_refuse_what_they_cannot_read(rng):
+    mj, _ = ant_with_sensors()
+    model = phalanx.from_mujoco(mj)
+    qpos, qvel = random_states(mj, rng, 2)
+    body = phalanx.kinematics(model, qpos, qvel)
+    with pytest.raises(ValueError, match="nsite"):
+        phalanx.site_sensors(model, body, phalanx.body_report(model, qpos, qvel), [mj.nsite])
+    with pytest.raises(ValueError, match="given qvel"):
+        phalanx.site_sensors(model, body, phalanx.body_report(model, qpos), [0])
+    # without qacc, only the velocity sensors
+    read = phalanx.site_sensors(model, body, phalanx.body_report(model, qpos, qvel), [0])
+    assert set(read) == {"gyro", "velocimeter"}
