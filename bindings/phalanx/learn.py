@@ -29,7 +29,9 @@ A task is differentiable: its observations and rewards are torch functions of th
         def terminated(self, qpos, qvel) -> (E,) bool    # optional: episodes that end early
         def initial_states(self, n, generator) -> (qpos (n, nq), qvel (n, nv))
 
-in float64 (the dtype Phalanx's gradients are checked in). ``CartPoleSwingUp`` is one.
+in float64 (the dtype Phalanx's gradients are checked in). ``CartPoleSwingUp``, ``CheetahRun``
+and ``HumanoidWalk`` are such tasks, the last two dm_control's (``tolerance`` is the suite's
+reward shaping in torch).
 
     import phalanx.learn as pl
     agent = pl.SHAC(pl.CartPoleSwingUp(), pl.SHACConfig(num_envs=64))
@@ -409,12 +411,100 @@ class CheetahRun:
         return torch.clamp(speed / self.speed, 0.0, 1.0)
 
     def initial_states(self, n, generator):
-        from types import SimpleNamespace
+        return _suite_initial_states(self.suite_task, n, generator)
 
-        import numpy as np
 
-        seed = int(torch.randint(0, 2**31 - 1, (1,), generator=generator))
-        env = SimpleNamespace(np_random=np.random.default_rng(seed), num_envs=n,
-                              reset_ids=np.arange(n), sim=SimpleNamespace(dtype=np.float64))
-        q, v = self.suite_task.initial_state(env, n)
-        return torch.from_numpy(q), torch.from_numpy(v)
+def tolerance(x: torch.Tensor, bounds=(0.0, 0.0), margin: float = 0.0,
+              sigmoid: str = "gaussian", value_at_margin: float = 0.1) -> torch.Tensor:
+    """dm_control's rewards.tolerance in torch: 1 where x lies in bounds, falling off outside
+    them by the sigmoid ("gaussian", "linear" or "quadratic") of the distance over margin,
+    value_at_margin at one margin away (margin 0: 0 outside); differentiable where it is
+    smooth"""
+    lower, upper = bounds
+    inside = (x >= lower) & (x <= upper)
+    if margin == 0:
+        return inside.to(x.dtype)
+    # the distance outside the bounds, zero inside (so that no infinite bound reaches the
+    # sigmoid, whose gradient there would be inf * 0)
+    d = torch.where(x < lower, lower - x,
+                    torch.where(x > upper, x - upper, torch.zeros_like(x))) / margin
+    if sigmoid == "gaussian":
+        scale = math.sqrt(-2 * math.log(value_at_margin))
+        value = torch.exp(-0.5 * (d * scale) ** 2)
+    elif sigmoid == "linear":
+        scaled = d * (1 - value_at_margin)
+        value = torch.where(scaled.abs() < 1, 1 - scaled, torch.zeros_like(scaled))
+    elif sigmoid == "quadratic":
+        scaled = d * math.sqrt(1 - value_at_margin)
+        value = torch.where(scaled.abs() < 1, 1 - scaled * scaled, torch.zeros_like(scaled))
+    else:
+        raise ValueError(f"phalanx.learn.tolerance: unknown sigmoid {sigmoid!r}")
+    return torch.where(inside, torch.ones_like(value), value)
+
+
+class HumanoidWalk:
+    """dm_control's humanoid walk (``task="stand"``, ``"walk"`` or ``"run"``) as a
+    differentiable task: phalanx.envs.make's model, initial states (random contact-free
+    configurations) and reward, the suite's product of the head's height, the torso's
+    uprightness, small controls and the centre of mass's horizontal speed (1 or 10 m/s; stand:
+    stillness), each through ``tolerance`` and ``phalanx.torch.kinematics``; its observations;
+    1000 actions of 25 ms (5 physics steps each). ``lcp_solver`` replaces the model's."""
+
+    frame_skip = 5
+    episode_steps = 1000
+
+    def __init__(self, task: str = "walk", lcp_solver: str | None = None) -> None:
+        from ._dm_control_tasks import Humanoid
+
+        self.suite_task = Humanoid(task)
+        self.model = self.suite_task.load()
+        self.suite_task.bind(self.model)
+        if lcp_solver is not None:
+            self.model.lcp_solver = lcp_solver
+        t = self.suite_task
+        self.frame_skip = t.frame_skip
+        self.episode_steps = t.max_episode_steps
+
+    def observe(self, q, v):
+        t = self.suite_task
+        k = pt.kinematics(self.model, q, v)
+        torso, frame = k["xpos"][:, t.torso], k["xmat"][:, t.torso]
+        limbs = [torch.einsum("ei,eij->ej", k["xpos"][:, b] - torso, frame)
+                 for b in t.extremities]
+        return torch.cat([q[:, 7:], k["xpos"][:, t.head, 2:3], *limbs, frame[:, 2, :],
+                          k["com_vel"], v], dim=1)
+
+    def reward(self, q, v, u):
+        t = self.suite_task
+        k = pt.kinematics(self.model, q, v)
+        standing = tolerance(k["xpos"][:, t.head, 2], bounds=(t.stand_height, math.inf),
+                             margin=t.stand_height / 4)
+        upright = tolerance(k["xmat"][:, t.torso, 2, t.up], bounds=(0.9, math.inf),
+                            sigmoid="linear", margin=1.9, value_at_margin=0)
+        small_control = tolerance(u, margin=1, value_at_margin=0,
+                                  sigmoid="quadratic").mean(dim=1)
+        small_control = (4 + small_control) / 5
+        horizontal = k["com_vel"][:, :2]
+        if t.move_speed == 0:
+            still = tolerance(horizontal, margin=2).mean(dim=1)
+            return small_control * standing * upright * still
+        speed = torch.sqrt((horizontal * horizontal).sum(dim=1))
+        move = tolerance(speed, bounds=(t.move_speed, math.inf), margin=t.move_speed,
+                         value_at_margin=0, sigmoid="linear")
+        return small_control * standing * upright * (5 * move + 1) / 6
+
+    def initial_states(self, n, generator):
+        return _suite_initial_states(self.suite_task, n, generator)
+
+
+def _suite_initial_states(suite_task, n, generator):
+    """n initial states of a phalanx.envs task (its initial_state), seeded from the generator"""
+    from types import SimpleNamespace
+
+    import numpy as np
+
+    seed = int(torch.randint(0, 2**31 - 1, (1,), generator=generator))
+    env = SimpleNamespace(np_random=np.random.default_rng(seed), num_envs=n,
+                          reset_ids=np.arange(n), sim=SimpleNamespace(dtype=np.float64))
+    q, v = suite_task.initial_state(env, n)[:2]
+    return torch.from_numpy(q), torch.from_numpy(v)

@@ -9,6 +9,8 @@ differences through the simulator, and training that improves the cart-pole swin
   (same noise, same starts) in a policy parameter, in double.
 - Running observation statistics equal numpy's mean and variance of all batches; the target
   critic moves by Polyak averaging; APG's loss is the episode's return.
+- The differentiable dm_control tasks (CheetahRun, HumanoidWalk) reward and observe as the
+  standard tasks do, tolerance is dm_control's, and their gradients pass gradcheck.
 """
 
 from __future__ import annotations
@@ -200,3 +202,49 @@ def test_cheetah_run_is_the_standard_task(rng):
     assert q0.shape == (3, task.model.nq) and torch.isfinite(q0).all()
     # settled on the floor: 200 steps from rest leave it nearly still
     assert v0.abs().max() < 0.5
+
+
+@pytest.mark.parametrize("sigmoid", ["gaussian", "linear", "quadratic"])
+def test_tolerance_is_dm_controls(sigmoid, rng):
+    from dm_control.utils import rewards
+
+    x = rng.uniform(-3, 3, 200)
+    for bounds, margin, at in (((0.0, 0.0), 1.0, 0.1), ((-0.5, 1.0), 0.7, 0.3),
+                               ((1.0, np.inf), 2.0, 0.0 if sigmoid != "gaussian" else 0.1),
+                               ((-1.0, 1.0), 0.0, 0.1)):
+        ours = pl.tolerance(torch.tensor(x), bounds=bounds, margin=margin, sigmoid=sigmoid,
+                            value_at_margin=at)
+        theirs = rewards.tolerance(x, bounds=bounds, margin=margin, sigmoid=sigmoid,
+                                   value_at_margin=at)
+        np.testing.assert_allclose(ours.numpy(), theirs, rtol=0, atol=1e-15)
+
+
+@pytest.mark.parametrize("task", ["stand", "walk"])
+def test_humanoid_is_the_standard_task(task, rng):
+    """HumanoidWalk's rewards and observations are phalanx.envs' dm_control/humanoid-<task>'s
+    (which test_tasks holds to dm_control's) along a random trajectory, and the reward's
+    gradient in qpos, qvel and the controls passes torch's gradcheck (central differences) in
+    double"""
+    import phalanx.envs
+
+    hw = pl.HumanoidWalk(task)
+    env = phalanx.envs.make(f"dm_control/humanoid-{task}", 3, obs_dtype=np.float64)
+    assert (hw.frame_skip, hw.episode_steps) == (env.frame_skip, env.max_episode_steps)
+    env.reset(seed=1)
+    for _ in range(5):
+        actions = rng.uniform(-1, 1, (3, hw.model.nu))
+        obs, reward, *_ = env.step(actions)
+        q, v, u = (torch.tensor(a) for a in (env.sim.qpos, env.sim.qvel, actions))
+        np.testing.assert_allclose(hw.reward(q, v, u).numpy(), reward, rtol=0, atol=1e-12)
+        np.testing.assert_allclose(hw.observe(q, v).numpy(), obs, rtol=0, atol=1e-12)
+    # a state the reward is smooth at and not flat: head near its goal height, moving
+    q = q.clone()
+    q[:, 2] += 0.25
+    v = v + 0.5
+    inputs = tuple(t.clone().requires_grad_(True) for t in (q, v, 0.5 * u))
+    assert torch.autograd.gradcheck(lambda q, v, u: hw.reward(q, v, u), inputs, eps=1e-6,
+                                    atol=1e-7, rtol=1e-5)
+    assert torch.autograd.gradcheck(lambda q, v: hw.observe(q, v), inputs[:2], eps=1e-6,
+                                    atol=1e-7, rtol=1e-5)
+    q0, v0 = hw.initial_states(2, torch.Generator().manual_seed(0))
+    assert q0.shape == (2, hw.model.nq) and torch.all(v0 == 0)
