@@ -1083,6 +1083,13 @@ void register_runtime(py::module_& mod) {
           py::arg("device") = "cpu");
 }
 
+// a read-only copy of an option's 3-vector
+py::array_t<double> option_vector(const std::array<double, 3>& v) {
+  py::array_t<double> a(3, v.data());
+  a.attr("setflags")(py::arg("write") = false);
+  return a;
+}
+
 // phalanx.Model's names and options (the options drop the compiled copies)
 void register_model_options(py::class_<PyModel>& cls) {
   cls.def_property_readonly("name", [](const PyModel& pm) { return pm.model().name; })
@@ -1091,14 +1098,28 @@ void register_model_options(py::class_<PyModel>& cls) {
           "timestep", [](const PyModel& pm) { return pm.model().opt.timestep; },
           &PyModel::set_timestep, "integration step (s)")
       .def_property(
-          "gravity",
-          [](const PyModel& pm) {
-            const auto& g = pm.model().opt.gravity;
-            py::array_t<double> a(3, g.data());
-            a.attr("setflags")(py::arg("write") = false);
-            return a;
+          "gravity", [](const PyModel& pm) { return option_vector(pm.model().opt.gravity); },
+          [](PyModel& pm, const std::array<double, 3>& g) {
+            pm.set_vector(&phx::Options::gravity, "gravity", g);
           },
-          &PyModel::set_gravity, "gravitational acceleration (m/s^2), a copy; assign to change")
+          "gravitational acceleration (m/s^2), a copy; assign to change")
+      .def_property(
+          "density", [](const PyModel& pm) { return pm.model().opt.density; },
+          [](PyModel& pm, double v) { pm.set_nonnegative(&phx::Options::density, "density", v); },
+          "density of the medium (kg/m^3): quadratic drag on each body's equivalent box "
+          "(MuJoCo's inertia-box fluid model); 0: none")
+      .def_property(
+          "viscosity", [](const PyModel& pm) { return pm.model().opt.viscosity; },
+          [](PyModel& pm, double v) {
+            pm.set_nonnegative(&phx::Options::viscosity, "viscosity", v);
+          },
+          "viscosity of the medium (Pa s): viscous drag on each body's equivalent sphere; 0: none")
+      .def_property(
+          "wind", [](const PyModel& pm) { return option_vector(pm.model().opt.wind); },
+          [](PyModel& pm, const std::array<double, 3>& v) {
+            pm.set_vector(&phx::Options::wind, "wind", v);
+          },
+          "velocity of the medium (m/s), a copy; assign to change")
       .def_property(
           "contact", [](const PyModel& pm) { return pm.model().opt.contact; },
           [](PyModel& pm, bool on) { pm.set_option(&phx::Options::contact, on); },
@@ -1243,7 +1264,7 @@ void register_model_options(py::class_<PyModel>& cls) {
 void register_model(py::module_& mod) {
   py::class_<PyModel> cls(mod, "Model",
                           "A mechanism loaded from MJCF or URDF: MuJoCo-style flat arrays (read "
-                          "only) and the options timestep and gravity (read and write).");
+                          "only) and its options (read and write).");
 
   mod.def(
       "load_model",

@@ -70,12 +70,20 @@ class PyModel {
     invalidate();
   }
 
-  void set_gravity(const std::array<double, 3>& g) {
-    for (double x : g) {
-      if (!std::isfinite(x)) throw std::invalid_argument("phalanx: gravity must be finite");
-    }
-    model_.opt.gravity = g;
-    invalidate();
+  // an option's 3-vector (gravity, wind), whose entries must be finite
+  void set_vector(std::array<double, 3> phx::Options::*field, const char* name,
+                  const std::array<double, 3>& v) {
+    for (double x : v)
+      if (!std::isfinite(x))
+        throw std::invalid_argument(std::string("phalanx: ") + name + " must be finite");
+    set_option(field, v);
+  }
+
+  // an option's nonnegative coefficient (density, viscosity)
+  void set_nonnegative(double phx::Options::*field, const char* name, double v) {
+    if (!(v >= 0 && std::isfinite(v)))
+      throw std::invalid_argument(std::string("phalanx: ") + name + " must be finite and >= 0");
+    set_option(field, v);
   }
 
   // replace a differentiable parameter (phx::Param): values of the field's shape (shared by

@@ -332,6 +332,12 @@ void Model::validate() const {
                                       std::to_string(kMaxCcdIterations) + "]");
   if (!(opt.ccd_tolerance > 0)) invalid("opt.ccd_tolerance", "must be > 0");
   if (opt.lcp_iterations < 1) invalid("opt.lcp_iterations", "must be >= 1");
+  if (!(opt.density >= 0 && std::isfinite(opt.density)))
+    invalid("opt.density", "must be finite and >= 0");
+  if (!(opt.viscosity >= 0 && std::isfinite(opt.viscosity)))
+    invalid("opt.viscosity", "must be finite and >= 0");
+  for (double v : opt.wind)
+    if (!std::isfinite(v)) invalid("opt.wind", "must be finite");
   if (opt.lcp_max_iterations < 0) invalid("opt.lcp_max_iterations", "must be >= 0");
   if (!(opt.lcp_residual_limit > 0)) invalid("opt.lcp_residual_limit", "must be > 0");
   validate_geom_data();

@@ -25,6 +25,7 @@ struct Options {
   PHX_MODEL_OPTIONS(PHX_HOST_OPTION)
 #undef PHX_HOST_OPTION
   std::array<double, 3> gravity{0, 0, -9.81};  // gravitational acceleration (m/s^2)
+  std::array<double, 3> wind{0, 0, 0};         // velocity of the medium (m/s), fluid forces
 };
 
 struct Model {

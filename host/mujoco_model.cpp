@@ -149,9 +149,12 @@ void Converter::options() {
         "option");
   if (o.integrator == mjINT_RK4)
     ignored_.add("option@integrator=\"RK4\", substituted by semi-implicit Euler", "option");
-  if (o.density != 0) ignored_.add("option@density, fluid forces are not simulated", "option");
-  if (o.viscosity != 0) ignored_.add("option@viscosity, fluid forces are not simulated", "option");
-  if (!all_zero(o.wind, 3)) ignored_.add("option@wind", "option");
+  // the medium (fluid.h): MuJoCo applies no fluid force with springs and dampers disabled, nor
+  // a negative density or viscosity
+  bool passive = !(spring_disabled_ && damper_disabled_);
+  out_.opt.density = passive ? std::max(o.density, 0.0) : 0.0;
+  out_.opt.viscosity = passive ? std::max(o.viscosity, 0.0) : 0.0;
+  for (int i = 0; i < 3; i++) out_.opt.wind[i] = o.wind[i];
 }
 
 void Converter::global_refusals() {

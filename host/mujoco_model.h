@@ -21,7 +21,8 @@ extern const int kMujocoHeaderVersion;
 
 // Convert a compiled MuJoCo model into a Phalanx Model, then finalize() and validate() it.
 //
-// Taken as compiled: counts, timestep, gravity, ccd_iterations and ccd_tolerance; bodies,
+// Taken as compiled: counts, timestep, gravity, the medium (density, viscosity, wind: MuJoCo's
+// inertia-box fluid model), ccd_iterations and ccd_tolerance; bodies,
 // joints, dofs and geoms with their frames, masses, inertias, sizes, friction and contact
 // filters; meshes as their convex hulls (hull vertices, vertex adjacency, faces counter-clockwise
 // about their outward normals, vertex ids local to the mesh); height fields; contact exclusions;
@@ -44,7 +45,8 @@ extern const int kMujocoHeaderVersion;
 // joints, polynomial joint stiffness or damping, plasticity, actuator
 // gravity compensation, joint actuator force limits, gravity
 // compensation, explicit contact pairs, flexes, plugins, SDF geoms, surface velocity, adhesion,
-// fluid shapes, disabled actuation or parent filtering, and a colliding geom on a mesh MuJoCo
+// fluid shapes (the ellipsoid fluid model), disabled actuation or parent filtering, and a
+// colliding geom on a mesh MuJoCo
 // computed no convex hull for. std::invalid_argument for a null model or data inconsistent with
 // MuJoCo's conventions.
 //

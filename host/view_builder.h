@@ -40,7 +40,7 @@ ModelView<T> build_view(const Model& m, Real&& real, Integer&& integer) {
 #define PHX_BUILD_OPTION(kind, name, value, comment) w.name = decltype(w.name)(m.opt.name);
   PHX_MODEL_OPTIONS(PHX_BUILD_OPTION)
 #undef PHX_BUILD_OPTION
-  for (int i = 0; i < 3; ++i) w.gravity[i] = T(m.opt.gravity[i]);
+  for (int i = 0; i < 3; ++i) w.gravity[i] = T(m.opt.gravity[i]), w.wind[i] = T(m.opt.wind[i]);
   w.nconmax = m.opt.contact ? m.nconmax : 0;
   w.nefcmax = constraint_capacity(m);
   auto place = [&](const auto& v) {

@@ -166,10 +166,11 @@ def from_mujoco(mj_model) -> Model:
     mujoco is not the version phalanx was built against, when phalanx was built without MuJoCo,
     or for physics Phalanx does not simulate (equality constraints of spatial tendons, dcmotor
     or pid actuators, actuator delay or gravity compensation, actuators on free or ball joints,
-    explicit contact pairs, flexes, plugins, fluid shapes, ...; the message names the element).
-    What is dropped or approximated (cameras, lights, sensors, solver parameters: constraints
-    are hard; the fluid model of ``option@density``; RK4, stepped as Euler) is listed in
-    ``Model.ignored``.
+    explicit contact pairs, flexes, plugins, fluid shapes (the ellipsoid fluid model), ...; the
+    message names the element). The medium's density,
+    viscosity and wind are taken (MuJoCo's inertia-box fluid model). What is dropped or
+    approximated (cameras, lights, sensors, solver parameters: constraints are hard; RK4,
+    stepped as Euler) is listed in ``Model.ignored``.
     """
     convert = getattr(_phalanx, "from_mujoco", None)
     if convert is None:

@@ -14,8 +14,7 @@ the suite's ``initialize_episode``, drawn from the environment's numpy Generator
 dm_control's RandomState; what it changes in the model per episode (targets, the manipulator's
 receptacles) is kept per environment (``Task.episode_edits`` lists it as the suite sets it).
 
-Left out: fish and swimmer (fluid forces are not simulated) and quadruped-escape (its
-observations cast rangefinder rays at a height field).
+Left out: quadruped-escape (its observations cast rangefinder rays at a height field).
 """
 
 from __future__ import annotations
@@ -98,6 +97,26 @@ class DmControlTask(Task):
             randomize_limited_and_rotational_joints(self.model, q, rng)
             qpos[todo] = q
         return draw
+
+    def world_geom_pos(self, model, geom: int) -> np.ndarray:
+        """the position of ``geom``, which must be a geom of the world body (a target the
+        suite moves per episode), in world (3,)"""
+        if int(np.asarray(model.geom_bodyid).reshape(-1)[geom]) != 0:
+            raise ValueError(f"phalanx.envs: {self.name} expects the target to be a geom of "
+                             "the world body")
+        return np.asarray(model.geom_pos, np.float64).reshape(-1, 3)[geom]
+
+    def _targets(self, num_envs):
+        """every environment's target (num_envs, ...), kept in ``targets``: ``target0``, where
+        the model puts it, until an episode draws it"""
+        if self.targets.shape[0] != num_envs:
+            self.targets = np.tile(self.target0, (num_envs, 1))
+        return self.targets
+
+    def _target_edit(self, e):
+        """the target geom's position for environment e's episode (episode_edits)"""
+        pos = self.targets[e] if e < self.targets.shape[0] else self.target0
+        return {("geom_pos", "target"): np.array(pos, np.float64)}
 
     def subtree_linvel(self, sim, body: int) -> np.ndarray:
         """the velocity of the centre of mass of body's subtree (E, 3) (MuJoCo's subtreelinvel
@@ -541,22 +560,13 @@ class Reacher(DmControlTask):
     def bind(self, model):
         super().bind(model)
         target, finger = self._id("geom", "target"), self._id("geom", "finger")
-        if int(np.asarray(model.geom_bodyid).reshape(-1)[target]) != 0:
-            raise ValueError(f"phalanx.envs: {self.name} expects the target to be a geom of "
-                             "the world body")
+        # where the model puts the target, each environment's before its first episode
+        self.target0 = self.world_geom_pos(model, target)[:2]
         sizes = np.asarray(model.geom_size, np.float64).reshape(-1, 3)
         self.radii = float(sizes[target, 0] + sizes[finger, 0])
         self.finger_body = int(np.asarray(model.geom_bodyid).reshape(-1)[finger])
         self.finger_pos = np.asarray(model.geom_pos, np.float64).reshape(-1, 3)[finger]
-        # where the model puts the target, each environment's before its first episode
-        self.target0 = np.asarray(model.geom_pos, np.float64).reshape(-1, 3)[target, :2]
         self.targets = np.zeros((0, 2))  # each environment's target (x, y) in world
-
-    def _targets(self, num_envs):
-        """every environment's target (num_envs, 2), the model's until an episode draws it"""
-        if self.targets.shape[0] != num_envs:
-            self.targets = np.tile(self.target0, (num_envs, 1))
-        return self.targets
 
     def initial_state(self, env, n):
         qpos, qvel = super().initial_state(env, n)
@@ -1375,9 +1385,164 @@ class Lqr(DmControlTask):
         return np.concatenate([sim.qpos, sim.qvel], axis=1)
 
 
+class Swimmer(DmControlTask):
+    """the planar swimmer of six or fifteen links (swimmer6, swimmer15) in a dense medium
+    (MuJoCo's inertia-box fluid forces), steering its nose to a target: reward
+    tolerance(distance, bounds (0, r), margin 5 r, long tail), r the target's radius; observing
+    the joint angles, the target in the head's frame (x, y) and each link's velocity in its
+    frame (x, y) and angular velocity about z (velocimeter and gyro on the links' sites). Each
+    episode draws the joints (the heading uniform, the rest uniform in their ranges) and the
+    target, uniform in a square of half-width 0.3 with probability 0.2, else 2, kept per
+    environment in ``targets`` (the suite moves the target geom of its model)"""
+
+    domain = "swimmer"
+    control_timestep = 0.03
+    time_limit = 30.0
+    randomize_joints = True
+    links = {"swimmer6": 6, "swimmer15": 15}
+    close_target = 0.2  # the probability of a target in the small square
+    target_box = (0.3, 2.0)  # the squares' half-widths, close and far
+
+    def load(self):
+        if self.task not in self.links:
+            raise ValueError(self.task)
+        import mujoco
+        from dm_control.suite import swimmer
+
+        import phalanx
+
+        xml, assets = swimmer.get_model_and_assets(self.links[self.task])
+        self.mj_model = mujoco.MjModel.from_xml_string(xml.decode(), assets)
+        return phalanx.from_mujoco(self.mj_model)
+
+    def bind(self, model):
+        super().bind(model)
+        target, nose = self._id("geom", "target"), self._id("geom", "nose")
+        self.target0 = self.world_geom_pos(model, target)
+        self.targets = np.zeros((0, 3))
+        self.head = self._id("body", "head")
+        self.nose_pos = np.asarray(model.geom_pos, np.float64).reshape(-1, 3)[nose]
+        self.target_size = float(np.asarray(model.geom_size).reshape(-1, 3)[target, 0])
+        # the velocimeters' and gyros' sites: the head's, then each link's
+        n = self.links[self.task]
+        self.sites = [self._id("site", "head")] + [self._id("site", f"site_{i}")
+                                                  for i in range(n - 1)]
+        self.joints = slice(3, model.nq)  # all but the head's slides and heading
+
+    def initial_state(self, env, n):
+        qpos, qvel = super().initial_state(env, n)
+        rng = env.np_random
+        box = np.where(rng.uniform(size=n) < self.close_target, *self.target_box)
+        targets = self._targets(env.num_envs)
+        targets[env.reset_ids, :2] = box[:, None] * rng.uniform(-1, 1, (n, 2))
+        return qpos, qvel
+
+    def episode_edits(self, e):
+        return self._target_edit(e)
+
+    def nose_to_target(self, sim):
+        """the target's position less the nose's in the head's frame, x and y (E, 2)"""
+        offset = self._targets(sim.num_envs) - self.in_world(sim, self.head, self.nose_pos)
+        return np.einsum("ei,eij->ej", offset, self.kinematics(sim)["xmat"][:, self.head])[:, :2]
+
+    def reward(self, sim, actions):
+        return _tolerance(np.linalg.norm(self.nose_to_target(sim), axis=1),
+                          bounds=(0, self.target_size), margin=5 * self.target_size,
+                          sigmoid="long_tail")
+
+    def observe(self, sim):
+        sensors = self.site_sensors(sim, self.sites)
+        velocities = np.concatenate([sensors["velocimeter"][..., :2],
+                                     sensors["gyro"][..., 2:]], axis=2)
+        return np.concatenate([sim.qpos[:, self.joints], self.nose_to_target(sim),
+                               velocities.reshape(sim.num_envs, -1)], axis=1)
+
+
+class Fish(DmControlTask):
+    """the fish with a free torso, a two-jointed tail and two fins, in a dense medium without
+    gravity (MuJoCo's inertia-box fluid forces). upright: reward tolerance(z_z, bounds (1, 1),
+    margin 1), z_z the torso's z axis's vertical component; swim: (7 tolerance(|mouth to
+    target|, bounds (0, r), margin 2 r) + (z_z + 1) / 2) / 8, r the mouth's and target's radii
+    summed. Observations: the seven tail and fin angles, z_z, (swim) the target in the mouth's
+    frame, and qvel. Episodes draw the torso's orientation (a normalised Gaussian quaternion)
+    and the tail and fin angles uniform in [-0.2, 0.2]; swim also the target (x and y uniform
+    in [-0.4, 0.4], z in [0.1, 0.3]), kept per environment in ``targets`` (the suite moves the
+    target geom of its model)"""
+
+    domain = "fish"
+    control_timestep = 0.04
+    time_limit = 40.0
+    joint_names = ("tail1", "tail_twist", "tail2", "finright_roll", "finright_pitch",
+                   "finleft_roll", "finleft_pitch")
+    joint_range = 0.2
+    target_range = ((-0.4, 0.4), (-0.4, 0.4), (0.1, 0.3))
+
+    def bind(self, model):
+        super().bind(model)
+        if self.task not in ("upright", "swim"):
+            raise ValueError(self.task)
+        adr = np.asarray(model.jnt_qposadr).reshape(-1)
+        self.joints = [int(adr[self._id("joint", j)]) for j in self.joint_names]
+        self.root = int(adr[self._id("joint", "root")])
+        self.torso = self._id("body", "torso")
+        target, mouth = self._id("geom", "target"), self._id("geom", "mouth")
+        self.target0 = self.world_geom_pos(model, target)
+        self.targets = np.zeros((0, 3))
+        self.mouth_body = int(np.asarray(model.geom_bodyid).reshape(-1)[mouth])
+        self.mouth_pos = np.asarray(model.geom_pos, np.float64).reshape(-1, 3)[mouth]
+        w, x, y, z = np.asarray(model.geom_quat, np.float64).reshape(-1, 4)[mouth]
+        self.mouth_rot = np.array([  # the mouth's frame in its body's
+            [1 - 2 * (y * y + z * z), 2 * (x * y - w * z), 2 * (x * z + w * y)],
+            [2 * (x * y + w * z), 1 - 2 * (x * x + z * z), 2 * (y * z - w * x)],
+            [2 * (x * z - w * y), 2 * (y * z + w * x), 1 - 2 * (x * x + y * y)]])
+        sizes = np.asarray(model.geom_size, np.float64).reshape(-1, 3)
+        self.radii = float(sizes[mouth, 0] + sizes[target, 0])
+
+    def initial_state(self, env, n):
+        qpos, qvel = super().initial_state(env, n)
+        rng = env.np_random
+        quat = rng.standard_normal((n, 4))
+        qpos[:, self.root + 3:self.root + 7] = quat / np.linalg.norm(quat, axis=1, keepdims=True)
+        qpos[:, self.joints] = rng.uniform(-self.joint_range, self.joint_range,
+                                           (n, len(self.joints)))
+        if self.task == "swim":
+            targets = self._targets(env.num_envs)
+            for i, (lo, hi) in enumerate(self.target_range):
+                targets[env.reset_ids, i] = rng.uniform(lo, hi, n)
+        return qpos, qvel
+
+    def episode_edits(self, e):
+        return self._target_edit(e) if self.task == "swim" else {}
+
+    def upright(self, sim):
+        return self.kinematics(sim)["xmat"][:, self.torso, 2, 2]
+
+    def mouth_to_target(self, sim):
+        """the target's position less the mouth's in the mouth's frame (E, 3)"""
+        k = self.kinematics(sim)
+        offset = self._targets(sim.num_envs) - self.in_world(sim, self.mouth_body,
+                                                             self.mouth_pos)
+        axes = k["xmat"][:, self.mouth_body] @ self.mouth_rot
+        return np.einsum("ei,eij->ej", offset, axes)
+
+    def reward(self, sim, actions):
+        upright = self.upright(sim)
+        if self.task == "upright":
+            return _tolerance(upright, bounds=(1, 1), margin=1)
+        in_target = _tolerance(np.linalg.norm(self.mouth_to_target(sim), axis=1),
+                               bounds=(0, self.radii), margin=2 * self.radii)
+        return (7 * in_target + 0.5 * (upright + 1)) / 8
+
+    def observe(self, sim):
+        parts = [sim.qpos[:, self.joints], self.upright(sim)[:, None]]
+        if self.task == "swim":
+            parts.append(self.mouth_to_target(sim))
+        return np.concatenate(parts + [sim.qvel], axis=1)
+
+
 DOMAINS = {t.domain: t for t in (Cheetah, Walker, Hopper, Humanoid, HumanoidCMU, Cartpole,
                                  Acrobot, Pendulum, PointMass, Reacher, BallInCup, Finger,
-                                 Manipulator, Stacker, Quadruped, Dog, Lqr)}
+                                 Manipulator, Stacker, Quadruped, Dog, Lqr, Swimmer, Fish)}
 TASKS = {"cheetah": ("run",), "walker": ("stand", "walk", "run"), "hopper": ("stand", "hop"),
          "humanoid": ("stand", "walk", "run"), "humanoid_CMU": ("stand", "walk", "run"),
          "cartpole": ("balance", "balance_sparse", "swingup", "swingup_sparse"),
@@ -1386,4 +1551,5 @@ TASKS = {"cheetah": ("run",), "walker": ("stand", "walk", "run"), "hopper": ("st
          "finger": ("spin", "turn_easy", "turn_hard"),
          "manipulator": ("bring_ball", "bring_peg", "insert_ball", "insert_peg"),
          "stacker": ("stack_2", "stack_4"), "quadruped": ("walk", "run", "fetch"),
-         "dog": ("stand", "walk", "trot", "run", "fetch"), "lqr": ("lqr_2_1", "lqr_6_2")}
+         "dog": ("stand", "walk", "trot", "run", "fetch"), "lqr": ("lqr_2_1", "lqr_6_2"),
+         "swimmer": ("swimmer6", "swimmer15"), "fish": ("upright", "swim")}

@@ -127,10 +127,10 @@ class Walker2d(Hopper):
 
 
 class Swimmer(_Forward):
-    """the three-link swimmer rewarded for its speed along x. Phalanx steps its model without
-    the fluid forces (density, viscosity) and by semi-implicit Euler for the RK4 it asks for
-    (Model.ignored lists both): the rewards equal Gymnasium's at the same state, the dynamics
-    are not Gymnasium's"""
+    """the three-link swimmer in a viscous, dense medium, rewarded for its speed along x.
+    Phalanx steps its model by semi-implicit Euler for the RK4 it asks for (Model.ignored
+    lists it): the rewards equal Gymnasium's at the same state and the forces are MuJoCo's,
+    the integration is not Gymnasium's"""
 
     xml = "swimmer.xml"
     frame_skip = 4

@@ -225,6 +225,9 @@ def model_info(model: phalanx.Model) -> dict:
             "timestep": float(model.timestep),
             "integrator": model.integrator,
             "gravity": [float(g) for g in model.gravity],
+            "density": float(model.density),
+            "viscosity": float(model.viscosity),
+            "wind": [float(v) for v in model.wind],
             "contact": bool(model.contact),
             "limit": bool(model.limit),
             "lcp_solver": model.lcp_solver,
@@ -259,6 +262,10 @@ def _print_info(info: dict) -> None:
           f"lcp_solver {o['lcp_solver']} ({o['lcp_iterations']} iterations, up to "
           f"{o['lcp_max_iterations']} where the residual stays above its limit, tolerance "
           f"{o['lcp_tolerance']:g} m/s, residual limit {o['lcp_residual_limit']:g} m/s)")
+    if o["density"] or o["viscosity"]:
+        wind = ", ".join(f"{v:g}" for v in o["wind"])
+        print(f"medium     density {o['density']:g} kg/m^3, viscosity {o['viscosity']:g} Pa s, "
+              f"wind ({wind}) m/s")
     by_type = ", ".join(f"{n} {t}" for t, n in info["joints"]["by_type"].items()) or "none"
     print(f"joints     {c['njnt']}: {by_type}; {info['joints']['limited']} limited")
     by_type = ", ".join(f"{n} {t}" for t, n in info["geoms"]["by_type"].items()) or "none"

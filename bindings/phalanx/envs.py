@@ -26,9 +26,9 @@ initial states from ``env.np_random`` in place of the default noise, for the env
 (otherwise zero).
 
 Standard tasks. ``make(name, num_envs, **kwargs)`` builds the VectorEnv of a task of
-``task_names()``: "dm_control/<domain>-<task>" (the suite's tasks but fish, swimmer and
-quadruped-escape: acrobot, ball_in_cup, cartpole, cheetah, dog, finger, hopper, humanoid,
-humanoid_CMU, lqr, manipulator, pendulum, point_mass, quadruped, reacher, stacker, walker)
+``task_names()``: "dm_control/<domain>-<task>" (the suite's tasks but quadruped-escape:
+acrobot, ball_in_cup, cartpole, cheetah, dog, finger, fish, hopper, humanoid, humanoid_CMU,
+lqr, manipulator, pendulum, point_mass, quadruped, reacher, stacker, swimmer, walker)
 and "gymnasium/<Name>-v5" (Ant, HalfCheetah, Hopper, Walker2d, Swimmer, Humanoid,
 HumanoidStandup, InvertedPendulum, InvertedDoublePendulum, Pusher, Reacher), with the suite's
 model file, control timestep, episode length, initial-state distribution, reward, termination

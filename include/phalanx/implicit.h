@@ -1,19 +1,20 @@
 // Velocity-implicit integration (MuJoCo's "implicitfast" integrator): the step solves
 //   H qacc = qfrc - c,   H = M - h D,   qvel' = qvel + h qacc,   qpos' = qpos (+) h qvel',
-// with D the slope d qfrc / d qvel of the applied forces (joint damping, tendon damping, and the
-// velocity terms of the actuators' gains and biases), kept on the pairs of dofs the mass
-// matrix couples (a dof, its ancestors and its descendants) so that H has M's sparsity and is
-// symmetric. The Coriolis and centrifugal forces stay explicit, except for a standalone free
-// body (a free joint, no child with mass), whose 6x6 block also takes the slope of its
-// gyroscopic force and is solved on its own (it is unsymmetric). An actuator whose force
-// range clamps its force adds no slope. Damping enters H instead of the force's explicit
-// Euler update, so stiff dampers (cables, position servos with large kv) stay stable at time
-// steps where the explicit update diverges.
+// with D the slope d qfrc / d qvel of the applied forces (joint damping, tendon damping, the
+// velocity terms of the actuators' gains and biases, and the medium's drag), kept on the pairs of
+// dofs the mass matrix couples (a dof, its ancestors and its descendants) so that H has M's
+// sparsity and is symmetric. The Coriolis and centrifugal forces stay explicit, except for a
+// standalone free body (a free joint, no child with mass), whose 6x6 block also takes the slope of
+// its gyroscopic force and is solved on its own (it is unsymmetric). An actuator whose force range
+// clamps its force adds no slope. Damping enters H instead of the force's explicit Euler update, so
+// stiff dampers (cables, position servos with large kv) stay stable at time steps where the
+// explicit update diverges.
 //
 // The reverse pass differentiates the residual r = RNEA(q, v, qacc) - h D qacc + h B qacc - qfrc
 // = 0 implicitly (B the free bodies' gyroscopic slope): lambda = H^-T adj_qacc, and
 // adj_x = -lambda^T dr/dx, where the slopes' own dependence on the configuration (the tendon
-// rows, the actuators' moment arms, the free body's orientation), on the velocity, the inputs
+// rows, the actuators' moment arms, the free body's orientation, the drag's rows and slopes),
+// on the velocity, the inputs
 // and the parameters (damping, gear, gain and bias parameters, mass, inertia, centre of mass)
 // is differentiated by adj_velocity_slope and adj_free_bias_slope.
 #pragma once
@@ -95,8 +96,27 @@ PHX_HD T actuator_velocity_slope(const ModelView<S>& m, int u, const ActuatorFor
   return f.d[0];
 }
 
-// H <- M - h D on the coupled pairs (M with armature, from crba: needs the kinematics, com_pos
-// and tendon_kinematics in w); row is scratch of nv.
+// H -= h D_fluid, the medium's slope d qfrc_fluid / d qvel (fluid.h): per body and axis k of
+// its box, the drag's slope on x_k (drag_slope) times the outer product of x_k's row per unit
+// qvel. A body's rows lie on its path, whose pairs are all coupled: D_fluid is kept whole.
+template <class T>
+PHX_HD PHX_DEVICE_NOINLINE void add_fluid_slope(const ModelView<T>& m, const Workspace<T>& w, T h,
+                                                T* H, T* row) {
+  for (int b = 1; b < m.nbody; ++b) {
+    if (!feels_fluid(m, b)) continue;
+    const FluidDrag<T> c = body_fluid_drag<T>(m, b);
+    const FluidMotion<T> f = fluid_motion<T>(m, w, b);
+    const Vec3<T> slope[2] = {drag_slope(c.angular, c.angular_quadratic, f.local_angular),
+                              drag_slope(c.linear, c.linear_quadratic, f.local_linear)};
+    for (int k = 0; k < 6; ++k) {
+      fluid_velocity_row(m, w, b, f, k, row);
+      add_coupled_outer(m, -h * slope[k / 3][k % 3], row, H);
+    }
+  }
+}
+
+// H <- M - h D on the coupled pairs (M with armature, from crba: needs the kinematics, com_pos,
+// com_vel and tendon_kinematics in w); row is scratch of nv.
 template <class T>
 PHX_HD void implicit_metric(const ModelView<T>& m, const T* qpos, const T* qvel, const T* input,
                             Workspace<T>& w, T* H, T* row) {
@@ -118,6 +138,7 @@ PHX_HD void implicit_metric(const ModelView<T>& m, const T* qpos, const T* qvel,
     add_transmission_row(m, w, m.actuator_trntype[u], actuator_trn(m, u), T(1), row);
     add_coupled_outer(m, -h * gear * gear * g, row, H);
   }
+  if (fluid_enabled(m)) add_fluid_slope(m, w, h, H, row);
 }
 
 // H = M - h D into w.implicit_H and its Cholesky factor over the dof trees; false when H is not
@@ -322,6 +343,7 @@ PHX_HD PHX_DEVICE_NOINLINE void adj_velocity_slope(const ModelView<T>& m, const 
   for (int k = 0; k < m.nu; ++k)
     adj_actuator_slope(m, k, qpos, qvel, input, w, a, scale, u, v, row, su, y, adj_qpos, adj_qvel,
                        adj_input, adj_model);
+  if (fluid_enabled(m)) adj_fluid_slope(m, w, a, scale, u, v, adj_model);
 }
 
 // Accumulates the gradient of scale u^T B v over the standalone free bodies (B the slope of

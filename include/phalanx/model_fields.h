@@ -36,37 +36,40 @@
 // Options (MJCF <option> and Phalanx's solver settings), scalars:
 //   X(kind, name, default, comment)
 // kind `real` is double on the host and the run's scalar in a view; `flag` is bool on the host
-// and int in a view. gravity, a 3-vector, is declared beside the table by each consumer.
-#define PHX_MODEL_OPTIONS(X)                                                                     \
-  X(real, timestep, 0.002, "integration step (s)")                                               \
-  X(int, integrator, 0, "Integrator: 0 Euler (joint damping implicit), 1 implicitfast")          \
+// and int in a view. gravity and wind, 3-vectors, are declared beside the table by each
+// consumer.
+#define PHX_MODEL_OPTIONS(X)                                                                    \
+  X(real, timestep, 0.002, "integration step (s)")                                              \
+  X(real, density, 0, "density of the medium (kg/m^3): quadratic drag (fluid.h)")               \
+  X(real, viscosity, 0, "viscosity of the medium (Pa s): viscous drag (fluid.h)")               \
+  X(int, integrator, 0, "Integrator: 0 Euler (joint damping implicit), 1 implicitfast")         \
   X(int, solver, 0, "Solver: 0 Featherstone with the LCP, 1 XPBD (maximal coordinates)")        \
-  X(int, xpbd_substeps, 1, "XPBD substeps per step")                                             \
-  X(int, xpbd_iterations, 4, "XPBD joint iterations per substep")                                \
-  X(int, xpbd_joint_solver, 0, "XpbdJointSolver: 0 all joints at once (tree), 1 Gauss-Seidel")   \
-  X(flag, contact, true, "detect and resolve contacts")                                          \
-  X(flag, limit, true, "enforce joint limits")                                                   \
-  X(int, lcp_solver, 0,                                                                          \
+  X(int, xpbd_substeps, 1, "XPBD substeps per step")                                            \
+  X(int, xpbd_iterations, 4, "XPBD joint iterations per substep")                               \
+  X(int, xpbd_joint_solver, 0, "XpbdJointSolver: 0 all joints at once (tree), 1 Gauss-Seidel")  \
+  X(flag, contact, true, "detect and resolve contacts")                                         \
+  X(flag, limit, true, "enforce joint limits")                                                  \
+  X(int, lcp_solver, 0,                                                                         \
     "LcpSolver: 0 PGS, 1 PGS then Nimble's stabilisation on the clamping set, 2 Dantzig "       \
-    "pivoting then stabilisation")                                                               \
-  X(int, lcp_iterations, 30, "projected Gauss-Seidel sweeps per step")                           \
-  X(int, lcp_max_iterations, 500,                                                                \
+    "pivoting then stabilisation")                                                              \
+  X(int, lcp_iterations, 30, "projected Gauss-Seidel sweeps per step")                          \
+  X(int, lcp_max_iterations, 500,                                                               \
     "sweeps a step may take in all when lcp_iterations leave the residual above "               \
-    "lcp_residual_limit (damped, in rounds of lcp_iterations)")                                  \
-  X(real, lcp_tolerance, 1e-6,                                                                   \
+    "lcp_residual_limit (damped, in rounds of lcp_iterations)")                                 \
+  X(real, lcp_tolerance, 1e-6,                                                                  \
     "velocity tolerance (m/s) of row classification and of accepting an exact re-solve")        \
-  X(real, lcp_sweep_tolerance, 0,                                                                \
-    "projected Gauss-Seidel stops after a sweep that changes no row's velocity by more (m/s); "  \
-    "0: every one of lcp_iterations")                                                            \
-  X(real, lcp_residual_limit, 1e-2,                                                              \
+  X(real, lcp_sweep_tolerance, 0,                                                               \
+    "projected Gauss-Seidel stops after a sweep that changes no row's velocity by more (m/s); " \
+    "0: every one of lcp_iterations")                                                           \
+  X(real, lcp_residual_limit, 1e-2,                                                             \
     "largest velocity (m/s, rad/s) a step may leave a contact or limit violating; PGS works "   \
-    "on past lcp_iterations above it, and a step left above it sets kStatusLcpNotConverged")   \
-  X(int, contact_gradient, 0,                                                                    \
+    "on past lcp_iterations above it, and a step left above it sets kStatusLcpNotConverged")    \
+  X(int, contact_gradient, 0,                                                                   \
     "ContactGradient flags of the step adjoint: complementarity-aware classification, "         \
-    "elastic-bounce correction")                                                                 \
+    "elastic-bounce correction")                                                                \
   X(real, erp, 0.2, "fraction of a penetration removed per step (Baumgarte)")                   \
-  X(real, slop, 1e-3, "penetration (m or rad) left uncorrected, avoids jitter")                \
-  X(int, ccd_iterations, 35, "iteration bound of the convex narrowphase (GJK, EPA)")             \
+  X(real, slop, 1e-3, "penetration (m or rad) left uncorrected, avoids jitter")                 \
+  X(int, ccd_iterations, 35, "iteration bound of the convex narrowphase (GJK, EPA)")            \
   X(real, ccd_tolerance, 1e-6, "distance tolerance (m) ending the convex narrowphase")
 
 // Arrays: X(kind, name, count, width, comment), `count` entities (one of PHX_MODEL_COUNTS) of

@@ -23,6 +23,7 @@ struct ModelView {
   PHX_MODEL_OPTIONS(PHX_VIEW_OPTION)
 #undef PHX_VIEW_OPTION
   T gravity[3];  // gravitational acceleration (m/s^2)
+  T wind[3];     // velocity of the medium (m/s), for fluid forces
 
   // capacities of one environment
   int nconmax;  // contacts
@@ -92,7 +93,7 @@ ModelView<U> convert_view(const ModelView<T>& m, RealArray&& real_array) {
 #define PHX_CONVERT_OPTION(kind, name, value, comment) r.name = m.name;
   PHX_MODEL_OPTIONS(PHX_CONVERT_OPTION)
 #undef PHX_CONVERT_OPTION
-  for (int i = 0; i < 3; ++i) r.gravity[i] = m.gravity[i];
+  for (int i = 0; i < 3; ++i) r.gravity[i] = m.gravity[i], r.wind[i] = m.wind[i];
   r.nconmax = m.nconmax, r.nefcmax = m.nefcmax;
 #define PHX_CONVERT_ARRAY(kind, name, count, width, comment)                         \
   if constexpr (field::name::is_real) {                                              \

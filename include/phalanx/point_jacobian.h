@@ -163,23 +163,72 @@ PHX_HD void adj_bias_acceleration(const ModelView<S>& m, const Workspace<S>& w, 
   (-adj_r).add_to(a.xpos + 3 * root);
 }
 
+// Body b's centre of mass relative to its tree's origin (the point where its xfrc_applied and
+// its fluid forces act): xpos_b + R_b body_ipos - xpos_root, read from xpos and xmat so that
+// the adjoint reaches them and body_ipos
+template <class T, class S>
+PHX_HD PHX_INLINE Vec3<T> com_offset(const ModelView<S>& m, const Workspace<S>& w, int b) {
+  return body_point(w, b, Vec3<T>::load(m.body_ipos + 3 * b)) -
+         Vec3<T>::load(w.xpos + 3 * m.body_rootid[b]);
+}
+
+// adjoint of com_offset: adj_r to the adjoints of xpos and xmat in a and of body_ipos
+// (adj_ipos, may be null), accumulated
+template <class T, class S>
+PHX_HD PHX_INLINE void adj_com_offset(const ModelView<S>& m, const Workspace<S>& w, int b,
+                                      const Vec3<T>& adj_r, AdjWorkspace<T>& a, T* adj_ipos) {
+  adj_body_point(b, Vec3<T>::load(m.body_ipos + 3 * b), adj_r, a);
+  (-adj_r).add_to(a.xpos + 3 * m.body_rootid[b]);
+  if (adj_ipos) mul_transpose(Mat3<T>::load(w.xmat + 9 * b), adj_r).add_to(adj_ipos + 3 * b);
+}
+
+// The generalized force of a force acting at the point r (relative to body b's tree origin) of
+// body b and a torque, both in world, added to qfrc: for each dof d on the body's path
+//   qfrc_d += s_ang . (torque + r x force) + s_lin . force
+// (MuJoCo's mj_applyFT). Reads cdof (com_pos).
+template <class T>
+PHX_HD PHX_INLINE void add_body_wrench(const ModelView<T>& m, const Workspace<T>& w, int b,
+                                       const Vec3<T>& r, const Vec3<T>& force,
+                                       const Vec3<T>& torque, T* qfrc) {
+  const Vec3<T> moment = torque + cross(r, force);
+  for (int d = last_dof(m, b); d >= 0; d = m.dof_parentid[d]) {
+    Vec6<T> s = Vec6<T>::load(w.cdof + 6 * d);
+    qfrc[d] += dot(s.ang(), moment) + dot(s.lin(), force);
+  }
+}
+
+// adjoint of add_body_wrench: from adj_qfrc to the adjoints of cdof in a and to adj_r,
+// adj_force and adj_torque, accumulated
+template <class T, class S>
+PHX_HD PHX_INLINE void adj_body_wrench(const ModelView<S>& m, const Workspace<S>& w, int b,
+                                       const Vec3<T>& r, const Vec3<T>& force,
+                                       const Vec3<T>& torque, const T* adj_qfrc, AdjWorkspace<T>& a,
+                                       Vec3<T>& adj_r, Vec3<T>& adj_force, Vec3<T>& adj_torque) {
+  const Vec3<T> moment = torque + cross(r, force);
+  Vec3<T> adj_moment;
+  for (int d = last_dof(m, b); d >= 0; d = m.dof_parentid[d]) {
+    Vec6<T> s = Vec6<T>::load(w.cdof + 6 * d);
+    T g = adj_qfrc[d];
+    adj_moment += g * s.ang();
+    adj_force += g * s.lin();
+    for (int i = 0; i < 3; ++i) {
+      a.cdof[6 * d + i] += g * moment[i];
+      a.cdof[6 * d + 3 + i] += g * force[i];
+    }
+  }
+  adj_cross(r, force, adj_r, adj_force, adj_moment);
+  adj_torque += adj_moment;
+}
+
 // The generalized force of Cartesian forces and torques on the bodies (MuJoCo's xfrc_applied,
-// nbody x 6: force, then torque, in world; the force acts at the body's centre of mass
-// p = xpos + R body_ipos), added to qfrc: for each dof d on a body's path
-//   qfrc_d += s_ang . (torque + r x force) + s_lin . force,  r = p - the tree's origin
-// (MuJoCo's mj_xfrcAccumulate). Reads xpos, xmat and cdof (kinematics, com_pos).
+// nbody x 6: force, then torque, in world; the force acts at the body's centre of mass),
+// added to qfrc (MuJoCo's mj_xfrcAccumulate). Reads xpos, xmat and cdof (kinematics, com_pos).
 template <class T>
 PHX_HD void xfrc_force(const ModelView<T>& m, const Workspace<T>& w, const T* xfrc, T* qfrc) {
   for (int b = 1; b < m.nbody; ++b) {
     if (last_dof(m, b) < 0) continue;
-    Vec3<T> force = Vec3<T>::load(xfrc + 6 * b), torque = Vec3<T>::load(xfrc + 6 * b + 3);
-    Vec3<T> r = body_point(w, b, Vec3<T>::load(m.body_ipos + 3 * b)) -
-                Vec3<T>::load(w.xpos + 3 * m.body_rootid[b]);
-    Vec3<T> moment = torque + cross(r, force);
-    for (int d = last_dof(m, b); d >= 0; d = m.dof_parentid[d]) {
-      Vec6<T> s = Vec6<T>::load(w.cdof + 6 * d);
-      qfrc[d] += dot(s.ang(), moment) + dot(s.lin(), force);
-    }
+    add_body_wrench(m, w, b, com_offset<T>(m, w, b), Vec3<T>::load(xfrc + 6 * b),
+                    Vec3<T>::load(xfrc + 6 * b + 3), qfrc);
   }
 }
 
@@ -190,32 +239,14 @@ PHX_HD void adj_xfrc_force(const ModelView<T>& m, const Workspace<T>& w, const T
                            const T* adj_qfrc, AdjWorkspace<T>& a, T* adj_xfrc, T* adj_ipos) {
   for (int b = 1; b < m.nbody; ++b) {
     if (last_dof(m, b) < 0) continue;
-    Vec3<T> force = Vec3<T>::load(xfrc + 6 * b), torque = Vec3<T>::load(xfrc + 6 * b + 3);
-    const Vec3<T> ipos = Vec3<T>::load(m.body_ipos + 3 * b);
-    int root = m.body_rootid[b];
-    Vec3<T> r = body_point(w, b, ipos) - Vec3<T>::load(w.xpos + 3 * root);
-    Vec3<T> moment = torque + cross(r, force);
-    Vec3<T> adj_moment, adj_force;
-    for (int d = last_dof(m, b); d >= 0; d = m.dof_parentid[d]) {
-      Vec6<T> s = Vec6<T>::load(w.cdof + 6 * d);
-      T g = adj_qfrc[d];
-      adj_moment += g * s.ang();
-      adj_force += g * s.lin();
-      for (int i = 0; i < 3; ++i) {
-        a.cdof[6 * d + i] += g * moment[i];
-        a.cdof[6 * d + 3 + i] += g * force[i];
-      }
-    }
-    // moment = torque + r x force
-    Vec3<T> adj_r;
-    adj_cross(r, force, adj_r, adj_force, adj_moment);
+    Vec3<T> adj_r, adj_force, adj_torque;
+    adj_body_wrench(m, w, b, com_offset<T>(m, w, b), Vec3<T>::load(xfrc + 6 * b),
+                    Vec3<T>::load(xfrc + 6 * b + 3), adj_qfrc, a, adj_r, adj_force, adj_torque);
     if (adj_xfrc) {
       adj_force.add_to(adj_xfrc + 6 * b);
-      adj_moment.add_to(adj_xfrc + 6 * b + 3);
+      adj_torque.add_to(adj_xfrc + 6 * b + 3);
     }
-    adj_body_point(b, ipos, adj_r, a);
-    (-adj_r).add_to(a.xpos + 3 * root);
-    if (adj_ipos) mul_transpose(Mat3<T>::load(w.xmat + 9 * b), adj_r).add_to(adj_ipos + 3 * b);
+    adj_com_offset(m, w, b, adj_r, a, adj_ipos);
   }
 }
 

@@ -3,6 +3,7 @@
 // kinematics of kinematics.h as computed in the workspace.
 #pragma once
 
+#include "phalanx/fluid.h"
 #include "phalanx/kinematics.h"
 #include "phalanx/math/dense.h"
 #include "phalanx/muscle.h"
@@ -89,9 +90,10 @@ PHX_HD PHX_INLINE T tendon_passive_force(const ModelView<S>& m, int t, T length,
   return -m.tendon_stiffness[t] * stretch - m.tendon_damping[t] * velocity;
 }
 
-// Passive forces: joints' viscous damping and springs about qpos_spring, and tendons'
-// spring-dampers along their rows (MuJoCo's mj_passive for joints and tendons), the tendons'
-// from tendon_kinematics in w. qfrc is overwritten.
+// Passive forces: joints' viscous damping and springs about qpos_spring, tendons'
+// spring-dampers along their rows, the tendons' from tendon_kinematics in w, and the fluid's
+// forces (fluid.h), from com_pos and com_vel in w when the model has a medium (MuJoCo's
+// mj_passive for joints, tendons and the inertia-box fluid). qfrc is overwritten.
 template <class T>
 PHX_HD void passive(const ModelView<T>& m, const T* qpos, const T* qvel, const Workspace<T>& w,
                     T* qfrc) {
@@ -121,6 +123,7 @@ PHX_HD void passive(const ModelView<T>& m, const T* qpos, const T* qvel, const W
     transmission_state(m, w, kTrnTendon, t, qpos, qvel, length, velocity);
     add_transmission_row(m, w, kTrnTendon, t, tendon_passive_force(m, t, length, velocity), qfrc);
   }
+  if (fluid_enabled(m)) fluid_force(m, w, qfrc);
 }
 
 // An actuator's nine gain or bias parameters (actuator_gainprm or actuator_biasprm of actuator
@@ -437,8 +440,9 @@ PHX_HD void adj_crba(const ModelView<S>& m, const Workspace<S>& w, AdjWorkspace<
   adj_crba(m, w, a, DenseEntries<T>{adj_M, m.nv}, adj_model);
 }
 
-// Adjoint of passive: from adj_qfrc to adj_qpos, adj_qvel, damping and stiffness, and to the
-// tendons' lengths and rows in a (adj_tendon_kinematics takes them on).
+// Adjoint of passive: from adj_qfrc to adj_qpos, adj_qvel, damping and stiffness, to the
+// tendons' lengths and rows in a (adj_tendon_kinematics takes them on) and, with a medium, to
+// the kinematics' and velocities' adjoints in a and the bodies' inertial parameters.
 template <class T, class S>
 PHX_HD void adj_passive(const ModelView<S>& m, const T* qpos, const T* qvel, const Workspace<S>& w,
                         AdjWorkspace<T>& a, const T* adj_qfrc, T* adj_qpos, T* adj_qvel,
@@ -504,6 +508,7 @@ PHX_HD void adj_passive(const ModelView<S>& m, const T* qpos, const T* qvel, con
     }
     if (adj_model.tendon_damping) adj_model.tendon_damping[t] -= velocity * adj_f;
   }
+  if (fluid_enabled(m)) adj_fluid_force(m, w, adj_qfrc, a, adj_model);
 }
 
 // The gain and bias parameters' share of actuator u's adjoint: force = gain(L, V; g) x +

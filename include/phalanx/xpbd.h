@@ -38,7 +38,7 @@
 // differentiated as the forward took them; what happens on each boundary is stated there.
 #pragma once
 
-#include "phalanx/collision/primitives.h"  // collision_impl::adj_mul_transpose, adj_normalize
+#include "phalanx/collision/primitives.h"  // collision_impl::adj_normalize
 #include "phalanx/math/quat.h"
 
 namespace phx {
@@ -128,7 +128,7 @@ PHX_HD PHX_INLINE void adj_xpbd_inv_inertia_world(const Quat<T>& q, const Vec3<T
   Vec3<T> adj_s;
   adj_mul(R, xpbd_impl::cmul(inv_inertia, ub), adj_R, adj_s, adj_k);
   adj_inv_inertia += xpbd_impl::cmul(ub, adj_s);
-  collision_impl::adj_mul_transpose(R, u, adj_R, adj_u, xpbd_impl::cmul(inv_inertia, adj_s));
+  adj_mul_transpose(R, u, adj_R, adj_u, xpbd_impl::cmul(inv_inertia, adj_s));
   adj_to_mat(q, adj_q, adj_R);
 }
 
@@ -241,8 +241,8 @@ PHX_HD void adj_xpbd_predict(const XpbdBody<T>& b, const Vec3<T>& v, const Vec3<
     adj_wb[i] += adj_Lb[i] / b.inv_inertia[i];
     adj_b.inv_inertia[i] -= Lb[i] * adj_Lb[i] / b.inv_inertia[i];
   }
-  collision_impl::adj_mul_transpose(R, omega, adj_R, adj_omega, adj_wb);
-  collision_impl::adj_mul_transpose(R, tau, adj_R, adj_tau, adj_e);
+  adj_mul_transpose(R, omega, adj_R, adj_omega, adj_wb);
+  adj_mul_transpose(R, tau, adj_R, adj_tau, adj_e);
   adj_to_mat(b.q, adj_b.q, adj_R);
   // v1 = v + h (inv_mass f + g)
   adj_v += adj_v1;

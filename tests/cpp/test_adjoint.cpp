@@ -99,6 +99,7 @@ std::vector<T> evaluate(Stage stage, const Model& model, Inputs<T> in) {
       out.resize(m.nv);
       kinematics(m, in.qpos.data(), w);
       com_pos(m, w);
+      com_vel(m, in.qvel.data(), w);
       tendon_kinematics(m, in.qpos.data(), w);
       passive(m, in.qpos.data(), in.qvel.data(), w, out.data());
       break;
@@ -196,6 +197,7 @@ Inputs<double> adjoint(Stage stage, const Model& model, Inputs<double> in,
     case Stage::kActuation:
       kinematics(m, in.qpos.data(), w);
       com_pos(m, w);
+      com_vel(m, in.qvel.data(), w);
       tendon_kinematics(m, in.qpos.data(), w);
       if (stage == Stage::kPassive)
         adj_passive(m, in.qpos.data(), in.qvel.data(), w, a, adj_out.data(), g.qpos.data(),
@@ -204,6 +206,7 @@ Inputs<double> adjoint(Stage stage, const Model& model, Inputs<double> in,
         adj_actuation(m, in.qpos.data(), in.qvel.data(), in.ctrl.data(), w, a, adj_out.data(),
                       g.qpos.data(), g.qvel.data(), g.ctrl.data(), am);
       adj_tendon_kinematics(m, w, a, g.qpos.data());
+      adj_com_vel(m, in.qvel.data(), w, a, g.qvel.data());
       adj_com_pos(m, w, a, am);
       adj_kinematics(m, in.qpos.data(), w, a, g.qpos.data());
       break;
@@ -360,6 +363,30 @@ INSTANTIATE_TEST_SUITE_P(
       return std::string(std::get<0>(info.param).name) + "_" +
              std::to_string(std::get<1>(info.param));
     });
+
+// A medium's drag (fluid.h: density, viscosity and wind) through passive, the dynamics and the
+// step, with respect to the state and the bodies' masses and inertias
+class FluidAdjointTest : public ::testing::TestWithParam<std::tuple<Case, unsigned>> {};
+
+TEST_P(FluidAdjointTest, MatchesDualNumbersAndFiniteDifferences) {
+  auto [c, seed] = GetParam();
+  Model model = test::random_mechanism(seed);
+  model.opt.density = 300;
+  model.opt.viscosity = 0.2;
+  model.opt.wind = {0.3, -0.4, 0.2};
+  check_stage(c.stage, model, seed + 20);
+}
+
+const Case kFluidCases[] = {
+    {Stage::kPassive, "passive"}, {Stage::kForward, "forward_dynamics"}, {Stage::kStep, "step"}};
+
+INSTANTIATE_TEST_SUITE_P(Fluid, FluidAdjointTest,
+                         ::testing::Combine(::testing::ValuesIn(kFluidCases),
+                                            ::testing::Values(1u, 2u, 3u)),
+                         [](const auto& info) {
+                           return std::string(std::get<0>(info.param).name) + "_" +
+                                  std::to_string(std::get<1>(info.param));
+                         });
 
 }  // namespace
 }  // namespace phx

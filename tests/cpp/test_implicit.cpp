@@ -1,7 +1,8 @@
 // The velocity-implicit step (implicit.h) against MuJoCo's implicitfast integrator, one step at
 // a time from MuJoCo's own states, on a branched chain with damped tendons and velocity-
 // dependent actuators (a muscle among them), free bodies spinning fast, and the six-bar
-// tensegrity; its adjoint against central differences in double. Built only when
+// tensegrity, and the chain and free bodies in a dense, viscous medium; its adjoint against
+// central differences in double. Built only when
 // cmake/mujoco.cmake finds MuJoCo.
 #include <gtest/gtest.h>
 #include <mujoco/mujoco.h>
@@ -157,6 +158,32 @@ TEST(Implicit, TensegrityMatchesMujocosImplicitfast) {
   EXPECT_LT(worst_step_error(model, records, true), 1e-12);
 }
 
+// a medium (fluid.h) added to MuJoCo's compiled model: dense and viscous enough that the drag's
+// slope in the implicit matrix shows at the step's precision, with a wind
+void add_medium(mjModel* m) {
+  m->opt.density = 600;
+  m->opt.viscosity = 0.3;
+  m->opt.wind[0] = 0.4, m->opt.wind[1] = -0.2, m->opt.wind[2] = 0.1;
+}
+
+TEST(Implicit, FluidMatchesMujocosImplicitfast) {
+  // the chain (bodies below bodies: the rows of D_fluid over whole paths) and the free bodies
+  // (the standalone one's block takes the drag's slope with its gyroscopic one)
+  for (bool free : {false, true}) {
+    ModelPtr mj = free ? test::compile_string(kFree) : test::compile_file(kChain);
+    ASSERT_TRUE(mj);
+    add_medium(mj.get());
+    Model model = from_mujoco(mj.get());
+    EXPECT_EQ(model.opt.density, 600);
+    std::vector<Record> records = mujoco_records(mj.get(), 300, free ? 10.0 : 3.0, 6);
+    EXPECT_LT(worst_step_error(model, records, true), 1e-12) << (free ? "free" : "chain");
+    // without the medium the steps are not MuJoCo's
+    Model still = model;
+    still.opt.density = still.opt.viscosity = 0;
+    EXPECT_GT(worst_step_error(still, records, true), 1e-5) << (free ? "free" : "chain");
+  }
+}
+
 // ---- the adjoint against central differences ------------------------------------------------
 
 // one implicit step of `in` against adj_step, through test::check_step_adjoint
@@ -188,6 +215,19 @@ TEST(Implicit, StepAdjointMatchesCentralDifferencesOnFreeBodies) {
   Model model = from_mujoco(mj.get());
   for (unsigned seed : {4u, 5u})
     check_step_adjoint(model, test::random_state(model, 15.0, seed), seed);
+}
+
+TEST(Implicit, StepAdjointMatchesCentralDifferencesInAMedium) {
+  // the drag's slope in H: its rows' and slopes' dependence on the configuration, the velocity
+  // and the bodies' masses, inertias and centres of mass
+  for (bool free : {false, true}) {
+    ModelPtr mj = free ? test::compile_string(kFree) : test::compile_file(kChain);
+    ASSERT_TRUE(mj);
+    add_medium(mj.get());
+    Model model = from_mujoco(mj.get());
+    for (unsigned seed : {7u, 8u})
+      check_step_adjoint(model, test::random_state(model, free ? 8.0 : 2.0, seed), seed);
+  }
 }
 
 }  // namespace

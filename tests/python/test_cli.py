@@ -87,6 +87,20 @@ def test_info_humanoid_facts_and_text(capsys):
         assert f"  {item}\n" in out
 
 
+def test_info_reports_the_medium(capsys, tmp_path):
+    # a model with a medium: its options in the JSON and a "medium" line in the text; none
+    # without one (the humanoid above)
+    path = tmp_path / "float.xml"
+    path.write_text("""<mujoco><option density="1000" viscosity="0.002" wind="1 0 -0.5"/>
+      <worldbody><body><freejoint/><geom size="0.1"/></body></worldbody></mujoco>""")
+    o = run_json(capsys, "info", str(path))["options"]
+    assert (o["density"], o["viscosity"], o["wind"]) == (1000, 0.002, [1, 0, -0.5])
+    code, out, _ = run(capsys, "info", str(path))
+    assert code == 0
+    assert "medium     density 1000 kg/m^3, viscosity 0.002 Pa s, wind (1, 0, -0.5) m/s" in out
+    assert "medium" not in run(capsys, "info", HUMANOID)[1]
+
+
 def test_bench_json_is_consistent(capsys):
     # 8 envs x 20 steps in chunks of 7 (7 + 7 + 6: the short last chunk has its own buffers)
     r = run_json(capsys, "bench", "--envs", 8, "--steps", 20, "--chunk", 7, "--repeats", 3,

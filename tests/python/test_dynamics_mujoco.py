@@ -8,8 +8,9 @@ smooth one Phalanx implements:
   qacc         = qM^-1 (qfrc_passive + qfrc_actuator - qfrc_bias) (forward_dynamics)
   qfrc_inverse = qM qacc + qfrc_bias - qfrc_passive              (inverse_dynamics)
 and mj_step with the Euler integrator is semi-implicit Euler with implicit joint damping
-(phalanx.step / rollout). MuJoCo is set to Euler and no fluid forces where a model asks
-otherwise; the loader substitutes the same and lists it in model.ignored.
+(phalanx.step / rollout). Where a model asks for RK4, MuJoCo is set to Euler, which the loader
+substitutes and lists in model.ignored. Fluid forces are in both (Gymnasium's swimmer; the
+corner cases are test_fluid's).
 
 Tolerances are norm-relative per environment, ||phalanx_e - mujoco_e|| <= rtol ||mujoco_e||
 (phalanx.testing.assert_close): 1e-10 for the single evaluations in double, where both codes
@@ -67,10 +68,10 @@ class Pair:
             | mujoco.mjtDisableBit.mjDSBL_LIMIT
             | mujoco.mjtDisableBit.mjDSBL_CONSTRAINT
         )
-        # what Phalanx does not simulate and its loader lists in model.ignored: integrators
-        # other than Euler (it substitutes Euler) and fluid forces
-        self.mj.opt.integrator = mujoco.mjtIntegrator.mjINT_EULER
-        self.mj.opt.density = self.mj.opt.viscosity = 0.0
+        # what Phalanx does not simulate and its loader lists in model.ignored: RK4 (it
+        # substitutes Euler)
+        if self.mj.opt.integrator == mujoco.mjtIntegrator.mjINT_RK4:
+            self.mj.opt.integrator = mujoco.mjtIntegrator.mjINT_EULER
         self.data = mujoco.MjData(self.mj)
         # the comparisons below need the same coordinates in the same order
         assert (self.model.nq, self.model.nv, self.model.nu) == (

@@ -240,7 +240,7 @@ PHX_HD void adj_sphere_box_raw(const Vec3<T>& c, T r, const GeomFrame<T>& box, c
   }
   // center = R^T (c - p)
   Vec3<T> adj_d;
-  collision_impl::adj_mul_transpose(box.rot, c - box.pos, adj_box.rot, adj_d, adj_center);
+  adj_mul_transpose(box.rot, c - box.pos, adj_box.rot, adj_d, adj_center);
   adj_c += adj_d;
   adj_box.pos -= adj_d;
 }
@@ -544,8 +544,8 @@ PHX_HD void adj_capsule_box(const GeomFrame<T>& g1, const T* size1, const GeomFr
   for (int i = 0; i < 3; ++i) adj_size2[i] += g[7 + i];
   // p_local = R2^T (p1 - p2), a_local = R2^T axis
   Vec3<T> adj_dif;
-  collision_impl::adj_mul_transpose(g2.rot, dif, adj_g2.rot, adj_dif, Vec3<T>{g[0], g[1], g[2]});
-  collision_impl::adj_mul_transpose(g2.rot, axis, adj_g2.rot, adj_axis, Vec3<T>{g[3], g[4], g[5]});
+  adj_mul_transpose(g2.rot, dif, adj_g2.rot, adj_dif, Vec3<T>{g[0], g[1], g[2]});
+  adj_mul_transpose(g2.rot, axis, adj_g2.rot, adj_axis, Vec3<T>{g[3], g[4], g[5]});
   adj_g1.pos += adj_dif;
   adj_g2.pos -= adj_dif;
   collision_impl::add_to_col(adj_g1.rot, 2, adj_axis);

@@ -495,7 +495,7 @@ PHX_HD void adj_plane_ellipsoid(const GeomFrame<T>& g1, const T* size1, const Ge
     }
     // d = R2^T (-n)
     Vec3<T> adj_minus_n;
-    collision_impl::adj_mul_transpose(g2.rot, -nrm, adj_g2.rot, adj_minus_n, adj_d);
+    adj_mul_transpose(g2.rot, -nrm, adj_g2.rot, adj_minus_n, adj_d);
     adj_nrm -= adj_minus_n;
   }
   collision_impl::add_to_col(adj_g1.rot, 2, adj_nrm);

@@ -34,15 +34,6 @@ PHX_HD PHX_INLINE void add_to_col(Mat3<T>& adj_M, int c, const Vec3<T>& g) {
   adj_M.m[6 + c] += g.z;
 }
 
-// adjoint of y = M^T a: adj_M += a adj_y^T, adj_a += M adj_y
-template <class T>
-PHX_HD PHX_INLINE void adj_mul_transpose(const Mat3<T>& M, const Vec3<T>& a, Mat3<T>& adj_M,
-                                         Vec3<T>& adj_a, const Vec3<T>& adj_y) {
-  for (int i = 0; i < 3; ++i)
-    for (int j = 0; j < 3; ++j) adj_M.m[3 * i + j] += a[i] * adj_y[j];
-  adj_a += M * adj_y;
-}
-
 // v / |v| in place, returning |v|; below kCollisionMinVal v becomes +x (MuJoCo's mju_normalize3)
 template <class T>
 PHX_HD PHX_INLINE T normalize_in_place(Vec3<T>& v) {

@@ -111,4 +111,13 @@ PHX_HD PHX_INLINE void adj_mul(const Mat3<T>& M, const Vec3<T>& a, Mat3<T>& adj_
   adj_a += mul_transpose(M, adj_y);
 }
 
+// adjoint of y = M^T a: adj_M += a adj_y^T, adj_a += M adj_y
+template <class T>
+PHX_HD PHX_INLINE void adj_mul_transpose(const Mat3<T>& M, const Vec3<T>& a, Mat3<T>& adj_M,
+                                         Vec3<T>& adj_a, const Vec3<T>& adj_y) {
+  for (int i = 0; i < 3; ++i)
+    for (int j = 0; j < 3; ++j) adj_M.m[3 * i + j] += a[i] * adj_y[j];
+  adj_a += M * adj_y;
+}
+
 }  // namespace phx
