@@ -1490,11 +1490,11 @@ class Fish(DmControlTask):
         self.targets = np.zeros((0, 3))
         self.mouth_body = int(np.asarray(model.geom_bodyid).reshape(-1)[mouth])
         self.mouth_pos = np.asarray(model.geom_pos, np.float64).reshape(-1, 3)[mouth]
-        w, x, y, z = np.asarray(model.geom_quat, np.float64).reshape(-1, 4)[mouth]
-        self.mouth_rot = np.array([  # the mouth's frame in its body's
-            [1 - 2 * (y * y + z * z), 2 * (x * y - w * z), 2 * (x * z + w * y)],
-            [2 * (x * y + w * z), 1 - 2 * (x * x + z * z), 2 * (y * z - w * x)],
-            [2 * (x * z - w * y), 2 * (y * z + w * x), 1 - 2 * (x * x + y * y)]])
+        import mujoco
+
+        rot = np.zeros(9)  # the mouth's frame in its body's
+        mujoco.mju_quat2Mat(rot, np.asarray(model.geom_quat, np.float64).reshape(-1, 4)[mouth])
+        self.mouth_rot = rot.reshape(3, 3)
         sizes = np.asarray(model.geom_size, np.float64).reshape(-1, 3)
         self.radii = float(sizes[mouth, 0] + sizes[target, 0])
 
