@@ -2,7 +2,8 @@
 environments on vector lanes (with constraint rows, the stages of fixed structure on the lanes
 and collision, rows and the LCP one lane at a time), and each environment's trajectory must
 equal the one it has when rolled out alone (one environment never fills a pack: the scalar
-kernel), bit for bit, in float32 and float64, whatever the other environments of its pack do."""
+kernel), bit for bit, in float32 and float64, whatever the other environments of its pack do,
+in air or in a medium (the fluid's drag)."""
 
 import mujoco
 import numpy as np
@@ -111,6 +112,27 @@ def test_rollout_with_constraint_rows_equals_each_environment_alone(rng, dtype, 
     assert stats["fallbacks"] <= 2
     assert (counts[..., phalanx.COUNT_ROWS] > 0).mean() > 0.5  # most steps have rows
     assert not (status & phalanx.STATUS_STOP_MASK).any()
+    expect_each_alone(model, qpos, qvel, ctrl, qs, vs, status)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("scene", ["fish", "swimmer6"])
+def test_rollout_in_a_medium_equals_each_environment_alone(rng, dtype, scene):
+    # the fluid's drag on the lanes (test_fluid's scenes: the fish's free body and fins, the
+    # swimmer's chain with its joint limits' rows), from gentle states near the reference
+    from test_fluid import SCENES
+
+    model = phalanx.from_mujoco(SCENES[scene]())
+    assert model.density > 0
+    nenv, nstep = 2 * lanes(dtype) + 3, 40
+    qpos = np.repeat(model.qpos0[None], nenv, 0) + 0.05 * rng.standard_normal((nenv, model.nq))
+    qvel = 0.05 * rng.standard_normal((nenv, model.nv))
+    ctrl = rng.uniform(-1, 1, (nenv, nstep, model.nu))
+    qpos, qvel, ctrl = (x.astype(dtype) for x in (qpos, qvel, ctrl))
+    phalanx.pack_stats()
+    qs, vs, status = phalanx.rollout(model, qpos, qvel, ctrl)
+    assert phalanx.pack_stats()["passes"] >= nstep
+    assert not status.any()
     expect_each_alone(model, qpos, qvel, ctrl, qs, vs, status)
 
 
