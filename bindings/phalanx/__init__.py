@@ -353,7 +353,7 @@ def site_sensors(model: Model, kinematics: dict, report: dict, sites) -> dict:
     ang, lin = motion(report["cvel"][:, body])
     out = dict(gyro=local(ang), velocimeter=local(lin))
     if "cacc" in report:
-        acc_ang, acc_lin = motion(report["cacc"][:, body])
+        _, acc_lin = motion(report["cacc"][:, body])
         out["accelerometer"] = local(acc_lin + np.cross(ang, lin))
         f = report["cfrc_int"][:, body]
         out["force"] = local(f[..., 3:])

@@ -14,9 +14,9 @@
 // = 0 implicitly (B the free bodies' gyroscopic slope): lambda = H^-T adj_qacc, and
 // adj_x = -lambda^T dr/dx, where the slopes' own dependence on the configuration (the tendon
 // rows, the actuators' moment arms, the free body's orientation, the drag's rows and slopes),
-// on the velocity, the inputs
-// and the parameters (damping, gear, gain and bias parameters, mass, inertia, centre of mass)
-// is differentiated by adj_velocity_slope and adj_free_bias_slope.
+// on the velocity, the inputs and the parameters (damping, gear, gain and bias parameters,
+// mass, inertia, centre of mass) is differentiated by adj_velocity_slope and
+// adj_free_bias_slope.
 #pragma once
 
 #include "phalanx/math/dense.h"
