@@ -1722,9 +1722,10 @@ PHX_HD void xpbd_armature_before(const ModelView<T>& m, const XpbdArrays<T>& s,
 
 // One step of m.timestep in `substeps` substeps of `iterations` joint iterations each, in place
 // on qpos and qvel, under gravity and the applied generalized forces of step.h's
-// applied_forces: passive (joint and tendon springs and dampers), actuation from ctrl (the
-// actuators' inputs) and qfrc_applied (nv, may be null), evaluated at the step's start and held
-// over its substeps (explicit, where the Featherstone step treats joint damping implicitly).
+// applied_forces: passive (joint and tendon springs and dampers, the medium's drag), actuation
+// from ctrl (the actuators' inputs) and qfrc_applied (nv, may be null), evaluated at the step's
+// start and held over its substeps (explicit, where the Featherstone step treats joint damping
+// implicitly).
 // With a record (its arrays not null) it keeps what adj_xpbd_step replays.
 template <class T>
 PHX_HD PHX_DEVICE_NOINLINE void xpbd_step(const ModelView<T>& m, T* qpos, T* qvel, const T* ctrl,

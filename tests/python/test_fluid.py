@@ -9,7 +9,8 @@ dm_control's fish (a free body with fins) and six-link swimmer, and a small mode
 exercises the corners of the model: a body whose inertia is not diagonal in its frame (so the
 box's frame is not the body's), a flat inertia (A + B = C: the box has no third side, which
 MuJoCo clamps), a massless body and a body welded to the world (neither feels the fluid), and a
-slide joint under a hinge.
+slide joint under a hinge. A free sphere's Stokes drag checks each integrator (and the XPBD
+solver) against the exact decay of its velocity.
 """
 
 from __future__ import annotations
@@ -271,3 +272,42 @@ def test_medium_options_and_errors():
     disabled.opt.disableflags |= (mujoco.mjtDisableBit.mjDSBL_SPRING
                                   | mujoco.mjtDisableBit.mjDSBL_DAMPER)
     assert phalanx.from_mujoco(disabled).density == 0
+
+
+@pytest.mark.parametrize("integrator", ["euler", "implicitfast", "xpbd"])
+def test_stokes_drag_decays_a_free_sphere(integrator):
+    # A free sphere in a viscous medium without gravity (density 0: Stokes drag alone). Its
+    # inertia box is the cube of side s = r sqrt(12 / 5) (I = 2 m r^2 / 5 on every axis), so
+    # F = -k v with k = 3 pi mu s and tau = -c w with c = pi mu s^3. Explicit in Euler's and
+    # XPBD's steps (held over the substeps): v' = (1 - h k / m) v; implicit in implicitfast's:
+    # v' = v / (1 + h k / m); likewise w with c / I. Exact recurrences, so round-off only;
+    # but XPBD takes its velocities from each substep's change of pose: the position's
+    # difference (round-off of ~1e-12 relative over the steps) and the orientation quaternion's
+    # first-order difference (off by up to 9e-4 here).
+    r, mass, mu, h, steps = 0.1, 2.0, 0.5, 0.01, 100
+    model = phalanx.from_mujoco(mujoco.MjModel.from_xml_string(f"""
+      <mujoco><option timestep="{h}" viscosity="{mu}" gravity="0 0 0"/>
+      <worldbody><body><freejoint/><geom size="{r}" mass="{mass}"/></body></worldbody>
+      </mujoco>"""))
+    if integrator == "xpbd":
+        model.solver, model.xpbd_substeps = "xpbd", 4
+    else:
+        model.integrator = integrator
+    inertia = 0.4 * mass * r * r
+    s = r * np.sqrt(12 / 5)
+    k, c = 3 * np.pi * mu * s, np.pi * mu * s ** 3
+    v0 = np.array([0.3, -0.2, 0.5, 1.0, -2.0, 0.5])  # linear (world), angular (body frame)
+    qs, vs, status = phalanx.rollout(model, model.qpos0[None], v0[None],
+                                     np.zeros((1, steps, 0)))
+    assert not status.any()
+    if integrator == "implicitfast":
+        lin, ang = 1 / (1 + h * k / mass), 1 / (1 + h * c / inertia)
+    else:
+        lin, ang = 1 - h * k / mass, 1 - h * c / inertia
+    n = np.arange(1, steps + 1)[:, None]
+    expected = np.concatenate([v0[:3] * lin ** n, v0[3:] * ang ** n], axis=1)
+    rtol_lin, rtol_ang = (1e-10, 2e-3) if integrator == "xpbd" else (1e-12, 1e-12)
+    np.testing.assert_allclose(vs[0, :, :3], expected[:, :3], rtol=rtol_lin, atol=1e-15)
+    np.testing.assert_allclose(vs[0, :, 3:], expected[:, 3:], rtol=rtol_ang, atol=1e-15)
+    # the drag matters: after a second the speed is well below its start
+    assert np.linalg.norm(vs[0, -1, :3]) < 0.9 * np.linalg.norm(v0[:3])
