@@ -99,8 +99,8 @@ const char* array_count(std::string_view field) {
 // the count of the entities of parameter k ("nbody"), from the array table once
 const char* param_count(int k) {
   static const auto counts = [] {
-    std::array<const char*, phx::kNumParams> c{};
-    for (int i = 0; i < phx::kNumParams; ++i) c[size_t(i)] = array_count(phx::kParamNames[i]);
+    std::array<const char*, phx::kNumBatched> c{};
+    for (int i = 0; i < phx::kNumBatched; ++i) c[size_t(i)] = array_count(phx::kParamNames[i]);
     return c;
   }();
   return counts[size_t(k)];
@@ -534,6 +534,46 @@ py::tuple body_report_t(PyModel& pm, ArgTable& a, py::handle qpos, py::handle qv
                         acc ? cfrc_int.array : py::none());
 }
 
+// the contacts at the states without a step -> (count (E,), overflow (E,), pos (E, nconmax, 3),
+// frame (E, nconmax, 3, 3), dist (E, nconmax), geom (E, nconmax, 2))
+template <class T>
+py::tuple detect_t(PyModel& pm, ArgTable& a, py::handle qpos) {
+  auto dm = pm.compiled<T>(a.device());
+  const phx::Model& m = dm->model();
+  const std::int64_t E = a.batch(), nc = m.nconmax;
+  const T* q = a.in<T>("qpos", qpos, {{"E", E}, {"nq", m.nq}});
+  Output<std::int32_t> count = a.out<std::int32_t>("count", py::none(), {{"E", E}});
+  Output<std::int32_t> overflow = a.out<std::int32_t>("overflow", py::none(), {{"E", E}});
+  Output<T> pos = a.out<T>("pos", py::none(), {{"E", E}, {"nconmax", nc}, {"3", 3}});
+  Output<T> frame = a.out<T>("frame", py::none(), {{"E", E}, {"nconmax", nc}, {"3", 3}, {"3", 3}});
+  Output<T> dist = a.out<T>("dist", py::none(), {{"E", E}, {"nconmax", nc}});
+  Output<std::int32_t> geom =
+      a.out<std::int32_t>("geom", py::none(), {{"E", E}, {"nconmax", nc}, {"2", 2}});
+  a.run([&] { phx::detect(*dm, int(E), q, count.p, overflow.p, pos.p, frame.p, dist.p, geom.p); });
+  return py::make_tuple(count.array, overflow.array, pos.array, frame.array, dist.array,
+                        geom.array);
+}
+
+// MuJoCo's rangefinder sensors on the sites `sites` -> (dist (E, nsite), -1 where a ray meets
+// nothing; geom (E, nsite) int32, the geom it meets, -1 where none)
+template <class T>
+py::tuple rangefinders_t(PyModel& pm, ArgTable& a, py::handle qpos, const std::vector<int>& sites) {
+  auto dm = pm.compiled<T>(a.device());
+  const phx::Model& m = dm->model();
+  for (int s : sites)
+    if (s < 0 || s >= m.nsite)
+      throw std::invalid_argument("phalanx: rangefinders: site " + std::to_string(s) +
+                                  " is outside [0, nsite = " + std::to_string(m.nsite) + ")");
+  const std::int64_t E = a.batch(), n = std::int64_t(sites.size());
+  const T* q = a.in<T>("qpos", qpos, {{"E", E}, {"nq", m.nq}});
+  py::array_t<std::int32_t> ids(n, sites.data());
+  const int* site = a.in<std::int32_t>("sites", ids, {{"nsite", n}});
+  Output<T> dist = a.out<T>("dist", py::none(), {{"E", E}, {"nsite", n}});
+  Output<std::int32_t> geom = a.out<std::int32_t>("geom", py::none(), {{"E", E}, {"nsite", n}});
+  a.run([&] { phx::rangefinders(*dm, int(E), q, int(n), site, dist.p, geom.p); });
+  return py::make_tuple(dist.array, geom.array);
+}
+
 // the status words (E,): new uint32 (numpy) or the caller's int32
 Output<unsigned> status_output(ArgTable& a, py::handle given, std::int64_t E) {
   if (given.is_none()) return a.out<std::uint32_t>("status_out", given, {{"E", E}});
@@ -876,6 +916,17 @@ py::tuple kinematics_vjp(PyModel& pm, py::handle qpos, py::handle qvel, py::hand
   });
 }
 
+py::tuple detect(PyModel& pm, py::handle qpos, py::handle dtype, const std::string& device) {
+  ArgTable a = call_table(pm, Source::kNumpy, qpos, dtype, device);
+  return a.dispatch([&](auto x) { return detect_t<decltype(x)>(pm, a, qpos); });
+}
+
+py::tuple rangefinders(PyModel& pm, py::handle qpos, const std::vector<int>& sites,
+                       py::handle dtype, const std::string& device) {
+  ArgTable a = call_table(pm, Source::kNumpy, qpos, dtype, device);
+  return a.dispatch([&](auto x) { return rangefinders_t<decltype(x)>(pm, a, qpos, sites); });
+}
+
 py::tuple body_report(PyModel& pm, py::handle qpos, py::handle qvel, py::handle ncon,
                       py::handle con_pos, py::handle con_frame, py::handle con_force,
                       py::handle con_geom, py::handle qacc, py::handle dtype,
@@ -1011,6 +1062,11 @@ void register_constants(py::module_& mod) {
                                  phx::param_width(k)));
   // (name, the count of its entities, numbers per entity) in Param order
   mod.attr("PARAMETERS") = params;
+  py::list env_fields;
+  for (int k = phx::kNumParams; k < phx::kNumBatched; ++k)
+    env_fields.append(py::make_tuple(phx::kParamNames[k], param_count(k), phx::param_width(k)));
+  // the same of the other per-environment fields (no gradients), after the parameters
+  mod.attr("ENV_FIELDS") = env_fields;
 }
 
 // the threads of the CPU backend, the CUDA backend's presence and memory per environment
@@ -1388,6 +1444,14 @@ void register_queries(py::module_& mod) {
           py::arg("com") = py::none(), py::arg("com_vel") = py::none(), dtype, device,
           "the adjoints of kinematics' xpos, xmat, site_xpos, site_xmat, com and com_vel (each "
           "None: zero) -> (adj_qpos (E, nq), adj_qvel (E, nv) or None without qvel)");
+  mod.def("detect", &detect, py::arg("model"), py::arg("qpos"), dtype, device,
+          "the contacts at the states without a step (the narrowphase alone) -> (count (E,), "
+          "overflow (E,), pos (E, nconmax, 3), frame (E, nconmax, 3, 3), dist (E, nconmax), "
+          "geom (E, nconmax, 2)), zero past count");
+  mod.def("rangefinders", &rangefinders, py::arg("model"), py::arg("qpos"), py::arg("sites"), dtype,
+          device,
+          "MuJoCo's rangefinder sensors on the site ids `sites` -> (dist (E, nsite), -1 where the "
+          "ray meets nothing; geom (E, nsite), the geom met or -1)");
   mod.def("body_report", &body_report, py::arg("model"), py::arg("qpos"), py::arg("qvel"),
           py::arg("count"), py::arg("pos"), py::arg("frame"), py::arg("force"), py::arg("geom"),
           py::arg("qacc") = py::none(), dtype, device,

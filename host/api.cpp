@@ -34,8 +34,8 @@ DeviceModel<T>::DeviceModel(const Model& model, Device device) : model_(model), 
   };
 
   view_ = build_view<T>(model_, real, integer);
-  // per-environment parameters: the copies replace the shared field
-  for (int k = 0; k < kNumParams; ++k) {
+  // per-environment fields: the copies replace the shared field
+  for (int k = 0; k < kNumBatched; ++k) {
     view_.param_nbatch[k] = model_.param_nbatch(k);
     if (view_.param_nbatch[k] > 1) param_field(view_, k) = real(model_.param_batch[k]);
   }
@@ -391,6 +391,31 @@ void body_report(const DeviceModel<T>& model, int nenv, const T* d_qpos, const T
 }
 
 template <class T>
+void detect(const DeviceModel<T>& model, int nenv, const T* d_qpos, int* d_count, int* d_overflow,
+            T* d_pos, T* d_frame, T* d_dist, int* d_geom) {
+  check_nenv(nenv);
+  launch(model.device(), nenv,
+         DetectKernel<T>{model.view(), d_qpos, d_count, d_overflow, d_pos, d_frame, d_dist, d_geom},
+         carved_size<DetectScratch<T>, T>(model.view()));
+}
+
+template <class T>
+void rangefinders(const DeviceModel<T>& model, int nenv, const T* d_qpos, int nsite,
+                  const int* d_site, T* d_dist, int* d_geom) {
+  check_nenv(nenv);
+  if (nsite < 0) throw std::invalid_argument("phalanx: rangefinders: nsite is negative");
+  if (model.device() == Device::kCpu)
+    for (int i = 0; i < nsite; ++i)
+      if (d_site[i] < 0 || d_site[i] >= model.view().nsite)
+        throw std::invalid_argument(
+            "phalanx: rangefinders: site " + std::to_string(d_site[i]) +
+            " is outside [0, nsite = " + std::to_string(model.view().nsite) + ")");
+  launch(model.device(), nenv,
+         RangefinderKernel<T>{model.view(), d_qpos, nsite, d_site, d_dist, d_geom},
+         model.scratch_size());
+}
+
+template <class T>
 void actuator_forces(const DeviceModel<T>& model, int nenv, const T* d_qpos, const T* d_qvel,
                      const T* d_ctrl, T* d_qfrc, const T* d_act) {
   check_nenv(nenv);
@@ -548,6 +573,8 @@ void rollout_backward(const DeviceModel<T>& model, Tape<T>& tape, const T* d_adj
   template void body_report<T>(const DeviceModel<T>&, int, const T*, const T*, const int*,         \
                                const T*, const T*, const T*, const int*, T*, T*, T*, T*, const T*, \
                                T*, T*);                                                            \
+  template void rangefinders<T>(const DeviceModel<T>&, int, const T*, int, const int*, T*, int*);  \
+  template void detect<T>(const DeviceModel<T>&, int, const T*, int*, int*, T*, T*, T*, int*);     \
   template void forward_dynamics<T>(const DeviceModel<T>&, int, const T*, const T*, const T*, T*,  \
                                     const T*, const T*);                                           \
   template void actuator_forces<T>(const DeviceModel<T>&, int, const T*, const T*, const T*, T*,   \

@@ -242,6 +242,20 @@ void body_report(const DeviceModel<T>& model, int nenv, const T* d_qpos, const T
                  const int* d_ncon, const T* d_con_pos, const T* d_con_frame, const T* d_con_force,
                  const int* d_con_geom, T* d_subtree_com, T* d_cinert, T* d_cvel, T* d_cfrc_ext,
                  const T* d_qacc = nullptr, T* d_cacc = nullptr, T* d_cfrc_int = nullptr);
+// The contacts at nenv states without a step (the narrowphase alone, MuJoCo's mj_collision):
+// d_count (nenv), d_overflow (nenv, contacts found beyond nconmax) and, each when non-null,
+// d_pos (nenv x nconmax x 3), d_frame (nenv x nconmax x 9), d_dist (nenv x nconmax) and d_geom
+// (nenv x nconmax x 2), zero past the count.
+template <class T>
+void detect(const DeviceModel<T>& model, int nenv, const T* d_qpos, int* d_count, int* d_overflow,
+            T* d_pos = nullptr, T* d_frame = nullptr, T* d_dist = nullptr, int* d_geom = nullptr);
+// MuJoCo's rangefinder sensors on the nsite sites d_site (nsite ids): the distance along each
+// site's z axis to the nearest visible geom not of the site's body -> d_dist (nenv x nsite, -1
+// when there is none) and that geom's id -> d_geom (nenv x nsite, -1). A site id out of range
+// is an std::invalid_argument (host arrays: checked before the launch).
+template <class T>
+void rangefinders(const DeviceModel<T>& model, int nenv, const T* d_qpos, int nsite,
+                  const int* d_site, T* d_dist, int* d_geom);
 // qacc = M^-1 (passive + actuation + qfrc - c)           -> d_qacc (nenv x nv)
 // (with activation state, d_act (nenv x na) the activations the actuators read; required;
 // d_qfrc (nenv x nv) a generalized force added, MuJoCo's qfrc_applied, may be null)

@@ -37,7 +37,7 @@ ModelView<L> lane_model(const ModelView<T>& m, Arena<L>& arena) {
     for (long i = 0; to && i < n; ++i) to[i] = L(from[i]);
     return static_cast<const L*>(to);
   });
-  for (int k = 0; k < kNumParams; ++k) r.param_nbatch[k] = 0;
+  for (int k = 0; k < kNumBatched; ++k) r.param_nbatch[k] = 0;
   return r;
 }
 
@@ -64,7 +64,7 @@ struct LaneModel {
   // whether the environments of m (a view of the model this was built from) all have its
   // parameters
   static bool shared(const ModelView<T>& m) {
-    for (int k = 0; k < kNumParams; ++k)
+    for (int k = 0; k < kNumBatched; ++k)
       if (m.param_nbatch[k] > 1) return false;
     return true;
   }
@@ -273,7 +273,7 @@ struct LaneDynamicsReplay : LanePass<T, W> {
     Base::carve(m0, arena);
     if (shared) {
       lm = convert_view<L>(m0, [shared](const T*, long, auto member) { return shared->*member; });
-      for (int k = 0; k < kNumParams; ++k) lm.param_nbatch[k] = 0;
+      for (int k = 0; k < kNumBatched; ++k) lm.param_nbatch[k] = 0;
     } else {
       lm = lane_model(m0, arena);
     }

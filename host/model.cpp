@@ -149,6 +149,7 @@ void Model::finalize() {
   }
 
   if (geom_dataid.size() != static_cast<size_t>(ngeom)) geom_dataid.assign(ngeom, -1);
+  fill_default(geom_visible, ngeom, {1});
   // meshes and height fields: counts from their arrays
   nmesh = static_cast<int>(mesh_vertadr.size());
   nmeshvert = static_cast<int>(mesh_vert.size() / 3);
@@ -387,7 +388,7 @@ void Model::validate() const {
     if (actuator_forcelimited[u] && !(actuator_forcerange[2 * u] <= actuator_forcerange[2 * u + 1]))
       invalid("actuator_forcerange", "actuator " + std::to_string(u) + " has lower > upper limit");
   }
-  for (int k = 0; k < kNumParams; ++k) {
+  for (int k = 0; k < kNumBatched; ++k) {
     check_param_values(k, param_field(k), 1);
     const std::vector<double>& batch = param_batch[k];
     if (batch.empty()) continue;
@@ -715,6 +716,10 @@ void Model::validate_geom_data() const {
                                  (n > 0 ? "a value in [0, " + std::to_string(n) + ")" : "-1"));
     }
   }
+  for (int g = 0; g < ngeom; g++)
+    if (geom_visible[g] != 0 && geom_visible[g] != 1)
+      invalid("geom_visible", "entry " + std::to_string(g) + " is " +
+                                  std::to_string(geom_visible[g]) + ", expected 0 or 1");
   check_blocks(mesh_vertadr, mesh_vertnum, "mesh_vertadr", nmeshvert);
   check_blocks(mesh_polyadr, mesh_polynum, "mesh_polyadr", nmeshpoly);
   check_blocks(mesh_vertadjadr, mesh_vertadjnum, "mesh_vertadjadr", nmeshadj);
@@ -756,7 +761,7 @@ void Model::validate_geom_data() const {
 
 int Model::param_index(const std::string& name) {
   std::string names;
-  for (int k = 0; k < kNumParams; ++k) {
+  for (int k = 0; k < kNumBatched; ++k) {
     if (name == kParamNames[k]) return k;
     names += (k ? ", " : "") + std::string(kParamNames[k]);
   }
@@ -768,7 +773,7 @@ const std::vector<double>& Model::param_field(int k) const {
 #define PHX_PARAM_FIELD(Name, field_, check) \
   case kParam##Name:                         \
     return field_;
-    PHX_PARAMS(PHX_PARAM_FIELD)
+    PHX_BATCHED_FIELDS(PHX_PARAM_FIELD)
 #undef PHX_PARAM_FIELD
     default:
       throw std::invalid_argument("phalanx: no parameter " + std::to_string(k));
@@ -789,17 +794,19 @@ void Model::check_param_values(int k, const std::vector<double>& values, int nco
   for (size_t i = 0; i < values.size(); ++i) {
     double x = values[i];
     size_t entry = n ? i % n : 0;
-    std::ostringstream value;
-    value << x;
-    std::string where = "entry " + std::to_string(entry) +
-                        (ncopy > 1 ? " of copy " + std::to_string(i / n) : "") + " is " +
-                        value.str();
-    if (!std::isfinite(x)) invalid(field, where + ", expected a finite number");
+    // what the message names: built only for a value that fails
+    auto where = [&] {
+      std::ostringstream value;
+      value << x;
+      return "entry " + std::to_string(entry) +
+             (ncopy > 1 ? " of copy " + std::to_string(i / n) : "") + " is " + value.str();
+    };
+    if (!std::isfinite(x)) invalid(field, where() + ", expected a finite number");
     // values that leave the step ill-posed (ParamCheck)
     ParamCheck check = kParamChecks[k];
-    if (check == kCheckNonNegative && x < 0) invalid(field, where + ", expected >= 0");
+    if (check == kCheckNonNegative && x < 0) invalid(field, where() + ", expected >= 0");
     if (check == kCheckUnitInterval && !(x >= 0 && x <= 1))
-      invalid(field, where + ", expected a value in [0, 1]");
+      invalid(field, where() + ", expected a value in [0, 1]");
     if (check == kCheckGeomSize) {
       // the sizes a geom type uses must be positive (plane, mesh, height field: none; sphere:
       // radius; capsule and cylinder: radius and half-length; box and ellipsoid: three)
@@ -808,7 +815,7 @@ void Model::check_param_values(int k, const std::vector<double>& values, int nco
                  : t == kGeomCapsule || t == kGeomCylinder ? 2
                  : t == kGeomBox || t == kGeomEllipsoid    ? 3
                                                            : 0;
-      if (c < used && !(x > 0)) invalid(field, where + ", expected > 0");
+      if (c < used && !(x > 0)) invalid(field, where() + ", expected > 0");
     }
     if (check == kCheckQuaternion && entry % 4 == 3 && values[i] == 0 && values[i - 1] == 0 &&
         values[i - 2] == 0 && values[i - 3] == 0)

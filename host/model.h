@@ -60,21 +60,22 @@ struct Model {
   // naming it and where it first appeared ("light (humanoid.xml:53), 2 times").
   std::vector<std::string> ignored;
 
-  // Per-environment values of the differentiable parameters, in Param order
-  // (phalanx/model_fields.h): param_batch[k] is empty, and the field above is
-  // shared by all environments, or holds nbatch >= 2 copies of that field one after the other,
-  // of which environment e reads copy e % nbatch. The field above keeps copy 0. Set with
-  // set_parameter.
-  std::array<std::vector<double>, kNumParams> param_batch;
+  // Per-environment values of the differentiable parameters and of the other per-environment
+  // fields (a height field's terrain), in Param order (phalanx/model_fields.h): param_batch[k]
+  // is empty, and the field above is shared by all environments, or holds nbatch >= 2 copies of
+  // that field one after the other, of which environment e reads copy e % nbatch. The field
+  // above keeps copy 0. Set with set_parameter.
+  std::array<std::vector<double>, kNumBatched> param_batch;
 
-  // Replace parameter `name` (kParamNames) with `values`: one copy of the field (shared by all
-  // environments; clears a per-environment batch) or nbatch >= 2 copies one after the other
-  // (per environment). Values are checked as validate() checks the field (finite, masses,
-  // inertias and friction >= 0, restitution in [0, 1], used sizes > 0); on error, an
-  // std::invalid_argument naming the parameter, the entry and the copy, and the model is
+  // Replace parameter (or per-environment field) `name` (kParamNames) with `values`: one copy of
+  // the field (shared by all environments; clears a per-environment batch) or nbatch >= 2 copies
+  // one after the other (per environment). Values are checked as validate() checks the field
+  // (finite, masses, inertias and friction >= 0, restitution in [0, 1], used sizes > 0); on error,
+  // an std::invalid_argument naming the parameter, the entry and the copy, and the model is
   // unchanged. Updates geom_rbound after a change of geom_size (the largest over copies).
   void set_parameter(const std::string& name, const std::vector<double>& values);
-  // Param index of a parameter name; std::invalid_argument listing the names otherwise
+  // Param index of a parameter's or per-environment field's name; std::invalid_argument listing
+  // the names otherwise
   static int param_index(const std::string& name);
   // the field of parameter k and the numbers in one copy of it
   const std::vector<double>& param_field(int k) const;

@@ -290,6 +290,9 @@ void Converter::geoms() {
     o.geom_friction.insert(o.geom_friction.end(), m->geom_friction + 3 * g,
                            m->geom_friction + 3 * g + 3);
     o.geom_dataid.push_back(dataid);
+    // drawn, and so seen by rays (MuJoCo's ray_eliminate): its material's alpha, else its own
+    int mat = m->geom_matid[g];
+    o.geom_visible.push_back((mat >= 0 ? m->mat_rgba[4 * mat + 3] : m->geom_rgba[4 * g + 3]) != 0);
     o.geom_names.push_back(name(m->name_geomadr, g));
   }
 }

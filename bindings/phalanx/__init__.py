@@ -65,6 +65,8 @@ __all__ = [
     "contacts",
     "body_report",
     "site_sensors",
+    "rangefinders",
+    "ENV_FIELDS",
     "actuator_forces",
     "forward_dynamics",
     "inverse_dynamics",
@@ -225,10 +227,13 @@ def kinematics_vjp(model: Model, qpos, qvel=None, *, xpos=None, xmat=None, site_
     return out
 
 
-def contacts(model: Model, qpos, qvel=None, ctrl=None, *, act=None, dtype=None,
-             device: str = "cpu") -> dict:
+def contacts(model: Model, qpos, qvel=None, ctrl=None, *, act=None, forces: bool = True,
+             dtype=None, device: str = "cpu") -> dict:
     """The contacts Phalanx detects at E states and the forces its constraint solve applies
     through them in a step from there (ctrl held; qvel, ctrl and act zero when not given).
+    With ``forces=False`` the contacts alone, from the narrowphase without a step (MuJoCo's
+    mj_collision; far cheaper where many contacts would make a large LCP): no ``force`` nor
+    ``qfrc_constraint``, and ``overflow`` (E,), the contacts found beyond ``model.nconmax``.
 
     Returns a dict with ``count`` (E,) (contacts found, at most ``model.nconmax``), ``pos``
     (E, nconmax, 3) (points in world), ``frame`` (E, nconmax, 3, 3) (rows: the normal, from
@@ -244,6 +249,10 @@ def contacts(model: Model, qpos, qvel=None, ctrl=None, *, act=None, dtype=None,
 
     qpos = np.atleast_2d(np.asarray(qpos))
     n = qpos.shape[0]
+    if not forces:
+        count, overflow, pos, frame, dist, geom = _phalanx.detect(model, qpos, dtype, device)
+        return dict(count=count.astype(np.int64), pos=pos, frame=frame, dist=dist, geom=geom,
+                    overflow=overflow)
     if qvel is None:
         qvel = np.zeros((n, model.nv))
     if ctrl is None:
@@ -359,6 +368,23 @@ def site_sensors(model: Model, kinematics: dict, report: dict, sites) -> dict:
         out["force"] = local(f[..., 3:])
         out["torque"] = local(f[..., :3] - np.cross(offset, f[..., 3:]))
     return out
+
+
+def rangefinders(model: Model, qpos, sites, *, dtype=None, device: str = "cpu") -> dict:
+    """MuJoCo's rangefinder sensors at E configurations: a ray from each of ``sites`` (ids or
+    names) along the site's z axis, against every geom that is drawn (its colour's or its
+    material's alpha above 0, ``model.geom_visible``) except those of the site's own body, as
+    MuJoCo's ``mj_ray`` casts it. Meshes are cast against their convex hulls, which Phalanx
+    keeps of them. -> dict with ``dist`` (E, len(sites)): the distance to the nearest surface,
+    -1 where the ray meets nothing (MuJoCo's sensordata), and ``geom`` (E, len(sites)) int32:
+    the geom met, -1 where none. Height fields and other per-environment fields
+    (``model.set_parameter``) are each environment's own."""
+    ids = [model.site_id(s) if isinstance(s, str) else int(s) for s in sites]
+    for s, i in zip(sites, ids):
+        if isinstance(s, str) and i < 0:
+            raise ValueError(f"phalanx.rangefinders: the model has no site named {s!r}")
+    dist, geom = _phalanx.rangefinders(model, qpos, ids, dtype, device)
+    return {"dist": dist, "geom": geom}
 
 
 def forward_dynamics(
@@ -549,6 +575,11 @@ _PARAMETERS = [(name, _parameter_shape(count, width))
                for name, count, width in _phalanx.PARAMETERS]
 # names of the differentiable model parameters (model.set_parameter, gradients)
 PARAMETERS = tuple(name for name, _ in _PARAMETERS)
+# every field model.set_parameter takes per environment: the parameters, then fields without
+# gradients (a height field's elevation, hfield_data, for terrain redrawn per episode)
+_BATCHED_FIELDS = _PARAMETERS + [(name, _parameter_shape(count, width))
+                                 for name, count, width in _phalanx.ENV_FIELDS]
+ENV_FIELDS = tuple(name for name, _ in _BATCHED_FIELDS[len(_PARAMETERS):])
 
 
 def step_jacobians(

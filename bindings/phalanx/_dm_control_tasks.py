@@ -13,8 +13,6 @@ are Phalanx's (hard contacts solved as an LCP), not MuJoCo's soft ones. Initial 
 the suite's ``initialize_episode``, drawn from the environment's numpy Generator rather than
 dm_control's RandomState; what it changes in the model per episode (targets, the manipulator's
 receptacles) is kept per environment (``Task.episode_edits`` lists it as the suite sets it).
-
-Left out: quadruped-escape (its observations cast rangefinder rays at a height field).
 """
 
 from __future__ import annotations
@@ -83,7 +81,7 @@ class DmControlTask(Task):
         for _ in range(1000):
             draw(todo)
             found = phalanx.contacts(self.model if model is None else model, qpos[todo],
-                                     qvel[todo], dtype=env.sim.dtype)
+                                     forces=False, dtype=env.sim.dtype)
             todo = todo[found["count"] > 0]
             if todo.size == 0:
                 return
@@ -281,13 +279,14 @@ class Humanoid(DmControlTask):
     still), walking or running (the centre of mass moving horizontally at 1 or 10 m/s or
     faster), with small controls; observing its joint angles, the head's height, the hands'
     and feet's offsets in the torso's frame, the torso's vertical axis, the centre of mass
-    velocity and qvel. Initial states: random contact-free configurations"""
+    velocity and qvel (run_pure_state: qpos and qvel). Initial states: random contact-free
+    configurations"""
 
     domain = "humanoid"
     control_timestep = 0.025
     time_limit = 25.0
     stand_height = 1.4
-    speeds = {"stand": 0.0, "walk": 1.0, "run": 10.0}
+    speeds = {"stand": 0.0, "walk": 1.0, "run": 10.0, "run_pure_state": 10.0}
     limbs = ("left_hand", "left_foot", "right_hand", "right_foot")
     torso_name = "torso"  # the body whose subtree's centre of mass velocity the suite reads
     up = 2  # the torso's axis that is up when it is upright
@@ -330,6 +329,8 @@ class Humanoid(DmControlTask):
         return small_control * stand_reward * (5 * move + 1) / 6
 
     def observe(self, sim):
+        if self.task.endswith("pure_state"):
+            return np.concatenate([sim.qpos, sim.qvel], axis=1)
         k = self.kinematics(sim)
         torso_pos = k["xpos"][:, self.torso]
         torso_mat = k["xmat"][:, self.torso]
@@ -354,16 +355,36 @@ class HumanoidCMU(Humanoid):
 
 
 class Cartpole(DmControlTask):
+    """the cart-pole balancing or swinging up its pole (two_poles, three_poles: a chain of two
+    or three, swung up; the suite's model of that many poles), rewarded for the poles upright,
+    the cart centred, small controls and small angular velocities (sparse: the cart and every
+    pole within bounds); observing the cart's position, each pole's zz and xz, and qvel"""
+
     domain = "cartpole"
     time_limit = 10.0
     cart_range = (-0.25, 0.25)
     angle_cosine_range = (0.995, 1.0)
+    poles = {"two_poles": 2, "three_poles": 3}
+
+    def load(self):
+        if self.task not in self.poles:
+            return super().load()
+        import mujoco
+        from dm_control.suite import cartpole
+
+        import phalanx
+
+        xml, assets = cartpole.get_model_and_assets(num_poles=self.poles[self.task])
+        self.mj_model = mujoco.MjModel.from_xml_string(
+            xml if isinstance(xml, str) else xml.decode(), assets)
+        return phalanx.from_mujoco(self.mj_model)
 
     def bind(self, model):
         super().bind(model)
-        if self.task not in ("balance", "balance_sparse", "swingup", "swingup_sparse"):
+        if self.task not in ("balance", "balance_sparse", "swingup", "swingup_sparse",
+                             *self.poles):
             raise ValueError(self.task)
-        self.swing_up = self.task.startswith("swingup")
+        self.swing_up = self.task.startswith("swingup") or self.task in self.poles
         self.sparse = self.task.endswith("sparse")
         self.slider = int(np.asarray(model.jnt_qposadr).reshape(-1)[self._id("joint", "slider")])
 
@@ -1039,20 +1060,28 @@ class Stacker(_PlanarArm):
 
 
 class Quadruped(DmControlTask):
-    """the quadruped walking or running (its torso's forward velocity at least 0.5 or 5 m/s)
-    or fetching a ball to the arena's centre, upright; observing its hinges, their velocities
-    and its actuators' activations, the torso's velocity, vertical axis and inertial sensors
-    (accelerometer, gyro) and the toes' force and torque sensors (arcsinh), and for fetch the
-    ball's state and the target's position in the torso's frame. Initial states: a random
-    orientation (fetch: a random heading and place, the ball thrown from 2 m), raised in 1 cm
-    steps from the floor until nothing touches. The sensors read Phalanx's constraint forces
-    (Task.site_sensors)."""
+    """the quadruped walking or running (its torso's forward velocity at least 0.5 or 5 m/s),
+    fetching a ball to the arena's centre, or escaping a bowl of rough terrain (its workspace
+    at least the terrain's half-width from the origin), upright (escape: within 20 degrees);
+    observing its hinges, their velocities and its actuators' activations, the torso's
+    velocity, vertical axis and inertial sensors (accelerometer, gyro) and the toes' force and
+    torque sensors (arcsinh), for fetch the ball's state and the target's position in the
+    torso's frame, and for escape the origin in the torso's frame and the twenty rangefinders
+    on its head (tanh of the distance, 1 where a ray meets nothing; phalanx.rangefinders).
+    Initial states: a random orientation (fetch: a random heading and place, the ball thrown
+    from 2 m), raised in 1 cm steps from the floor until nothing touches. Escape draws each
+    environment's terrain per episode as the suite does (a sinusoidal bowl times smooth random
+    bumps, rounded to MuJoCo's float32 elevation) into its own copy of the height field
+    (``hfield_data``, a per-environment field: 161 KB per environment), kept in ``terrains``.
+    The sensors read Phalanx's constraint forces (Task.site_sensors)."""
 
     domain = "quadruped"
     control_timestep = 0.02
     time_limit = 20.0
     reads_forces = ("contacts", "qfrc_constraint")
-    speeds = {"walk": 0.5, "run": 5.0, "fetch": 0.0}
+    speeds = {"walk": 0.5, "run": 5.0, "fetch": 0.0, "escape": 0.0}
+    deviation = {"escape": 20.0}  # the torso's tilt (degrees) with the full upright reward
+    bump_scale, smoothness = 2.0, 0.15  # the escape terrain's bumps: size (m), least height
     toes = ("toe_front_left", "toe_front_right", "toe_back_right", "toe_back_left")
 
     def load(self):
@@ -1063,6 +1092,8 @@ class Quadruped(DmControlTask):
 
         if self.task == "fetch":
             xml = quadruped.make_model(walls_and_ball=True)
+        elif self.task == "escape":
+            xml = quadruped.make_model(floor_size=40, terrain=True, rangefinders=True)
         else:
             xml = quadruped.make_model(floor_size=self.time_limit * self.speeds[self.task])
         self.mj_model = mujoco.MjModel.from_xml_string(xml.decode(), common.ASSETS)
@@ -1079,6 +1110,21 @@ class Quadruped(DmControlTask):
         self.torso_site = self._id("site", "torso")
         self.toe_sites = [self._id("site", t) for t in self.toes]
         self.move_speed = self.speeds[self.task]
+        if self.task == "escape":
+            import mujoco
+
+            import phalanx
+
+            mj = self.mujoco_model()
+            terrain = mj.hfield("terrain")
+            self.hfield_shape = (int(terrain.nrow[0]), int(terrain.ncol[0]))
+            self.terrain_size = float(terrain.size[0])
+            self.workspace = self._id("site", "workspace")
+            rangefinder = int(mujoco.mjtSensor.mjSENS_RANGEFINDER)
+            self.rangefinders = [self._id("site", mj.site(int(mj.sensor_objid[i])).name)
+                                 for i in range(mj.nsensor) if mj.sensor_type[i] == rangefinder]
+            self.terrains = np.zeros((0, model.nhfielddata), np.float32)
+            self.candidates = phalanx.from_mujoco(mj)  # lift_until_free's model
         if self.task == "fetch":
             mj = self.mujoco_model()
             self.ball = self._id("body", "ball")
@@ -1103,6 +1149,8 @@ class Quadruped(DmControlTask):
             spawn = 0.9 * self.floor_size
             qpos[:, root.start:root.start + 2] = rng.uniform(-spawn, spawn, (n, 2))
         else:
+            if self.task == "escape":
+                self.draw_terrains(env)
             quat = rng.standard_normal((n, 4))
             quat /= np.linalg.norm(quat, axis=1, keepdims=True)
         qpos[:, root.start + 3:root.stop] = quat
@@ -1113,16 +1161,41 @@ class Quadruped(DmControlTask):
             qvel[:, self.ball_v:self.ball_v + 2] = 5 * rng.standard_normal((n, 2))
         return qpos, qvel
 
+    def draw_terrains(self, env):
+        """the suite's escape terrain for each environment reset (env.reset_ids): a sinusoidal
+        bowl times bumps drawn uniform in [smoothness, 1] on a grid of bump_scale and zoomed
+        to the height field's grid (scipy.ndimage.zoom, as the suite), in float32 as MuJoCo
+        keeps it; set as those environments' hfield_data"""
+        from scipy import ndimage
+
+        nrow, ncol = self.hfield_shape
+        row, col = np.ogrid[-1:1:nrow * 1j, -1:1:ncol * 1j]
+        bowl = 0.5 - np.cos(2 * np.pi * np.clip(np.sqrt(col ** 2 + row ** 2), 0.04, 1)) / 2
+        nbump = int(2 * self.terrain_size / self.bump_scale)
+        if self.terrains.shape[0] != env.num_envs:
+            self.terrains = np.zeros((env.num_envs, self.model.nhfielddata), np.float32)
+        for e in env.reset_ids:
+            bumps = env.np_random.uniform(self.smoothness, 1, (nbump, nbump))
+            self.terrains[e] = (bowl * ndimage.zoom(bumps, nrow / nbump)).ravel()
+        env.sim.set_parameter("hfield_data", self.terrains.astype(np.float64))
+
     def lift_until_free(self, env, qpos, qvel):
         """the suite's search for a height with no contact: the torso from the floor (z = 0)
-        up in 1 cm steps (accumulated as the suite adds them) until MuJoCo's ncon is 0"""
+        up in 1 cm steps (accumulated as the suite adds them) until MuJoCo's ncon is 0 (escape:
+        on each environment's own terrain)"""
         import phalanx
 
         z = np.zeros(qpos.shape[0])
         todo = np.arange(qpos.shape[0])
+        model, terrain_of = self.model, None
         for _ in range(10000):
             qpos[todo, self.root_q + 2] = z[todo]
-            found = phalanx.contacts(self.model, qpos[todo], qvel[todo], dtype=env.sim.dtype)
+            if self.task == "escape" and (terrain_of is None or terrain_of.size != todo.size):
+                # a model whose copies of the terrain are the candidates', in order
+                model, terrain_of = self.candidates, todo
+                model.set_parameter("hfield_data",
+                                    self.terrains[env.reset_ids[todo]].astype(np.float64))
+            found = phalanx.contacts(model, qpos[todo], forces=False, dtype=env.sim.dtype)
             todo = todo[found["count"] > 0]
             if todo.size == 0:
                 return
@@ -1131,12 +1204,19 @@ class Quadruped(DmControlTask):
                            f"{todo.size} environments")
 
     def upright(self, sim):
-        """the reward for the torso's z axis near the world's: 1 upright, 0 upside down"""
+        """the reward for the torso's z axis near the world's: 1 upright (within the task's
+        deviation), 0 upside down"""
         zz = self.kinematics(sim)["xmat"][:, self.torso, 2, 2]
-        return _tolerance(zz, bounds=(1.0, np.inf), sigmoid="linear", margin=2.0,
+        cos = np.cos(np.deg2rad(self.deviation.get(self.task, 0.0)))
+        return _tolerance(zz, bounds=(cos, np.inf), sigmoid="linear", margin=1 + cos,
                           value_at_margin=0)
 
     def reward(self, sim, actions):
+        if self.task == "escape":
+            away = np.linalg.norm(self.kinematics(sim)["site_xpos"][:, self.workspace], axis=1)
+            return self.upright(sim) * _tolerance(
+                away, bounds=(self.terrain_size, np.inf), margin=self.terrain_size,
+                value_at_margin=0, sigmoid="linear")
         if self.task != "fetch":
             forward = self.site_sensors(sim, [self.torso_site])["velocimeter"][:, 0, 0]
             move = _tolerance(forward, bounds=(self.move_speed, np.inf), margin=self.move_speed,
@@ -1173,7 +1253,19 @@ class Quadruped(DmControlTask):
                              sim.qvel[:, self.ball_v + 3:self.ball_v + 6]], axis=1)
             obs += [np.einsum("eki,eij->ekj", ball, frame).reshape(n, -1),
                     np.einsum("ei,eij->ej", k["site_xpos"][:, self.target] - pos, frame)]
+        if self.task == "escape":
+            import phalanx
+
+            frame, pos = k["xmat"][:, self.torso], k["xpos"][:, self.torso]
+            rays = phalanx.rangefinders(sim.model, sim.qpos, self.rangefinders,
+                                        dtype=sim.dtype)["dist"]
+            obs += [np.einsum("ei,eij->ej", -pos, frame), np.where(rays == -1, 1.0, np.tanh(rays))]
         return np.concatenate(obs, axis=1)
+
+    def episode_edits(self, e):
+        if self.task != "escape" or e >= self.terrains.shape[0]:
+            return {}
+        return {("hfield_data", "terrain"): self.terrains[e]}
 
 
 class Dog(DmControlTask):
@@ -1544,12 +1636,13 @@ DOMAINS = {t.domain: t for t in (Cheetah, Walker, Hopper, Humanoid, HumanoidCMU,
                                  Acrobot, Pendulum, PointMass, Reacher, BallInCup, Finger,
                                  Manipulator, Stacker, Quadruped, Dog, Lqr, Swimmer, Fish)}
 TASKS = {"cheetah": ("run",), "walker": ("stand", "walk", "run"), "hopper": ("stand", "hop"),
-         "humanoid": ("stand", "walk", "run"), "humanoid_CMU": ("stand", "walk", "run"),
-         "cartpole": ("balance", "balance_sparse", "swingup", "swingup_sparse"),
+         "humanoid": ("stand", "walk", "run", "run_pure_state"), "humanoid_CMU": ("stand", "walk", "run"),
+         "cartpole": ("balance", "balance_sparse", "swingup", "swingup_sparse", "two_poles",
+                      "three_poles"),
          "acrobot": ("swingup", "swingup_sparse"), "pendulum": ("swingup",),
          "point_mass": ("easy", "hard"), "reacher": ("easy", "hard"), "ball_in_cup": ("catch",),
          "finger": ("spin", "turn_easy", "turn_hard"),
          "manipulator": ("bring_ball", "bring_peg", "insert_ball", "insert_peg"),
-         "stacker": ("stack_2", "stack_4"), "quadruped": ("walk", "run", "fetch"),
+         "stacker": ("stack_2", "stack_4"), "quadruped": ("walk", "run", "fetch", "escape"),
          "dog": ("stand", "walk", "trot", "run", "fetch"), "lqr": ("lqr_2_1", "lqr_6_2"),
          "swimmer": ("swimmer6", "swimmer15"), "fish": ("upright", "swim")}

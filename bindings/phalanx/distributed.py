@@ -675,6 +675,8 @@ def _positive(name, value) -> int:
 
 
 def _parameters():
+    """(name, shape of a model) of every field set_parameter takes: the parameters and the
+    other per-environment fields"""
     import phalanx
 
-    return phalanx._PARAMETERS
+    return phalanx._BATCHED_FIELDS

@@ -26,8 +26,7 @@ initial states from ``env.np_random`` in place of the default noise, for the env
 (otherwise zero).
 
 Standard tasks. ``make(name, num_envs, **kwargs)`` builds the VectorEnv of a task of
-``task_names()``: "dm_control/<domain>-<task>" (the suite's tasks but quadruped-escape:
-acrobot, ball_in_cup, cartpole, cheetah, dog, finger, fish, hopper, humanoid, humanoid_CMU,
+``task_names()``: "dm_control/<domain>-<task>" (all of the suite's tasks: acrobot, ball_in_cup, cartpole, cheetah, dog, finger, fish, hopper, humanoid, humanoid_CMU,
 lqr, manipulator, pendulum, point_mass, quadruped, reacher, stacker, swimmer, walker)
 and "gymnasium/<Name>-v5" (Ant, HalfCheetah, Hopper, Walker2d, Swimmer, Humanoid,
 HumanoidStandup, InvertedPendulum, InvertedDoublePendulum, Pusher, Reacher), with the suite's

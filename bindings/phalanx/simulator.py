@@ -139,7 +139,8 @@ class Simulator:
         self._warm = _phalanx.WarmStart()  # contact rows carried from call to call
         # the parameters as the model holds them now (shared or nbatch copies): what
         # randomize scales and restore_parameters puts back
-        self._nominal = {name: model.parameter(name) for name in phalanx.PARAMETERS}
+        self._nominal = {name: model.parameter(name)
+                         for name in phalanx.PARAMETERS + phalanx.ENV_FIELDS}
         self.reset()
 
     # --- state --------------------------------------------------------------------------
@@ -382,7 +383,8 @@ class Simulator:
 
     @exclusive(_SIM)
     def set_parameter(self, name: str, values) -> None:
-        """Set a parameter of ``phalanx.PARAMETERS`` in the (shared) model: ``values`` of the
+        """Set a parameter of ``phalanx.PARAMETERS`` (or a field of ``phalanx.ENV_FIELDS``,
+        such as a height field's elevation) in the (shared) model: ``values`` of the
         parameter's shape (e.g. body_mass (nbody,)) for every environment, or (E, *shape), one
         row per environment. The model checks the values (finite, masses >= 0, ...)."""
         shape = self._parameter_shape(name)
@@ -473,10 +475,11 @@ class Simulator:
         return env_indices(env_ids, self._E, _SIM)
 
     def _parameter_shape(self, name: str) -> tuple:
-        shapes = dict(self._phalanx._PARAMETERS)
+        shapes = dict(self._phalanx._BATCHED_FIELDS)
         if name not in shapes:
             raise ValueError(f"phalanx.Simulator: unknown parameter {name!r}; the parameters "
-                             f"are {', '.join(self._phalanx.PARAMETERS)}")
+                             f"are {', '.join(self._phalanx.PARAMETERS)}, and the other "
+                             f"per-environment fields {', '.join(self._phalanx.ENV_FIELDS)}")
         return tuple(shapes[name](self._model))
 
     def _per_env(self, name: str, value: np.ndarray) -> np.ndarray:

@@ -53,6 +53,21 @@ def dm_control_on_this_mujoco() -> None:
             del sizes.array_sizes[name][field]
 
 
+def put_episode_edits(physics, edits: dict) -> None:
+    """Write a task's ``episode_edits`` into a dm_control Physics' model: each value at
+    ``physics.named.model.<field>[element]``, but a height field's elevation (field
+    "hfield_data", element the height field's name), which MuJoCo keeps in one array for all
+    height fields, into that height field's block of it."""
+    for (field, element), value in edits.items():
+        if field == "hfield_data":
+            m = physics.model
+            h = m.name2id(element, "hfield")
+            adr = int(m.hfield_adr[h])
+            m.hfield_data[adr:adr + int(m.hfield_nrow[h] * m.hfield_ncol[h])] = value
+        else:
+            getattr(physics.named.model, field)[element] = value
+
+
 def example_robot_data_dir() -> pathlib.Path | None:
     """example-robot-data's robots/ folder, found through the installed distribution's files
     (its layout differs between releases), or None when it is not installed"""

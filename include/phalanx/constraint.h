@@ -173,12 +173,9 @@ PHX_HD PHX_INLINE CcdSettings<T> ccd_settings(const ModelView<T>& m) {
 // world poses of the geoms from the body frames
 template <class T>
 PHX_HD void geom_poses(const ModelView<T>& m, const Workspace<T>& w, ConstraintWorkspace<T>& c) {
-  for (int g = 0; g < m.ngeom; ++g) {
-    int b = m.geom_bodyid[g];
-    Mat3<T> R = Mat3<T>::load(w.xmat + 9 * b);
-    (Vec3<T>::load(w.xpos + 3 * b) + R * Vec3<T>::load(m.geom_pos + 3 * g)).store(c.geom_xpos + 3 * g);
-    (R * to_mat(Quat<T>::load(m.geom_quat + 4 * g))).store(c.geom_xmat + 9 * g);
-  }
+  for (int g = 0; g < m.ngeom; ++g)
+    body_fixed_frame(w, m.geom_bodyid[g], m.geom_pos + 3 * g, m.geom_quat + 4 * g,
+                     c.geom_xpos + 3 * g, c.geom_xmat + 9 * g);
 }
 
 // Adjoint of geom_poses for geom g: from the adjoint of its frame (adj_f: position and

@@ -163,14 +163,19 @@ PHX_HD void com_pos(const ModelView<T>& m, Workspace<T>& w) {
   }
 }
 
-// world frame of site s from its body's: position xpos + R site_pos, rotation R Q(site_quat)
-// (MuJoCo's site_xpos and site_xmat)
+// world frame of a frame fixed to body b at position p and orientation q in it: position
+// xpos + R p to pos, rotation R Q(q) to mat
+template <class T, class S>
+PHX_HD void body_fixed_frame(const Workspace<T>& w, int b, const S* p, const S* q, T* pos, T* mat) {
+  Mat3<T> R = Mat3<T>::load(w.xmat + 9 * b);
+  (Vec3<T>::load(w.xpos + 3 * b) + R * Vec3<T>::load(p)).store(pos);
+  (R * to_mat(Quat<T>::load(q))).store(mat);
+}
+
+// world frame of site s (MuJoCo's site_xpos and site_xmat)
 template <class T>
 PHX_HD void site_frame(const ModelView<T>& m, const Workspace<T>& w, int s, T* pos, T* mat) {
-  int b = m.site_bodyid[s];
-  Mat3<T> R = Mat3<T>::load(w.xmat + 9 * b);
-  (Vec3<T>::load(w.xpos + 3 * b) + R * Vec3<T>::load(m.site_pos + 3 * s)).store(pos);
-  (R * to_mat(Quat<T>::load(m.site_quat + 4 * s))).store(mat);
+  body_fixed_frame(w, m.site_bodyid[s], m.site_pos + 3 * s, m.site_quat + 4 * s, pos, mat);
 }
 
 // body velocities and cdof_dot from qvel (MuJoCo's mj_comVel)

@@ -133,6 +133,7 @@
   X(real, geom_rbound, ngeom, 1, "radius of a bounding sphere at geom_pos; 0: infinite")        \
   X(real, geom_restitution, ngeom, 1, "coefficient of restitution; a pair uses the larger")     \
   X(int, geom_dataid, ngeom, 1, "mesh id of a mesh geom, height-field id of an hfield, else -1") \
+  X(int, geom_visible, ngeom, 1, "1 when drawn (alpha > 0): the geoms rays see")                  \
   /* sites: frames fixed to bodies */                                                             \
   X(int, site_bodyid, nsite, 1, "id of the site's body")                                          \
   X(real, site_pos, nsite, 3, "position in the body frame")                                       \
@@ -264,6 +265,14 @@
   X(GeomSize, geom_size, kCheckGeomSize)
 #define PHX_PARAMS(X) PHX_DYNAMICS_PARAMS(X) PHX_CONTACT_PARAMS(X)
 
+// Arrays that each environment may hold its own copy of, as it may a parameter's, but without
+// gradients: data a task redraws per episode, such as a height field's terrain. They follow the
+// parameters in every per-environment list (set_parameter, param_nbatch, env_view) and take no
+// part in gradients: X(Name, field, check) as above.
+#define PHX_ENV_FIELDS(X) X(HfieldData, hfield_data, kCheckFinite)
+// every field set_parameter may give per-environment copies: the parameters, then the rest
+#define PHX_BATCHED_FIELDS(X) PHX_PARAMS(X) PHX_ENV_FIELDS(X)
+
 namespace phx {
 
 // One descriptor per array of PHX_MODEL_ARRAYS: its width, and its count in any struct with
@@ -300,47 +309,52 @@ enum ParamCheck : int {
   kCheckQuaternion
 };
 
+// Indices of the per-environment fields: the parameters (0 .. kNumParams - 1, those of
+// gradients), then the other fields (up to kNumBatched).
 enum Param : int {
 #define PHX_PARAM_ENUM(Name, field_, check) kParam##Name,
-  PHX_PARAMS(PHX_PARAM_ENUM)
+  PHX_BATCHED_FIELDS(PHX_PARAM_ENUM)
 #undef PHX_PARAM_ENUM
-  kNumParams
+  kNumBatched
 };
+#define PHX_PARAM_ONE(Name, field_, check) +1
+inline constexpr int kNumParams = 0 PHX_PARAMS(PHX_PARAM_ONE);
+#undef PHX_PARAM_ONE
 
-inline constexpr const char* kParamNames[kNumParams] = {
+inline constexpr const char* kParamNames[kNumBatched] = {
 #define PHX_PARAM_NAME(Name, field_, check) #field_,
-    PHX_PARAMS(PHX_PARAM_NAME)
+    PHX_BATCHED_FIELDS(PHX_PARAM_NAME)
 #undef PHX_PARAM_NAME
 };
 
-inline constexpr ParamCheck kParamChecks[kNumParams] = {
+inline constexpr ParamCheck kParamChecks[kNumBatched] = {
 #define PHX_PARAM_CHECK(Name, field_, check) check,
-    PHX_PARAMS(PHX_PARAM_CHECK)
+    PHX_BATCHED_FIELDS(PHX_PARAM_CHECK)
 #undef PHX_PARAM_CHECK
 };
 
-// numbers per entity (body, dof, joint, actuator or geom) of parameter k
+// numbers per entity (body, dof, joint, actuator or geom) of per-environment field k
 PHX_HD constexpr int param_width(int k) {
   switch (k) {
 #define PHX_PARAM_WIDTH(Name, field_, check) \
   case kParam##Name:                         \
     return field::field_::width;
-    PHX_PARAMS(PHX_PARAM_WIDTH)
+    PHX_BATCHED_FIELDS(PHX_PARAM_WIDTH)
 #undef PHX_PARAM_WIDTH
     default:
       return 0;
   }
 }
 
-// the entities parameter k has one entry (of param_width(k) numbers) for, in any struct with
-// the counts (ModelView, the host's Model)
+// the entities per-environment field k has one entry (of param_width(k) numbers) for, in any
+// struct with the counts (ModelView, the host's Model)
 template <class M>
 PHX_HD int param_count(const M& m, int k) {
   switch (k) {
 #define PHX_PARAM_COUNT(Name, field_, check) \
   case kParam##Name:                         \
     return field::field_::count(m);
-    PHX_PARAMS(PHX_PARAM_COUNT)
+    PHX_BATCHED_FIELDS(PHX_PARAM_COUNT)
 #undef PHX_PARAM_COUNT
     default:
       return 0;

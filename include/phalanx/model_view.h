@@ -34,38 +34,38 @@ struct ModelView {
   PHX_MODEL_ARRAYS(PHX_VIEW_ARRAY)
 #undef PHX_VIEW_ARRAY
 
-  // per-environment parameters: parameter k holds param_nbatch[k] copies one after the other
-  // and environment e reads copy e % param_nbatch[k] (see env_view); 0 or 1: one copy shared by
-  // all environments
-  int param_nbatch[kNumParams];
+  // per-environment fields (parameters and PHX_ENV_FIELDS): field k holds param_nbatch[k]
+  // copies one after the other and environment e reads copy e % param_nbatch[k] (see
+  // env_view); 0 or 1: one copy shared by all environments
+  int param_nbatch[kNumBatched];
 };
 
-// numbers in one copy of parameter k
+// numbers in one copy of per-environment field k
 template <class T>
 PHX_HD long param_size(const ModelView<T>& m, int k) {
   return long(param_count(m, k)) * param_width(k);
 }
 
-// the field of parameter k
+// the array of per-environment field k
 template <class T>
 PHX_HD const T*& param_field(ModelView<T>& m, int k) {
   switch (k) {
 #define PHX_PARAM_FIELD(Name, field_, check) \
   case kParam##Name:                         \
     return m.field_;
-    PHX_PARAMS(PHX_PARAM_FIELD)
+    PHX_BATCHED_FIELDS(PHX_PARAM_FIELD)
 #undef PHX_PARAM_FIELD
     default:
       return m.body_mass;
   }
 }
 
-// the model as environment e sees it: each per-environment parameter points at copy
+// the model as environment e sees it: each per-environment field points at copy
 // e % param_nbatch[k]. Kernels call this first and hand the result to the stage functions.
 template <class T>
 PHX_HD ModelView<T> env_view(const ModelView<T>& m, int e) {
   ModelView<T> r = m;
-  for (int k = 0; k < kNumParams; ++k)
+  for (int k = 0; k < kNumBatched; ++k)
     if (m.param_nbatch[k] > 1) param_field(r, k) += (e % m.param_nbatch[k]) * param_size(m, k);
   return r;
 }
@@ -103,7 +103,7 @@ ModelView<U> convert_view(const ModelView<T>& m, RealArray&& real_array) {
   }
   PHX_MODEL_ARRAYS(PHX_CONVERT_ARRAY)
 #undef PHX_CONVERT_ARRAY
-  for (int k = 0; k < kNumParams; ++k) r.param_nbatch[k] = m.param_nbatch[k];
+  for (int k = 0; k < kNumBatched; ++k) r.param_nbatch[k] = m.param_nbatch[k];
   return r;
 }
 

@@ -201,3 +201,23 @@ def test_constraint_force_is_reported_for_one_step_only(scene):
     with pytest.raises(ValueError, match="one step"):
         _phalanx.step(model, qpos, np.zeros((1, mj.nv)), np.zeros((1, 0)), 2,
                       constraint_force=True)
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+def test_detection_alone_finds_the_steps_contacts(scene, rng, dtype):
+    """contacts(forces=False), the narrowphase without a step, finds the contacts the step's
+    own detection finds, bit for bit, and MuJoCo's count (mj_collision) at the same states"""
+    mj, model, _ = scene
+    qpos, qvel = states(mj, rng, 6)
+    qpos[:, 2::7] += rng.uniform(-0.02, 0.05, (6, 4))  # some bodies lifted clear, some sunk
+    stepped = phalanx.contacts(model, qpos, qvel, dtype=dtype)
+    alone = phalanx.contacts(model, qpos, forces=False, dtype=dtype)
+    assert not np.all(alone["count"] == alone["count"][0])  # the states differ in contacts
+    np.testing.assert_array_equal(alone["overflow"], 0)
+    for key in ("count", "pos", "frame", "dist", "geom"):
+        np.testing.assert_array_equal(alone[key], stepped[key], err_msg=key)
+    data = mujoco.MjData(mj)
+    for e in range(6):
+        data.qpos[:] = qpos[e]
+        mujoco.mj_forward(mj, data)
+        assert alone["count"][e] == data.ncon

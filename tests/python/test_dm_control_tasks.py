@@ -29,7 +29,7 @@ suite = pytest.importorskip("dm_control.suite")
 import phalanx  # noqa: E402
 import phalanx.envs  # noqa: E402
 from phalanx._tasks import randomize_limited_and_rotational_joints  # noqa: E402
-from phalanx.testing import dm_control_on_this_mujoco  # noqa: E402
+from phalanx.testing import dm_control_on_this_mujoco, put_episode_edits  # noqa: E402
 from test_tasks import _mujoco_touch  # noqa: E402
 
 dm_control_on_this_mujoco()
@@ -47,8 +47,7 @@ def _suite(name):  # the suite's environment of "domain-task"
 
 def _put(physics, edits, qpos, qvel=0.0, ctrl=0.0):
     """the suite's physics at a state, its model edited as its episode start edits it"""
-    for (field, element), value in edits.items():
-        getattr(physics.named.model, field)[element] = value
+    put_episode_edits(physics, edits)
     with physics.reset_context():
         physics.data.qpos[:], physics.data.qvel[:], physics.data.ctrl[:] = qpos, qvel, ctrl
     return physics

@@ -4,6 +4,7 @@
 
 #include "phalanx/cost.h"
 #include "phalanx/kernels/common.h"
+#include "phalanx/rangefinder.h"
 #include "phalanx/report.h"
 #include "phalanx/step.h"
 #include "phalanx/tape.h"
@@ -252,6 +253,84 @@ struct KinematicsKernel {
   }
 };
 
+// What DetectKernel carves: a step's scratch and one environment's contact arrays
+template <class T>
+struct DetectScratch {
+  StepScratch<T> x;
+  ContactView<T> cv;
+
+  template <class M>
+  PHX_HD static DetectScratch carve(const M& m, Arena<T>& arena) {
+    DetectScratch s;
+    s.x = StepScratch<T>::carve(m, arena);
+    s.cv = ContactView<T>::carve(m, arena);
+    return s;
+  }
+};
+
+// The contacts at each state without a step (MuJoCo's mj_collision after mj_kinematics): the
+// narrowphase as a step runs it, no constraint solve. count (nenv) and overflow (nenv: found
+// beyond nconmax), and, each when non-null, every contact's pos (nenv x nconmax x 3), frame
+// (nenv x nconmax x 9), dist (nenv x nconmax) and geoms (nenv x nconmax x 2), zero past count.
+template <class T>
+struct DetectKernel {
+  using Scalar = T;
+  ModelView<T> model;  // env_view gives each environment its parameters and height fields
+  const T* qpos;       // (nenv x nq)
+  int* count;
+  int* overflow;
+  T* pos;
+  T* frame;
+  T* dist;
+  int* geom;
+
+  PHX_HD void operator()(int e, Scratch<T> scratch) const {
+    const ModelView<T> m = env_view(model, e);
+    Arena<T> arena(scratch);
+    DetectScratch<T> s = DetectScratch<T>::carve(m, arena);
+    int n = 0;
+    overflow[e] = 0;
+    if (m.contact && m.nconmax > 0 && m.nefcmax > 0) {
+      kinematics(m, qpos + long(e) * m.nq, s.x.w);
+      geom_poses(m, s.x.w, s.x.c);
+      detect_contacts(m, s.x.c, s.cv);
+      n = *s.cv.ncon;
+      overflow[e] = *s.cv.overflow;
+    }
+    count[e] = n;
+    const long c0 = long(e) * m.nconmax;
+    for (long i = 0; i < m.nconmax; ++i) {
+      const bool live = i < n;
+      for (int k = 0; pos && k < 3; ++k) pos[3 * (c0 + i) + k] = live ? s.cv.pos[3 * i + k] : T(0);
+      for (int k = 0; frame && k < 9; ++k)
+        frame[9 * (c0 + i) + k] = live ? s.cv.frame[9 * i + k] : T(0);
+      if (dist) dist[c0 + i] = live ? s.cv.dist[i] : T(0);
+      for (int k = 0; geom && k < 2; ++k) geom[2 * (c0 + i) + k] = live ? s.cv.geom[2 * i + k] : 0;
+    }
+  }
+};
+
+// MuJoCo's rangefinder sensors on nsite sites (rangefinder.h): the distance along each site's z
+// axis to the nearest visible geom not of the site's body, -1 when there is none, and that geom
+template <class T>
+struct RangefinderKernel {
+  using Scalar = T;
+  ModelView<T> model;  // env_view gives each environment its parameters and height fields
+  const T* qpos;       // (nenv x nq)
+  int nsite;
+  const int* site;  // (nsite) site ids
+  T* dist;          // (nenv x nsite)
+  int* geom;        // (nenv x nsite)
+
+  PHX_HD void operator()(int e, Scratch<T> scratch) const {
+    const ModelView<T> m = env_view(model, e);
+    Workspace<T> w = step_scratch(m, scratch).w;
+    kinematics(m, qpos + long(e) * m.nq, w);
+    for (int i = 0; i < nsite; ++i)
+      dist[long(e) * nsite + i] = rangefinder(m, w, site[i], geom + long(e) * nsite + i);
+  }
+};
+
 // Per-body quantities in MuJoCo's convention (report.h): subtree_com (nenv x nbody x 3), cinert
 // (nenv x nbody x 10), with qvel cvel (nenv x nbody x 6), and with contacts cfrc_ext (nenv x
 // nbody x 6) from each environment's ncon contacts (con_*: nconmax per environment, as
@@ -417,17 +496,19 @@ struct InverseDynamicsKernel {
   }
 };
 
-#define PHX_FORWARD_KERNELS(X)                                                             \
-  X(StepKernel<float>)                                                                     \
-  X(StepKernel<double>)                                                                    \
-  X(ConstraintForceKernel<float>)                                                          \
-  X(ConstraintForceKernel<double>) X(RolloutKernel<float>) X(RolloutKernel<double>)        \
-      X(MassMatrixKernel<float>) X(MassMatrixKernel<double>) X(BiasKernel<float>)          \
-          X(BiasKernel<double>) X(KinematicsKernel<float>) X(KinematicsKernel<double>)     \
-              X(KinematicsVjpKernel<float>) X(KinematicsVjpKernel<double>)                 \
-                  X(BodyReportKernel<float>) X(BodyReportKernel<double>)                   \
-                      X(ActuatorForceKernel<float>) X(ActuatorForceKernel<double>)         \
-                          X(ForwardDynamicsKernel<float>) X(ForwardDynamicsKernel<double>) \
+#define PHX_FORWARD_KERNELS(X)                                                                     \
+  X(StepKernel<float>)                                                                             \
+  X(StepKernel<double>)                                                                            \
+  X(ConstraintForceKernel<float>)                                                                  \
+  X(ConstraintForceKernel<double>)                                                                 \
+  X(RolloutKernel<float>)                                                                          \
+  X(RolloutKernel<double>) X(MassMatrixKernel<float>) X(MassMatrixKernel<double>)                  \
+      X(BiasKernel<float>) X(BiasKernel<double>) X(KinematicsKernel<float>)                        \
+          X(KinematicsKernel<double>) X(KinematicsVjpKernel<float>) X(KinematicsVjpKernel<double>) \
+              X(BodyReportKernel<float>) X(BodyReportKernel<double>) X(RangefinderKernel<float>)   \
+                  X(RangefinderKernel<double>) X(DetectKernel<float>) X(DetectKernel<double>)      \
+                      X(ActuatorForceKernel<float>) X(ActuatorForceKernel<double>)                 \
+                          X(ForwardDynamicsKernel<float>) X(ForwardDynamicsKernel<double>)         \
                               X(InverseDynamicsKernel<float>) X(InverseDynamicsKernel<double>)
 
 }  // namespace phx
