@@ -1,18 +1,19 @@
 """SHAC against PPO on Phalanx's standard tasks: return against env-steps and wall-clock time.
 
     .venv/bin/python bench/bench_policy.py                  # cheetah-run, seeds 0 1 2
-    .venv/bin/python bench/bench_policy.py --tasks cheetah-run humanoid-walk \
-        --ppo-steps 5000000 --shac-iterations 3000
+    .venv/bin/python bench/bench_policy.py --tasks cheetah-run ant \
+        --ppo-steps 5000000 --shac-iterations 2000
 
 For each task and seed, one after the other on the whole machine:
 
 - PPO from skrl (examples/ppo.py's ``train``: its networks and settings) on
-  ``phalanx.envs.make("dm_control/<task>")``; its curve is the return of every training
-  episode as it ends (the stochastic policy, as skrl trains it).
+  ``phalanx.envs.make`` of the task (dm_control's cheetah-run and humanoid walk, Gymnasium's
+  Ant-v5); its curve is the return of every training episode as it ends (the stochastic
+  policy, as skrl trains it).
 - SHAC (``phalanx.learn.SHAC``, the paper's settings of ``SHACConfig``) on the same task as a
-  differentiable one (``phalanx.learn.CheetahRun``, ``HumanoidWalk``: the suite's model, initial
-  states and reward in torch); its curve is the deterministic policy's mean return over
-  ``eval_envs`` episodes every ``--eval-every`` windows.
+  differentiable one (``phalanx.learn.CheetahRun``, ``HumanoidWalk``, ``Ant``: the suite's
+  model, initial states, reward and observations in torch); its curve is the deterministic
+  policy's mean return over ``eval_envs`` episodes every ``--eval-every`` windows.
 
 Both use the same number of environments (``--num-envs``); wall-clock time is the training's
 (SHAC's evaluations are left out of it, as the episodes PPO's curve reads come with its
@@ -46,8 +47,10 @@ import phalanx.learn as pl
 
 ROOT = Path(__file__).resolve().parent
 RESULTS = ROOT / "results"
-TASKS = {"cheetah-run": lambda: pl.CheetahRun(),
-         "humanoid-walk": lambda: pl.HumanoidWalk("walk")}
+# each task: the differentiable one SHAC trains on, and phalanx.envs' name of the same task
+TASKS = {"cheetah-run": (pl.CheetahRun, "dm_control/cheetah-run"),
+         "humanoid-walk": (lambda: pl.HumanoidWalk("walk"), "dm_control/humanoid-walk"),
+         "ant": (pl.Ant, "gymnasium/Ant-v5")}
 
 
 @functools.cache
@@ -63,7 +66,7 @@ def _ppo_module():
 
 def run_ppo(task: str, seed: int, steps: int, num_envs: int) -> dict:
     """PPO's learning curve on Phalanx's environment of the task"""
-    run = _ppo_module().train(f"dm_control/{task}", "phalanx", seed, steps, num_envs,
+    run = _ppo_module().train(TASKS[task][1], "phalanx", seed, steps, num_envs,
                               progress=False)
     run["method"] = "ppo"
     return run
@@ -71,12 +74,13 @@ def run_ppo(task: str, seed: int, steps: int, num_envs: int) -> dict:
 
 def run_shac(task: str, seed: int, iterations: int, num_envs: int, eval_every: int) -> dict:
     """SHAC's learning curve on the task as a differentiable one"""
-    agent = pl.SHAC(TASKS[task](), pl.SHACConfig(num_envs=num_envs, seed=seed))
+    agent = pl.SHAC(TASKS[task][0](), pl.SHACConfig(num_envs=num_envs, seed=seed))
     start = time.perf_counter()
     history = agent.train(iterations, eval_every=eval_every)
     return {"task": task, "method": "shac", "seed": seed, "num_envs": num_envs,
             "env_steps": history["env_steps"], "seconds": history["seconds"],
-            "returns": history["returns"], "total_seconds": time.perf_counter() - start}
+            "returns": history["returns"], "skipped": history["skipped"],
+            "total_seconds": time.perf_counter() - start}
 
 
 def ppo_final(run: dict) -> float:
@@ -161,7 +165,7 @@ def plot(task: str, runs: list[dict], path: Path) -> None:
         ax.set_ylabel("episode return")
         ax.grid(alpha=0.3)
     axes[0].legend()
-    fig.suptitle(f"dm_control/{task} on Phalanx: mean and range over seeds")
+    fig.suptitle(f"{TASKS[task][1]} on Phalanx: mean and range over seeds")
     fig.tight_layout()
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path, dpi=110)
@@ -189,6 +193,9 @@ def main(argv=None) -> int:
                                      args.eval_every))
             if "ppo" in args.methods:
                 runs.append(run_ppo(task, seed, args.ppo_steps, args.num_envs))
+            for run in runs[-len(args.methods):]:
+                print(f"{task} seed {seed} {run['method']}: last return "
+                      f"{run['returns'][-1]:.4g} after {run['seconds'][-1]:.0f} s", flush=True)
         figures = summary(task, runs)
         args.out.mkdir(parents=True, exist_ok=True)
         (args.out / f"policy_{task}.json").write_text(json.dumps(

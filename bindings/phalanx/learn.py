@@ -10,10 +10,11 @@ steps of N environments, each window closed by a learned critic:
 end, and its value only when it was truncated, not terminated). The states are detached
 between windows. After each actor step the critic V is regressed on TD(lambda) targets of the
 window (from V''s values), in minibatches, and the target critic follows it by Polyak
-averaging, V' <- alpha V' + (1 - alpha) V. Gradients are clipped by norm, learning rates decay
-linearly, observations are normalised by running statistics, and the policy is a Gaussian whose
-samples (reparameterised, so the gradient flows through them) are squashed by tanh into the
-actuators' control ranges; evaluation uses its mean.
+averaging, V' <- alpha V' + (1 - alpha) V. Gradients are clipped by norm, and a window whose
+actor gradient is far larger than the recent ones is not applied (``SHAC.outlier``). Learning
+rates decay linearly, observations are normalised by running statistics, and the policy is a
+Gaussian whose samples (reparameterised, so the gradient flows through them) are squashed by
+tanh into the actuators' control ranges; evaluation uses its mean.
 
 APG, the baseline, is the same loop with the window the whole episode and no critic: the
 gradient of each episode's return.
@@ -24,14 +25,16 @@ A task is differentiable: its observations and rewards are torch functions of th
         model: phalanx.Model
         frame_skip: int          # physics steps per action
         episode_steps: int       # actions per episode (then truncated)
-        def observe(self, qpos, qvel) -> (E, d)
-        def reward(self, qpos, qvel, ctrl) -> (E,)       # after the step, for its controls
+        def observe(self, qpos, qvel, ctrl) -> (E, d)
+        def reward(self, qpos, qvel, ctrl, previous) -> (E,)
         def terminated(self, qpos, qvel) -> (E,) bool    # optional: episodes that end early
         def initial_states(self, n, generator) -> (qpos (n, nq), qvel (n, nv))
 
-in float64 (the dtype Phalanx's gradients are checked in). ``CartPoleSwingUp``, ``CheetahRun``
-and ``HumanoidWalk`` are such tasks, the last two dm_control's (``tolerance`` is the suite's
-reward shaping in torch).
+in float64 (the dtype Phalanx's gradients are checked in). ``observe`` is given the controls held
+at the state (the last action's, zero after a reset), ``reward`` the step's controls and the
+state it started from, ``previous`` = (qpos, qvel). ``CartPoleSwingUp``, ``CheetahRun``,
+``HumanoidWalk`` and ``Ant`` are such tasks, the middle two dm_control's (``tolerance`` is the
+suite's reward shaping in torch), the last Gymnasium's.
 
     import phalanx.learn as pl
     agent = pl.SHAC(pl.CartPoleSwingUp(), pl.SHACConfig(num_envs=64))
@@ -41,11 +44,15 @@ reward shaping in torch).
 
 from __future__ import annotations
 
+import collections
 import copy
 import math
+import statistics
+import threading
 import time
 from dataclasses import dataclass, replace
 
+import numpy as np
 import torch
 
 import phalanx
@@ -53,6 +60,7 @@ import phalanx
 from . import torch as pt
 
 F64 = torch.float64
+_BUILD_LOCK = threading.Lock()
 
 
 @dataclass
@@ -69,6 +77,10 @@ class SHACConfig:
     final_lr: float = 1e-5  # the learning rates decay linearly to this over the training
     betas: tuple[float, float] = (0.7, 0.95)  # Adam's
     grad_norm: float = 1.0  # clip of the actor's and the critic's gradient norms
+    # a window whose actor gradient norm (before clipping) exceeds this multiple of the median
+    # of the last outlier_window windows' norms is not applied (0: every window is)
+    outlier_factor: float = 10.0
+    outlier_window: int = 100
     critic_iterations: int = 16  # passes over the window's samples per window
     critic_minibatches: int = 4
     target_alpha: float = 0.2  # Polyak weight of the target critic's old parameters
@@ -161,38 +173,61 @@ def td_lambda_targets(rewards, next_values, terminated, done, last_value, gamma:
 
 class SHAC:
     """Short-horizon actor-critic on a differentiable task (module docstring); ``critic=False``
-    with a horizon of the whole episode is APG"""
+    with a horizon of the whole episode is APG.
 
-    def __init__(self, task, config: SHACConfig | None = None, *, critic: bool = True) -> None:
+    ``distributed`` (e.g. ``TorchDistributed()``) trains over several processes: each steps
+    num_envs / world of the environments, drawn from its own generator (seed * world + rank),
+    and the actor's and the critic's gradients are averaged over the processes after every
+    backward pass, as are the observation statistics; the networks start equal (seeded by
+    ``seed``) and so stay equal."""
+
+    def __init__(self, task, config: SHACConfig | None = None, *, critic: bool = True,
+                 distributed=None) -> None:
         self.task, self.cfg = task, config or SHACConfig()
         cfg = self.cfg
-        torch.manual_seed(cfg.seed)
-        self.generator = torch.Generator().manual_seed(cfg.seed)
-        q, v = task.initial_states(1, torch.Generator().manual_seed(cfg.seed))
-        nobs = task.observe(q, v).shape[1]
-        self.norm = RunningNorm(nobs) if cfg.normalize_obs else None
-        self.actor = Actor(task.model, nobs, cfg.hidden, cfg.init_log_std)
-        self.actor_opt = torch.optim.Adam(self.actor.parameters(), lr=cfg.actor_lr,
-                                          betas=cfg.betas)
-        self.critic = mlp(nobs, cfg.hidden, 1) if critic else None
-        if self.critic is not None:
-            self.target = copy.deepcopy(self.critic).requires_grad_(False)
-            self.critic_opt = torch.optim.Adam(self.critic.parameters(), lr=cfg.critic_lr,
-                                               betas=cfg.betas)
-        self.q, self.v = task.initial_states(cfg.num_envs, self.generator)
-        self.age = torch.zeros(cfg.num_envs, dtype=torch.long)  # steps into each episode
+        self.distributed = distributed
+        rank, world = (0, 1) if distributed is None else (distributed.rank, distributed.world)
+        if cfg.num_envs % world:
+            raise ValueError(f"phalanx.learn.SHAC: {cfg.num_envs} environments do not split "
+                             f"evenly over {world} processes")
+        # the networks: the same in every process, drawn from torch's global generator, so
+        # built under a lock (agents of threads would otherwise interleave their draws)
+        with _BUILD_LOCK:
+            torch.manual_seed(cfg.seed)
+            # the environments' draws: their own in each process
+            self.generator = torch.Generator().manual_seed(cfg.seed * world + rank)
+            q, v = task.initial_states(1, torch.Generator().manual_seed(cfg.seed))
+            nobs = task.observe(q, v, torch.zeros(1, task.model.nu, dtype=F64)).shape[1]
+            self.norm = RunningNorm(nobs) if cfg.normalize_obs else None
+            self.actor = Actor(task.model, nobs, cfg.hidden, cfg.init_log_std)
+            self.actor_opt = torch.optim.Adam(self.actor.parameters(), lr=cfg.actor_lr,
+                                              betas=cfg.betas)
+            self.critic = mlp(nobs, cfg.hidden, 1) if critic else None
+            if self.critic is not None:
+                self.target = copy.deepcopy(self.critic).requires_grad_(False)
+                self.critic_opt = torch.optim.Adam(self.critic.parameters(), lr=cfg.critic_lr,
+                                                   betas=cfg.betas)
+        self.q, self.v = task.initial_states(cfg.num_envs // world, self.generator)
+        self.age = torch.zeros(self.q.shape[0], dtype=torch.long)  # steps into each episode
+        self.u = torch.zeros(self.q.shape[0], task.model.nu, dtype=F64)  # the controls held
         self.env_steps = 0
+        self.grad_norms: collections.deque = collections.deque(maxlen=cfg.outlier_window)
+        self.skipped = 0  # windows whose actor step was not applied
 
     # --- the policy ----------------------------------------------------------------------
 
-    def _obs(self, q, v):
-        obs = self.task.observe(q, v)
+    def _obs(self, q, v, u):
+        obs = self.task.observe(q, v, u)
         return obs if self.norm is None else self.norm(obs)
 
     @torch.no_grad()
-    def act(self, qpos: torch.Tensor, qvel: torch.Tensor) -> torch.Tensor:
-        """the deterministic policy's controls (E, nu) at the states"""
-        return self.actor(self._obs(qpos, qvel))
+    def act(self, qpos: torch.Tensor, qvel: torch.Tensor,
+            ctrl: torch.Tensor | None = None) -> torch.Tensor:
+        """the deterministic policy's controls (E, nu) at the states, the controls held there
+        ctrl (default zero, as after a reset)"""
+        if ctrl is None:
+            ctrl = torch.zeros(qpos.shape[0], self.task.model.nu, dtype=F64)
+        return self.actor(self._obs(qpos, qvel, ctrl))
 
     def _step(self, q, v, u):
         for _ in range(getattr(self.task, "frame_skip", 1)):
@@ -205,6 +240,13 @@ class SHAC:
             ended = torch.zeros(q.shape[0], dtype=torch.bool) if fn is None else fn(q, v)
             return ended | ~(torch.isfinite(q).all(dim=1) & torch.isfinite(v).all(dim=1))
 
+    def _gather(self, x: torch.Tensor) -> torch.Tensor:
+        return x if self.distributed is None else self.distributed.gather(x)
+
+    def _average(self, module: torch.nn.Module) -> None:
+        if self.distributed is not None:
+            self.distributed.average([p for p in module.parameters() if p.grad is not None])
+
     # --- one window ----------------------------------------------------------------------
 
     def window(self):
@@ -213,20 +255,21 @@ class SHAC:
         done (h, E))"""
         cfg, task = self.cfg, self.task
         h = cfg.horizon
-        q, v = self.q, self.v
+        q, v, held = self.q, self.v, self.u
         if self.norm is not None:
-            self.norm.update(task.observe(q, v))
+            self.norm.update(self._gather(task.observe(q, v, held)))
         n = q.shape[0]
         ret = torch.zeros(n, dtype=F64)  # each episode's discounted reward in the window
         discount = torch.ones(n, dtype=F64)
         loss = torch.zeros((), dtype=F64)
         obs_t, rew_t, next_t, term_t, done_t = [], [], [], [], []
         for t in range(h):
-            obs = self._obs(q, v)
+            obs = self._obs(q, v, held)
             noise = torch.randn(n, task.model.nu, generator=self.generator, dtype=F64)
             u = self.actor(obs, noise)
+            previous = (q, v)
             q, v = self._step(q, v, u)
-            r = cfg.reward_scale * task.reward(q, v, u)
+            r = cfg.reward_scale * task.reward(q, v, u, previous)
             self.age += 1
             terminated = self._terminated(q, v)
             done = terminated | (self.age >= task.episode_steps)
@@ -234,7 +277,7 @@ class SHAC:
             r = torch.where(terminated & ~torch.isfinite(r), torch.zeros_like(r), r)
             ret = ret + discount * r
             if self.critic is not None:
-                next_obs = self._obs(torch.nan_to_num(q), torch.nan_to_num(v))
+                next_obs = self._obs(torch.nan_to_num(q), torch.nan_to_num(v), u)
                 value = self.target(next_obs)[:, 0]
             else:
                 value = torch.zeros(n, dtype=F64)
@@ -249,13 +292,14 @@ class SHAC:
             done_t.append(done)
             discount = torch.where(done, torch.ones_like(discount), discount * cfg.gamma)
             ret = torch.where(done, torch.zeros_like(ret), ret)
+            held = torch.where(done[:, None], torch.zeros_like(u), u)
             if done.any():  # those episodes restart (their states carry no gradient)
                 starts = task.initial_states(int(done.sum()), self.generator)
                 q, v = q.clone(), v.clone()
                 q[done], v[done] = starts
                 self.age[done] = 0
-        self.q, self.v = q.detach(), v.detach()
-        self.env_steps += h * n
+        self.q, self.v, self.u = q.detach(), v.detach(), held.detach()
+        self.env_steps += h * n * (1 if self.distributed is None else self.distributed.world)
         return (loss / (h * n), torch.stack(obs_t), torch.stack(rew_t), torch.stack(next_t),
                 torch.stack(term_t), torch.stack(done_t))
 
@@ -273,6 +317,7 @@ class SHAC:
                 self.critic_opt.zero_grad()
                 loss = ((self.critic(x[idx])[:, 0] - y[idx]) ** 2).mean()
                 loss.backward()
+                self._average(self.critic)
                 torch.nn.utils.clip_grad_norm_(self.critic.parameters(), cfg.grad_norm)
                 self.critic_opt.step()
                 total += float(loss.detach())
@@ -297,15 +342,38 @@ class SHAC:
         loss, obs, rewards, next_values, terminated, done = self.window()
         self.actor_opt.zero_grad()
         loss.backward()
-        grad = torch.nn.utils.clip_grad_norm_(self.actor.parameters(), cfg.grad_norm)
-        self.actor_opt.step()
+        self._average(self.actor)
+        grad = float(torch.nn.utils.clip_grad_norm_(self.actor.parameters(), cfg.grad_norm))
+        outlier = self.outlier(grad)
+        if math.isfinite(grad):
+            self.grad_norms.append(grad)
+        if outlier:
+            self.skipped += 1
+        else:
+            self.actor_opt.step()
         critic_loss = float("nan")
         if self.critic is not None:
             targets = td_lambda_targets(rewards, next_values, terminated, done,
                                         next_values[-1], cfg.gamma, cfg.lam)
             critic_loss = self.fit_critic(obs, targets)
             self.update_target()
-        return dict(actor_loss=float(loss.detach()), grad_norm=float(grad), critic_loss=critic_loss)
+        return dict(actor_loss=float(loss.detach()), grad_norm=grad, critic_loss=critic_loss,
+                    skipped=outlier)
+
+    def outlier(self, grad_norm: float) -> bool:
+        """whether an actor gradient of this norm (before clipping) is not applied: it is not
+        finite, or it exceeds outlier_factor times the median norm of the last windows (once
+        a tenth of outlier_window have been seen). Clipping alone would still step the whole
+        clip length along such a gradient, which comes from a few environments whose dynamics
+        are locally chaotic (a tumble, a contact that switches) rather than from the return's
+        slope; the median follows a drift of the norms, and a lasting rise is applied once it
+        has become the median."""
+        if not math.isfinite(grad_norm):
+            return True
+        cfg = self.cfg
+        if cfg.outlier_factor <= 0 or len(self.grad_norms) < max(1, cfg.outlier_window // 10):
+            return False
+        return grad_norm > cfg.outlier_factor * statistics.median(self.grad_norms)
 
     @torch.no_grad()
     def evaluate(self, episodes: int | None = None, seed: int = 12345) -> float:
@@ -316,10 +384,12 @@ class SHAC:
         q, v = task.initial_states(n, torch.Generator().manual_seed(seed))
         total = torch.zeros(n, dtype=F64)
         alive = torch.ones(n, dtype=torch.bool)
+        u = torch.zeros(n, task.model.nu, dtype=F64)
         for _ in range(task.episode_steps):
-            u = self.act(q, v)
+            u = self.act(q, v, u)
+            previous = (q, v)
             q, v = self._step(q, v, u)
-            r = task.reward(q, v, u)
+            r = task.reward(q, v, u, previous)
             total += torch.where(alive, torch.nan_to_num(r), torch.zeros_like(r))
             alive &= ~self._terminated(q, v)
             if not alive.any():
@@ -331,7 +401,7 @@ class SHAC:
         history: iteration, env_steps, seconds (training only), evaluation return, and the
         last actor and critic losses; callback(history) after each evaluation"""
         history = dict(iteration=[], env_steps=[], seconds=[], returns=[], actor_loss=[],
-                       critic_loss=[])
+                       critic_loss=[], skipped=[])
         elapsed = 0.0
         for it in range(1, iterations + 1):
             start = time.perf_counter()
@@ -341,11 +411,43 @@ class SHAC:
                 for key, value in (("iteration", it), ("env_steps", self.env_steps),
                                    ("seconds", elapsed), ("returns", self.evaluate()),
                                    ("actor_loss", stats["actor_loss"]),
-                                   ("critic_loss", stats["critic_loss"])):
+                                   ("critic_loss", stats["critic_loss"]),
+                                   ("skipped", self.skipped)):
                     history[key].append(value)
                 if callback is not None:
                     callback(history)
         return history
+
+
+class TorchDistributed:
+    """SHAC's data parallelism over the processes of a torch.distributed group (the default:
+    the whole world), which must be initialised: gradients averaged by an all-reduce of their
+    concatenation, observations gathered by an all-gather"""
+
+    def __init__(self, group=None) -> None:
+        import torch.distributed as dist
+
+        self.dist, self.group = dist, group
+        self.rank, self.world = dist.get_rank(group), dist.get_world_size(group)
+
+    def average(self, parameters: list[torch.nn.Parameter]) -> None:
+        flat = torch.cat([p.grad.reshape(-1) for p in parameters])
+        self.dist.all_reduce(flat, group=self.group)
+        flat /= self.world
+        _scatter(flat, parameters)
+
+    def gather(self, x: torch.Tensor) -> torch.Tensor:
+        parts = [torch.empty_like(x) for _ in range(self.world)]
+        self.dist.all_gather(parts, x.contiguous(), group=self.group)
+        return torch.cat(parts)
+
+
+def _scatter(flat: torch.Tensor, parameters) -> None:
+    """the parameters' gradients from their concatenation"""
+    offset = 0
+    for p in parameters:
+        p.grad.copy_(flat[offset:offset + p.numel()].reshape(p.shape))
+        offset += p.numel()
 
 
 def APG(task, config: SHACConfig | None = None) -> SHAC:
@@ -369,11 +471,11 @@ class CartPoleSwingUp:
         self.model = phalanx.load_model(example_model_path("cartpole.xml") if path is None
                                         else path)
 
-    def observe(self, q, v):
+    def observe(self, q, v, u=None):
         return torch.stack([q[:, 0], torch.cos(q[:, 1]), torch.sin(q[:, 1]), v[:, 0], v[:, 1]],
                            dim=1)
 
-    def reward(self, q, v, u):
+    def reward(self, q, v, u, previous=None):
         return 0.5 * (1 + torch.cos(q[:, 1])) - 0.01 * u[:, 0] ** 2
 
     def initial_states(self, n, generator):
@@ -403,10 +505,10 @@ class CheetahRun:
         if lcp_solver is not None:
             self.model.lcp_solver = lcp_solver
 
-    def observe(self, q, v):
+    def observe(self, q, v, u=None):
         return torch.cat([q[:, 1:], v], dim=1)
 
-    def reward(self, q, v, u):
+    def reward(self, q, v, u, previous=None):
         speed = pt.kinematics(self.model, q, v)["com_vel"][:, 0]
         return torch.clamp(speed / self.speed, 0.0, 1.0)
 
@@ -465,7 +567,7 @@ class HumanoidWalk:
         self.frame_skip = t.frame_skip
         self.episode_steps = t.max_episode_steps
 
-    def observe(self, q, v):
+    def observe(self, q, v, u=None):
         t = self.suite_task
         k = pt.kinematics(self.model, q, v)
         torso, frame = k["xpos"][:, t.torso], k["xmat"][:, t.torso]
@@ -474,7 +576,7 @@ class HumanoidWalk:
         return torch.cat([q[:, 7:], k["xpos"][:, t.head, 2:3], *limbs, frame[:, 2, :],
                           k["com_vel"], v], dim=1)
 
-    def reward(self, q, v, u):
+    def reward(self, q, v, u, previous=None):
         t = self.suite_task
         k = pt.kinematics(self.model, q, v)
         standing = tolerance(k["xpos"][:, t.head, 2], bounds=(t.stand_height, math.inf),
@@ -497,11 +599,71 @@ class HumanoidWalk:
         return _suite_initial_states(self.suite_task, n, generator)
 
 
+class Ant:
+    """Gymnasium's Ant-v5 as a differentiable task: phalanx.envs.make's model, initial states,
+    termination (a state that is not finite, or the torso's height outside [0.2, 1]) and
+    reward, the torso's displacement along x over the step's duration, plus 1 while healthy,
+    less 0.5 |u|^2 and 5e-4 times the squared contact wrenches on the bodies (cfrc_ext,
+    clipped to [-1, 1]); its observations, qpos without x and y, qvel, and those wrenches;
+    1000 actions of 50 ms (5 physics steps each). The contact wrenches are Phalanx's at the
+    state with the controls held (phalanx.contacts and phalanx.body_report, as
+    ``phalanx.envs`` computes them) and carry no gradient: the reward's gradient is that of its
+    other terms, and the policy's observations of them are inputs, not functions of the
+    state."""
+
+    def __init__(self) -> None:
+        from ._gymnasium_tasks import Ant as SuiteAnt
+
+        self.suite_task = SuiteAnt()
+        self.model = self.suite_task.load()
+        self.suite_task.bind(self.model)
+        t = self.suite_task
+        self.frame_skip, self.episode_steps = t.frame_skip, t.max_episode_steps
+        self._last: tuple | None = None
+
+    def contact_wrenches(self, q, v, u) -> torch.Tensor:
+        """the clipped cfrc_ext (E, nbody, 6) at the states with the controls held, without
+        gradient (the last states' are kept)"""
+        q, v, u = (x.detach() for x in (q, v, u))
+        last = self._last
+        if last is not None and all(a.shape == b.shape and torch.equal(a, b)
+                                    for a, b in zip(last[0], (q, v, u))):
+            return last[1]
+        qn, vn, un = (x.numpy() for x in (q, v, u))
+        found = phalanx.contacts(self.model, qn, vn, un, dtype="float64")
+        cfrc = phalanx.body_report(self.model, qn, vn, found, dtype="float64")["cfrc_ext"]
+        wrenches = torch.from_numpy(np.clip(cfrc, *self.suite_task.contact_force_range))
+        self._last = ((q.clone(), v.clone(), u.clone()), wrenches)
+        return wrenches
+
+    def observe(self, q, v, u):
+        n = q.shape[0]
+        return torch.cat([q[:, 2:], v, self.contact_wrenches(q, v, u)[:, 1:].reshape(n, -1)],
+                         dim=1)
+
+    def healthy(self, q, v) -> torch.Tensor:
+        low, high = self.suite_task.healthy_z_range
+        finite = torch.isfinite(q).all(dim=1) & torch.isfinite(v).all(dim=1)
+        return finite & (q[:, 2] >= low) & (q[:, 2] <= high)
+
+    def reward(self, q, v, u, previous):
+        t = self.suite_task
+        dt = self.model.timestep * self.frame_skip
+        forward = t.forward_reward_weight * (q[:, 0] - previous[0][:, 0]) / dt
+        contact = t.contact_cost_weight * (self.contact_wrenches(q, v, u) ** 2).sum(dim=(1, 2))
+        healthy = t.healthy_reward * self.healthy(q, v).to(F64)
+        return forward + healthy - t.ctrl_cost_weight * (u * u).sum(dim=1) - contact
+
+    def terminated(self, q, v):
+        return ~self.healthy(q, v)
+
+    def initial_states(self, n, generator):
+        return _suite_initial_states(self.suite_task, n, generator)
+
+
 def _suite_initial_states(suite_task, n, generator):
     """n initial states of a phalanx.envs task (its initial_state), seeded from the generator"""
     from types import SimpleNamespace
-
-    import numpy as np
 
     seed = int(torch.randint(0, 2**31 - 1, (1,), generator=generator))
     env = SimpleNamespace(np_random=np.random.default_rng(seed), num_envs=n,

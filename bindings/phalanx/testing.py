@@ -268,3 +268,71 @@ def _central_difference(model: Model, loss, inputs: dict, name: str, rng, h: flo
     p0 = np.asarray(getattr(model, name))
     d = rng.uniform(0.5, 1.5, p0.shape) * np.where(p0 == 0, 0.1, np.abs(p0))
     return d, parameter_difference(model, name, lambda: loss(inputs), d, h=h)
+
+
+class ThreadCollective:
+    """An in-process stand-in for ``phalanx.learn.TorchDistributed``: one member per rank,
+    each used by one thread (``run_in_threads``), exchanging tensors through a barrier. Its
+    sums add the ranks' tensors in rank order, as gloo's all-reduce of two does, so a run over
+    threads reproduces a run over processes."""
+
+    def __init__(self, rank: int, world: int, shared) -> None:
+        self.rank, self.world, self._shared = rank, world, shared
+
+    @staticmethod
+    def group(world: int) -> list[ThreadCollective]:
+        import threading
+        from types import SimpleNamespace
+
+        shared = SimpleNamespace(barrier=threading.Barrier(world), slots=[None] * world)
+        return [ThreadCollective(rank, world, shared) for rank in range(world)]
+
+    def _exchange(self, x):
+        shared = self._shared
+        shared.slots[self.rank] = x.detach().clone()
+        shared.barrier.wait()
+        parts = list(shared.slots)
+        shared.barrier.wait()  # every member has read before the next exchange writes
+        return parts
+
+    def average(self, parameters) -> None:
+        import torch
+
+        from .learn import _scatter
+
+        parts = self._exchange(torch.cat([p.grad.reshape(-1) for p in parameters]))
+        total = parts[0]
+        for part in parts[1:]:
+            total = total + part
+        _scatter(total / self.world, parameters)
+
+    def gather(self, x):
+        import torch
+
+        return torch.cat(self._exchange(x))
+
+
+def run_in_threads(functions, group: list[ThreadCollective] | None = None) -> list:
+    """each function in its own thread; their results in order. An exception in one breaks
+    the group's barrier (the others stop with threading.BrokenBarrierError) and is raised
+    here."""
+    import threading
+
+    results, errors = [None] * len(functions), []
+
+    def run(i, fn):
+        try:
+            results[i] = fn()
+        except BaseException as error:  # noqa: BLE001  (re-raised below)
+            errors.append(error)
+            if group:
+                group[0]._shared.barrier.abort()
+
+    threads = [threading.Thread(target=run, args=(i, fn)) for i, fn in enumerate(functions)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    if errors:
+        raise errors[0]
+    return results

@@ -8,7 +8,8 @@ differences through the simulator, and training that improves the cart-pole swin
   through phalanx.torch.step (its adjoints), equals central differences of the same window
   (same noise, same starts) in a policy parameter, in double.
 - Running observation statistics equal numpy's mean and variance of all batches; the target
-  critic moves by Polyak averaging; APG's loss is the episode's return.
+  critic moves by Polyak averaging; APG's loss is the episode's return; a window whose actor
+  gradient is an outlier against the recent median is not applied, and only such a window.
 - The differentiable dm_control tasks (CheetahRun, HumanoidWalk) reward and observe as the
   standard tasks do, tolerance is dm_control's, and their gradients pass gradcheck.
 """
@@ -16,6 +17,7 @@ differences through the simulator, and training that improves the cart-pole swin
 from __future__ import annotations
 
 import copy
+import math
 
 import numpy as np
 import pytest
@@ -141,6 +143,37 @@ def test_target_critic_follows_by_polyak_averaging():
         torch.testing.assert_close(p_new, a * p_old + (1 - a) * p, rtol=1e-14, atol=1e-14)
 
 
+def test_outlier_gradients_are_measured_against_the_recent_median():
+    agent = _shac(outlier_factor=10.0, outlier_window=40)
+    # too few windows seen (under a tenth of the window): everything finite applies
+    agent.grad_norms.extend([1.0, 1.0, 1.0])
+    assert not agent.outlier(1e6) and agent.outlier(float("nan")) and agent.outlier(math.inf)
+    agent.grad_norms.extend([1.0, 2.0, 3.0, 4.0, 5.0])  # median 1.5 of the eight
+    assert not agent.outlier(15.0) and agent.outlier(15.0 + 1e-9)
+    # a lasting rise becomes the median and is applied from then on
+    for _ in range(40):
+        agent.grad_norms.append(100.0)
+    assert not agent.outlier(900.0) and agent.outlier(1001.0)
+    assert not _shac(outlier_factor=0.0).outlier(1e300)
+
+
+def test_an_outlier_window_moves_the_critic_but_not_the_actor():
+    """a window whose actor gradient is an outlier leaves the actor and its optimiser as they
+    were (the same window without the guard moves them) and still fits the critic"""
+    state = lambda a: [p.detach().clone() for p in a.parameters()]  # noqa: E731
+    for factor in (10.0, 0.0):
+        agent = _shac(outlier_factor=factor)
+        agent.grad_norms.extend([1e-12] * 20)  # every real gradient is far above this median
+        actor, critic = state(agent.actor), state(agent.critic)
+        stats = agent.iteration()
+        assert stats["skipped"] == (factor > 0) and agent.skipped == int(factor > 0)
+        assert stats["grad_norm"] > 1e-9 and agent.grad_norms[-1] == stats["grad_norm"]
+        moved = [not torch.equal(p, p0) for p, p0 in zip(agent.actor.parameters(), actor)]
+        assert all(moved) if factor == 0 else not any(moved)
+        assert (len(agent.actor_opt.state) == 0) == (factor > 0)
+        assert any(not torch.equal(p, p0) for p, p0 in zip(agent.critic.parameters(), critic))
+
+
 def test_apg_loss_is_the_episode_return():
     """a window of the whole (short) episode without critic: -mean sum_t gamma^t r_t / h"""
     task = pl.CartPoleSwingUp()
@@ -204,6 +237,62 @@ def test_cheetah_run_is_the_standard_task(rng):
     assert v0.abs().max() < 0.5
 
 
+def test_ant_is_the_standard_task(rng):
+    """Ant's rewards, observations and terminations are phalanx.envs' gymnasium/Ant-v5's
+    (which test_tasks holds to Gymnasium's) along random trajectories that make contact, and
+    at heights inside and outside the healthy range; the reward's gradient is 1/dt in the
+    torso's x, -1/dt in its x at the step's start, minus the controls in the controls (the
+    control cost 0.5 |u|^2), and none in the velocities (the contact cost carries none)"""
+    import phalanx
+
+    task = pl.Ant()
+    n = 6
+    env = phalanx.envs.make("gymnasium/Ant-v5", n, obs_dtype=np.float64)
+    obs, _ = env.reset(seed=1)
+    q, v = torch.tensor(env.sim.qpos), torch.tensor(env.sim.qvel)
+    np.testing.assert_allclose(task.observe(q, v, torch.zeros(n, 8)).numpy(), obs, atol=1e-12)
+    touched = 0
+    for step in range(120):
+        actions = rng.uniform(-1, 1, (n, 8))
+        previous = (q, v)
+        obs, reward, terminated, truncated, _ = env.step(actions)
+        # the environments that ended restart: compare those that did not
+        kept = ~(terminated | truncated)
+        q = torch.tensor(env.sim.qpos, requires_grad=True)
+        v = torch.tensor(env.sim.qvel, requires_grad=True)
+        u = torch.tensor(actions, requires_grad=True)
+        p0 = previous[0].clone().requires_grad_(True)
+        r = task.reward(q, v, u, (p0, previous[1]))
+        ours = task.terminated(q, v).numpy()
+        if kept.any():
+            np.testing.assert_allclose(r.detach().numpy()[kept], reward[kept], rtol=0,
+                                       atol=1e-10)
+            np.testing.assert_allclose(task.observe(q, v, u).detach().numpy()[kept],
+                                       obs[kept], rtol=0, atol=1e-12)
+            np.testing.assert_array_equal(ours[kept], False)
+        touched += int((task.contact_wrenches(q, v, u)[kept].abs().sum(dim=(1, 2)) > 0).sum())
+        if step % 40 == 0:
+            r.sum().backward()
+            dt = task.model.timestep * task.frame_skip
+            np.testing.assert_allclose(q.grad[:, 0].numpy(), 1 / dt, rtol=1e-14)
+            np.testing.assert_allclose(p0.grad[:, 0].numpy(), -1 / dt, rtol=1e-14)
+            np.testing.assert_allclose(u.grad.numpy(), -actions, rtol=1e-14)
+            assert v.grad is None  # no path from the velocities to the reward
+        q, v = torch.tensor(env.sim.qpos), torch.tensor(env.sim.qvel)
+    assert touched > 0
+    # termination against the suite's rule on heights inside, at and outside [0.2, 1]
+    from types import SimpleNamespace
+
+    qs = np.repeat(env.sim.qpos[:1], 7, axis=0)
+    qs[:, 2] = [0.1, 0.2, 0.5, 1.0, 1.2, np.nan, 0.5]
+    vs = np.zeros((7, 14))
+    vs[6, 3] = np.inf
+    expected = ~env.task.healthy(SimpleNamespace(qpos=qs, qvel=vs))
+    np.testing.assert_array_equal(task.terminated(torch.tensor(qs), torch.tensor(vs)).numpy(),
+                                  expected)
+    np.testing.assert_array_equal(expected, [1, 0, 0, 0, 1, 1, 1])
+
+
 @pytest.mark.parametrize("sigmoid", ["gaussian", "linear", "quadratic"])
 def test_tolerance_is_dm_controls(sigmoid, rng):
     from dm_control.utils import rewards
@@ -248,3 +337,48 @@ def test_humanoid_is_the_standard_task(task, rng):
                                     atol=1e-7, rtol=1e-5)
     q0, v0 = hw.initial_states(2, torch.Generator().manual_seed(0))
     assert q0.shape == (2, hw.model.nq) and torch.all(v0 == 0)
+
+
+def test_training_over_two_ranks_keeps_them_equal_and_averages_their_gradients():
+    """SHAC over two ranks (phalanx.testing.ThreadCollective in threads, the in-process
+    stand-in for TorchDistributed): each steps half of the environments, drawn from its own
+    generator; after one window the actor gradient each applies is the mean of the two
+    ranks' own window gradients, which serial agents of the same seeds compute; after three,
+    both hold the same actor, critic, target and observation statistics, the last the
+    statistics of both ranks' observations"""
+    from phalanx.testing import ThreadCollective, run_in_threads
+
+    cfg = pl.SHACConfig(num_envs=4, horizon=4, hidden=(8,), seed=5, outlier_factor=0.0)
+    group = ThreadCollective.group(2)
+    agents = [pl.SHAC(pl.CartPoleSwingUp(), cfg, distributed=c) for c in group]
+    # serial agents of rank r: the generator of seed * world + rank, two environments each
+    serial = [pl.SHAC(pl.CartPoleSwingUp(), pl.replace(cfg, num_envs=2, seed=5 * 2 + r))
+              for r in range(2)]
+    grads, first = [], torch.cat([s.task.observe(s.q, s.v) for s in serial])
+    for a in serial:
+        for module in ("actor", "critic", "target", "norm"):
+            getattr(a, module).load_state_dict(getattr(agents[0], module).state_dict())
+        a.norm.update(first)
+        a.norm.update = lambda x: None  # the shared statistics, merged once above
+        loss = a.window()[0]
+        grads.append(torch.autograd.grad(loss, list(a.actor.parameters())))
+    mean = [(g0 + g1) / 2 for g0, g1 in zip(*grads)]
+    applied = []  # the first average of each rank's iteration is its actor's
+    for a in agents:
+        def record(params, original=a.distributed.average, mine=[]):
+            original(params)
+            if not mine:
+                mine.append(True)
+                applied.append([p.grad.clone() for p in params])
+        a.distributed.average = record
+    run_in_threads([lambda a=a: a.iteration() for a in agents], group)
+    assert len(applied) == 2
+    for got in applied:
+        for g, m in zip(got, mean):
+            torch.testing.assert_close(g, m, rtol=1e-12, atol=1e-15)
+    run_in_threads([lambda a=a: [a.iteration() for _ in range(2)] for a in agents], group)
+    for module in ("actor", "critic", "target", "norm"):
+        s0, s1 = (getattr(a, module).state_dict() for a in agents)
+        assert all(torch.equal(s0[k], s1[k]) for k in s0), module
+    assert agents[0].env_steps == 3 * 4 * 4
+    assert not torch.equal(agents[0].q, agents[1].q)  # each rank its own environments

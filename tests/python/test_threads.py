@@ -13,27 +13,13 @@ import pytest
 import phalanx
 import phalanx.control
 import phalanx.costs
+from phalanx.testing import run_in_threads
 from conftest import HUMANOID
 
 
 def run_threads(*jobs):
     """run the jobs in threads at once; their results, re-raising the first error"""
-    results, errors = [None] * len(jobs), []
-
-    def work(i, job):
-        try:
-            results[i] = job()
-        except BaseException as err:  # noqa: BLE001: handed to the caller
-            errors.append(err)
-
-    threads = [threading.Thread(target=work, args=(i, job)) for i, job in enumerate(jobs)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    if errors:
-        raise errors[0]
-    return results
+    return run_in_threads(jobs)
 
 
 def falling(model, seed, E=16, T=300):
