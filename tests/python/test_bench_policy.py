@@ -52,3 +52,13 @@ def test_summary_compares_medians(bench, capsys):
     np.testing.assert_allclose(out["time_ratio"], [5 / 30, 6 / 30, 7 / 30])
     assert out["shac_stable"] == [True] * 3
     assert "of PPO's training time" in capsys.readouterr().out
+
+
+def test_task_settings_reach_shac(bench):
+    """the paper's settings, then the task's own (TASKS), then the command line's horizon"""
+    ant = bench.shac_config("ant", 3, 32)
+    assert (ant.horizon, ant.num_envs, ant.seed, ant.actor_lr) == (8, 32, 3, 2e-3)
+    assert ant.state_grad_clip == 10.0
+    cheetah = bench.shac_config("cheetah-run", 0, 64)
+    assert (cheetah.horizon, cheetah.actor_lr, cheetah.critic_lr) == (32, 1e-3, 2e-3)
+    assert bench.shac_config("ant", 0, 64, horizon=16).horizon == 16

@@ -6,13 +6,12 @@ Measured on the development machine (one thread, 64 environments, windows of 32 
 evaluation return is the deterministic policy's mean over 16 episodes, from the example's
 ``train`` with these budgets), seeds 0, 1, 2:
 
-- cart-pole swing-up, 200 windows: from 162.7, 46.9, 127.3 to 251.1, 304.2, 285.0, gains of
-  88.4, 257.3 and 157.8 (the pole swung up, not yet held through every episode); about 45 s
-  of training each on an idle core.
-- cheetah-run, 50 windows: from 0.29, 0.49, 1.61 to 386.7, 224.2, 302.9, gains of 386.4,
-  223.7 and 301.3; about 12 s of training each on an idle core.
+- cart-pole swing-up, 200 windows: from 289.2, 9.5, 99.2 to 456.4, 456.1, 319.6, gains of
+  167.2, 446.6 and 220.4 (the pole swung up and mostly held); about 40 s of training each.
+- cheetah-run, 50 windows: from 58.7, 21.2, 1.2 to 441.4, 268.8, 378.0, gains of 382.6, 247.5
+  and 376.8; about 11 s of training each.
 
-The tests run seed 0; the thresholds on the gains (50 and 150) keep a margin below the smallest
+The tests run seed 0; the thresholds on the gains (100 and 150) keep a margin below the smallest
 gain of the three seeds.
 """
 
@@ -25,7 +24,7 @@ import phalanx
 import phalanx.learn as pl
 from conftest import load_example
 
-CARTPOLE_ITERATIONS, CARTPOLE_GAIN = 200, 50.0
+CARTPOLE_ITERATIONS, CARTPOLE_GAIN = 200, 100.0
 CHEETAH_ITERATIONS, CHEETAH_GAIN = 50, 150.0
 NUM_ENVS, HORIZON = 64, 32
 
@@ -43,16 +42,17 @@ def test_cartpole_shac_swings_the_pole_up(shac):
     h = r["history"]
     assert h["iteration"] == [CARTPOLE_ITERATIONS]
     assert h["env_steps"] == [CARTPOLE_ITERATIONS * NUM_ENVS * HORIZON]
-    # the hanging pole earns about 0.3 per action of the 500 from its swings
-    assert r["initial"] < 200
+    # the hanging pole earns about 0.3 per action of the 500 from its swings, one swung up and
+    # held about 1
     assert r["final"] > r["initial"] + CARTPOLE_GAIN, (r["initial"], r["final"])
+    assert r["final"] > 300
 
 
 def test_cheetah_shac_runs_forward(shac):
     r = shac.train("cheetah", CHEETAH_ITERATIONS, eval_every=CHEETAH_ITERATIONS,
                    progress=False)
-    # the untrained policy barely moves the cheetah: a return near 0 of the 1000 possible
-    assert r["initial"] < 5
+    # the untrained policy barely moves the cheetah: a return under 60 of the 1000 possible
+    assert r["initial"] < 100
     assert r["final"] > r["initial"] + CHEETAH_GAIN, (r["initial"], r["final"])
 
 
