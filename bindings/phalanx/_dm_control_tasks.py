@@ -77,16 +77,25 @@ class DmControlTask(Task):
         none has"""
         import phalanx
 
-        todo = np.arange(qpos.shape[0])
-        for _ in range(1000):
-            draw(todo)
+        def touching(todo):
             found = phalanx.contacts(self.model if model is None else model, qpos[todo],
                                      forces=False, dtype=env.sim.dtype)
-            todo = todo[found["count"] > 0]
+            return found["count"] > 0
+
+        self.redraw(qpos.shape[0], draw, touching, "contact-free")
+
+    def redraw(self, n, draw, rejected, what: str, tries: int = 1000) -> None:
+        """``draw(todo)`` draws the initial states of the environments ``todo`` (indices into
+        the n) in place, and again for those that ``rejected(todo)`` (bool per index) rejects
+        until none is; RuntimeError after ``tries`` draws"""
+        todo = np.arange(n)
+        for _ in range(tries):
+            draw(todo)
+            todo = todo[rejected(todo)]
             if todo.size == 0:
                 return
-        raise RuntimeError(f"phalanx.envs: {self.name} found no contact-free initial state "
-                           f"for {todo.size} environments in 1000 draws")
+        raise RuntimeError(f"phalanx.envs: {self.name} found no {what} initial state for "
+                           f"{todo.size} environments in {tries} draws")
 
     def _random_joints(self, rng, qpos):
         """draw(todo) for redraw_touching: the suite's joint randomiser on qpos[todo]"""
@@ -193,21 +202,21 @@ class Cheetah(DmControlTask):
         ranges = np.asarray(self.model.jnt_range, np.float64).reshape(-1, 2)[limited]
         adr = np.asarray(self.model.jnt_qposadr).reshape(-1)[limited]
         start, still = qpos.copy(), qvel.copy()
-        todo = np.arange(n)
-        for _ in range(100):
+
+        def draw(todo):
             q = start[todo]
             q[:, adr] = env.np_random.uniform(ranges[:, 0], ranges[:, 1], (todo.size, adr.size))
             # the suite lets the model settle for 200 steps before an episode starts
-            q, v, _ = phalanx.step(self.model, q, still[todo], np.zeros((todo.size,
-                                                                         self.model.nu)),
-                                   nstep=200, dtype=env.sim.dtype)
-            qpos[todo], qvel[todo] = q, v
-            speed = np.abs(v).max(axis=1)
-            todo = todo[~(np.isfinite(q).all(axis=1) & (speed < self.settled_speed))]
-            if todo.size == 0:
-                return qpos, qvel
-        raise RuntimeError(f"phalanx.envs: {self.name} found no settled initial state for "
-                           f"{todo.size} environments in 100 draws")
+            zero = np.zeros((todo.size, self.model.nu))
+            qpos[todo], qvel[todo], _ = phalanx.step(self.model, q, still[todo], zero,
+                                                     nstep=200, dtype=env.sim.dtype)
+
+        def unsettled(todo):
+            speed = np.abs(qvel[todo]).max(axis=1)  # NaN where the state diverged
+            return ~(np.isfinite(qpos[todo]).all(axis=1) & (speed < self.settled_speed))
+
+        self.redraw(n, draw, unsettled, "settled", tries=100)
+        return qpos, qvel
 
     def reward(self, sim, actions):
         speed = self.kinematics(sim)["com_vel"][:, 0]
