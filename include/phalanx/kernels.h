@@ -1,7 +1,7 @@
-// Every kernel the backends launch, by how it executes: forward (kernels/forward.h), reverse
-// and tape (kernels/adjoint.h), one-step Jacobians (kernels/jacobian.h) and planners
-// (kernels/planner.h), each for float and double, in the groups the CUDA backend compiles as
-// separate translation units (cuda/kernels_*.cu).
+// Every kernel the backends launch, by how it executes: forward steps and queries
+// (kernels/forward.h), reverse and tape (kernels/adjoint.h), one-step Jacobians
+// (kernels/jacobian.h) and planners (kernels/planner.h), each for float and double, in the
+// groups the CUDA backend compiles as separate translation units (cuda/kernels_*.cu).
 #pragma once
 
 #include "phalanx/kernels/adjoint.h"
@@ -11,6 +11,7 @@
 
 #define PHX_FOR_EACH_KERNEL(X)   \
   PHX_FORWARD_KERNELS(X)         \
+  PHX_QUERY_KERNELS(X)           \
   PHX_PLANNER_KERNELS(X)         \
   PHX_STEP_ADJOINT_KERNELS(X)    \
   PHX_ROLLOUT_ADJOINT_KERNELS(X) \

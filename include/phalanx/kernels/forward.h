@@ -496,19 +496,21 @@ struct InverseDynamicsKernel {
   }
 };
 
-#define PHX_FORWARD_KERNELS(X)                                                                     \
-  X(StepKernel<float>)                                                                             \
-  X(StepKernel<double>)                                                                            \
-  X(ConstraintForceKernel<float>)                                                                  \
-  X(ConstraintForceKernel<double>)                                                                 \
-  X(RolloutKernel<float>)                                                                          \
-  X(RolloutKernel<double>) X(MassMatrixKernel<float>) X(MassMatrixKernel<double>)                  \
-      X(BiasKernel<float>) X(BiasKernel<double>) X(KinematicsKernel<float>)                        \
-          X(KinematicsKernel<double>) X(KinematicsVjpKernel<float>) X(KinematicsVjpKernel<double>) \
-              X(BodyReportKernel<float>) X(BodyReportKernel<double>) X(RangefinderKernel<float>)   \
-                  X(RangefinderKernel<double>) X(DetectKernel<float>) X(DetectKernel<double>)      \
-                      X(ActuatorForceKernel<float>) X(ActuatorForceKernel<double>)                 \
-                          X(ForwardDynamicsKernel<float>) X(ForwardDynamicsKernel<double>)         \
-                              X(InverseDynamicsKernel<float>) X(InverseDynamicsKernel<double>)
+// the kernels that run whole steps, and those that compute one quantity of a state (queries):
+// two groups, two translation units on CUDA, compiled in parallel
+#define PHX_FORWARD_KERNELS(X)                                                           \
+  X(StepKernel<float>)                                                                   \
+  X(StepKernel<double>) X(ConstraintForceKernel<float>) X(ConstraintForceKernel<double>) \
+      X(RolloutKernel<float>) X(RolloutKernel<double>)
+#define PHX_QUERY_KERNELS(X)                                                                    \
+  X(MassMatrixKernel<float>)                                                                    \
+  X(MassMatrixKernel<double>) X(BiasKernel<float>) X(BiasKernel<double>)                        \
+      X(KinematicsKernel<float>) X(KinematicsKernel<double>) X(KinematicsVjpKernel<float>)      \
+          X(KinematicsVjpKernel<double>) X(BodyReportKernel<float>) X(BodyReportKernel<double>) \
+              X(RangefinderKernel<float>) X(RangefinderKernel<double>) X(DetectKernel<float>)   \
+                  X(DetectKernel<double>) X(ActuatorForceKernel<float>)                         \
+                      X(ActuatorForceKernel<double>) X(ForwardDynamicsKernel<float>)            \
+                          X(ForwardDynamicsKernel<double>) X(InverseDynamicsKernel<float>)      \
+                              X(InverseDynamicsKernel<double>)
 
 }  // namespace phx
