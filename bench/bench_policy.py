@@ -13,8 +13,8 @@ For each task and seed, one after the other on the whole machine:
 - SHAC (``phalanx.learn.SHAC``: the paper's settings of ``SHACConfig`` but for the task's own
   in ``TASKS``) on the same task as a differentiable one (``phalanx.learn.CheetahRun``,
   ``HumanoidWalk``, ``Ant``: the suite's model, initial states, reward and observations in
-  torch); its curve is the deterministic
-  policy's mean return over ``eval_envs`` episodes every ``--eval-every`` windows.
+  torch); its curve is the acting policy's (the Polyak average of the actor, its mean) mean
+  return over ``eval_envs`` episodes every ``--eval-every`` windows.
 
 Both use the same number of environments (``--num-envs``); wall-clock time is the training's
 (SHAC's evaluations are left out of it, as the episodes PPO's curve reads come with its
@@ -28,7 +28,11 @@ training). Printed per task, with the figures over seeds as median [min, max]:
   below 70 % of it (per seed).
 
 The curves go to bench/results/policy_<task>.json and the plot (mean and spread over seeds,
-against env-steps and against seconds) to bench/results/policy_<task>.png.
+against env-steps and against seconds) to bench/results/policy_<task>.png. With ``--keep``, the
+runs of the method left out of ``--methods`` are taken from that file instead of run again (PPO's
+take most of the time and do not change with SHAC's settings):
+
+    .venv/bin/python bench/bench_policy.py --methods shac --keep --ppo-steps 5000000 ...
 """
 
 from __future__ import annotations
@@ -101,6 +105,32 @@ def run_shac(task: str, seed: int, iterations: int, num_envs: int, eval_every: i
             "seconds": history["seconds"], "returns": history["returns"],
             "skipped": history["skipped"],
             "total_seconds": time.perf_counter() - start}
+
+
+# the settings a method's runs depend on, which --keep checks against those of the file
+RUN_SETTINGS = {"ppo": ("num_envs", "ppo_steps"),
+                "shac": ("num_envs", "shac_iterations", "eval_every", "horizon")}
+
+
+def kept_runs(path: Path, args) -> list[dict]:
+    """the runs in the results file path of the methods not in args.methods, for args.seeds;
+    an error if the file lacks one or ran them with other settings"""
+    if not path.exists():
+        raise SystemExit(f"bench_policy --keep: no earlier results in {path}")
+    old = json.loads(path.read_text())
+    kept = []
+    for method in sorted(set(RUN_SETTINGS) - set(args.methods)):
+        differ = [k for k in RUN_SETTINGS[method] if old["settings"][k] != getattr(args, k)]
+        if differ:
+            raise SystemExit(f"bench_policy --keep: {path} ran {method} with other settings: "
+                             + ", ".join(f"{k}={old['settings'][k]}" for k in differ))
+        for seed in args.seeds:
+            run = [r for r in old["runs"] if (r["method"], r["seed"]) == (method, seed)]
+            if not run:
+                raise SystemExit(f"bench_policy --keep: {path} has no {method} run of seed "
+                                 f"{seed}")
+            kept.append(run[0])
+    return kept
 
 
 def ppo_final(run: dict) -> float:
@@ -205,9 +235,13 @@ def main(argv=None) -> int:
     parser.add_argument("--methods", nargs="+", default=["shac", "ppo"],
                         choices=["shac", "ppo"])
     parser.add_argument("--out", type=Path, default=RESULTS)
+    parser.add_argument("--keep", action="store_true",
+                        help="take the other method's runs from the results file in --out")
     args = parser.parse_args(argv)
     torch.set_num_threads(1)  # the simulator's threads run the environments
     for task in args.tasks:
+        path = args.out / f"policy_{task}.json"
+        kept = kept_runs(path, args) if args.keep else []
         runs = []
         for seed in args.seeds:
             if "shac" in args.methods:
@@ -218,12 +252,13 @@ def main(argv=None) -> int:
             for run in runs[-len(args.methods):]:
                 print(f"{task} seed {seed} {run['method']}: last return "
                       f"{run['returns'][-1]:.4g} after {run['seconds'][-1]:.0f} s", flush=True)
+        runs += kept
         figures = summary(task, runs)
         args.out.mkdir(parents=True, exist_ok=True)
-        (args.out / f"policy_{task}.json").write_text(json.dumps(
-            {"settings": {k: (str(v) if isinstance(v, Path) else v)
-                          for k, v in vars(args).items()},
-             "summary": figures, "runs": runs}, indent=1))
+        settings = {k: (str(v) if isinstance(v, Path) else v) for k, v in vars(args).items()}
+        settings["methods"] = sorted({r["method"] for r in runs})
+        path.write_text(json.dumps({"settings": settings, "summary": figures, "runs": runs},
+                                   indent=1))
         plot(task, runs, args.out / f"policy_{task}.png")
     return 0
 

@@ -57,7 +57,8 @@ def main(argv=None):
                   progress=rank == 0)
         agent, history = r["agent"], r["history"]
         args.out.mkdir(parents=True, exist_ok=True)
-        torch.save({"actor": agent.actor.state_dict(), "critic": agent.critic.state_dict(),
+        torch.save({"actor": agent.actor.state_dict(), "policy": agent.policy.state_dict(),
+                    "critic": agent.critic.state_dict(),
                     "norm": agent.norm.state_dict(), "returns": history["returns"],
                     "world": world}, args.out / f"policy_ddp_{args.task}_rank{rank}.pt")
         if rank == 0:

@@ -11,9 +11,9 @@ rewards of windows of 32 steps into a Gaussian policy, each window closed by a l
 policy gradient). The tasks are ``phalanx.learn.CartPoleSwingUp`` (swing the pole up from
 hanging and balance it, 500 actions of 20 ms, reward up to 1 per action) and
 ``phalanx.learn.CheetahRun`` (dm_control's cheetah-run: the forward speed over 10 m/s clipped to
-[0, 1], 1000 steps of 10 ms). Every --eval-every windows the deterministic policy (the
-Gaussian's mean) is evaluated: its mean return over 16 episodes from a fixed draw of initial
-states.
+[0, 1], 1000 steps of 10 ms). Every --eval-every windows the acting policy (the mean of the
+Gaussian of the actor's running average, ``SHACConfig.policy_average``) is evaluated: its mean
+return over 16 episodes from a fixed draw of initial states.
 
 Per task it prints that evaluation before and after training, with the env-steps and the
 training's seconds (evaluations left out), and writes into --out policy_shac.png (the
@@ -87,7 +87,7 @@ def train(task_name: str, iterations: int | None = None, *, method: str = "shac"
 
 @torch.no_grad()
 def episode(agent, seed: int = 0) -> np.ndarray:
-    """one episode of the trained deterministic policy from one of the task's initial states:
+    """one episode of the trained policy (its mean) from one of the task's initial states:
     qpos after each action (episode_steps + 1, nq)"""
     task = agent.task
     q, v = task.initial_states(1, torch.Generator().manual_seed(seed))
@@ -115,7 +115,7 @@ def plot(results, path: Path) -> None:
             ax.plot([0, *h[key]], returns, marker=".")
             ax.set(xlabel=label, ylabel="evaluation return")
             ax.grid(alpha=0.3)
-        row[0].set_title(f"{r['task']}: {r['method'].upper()}, deterministic policy")
+        row[0].set_title(f"{r['task']}: {r['method'].upper()}, policy's mean")
     fig.tight_layout()
     fig.savefig(path, dpi=100)
     plt.close(fig)

@@ -62,3 +62,31 @@ def test_task_settings_reach_shac(bench):
     cheetah = bench.shac_config("cheetah-run", 0, 64)
     assert (cheetah.horizon, cheetah.actor_lr, cheetah.critic_lr) == (32, 1e-3, 2e-3)
     assert bench.shac_config("ant", 0, 64, horizon=16).horizon == 16
+
+
+def test_kept_runs_are_the_other_methods_of_the_same_settings(bench, tmp_path):
+    """--keep takes the runs of the method not rerun from the results file, per seed, and
+    refuses a file whose runs of it had other settings or lack a seed"""
+    import argparse
+    import json
+
+    runs = [{"task": "ant", "method": m, "seed": s, "returns": [s + (m == "ppo") * 10.0]}
+            for s in (0, 1, 2) for m in ("shac", "ppo")]
+    settings = {"num_envs": 64, "ppo_steps": 500, "shac_iterations": 9, "eval_every": 3,
+                "horizon": None}
+    path = tmp_path / "policy_ant.json"
+    path.write_text(json.dumps({"settings": settings, "runs": runs}))
+    args = argparse.Namespace(**dict(settings, shac_iterations=20, methods=["shac"],
+                                     seeds=[2, 0]))
+    kept = bench.kept_runs(path, args)
+    assert [(r["method"], r["seed"], r["returns"]) for r in kept] == [
+        ("ppo", 2, [12.0]), ("ppo", 0, [10.0])]
+    with pytest.raises(SystemExit, match="ppo_steps=500"):
+        bench.kept_runs(path, argparse.Namespace(**dict(vars(args), ppo_steps=501)))
+    with pytest.raises(SystemExit, match="no ppo run of seed 3"):
+        bench.kept_runs(path, argparse.Namespace(**dict(vars(args), seeds=[3])))
+    with pytest.raises(SystemExit, match="no earlier results"):
+        bench.kept_runs(tmp_path / "none.json", args)
+    # rerunning PPO keeps SHAC's runs, which depend on SHAC's settings
+    with pytest.raises(SystemExit, match="shac_iterations=9"):
+        bench.kept_runs(path, argparse.Namespace(**dict(vars(args), methods=["ppo"])))

@@ -247,6 +247,33 @@ def test_target_critic_follows_by_polyak_averaging():
         torch.testing.assert_close(p_new, a * p_old + (1 - a) * p, rtol=1e-14, atol=1e-14)
 
 
+def test_the_acting_policy_is_a_polyak_average_of_the_actor():
+    """after the n-th applied window the policy's parameters are w old + (1 - w) actor's, with
+    w = min(policy_average, (1 + n) / (10 + n)); act() is the policy's mean; a window that is
+    not applied moves neither; with policy_average 0 the actor itself acts"""
+    state = lambda m: [p.detach().clone() for p in m.parameters()]  # noqa: E731
+    agent = _shac(policy_average=0.2)  # (1 + n) / (10 + n): 0.18 at n = 1, 0.25 at n = 2
+    assert agent.policy is not agent.actor
+    assert all(torch.equal(a, p) for a, p in zip(state(agent.actor), state(agent.policy)))
+    for n, w in ((1, 2 / 11), (2, 0.2), (3, 0.2)):
+        old = state(agent.policy)
+        assert not agent.iteration()["skipped"] and agent.applied == n
+        for p, p_old, a in zip(agent.policy.parameters(), old, agent.actor.parameters()):
+            torch.testing.assert_close(p, w * p_old + (1 - w) * a, rtol=1e-14, atol=1e-14)
+    assert any(not torch.equal(a, p) for a, p in zip(state(agent.actor), state(agent.policy)))
+    q, v = pl.CartPoleSwingUp().initial_states(5, torch.Generator().manual_seed(0))
+    obs = agent.task.observe(q, v, torch.zeros(5, 1, dtype=F64))
+    with torch.no_grad():
+        torch.testing.assert_close(agent.act(q, v), agent.policy(obs), rtol=0, atol=0)
+        assert (agent.act(q, v) - agent.actor(obs)).abs().max() > 1e-6
+    agent.grad_norms.extend([1e-12] * 20)  # the next window is an outlier
+    old = state(agent.policy)
+    assert agent.iteration()["skipped"] and agent.applied == 3
+    assert all(torch.equal(p, p_old) for p, p_old in zip(state(agent.policy), old))
+    plain = _shac(policy_average=0.0)
+    assert plain.policy is plain.actor
+
+
 def test_outlier_gradients_are_measured_against_the_recent_median():
     agent = _shac(outlier_factor=10.0, outlier_window=40)
     # too few windows seen (under a tenth of the window): everything finite applies
