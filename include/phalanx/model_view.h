@@ -62,11 +62,16 @@ PHX_HD const T*& param_field(ModelView<T>& m, int k) {
 
 // the model as environment e sees it: each per-environment field points at copy
 // e % param_nbatch[k]. Kernels call this first and hand the result to the stage functions.
+// Written field by field, not as a loop over param_field(r, k): a member chosen at run time
+// makes the whole view addressable, and a device compiler then keeps it in the thread's stack.
 template <class T>
 PHX_HD ModelView<T> env_view(const ModelView<T>& m, int e) {
   ModelView<T> r = m;
-  for (int k = 0; k < kNumBatched; ++k)
-    if (m.param_nbatch[k] > 1) param_field(r, k) += (e % m.param_nbatch[k]) * param_size(m, k);
+#define PHX_ENV_COPY(Name, field_, check)                    \
+  if (const int n = m.param_nbatch[kParam##Name]; n > 1) \
+    r.field_ += (e % n) * param_size(m, kParam##Name);
+  PHX_BATCHED_FIELDS(PHX_ENV_COPY)
+#undef PHX_ENV_COPY
   return r;
 }
 
