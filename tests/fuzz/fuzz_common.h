@@ -31,9 +31,11 @@ void run(const uint8_t* data, size_t size);
 
 // this process's temporary directory, removed at exit; MuJoCo's asset cache is switched off
 // there too, as it keys files by name and modification time, which a target rewriting its file
-// within a second would defeat
+// within a second would defeat. The path is never destroyed: the exit handler that removes the
+// directory is registered before the path is made, so it runs after a static path's destructor
+// would have, and would read a freed name.
 inline const std::filesystem::path& temp_dir() {
-  static const std::filesystem::path dir = [] {
+  static const std::filesystem::path* const dir = [] {
     std::string pattern = (std::filesystem::temp_directory_path() / "phx_fuzz_XXXXXX").string();
     if (!mkdtemp(pattern.data())) std::abort();
 #ifdef PHX_HAVE_MUJOCO
@@ -43,9 +45,9 @@ inline const std::filesystem::path& temp_dir() {
       std::error_code ec;
       std::filesystem::remove_all(temp_dir(), ec);
     });
-    return std::filesystem::path(pattern);
+    return new std::filesystem::path(pattern);
   }();
-  return dir;
+  return *dir;
 }
 
 // Mesh and height-field files in temp_dir() that a fuzzed model may name: cube.stl (ASCII, the
