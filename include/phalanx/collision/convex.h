@@ -137,7 +137,12 @@ struct ConvexBody {
     }
   }
   PHX_HD Vec3<S> vert(int i) const { return frame.rot * vert_local(i) + frame.pos; }
-  PHX_HD Vec3<S> to_world(const Vec3<S>& x) const { return frame.rot * x + frame.pos; }
+  // a point x of the geom frame in world, x on S or on a Dual of S
+  template <class U>
+  PHX_HD Vec3<U> to_world(const Vec3<U>& x) const {
+    Vec3<U> r = frame.rot * x;
+    return {r.x + frame.pos.x, r.y + frame.pos.y, r.z + frame.pos.z};
+  }
   // hull edges of vertex i
   PHX_HD int nneighbor(int i) const {
     return type == kGeomCapsule ? 1
@@ -227,9 +232,9 @@ PHX_HD int support_vertex(const ConvexBody<S, T>& b, const Vec3<S>& d, int start
 }
 
 // the support point of a curved shape (ellipsoid; cylinder: the rim point, the cap's centre in
-// the axis direction) in world direction d
-template <class S, class T>
-PHX_HD Vec3<S> curved_support(const ConvexBody<S, T>& b, const Vec3<S>& d) {
+// the axis direction) in world direction d; the body on B, d on S (B, or a Dual of it)
+template <class B, class S, class T>
+PHX_HD Vec3<S> curved_support(const ConvexBody<B, T>& b, const Vec3<S>& d) {
   Vec3<S> dl = mul_transpose(b.frame.rot, d), x;
   if (b.type == kGeomEllipsoid) {
     // x = A^2 d / |A d|, A = diag(size): the point whose normal A^-2 x is parallel to d
@@ -251,9 +256,10 @@ PHX_HD Vec3<S> curved_support(const ConvexBody<S, T>& b, const Vec3<S>& d) {
   return b.to_world(x);
 }
 
-// the end `end` (0: -h, 1: +h) of a cylinder's side line supporting world direction d
-template <class S, class T>
-PHX_HD Vec3<S> cylinder_side_end(const ConvexBody<S, T>& b, const Vec3<S>& d, int end) {
+// the end `end` (0: -h, 1: +h) of a cylinder's side line supporting world direction d (the
+// body on B, d on S as curved_support)
+template <class B, class S, class T>
+PHX_HD Vec3<S> cylinder_side_end(const ConvexBody<B, T>& b, const Vec3<S>& d, int end) {
   Vec3<S> dl = mul_transpose(b.frame.rot, d), x;
   S k = b.size[0] / sqrt(dl.x * dl.x + dl.y * dl.y);
   x.x = k * dl.x;
@@ -785,13 +791,14 @@ PHX_HD Feature classify(const ConvexBody<T, T>& b, const Vec3<T>& d, bool allow_
 }
 
 // A point of a feature: vertex, edge point e0 + t (e1 - e0), curved support in direction d
-template <class S, class T>
-PHX_HD Vec3<S> feature_point(const ConvexBody<S, T>& b, const Feature& f, const Vec3<S>& d, S t,
+// (the body on B, d and t on S as curved_support)
+template <class B, class S, class T>
+PHX_HD Vec3<S> feature_point(const ConvexBody<B, T>& b, const Feature& f, const Vec3<S>& d, S t,
                              Vec3<S>* edge) {
-  if (f.kind == kFeatureVertex) return b.vert(f.a);
+  if (f.kind == kFeatureVertex) return Vec3<S>::from(b.vert(f.a));
   if (f.kind == kFeatureCurved) return curved_support(b, d);
-  Vec3<S> e0 = f.a >= 0 ? b.vert(f.a) : cylinder_side_end(b, d, 0);
-  Vec3<S> e1 = f.a >= 0 ? b.vert(f.b) : cylinder_side_end(b, d, 1);
+  Vec3<S> e0 = f.a >= 0 ? Vec3<S>::from(b.vert(f.a)) : cylinder_side_end(b, d, 0);
+  Vec3<S> e1 = f.a >= 0 ? Vec3<S>::from(b.vert(f.b)) : cylinder_side_end(b, d, 1);
   *edge = e1 - e0;
   return e0 + t * *edge;
 }
@@ -811,9 +818,11 @@ PHX_HD void tangent_basis(const Vec3<T>& n, Vec3<T>& t1, Vec3<T>& t2) {
 //   F0 = e1 . (I - u u^T) w, F1 = e2 . (I - u u^T) w   (w parallel to u),
 //   F2 = u . edge1 (or t1 when feature 1 has no edge), F3 = u . edge2 (or t2).
 // Also writes the contact: normal u, dist = u . w - r1 - r2, pos = (p1 + p2 + (r1 - r2) u) / 2.
-template <class S, class T>
-PHX_HD void feature_system(const ConvexBody<S, T>& b1, const Feature& f1,
-                           const ConvexBody<S, T>& b2, const Feature& f2, const Vec3<T>& u0,
+// The bodies are on B: S itself (the adjoint, whose bodies carry derivatives), or T (Newton's
+// method, which differentiates in z alone and so keeps the bodies' 30 numbers plain).
+template <class B, class S, class T>
+PHX_HD void feature_system(const ConvexBody<B, T>& b1, const Feature& f1,
+                           const ConvexBody<B, T>& b2, const Feature& f2, const Vec3<T>& u0,
                            const S* z, S* F, ContactPoint<S>& out) {
   Vec3<T> e1, e2;
   tangent_basis(u0, e1, e2);
@@ -851,16 +860,13 @@ template <class T>
 PHX_HD bool solve_features(const ConvexBody<T, T>& b1, const Feature& f1,
                            const ConvexBody<T, T>& b2, const Feature& f2, Vec3<T>& u, T* t) {
   using D = Dual<T, 4>;
-  ConvexBody<D, T> d1, d2;
-  lift_body(b1, d1);
-  lift_body(b2, d2);
   t[0] = f1.kind == kFeatureEdge ? T(0.5) : T(0);
   t[1] = f2.kind == kFeatureEdge ? T(0.5) : T(0);
   for (int it = 0; it < kNewtonIterations; ++it) {
     D z[4] = {D(T(0)), D(T(0)), D(t[0]), D(t[1])}, F[4];
     for (int i = 0; i < 4; ++i) z[i].d[i] = T(1);
     ContactPoint<D> c;
-    feature_system(d1, f1, d2, f2, u, z, F, c);
+    feature_system(b1, f1, b2, f2, u, z, F, c);
     T J[4][4], step[4];
     for (int i = 0; i < 4; ++i) {
       step[i] = -F[i].v;

@@ -74,13 +74,16 @@ struct Mat3 {
   PHX_HD Vec3<T> col(int c) const { return {m[c], m[3 + c], m[6 + c]}; }
 };
 
-// M a
-template <class T> PHX_HD PHX_INLINE Vec3<T> operator*(const Mat3<T>& M, const Vec3<T>& a) {
+// M a; a may be on another scalar S that M's converts to (a Dual of it: a constant rotation
+// applied to a vector that carries derivatives)
+template <class T, class S>
+PHX_HD PHX_INLINE Vec3<S> operator*(const Mat3<T>& M, const Vec3<S>& a) {
   return {M.m[0] * a.x + M.m[1] * a.y + M.m[2] * a.z, M.m[3] * a.x + M.m[4] * a.y + M.m[5] * a.z,
           M.m[6] * a.x + M.m[7] * a.y + M.m[8] * a.z};
 }
-// M^T a
-template <class T> PHX_HD PHX_INLINE Vec3<T> mul_transpose(const Mat3<T>& M, const Vec3<T>& a) {
+// M^T a (a on S as for M a)
+template <class T, class S>
+PHX_HD PHX_INLINE Vec3<S> mul_transpose(const Mat3<T>& M, const Vec3<S>& a) {
   return {M.m[0] * a.x + M.m[3] * a.y + M.m[6] * a.z, M.m[1] * a.x + M.m[4] * a.y + M.m[7] * a.z,
           M.m[2] * a.x + M.m[5] * a.y + M.m[8] * a.z};
 }
