@@ -19,12 +19,11 @@ mean of a Polyak average of the actor's parameters over the windows (``policy_av
 actor itself moves with every window's gradient, and on cheetah-run (seed 0, 2000 windows) one
 in ten of its evaluations fell to 0.4-0.8 of those around it and recovered at the next, where
 the average's, in the same run, stayed above 0.88 of its final return once they had reached
-0.9 of it. Each environment's first
-episode is truncated at a random age, so that every window holds a few episodes' starts
-(``stagger_resets``): with all episodes in step, the start from rest is trained in one window of
-every episode_steps / h, and between those the policy can forget it (measured on cheetah-run:
-after 1000 windows the deterministic policy, which ran at 800, stood still from rest while its
-training episodes, mostly under way, still ran).
+0.9 of it. Each environment's first episode is truncated at a random age, so that every window
+holds a few episodes' starts (``stagger_resets``): with all episodes in step, the start from
+rest is trained in one window of every episode_steps / h, and between those the policy can
+forget it (measured on cheetah-run: after 1000 windows the deterministic policy, which ran at
+800, stood still from rest while its training episodes, mostly under way, still ran).
 
 APG, the baseline, is the same loop with the window the whole episode and no critic: the
 gradient of each episode's return.
