@@ -9,9 +9,11 @@ random joint speeds and controls (contacts and limits on, as bench_gpu.py), for 
   scratch written  how much of it the kernel writes over a launch of --steps steps (KB)
   local written    of that, the reals sized by the model's counts alone (the workspace of the
                    stages of fixed structure and their adjoints), which the CUDA backend keeps
-                   in the thread's local memory; the rest (contacts, constraint rows, the LCP,
-                   tape slots, sized by the model's capacities) is the thread's own block of
-                   global memory
+                   in the thread's local memory
+  rows written     and the constraint rows J and Y (sized by the model's capacities), which
+                   the CUDA backend lays out interleaved across a warp's environments in the
+                   kernels that step forward; the rest (contacts, the LCP, tape slots, and the
+                   rows of the reverse kernels) is the thread's own block of global memory
   bytes/env-step   the DRAM traffic of one env-step under this model of it: every written
                    scratch number is written once and read back once per step (a lower bound:
                    the LCP's iterations read their rows many times), plus the step's own
@@ -20,11 +22,12 @@ random joint speeds and controls (contacts and limits on, as bench_gpu.py), for 
                    the GPU's L2, so the traffic goes to DRAM. Where an environment's scratch is
                    one contiguous block, a warp's 32 loads of one number touch 32 distant
                    32-byte sectors, so every 4-byte float moves 32 bytes (x8); local memory is
-                   interleaved word by word across a warp's threads, so there the warp's loads
-                   coalesce (x1). Three layouts: every array in per-environment blocks (the
-                   layout before local memory), the backend's (local memory for the fixed
-                   reals, blocks for the rest), and the environment index fastest everywhere
-                   (the bound were the capacity-sized arrays interleaved too).
+                   interleaved word by word across a warp's threads, and the rows are laid out
+                   so, so there the warp's loads coalesce (x1). Three layouts: every array in
+                   per-environment blocks (the layout before local memory), the backend's
+                   (local memory for the fixed reals, the rows interleaved, blocks for the
+                   rest), and the environment index fastest everywhere (the bound were every
+                   capacity-sized array interleaved).
   capacity         environments whose state and step scratch fit in 40 GB
                    (phalanx._phalanx.bytes_per_env_float32): the scratch is sized for the
                    model's capacities (nconmax contacts, their dense LCP rows), not for what a
@@ -67,20 +70,20 @@ def parse_args(argv=None):
 
 def traced(run):
     """run() with the scratch trace on: (entries given, entries written), each as (reals,
-    ints, fixed reals)"""
+    ints, fixed reals, interleaved rows)"""
     trace = phalanx._phalanx.scratch_trace
     trace(True)
     try:
         run()
     finally:
         t = trace(False)
-    return tuple(tuple(t[f"{kind}_{part}"] for part in ("reals", "ints", "fixed"))
+    return tuple(tuple(t[f"{kind}_{part}"] for part in ("reals", "ints", "fixed", "rows"))
                  for kind in ("given", "written"))
 
 
 def kernel_rows(model, nenv, nstep, seed):
-    """per kernel: scratch bytes given and written, of those written the ones in local memory,
-    and the step's own input and output bytes"""
+    """per kernel: scratch bytes given and written, of those written the ones in local memory
+    and the interleaved rows, and the step's own input and output bytes"""
     rng = np.random.default_rng(seed)
     f = np.float32
     qpos = np.repeat(model.qpos0[None], nenv, axis=0).astype(f)
@@ -103,14 +106,16 @@ def kernel_rows(model, nenv, nstep, seed):
         given, written = traced(run)
         rows[name] = {"given": given[0] * real + given[1] * 4,
                       "written": written[0] * real + written[1] * 4,
-                      "local": written[2] * real, "io": io}
+                      "local": written[2] * real, "rows": written[3] * real, "io": io}
     return rows
 
 
-def traffic(row, local, elsewhere):
+def traffic(row, local, rows, elsewhere):
     """bytes per env-step: written scratch out and back in, scaled by the sector amplification
-    of where it lives (local memory's, the rest's), plus the step's input and output"""
-    return 2 * (row["local"] * local + (row["written"] - row["local"]) * elsewhere) + row["io"]
+    of where it lives (local memory's, the interleaved rows', the rest's), plus the step's input
+    and output"""
+    rest = row["written"] - row["local"] - row["rows"]
+    return 2 * (row["local"] * local + row["rows"] * rows + rest * elsewhere) + row["io"]
 
 
 def main(argv=None):
@@ -118,23 +123,25 @@ def main(argv=None):
     model = phalanx.load_model(HUMANOID)
     rows = kernel_rows(model, args.envs, args.steps, args.seed)
     per_env = SECTOR // 4
-    layouts = {"per-env blocks": (per_env, per_env), "local + blocks (the backend's)": (1, per_env),
-               "env index fastest": (1, 1)}
+    layouts = {"per-env blocks": (per_env, per_env, per_env),
+               "local, rows interleaved, blocks (the backend's)": (1, 1, per_env),
+               "env index fastest": (1, 1, 1)}
     result = {"benchmark": "GPU memory traffic", "model": "humanoid", "dtype": "float32",
               "envs": args.envs, "steps": args.steps, "kernels": {}}
     print(f"humanoid, float32, {args.envs} environments x {args.steps} steps (the CPU backend "
           "runs the GPU's kernel bodies)")
-    print(f"{'kernel':32s} {'given KB':>9s} {'written KB':>10s} {'local KB':>8s}   "
-          "bytes/env-step by layout")
+    print(f"{'kernel':32s} {'given KB':>9s} {'written KB':>10s} {'local KB':>8s} "
+          f"{'rows KB':>7s}   bytes/env-step by layout")
     for name, row in rows.items():
         per_layout = {layout: traffic(row, *a) for layout, a in layouts.items()}
         result["kernels"][name] = {"scratch_given_bytes": row["given"],
                                    "scratch_written_bytes": row["written"],
                                    "local_written_bytes": row["local"],
+                                   "rows_written_bytes": row["rows"],
                                    "io_bytes": row["io"], "bytes_per_env_step": per_layout}
         shown = ", ".join(f"{layout}: {b / 1e3:.0f} KB" for layout, b in per_layout.items())
         print(f"{name:32s} {row['given'] / 1e3:9.1f} {row['written'] / 1e3:10.1f} "
-              f"{row['local'] / 1e3:8.1f}   {shown}")
+              f"{row['local'] / 1e3:8.1f} {row['rows'] / 1e3:7.1f}   {shown}")
     per_env = phalanx._phalanx.bytes_per_env_float32(model)
     result["bytes_per_env"] = per_env
     result["envs_in_40GB"] = int(40e9 // per_env)

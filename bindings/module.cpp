@@ -1095,6 +1095,8 @@ void register_runtime(py::module_& mod) {
         out["written_ints"] = t.written.ints;
         out["given_fixed"] = t.given.fixed;
         out["written_fixed"] = t.written.fixed;
+        out["given_rows"] = t.given.rows;
+        out["written_rows"] = t.written.rows;
         t = phx::cpu::ScratchTrace{};
         t.on = on;
         return out;
@@ -1102,7 +1104,8 @@ void register_runtime(py::module_& mod) {
       py::arg("on"),
       "The CPU backend's scratch trace (bench/gpu_memory.py): returns the most scratch entries "
       "(reals, ints, and of the reals the fixed ones, which the CUDA backend keeps in a thread's "
-      "local memory) one environment was given and wrote in the CPU launches since the last "
+      "local memory, and the rows it interleaves across environments) one environment was given "
+      "and wrote in the CPU launches since the last "
       "call, then starts over, traced when `on` (over scratch split as CUDA splits it). While "
       "tracing, launches run serially and "
       "slowly; not thread-safe.");

@@ -27,7 +27,8 @@ void* scratch_temp(size_t bytes);  // temporary storage of CUB's algorithms
 // a thread reserves up to 10.6 GB there, the global scratch of about 9000 humanoids.
 constexpr size_t kLocalScratchMax = 48 * 1024;
 
-// Where a thread's scratch lies: all of it in its local memory when it fits kLocalScratchMax
+// Where a thread's scratch lies (but for the interleaved rows of a kernel that lays them out,
+// env_kernel): all of it in its local memory when it fits kLocalScratchMax
 // (a small model's), else its fixed reals there when they fit and the rest in global memory,
 // else all of it in global memory.
 enum class Placement { kLocal, kFixedLocal, kGlobal };
@@ -56,15 +57,16 @@ void reserve_stack(size_t bytes);
 // place in 32 threads' local memory is 32 consecutive words, so a warp's load of it coalesces
 // (the layout with the environment index fastest, in tiles of a warp, with no change to the
 // kernels' indexing). The arrays of the stages of fixed structure (the fixed reals) are at the
-// same place in every thread. The capacity-sized arrays (contacts, constraint rows, the LCP,
-// tape slots), whose entries each environment reaches by its own counts, are otherwise the
-// thread's own blocks of global memory.
+// same place in every thread. A kernel that takes any Layout (kLaysOutRows) has its strided
+// arrays (the constraint rows J and Y) in global memory laid out the same way, Interleaved, from
+// d_rows: size.rows of them per environment, not counted in size.reals. The other
+// capacity-sized arrays (contacts, the LCP, tape slots), whose entries each environment reaches
+// by its own counts, are otherwise the thread's own blocks of global memory.
 template <class Kernel, class T>
-__global__ void env_kernel(Kernel kernel, int nenv, T* d_reals, int* d_ints, ScratchSize size,
-                           Placement where) {
+__global__ void env_kernel(Kernel kernel, int nenv, T* d_reals, int* d_ints, T* d_rows,
+                           ScratchSize size, Placement where) {
   int e = blockIdx.x * blockDim.x + threadIdx.x;
   if (e >= nenv) return;
-  // one call of the kernel, which is inlined here (two would double its code)
   Scratch<T> s{d_reals + long(e) * size.reals, d_ints + long(e) * size.ints};
   if (where == Placement::kLocal) {
     s.reals = static_cast<T*>(
@@ -74,12 +76,26 @@ __global__ void env_kernel(Kernel kernel, int nenv, T* d_reals, int* d_ints, Scr
     s.reals = d_reals + long(e) * (size.reals - size.fixed);
     s.fixed = static_cast<T*>(PHX_LOCAL_ALLOC(size_t(size.fixed) * sizeof(T)));
   }
-  kernel(e, s);
+  // one call of the kernel, which is inlined here (two would double its code)
+  if constexpr (kLaysOutRows<Kernel>) {
+    constexpr int W = Interleaved::kStride;
+    kernel(e, Scratch<T, Interleaved>{s.reals, s.ints, s.fixed,
+                                      d_rows + long(e / W) * W * size.rows + e % W});
+  } else {
+    kernel(e, s);
+  }
 }
 
 template <class Kernel>
 void launch(int nenv, const Kernel& kernel, ScratchSize scratch) {
   using T = typename Kernel::Scalar;
+  // the interleaved rows apart, in tiles of whole warps
+  constexpr int W = Interleaved::kStride;
+  if constexpr (kLaysOutRows<Kernel>)
+    scratch.reals -= scratch.rows;
+  else
+    scratch.rows = 0;
+  const size_t rows = size_t((nenv + W - 1) / W) * W * size_t(scratch.rows);
   const Placement where = placement<T>(scratch);
   size_t global = size_t(scratch.reals), ints = size_t(scratch.ints), local = 0;
   if (where == Placement::kLocal) {
@@ -95,17 +111,19 @@ void launch(int nenv, const Kernel& kernel, ScratchSize scratch) {
     // the shell's own frame, the array and alloca's alignment
     reserve_stack(attributes.localSizeBytes + local + 64);
   }
-  T* d_reals = static_cast<T*>(scratch_reals(size_t(nenv) * global * sizeof(T)));
+  T* d_reals = static_cast<T*>(scratch_reals((size_t(nenv) * global + rows) * sizeof(T)));
+  T* d_rows = d_reals + size_t(nenv) * global;
   int* d_ints = static_cast<int*>(scratch_ints(size_t(nenv) * ints * sizeof(int)));
   constexpr int kBlock = 128;
   const int nblock = (nenv + kBlock - 1) / kBlock;
 #ifdef PHX_CUDA_EMULATION  // on the CPU (cuda/emulation/cuda_runtime.h): the same launch
   phx_cuda_emulation::launch(nblock, kBlock, env_kernel<Kernel, T>, kernel, nenv, d_reals, d_ints,
-                             scratch, where);
+                             d_rows, scratch, where);
 #else
   // the launch chevrons, which clang-format would split as C++ shifts:
   // clang-format off
-  env_kernel<Kernel, T><<<nblock, kBlock>>>(kernel, nenv, d_reals, d_ints, scratch, where);
+  env_kernel<Kernel, T><<<nblock, kBlock>>>(kernel, nenv, d_reals, d_ints, d_rows, scratch,
+                                            where);
   // clang-format on
 #endif
   check(cudaGetLastError(), "kernel launch");

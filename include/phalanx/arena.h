@@ -1,47 +1,105 @@
 // Scratch storage handed out in order: how every workspace and solver lays out its arrays.
 #pragma once
 
+#include <cstddef>
 #include <type_traits>
 
 #include "phalanx/config.h"
 
 namespace phx {
 
+// A pointer to every W-th element: the entries of one environment's array interleaved entry by
+// entry with those of W - 1 others (Interleaved). It indexes and offsets as a pointer does, in
+// the array's own entries.
+template <class T, int W>
+struct Strided {
+  T* p = nullptr;
+
+  Strided() = default;
+  PHX_HD Strided(std::nullptr_t) {}
+  PHX_HD explicit Strided(T* q) : p(q) {}
+  template <class U>
+  requires std::is_convertible_v<U*, T*> PHX_HD Strided(Strided<U, W> o) : p(o.p) {}
+
+  PHX_HD T& operator[](long i) const { return p[i * W]; }
+  PHX_HD T& operator*() const { return *p; }
+  PHX_HD Strided operator+(long i) const { return Strided(p + i * W); }
+  PHX_HD Strided operator-(long i) const { return Strided(p - i * W); }
+  PHX_HD long operator-(Strided o) const { return long(p - o.p) / W; }
+  PHX_HD explicit operator bool() const { return p != nullptr; }
+};
+
+// Where the capacity-sized arrays a workspace takes by Arena::take_rows lie. Contiguous: in the
+// environment's own block, as every other array (the CPU's layout). Interleaved: entry i of
+// environment e at entry i * kStride + e % kStride of the tile of kStride environments that e
+// belongs to, so that the threads of a CUDA warp, one environment each, reading the same entry
+// read consecutive words: their loads coalesce.
+struct Contiguous {
+  static constexpr int kStride = 1;
+  template <class K>
+  using ptr = K*;
+};
+struct Interleaved {
+  static constexpr int kStride = 32;  // a warp
+  template <class K>
+  using ptr = Strided<K, kStride>;
+};
+// what take_rows hands out under a layout: pointers to K
+template <class Layout, class K>
+using RowsPtr = typename Layout::template ptr<K>;
+
+// a pointer type with the promise that what it reaches is reached through it alone: P itself
+// for a class (Strided), P PHX_RESTRICT for a pointer
+template <class P>
+struct Restricted {
+  using type = P;
+};
+template <class T>
+struct Restricted<T*> {
+  using type = T* PHX_RESTRICT;
+};
+
 // How much private scratch one environment's kernel needs: scalars and integers. `fixed` of
 // the reals are sized by the model's counts alone (the workspace of the stages of fixed
 // structure, Arena::take_fixed); a backend may place them apart (on CUDA, in the thread's local
 // memory, which the hardware interleaves across a warp so that its loads coalesce).
 struct ScratchSize {
-  long reals = 0;  // all of them, `fixed` included
+  long reals = 0;  // all of them, `fixed` and `rows` included
   long ints = 0;
   long fixed = 0;
+  long rows = 0;  // the reals taken by take_rows, which a backend may lay out apart (Interleaved)
 };
 
 // One environment's scratch blocks, handed to a kernel by the backend. With `fixed` set, the
-// reals taken by take_fixed come from it and the others from `reals` (a split scratch:
-// ScratchSize::reals - fixed of them there); without, all come from `reals`.
-template <class T>
+// reals taken by take_fixed come from it, with `rows` set those taken by take_rows from it (laid
+// out by Layout: for Interleaved, `rows` points at the environment's first entry in its tile),
+// and the others from `reals` (a split scratch: ScratchSize::reals less the split parts there).
+template <class T, class Layout = Contiguous>
 struct Scratch {
   T* reals;
   int* ints;
   T* fixed = nullptr;
+  T* rows = nullptr;
 };
 
 // Storage handed out in order: every workspace is laid out by one carve routine taking its
 // arrays from an Arena. Over storage, the routine carves; over no storage (a counting Arena,
 // whose takes return null) it measures, so a workspace's size is its carve run on a counting
 // Arena (carved_size) and the two cannot disagree. Reals are of scalar T (a Lane of several,
-// for the SIMD passes), integers int.
-template <class T>
+// for the SIMD passes), integers int. An Interleaved arena always has its rows block.
+template <class T, class Layout = Contiguous>
 struct Arena {
   T* reals = nullptr;  // null: count only
   int* ints = nullptr;
   T* fixed = nullptr;        // the fixed reals' own block, for a split scratch; else null
-  long nreal = 0, nint = 0;  // taken so far; nreal without the fixed ones when split
+  T* rows = nullptr;         // the rows' own block, for a split scratch; else null
+  long nreal = 0, nint = 0;  // taken so far; nreal without the split ones
   long nfixed = 0;           // fixed reals taken so far
+  long nrows = 0;            // rows taken so far
 
   Arena() = default;
-  PHX_HD explicit Arena(Scratch<T> s) : reals(s.reals), ints(s.ints), fixed(s.fixed) {}
+  PHX_HD explicit Arena(Scratch<T, Layout> s)
+      : reals(s.reals), ints(s.ints), fixed(s.fixed), rows(s.rows) {}
   PHX_HD Arena(T* r, int* i) : reals(r), ints(i) {}
 
   // the next n reals (K = T) or integers (K = int)
@@ -64,6 +122,13 @@ struct Arena {
     if (!fixed) return take<T>(n);
     return fixed + (nfixed - n);
   }
+  // the next n reals of a capacity-sized array: from the rows block of a split scratch, laid out
+  // by Layout, else as take<T>
+  PHX_HD RowsPtr<Layout, T> take_rows(long n) {
+    nrows += n;
+    if (!rows) return RowsPtr<Layout, T>(take<T>(n));
+    return RowsPtr<Layout, T>(rows + (nrows - n) * Layout::kStride);
+  }
   // Storage shared by alternatives that are never live together: each is carved from a copy
   // of this arena made at the same point, this one included; afterwards the arena stands past
   // the largest. cover(other) moves it past what the copy `other` took.
@@ -71,15 +136,23 @@ struct Arena {
     if (other.nreal > nreal) nreal = other.nreal;
     if (other.nint > nint) nint = other.nint;
     if (other.nfixed > nfixed) nfixed = other.nfixed;
+    if (other.nrows > nrows) nrows = other.nrows;
   }
-  // what a counting Arena measured (reals counts the fixed ones too)
-  PHX_HD ScratchSize used() const { return {nreal, nint, nfixed}; }
+  // what a counting Arena measured (reals counts the fixed ones and the rows too)
+  PHX_HD ScratchSize used() const { return {nreal, nint, nfixed, nrows}; }
   // the storage not taken yet
-  PHX_HD Scratch<T> rest() const {
+  PHX_HD Scratch<T, Layout> rest() const {
     return {reals ? reals + nreal : nullptr, ints ? ints + nint : nullptr,
-            fixed ? fixed + nfixed : nullptr};
+            fixed ? fixed + nfixed : nullptr, rows ? rows + nrows * Layout::kStride : nullptr};
   }
 };
+
+// Whether a kernel (include/phalanx/kernels/) takes its scratch in any Layout: its operator()
+// a template on it. The CUDA backend then lays its strided arrays out Interleaved; the others
+// take a Scratch<T>, Contiguous.
+template <class Kernel>
+constexpr bool kLaysOutRows =
+    std::is_invocable_v<const Kernel&, int, Scratch<typename Kernel::Scalar, Interleaved>>;
 
 // the storage W::carve(m, arena, args...) takes, reals in units of T
 template <class W, class T, class M, class... Args>

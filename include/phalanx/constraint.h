@@ -79,20 +79,25 @@ struct ContactData {
 // Scratch of the constraint pipeline, carved after the Workspace. `kept` arrays are what the
 // reverse pass of a step reads of it (StepStore keeps them per step, tape.h). Of each table,
 // the `fixed` arrays are sized by the model's counts alone (Arena::take_fixed), the `rows`
-// arrays by the capacities.
+// arrays by the capacities; of the rows, the `strided` reals (the rows J and Y and the LCP's A,
+// b and bounds, which its sweeps reread) are laid out by the workspace's Layout
+// (Arena::take_rows).
 #define PHX_CONSTRAINT_WORKSPACE_KEPT_FIXED(X)                                                  \
   X(real, geom_xpos, 3L * m.ngeom, "(ngeom x 3)")                                               \
   X(real, geom_xmat, 9L * m.ngeom, "(ngeom x 9)")                                               \
   X(real, L, long(m.nv) * m.nv, "Cholesky factor of M + diag(armature + dt damping) (nv x nv)") \
   X(real, vfree, m.nv, "velocity after the step without constraints (nv)")
-#define PHX_CONSTRAINT_WORKSPACE_KEPT_ROWS(X)                                               \
+#define PHX_CONSTRAINT_WORKSPACE_KEPT_STRIDED(X)                                            \
   X(real, J, long(m.nefcmax) * m.nv, "row Jacobians (nefcmax x nv)")                        \
   X(real, Y, long(m.nefcmax) * m.nv, "L^-1 J^T, stored by row (nefcmax x nv)")              \
   X(real, A, long(m.nefcmax) * m.nefcmax, "Delassus matrix J M^-1 J^T (nefcmax x nefcmax)") \
   X(real, b, m.nefcmax, "(nefcmax)")                                                        \
   X(real, lo, m.nefcmax, "fixed lower bounds (nefcmax)")                                    \
   X(real, hi, m.nefcmax, "fixed upper bounds (nefcmax)")                                    \
-  X(real, mu, m.nefcmax, "friction coefficient of friction rows (nefcmax)")                 \
+  X(real, mu, m.nefcmax, "friction coefficient of friction rows (nefcmax)")
+#define PHX_CONSTRAINT_WORKSPACE_KEPT_ROWS(X) \
+  PHX_CONSTRAINT_WORKSPACE_KEPT_STRIDED(X) PHX_CONSTRAINT_WORKSPACE_KEPT_OTHER(X)
+#define PHX_CONSTRAINT_WORKSPACE_KEPT_OTHER(X) \
   X(int, findex, m.nefcmax, "normal row of a friction row, -1 otherwise (nefcmax)")
 #define PHX_CONSTRAINT_WORKSPACE_KEPT(X) \
   PHX_CONSTRAINT_WORKSPACE_KEPT_FIXED(X) PHX_CONSTRAINT_WORKSPACE_KEPT_ROWS(X)
@@ -110,10 +115,12 @@ struct ContactData {
 #define PHX_CONSTRAINT_WORKSPACE_SCRATCH(X) \
   PHX_CONSTRAINT_WORKSPACE_SCRATCH_FIXED(X) PHX_CONSTRAINT_WORKSPACE_SCRATCH_ROWS(X)
 
-template <class T>
+template <class T, class Layout = Contiguous>
 struct ConstraintWorkspace {
   using real = T;
-  PHX_CONSTRAINT_WORKSPACE_KEPT(PHX_WORKSPACE_MEMBER)
+  PHX_CONSTRAINT_WORKSPACE_KEPT_FIXED(PHX_WORKSPACE_MEMBER)
+  PHX_CONSTRAINT_WORKSPACE_KEPT_STRIDED(PHX_WORKSPACE_ROWS_MEMBER)
+  PHX_CONSTRAINT_WORKSPACE_KEPT_OTHER(PHX_WORKSPACE_MEMBER)
   PHX_CONSTRAINT_WORKSPACE_SCRATCH(PHX_WORKSPACE_MEMBER)
   // the rank of the factorisation of the rows' classification (efc_class) that lcp and ilcp
   // hold after solve_lcp (lcp_adjoint_factor's layout), -1 when they hold none
@@ -125,10 +132,11 @@ struct ConstraintWorkspace {
   bool has_matrix = true;
 
   template <class M>
-  PHX_HD static ConstraintWorkspace carve(const M& m, Arena<T>& arena) {
+  PHX_HD static ConstraintWorkspace carve(const M& m, Arena<T, Layout>& arena) {
     ConstraintWorkspace w;
     PHX_CONSTRAINT_WORKSPACE_KEPT_FIXED(PHX_WORKSPACE_TAKE_FIXED)
-    PHX_CONSTRAINT_WORKSPACE_KEPT_ROWS(PHX_WORKSPACE_TAKE)
+    PHX_CONSTRAINT_WORKSPACE_KEPT_STRIDED(PHX_WORKSPACE_TAKE_ROWS)
+    PHX_CONSTRAINT_WORKSPACE_KEPT_OTHER(PHX_WORKSPACE_TAKE)
     PHX_CONSTRAINT_WORKSPACE_SCRATCH_FIXED(PHX_WORKSPACE_TAKE_FIXED)
     PHX_CONSTRAINT_WORKSPACE_SCRATCH_ROWS(PHX_WORKSPACE_TAKE)
     return w;
@@ -171,8 +179,9 @@ PHX_HD PHX_INLINE CcdSettings<T> ccd_settings(const ModelView<T>& m) {
 }
 
 // world poses of the geoms from the body frames
-template <class T>
-PHX_HD void geom_poses(const ModelView<T>& m, const Workspace<T>& w, ConstraintWorkspace<T>& c) {
+template <class T, class Layout>
+PHX_HD void geom_poses(const ModelView<T>& m, const Workspace<T>& w,
+                       ConstraintWorkspace<T, Layout>& c) {
   for (int g = 0; g < m.ngeom; ++g)
     body_fixed_frame(w, m.geom_bodyid[g], m.geom_pos + 3 * g, m.geom_quat + 4 * g,
                      c.geom_xpos + 3 * g, c.geom_xmat + 9 * g);
@@ -224,9 +233,9 @@ PHX_HD PHX_INLINE void pair_geoms(const M& m, int k, int& g1, int& g2) {
 // cannot touch within the margin, their bounding spheres being apart or g2's lying wholly above
 // g1's plane (a plane, infinite, has rbound 0 and its normal along its z axis). In any scalar:
 // on a pack's lanes it is a mask.
-template <class M, class T>
-PHX_HD PHX_INLINE Truth<T> pair_apart(const M& m, const ConstraintWorkspace<T>& c, int g1, int g2,
-                                      T margin) {
+template <class M, class T, class Layout>
+PHX_HD PHX_INLINE Truth<T> pair_apart(const M& m, const ConstraintWorkspace<T, Layout>& c, int g1,
+                                      int g2, T margin) {
   const Vec3<T> p1 = Vec3<T>::load(c.geom_xpos + 3 * g1);
   const Vec3<T> p2 = Vec3<T>::load(c.geom_xpos + 3 * g2);
   const T r1 = m.geom_rbound[g1], r2 = m.geom_rbound[g2];
@@ -246,8 +255,8 @@ PHX_HD PHX_INLINE Truth<T> pair_apart(const M& m, const ConstraintWorkspace<T>& 
 // margin; the XPBD step's look-ahead), 0 for the LCP step. apart (npair, may be null): the
 // broadphase's verdicts when the caller has them already (a pack of environments runs it on its
 // lanes), nonzero for a pair to skip.
-template <class T>
-PHX_HD void detect_contacts(const ModelView<T>& m, const ConstraintWorkspace<T>& c,
+template <class T, class Layout>
+PHX_HD void detect_contacts(const ModelView<T>& m, const ConstraintWorkspace<T, Layout>& c,
                             ContactView<T>& cv, const int* keys = nullptr, int nkeys = 0,
                             T margin = T(0), const unsigned char* apart = nullptr) {
   int ncon = 0, overflow = 0, next = 0;
@@ -381,9 +390,10 @@ PHX_HD PHX_INLINE int tendon_friction_key(const ModelView<T>& m, int t) {
 
 // Row r of friction loss `loss` (MuJoCo's frictionloss, as a hard boxed row): impulse within
 // +-loss dt, velocity driven to zero; J zeroed, for the caller to fill
-template <class T>
-PHX_HD T* friction_row(const ModelView<T>& m, T loss, ConstraintWorkspace<T>& c, int r) {
-  T* J = c.J + long(r) * m.nv;
+template <class T, class Layout>
+PHX_HD RowsPtr<Layout, T> friction_row(const ModelView<T>& m, T loss,
+                                       ConstraintWorkspace<T, Layout>& c, int r) {
+  const auto J = c.J + long(r) * m.nv;
   for (int k = 0; k < m.nv; ++k) J[k] = T(0);
   c.lo[r] = -loss * m.timestep;
   c.hi[r] = loss * m.timestep;
@@ -404,9 +414,10 @@ PHX_HD PHX_INLINE T limit_distance(T q, S lo, S hi, T* sign) {
 
 // Row r of a violated limit at distance dist < 0 (how far inside): impulse >= 0, b the Baumgarte
 // push-out beyond the slop; J zeroed, for the caller to fill
-template <class T>
-PHX_HD T* one_sided_row(const ModelView<T>& m, T dist, ConstraintWorkspace<T>& c, int r) {
-  T* J = c.J + long(r) * m.nv;
+template <class T, class Layout>
+PHX_HD RowsPtr<Layout, T> one_sided_row(const ModelView<T>& m, T dist,
+                                        ConstraintWorkspace<T, Layout>& c, int r) {
+  const auto J = c.J + long(r) * m.nv;
   for (int d = 0; d < m.nv; ++d) J[d] = T(0);
   c.lo[r] = T(0);
   c.hi[r] = T(kLcpInf);
@@ -421,9 +432,10 @@ PHX_HD T* one_sided_row(const ModelView<T>& m, T dist, ConstraintWorkspace<T>& c
 // transmission: type, id) when one is violated: J = sign times the transmission's row
 // (+1 at the lower bound, -1 at the upper, in *sign), one-sided. Returns whether the row was
 // made.
-template <class T>
+template <class T, class Layout>
 PHX_HD bool limit_row(const ModelView<T>& m, const Workspace<T>& w, int type, int id,
-                      const T* range, const T* qpos, ConstraintWorkspace<T>& c, int r, T* sign) {
+                      const T* range, const T* qpos, ConstraintWorkspace<T, Layout>& c, int r,
+                      T* sign) {
   const T length = type == kTrnTendon ? w.ten_length[id] : qpos[m.jnt_qposadr[id]];
   T dist = limit_distance(length, range[0], range[1], sign);
   if (!(dist < T(0))) return false;
@@ -445,13 +457,13 @@ PHX_HD PHX_INLINE T ball_limit_distance(const ModelView<S>& m, int j, const T* q
 // Row r for ball joint j's limit when violated: theta's rate is u . omega (omega the joint's
 // qvel, in the child's frame, about which the axis u does not turn), so J = -u on its three
 // dofs, one-sided. Returns whether the row was made.
-template <class T>
-PHX_HD bool ball_limit_row(const ModelView<T>& m, int j, const T* qpos, ConstraintWorkspace<T>& c,
-                           int r) {
+template <class T, class Layout>
+PHX_HD bool ball_limit_row(const ModelView<T>& m, int j, const T* qpos,
+                           ConstraintWorkspace<T, Layout>& c, int r) {
   Vec3<T> u;
   const T dist = ball_limit_distance(m, j, qpos, u);
   if (!(dist < T(0))) return false;
-  T* J = one_sided_row(m, dist, c, r) + m.jnt_dofadr[j];
+  const auto J = one_sided_row(m, dist, c, r) + m.jnt_dofadr[j];
   J[0] = -u.x, J[1] = -u.y, J[2] = -u.z;
   return true;
 }
@@ -465,9 +477,11 @@ PHX_HD PHX_INLINE int tree_end(const int* tree, int nv, int d) {
 
 // The dof ranges a row of J reaches, as LcpProblem's factor wants them (4 ints): its first tree
 // and, when it reaches another, the range from the start of the second tree to the end of the
-// last. Exact for rows on at most two trees (contacts, joint limits), conservative beyond.
-template <class T>
-PHX_HD void row_span(const T* J, int nv, const int* tree, int* span) {
+// last. Exact for rows on at most two trees (contacts, joint limits), conservative beyond. J
+// points to the row (a pointer or a Strided one).
+template <class P>
+PHX_HD void row_span(P J, int nv, const int* tree, int* span) {
+  using T = std::remove_cvref_t<decltype(J[0])>;
   int d = 0;
   while (d < nv && J[d] == T(0)) ++d;
   if (d == nv) {
@@ -511,9 +525,9 @@ PHX_HD void contact_span(const ModelView<T>& m, int b1, int b2, int* span) {
 // equality constraints: J, bounds, friction links, and b without the unconstrained velocity term.
 // Returns the number of rows. Row keys of contacts were set by detect_contacts in efc_key[contact];
 // this spreads them to the rows. c.span receives the dof ranges each row reaches (row_span).
-template <class T>
+template <class T, class Layout>
 PHX_HD int build_rows(const ModelView<T>& m, const T* qpos, const T* qvel, const Workspace<T>& w,
-                      ConstraintWorkspace<T>& c, ContactView<T>& cv) {
+                      ConstraintWorkspace<T, Layout>& c, ContactView<T>& cv) {
   const T inf = T(kLcpInf);
   int ncon = *cv.ncon, nv = m.nv;
   // contacts: count the rows first so that keys can be moved in place from the back
@@ -545,7 +559,7 @@ PHX_HD int build_rows(const ModelView<T>& m, const T* qpos, const T* qvel, const
       for (int h = 0; h < 4; ++h) c.span[4 * (row + k) + h] = c.span[4 * row + h];
     for (int k = 0; k < nr; ++k) {
       int r = row + k;
-      T* J = c.J + long(r) * nv;
+      const auto J = c.J + long(r) * nv;
       cv.efc_key[r] = key + k;
       if (k == 0) {
         // normal: v >= 0 after restitution and penetration corrections
@@ -621,9 +635,10 @@ PHX_HD int build_rows(const ModelView<T>& m, const T* qpos, const T* qvel, const
 }
 
 // The LCP of the rows in c; with nv > 0 also A's factor Y (span as delassus left it).
-template <class T>
-PHX_HD LcpProblem<T> lcp_problem(int nrow, const ConstraintWorkspace<T>& c, int nv = 0) {
-  LcpProblem<T> p;
+template <class T, class Layout>
+PHX_HD LcpProblem<T, Layout> lcp_problem(int nrow, const ConstraintWorkspace<T, Layout>& c,
+                                         int nv = 0) {
+  LcpProblem<T, Layout> p;
   p.n = nrow;
   p.A = c.has_matrix ? c.A : nullptr;
   p.b = c.b;
@@ -646,12 +661,13 @@ PHX_HD LcpProblem<T> lcp_problem(int nrow, const ConstraintWorkspace<T>& c, int 
 // (lcp_sweeps_on_factor) in a forward-only kernel. In three parts, which the CPU's packs of
 // environments run on their lanes (host/pack_kernels.h): delassus_factor (b and Y),
 // delassus_keeps_matrix (whether A is built) and delassus_matrix (A).
-template <class T>
-PHX_HD PHX_INLINE void delassus_factor(const ModelView<T>& m, int nrow, ConstraintWorkspace<T>& c) {
+template <class T, class Layout>
+PHX_HD PHX_INLINE void delassus_factor(const ModelView<T>& m, int nrow,
+                                       ConstraintWorkspace<T, Layout>& c) {
   int nv = m.nv;
   for (int r = 0; r < nrow; ++r) {
-    const T* J = c.J + long(r) * nv;
-    T* y = c.Y + long(r) * nv;
+    const auto J = c.J + long(r) * nv;
+    const auto y = c.Y + long(r) * nv;
     const int* s = c.span + 4 * r;
     c.b[r] +=
         dot_n(J + s[0], c.vfree + s[0], s[1] - s[0]) + dot_n(J + s[2], c.vfree + s[2], s[3] - s[2]);
@@ -661,16 +677,17 @@ PHX_HD PHX_INLINE void delassus_factor(const ModelView<T>& m, int nrow, Constrai
   cholesky_solve_lower_rows(c.L, nv, c.Y, nrow, m.dof_treeadr, c.span);
 }
 
-template <class M, class T>
+template <class M, class T, class Layout>
 PHX_HD PHX_INLINE bool delassus_keeps_matrix(const M& m, int nrow,
-                                             const ConstraintWorkspace<T>& c) {
-  LcpProblem<T> p = lcp_problem(nrow, c, m.nv);
+                                             const ConstraintWorkspace<T, Layout>& c) {
+  LcpProblem<T, Layout> p = lcp_problem(nrow, c, m.nv);
   return !(c.forward_only && m.lcp_solver == kLcpPgs && lcp_sweeps_on_factor(p));
 }
 
-template <class T>
-PHX_HD PHX_INLINE void delassus_matrix(const ModelView<T>& m, int nrow, ConstraintWorkspace<T>& c) {
-  LcpProblem<T> p = lcp_problem(nrow, c, m.nv);
+template <class T, class Layout>
+PHX_HD PHX_INLINE void delassus_matrix(const ModelView<T>& m, int nrow,
+                                       ConstraintWorkspace<T, Layout>& c) {
+  LcpProblem<T, Layout> p = lcp_problem(nrow, c, m.nv);
   for (int r = 0; r < nrow; ++r)
     for (int q = 0; q <= r; ++q) {
       T s = lcp_factor_entry(p, r, q);
@@ -679,8 +696,8 @@ PHX_HD PHX_INLINE void delassus_matrix(const ModelView<T>& m, int nrow, Constrai
     }
 }
 
-template <class T>
-PHX_HD void delassus(const ModelView<T>& m, int nrow, ConstraintWorkspace<T>& c) {
+template <class T, class Layout>
+PHX_HD void delassus(const ModelView<T>& m, int nrow, ConstraintWorkspace<T, Layout>& c) {
   delassus_factor(m, nrow, c);
   c.has_matrix = delassus_keeps_matrix(m, nrow, c);
   if (c.has_matrix) delassus_matrix(m, nrow, c);
@@ -703,9 +720,10 @@ struct LcpSolution {
 // read). tol: the residual at which a re-solve is accepted; rank_tol: lcp_rank_tol or finer;
 // before: the residual of f as given. cls receives the row classes. Returns the residual of
 // the f left.
-template <class T>
-PHX_HD PHX_DEVICE_NOINLINE T finish_lcp(const LcpProblem<T>& p, ConstraintWorkspace<T>& c, T* f,
-                                        int* cls, T tol, T rank_tol, bool pivot, T before) {
+template <class T, class Layout>
+PHX_HD PHX_DEVICE_NOINLINE T finish_lcp(const LcpProblem<T, Layout>& p,
+                                        ConstraintWorkspace<T, Layout>& c, T* f, int* cls, T tol,
+                                        T rank_tol, bool pivot, T before) {
   if (stabilize(p, f, cls, tol, rank_tol, c.lcp, c.ilcp, &c.factored_rank))
     return lcp_residual(p, f);
   if (!pivot) return before;
@@ -725,10 +743,11 @@ constexpr int kLcpPivotRows = 64;
 
 // solve_lcp's kLcpPgs after sweeps that stalled at residual r above lcp_residual_limit (see
 // there); apart, so that the kernels that inline the step carry only its call
-template <class T>
+template <class T, class Layout>
 PHX_HD PHX_DEVICE_NOINLINE T finish_stalled_pgs(const ModelView<T>& m, int nrow,
-                                                ConstraintWorkspace<T>& c, T* f, int* cls, T r) {
-  LcpProblem<T> p = lcp_problem(nrow, c, m.nv);
+                                                ConstraintWorkspace<T, Layout>& c, T* f, int* cls,
+                                                T r) {
+  LcpProblem<T, Layout> p = lcp_problem(nrow, c, m.nv);
   if (!c.has_matrix) {
     delassus_matrix(m, nrow, c);
     c.has_matrix = true;
@@ -766,10 +785,10 @@ PHX_HD PHX_DEVICE_NOINLINE T finish_stalled_pgs(const ModelView<T>& m, int nrow,
 //   re-solve on the clamping set they found (stabilisation). When PGS's set gives no exact
 //   solution, Dantzig pivoting follows. cls receives the row classes.
 // Returns the residual (lcp_residual) for the convergence status bit.
-template <class T>
-PHX_HD T solve_lcp(const ModelView<T>& m, int nrow, int nprev, ConstraintWorkspace<T>& c,
+template <class T, class Layout>
+PHX_HD T solve_lcp(const ModelView<T>& m, int nrow, int nprev, ConstraintWorkspace<T, Layout>& c,
                    const int* key, T* f, int* cls, int* hit) {
-  LcpProblem<T> p = lcp_problem(nrow, c, m.nv);
+  LcpProblem<T, Layout> p = lcp_problem(nrow, c, m.nv);
   *hit = 0;
   c.factored_rank = -1;
   if (m.lcp_solver == kLcpPgs) {

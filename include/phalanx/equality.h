@@ -94,9 +94,9 @@ PHX_HD int equality_rows(const ModelView<T>& m, const T* qpos, const T* qvel, co
   for (int i = 0; i < m.neq; ++i) {
     if (!m.eq_active[i]) continue;
     const int type = m.eq_type[i], nr = eq_rows(type);
-    T* J = c.J + long(nrow) * nv;
+    const auto J = c.J + long(nrow) * nv;
     for (long d = 0; d < long(nr) * nv; ++d) J[d] = T(0);
-    T* b = c.b + nrow;
+    const auto b = c.b + nrow;
     if (type == kEqConnect || type == kEqWeld) {
       const int b1 = m.eq_obj1id[i], b2 = m.eq_obj2id[i];
       const Vec3<T> p1 = body_point(w, b1, Vec3<T>::load(m.eq_anchor + 6 * i));

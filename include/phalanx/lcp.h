@@ -26,21 +26,23 @@ namespace phx {
 // bounds at or beyond this magnitude are infinite (finite, so it is exact in float and double)
 constexpr double kLcpInf = 1e30;
 
-// One environment's problem; pointers into caller memory, shapes in rows.
-template <class T>
+// One environment's problem; pointers into caller memory, shapes in rows. Layout lays out its
+// reals (as the constraint workspace it comes from lays them out).
+template <class T, class Layout = Contiguous>
 struct LcpProblem {
+  using Reals = RowsPtr<Layout, const T>;
   int n = 0;                    // number of rows
-  const T* A = nullptr;         // n x n row-major, symmetric positive semidefinite
-  const T* b = nullptr;         // n
-  const T* lo = nullptr;        // n, lower bounds of rows with findex < 0 (-kLcpInf allowed)
-  const T* hi = nullptr;        // n, upper bounds of rows with findex < 0 (kLcpInf allowed)
-  const T* mu = nullptr;        // n, friction coefficients of rows with findex >= 0; may be null
+  Reals A = nullptr;            // n x n row-major, symmetric positive semidefinite
+  Reals b = nullptr;            // n
+  Reals lo = nullptr;           // n, lower bounds of rows with findex < 0 (-kLcpInf allowed)
+  Reals hi = nullptr;           // n, upper bounds of rows with findex < 0 (kLcpInf allowed)
+  Reals mu = nullptr;           // n, friction coefficients of rows with findex >= 0; may be null
   const int* findex = nullptr;  // n, normal row of each friction row, -1 otherwise; null: all -1
   // Optional factor A = Y Y^T: Y n x ncol row-major, row i zero outside its two column ranges
   // [span[4i], span[4i+1]) and [span[4i+2], span[4i+3]) (disjoint, in order; either may be
   // empty). With it, pgs may sweep in velocity form (see there), and pgs and lcp_residual
   // accept A = null.
-  const T* Y = nullptr;
+  Reals Y = nullptr;
   const int* span = nullptr;
   int ncol = 0;
 };
@@ -70,49 +72,49 @@ PHX_HD PHX_INLINE bool lcp_finite_bound(T x) {
   return abs(x) < T(0.5 * kLcpInf);
 }
 
-template <class T>
-PHX_HD PHX_INLINE int lcp_findex(const LcpProblem<T>& p, int i) {
+template <class T, class Layout>
+PHX_HD PHX_INLINE int lcp_findex(const LcpProblem<T, Layout>& p, int i) {
   return p.findex ? p.findex[i] : -1;
 }
 
 // v_i = (A f + b)_i
-template <class T>
-PHX_HD PHX_INLINE T lcp_row_velocity(const LcpProblem<T>& p, const T* f, int i) {
+template <class T, class Layout>
+PHX_HD PHX_INLINE T lcp_row_velocity(const LcpProblem<T, Layout>& p, const T* f, int i) {
   return p.b[i] + dot_n(p.A + i * p.n, f, p.n);
 }
 
 }  // namespace detail
 
-template <class T>
-PHX_HD T lcp_factor_entry(const LcpProblem<T>& p, int i, int j);
+template <class T, class Layout>
+PHX_HD T lcp_factor_entry(const LcpProblem<T, Layout>& p, int i, int j);
 
 namespace detail {
 
 // A_ii, from the factor when A is not given
-template <class T>
-PHX_HD PHX_INLINE T lcp_entry_ii(const LcpProblem<T>& p, int i) {
+template <class T, class Layout>
+PHX_HD PHX_INLINE T lcp_entry_ii(const LcpProblem<T, Layout>& p, int i) {
   return p.A ? p.A[i * p.n + i] : lcp_factor_entry(p, i, i);
 }
 
 // diagonal used to turn velocities into impulses (1 for a zero row)
-template <class T>
-PHX_HD PHX_INLINE T lcp_diag(const LcpProblem<T>& p, int i) {
+template <class T, class Layout>
+PHX_HD PHX_INLINE T lcp_diag(const LcpProblem<T, Layout>& p, int i) {
   T d = lcp_entry_ii(p, i);
   return d > T(0) ? d : T(1);
 }
 
 // Y_i . x over row i's column ranges (LcpProblem's factor)
-template <class T>
-PHX_HD PHX_INLINE T lcp_factor_dot(const LcpProblem<T>& p, int i, const T* x) {
-  const T* y = p.Y + long(i) * p.ncol;
+template <class T, class Layout>
+PHX_HD PHX_INLINE T lcp_factor_dot(const LcpProblem<T, Layout>& p, int i, const T* x) {
+  const auto y = p.Y + long(i) * p.ncol;
   const int* s = p.span + 4 * i;
   return dot_n(y + s[0], x + s[0], s[1] - s[0]) + dot_n(y + s[2], x + s[2], s[3] - s[2]);
 }
 
 // x += a Y_i over row i's column ranges
-template <class T>
-PHX_HD PHX_INLINE void lcp_factor_axpy(const LcpProblem<T>& p, int i, T a, T* x) {
-  const T* y = p.Y + long(i) * p.ncol;
+template <class T, class Layout>
+PHX_HD PHX_INLINE void lcp_factor_axpy(const LcpProblem<T, Layout>& p, int i, T a, T* x) {
+  const auto y = p.Y + long(i) * p.ncol;
   const int* s = p.span + 4 * i;
   for (int h = 0; h < 4; h += 2)
     for (int k = s[h]; k < s[h + 1]; ++k) x[k] += a * y[k];
@@ -120,8 +122,8 @@ PHX_HD PHX_INLINE void lcp_factor_axpy(const LcpProblem<T>& p, int i, T a, T* x)
 
 // whether rows i, i + 1, i + 2 are one contact's normal and its two friction rows on the same
 // column ranges of the factor (build_rows lays contacts out so)
-template <class T>
-PHX_HD PHX_INLINE bool lcp_contact_block(const LcpProblem<T>& p, int i) {
+template <class T, class Layout>
+PHX_HD PHX_INLINE bool lcp_contact_block(const LcpProblem<T, Layout>& p, int i) {
   if (i + 2 >= p.n || lcp_findex(p, i) >= 0 || lcp_findex(p, i + 1) != i ||
       lcp_findex(p, i + 2) != i)
     return false;
@@ -132,19 +134,19 @@ PHX_HD PHX_INLINE bool lcp_contact_block(const LcpProblem<T>& p, int i) {
 }
 
 // the factor's rows i, i + 1, i + 2 of a contact block and their column ranges (s)
-template <class T>
+template <class T, class Layout>
 struct FactorBlock {
-  const T *y0, *y1, *y2;
+  RowsPtr<Layout, const T> y0, y1, y2;
   const int* s;
-  PHX_HD FactorBlock(const LcpProblem<T>& p, int i)
+  PHX_HD FactorBlock(const LcpProblem<T, Layout>& p, int i)
       : y0(p.Y + long(i) * p.ncol), y1(y0 + p.ncol), y2(y1 + p.ncol), s(p.span + 4 * i) {}
 };
 
 // Y_r . x for the three rows r = i, i + 1, i + 2 of a contact block over their
 // column ranges, in one pass over them (a sum per row and range: six independent chains)
-template <class T>
-PHX_HD PHX_INLINE void lcp_factor_dot3(const LcpProblem<T>& p, int i, const T* x, T* out) {
-  const FactorBlock<T> y(p, i);
+template <class T, class Layout>
+PHX_HD PHX_INLINE void lcp_factor_dot3(const LcpProblem<T, Layout>& p, int i, const T* x, T* out) {
+  const FactorBlock<T, Layout> y(p, i);
   T a[2] = {T(0), T(0)}, b[2] = {T(0), T(0)}, c[2] = {T(0), T(0)};
   for (int h = 0; h < 2; ++h)
     for (int k = y.s[2 * h]; k < y.s[2 * h + 1]; ++k) {
@@ -159,9 +161,9 @@ PHX_HD PHX_INLINE void lcp_factor_dot3(const LcpProblem<T>& p, int i, const T* x
 
 // A's entries among a contact block's rows i, i + 1, i + 2, in one pass over their column
 // ranges: g = (A_ii, A_{i+1,i+1}, A_{i+2,i+2}, A_{i+1,i}, A_{i+2,i}, A_{i+2,i+1})
-template <class T>
-PHX_HD PHX_INLINE void lcp_factor_gram3(const LcpProblem<T>& p, int i, T* g) {
-  const FactorBlock<T> y(p, i);
+template <class T, class Layout>
+PHX_HD PHX_INLINE void lcp_factor_gram3(const LcpProblem<T, Layout>& p, int i, T* g) {
+  const FactorBlock<T, Layout> y(p, i);
   for (int k = 0; k < 6; ++k) g[k] = T(0);
   for (int h = 0; h < 4; h += 2)
     for (int k = y.s[h]; k < y.s[h + 1]; ++k) {
@@ -176,9 +178,9 @@ PHX_HD PHX_INLINE void lcp_factor_gram3(const LcpProblem<T>& p, int i, T* g) {
 }
 
 // x += d_0 Y_i + d_1 Y_{i+1} + d_2 Y_{i+2} over a contact block's column ranges
-template <class T>
-PHX_HD PHX_INLINE void lcp_factor_axpy3(const LcpProblem<T>& p, int i, const T* d, T* x) {
-  const FactorBlock<T> y(p, i);
+template <class T, class Layout>
+PHX_HD PHX_INLINE void lcp_factor_axpy3(const LcpProblem<T, Layout>& p, int i, const T* d, T* x) {
+  const FactorBlock<T, Layout> y(p, i);
   for (int h = 0; h < 4; h += 2)
     for (int k = y.s[h]; k < y.s[h + 1]; ++k)
       x[k] += d[0] * y.y0[k] + d[1] * y.y1[k] + d[2] * y.y2[k];
@@ -187,10 +189,10 @@ PHX_HD PHX_INLINE void lcp_factor_axpy3(const LcpProblem<T>& p, int i, const T* 
 }  // namespace detail
 
 // Entry (i, j) of A = Y Y^T from the factor: Y_i . Y_j over the column ranges the two rows share.
-template <class T>
-PHX_HD T lcp_factor_entry(const LcpProblem<T>& p, int i, int j) {
-  const T* yi = p.Y + long(i) * p.ncol;
-  const T* yj = p.Y + long(j) * p.ncol;
+template <class T, class Layout>
+PHX_HD T lcp_factor_entry(const LcpProblem<T, Layout>& p, int i, int j) {
+  const auto yi = p.Y + long(i) * p.ncol;
+  const auto yj = p.Y + long(j) * p.ncol;
   const int* si = p.span + 4 * i;
   const int* sj = p.span + 4 * j;
   T s(0);
@@ -204,8 +206,8 @@ PHX_HD T lcp_factor_entry(const LcpProblem<T>& p, int i, int j) {
 }
 
 // vel = Y^T f (ncol) from the factor
-template <class T>
-PHX_HD void lcp_factor_velocity(const LcpProblem<T>& p, const T* f, T* vel) {
+template <class T, class Layout>
+PHX_HD void lcp_factor_velocity(const LcpProblem<T, Layout>& p, const T* f, T* vel) {
   for (int k = 0; k < p.ncol; ++k) vel[k] = T(0);
   for (int i = 0; i < p.n; ++i)
     if (f[i] != T(0)) detail::lcp_factor_axpy(p, i, f[i], vel);
@@ -214,8 +216,8 @@ PHX_HD void lcp_factor_velocity(const LcpProblem<T>& p, const T* f, T* vel) {
 // Whether PGS sweeps p in velocity form (on the factor, Y's nonzeros per row) rather than on A
 // (n per row): the cheaper of the two, decided from the factor's column ranges alone, so that a
 // step that builds A and one that does not (delassus' forward_only) sweep alike, to the bit.
-template <class T>
-PHX_HD PHX_INLINE bool lcp_sweeps_on_factor(const LcpProblem<T>& p) {
+template <class T, class Layout>
+PHX_HD PHX_INLINE bool lcp_sweeps_on_factor(const LcpProblem<T, Layout>& p) {
   long cost = 0;
   for (int i = 0; i < p.n; ++i)
     cost += 2 * (p.span[4 * i + 1] - p.span[4 * i] + p.span[4 * i + 3] - p.span[4 * i + 2]);
@@ -223,8 +225,8 @@ PHX_HD PHX_INLINE bool lcp_sweeps_on_factor(const LcpProblem<T>& p) {
 }
 
 // bounds of row i given the current solution f (friction rows follow their normal)
-template <class T>
-PHX_HD PHX_INLINE void lcp_bounds(const LcpProblem<T>& p, const T* f, int i, T& lo, T& hi) {
+template <class T, class Layout>
+PHX_HD PHX_INLINE void lcp_bounds(const LcpProblem<T, Layout>& p, const T* f, int i, T& lo, T& hi) {
   int k = detail::lcp_findex(p, i);
   if (k >= 0) {
     T h = p.mu[i] * (f[k] > T(0) ? f[k] : T(0));
@@ -263,8 +265,8 @@ constexpr double kLcpStallOmega = 0.7;
 // A, or with diag (A's diagonal, from PGS's sweeps on the factor), v comes from the factor
 // through vel (p.ncol scalars of scratch, overwritten with Y^T f): the same bits whether A was
 // built or not.
-template <class T>
-PHX_HD T lcp_residual(const LcpProblem<T>& p, const T* f, T* vel = nullptr,
+template <class T, class Layout>
+PHX_HD T lcp_residual(const LcpProblem<T, Layout>& p, const T* f, T* vel = nullptr,
                       const T* diag = nullptr) {
   const bool by_factor = !p.A || diag;
   if (by_factor) lcp_factor_velocity(p, f, vel);
@@ -311,9 +313,9 @@ PHX_HD PHX_INLINE T max_abs_scaled(T m, T d, T a) {
 // sweeps run go to *sweeps when given.
 // Returns lcp_residual(p, f), which the caller compares with its tolerance to set
 // kStatusLcpNotConverged.
-template <class T>
-PHX_HD T pgs(const LcpProblem<T>& p, T* f, int iterations, T omega, T* scratch, T* vel = nullptr,
-             T tolerance = T(0), int* sweeps = nullptr) {
+template <class T, class Layout>
+PHX_HD T pgs(const LcpProblem<T, Layout>& p, T* f, int iterations, T omega, T* scratch,
+             T* vel = nullptr, T tolerance = T(0), int* sweeps = nullptr) {
   const int n = p.n;
   T* step = scratch;
   if (vel && p.Y && (!p.A || lcp_sweeps_on_factor(p))) {
@@ -400,7 +402,8 @@ PHX_HD T pgs(const LcpProblem<T>& p, T* f, int iterations, T omega, T* scratch, 
       change = detail::max_abs_scaled(change, d, detail::lcp_entry_ii(p, i));
       f[i] = fi;
       if (d != T(0)) {
-        const T* PHX_RESTRICT a = p.A + long(i) * n;  // column i, A being symmetric
+        const typename Restricted<typename LcpProblem<T, Layout>::Reals>::type a =
+            p.A + long(i) * n;  // column i, A being symmetric
         T* PHX_RESTRICT out = v;
         for (int j = 0; j < n; ++j) out[j] += a[j] * d;
       }
@@ -435,11 +438,11 @@ PHX_HD PHX_INLINE T dantzig_entry(int d, const T* f, const T* v, const T* lo, co
 // The direction of driving row d by sigma: df_d = sigma, df_C = -A_CC^-1 A_Cd sigma over the
 // clamped rows C (cidx; L holds A_CC's Cholesky factor), other rows 0; dv = A df. False when
 // A_CC is singular.
-template <class T>
-PHX_HD PHX_INLINE bool dantzig_direction(const LcpProblem<T>& p, int d, T sigma, const int* state,
-                                         T* L, T* rhs, int* cidx, T* df, T* dv) {
+template <class T, class Layout>
+PHX_HD PHX_INLINE bool dantzig_direction(const LcpProblem<T, Layout>& p, int d, T sigma,
+                                         const int* state, T* L, T* rhs, int* cidx, T* df, T* dv) {
   const int n = p.n;
-  const T* A = p.A;
+  const auto A = p.A;
   int m = 0;
   for (int i = 0; i < n; ++i)
     if (state[i] == kRowClamped) cidx[m++] = i;
@@ -462,9 +465,9 @@ PHX_HD PHX_INLINE bool dantzig_direction(const LcpProblem<T>& p, int d, T sigma,
 // The largest step along (df, dv) before some row changes set: the blocking row (block, -1 when
 // nothing blocks: A_CC singular along the direction) and the set it moves to. Ties go to the
 // driven row d, then to the lowest index.
-template <class T>
-PHX_HD PHX_INLINE T dantzig_step(const LcpProblem<T>& p, int d, T sigma, const T* f, const T* v,
-                                 const T* df, const T* dv, const T* lo, const T* hi,
+template <class T, class Layout>
+PHX_HD PHX_INLINE T dantzig_step(const LcpProblem<T, Layout>& p, int d, T sigma, const T* f,
+                                 const T* v, const T* df, const T* dv, const T* lo, const T* hi,
                                  const int* state, int& block, int& to) {
   const int n = p.n;
   const T eps = T(lcp_eps(value(T(0))));
@@ -520,9 +523,9 @@ PHX_HD PHX_INLINE T dantzig_step(const LcpProblem<T>& p, int d, T sigma, const T
 // its normal's impulse when the row is brought in (ODE's rule); otherwise lo, hi are used as
 // given. Needs A_CC positive definite along the way (a small diagonal regulariser on A assures
 // it); returns false on a singular pivot or when the pivot budget runs out.
-template <class T>
-PHX_HD bool dantzig_pass(const LcpProblem<T>& p, T* f, T* lo, T* hi, bool ode_bounds, T* L, T* v,
-                         T* df, T* dv, T* rhs, int* state, int* cidx) {
+template <class T, class Layout>
+PHX_HD bool dantzig_pass(const LcpProblem<T, Layout>& p, T* f, T* lo, T* hi, bool ode_bounds, T* L,
+                         T* v, T* df, T* dv, T* rhs, int* state, int* cidx) {
   const int n = p.n;
   int budget = 4 * n * n + 16;
   // start from f = 0 projected on the bounds; unprocessed rows keep their impulse
@@ -577,8 +580,9 @@ PHX_HD bool dantzig_pass(const LcpProblem<T>& p, T* f, T* lo, T* hi, bool ode_bo
 // which solver found f), else to the bound's S or B class; either is a valid subgradient
 // (section IV-B). The kLcpTied flag is set on it. Normals are classified before their friction
 // rows. Returns the number of tied rows.
-template <class T>
-PHX_HD int lcp_classify(const LcpProblem<T>& p, const T* f, T tol, bool tied_clamping, int* cls) {
+template <class T, class Layout>
+PHX_HD int lcp_classify(const LcpProblem<T, Layout>& p, const T* f, T tol, bool tied_clamping,
+                        int* cls) {
   const int n = p.n;
   int ntied = 0;
   for (int pass = 0; pass < 2; ++pass) {
@@ -623,8 +627,8 @@ PHX_HD int lcp_classify(const LcpProblem<T>& p, const T* f, T tol, bool tied_cla
 //   friction rows follow their normal: S when the normal went to S, else their plain class.
 // The caller runs adj_lcp with both classifications and keeps the one with the larger
 // ||dl/dqd||^2 + ||dl/dtau||^2 / dt (Nimble, section IV-D).
-template <class T>
-PHX_HD void lcp_classify_loss(const LcpProblem<T>& p, const int* cls, const T* dl_dv,
+template <class T, class Layout>
+PHX_HD void lcp_classify_loss(const LcpProblem<T, Layout>& p, const int* cls, const T* dl_dv,
                               int* cls_loss) {
   const int n = p.n;
   for (int i = 0; i < n; ++i) {
@@ -653,8 +657,8 @@ PHX_HD PHX_INLINE T lcp_side(int c) {
 }
 
 // clamping rows in index order: cidx[a] = row of the a-th, pos[i] = a or -1; returns their count
-template <class T>
-PHX_HD int lcp_gather(const LcpProblem<T>& p, const int* cls, int* cidx, int* pos) {
+template <class T, class Layout>
+PHX_HD int lcp_gather(const LcpProblem<T, Layout>& p, const int* cls, int* cidx, int* pos) {
   int m = 0;
   for (int i = 0; i < p.n; ++i) {
     pos[i] = -1;
@@ -667,9 +671,9 @@ PHX_HD int lcp_gather(const LcpProblem<T>& p, const int* cls, int* cidx, int* po
 }
 
 // a B row whose normal clamps follows it through E: f_j = s_j mu_j f_n(j)
-template <class T>
-PHX_HD PHX_INLINE int lcp_coupled_normal(const LcpProblem<T>& p, const int* cls, const int* pos,
-                                         int j) {
+template <class T, class Layout>
+PHX_HD PHX_INLINE int lcp_coupled_normal(const LcpProblem<T, Layout>& p, const int* cls,
+                                         const int* pos, int j) {
   int k = lcp_findex(p, j);
   return (k >= 0 && lcp_is_bounded(cls[j]) && pos[k] >= 0) ? k : -1;
 }
@@ -681,9 +685,9 @@ PHX_HD PHX_INLINE int lcp_coupled_normal(const LcpProblem<T>& p, const int* cls,
 // where B rows whose normal clamps are coupled through E (one entry s_j mu_j per row, in the
 // column of its normal), and every other non-clamping row j holds the constant c_j: fixed[j]
 // for S rows, s_j mu_j fixed[n(j)] for B rows whose normal does not clamp.
-template <class T>
-PHX_HD void lcp_set_system(const LcpProblem<T>& p, const int* cls, const T* fixed, const int* cidx,
-                           const int* pos, int m, T* K, T* r) {
+template <class T, class Layout>
+PHX_HD void lcp_set_system(const LcpProblem<T, Layout>& p, const int* cls, const T* fixed,
+                           const int* cidx, const int* pos, int m, T* K, T* r) {
   const int n = p.n;
   for (int a = 0; a < m; ++a) {
     int i = cidx[a];
@@ -767,8 +771,8 @@ namespace detail {
 // row marked S keeps its impulse in f), B rows at s mu f_n. The system, its decomposition and
 // the clamping set go to F's factored form (lcp_adjoint_factor_carve, for at least n rows), fnew
 // to F.z. Returns the decomposition's rank (0 without clamping rows).
-template <class T>
-PHX_HD int lcp_set_solution(const LcpProblem<T>& p, const int* cls, const T* f, T rank_tol,
+template <class T, class Layout>
+PHX_HD int lcp_set_solution(const LcpProblem<T, Layout>& p, const int* cls, const T* f, T rank_tol,
                             LcpAdjointFactor<T>& F) {
   const int n = p.n;
   T* fnew = F.z;
@@ -803,9 +807,9 @@ PHX_HD int lcp_set_solution(const LcpProblem<T>& p, const int* cls, const T* f, 
 // feasible: when lcp_residual <= tol it overwrites f and true is returned, otherwise f is left as
 // it was. Used as the warm start: with the previous step's classification, an accepted solve
 // replaces the full solver (Nimble reports > 95% hits).
-template <class T>
-PHX_HD bool lcp_solve_on_set(const LcpProblem<T>& p, const int* cls, T* f, T tol, T rank_tol,
-                             T* scratch, int* iscratch) {
+template <class T, class Layout>
+PHX_HD bool lcp_solve_on_set(const LcpProblem<T, Layout>& p, const int* cls, T* f, T tol,
+                             T rank_tol, T* scratch, int* iscratch) {
   Arena<T> arena(scratch, iscratch);
   LcpAdjointFactor<T> F = lcp_adjoint_factor_carve(p.n, arena);
   detail::lcp_set_solution(p, cls, f, rank_tol, F);
@@ -826,9 +830,10 @@ PHX_HD bool lcp_solve_on_set(const LcpProblem<T>& p, const int* cls, T* f, T tol
 // lcp_solve_on_set. When the result is accepted and factored_rank is given, the scratch holds
 // the factorisation of cls's system (lcp_adjoint_factor's, which may reuse it) and
 // *factored_rank its rank (-1 when cls was repaired after the last factorisation).
-template <class T>
-PHX_HD bool lcp_solve_on_set_repaired(const LcpProblem<T>& p, int* cls, T* f, T tol, T rank_tol,
-                                      T* scratch, int* iscratch, int* factored_rank = nullptr) {
+template <class T, class Layout>
+PHX_HD bool lcp_solve_on_set_repaired(const LcpProblem<T, Layout>& p, int* cls, T* f, T tol,
+                                      T rank_tol, T* scratch, int* iscratch,
+                                      int* factored_rank = nullptr) {
   const int n = p.n;
   Arena<T> arena(scratch, iscratch);
   LcpAdjointFactor<T> F = lcp_adjoint_factor_carve(n, arena);
@@ -911,9 +916,9 @@ struct DantzigStorage {
 // whose friction bounds are already consistent with its normals (to tol / A_ii) is accepted as
 // it is. f is output only. Needs A_CC positive definite along the pivoting path (regularise A,
 // or use pgs + stabilize). Returns false when no pass succeeded within max_passes.
-template <class T>
-PHX_HD bool dantzig(const LcpProblem<T>& p, T* f, T tol, T rank_tol, int max_passes, T* scratch,
-                    int* iscratch) {
+template <class T, class Layout>
+PHX_HD bool dantzig(const LcpProblem<T, Layout>& p, T* f, T tol, T rank_tol, int max_passes,
+                    T* scratch, int* iscratch) {
   const int n = p.n;
   Arena<T> arena(scratch, iscratch);
   const auto d = detail::DantzigStorage<T>::carve(n, arena);
@@ -966,8 +971,8 @@ PHX_HD bool dantzig(const LcpProblem<T>& p, T* f, T tol, T rank_tol, int max_pas
 // bound's side and try once more. On success f holds the stabilised
 // solution and cls its classification, for adj_lcp; on failure f is unchanged and cls is the
 // plain classification of f (tied rows clamping). Returns whether f was replaced.
-template <class T>
-PHX_HD bool stabilize(const LcpProblem<T>& p, T* f, int* cls, T tol, T rank_tol, T* scratch,
+template <class T, class Layout>
+PHX_HD bool stabilize(const LcpProblem<T, Layout>& p, T* f, int* cls, T tol, T rank_tol, T* scratch,
                       int* iscratch, int* factored_rank = nullptr) {
   int ntied = lcp_classify(p, f, tol, true, cls);
   if (lcp_solve_on_set_repaired(p, cls, f, tol, rank_tol, scratch, iscratch, factored_rank))
@@ -1000,9 +1005,9 @@ PHX_HD LcpAdjointFactor<T> lcp_adjoint_explicit_carve(int n, Arena<T>& arena) {
 // known_rank >= 0 says that F's storage already holds the
 // factorisation of cls's system, of that rank (the solver's last, lcp_solve_on_set_repaired),
 // which is then kept.
-template <class T>
-PHX_HD void lcp_adjoint_factor(const LcpProblem<T>& p, const T* f, const int* cls, T rank_tol,
-                               LcpAdjointFactor<T>& F, int known_rank = -1) {
+template <class T, class Layout>
+PHX_HD void lcp_adjoint_factor(const LcpProblem<T, Layout>& p, const T* f, const int* cls,
+                               T rank_tol, LcpAdjointFactor<T>& F, int known_rank = -1) {
   F.cls = cls;
   F.m = detail::lcp_gather(p, cls, F.cidx, F.pos);
   if (F.m == 0) return;
@@ -1040,8 +1045,8 @@ struct ExplicitStorage {
 // least p.n rows), through the factored form over caller scratch (detail::ExplicitStorage, as
 // every function here within lcp_storage(p.n)); cls must outlive E. known_rank as in
 // lcp_adjoint_factor, for the factorisation in scratch.
-template <class T>
-PHX_HD void lcp_adjoint_factor_explicit(const LcpProblem<T>& p, const T* f, const int* cls,
+template <class T, class Layout>
+PHX_HD void lcp_adjoint_factor_explicit(const LcpProblem<T, Layout>& p, const T* f, const int* cls,
                                         T rank_tol, LcpAdjointFactor<T>& E, T* scratch,
                                         int* iscratch, int known_rank = -1) {
   const int n = p.n;
@@ -1097,8 +1102,8 @@ struct LcpAdjointScratch {
 // Accumulates into adj_b (n) and adj_mu (n, nonzero on friction rows; may be null when p.mu is).
 // The problem and solution may be of another scalar S than the adjoints (a Lane of seeds reads
 // the forward problem in place).
-template <class T, class S>
-PHX_HD void adj_lcp(const LcpProblem<S>& p, const S* f, const LcpAdjointFactor<T>& F,
+template <class T, class S, class Layout>
+PHX_HD void adj_lcp(const LcpProblem<S, Layout>& p, const S* f, const LcpAdjointFactor<T>& F,
                     const T* adj_f, const LcpAdjointA<T>& adj_A, T* adj_b, T* adj_mu,
                     const LcpAdjointScratch<T>& work) {
   const int n = p.n, m = F.m;
@@ -1197,8 +1202,8 @@ struct AdjLcpStorage {
 
 // adj_lcp for a single use: factors cls into the caller's scratch first (within lcp_storage(n),
 // as every function of this header).
-template <class T>
-PHX_HD void adj_lcp(const LcpProblem<T>& p, const T* f, const int* cls, const T* adj_f,
+template <class T, class Layout>
+PHX_HD void adj_lcp(const LcpProblem<T, Layout>& p, const T* f, const int* cls, const T* adj_f,
                     const LcpAdjointA<T>& adj_A, T* adj_b, T* adj_mu, T rank_tol, T* scratch,
                     int* iscratch) {
   Arena<T> arena(scratch, iscratch);

@@ -35,11 +35,12 @@ PHX_HD PHX_INLINE void adj_body_point(int b, const Vec3<T>& local, const Vec3<T>
   adj_p.add_to(a.xpos + 3 * b);
 }
 
-// rows k < nr (row k at rows + k nv) += sign * u[k] . (velocity of the point p fixed to body b
-// per unit qvel): a contact's normal and tangent rows share the point and the walk to the root
-template <class T>
+// rows k < nr (row k at rows + k nv; a pointer to T or a Strided one) += sign * u[k] .
+// (velocity of the point p fixed to body b per unit qvel): a contact's normal and tangent rows
+// share the point and the walk to the root
+template <class T, class P>
 PHX_HD void add_point_jacobian(const ModelView<T>& m, const Workspace<T>& w, int b,
-                               const Vec3<T>& p, const Vec3<T>* u, int nr, T sign, T* rows) {
+                               const Vec3<T>& p, const Vec3<T>* u, int nr, T sign, P rows) {
   Vec3<T> r = p - Vec3<T>::load(w.xpos + 3 * m.body_rootid[b]);
   for (int d = last_dof(m, b); d >= 0; d = m.dof_parentid[d]) {
     Vec6<T> s = Vec6<T>::load(w.cdof + 6 * d);
@@ -84,10 +85,11 @@ PHX_HD void adj_add_point_jacobian(const ModelView<S>& m, const Workspace<S>& w,
   (-adj_r).add_to(a.xpos + 3 * root);
 }
 
-// rows k < 3 (row k at rows + k nv) += sign * (world angular velocity of body b per unit qvel)_k
-template <class T>
+// rows k < 3 (row k at rows + k nv; a pointer to T or a Strided one) += sign * (world angular
+// velocity of body b per unit qvel)_k
+template <class T, class P>
 PHX_HD void add_angular_jacobian(const ModelView<T>& m, const Workspace<T>& w, int b, T sign,
-                                 T* rows) {
+                                 P rows) {
   for (int d = last_dof(m, b); d >= 0; d = m.dof_parentid[d])
     for (int k = 0; k < 3; ++k) rows[long(k) * m.nv + d] += sign * w.cdof[6 * d + k];
 }

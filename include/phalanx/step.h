@@ -191,8 +191,9 @@ PHX_HD bool same_keys(int nrow, const int* keys, const LcpSolution<T>& known) {
 // The stages of step_constrained (below), in the order they run.
 
 // the previous step's rows, impulses and classes, kept in c for warm starting; their number
-template <class T>
-PHX_HD PHX_INLINE int keep_previous_rows(ConstraintWorkspace<T>& c, const ContactView<T>& cv) {
+template <class T, class Layout>
+PHX_HD PHX_INLINE int keep_previous_rows(ConstraintWorkspace<T, Layout>& c,
+                                         const ContactView<T>& cv) {
   int nprev = *cv.nefc;
   for (int r = 0; r < nprev; ++r) {
     c.key_prev[r] = cv.efc_key[r];
@@ -207,9 +208,9 @@ PHX_HD PHX_INLINE int keep_previous_rows(ConstraintWorkspace<T>& c, const Contac
 // cannot for a deterministic step), it detects again over every pair. apart: the broadphase's
 // verdicts per candidate pair (detect_contacts) from a caller that ran geom_poses into c and the
 // broadphase already (a pack of environments), or null.
-template <class T>
+template <class T, class Layout>
 PHX_HD PHX_INLINE int contact_rows(const ModelView<T>& m, const T* qpos, const T* qvel,
-                                   const Workspace<T>& w, ConstraintWorkspace<T>& c,
+                                   const Workspace<T>& w, ConstraintWorkspace<T, Layout>& c,
                                    ContactView<T>& cv, const LcpSolution<T>& known,
                                    const unsigned char* apart = nullptr) {
   *cv.ncon = 0;
@@ -233,9 +234,10 @@ PHX_HD PHX_INLINE int contact_rows(const ModelView<T>& m, const T* qpos, const T
 // c: M + diag(armature + dt damping) (Euler), or H = M - dt D of implicit.h without the free
 // bodies' gyroscopic slope, so that it stays symmetric (implicitfast); false when the
 // factorisation fails
-template <class T>
+template <class T, class Layout>
 PHX_HD PHX_INLINE bool free_velocity(const ModelView<T>& m, const T* qpos, const T* qvel,
-                                     const T* ctrl, Workspace<T>& w, ConstraintWorkspace<T>& c) {
+                                     const T* ctrl, Workspace<T>& w,
+                                     ConstraintWorkspace<T, Layout>& c) {
   const T dt = m.timestep;
   const int nv = m.nv;
   if (m.integrator == kIntegratorImplicitFast) {
@@ -276,9 +278,9 @@ PHX_HD PHX_INLINE bool unconstrained_acceleration(const ModelView<T>& m, const T
 
 // The LCP's impulses into cv.efc_force: warm started from the rows that persist from the
 // nprev previous ones, or, replaying, its known solution. kStatusLcpNotConverged or 0.
-template <class T>
+template <class T, class Layout>
 PHX_HD PHX_INLINE unsigned lcp_impulses(const ModelView<T>& m, int nrow, int nprev,
-                                        ConstraintWorkspace<T>& c, ContactView<T>& cv,
+                                        ConstraintWorkspace<T, Layout>& c, ContactView<T>& cv,
                                         const LcpSolution<T>& known) {
   T* f = cv.efc_force;
   if (known.force && known.n == nrow) {
@@ -309,10 +311,10 @@ PHX_HD PHX_INLINE unsigned lcp_impulses(const ModelView<T>& m, int nrow, int npr
 // free velocity in c (free_velocity) and qvel' = vfree + M^-1 J^T f; then qpos'. Status bits:
 // kStatusLcpNotConverged, kStatusNanResult for a non-finite result. built: whether the caller
 // ran delassus on the rows already (the CPU's packs, on their lanes).
-template <class T>
+template <class T, class Layout>
 PHX_HD PHX_INLINE unsigned constrained_update(const ModelView<T>& m, T* qpos, T* qvel, int nrow,
                                               int nprev, const Workspace<T>& w,
-                                              ConstraintWorkspace<T>& c, ContactView<T>& cv,
+                                              ConstraintWorkspace<T, Layout>& c, ContactView<T>& cv,
                                               const LcpSolution<T>& known, bool built = false) {
   const T dt = m.timestep;
   const int nv = m.nv;
@@ -336,9 +338,9 @@ PHX_HD PHX_INLINE unsigned constrained_update(const ModelView<T>& m, T* qpos, T*
 // contacts', joint and tendon limits' and equality constraints' forces in joint space), from
 // what step_constrained leaves in c and cv: the factor Y = L^-1 J^T of its nrow rows and L of
 // its metric, so that J^T f = L (Y^T f). Zero for a step without rows. Uses c.tmp.
-template <class T>
-PHX_HD void constraint_force(const ModelView<T>& m, int nrow, ConstraintWorkspace<T>& c, const T* f,
-                             T* out) {
+template <class T, class Layout>
+PHX_HD void constraint_force(const ModelView<T>& m, int nrow, ConstraintWorkspace<T, Layout>& c,
+                             const T* f, T* out) {
   const int nv = m.nv;
   for (int d = 0; d < nv; ++d) out[d] = T(0);
   if (nrow == 0) return;
@@ -362,11 +364,11 @@ PHX_HD void constraint_force(const ModelView<T>& m, int nrow, ConstraintWorkspac
 // next record's warm start): the LCP is then not solved again, and the step is the recorded
 // one bit for bit at a fraction of the cost. A known solution whose row count differs from the
 // rows built is ignored (the LCP is solved).
-template <class T>
+template <class T, class Layout>
 PHX_HD PHX_DEVICE_NOINLINE unsigned step_constrained(const ModelView<T>& m, T* qpos, T* qvel,
                                                      const T* ctrl, Workspace<T>& w,
-                                                     ConstraintWorkspace<T>& c, ContactView<T>& cv,
-                                                     LcpSolution<T> known = {},
+                                                     ConstraintWorkspace<T, Layout>& c,
+                                                     ContactView<T>& cv, LcpSolution<T> known = {},
                                                      const T* qfrc_applied = nullptr) {
   unsigned status = step_input_status(m, qpos, qvel, ctrl, qfrc_applied);
   if (status) return status;
@@ -503,19 +505,20 @@ PHX_HD void adj_step(const ModelView<T>& m, const T* qpos, const T* qvel, const 
 
 // The scratch of a step: the workspace, the actuators' inputs and, when the model has
 // constraint rows, the constraint workspace after them; with the XPBD solver, its bodies.
-template <class T>
+// Layout lays out the constraint workspace's strided arrays.
+template <class T, class Layout = Contiguous>
 struct StepScratch {
   Workspace<T> w;
   T* input = nullptr;  // (nu) the actuators' inputs of a model with activation state
-  ConstraintWorkspace<T> c{};
+  ConstraintWorkspace<T, Layout> c{};
   XpbdArrays<T> xpbd{};
 
   template <class M>
-  PHX_HD static StepScratch carve(const M& m, Arena<T>& arena) {
+  PHX_HD static StepScratch carve(const M& m, Arena<T, Layout>& arena) {
     StepScratch x;
     x.w = Workspace<T>::carve(m, arena);
     x.input = arena.take_fixed(m.na > 0 ? m.nu : 0);
-    if (m.nefcmax > 0) x.c = ConstraintWorkspace<T>::carve(m, arena);
+    if (m.nefcmax > 0) x.c = ConstraintWorkspace<T, Layout>::carve(m, arena);
     if constexpr (std::is_floating_point_v<T>)
       if (m.solver == kSolverXpbd) x.xpbd = XpbdArrays<T>::carve(m, arena);
     return x;
@@ -524,12 +527,14 @@ struct StepScratch {
 
 // The XPBD arrays of a step's scratch, with its contacts bound when the model has them: they
 // are detected into cv, from the geom frames of x's constraint workspace
-template <class T>
-PHX_HD XpbdArrays<T> xpbd_arrays(const ModelView<T>& m, const StepScratch<T>& x,
+template <class T, class Layout>
+PHX_HD XpbdArrays<T> xpbd_arrays(const ModelView<T>& m, const StepScratch<T, Layout>& x,
                                  const ContactView<T>& cv) {
   XpbdArrays<T> s = x.xpbd;
   if (m.nconmax > 0 && m.nefcmax > 0) {
-    s.c = x.c;
+    // the geom frames: the detection's only arrays of the workspace
+    s.c.geom_xpos = x.c.geom_xpos;
+    s.c.geom_xmat = x.c.geom_xmat;
     s.cv = cv;
   }
   return s;
@@ -538,9 +543,10 @@ PHX_HD XpbdArrays<T> xpbd_arrays(const ModelView<T>& m, const StepScratch<T>& x,
 // One XPBD step (xpbd_step, the model's substeps, iterations and joint solver; its contacts into
 // cv) with the status bits of step(): its inputs checked first, contacts beyond nconmax and a
 // non-finite result flagged
-template <class T>
-PHX_HD unsigned step_xpbd(const ModelView<T>& m, T* qpos, T* qvel, const T* ctrl, StepScratch<T>& x,
-                          const ContactView<T>& cv, const T* qfrc_applied) {
+template <class T, class Layout>
+PHX_HD unsigned step_xpbd(const ModelView<T>& m, T* qpos, T* qvel, const T* ctrl,
+                          StepScratch<T, Layout>& x, const ContactView<T>& cv,
+                          const T* qfrc_applied) {
   unsigned status = step_input_status(m, qpos, qvel, ctrl, qfrc_applied);
   if (status) return status;
   const XpbdArrays<T> s = xpbd_arrays(m, x, cv);
@@ -566,10 +572,10 @@ PHX_HD unsigned activation_input_status(const ModelView<T>& m, const T* ctrl, co
 // (m.na > 0), act (na) holds the activations: the actuators read their inputs from ctrl and act
 // (actuator_inputs) and act advances after the step (activation_step); act may be null when
 // m.na = 0.
-template <class T>
+template <class T, class Layout>
 PHX_HD PHX_DEVICE_NOINLINE unsigned step_env(const ModelView<T>& m, T* qpos, T* qvel, T* act,
-                                             const T* ctrl, StepScratch<T>& x, ContactView<T>& cv,
-                                             LcpSolution<T> known = {},
+                                             const T* ctrl, StepScratch<T, Layout>& x,
+                                             ContactView<T>& cv, LcpSolution<T> known = {},
                                              const T* qfrc_applied = nullptr) {
   const T* input = ctrl;
   if (m.na > 0) {

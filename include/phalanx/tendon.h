@@ -339,10 +339,10 @@ PHX_HD PHX_INLINE void for_each_slider_crank_entry(const ModelView<S>& m, const 
   }
 }
 
-// out += scale * the slider-crank's row (nv)
-template <class T, class S>
+// out += scale * the slider-crank's row (nv; out a pointer to T or a Strided one)
+template <class T, class S, class P>
 PHX_HD PHX_INLINE void add_slider_crank_row(const ModelView<S>& m, const Workspace<S>& w,
-                                            const SliderCrank<S>& k, T scale, T* out) {
+                                            const SliderCrank<S>& k, T scale, P out) {
   for_each_slider_crank_entry(m, w, k, [&](int d, S j) { out[d] += scale * j; });
 }
 
@@ -420,10 +420,10 @@ struct PointerRow {
   PHX_HD T operator()(int d) const { return p[d]; }
 };
 
-// the transmission's row dL/dqvel times s added to out (nv)
-template <class T, class S>
+// the transmission's row dL/dqvel times s added to out (nv; a pointer to T or a Strided one)
+template <class T, class S, class P>
 PHX_HD PHX_INLINE void add_transmission_row(const ModelView<S>& m, const Workspace<S>& w, int type,
-                                            int id, T s, T* out) {
+                                            int id, T s, P out) {
   if (type == kTrnTendon) {
     const S* J = w.ten_J + long(id) * m.nv;
     for (int d = 0; d < m.nv; ++d) out[d] += s * J[d];

@@ -16,6 +16,9 @@
 #define PHX_WORKSPACE_TAKE(kind, name, size, comment) \
   w.name = arena.template take<kind>(long(size));
 #define PHX_WORKSPACE_TAKE_FIXED(kind, name, size, comment) w.name = arena.take_fixed(long(size));
+// and for tables of capacity-sized reals laid out by the workspace's Layout (Arena::take_rows)
+#define PHX_WORKSPACE_ROWS_MEMBER(kind, name, size, comment) RowsPtr<Layout, kind> name;
+#define PHX_WORKSPACE_TAKE_ROWS(kind, name, size, comment) w.name = arena.take_rows(long(size));
 
 namespace phx {
 
@@ -102,8 +105,8 @@ struct Workspace {
   using real = T;
   PHX_WORKSPACE_ARRAYS(PHX_WORKSPACE_MEMBER)
 
-  template <class M>
-  PHX_HD static Workspace carve(const M& m, Arena<T>& arena) {
+  template <class M, class Layout>
+  PHX_HD static Workspace carve(const M& m, Arena<T, Layout>& arena) {
     Workspace w;
     PHX_WORKSPACE_ARRAYS(PHX_WORKSPACE_TAKE_FIXED)
     return w;
@@ -144,8 +147,8 @@ struct AdjWorkspace {
   PHX_ADJ_WORKSPACE_ZEROED(PHX_WORKSPACE_MEMBER)
   PHX_ADJ_WORKSPACE_VECTORS(PHX_WORKSPACE_MEMBER)
 
-  template <class M>
-  PHX_HD static AdjWorkspace carve(const M& m, Arena<T>& arena) {
+  template <class M, class Layout>
+  PHX_HD static AdjWorkspace carve(const M& m, Arena<T, Layout>& arena) {
     AdjWorkspace w;
     PHX_ADJ_WORKSPACE_ZEROED(PHX_WORKSPACE_TAKE_FIXED)
     PHX_ADJ_WORKSPACE_VECTORS(PHX_WORKSPACE_TAKE_FIXED)

@@ -76,16 +76,16 @@ struct XpbdArrays {
   T* touched;                // (nbody) 1 where a substep's velocity pass acted on a body
   T* margin;                 // (1) the detection's look-ahead (xpbd_detect)
 
-  template <class M>
-  PHX_HD static XpbdArrays carve(const M& m, Arena<T>& arena);
+  template <class M, class Layout>
+  PHX_HD static XpbdArrays carve(const M& m, Arena<T, Layout>& arena);
 };
 
 namespace xpbd_impl {
 
 // n objects of S (a struct of scalars T and ints) from an arena of scalars T, each rounded up to
 // whole scalars
-template <class S, class T>
-PHX_HD S* take_objects(Arena<T>& arena, long n) {
+template <class S, class T, class Layout>
+PHX_HD S* take_objects(Arena<T, Layout>& arena, long n) {
   constexpr long words = long((sizeof(S) + sizeof(T) - 1) / sizeof(T));
   static_assert(alignof(S) <= alignof(T), "a struct of scalars and ints");
   return reinterpret_cast<S*>(arena.template take<T>(n * words));
@@ -94,8 +94,8 @@ PHX_HD S* take_objects(Arena<T>& arena, long n) {
 }  // namespace xpbd_impl
 
 template <class T>
-template <class M>
-PHX_HD XpbdArrays<T> XpbdArrays<T>::carve(const M& m, Arena<T>& arena) {
+template <class M, class Layout>
+PHX_HD XpbdArrays<T> XpbdArrays<T>::carve(const M& m, Arena<T, Layout>& arena) {
   using xpbd_impl::take_objects;
   const long nb = m.nbody;
   XpbdArrays s;

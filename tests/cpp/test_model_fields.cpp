@@ -5,6 +5,8 @@
 // storage carved_size measures, for any counts.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <random>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -253,6 +255,99 @@ TEST(ModelFields, SplitScratchPutsTheModelSizedWorkspacesApart) {
   EXPECT_EQ(one.used().reals, n.reals);
   EXPECT_EQ(y.w.xpos, all.data());
   EXPECT_EQ(y.c.geom_xpos, all.data() + Workspace<double>::size(v));
+}
+
+// The strided arrays of an Interleaved scratch (the CUDA backend's layout for the kernels that
+// step forward: the rows J and Y, the LCP's A, b and bounds) lie every kStride entries from
+// their environment's lane in its tile: the lanes of a tile fill it, each entry once, and the
+// rest of the scratch is carved as a split scratch's, without them.
+TEST(ModelFields, InterleavedRowsFillTheirTile) {
+  Model model = humanoid();
+  model.nconmax = 7;
+  test::HostModel<double> hm(model);
+  const ModelView<double>& v = hm.view;
+  constexpr int W = Interleaved::kStride;
+  const ScratchSize n = scratch_size(v);
+  ASSERT_GT(n.rows, 2L * v.nefcmax * v.nv);
+  std::vector<double> tile(W * n.rows), reals(n.reals - n.rows);
+  std::vector<int> ints(n.ints), hits(tile.size(), 0);
+  for (int lane = 0; lane < W; ++lane) {
+    Arena<double, Interleaved> arena(
+        Scratch<double, Interleaved>{reals.data(), ints.data(), nullptr, tile.data() + lane});
+    const StepScratch<double, Interleaved> x = StepScratch<double, Interleaved>::carve(v, arena);
+    EXPECT_EQ(arena.used().rows, n.rows);
+    EXPECT_EQ(arena.used().reals, n.reals - n.rows);
+    EXPECT_EQ(arena.used().ints, n.ints);
+    const ModelView<double>& m = v;
+    long at = 0;  // the array's first entry among the environment's
+#define PHX_HITS(kind, name, size, comment)                                 \
+  ASSERT_EQ(&x.c.name[0], tile.data() + lane + at * W) << #name;            \
+  for (long i = 0; i < long(size); ++i) ++hits[&x.c.name[i] - tile.data()]; \
+  at += long(size);
+    PHX_CONSTRAINT_WORKSPACE_KEPT_STRIDED(PHX_HITS)
+#undef PHX_HITS
+    EXPECT_EQ(at, n.rows);
+    // a row pointer offsets and subtracts in entries, as a pointer does
+    ASSERT_EQ(&(x.c.J + v.nv)[2], &x.c.J[v.nv + 2]);
+    ASSERT_EQ((x.c.Y + 5) - x.c.Y, 5);
+    // the other arrays are where a Contiguous carve over the same blocks puts them
+    Arena<double> plain(Scratch<double>{reals.data(), ints.data(), nullptr, tile.data()});
+    const StepScratch<double> y = StepScratch<double>::carve(v, plain);
+    ASSERT_EQ(x.c.lcp, y.c.lcp);
+    ASSERT_EQ(x.c.findex, y.c.findex);
+    ASSERT_EQ(x.w.qacc, y.w.qacc);
+    ASSERT_EQ(y.c.Y, tile.data() + long(v.nefcmax) * v.nv);
+  }
+  long once = 0;
+  for (int h : hits) once += h == 1;
+  EXPECT_EQ(once, long(tile.size()));
+}
+
+// Steps over Interleaved scratch give the bits of steps over Contiguous scratch: the humanoid
+// falling onto the floor (contacts, joint limits, the LCP) in three lanes of one tile, so that
+// every stage that builds or reads the rows J and Y indexes them through their Strided pointers.
+TEST(ModelFields, InterleavedRowsStepAsContiguousOnes) {
+  const Model model = humanoid();
+  test::HostModel<double> hm(model);
+  const ModelView<double>& v = hm.view;
+  constexpr int W = Interleaved::kStride;
+  const int lanes[3] = {0, 1, W - 1};
+  const ScratchSize n = scratch_size(v);
+  std::vector<double> tile(W * n.rows);
+  std::vector<std::vector<double>> reals(3, std::vector<double>(n.reals - n.rows));
+  std::vector<std::vector<int>> ints(3, std::vector<int>(n.ints));
+  test::Carved<StepScratch<double>, double> plain(v);
+  std::vector<test::Carved<ContactView<double>, double>> cv_plain, cv_tiled;
+  std::vector<std::vector<double>> q(6, model.qpos0), qv(6, std::vector<double>(v.nv));
+  std::mt19937 rng(3);
+  std::uniform_real_distribution<double> u(-1, 1);
+  for (int k = 0; k < 3; ++k) {
+    cv_plain.emplace_back(v);
+    cv_tiled.emplace_back(v);
+    for (double& x : qv[k]) x = u(rng);
+    qv[3 + k] = qv[k];
+  }
+  std::vector<double> ctrl(v.nu);
+  int most = 0;
+  for (int t = 0; t < 150; ++t) {
+    for (double& c : ctrl) c = u(rng);
+    for (int k = 0; k < 3; ++k) {
+      Scratch<double, Interleaved> s{reals[k].data(), ints[k].data(), nullptr,
+                                     tile.data() + lanes[k]};
+      StepScratch<double, Interleaved> x = step_scratch(v, s);
+      ContactView<double> a = cv_plain[k].w, b = cv_tiled[k].w;
+      double* act = nullptr;  // the humanoid has no activation state
+      const unsigned bits_plain =
+          step_env(v, q[k].data(), qv[k].data(), act, ctrl.data(), plain.w, a);
+      const unsigned bits_tiled =
+          step_env(v, q[3 + k].data(), qv[3 + k].data(), act, ctrl.data(), x, b);
+      ASSERT_EQ(bits_plain, bits_tiled) << "lane " << lanes[k] << " step " << t;
+      for (int i = 0; i < v.nq; ++i) ASSERT_EQ(q[k][i], q[3 + k][i]) << "step " << t;
+      for (int i = 0; i < v.nv; ++i) ASSERT_EQ(qv[k][i], qv[3 + k][i]) << "step " << t;
+      most = std::max(most, *a.nefc);
+    }
+  }
+  EXPECT_GE(most, 12);  // the fall reached the floor: contacts' rows in the LCP
 }
 
 // A tape's step slot has room for the contacts and rows it was sized for: a step within it is

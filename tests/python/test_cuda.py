@@ -89,6 +89,22 @@ def test_step_and_rollout(model, rng, dtype):
     assert counts[0][..., phalanx.COUNT_CONTACTS].max() >= 4  # it reached the floor
 
 
+def test_rollout_across_warp_tiles(model, rng):
+    # the kernels that step forward lay their constraint rows out interleaved in tiles of a
+    # warp's 32 environments: 37 of them fill one tile and part of a second
+    qpos, qvel, _ = start(model, rng, nenv=37, dtype=np.float32)
+    T = 60
+    ctrls = rng.uniform(-1, 1, (len(qpos), T, model.nu)).astype(np.float32)
+    counts = [np.zeros((len(qpos), T, phalanx.NUM_COUNTS), np.int32) for _ in range(2)]
+    cpu = phalanx.rollout(model, qpos, qvel, ctrls, counts=counts[0], device="cpu")
+    cuda = phalanx.rollout(model, qpos, qvel, ctrls, counts=counts[1], device="cuda")
+    assert_same(cpu, cuda, "rollout")
+    assert_same(counts[0], counts[1], "counts")
+    # environments of both tiles reached the floor
+    rows = counts[0][..., phalanx.COUNT_ROWS].max(axis=1)
+    assert rows[:32].max() > 0 and rows[32:].max() > 0
+
+
 @pytest.mark.parametrize("dtype", DTYPES)
 def test_tape_backward(model, rng, dtype):
     qpos, qvel, _ = start(model, rng, dtype=dtype)

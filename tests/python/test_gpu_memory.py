@@ -48,6 +48,9 @@ def test_tracing_changes_no_result(dtype):
     # model without tendons are empty), none of it the contacts' or the LCP's
     assert 0 < counts["written_fixed"] <= counts["given_fixed"] < counts["written_reals"]
     assert counts["written_fixed"] > 0.9 * counts["given_fixed"]
+    # the rollout lays its constraint rows J and Y and its LCP's matrix, b and bounds out apart
+    # (interleaved on CUDA), sized for nefcmax rows, of which the fall onto the floor writes some
+    assert 0 < counts["written_rows"] < counts["given_rows"] < counts["given_reals"]
     # nothing is traced once it is off
     phalanx.rollout(model, qpos, qvel, ctrl)
     assert phalanx._phalanx.scratch_trace(False)["given_reals"] == 0
@@ -74,6 +77,8 @@ def test_split_scratch_gives_the_same_gradients(dtype):
         ref = run()
         out, counts = traced(run)
         assert counts["written_fixed"] > 0
+        if run is vjp:  # the reverse kernels keep their rows in blocks
+            assert counts["given_rows"] == 0
         for key in ref:
             np.testing.assert_array_equal(ref[key], out[key], err_msg=key)
 
@@ -100,9 +105,13 @@ def test_report_runs(tmp_path):
     result = json.loads(out.read_text())
     for name, k in result["kernels"].items():
         local, written = k["local_written_bytes"], k["scratch_written_bytes"]
-        assert 0 < local <= written <= k["scratch_given_bytes"], name
+        rows = k["rows_written_bytes"]
+        assert 0 < local and local + rows <= written <= k["scratch_given_bytes"], name
+        # the rollout's fall reaches the floor, the one step from the initial pose does not
+        assert (rows > 0) == (name == "rollout"), name
         blocks, backend, coalesced = k["bytes_per_env_step"].values()
-        # the per-environment layout moves a 32-byte sector per float, local memory coalesces
+        # the per-environment layout moves a 32-byte sector per float, local memory and the
+        # interleaved rows coalesce
         io = k["io_bytes"]
         assert blocks - io == pytest.approx(8 * (coalesced - io))
-        assert backend - io == pytest.approx(blocks - io - 7 * 2 * local)
+        assert backend - io == pytest.approx(blocks - io - 7 * 2 * (local + rows))

@@ -19,10 +19,10 @@ PHX_HD ScratchSize scratch_size(const ModelView<T>& m) {
 
 // StepScratch over one environment's scratch, for kernels that only step forward (no reverse
 // pass or Jacobian reads their steps' constraint matrices)
-template <class T>
-PHX_HD StepScratch<T> step_scratch(const ModelView<T>& m, Scratch<T> scratch) {
-  Arena<T> arena(scratch);
-  StepScratch<T> x = StepScratch<T>::carve(m, arena);
+template <class T, class Layout>
+PHX_HD StepScratch<T, Layout> step_scratch(const ModelView<T>& m, Scratch<T, Layout> scratch) {
+  Arena<T, Layout> arena(scratch);
+  StepScratch<T, Layout> x = StepScratch<T, Layout>::carve(m, arena);
   x.c.forward_only = true;
   return x;
 }
@@ -45,9 +45,10 @@ struct StepKernel {
   const T* xfrc_applied = nullptr;
   T* qfrc_total = nullptr;
 
-  PHX_HD void operator()(int e, Scratch<T> scratch) const {
+  template <class Layout>
+  PHX_HD void operator()(int e, Scratch<T, Layout> scratch) const {
     const ModelView<T> m = env_view(model, e);
-    StepScratch<T> x = step_scratch(m, scratch);
+    StepScratch<T, Layout> x = step_scratch(m, scratch);
     const T* f = env_row(qfrc_applied, e, m.nv);
     const T* xf = env_row(xfrc_applied, e, 6 * m.nbody);
     T* total = env_row(qfrc_total, e, m.nv);
@@ -80,9 +81,10 @@ struct ConstraintForceKernel {
   const T* qfrc_applied;  // (nenv x nv) added generalized force, may be null
   T* qfrc_constraint;     // (nenv x nv)
 
-  PHX_HD void operator()(int e, Scratch<T> scratch) const {
+  template <class Layout>
+  PHX_HD void operator()(int e, Scratch<T, Layout> scratch) const {
     const ModelView<T> m = env_view(model, e);
-    StepScratch<T> x = step_scratch(m, scratch);
+    StepScratch<T, Layout> x = step_scratch(m, scratch);
     ContactView<T> cv{};
     if (m.nefcmax > 0) cv = con.env(m, e);
     const unsigned bits =
@@ -129,9 +131,10 @@ struct RolloutKernel {
   TapeView<T> tape;    // checkpoints every tape.every steps; tape.every = 0: none
   MocapSteps<T> mocap{};  // mocap poses per step in place of the model's, when given
 
-  PHX_HD void operator()(int e, Scratch<T> scratch) const {
+  template <class Layout>
+  PHX_HD void operator()(int e, Scratch<T, Layout> scratch) const {
     ModelView<T> m = env_view(model, e);
-    StepScratch<T> x = step_scratch(m, scratch);
+    StepScratch<T, Layout> x = step_scratch(m, scratch);
     T* q = qpos + long(e) * m.nq;
     T* v = qvel + long(e) * m.nv;
     T* a = env_row(act, e, m.na);

@@ -17,8 +17,8 @@ struct CostScratch {
   Workspace<T> w;
   AdjWorkspace<T> a;
 
-  template <class M>
-  PHX_HD static CostScratch carve(const M& m, Arena<T>& arena) {
+  template <class M, class Layout>
+  PHX_HD static CostScratch carve(const M& m, Arena<T, Layout>& arena) {
     CostScratch x;
     x.w = Workspace<T>::carve(m, arena);
     x.a = AdjWorkspace<T>::carve(m, arena);
@@ -87,9 +87,10 @@ struct PlannerRolloutKernel {
   const T* act0 = nullptr;  // (nproblem x na) the problems' activations (null when na = 0)
   T* act = nullptr;         // (nsamples x na) scratch activations
 
-  PHX_HD void operator()(int sample, Scratch<T> scratch) const {
+  template <class Layout>
+  PHX_HD void operator()(int sample, Scratch<T, Layout> scratch) const {
     const ModelView<T> m = env_view(model, sample);
-    StepScratch<T> x = step_scratch(m, scratch);
+    StepScratch<T, Layout> x = step_scratch(m, scratch);
     prepare(m, sample);
     T* q = qpos + long(sample) * m.nq;
     T* v = qvel + long(sample) * m.nv;

@@ -10,15 +10,16 @@ namespace phx {
 
 // sum_k a[k] b[k] over n entries, as four interleaved partial sums: the additions of a single
 // running sum form one chain of dependent latencies, which bounded the solves and PGS sweeps.
-// The two arrays may hold different scalars (a forward value against a Lane of adjoints).
+// The two arrays may hold different scalars (a forward value against a Lane of adjoints), and
+// either may be a Strided pointer (Layout).
 // (gcc 12 warns of the unrolled body's subscripts when it inlines a constant n < 4, for which
 // the body never runs: the warning is silenced here alone.)
 #if defined(__GNUC__) && !defined(__clang__) && !defined(__CUDACC__)
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Warray-bounds"
 #endif
-template <class A, class B>
-PHX_HD PHX_INLINE auto dot_n(const A* PHX_RESTRICT a, const B* PHX_RESTRICT b, int n) {
+template <class PA, class PB>
+PHX_HD PHX_INLINE auto dot_n(PA a, PB b, int n) {
   using T = decltype(a[0] * b[0]);
   T s0(0), s1(0), s2(0), s3(0);
   const int n4 = n & ~3;
@@ -179,9 +180,10 @@ PHX_HD void cholesky_solve_lower(const S* L, int n, T* b, const int* start = nul
 
 // Forward substitution for G right-hand sides at once (rows b + g n), over dofs [lo, hi) only:
 // the G independent sums share each row of L.
-template <int G, class T>
-PHX_HD PHX_INLINE void cholesky_solve_lower_group(const T* PHX_RESTRICT L, int n, T* PHX_RESTRICT b,
-                                                  int lo, int hi, const int* start) {
+template <int G, class T, class P>
+PHX_HD PHX_INLINE void cholesky_solve_lower_group(const T* PHX_RESTRICT L, int n, P rows, int lo,
+                                                  int hi, const int* start) {
+  const typename Restricted<P>::type b = rows;
   for (int i = lo; i < hi; ++i) {
     const T* PHX_RESTRICT row = L + i * n;
     T s[G];
@@ -200,8 +202,8 @@ PHX_HD PHX_INLINE void cholesky_solve_lower_group(const T* PHX_RESTRICT L, int n
 // solved over its ranges alone: its solution is zero on the other blocks, which it leaves
 // untouched. Up to four consecutive rows with the same ranges (a contact's rows) share each row
 // of L and run independent sums.
-template <class T>
-PHX_HD void cholesky_solve_lower_rows(const T* L, int n, T* B, int nrow, const int* start = nullptr,
+template <class T, class P>
+PHX_HD void cholesky_solve_lower_rows(const T* L, int n, P B, int nrow, const int* start = nullptr,
                                       const int* ranges = nullptr) {
   const int all[4] = {0, n, n, n};
   auto span_of = [&](int q) { return ranges ? ranges + 4 * q : all; };
@@ -213,7 +215,7 @@ PHX_HD void cholesky_solve_lower_rows(const T* L, int n, T* B, int nrow, const i
       if (next[0] != span[0] || next[1] != span[1] || next[2] != span[2] || next[3] != span[3])
         break;
     }
-    T* b = B + long(r) * n;
+    const P b = B + long(r) * n;
     for (int h = 0; h < 4; h += 2) {
       if (g == 4)
         cholesky_solve_lower_group<4>(L, n, b, span[h], span[h + 1], start);
