@@ -79,9 +79,9 @@ struct ContactData {
 // Scratch of the constraint pipeline, carved after the Workspace. `kept` arrays are what the
 // reverse pass of a step reads of it (StepStore keeps them per step, tape.h). Of each table,
 // the `fixed` arrays are sized by the model's counts alone (Arena::take_fixed), the `rows`
-// arrays by the capacities; of the rows, the `strided` reals (the rows J and Y and the LCP's A,
-// b and bounds, which its sweeps reread) are laid out by the workspace's Layout
-// (Arena::take_rows).
+// arrays by the capacities; of the rows, the `strided` reals (the rows J and Y, the LCP's A, b
+// and bounds, and the scratch of its sweeps, which they reread) are laid out by the
+// workspace's Layout (Arena::take_rows).
 #define PHX_CONSTRAINT_WORKSPACE_KEPT_FIXED(X)                                                  \
   X(real, geom_xpos, 3L * m.ngeom, "(ngeom x 3)")                                               \
   X(real, geom_xmat, 9L * m.ngeom, "(ngeom x 9)")                                               \
@@ -105,7 +105,11 @@ struct ContactData {
   X(real, bias, m.nv, "c(q, qvel) (nv)")          \
   X(real, tmp, m.nv, "(nv)")                      \
   X(real, gs_vel, m.nv, "Y^T f of the Gauss-Seidel sweeps in velocity form (nv)")
-#define PHX_CONSTRAINT_WORKSPACE_SCRATCH_ROWS(X)                                             \
+#define PHX_CONSTRAINT_WORKSPACE_SCRATCH_STRIDED(X) \
+  X(real, pgs, 4L * m.nefcmax, "projected Gauss-Seidel's scratch (4 nefcmax, pgs)")
+#define PHX_CONSTRAINT_WORKSPACE_SCRATCH_ROWS(X) \
+  PHX_CONSTRAINT_WORKSPACE_SCRATCH_STRIDED(X) PHX_CONSTRAINT_WORKSPACE_SCRATCH_OTHER(X)
+#define PHX_CONSTRAINT_WORKSPACE_SCRATCH_OTHER(X)                                            \
   X(real, f_prev, m.nefcmax, "impulses of the previous step (nefcmax)")                      \
   X(real, lcp, lcp_storage(m.nefcmax).reals, "LCP solver scratch (lcp_storage)")             \
   X(int, key_prev, m.nefcmax, "efc_key of the previous step (nefcmax)")                      \
@@ -121,7 +125,9 @@ struct ConstraintWorkspace {
   PHX_CONSTRAINT_WORKSPACE_KEPT_FIXED(PHX_WORKSPACE_MEMBER)
   PHX_CONSTRAINT_WORKSPACE_KEPT_STRIDED(PHX_WORKSPACE_ROWS_MEMBER)
   PHX_CONSTRAINT_WORKSPACE_KEPT_OTHER(PHX_WORKSPACE_MEMBER)
-  PHX_CONSTRAINT_WORKSPACE_SCRATCH(PHX_WORKSPACE_MEMBER)
+  PHX_CONSTRAINT_WORKSPACE_SCRATCH_FIXED(PHX_WORKSPACE_MEMBER)
+  PHX_CONSTRAINT_WORKSPACE_SCRATCH_STRIDED(PHX_WORKSPACE_ROWS_MEMBER)
+  PHX_CONSTRAINT_WORKSPACE_SCRATCH_OTHER(PHX_WORKSPACE_MEMBER)
   // the rank of the factorisation of the rows' classification (efc_class) that lcp and ilcp
   // hold after solve_lcp (lcp_adjoint_factor's layout), -1 when they hold none
   int factored_rank = -1;
@@ -138,7 +144,8 @@ struct ConstraintWorkspace {
     PHX_CONSTRAINT_WORKSPACE_KEPT_STRIDED(PHX_WORKSPACE_TAKE_ROWS)
     PHX_CONSTRAINT_WORKSPACE_KEPT_OTHER(PHX_WORKSPACE_TAKE)
     PHX_CONSTRAINT_WORKSPACE_SCRATCH_FIXED(PHX_WORKSPACE_TAKE_FIXED)
-    PHX_CONSTRAINT_WORKSPACE_SCRATCH_ROWS(PHX_WORKSPACE_TAKE)
+    PHX_CONSTRAINT_WORKSPACE_SCRATCH_STRIDED(PHX_WORKSPACE_TAKE_ROWS)
+    PHX_CONSTRAINT_WORKSPACE_SCRATCH_OTHER(PHX_WORKSPACE_TAKE)
     return w;
   }
 };
@@ -763,7 +770,7 @@ PHX_HD PHX_DEVICE_NOINLINE T finish_stalled_pgs(const ModelView<T>& m, int nrow,
        done += m.lcp_iterations) {
     const int left = m.lcp_max_iterations - done;
     const int sweeps = left < m.lcp_iterations ? left : m.lcp_iterations;
-    r = pgs(p, f, sweeps, T(kLcpStallOmega), c.lcp, c.gs_vel, T(m.lcp_sweep_tolerance));
+    r = pgs(p, f, sweeps, T(kLcpStallOmega), c.pgs, c.gs_vel, T(m.lcp_sweep_tolerance));
   }
   if (!(r > limit)) return r;
   return finish_lcp(p, c, f, cls, accept, rank_tol, nrow <= kLcpPivotRows, r);
@@ -792,7 +799,7 @@ PHX_HD T solve_lcp(const ModelView<T>& m, int nrow, int nprev, ConstraintWorkspa
   *hit = 0;
   c.factored_rank = -1;
   if (m.lcp_solver == kLcpPgs) {
-    const T r = pgs(p, f, m.lcp_iterations, T(1), c.lcp, c.gs_vel, T(m.lcp_sweep_tolerance));
+    const T r = pgs(p, f, m.lcp_iterations, T(1), c.pgs, c.gs_vel, T(m.lcp_sweep_tolerance));
     return r > T(m.lcp_residual_limit) ? finish_stalled_pgs(m, nrow, c, f, cls, r) : r;
   }
   const T tol = m.lcp_tolerance, rank_tol = lcp_rank_tol<T>();
@@ -813,7 +820,7 @@ PHX_HD T solve_lcp(const ModelView<T>& m, int nrow, int nprev, ConstraintWorkspa
   }
   bool pivot_first = m.lcp_solver == kLcpDantzig;
   bool solved = pivot_first && dantzig(p, f, tol, rank_tol, 4, c.lcp, c.ilcp);
-  if (!solved) pgs(p, f, m.lcp_iterations, T(1), c.lcp, c.gs_vel, T(m.lcp_sweep_tolerance));
+  if (!solved) pgs(p, f, m.lcp_iterations, T(1), c.pgs, c.gs_vel, T(m.lcp_sweep_tolerance));
   if (stabilize(p, f, cls, tol, rank_tol, c.lcp, c.ilcp, &c.factored_rank) || pivot_first)
     return lcp_residual(p, f);
   // PGS's classification did not give an exact solution (too few sweeps on an ill-conditioned

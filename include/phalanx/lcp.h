@@ -265,9 +265,9 @@ constexpr double kLcpStallOmega = 0.7;
 // A, or with diag (A's diagonal, from PGS's sweeps on the factor), v comes from the factor
 // through vel (p.ncol scalars of scratch, overwritten with Y^T f): the same bits whether A was
 // built or not.
-template <class T, class Layout>
+template <class T, class Layout, class D = const T*>
 PHX_HD T lcp_residual(const LcpProblem<T, Layout>& p, const T* f, T* vel = nullptr,
-                      const T* diag = nullptr) {
+                      D diag = nullptr) {
   const bool by_factor = !p.A || diag;
   if (by_factor) lcp_factor_velocity(p, f, vel);
   T r(0);
@@ -295,13 +295,13 @@ PHX_HD PHX_INLINE T max_abs_scaled(T m, T d, T a) {
 // Projected Gauss-Seidel: `iterations` sweeps over the rows in index order, starting from the f
 // passed in (warm start), f_i <- clamp(f_i - omega v_i / A_ii, lo_i, hi_i) with friction bounds
 // from the current normal impulse; omega in (0, 2) is the over-relaxation (1: plain
-// Gauss-Seidel). Rows with A_ii <= 0 are left alone. scratch (2 n scalars; 4 n in velocity
-// form, within lcp_storage(n)) keeps omega / A_ii, so that the sweeps multiply (a division per
-// row and sweep lay on the sweep's critical path), and the rows' velocities v = b + A f, which a
-// changed impulse updates by its column of A (a row's dot product is a chain of dependent adds;
-// the column update is independent per entry and runs on vector lanes).
-// Given p's factor and `vel` (p.ncol scalars), the sweeps run in velocity form where that is
-// cheaper or A is not given: they carry vel = Y^T f and read v_i = b_i + Y_i . vel over the
+// Gauss-Seidel). Rows with A_ii <= 0 are left alone. scratch (a pointer to T or a Strided one:
+// 2 n scalars; 4 n in velocity form, within lcp_storage(n)) keeps omega / A_ii, so that the sweeps
+// multiply (a division per row and sweep lay on the sweep's critical path), and the rows'
+// velocities v = b + A f, which a changed impulse updates by its column of A (a row's dot product
+// is a chain of dependent adds; the column update is independent per entry and runs on vector
+// lanes). Given p's factor and `vel` (p.ncol scalars), the sweeps run in velocity form where that
+// is cheaper or A is not given: they carry vel = Y^T f and read v_i = b_i + Y_i . vel over the
 // row's column ranges, so that a row costs its nonzeros rather than n (rows of different
 // kinematic trees do not couple: 20 free bodies in a pile, 100 rows of 12 nonzeros each); a
 // contact's three rows (lcp_contact_block) read and update vel in one pass, the later rows'
@@ -313,17 +313,17 @@ PHX_HD PHX_INLINE T max_abs_scaled(T m, T d, T a) {
 // sweeps run go to *sweeps when given.
 // Returns lcp_residual(p, f), which the caller compares with its tolerance to set
 // kStatusLcpNotConverged.
-template <class T, class Layout>
-PHX_HD T pgs(const LcpProblem<T, Layout>& p, T* f, int iterations, T omega, T* scratch,
+template <class T, class Layout, class P>
+PHX_HD T pgs(const LcpProblem<T, Layout>& p, T* f, int iterations, T omega, P scratch,
              T* vel = nullptr, T tolerance = T(0), int* sweeps = nullptr) {
   const int n = p.n;
-  T* step = scratch;
+  const P step = scratch;
   if (vel && p.Y && (!p.A || lcp_sweeps_on_factor(p))) {
     // A's diagonal at diag; a contact block's A_{i+1,i}, A_{i+2,i}, A_{i+2,i+1} at
     // coupling[i..i+2], and block[i] nonzero at its first row
-    T* coupling = scratch + n;
-    T* block = scratch + 2 * n;
-    T* diag = scratch + 3 * n;
+    const P coupling = scratch + n;
+    const P block = scratch + 2 * n;
+    const P diag = scratch + 3 * n;
     for (int i = 0; i < n; ++i) {
       block[i] = T(0);
       if (!detail::lcp_contact_block(p, i)) {
@@ -383,7 +383,7 @@ PHX_HD T pgs(const LcpProblem<T, Layout>& p, T* f, int iterations, T omega, T* s
     if (sweeps) *sweeps = it;
     return lcp_residual(p, f, vel, diag);
   }
-  T* v = scratch + n;
+  const P v = scratch + n;
   for (int i = 0; i < n; ++i) {
     T aii = detail::lcp_entry_ii(p, i);
     step[i] = aii > T(0) ? omega / aii : T(0);
@@ -404,7 +404,7 @@ PHX_HD T pgs(const LcpProblem<T, Layout>& p, T* f, int iterations, T omega, T* s
       if (d != T(0)) {
         const typename Restricted<typename LcpProblem<T, Layout>::Reals>::type a =
             p.A + long(i) * n;  // column i, A being symmetric
-        T* PHX_RESTRICT out = v;
+        const typename Restricted<P>::type out = v;
         for (int j = 0; j < n; ++j) out[j] += a[j] * d;
       }
     }

@@ -258,9 +258,9 @@ TEST(ModelFields, SplitScratchPutsTheModelSizedWorkspacesApart) {
 }
 
 // The strided arrays of an Interleaved scratch (the CUDA backend's layout for the kernels that
-// step forward: the rows J and Y, the LCP's A, b and bounds) lie every kStride entries from
-// their environment's lane in its tile: the lanes of a tile fill it, each entry once, and the
-// rest of the scratch is carved as a split scratch's, without them.
+// step forward: the rows J and Y, the LCP's A, b and bounds, PGS's scratch) lie every kStride
+// entries from their environment's lane in its tile: the lanes of a tile fill it, each entry
+// once, and the rest of the scratch is carved as a split scratch's, without them.
 TEST(ModelFields, InterleavedRowsFillTheirTile) {
   Model model = humanoid();
   model.nconmax = 7;
@@ -285,6 +285,7 @@ TEST(ModelFields, InterleavedRowsFillTheirTile) {
   for (long i = 0; i < long(size); ++i) ++hits[&x.c.name[i] - tile.data()]; \
   at += long(size);
     PHX_CONSTRAINT_WORKSPACE_KEPT_STRIDED(PHX_HITS)
+    PHX_CONSTRAINT_WORKSPACE_SCRATCH_STRIDED(PHX_HITS)
 #undef PHX_HITS
     EXPECT_EQ(at, n.rows);
     // a row pointer offsets and subtracts in entries, as a pointer does
