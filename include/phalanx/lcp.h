@@ -265,7 +265,7 @@ constexpr double kLcpStallOmega = 0.7;
 // A, or with diag (A's diagonal, from PGS's sweeps on the factor), v comes from the factor
 // through vel (p.ncol scalars of scratch, overwritten with Y^T f): the same bits whether A was
 // built or not.
-template <class T, class Layout, class D = const T*>
+template <class T, class Layout, class D = T*>
 PHX_HD T lcp_residual(const LcpProblem<T, Layout>& p, const T* f, T* vel = nullptr,
                       D diag = nullptr) {
   const bool by_factor = !p.A || diag;
