@@ -10,10 +10,12 @@ random joint speeds and controls (contacts and limits on, as bench_gpu.py), for 
   local written    of that, the reals sized by the model's counts alone (the workspace of the
                    stages of fixed structure and their adjoints), which the CUDA backend keeps
                    in the thread's local memory
-  rows written     and the constraint rows J and Y (sized by the model's capacities), which
-                   the CUDA backend lays out interleaved across a warp's environments in the
-                   kernels that step forward; the rest (contacts, the LCP, tape slots, and the
-                   rows of the reverse kernels) is the thread's own block of global memory
+  rows written     and the arrays sized by the model's capacities that the CUDA backend lays
+                   out interleaved across a warp's environments in the kernels that step
+                   forward (the constraint rows J and Y, the LCP's matrix, vectors and friction
+                   links, the sweeps' scratch, the previous step's rows); the rest (contacts,
+                   the exact LCP solvers' storage, tape slots, and the rows of the reverse
+                   kernels) is the thread's own block of global memory
   bytes/env-step   the DRAM traffic of one env-step under this model of it: every written
                    scratch number is written once and read back once per step (a lower bound:
                    the LCP's iterations read their rows many times), plus the step's own
@@ -70,15 +72,15 @@ def parse_args(argv=None):
 
 def traced(run):
     """run() with the scratch trace on: (entries given, entries written), each as (reals,
-    ints, fixed reals, interleaved rows)"""
+    ints, fixed reals, interleaved reals, interleaved ints)"""
     trace = phalanx._phalanx.scratch_trace
     trace(True)
     try:
         run()
     finally:
         t = trace(False)
-    return tuple(tuple(t[f"{kind}_{part}"] for part in ("reals", "ints", "fixed", "rows"))
-                 for kind in ("given", "written"))
+    parts = ("reals", "ints", "fixed", "rows", "irows")
+    return tuple(tuple(t[f"{kind}_{part}"] for part in parts) for kind in ("given", "written"))
 
 
 def kernel_rows(model, nenv, nstep, seed):
@@ -106,7 +108,8 @@ def kernel_rows(model, nenv, nstep, seed):
         given, written = traced(run)
         rows[name] = {"given": given[0] * real + given[1] * 4,
                       "written": written[0] * real + written[1] * 4,
-                      "local": written[2] * real, "rows": written[3] * real, "io": io}
+                      "local": written[2] * real, "rows": written[3] * real + written[4] * 4,
+                      "io": io}
     return rows
 
 

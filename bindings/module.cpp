@@ -1097,6 +1097,8 @@ void register_runtime(py::module_& mod) {
         out["written_fixed"] = t.written.fixed;
         out["given_rows"] = t.given.rows;
         out["written_rows"] = t.written.rows;
+        out["given_irows"] = t.given.irows;
+        out["written_irows"] = t.written.irows;
         t = phx::cpu::ScratchTrace{};
         t.on = on;
         return out;

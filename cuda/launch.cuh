@@ -58,13 +58,15 @@ void reserve_stack(size_t bytes);
 // (the layout with the environment index fastest, in tiles of a warp, with no change to the
 // kernels' indexing). The arrays of the stages of fixed structure (the fixed reals) are at the
 // same place in every thread. A kernel that takes any Layout (kLaysOutRows) has its strided
-// arrays (the constraint rows J and Y) in global memory laid out the same way, Interleaved, from
-// d_rows: size.rows of them per environment, not counted in size.reals. The other
-// capacity-sized arrays (contacts, the LCP, tape slots), whose entries each environment reaches
-// by its own counts, are otherwise the thread's own blocks of global memory.
+// arrays (the constraint rows J and Y, the LCP's arrays, their integers) in global memory laid
+// out the same way, Interleaved, from d_rows and d_irows: size.rows reals and size.irows
+// integers per environment, not counted in size.reals and size.ints (split_rows). The other
+// capacity-sized arrays (contacts, the exact LCP solvers' storage, tape slots), whose entries
+// each environment reaches by its own counts, are otherwise the thread's own blocks of global
+// memory.
 template <class Kernel, class T>
 __global__ void env_kernel(Kernel kernel, int nenv, T* d_reals, int* d_ints, T* d_rows,
-                           ScratchSize size, Placement where) {
+                           int* d_irows, ScratchSize size, Placement where) {
   int e = blockIdx.x * blockDim.x + threadIdx.x;
   if (e >= nenv) return;
   Scratch<T> s{d_reals + long(e) * size.reals, d_ints + long(e) * size.ints};
@@ -79,8 +81,10 @@ __global__ void env_kernel(Kernel kernel, int nenv, T* d_reals, int* d_ints, T* 
   // one call of the kernel, which is inlined here (two would double its code)
   if constexpr (kLaysOutRows<Kernel>) {
     constexpr int W = Interleaved::kStride;
-    kernel(e, Scratch<T, Interleaved>{s.reals, s.ints, s.fixed,
-                                      d_rows + long(e / W) * W * size.rows + e % W});
+    const long tile = e / W, lane = e % W;
+    kernel(e,
+           Scratch<T, Interleaved>{s.reals, s.ints, s.fixed, d_rows + tile * W * size.rows + lane,
+                                   d_irows + tile * W * size.irows + lane});
   } else {
     kernel(e, s);
   }
@@ -91,11 +95,9 @@ void launch(int nenv, const Kernel& kernel, ScratchSize scratch) {
   using T = typename Kernel::Scalar;
   // the interleaved rows apart, in tiles of whole warps
   constexpr int W = Interleaved::kStride;
-  if constexpr (kLaysOutRows<Kernel>)
-    scratch.reals -= scratch.rows;
-  else
-    scratch.rows = 0;
-  const size_t rows = size_t((nenv + W - 1) / W) * W * size_t(scratch.rows);
+  scratch = split_rows<Kernel>(scratch);
+  const size_t tiled = size_t((nenv + W - 1) / W) * W;
+  const size_t rows = tiled * size_t(scratch.rows), irows = tiled * size_t(scratch.irows);
   const Placement where = placement<T>(scratch);
   size_t global = size_t(scratch.reals), ints = size_t(scratch.ints), local = 0;
   if (where == Placement::kLocal) {
@@ -113,17 +115,18 @@ void launch(int nenv, const Kernel& kernel, ScratchSize scratch) {
   }
   T* d_reals = static_cast<T*>(scratch_reals((size_t(nenv) * global + rows) * sizeof(T)));
   T* d_rows = d_reals + size_t(nenv) * global;
-  int* d_ints = static_cast<int*>(scratch_ints(size_t(nenv) * ints * sizeof(int)));
+  int* d_ints = static_cast<int*>(scratch_ints((size_t(nenv) * ints + irows) * sizeof(int)));
+  int* d_irows = d_ints + size_t(nenv) * ints;
   constexpr int kBlock = 128;
   const int nblock = (nenv + kBlock - 1) / kBlock;
 #ifdef PHX_CUDA_EMULATION  // on the CPU (cuda/emulation/cuda_runtime.h): the same launch
   phx_cuda_emulation::launch(nblock, kBlock, env_kernel<Kernel, T>, kernel, nenv, d_reals, d_ints,
-                             d_rows, scratch, where);
+                             d_rows, d_irows, scratch, where);
 #else
   // the launch chevrons, which clang-format would split as C++ shifts:
   // clang-format off
-  env_kernel<Kernel, T><<<nblock, kBlock>>>(kernel, nenv, d_reals, d_ints, d_rows, scratch,
-                                            where);
+  env_kernel<Kernel, T><<<nblock, kBlock>>>(kernel, nenv, d_reals, d_ints, d_rows, d_irows,
+                                            scratch, where);
   // clang-format on
 #endif
   check(cudaGetLastError(), "kernel launch");

@@ -30,12 +30,12 @@ T* thread_block(size_t n) {
 
 // The scratch a kernel writes, for the GPU memory report (bench/gpu_memory.py): while `on`,
 // launch runs the environments one by one on the calling thread over scratch filled with a byte
-// pattern and split as the CUDA backend splits it (its fixed reals, and the strided ones of a
-// kernel that lays them out, kLaysOutRows, blocks of their own), and keeps the most scratch
+// pattern and split as the CUDA backend splits it (its fixed reals, and the strided arrays of a
+// kernel that lays them out, split_rows, blocks of their own), and keeps the most scratch
 // entries an environment wrote (those that differ from the pattern after it ran: a value
 // written equal to the pattern, -4.6e-15 in float, is missed) and the most scratch an
 // environment was given, over the launches since the trace was reset. `fixed` counts the fixed
-// reals, `rows` the strided ones, `reals` all of them.
+// reals, `rows` and `irows` the strided reals and integers, `reals` and `ints` all of them.
 struct ScratchTrace {
   bool on = false;
   ScratchSize given, written;
@@ -84,30 +84,37 @@ void traced_launch(int nenv, const Kernel& kernel, ScratchSize scratch) {
   using T = typename Kernel::Scalar;
   ScratchTrace& trace = scratch_trace();
   // the strided arrays apart for a kernel that lays them out (CUDA interleaves them)
-  if (!kLaysOutRows<Kernel>) scratch.rows = 0;
-  const long global = scratch.reals - scratch.fixed - scratch.rows;
+  const ScratchSize split = split_rows<Kernel>(scratch);
+  const long global = split.reals - split.fixed;
   std::unique_ptr<T[]> reals = std::make_unique<T[]>(size_t(global));
-  std::unique_ptr<T[]> fixed = std::make_unique<T[]>(size_t(scratch.fixed));
-  std::unique_ptr<T[]> rows = std::make_unique<T[]>(size_t(scratch.rows));
-  std::unique_ptr<int[]> ints = std::make_unique<int[]>(size_t(scratch.ints));
-  trace.given.reals = std::max(trace.given.reals, scratch.reals);
-  trace.given.ints = std::max(trace.given.ints, scratch.ints);
-  trace.given.fixed = std::max(trace.given.fixed, scratch.fixed);
-  trace.given.rows = std::max(trace.given.rows, scratch.rows);
+  std::unique_ptr<T[]> fixed = std::make_unique<T[]>(size_t(split.fixed));
+  std::unique_ptr<T[]> rows = std::make_unique<T[]>(size_t(split.rows));
+  std::unique_ptr<int[]> ints = std::make_unique<int[]>(size_t(split.ints));
+  std::unique_ptr<int[]> irows = std::make_unique<int[]>(size_t(split.irows));
+  ScratchSize& given = trace.given;
+  given.reals = std::max(given.reals, scratch.reals);
+  given.ints = std::max(given.ints, scratch.ints);
+  given.fixed = std::max(given.fixed, split.fixed);
+  given.rows = std::max(given.rows, split.rows);
+  given.irows = std::max(given.irows, split.irows);
   for (int e = 0; e < nenv; ++e) {
     std::memset(reals.get(), kScratchPattern, size_t(global) * sizeof(T));
-    std::memset(fixed.get(), kScratchPattern, size_t(scratch.fixed) * sizeof(T));
-    std::memset(rows.get(), kScratchPattern, size_t(scratch.rows) * sizeof(T));
-    std::memset(ints.get(), kScratchPattern, size_t(scratch.ints) * sizeof(int));
-    kernel(e, Scratch<T>{reals.get(), ints.get(), scratch.fixed > 0 ? fixed.get() : nullptr,
-                         scratch.rows > 0 ? rows.get() : nullptr});
-    const long wf = written_entries(fixed.get(), scratch.fixed);
-    const long wr = written_entries(rows.get(), scratch.rows);
-    trace.written.fixed = std::max(trace.written.fixed, wf);
-    trace.written.rows = std::max(trace.written.rows, wr);
-    trace.written.reals =
-        std::max(trace.written.reals, wf + wr + written_entries(reals.get(), global));
-    trace.written.ints = std::max(trace.written.ints, written_entries(ints.get(), scratch.ints));
+    std::memset(fixed.get(), kScratchPattern, size_t(split.fixed) * sizeof(T));
+    std::memset(rows.get(), kScratchPattern, size_t(split.rows) * sizeof(T));
+    std::memset(ints.get(), kScratchPattern, size_t(split.ints) * sizeof(int));
+    std::memset(irows.get(), kScratchPattern, size_t(split.irows) * sizeof(int));
+    kernel(e, Scratch<T>{reals.get(), ints.get(), split.fixed > 0 ? fixed.get() : nullptr,
+                         split.rows > 0 ? rows.get() : nullptr,
+                         split.irows > 0 ? irows.get() : nullptr});
+    ScratchSize& written = trace.written;
+    const long wf = written_entries(fixed.get(), split.fixed);
+    const long wr = written_entries(rows.get(), split.rows);
+    const long wi = written_entries(irows.get(), split.irows);
+    written.fixed = std::max(written.fixed, wf);
+    written.rows = std::max(written.rows, wr);
+    written.irows = std::max(written.irows, wi);
+    written.reals = std::max(written.reals, wf + wr + written_entries(reals.get(), global));
+    written.ints = std::max(written.ints, wi + written_entries(ints.get(), split.ints));
   }
 }
 

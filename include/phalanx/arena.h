@@ -29,11 +29,11 @@ struct Strided {
   PHX_HD explicit operator bool() const { return p != nullptr; }
 };
 
-// Where the capacity-sized arrays a workspace takes by Arena::take_rows lie. Contiguous: in the
-// environment's own block, as every other array (the CPU's layout). Interleaved: entry i of
-// environment e at entry i * kStride + e % kStride of the tile of kStride environments that e
-// belongs to, so that the threads of a CUDA warp, one environment each, reading the same entry
-// read consecutive words: their loads coalesce.
+// Where the capacity-sized arrays a workspace takes by Arena::take_rows (reals and integers)
+// lie. Contiguous: in the environment's own block, as every other array (the CPU's layout).
+// Interleaved: entry i of environment e at entry i * kStride + e % kStride of the tile of
+// kStride environments that e belongs to, so that the threads of a CUDA warp, one environment
+// each, reading the same entry read consecutive words: their loads coalesce.
 struct Contiguous {
   static constexpr int kStride = 1;
   template <class K>
@@ -65,41 +65,47 @@ struct Restricted<T*> {
 // memory, which the hardware interleaves across a warp so that its loads coalesce).
 struct ScratchSize {
   long reals = 0;  // all of them, `fixed` and `rows` included
-  long ints = 0;
+  long ints = 0;   // all of them, `irows` included
   long fixed = 0;
-  long rows = 0;  // the reals taken by take_rows, which a backend may lay out apart (Interleaved)
+  long rows = 0;   // the reals taken by take_rows, which a backend may lay out apart (Interleaved)
+  long irows = 0;  // and the integers taken by take_rows
 };
 
 // One environment's scratch blocks, handed to a kernel by the backend. With `fixed` set, the
-// reals taken by take_fixed come from it, with `rows` set those taken by take_rows from it (laid
-// out by Layout: for Interleaved, `rows` points at the environment's first entry in its tile),
-// and the others from `reals` (a split scratch: ScratchSize::reals less the split parts there).
+// reals taken by take_fixed come from it, with `rows` and `irows` set the reals and integers
+// taken by take_rows from them (laid out by Layout: for Interleaved, they point at the
+// environment's first entry in its tile), and the others from `reals` and `ints` (a split
+// scratch: ScratchSize's counts less the split parts there). An Interleaved scratch always has
+// both rows blocks.
 template <class T, class Layout = Contiguous>
 struct Scratch {
   T* reals;
   int* ints;
   T* fixed = nullptr;
   T* rows = nullptr;
+  int* irows = nullptr;
 };
 
 // Storage handed out in order: every workspace is laid out by one carve routine taking its
 // arrays from an Arena. Over storage, the routine carves; over no storage (a counting Arena,
 // whose takes return null) it measures, so a workspace's size is its carve run on a counting
 // Arena (carved_size) and the two cannot disagree. Reals are of scalar T (a Lane of several,
-// for the SIMD passes), integers int. An Interleaved arena always has its rows block.
+// for the SIMD passes), integers int. An Interleaved arena that carves (not counts) always has
+// its rows blocks.
 template <class T, class Layout = Contiguous>
 struct Arena {
   T* reals = nullptr;  // null: count only
   int* ints = nullptr;
-  T* fixed = nullptr;        // the fixed reals' own block, for a split scratch; else null
-  T* rows = nullptr;         // the rows' own block, for a split scratch; else null
-  long nreal = 0, nint = 0;  // taken so far; nreal without the split ones
-  long nfixed = 0;           // fixed reals taken so far
-  long nrows = 0;            // rows taken so far
+  T* fixed = nullptr;          // the fixed reals' own block, for a split scratch; else null
+  T* rows = nullptr;           // the rows' own blocks (reals, integers), for a split scratch;
+  int* irows = nullptr;        // else null
+  long nreal = 0, nint = 0;    // taken so far; without the split ones
+  long nfixed = 0;             // fixed reals taken so far
+  long nrows = 0, nirows = 0;  // rows taken so far: reals, integers
 
   Arena() = default;
   PHX_HD explicit Arena(Scratch<T, Layout> s)
-      : reals(s.reals), ints(s.ints), fixed(s.fixed), rows(s.rows) {}
+      : reals(s.reals), ints(s.ints), fixed(s.fixed), rows(s.rows), irows(s.irows) {}
   PHX_HD Arena(T* r, int* i) : reals(r), ints(i) {}
 
   // the next n reals (K = T) or integers (K = int)
@@ -122,12 +128,22 @@ struct Arena {
     if (!fixed) return take<T>(n);
     return fixed + (nfixed - n);
   }
-  // the next n reals of a capacity-sized array: from the rows block of a split scratch, laid out
-  // by Layout, else as take<T>
-  PHX_HD RowsPtr<Layout, T> take_rows(long n) {
-    nrows += n;
-    if (!rows) return RowsPtr<Layout, T>(take<T>(n));
-    return RowsPtr<Layout, T>(rows + (nrows - n) * Layout::kStride);
+  // the next n reals (K = T) or integers (K = int) of a capacity-sized array: from the rows
+  // block of a split scratch, laid out by Layout, else as take<K>
+  template <class K = T>
+  PHX_HD RowsPtr<Layout, K> take_rows(long n) {
+    K* block;
+    long* taken;
+    if constexpr (std::is_same_v<K, int>) {
+      block = irows;
+      taken = &nirows;
+    } else {
+      block = rows;
+      taken = &nrows;
+    }
+    *taken += n;
+    if (!block) return RowsPtr<Layout, K>(take<K>(n));
+    return RowsPtr<Layout, K>(block + (*taken - n) * Layout::kStride);
   }
   // Storage shared by alternatives that are never live together: each is carved from a copy
   // of this arena made at the same point, this one included; afterwards the arena stands past
@@ -137,13 +153,16 @@ struct Arena {
     if (other.nint > nint) nint = other.nint;
     if (other.nfixed > nfixed) nfixed = other.nfixed;
     if (other.nrows > nrows) nrows = other.nrows;
+    if (other.nirows > nirows) nirows = other.nirows;
   }
-  // what a counting Arena measured (reals counts the fixed ones and the rows too)
-  PHX_HD ScratchSize used() const { return {nreal, nint, nfixed, nrows}; }
+  // what a counting Arena measured (reals counts the fixed ones and the rows too, ints the
+  // integer rows)
+  PHX_HD ScratchSize used() const { return {nreal, nint, nfixed, nrows, nirows}; }
   // the storage not taken yet
   PHX_HD Scratch<T, Layout> rest() const {
     return {reals ? reals + nreal : nullptr, ints ? ints + nint : nullptr,
-            fixed ? fixed + nfixed : nullptr, rows ? rows + nrows * Layout::kStride : nullptr};
+            fixed ? fixed + nfixed : nullptr, rows ? rows + nrows * Layout::kStride : nullptr,
+            irows ? irows + nirows * Layout::kStride : nullptr};
   }
 };
 
@@ -153,6 +172,21 @@ struct Arena {
 template <class Kernel>
 constexpr bool kLaysOutRows =
     std::is_invocable_v<const Kernel&, int, Scratch<typename Kernel::Scalar, Interleaved>>;
+
+// How a backend splits a kernel's scratch of size s: for a kernel that lays out its strided
+// arrays (kLaysOutRows), those in blocks of their own (`rows` reals, `irows` integers) and the
+// others in `reals` and `ints`; for any other kernel, all of them in `reals` and `ints` (rows
+// and irows zero). `fixed` is left to the backend.
+template <class Kernel>
+constexpr ScratchSize split_rows(ScratchSize s) {
+  if constexpr (kLaysOutRows<Kernel>) {
+    s.reals -= s.rows;
+    s.ints -= s.irows;
+  } else {
+    s.rows = s.irows = 0;
+  }
+  return s;
+}
 
 // the storage W::carve(m, arena, args...) takes, reals in units of T
 template <class W, class T, class M, class... Args>

@@ -79,9 +79,11 @@ struct ContactData {
 // Scratch of the constraint pipeline, carved after the Workspace. `kept` arrays are what the
 // reverse pass of a step reads of it (StepStore keeps them per step, tape.h). Of each table,
 // the `fixed` arrays are sized by the model's counts alone (Arena::take_fixed), the `rows`
-// arrays by the capacities; of the rows, the `strided` reals (the rows J and Y, the LCP's A, b
-// and bounds, and the scratch of its sweeps, which they reread) are laid out by the
-// workspace's Layout (Arena::take_rows).
+// arrays by the capacities; of the rows, the `strided` ones (the rows J and Y and their dof
+// ranges, the LCP's A, b, bounds and friction links, the scratch of its sweeps, which they
+// reread, and the previous step's rows for the warm start) are laid out by the workspace's
+// Layout (Arena::take_rows); the others, the exact solvers' storage (Dantzig pivoting and the
+// stabilisation), are not.
 #define PHX_CONSTRAINT_WORKSPACE_KEPT_FIXED(X)                                                  \
   X(real, geom_xpos, 3L * m.ngeom, "(ngeom x 3)")                                               \
   X(real, geom_xmat, 9L * m.ngeom, "(ngeom x 9)")                                               \
@@ -94,27 +96,24 @@ struct ContactData {
   X(real, b, m.nefcmax, "(nefcmax)")                                                        \
   X(real, lo, m.nefcmax, "fixed lower bounds (nefcmax)")                                    \
   X(real, hi, m.nefcmax, "fixed upper bounds (nefcmax)")                                    \
-  X(real, mu, m.nefcmax, "friction coefficient of friction rows (nefcmax)")
-#define PHX_CONSTRAINT_WORKSPACE_KEPT_ROWS(X) \
-  PHX_CONSTRAINT_WORKSPACE_KEPT_STRIDED(X) PHX_CONSTRAINT_WORKSPACE_KEPT_OTHER(X)
-#define PHX_CONSTRAINT_WORKSPACE_KEPT_OTHER(X) \
+  X(real, mu, m.nefcmax, "friction coefficient of friction rows (nefcmax)")                 \
   X(int, findex, m.nefcmax, "normal row of a friction row, -1 otherwise (nefcmax)")
 #define PHX_CONSTRAINT_WORKSPACE_KEPT(X) \
-  PHX_CONSTRAINT_WORKSPACE_KEPT_FIXED(X) PHX_CONSTRAINT_WORKSPACE_KEPT_ROWS(X)
+  PHX_CONSTRAINT_WORKSPACE_KEPT_FIXED(X) PHX_CONSTRAINT_WORKSPACE_KEPT_STRIDED(X)
 #define PHX_CONSTRAINT_WORKSPACE_SCRATCH_FIXED(X) \
   X(real, bias, m.nv, "c(q, qvel) (nv)")          \
   X(real, tmp, m.nv, "(nv)")                      \
   X(real, gs_vel, m.nv, "Y^T f of the Gauss-Seidel sweeps in velocity form (nv)")
-#define PHX_CONSTRAINT_WORKSPACE_SCRATCH_STRIDED(X) \
-  X(real, pgs, 4L * m.nefcmax, "projected Gauss-Seidel's scratch (4 nefcmax, pgs)")
+#define PHX_CONSTRAINT_WORKSPACE_SCRATCH_STRIDED(X)                                 \
+  X(real, pgs, 4L * m.nefcmax, "projected Gauss-Seidel's scratch (4 nefcmax, pgs)") \
+  X(real, f_prev, m.nefcmax, "impulses of the previous step (nefcmax)")             \
+  X(int, key_prev, m.nefcmax, "efc_key of the previous step (nefcmax)")             \
+  X(int, class_prev, m.nefcmax, "efc_class of the previous step (nefcmax)")         \
+  X(int, span, 4L * m.nefcmax, "the two dof ranges each Y row reaches (nefcmax x 4, lcp.h)")
 #define PHX_CONSTRAINT_WORKSPACE_SCRATCH_ROWS(X) \
   PHX_CONSTRAINT_WORKSPACE_SCRATCH_STRIDED(X) PHX_CONSTRAINT_WORKSPACE_SCRATCH_OTHER(X)
-#define PHX_CONSTRAINT_WORKSPACE_SCRATCH_OTHER(X)                                            \
-  X(real, f_prev, m.nefcmax, "impulses of the previous step (nefcmax)")                      \
-  X(real, lcp, lcp_storage(m.nefcmax).reals, "LCP solver scratch (lcp_storage)")             \
-  X(int, key_prev, m.nefcmax, "efc_key of the previous step (nefcmax)")                      \
-  X(int, class_prev, m.nefcmax, "efc_class of the previous step (nefcmax)")                  \
-  X(int, span, 4L * m.nefcmax, "the two dof ranges each Y row reaches (nefcmax x 4, lcp.h)") \
+#define PHX_CONSTRAINT_WORKSPACE_SCRATCH_OTHER(X)                                \
+  X(real, lcp, lcp_storage(m.nefcmax).reals, "LCP solver scratch (lcp_storage)") \
   X(int, ilcp, lcp_storage(m.nefcmax).ints, "LCP solver integer scratch (lcp_storage)")
 #define PHX_CONSTRAINT_WORKSPACE_SCRATCH(X) \
   PHX_CONSTRAINT_WORKSPACE_SCRATCH_FIXED(X) PHX_CONSTRAINT_WORKSPACE_SCRATCH_ROWS(X)
@@ -124,7 +123,6 @@ struct ConstraintWorkspace {
   using real = T;
   PHX_CONSTRAINT_WORKSPACE_KEPT_FIXED(PHX_WORKSPACE_MEMBER)
   PHX_CONSTRAINT_WORKSPACE_KEPT_STRIDED(PHX_WORKSPACE_ROWS_MEMBER)
-  PHX_CONSTRAINT_WORKSPACE_KEPT_OTHER(PHX_WORKSPACE_MEMBER)
   PHX_CONSTRAINT_WORKSPACE_SCRATCH_FIXED(PHX_WORKSPACE_MEMBER)
   PHX_CONSTRAINT_WORKSPACE_SCRATCH_STRIDED(PHX_WORKSPACE_ROWS_MEMBER)
   PHX_CONSTRAINT_WORKSPACE_SCRATCH_OTHER(PHX_WORKSPACE_MEMBER)
@@ -142,7 +140,6 @@ struct ConstraintWorkspace {
     ConstraintWorkspace w;
     PHX_CONSTRAINT_WORKSPACE_KEPT_FIXED(PHX_WORKSPACE_TAKE_FIXED)
     PHX_CONSTRAINT_WORKSPACE_KEPT_STRIDED(PHX_WORKSPACE_TAKE_ROWS)
-    PHX_CONSTRAINT_WORKSPACE_KEPT_OTHER(PHX_WORKSPACE_TAKE)
     PHX_CONSTRAINT_WORKSPACE_SCRATCH_FIXED(PHX_WORKSPACE_TAKE_FIXED)
     PHX_CONSTRAINT_WORKSPACE_SCRATCH_STRIDED(PHX_WORKSPACE_TAKE_ROWS)
     PHX_CONSTRAINT_WORKSPACE_SCRATCH_OTHER(PHX_WORKSPACE_TAKE)
@@ -485,9 +482,9 @@ PHX_HD PHX_INLINE int tree_end(const int* tree, int nv, int d) {
 // The dof ranges a row of J reaches, as LcpProblem's factor wants them (4 ints): its first tree
 // and, when it reaches another, the range from the start of the second tree to the end of the
 // last. Exact for rows on at most two trees (contacts, joint limits), conservative beyond. J
-// points to the row (a pointer or a Strided one).
-template <class P>
-PHX_HD void row_span(P J, int nv, const int* tree, int* span) {
+// points to the row and span to its 4 ints (pointers or Strided ones).
+template <class P, class S>
+PHX_HD void row_span(P J, int nv, const int* tree, S span) {
   using T = std::remove_cvref_t<decltype(J[0])>;
   int d = 0;
   while (d < nv && J[d] == T(0)) ++d;
@@ -513,8 +510,8 @@ PHX_HD PHX_INLINE void body_tree(const ModelView<T>& m, int b, int* range) {
 }
 
 // row_span of a contact's rows between bodies b1 and b2, from their trees without reading J
-template <class T>
-PHX_HD void contact_span(const ModelView<T>& m, int b1, int b2, int* span) {
+template <class T, class S>
+PHX_HD void contact_span(const ModelView<T>& m, int b1, int b2, S span) {
   int t[2][2];
   body_tree(m, b1, t[0]);
   body_tree(m, b2, t[1]);
@@ -675,7 +672,7 @@ PHX_HD PHX_INLINE void delassus_factor(const ModelView<T>& m, int nrow,
   for (int r = 0; r < nrow; ++r) {
     const auto J = c.J + long(r) * nv;
     const auto y = c.Y + long(r) * nv;
-    const int* s = c.span + 4 * r;
+    const auto s = c.span + 4 * r;
     c.b[r] +=
         dot_n(J + s[0], c.vfree + s[0], s[1] - s[0]) + dot_n(J + s[2], c.vfree + s[2], s[3] - s[2]);
     for (int d = 0; d < nv; ++d) y[d] = J[d];
@@ -799,8 +796,14 @@ PHX_HD T solve_lcp(const ModelView<T>& m, int nrow, int nprev, ConstraintWorkspa
   *hit = 0;
   c.factored_rank = -1;
   if (m.lcp_solver == kLcpPgs) {
-    const T r = pgs(p, f, m.lcp_iterations, T(1), c.pgs, c.gs_vel, T(m.lcp_sweep_tolerance));
-    return r > T(m.lcp_residual_limit) ? finish_stalled_pgs(m, nrow, c, f, cls, r) : r;
+    // the sweeps read and write the rows' impulses on every row: on c.f_prev, laid out as the
+    // rows (free once the warm start has been read), and back into f after
+    const auto sweeping = c.f_prev;
+    for (int r = 0; r < nrow; ++r) sweeping[r] = f[r];
+    const T res =
+        pgs(p, sweeping, m.lcp_iterations, T(1), c.pgs, c.gs_vel, T(m.lcp_sweep_tolerance));
+    for (int r = 0; r < nrow; ++r) f[r] = sweeping[r];
+    return res > T(m.lcp_residual_limit) ? finish_stalled_pgs(m, nrow, c, f, cls, res) : res;
   }
   const T tol = m.lcp_tolerance, rank_tol = lcp_rank_tol<T>();
   if (nprev > 0) {

@@ -27,23 +27,24 @@ namespace phx {
 constexpr double kLcpInf = 1e30;
 
 // One environment's problem; pointers into caller memory, shapes in rows. Layout lays out its
-// reals (as the constraint workspace it comes from lays them out).
+// arrays (as the constraint workspace it comes from lays them out).
 template <class T, class Layout = Contiguous>
 struct LcpProblem {
   using Reals = RowsPtr<Layout, const T>;
-  int n = 0;                    // number of rows
-  Reals A = nullptr;            // n x n row-major, symmetric positive semidefinite
-  Reals b = nullptr;            // n
-  Reals lo = nullptr;           // n, lower bounds of rows with findex < 0 (-kLcpInf allowed)
-  Reals hi = nullptr;           // n, upper bounds of rows with findex < 0 (kLcpInf allowed)
-  Reals mu = nullptr;           // n, friction coefficients of rows with findex >= 0; may be null
-  const int* findex = nullptr;  // n, normal row of each friction row, -1 otherwise; null: all -1
+  using Ints = RowsPtr<Layout, const int>;
+  int n = 0;              // number of rows
+  Reals A = nullptr;      // n x n row-major, symmetric positive semidefinite
+  Reals b = nullptr;      // n
+  Reals lo = nullptr;     // n, lower bounds of rows with findex < 0 (-kLcpInf allowed)
+  Reals hi = nullptr;     // n, upper bounds of rows with findex < 0 (kLcpInf allowed)
+  Reals mu = nullptr;     // n, friction coefficients of rows with findex >= 0; may be null
+  Ints findex = nullptr;  // n, normal row of each friction row, -1 otherwise; null: all -1
   // Optional factor A = Y Y^T: Y n x ncol row-major, row i zero outside its two column ranges
   // [span[4i], span[4i+1]) and [span[4i+2], span[4i+3]) (disjoint, in order; either may be
   // empty). With it, pgs may sweep in velocity form (see there), and pgs and lcp_residual
   // accept A = null.
   Reals Y = nullptr;
-  const int* span = nullptr;
+  Ints span = nullptr;
   int ncol = 0;
 };
 
@@ -77,9 +78,9 @@ PHX_HD PHX_INLINE int lcp_findex(const LcpProblem<T, Layout>& p, int i) {
   return p.findex ? p.findex[i] : -1;
 }
 
-// v_i = (A f + b)_i
-template <class T, class Layout>
-PHX_HD PHX_INLINE T lcp_row_velocity(const LcpProblem<T, Layout>& p, const T* f, int i) {
+// v_i = (A f + b)_i; f, as the impulses of every function below, a pointer or a Strided one
+template <class T, class Layout, class F>
+PHX_HD PHX_INLINE T lcp_row_velocity(const LcpProblem<T, Layout>& p, F f, int i) {
   return p.b[i] + dot_n(p.A + i * p.n, f, p.n);
 }
 
@@ -107,7 +108,7 @@ PHX_HD PHX_INLINE T lcp_diag(const LcpProblem<T, Layout>& p, int i) {
 template <class T, class Layout>
 PHX_HD PHX_INLINE T lcp_factor_dot(const LcpProblem<T, Layout>& p, int i, const T* x) {
   const auto y = p.Y + long(i) * p.ncol;
-  const int* s = p.span + 4 * i;
+  const auto s = p.span + 4 * i;
   return dot_n(y + s[0], x + s[0], s[1] - s[0]) + dot_n(y + s[2], x + s[2], s[3] - s[2]);
 }
 
@@ -115,7 +116,7 @@ PHX_HD PHX_INLINE T lcp_factor_dot(const LcpProblem<T, Layout>& p, int i, const 
 template <class T, class Layout>
 PHX_HD PHX_INLINE void lcp_factor_axpy(const LcpProblem<T, Layout>& p, int i, T a, T* x) {
   const auto y = p.Y + long(i) * p.ncol;
-  const int* s = p.span + 4 * i;
+  const auto s = p.span + 4 * i;
   for (int h = 0; h < 4; h += 2)
     for (int k = s[h]; k < s[h + 1]; ++k) x[k] += a * y[k];
 }
@@ -127,7 +128,7 @@ PHX_HD PHX_INLINE bool lcp_contact_block(const LcpProblem<T, Layout>& p, int i) 
   if (i + 2 >= p.n || lcp_findex(p, i) >= 0 || lcp_findex(p, i + 1) != i ||
       lcp_findex(p, i + 2) != i)
     return false;
-  const int* s = p.span + 4 * i;
+  const auto s = p.span + 4 * i;
   for (int k = 0; k < 4; ++k)
     if (s[4 + k] != s[k] || s[8 + k] != s[k]) return false;
   return true;
@@ -137,7 +138,7 @@ PHX_HD PHX_INLINE bool lcp_contact_block(const LcpProblem<T, Layout>& p, int i) 
 template <class T, class Layout>
 struct FactorBlock {
   RowsPtr<Layout, const T> y0, y1, y2;
-  const int* s;
+  RowsPtr<Layout, const int> s;
   PHX_HD FactorBlock(const LcpProblem<T, Layout>& p, int i)
       : y0(p.Y + long(i) * p.ncol), y1(y0 + p.ncol), y2(y1 + p.ncol), s(p.span + 4 * i) {}
 };
@@ -193,8 +194,8 @@ template <class T, class Layout>
 PHX_HD T lcp_factor_entry(const LcpProblem<T, Layout>& p, int i, int j) {
   const auto yi = p.Y + long(i) * p.ncol;
   const auto yj = p.Y + long(j) * p.ncol;
-  const int* si = p.span + 4 * i;
-  const int* sj = p.span + 4 * j;
+  const auto si = p.span + 4 * i;
+  const auto sj = p.span + 4 * j;
   T s(0);
   for (int u = 0; u < 4; u += 2)
     for (int v = 0; v < 4; v += 2) {
@@ -206,8 +207,8 @@ PHX_HD T lcp_factor_entry(const LcpProblem<T, Layout>& p, int i, int j) {
 }
 
 // vel = Y^T f (ncol) from the factor
-template <class T, class Layout>
-PHX_HD void lcp_factor_velocity(const LcpProblem<T, Layout>& p, const T* f, T* vel) {
+template <class T, class Layout, class F>
+PHX_HD void lcp_factor_velocity(const LcpProblem<T, Layout>& p, F f, T* vel) {
   for (int k = 0; k < p.ncol; ++k) vel[k] = T(0);
   for (int i = 0; i < p.n; ++i)
     if (f[i] != T(0)) detail::lcp_factor_axpy(p, i, f[i], vel);
@@ -225,8 +226,8 @@ PHX_HD PHX_INLINE bool lcp_sweeps_on_factor(const LcpProblem<T, Layout>& p) {
 }
 
 // bounds of row i given the current solution f (friction rows follow their normal)
-template <class T, class Layout>
-PHX_HD PHX_INLINE void lcp_bounds(const LcpProblem<T, Layout>& p, const T* f, int i, T& lo, T& hi) {
+template <class T, class Layout, class F>
+PHX_HD PHX_INLINE void lcp_bounds(const LcpProblem<T, Layout>& p, F f, int i, T& lo, T& hi) {
   int k = detail::lcp_findex(p, i);
   if (k >= 0) {
     T h = p.mu[i] * (f[k] > T(0) ? f[k] : T(0));
@@ -265,9 +266,8 @@ constexpr double kLcpStallOmega = 0.7;
 // A, or with diag (A's diagonal, from PGS's sweeps on the factor), v comes from the factor
 // through vel (p.ncol scalars of scratch, overwritten with Y^T f): the same bits whether A was
 // built or not.
-template <class T, class Layout, class D = T*>
-PHX_HD T lcp_residual(const LcpProblem<T, Layout>& p, const T* f, T* vel = nullptr,
-                      D diag = nullptr) {
+template <class T, class Layout, class F, class D = T*>
+PHX_HD T lcp_residual(const LcpProblem<T, Layout>& p, F f, T* vel = nullptr, D diag = nullptr) {
   const bool by_factor = !p.A || diag;
   if (by_factor) lcp_factor_velocity(p, f, vel);
   T r(0);
@@ -295,26 +295,27 @@ PHX_HD PHX_INLINE T max_abs_scaled(T m, T d, T a) {
 // Projected Gauss-Seidel: `iterations` sweeps over the rows in index order, starting from the f
 // passed in (warm start), f_i <- clamp(f_i - omega v_i / A_ii, lo_i, hi_i) with friction bounds
 // from the current normal impulse; omega in (0, 2) is the over-relaxation (1: plain
-// Gauss-Seidel). Rows with A_ii <= 0 are left alone. scratch (a pointer to T or a Strided one:
-// 2 n scalars; 4 n in velocity form, within lcp_storage(n)) keeps omega / A_ii, so that the sweeps
-// multiply (a division per row and sweep lay on the sweep's critical path), and the rows'
-// velocities v = b + A f, which a changed impulse updates by its column of A (a row's dot product
-// is a chain of dependent adds; the column update is independent per entry and runs on vector
-// lanes). Given p's factor and `vel` (p.ncol scalars), the sweeps run in velocity form where that
-// is cheaper or A is not given: they carry vel = Y^T f and read v_i = b_i + Y_i . vel over the
-// row's column ranges, so that a row costs its nonzeros rather than n (rows of different
-// kinematic trees do not couple: 20 free bodies in a pile, 100 rows of 12 nonzeros each); a
-// contact's three rows (lcp_contact_block) read and update vel in one pass, the later rows'
-// velocities following the earlier rows' changes through the block's entries of A. Same
-// iterates as the dense sweeps up to rounding. scratch then holds 4 n scalars.
+// Gauss-Seidel). Rows with A_ii <= 0 are left alone. f and scratch are pointers to T or Strided
+// ones. scratch (2 n scalars; 4 n in velocity form, within lcp_storage(n)) keeps omega / A_ii,
+// so that the sweeps multiply (a division per row and sweep lay on the sweep's critical path),
+// and the rows' velocities v = b + A f, which a changed impulse updates by its column of A (a
+// row's dot product is a chain of dependent adds; the column update is independent per entry
+// and runs on vector lanes). Given p's factor and `vel` (p.ncol scalars), the sweeps run in
+// velocity form where that is cheaper or A is not given: they carry vel = Y^T f and read
+// v_i = b_i + Y_i . vel over the row's column ranges, so that a row costs its nonzeros rather
+// than n (rows of different kinematic trees do not couple: 20 free bodies in a pile, 100 rows
+// of 12 nonzeros each); a contact's three rows (lcp_contact_block) read and update vel in one
+// pass, the later rows' velocities following the earlier rows' changes through the block's
+// entries of A. Same iterates as the dense sweeps up to rounding. scratch then holds 4 n
+// scalars.
 // The sweeps stop early after one that changed no row's velocity (A_ii times its impulse's
 // change) by more than `tolerance`; with tolerance 0, after one that changed nothing (every
 // later sweep would repeat it), so that the result is that of all `iterations` sweeps. The
 // sweeps run go to *sweeps when given.
 // Returns lcp_residual(p, f), which the caller compares with its tolerance to set
 // kStatusLcpNotConverged.
-template <class T, class Layout, class P>
-PHX_HD T pgs(const LcpProblem<T, Layout>& p, T* f, int iterations, T omega, P scratch,
+template <class T, class Layout, class F, class P>
+PHX_HD T pgs(const LcpProblem<T, Layout>& p, F f, int iterations, T omega, P scratch,
              T* vel = nullptr, T tolerance = T(0), int* sweeps = nullptr) {
   const int n = p.n;
   const P step = scratch;

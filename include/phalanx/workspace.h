@@ -16,9 +16,10 @@
 #define PHX_WORKSPACE_TAKE(kind, name, size, comment) \
   w.name = arena.template take<kind>(long(size));
 #define PHX_WORKSPACE_TAKE_FIXED(kind, name, size, comment) w.name = arena.take_fixed(long(size));
-// and for tables of capacity-sized reals laid out by the workspace's Layout (Arena::take_rows)
+// and for tables of capacity-sized arrays laid out by the workspace's Layout (Arena::take_rows)
 #define PHX_WORKSPACE_ROWS_MEMBER(kind, name, size, comment) RowsPtr<Layout, kind> name;
-#define PHX_WORKSPACE_TAKE_ROWS(kind, name, size, comment) w.name = arena.take_rows(long(size));
+#define PHX_WORKSPACE_TAKE_ROWS(kind, name, size, comment) \
+  w.name = arena.template take_rows<kind>(long(size));
 
 namespace phx {
 

@@ -239,7 +239,7 @@ TEST(ModelFields, SplitScratchPutsTheModelSizedWorkspacesApart) {
   PHX_CONSTRAINT_WORKSPACE_SCRATCH_FIXED(PHX_LIST_CF)
   PHX_ADJ_WORKSPACE_ZEROED(PHX_LIST_A)
   PHX_ADJ_WORKSPACE_VECTORS(PHX_LIST_A)
-  PHX_CONSTRAINT_WORKSPACE_KEPT_ROWS(PHX_LIST_C)
+  PHX_CONSTRAINT_WORKSPACE_KEPT_STRIDED(PHX_LIST_C)
   PHX_CONSTRAINT_WORKSPACE_SCRATCH_ROWS(PHX_LIST_C)
 #undef PHX_LIST_W
 #undef PHX_LIST_A
@@ -258,9 +258,10 @@ TEST(ModelFields, SplitScratchPutsTheModelSizedWorkspacesApart) {
 }
 
 // The strided arrays of an Interleaved scratch (the CUDA backend's layout for the kernels that
-// step forward: the rows J and Y, the LCP's A, b and bounds, PGS's scratch) lie every kStride
-// entries from their environment's lane in its tile: the lanes of a tile fill it, each entry
-// once, and the rest of the scratch is carved as a split scratch's, without them.
+// step forward: the rows J and Y and their spans, the LCP's A, b, bounds and friction links,
+// PGS's scratch, the previous step's rows) lie every kStride entries from their environment's
+// lane in its tile, the reals' and the integers': the lanes of a tile fill both tiles, each
+// entry once, and the rest of the scratch is carved as a split scratch's, without them.
 TEST(ModelFields, InterleavedRowsFillTheirTile) {
   Model model = humanoid();
   model.nconmax = 7;
@@ -269,39 +270,57 @@ TEST(ModelFields, InterleavedRowsFillTheirTile) {
   constexpr int W = Interleaved::kStride;
   const ScratchSize n = scratch_size(v);
   ASSERT_GT(n.rows, 2L * v.nefcmax * v.nv);
+  ASSERT_EQ(n.irows, 7L * v.nefcmax);  // findex, key_prev, class_prev, span
   std::vector<double> tile(W * n.rows), reals(n.reals - n.rows);
-  std::vector<int> ints(n.ints), hits(tile.size(), 0);
+  std::vector<int> itile(W * n.irows), ints(n.ints - n.irows);
+  std::vector<int> hits(tile.size(), 0), ihits(itile.size(), 0);
   for (int lane = 0; lane < W; ++lane) {
-    Arena<double, Interleaved> arena(
-        Scratch<double, Interleaved>{reals.data(), ints.data(), nullptr, tile.data() + lane});
+    Arena<double, Interleaved> arena(Scratch<double, Interleaved>{
+        reals.data(), ints.data(), nullptr, tile.data() + lane, itile.data() + lane});
     const StepScratch<double, Interleaved> x = StepScratch<double, Interleaved>::carve(v, arena);
     EXPECT_EQ(arena.used().rows, n.rows);
+    EXPECT_EQ(arena.used().irows, n.irows);
     EXPECT_EQ(arena.used().reals, n.reals - n.rows);
-    EXPECT_EQ(arena.used().ints, n.ints);
+    EXPECT_EQ(arena.used().ints, n.ints - n.irows);
     const ModelView<double>& m = v;
-    long at = 0;  // the array's first entry among the environment's
-#define PHX_HITS(kind, name, size, comment)                                 \
-  ASSERT_EQ(&x.c.name[0], tile.data() + lane + at * W) << #name;            \
-  for (long i = 0; i < long(size); ++i) ++hits[&x.c.name[i] - tile.data()]; \
-  at += long(size);
+    long at = 0, iat = 0;  // the array's first entry among the environment's reals, integers
+    // counts the entries of array p (size of them) in the tile of its kind, where it must
+    // start at the entry after the arrays before it
+    auto count = [&](auto p, long size, auto& block, std::vector<int>& counts, long& first,
+                     const char* name) {
+      ASSERT_EQ(&p[0], block.data() + lane + first * W) << name;
+      for (long i = 0; i < size; ++i) ++counts[&p[i] - block.data()];
+      first += size;
+    };
+    auto hit = [&](auto p, long size, const char* name) {
+      if constexpr (std::is_same_v<std::remove_cvref_t<decltype(p[0])>, int>)
+        count(p, size, itile, ihits, iat, name);
+      else
+        count(p, size, tile, hits, at, name);
+    };
+#define PHX_HITS(kind, name, size, comment) hit(x.c.name, long(size), #name);
     PHX_CONSTRAINT_WORKSPACE_KEPT_STRIDED(PHX_HITS)
     PHX_CONSTRAINT_WORKSPACE_SCRATCH_STRIDED(PHX_HITS)
 #undef PHX_HITS
     EXPECT_EQ(at, n.rows);
+    EXPECT_EQ(iat, n.irows);
     // a row pointer offsets and subtracts in entries, as a pointer does
     ASSERT_EQ(&(x.c.J + v.nv)[2], &x.c.J[v.nv + 2]);
     ASSERT_EQ((x.c.Y + 5) - x.c.Y, 5);
     // the other arrays are where a Contiguous carve over the same blocks puts them
-    Arena<double> plain(Scratch<double>{reals.data(), ints.data(), nullptr, tile.data()});
+    Arena<double> plain(
+        Scratch<double>{reals.data(), ints.data(), nullptr, tile.data(), itile.data()});
     const StepScratch<double> y = StepScratch<double>::carve(v, plain);
     ASSERT_EQ(x.c.lcp, y.c.lcp);
-    ASSERT_EQ(x.c.findex, y.c.findex);
+    ASSERT_EQ(x.c.ilcp, y.c.ilcp);
     ASSERT_EQ(x.w.qacc, y.w.qacc);
     ASSERT_EQ(y.c.Y, tile.data() + long(v.nefcmax) * v.nv);
   }
-  long once = 0;
+  long once = 0, ionce = 0;
   for (int h : hits) once += h == 1;
+  for (int h : ihits) ionce += h == 1;
   EXPECT_EQ(once, long(tile.size()));
+  EXPECT_EQ(ionce, long(itile.size()));
 }
 
 // Steps over Interleaved scratch give the bits of steps over Contiguous scratch: the humanoid
@@ -315,8 +334,9 @@ TEST(ModelFields, InterleavedRowsStepAsContiguousOnes) {
   const int lanes[3] = {0, 1, W - 1};
   const ScratchSize n = scratch_size(v);
   std::vector<double> tile(W * n.rows);
+  std::vector<int> itile(W * n.irows);
   std::vector<std::vector<double>> reals(3, std::vector<double>(n.reals - n.rows));
-  std::vector<std::vector<int>> ints(3, std::vector<int>(n.ints));
+  std::vector<std::vector<int>> ints(3, std::vector<int>(n.ints - n.irows));
   test::Carved<StepScratch<double>, double> plain(v);
   std::vector<test::Carved<ContactView<double>, double>> cv_plain, cv_tiled;
   std::vector<std::vector<double>> q(6, model.qpos0), qv(6, std::vector<double>(v.nv));
@@ -334,7 +354,7 @@ TEST(ModelFields, InterleavedRowsStepAsContiguousOnes) {
     for (double& c : ctrl) c = u(rng);
     for (int k = 0; k < 3; ++k) {
       Scratch<double, Interleaved> s{reals[k].data(), ints[k].data(), nullptr,
-                                     tile.data() + lanes[k]};
+                                     tile.data() + lanes[k], itile.data() + lanes[k]};
       StepScratch<double, Interleaved> x = step_scratch(v, s);
       ContactView<double> a = cv_plain[k].w, b = cv_tiled[k].w;
       double* act = nullptr;  // the humanoid has no activation state

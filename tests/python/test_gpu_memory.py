@@ -49,8 +49,15 @@ def test_tracing_changes_no_result(dtype):
     assert 0 < counts["written_fixed"] <= counts["given_fixed"] < counts["written_reals"]
     assert counts["written_fixed"] > 0.9 * counts["given_fixed"]
     # the rollout lays its constraint rows J and Y and its LCP's matrix, b and bounds out apart
-    # (interleaved on CUDA), sized for nefcmax rows, of which the fall onto the floor writes some
+    # (interleaved on CUDA), sized for nefcmax rows, of which the fall onto the floor writes
+    # some; and their integers (friction links, spans, the previous step's keys and classes)
     assert 0 < counts["written_rows"] < counts["given_rows"] < counts["given_reals"]
+    # per row: J and Y (nv each), A's row, b, lo, hi, mu, PGS's 4, the previous impulse; and
+    # findex, key_prev, class_prev and 4 of span
+    nefcmax = counts["given_irows"] // 7
+    assert counts["given_irows"] == 7 * nefcmax
+    assert counts["given_rows"] == nefcmax * (2 * model.nv + nefcmax + 9)
+    assert 0 < counts["written_irows"] < counts["given_irows"] < counts["given_ints"]
     # nothing is traced once it is off
     phalanx.rollout(model, qpos, qvel, ctrl)
     assert phalanx._phalanx.scratch_trace(False)["given_reals"] == 0
@@ -78,7 +85,7 @@ def test_split_scratch_gives_the_same_gradients(dtype):
         out, counts = traced(run)
         assert counts["written_fixed"] > 0
         if run is vjp:  # the reverse kernels keep their rows in blocks
-            assert counts["given_rows"] == 0
+            assert counts["given_rows"] == 0 and counts["given_irows"] == 0
         for key in ref:
             np.testing.assert_array_equal(ref[key], out[key], err_msg=key)
 

@@ -202,17 +202,17 @@ PHX_HD PHX_INLINE void cholesky_solve_lower_group(const T* PHX_RESTRICT L, int n
 // solved over its ranges alone: its solution is zero on the other blocks, which it leaves
 // untouched. Up to four consecutive rows with the same ranges (a contact's rows) share each row
 // of L and run independent sums.
-template <class T, class P>
+template <class T, class P, class R = const int*>
 PHX_HD void cholesky_solve_lower_rows(const T* L, int n, P B, int nrow, const int* start = nullptr,
-                                      const int* ranges = nullptr) {
-  const int all[4] = {0, n, n, n};
-  auto span_of = [&](int q) { return ranges ? ranges + 4 * q : all; };
+                                      R ranges = nullptr) {
+  // row q's ranges, the whole of L without `ranges`
+  auto range = [&](int q, int h) { return ranges ? ranges[4 * q + h] : h == 0 ? 0 : n; };
   for (int r = 0; r < nrow;) {
-    const int* span = span_of(r);
+    const int span[4] = {range(r, 0), range(r, 1), range(r, 2), range(r, 3)};
     int g = 1;
     for (; g < 4 && r + g < nrow; ++g) {
-      const int* next = span_of(r + g);
-      if (next[0] != span[0] || next[1] != span[1] || next[2] != span[2] || next[3] != span[3])
+      if (range(r + g, 0) != span[0] || range(r + g, 1) != span[1] || range(r + g, 2) != span[2] ||
+          range(r + g, 3) != span[3])
         break;
     }
     const P b = B + long(r) * n;
