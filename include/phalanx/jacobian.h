@@ -56,8 +56,12 @@ struct JacobianScratch {
   // The replay every row's pass reuses, from (q, v, u) and the added force f (may be null):
   // step_dynamics without rows (and qvel' into x.a.qvel_next), else a cold-started
   // step_constrained (qpos', qvel' into x.s) and its shared factorisations. Returns whether
-  // the step stopped (non-finite values): its rows are zero then, as step_vjp gives.
-  PHX_HD bool replay(const ModelView<T>& m, const T* q, const T* v, const T* u, const T* f) {
+  // the step stopped (non-finite values): its rows are zero then, as step_vjp gives. A device
+  // function of its own, as row_pass: ptxas allocates registers for each apart, rather than
+  // for one kernel that inlines a forward step and a reverse pass in a loop (whose optimised
+  // compile did not finish in 70 CPU-minutes).
+  PHX_HD PHX_DEVICE_NOINLINE bool replay(const ModelView<T>& m, const T* q, const T* v, const T* u,
+                                         const T* f) {
     if constexpr (std::is_floating_point_v<T> && kXpbdCompiled) {
       if (m.solver == kSolverXpbd) {  // each row's pass (adj_xpbd_step) replays the step again
         added = f;
@@ -89,8 +93,8 @@ struct JacobianScratch {
   // Row r of (qpos', qvel') by its own reverse pass of the replay into row (jacobian_cols,
   // zeroed first) and, when prow is non-null, the parameters' row (jacobian_nparam, zeroed
   // first); left zero when the step stopped.
-  PHX_HD void row_pass(const ModelView<T>& m, const T* q, const T* v, const T* u, int r,
-                       bool stopped, T* row, T* prow) {
+  PHX_HD PHX_DEVICE_NOINLINE void row_pass(const ModelView<T>& m, const T* q, const T* v,
+                                           const T* u, int r, bool stopped, T* row, T* prow) {
     const int rows = m.nq + m.nv, cols = jacobian_cols(m);
     for (int i = 0; i < rows; ++i) seed[i] = T(i == r);
     for (int i = 0; i < cols; ++i) row[i] = T(0);
