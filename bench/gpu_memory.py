@@ -40,7 +40,12 @@ random joint speeds and controls (contacts and limits on, as bench_gpu.py), for 
                    Blackwell (1.79 TB/s, MuJoCo Warp's 3.97 M at 8192 worlds).
 
 Kernels: the rollout (one env-step per step), the taped rollout's reverse pass (per step of
-the tape, on top of the forward) and the step (phalanx.step, one step per launch).
+the tape, on top of the forward) and the step (phalanx.step, one step per launch) from each
+state the rollout passes through, of which the state with the median bytes per env-step in the
+backend's layout is shown. A launch of many steps counts every entry any of its steps wrote,
+so a path a step rarely takes (the exact finish of sweeps that stalled, which writes the
+exact solvers' storage) weighs in the rollout's figure as if every step took it; one step
+per launch weighs it by how often it runs.
 
     .venv/bin/python bench/gpu_memory.py [--envs 8] [--steps 100]
 
@@ -59,6 +64,8 @@ from _common import HUMANOID, RESULTS, write_result
 GPUS = {"A100 (40 GB)": (1.555e12, "MJX", 0.95e6),
         "RTX 6000 Blackwell": (1.792e12, "MuJoCo Warp", 3.97e6)}
 SECTOR = 32  # bytes a DRAM transaction moves at the least
+PER_ENV = SECTOR // 4  # bytes moved per 4-byte word by a warp's loads from 32 distant blocks
+BACKEND = (1, 1, PER_ENV)  # traffic()'s factors in the backend's layout
 
 
 def parse_args(argv=None):
@@ -98,19 +105,28 @@ def kernel_rows(model, nenv, nstep, seed):
     runs = {
         "rollout": lambda: phalanx.rollout(model, qpos, qvel, ctrl),
         "rollout reverse (Tape.backward)": None,
-        "step": lambda: phalanx.step(model, qpos, qvel, ctrl[:, 0]),
     }
     rows = {}
     for name, run in runs.items():
         if run is None:  # the reverse pass, traced alone after an untraced taped forward
             phalanx.rollout(model, qpos, qvel, ctrl, tape=tape)
             run = lambda: tape.backward(*adj)  # noqa: E731
-        given, written = traced(run)
-        rows[name] = {"given": given[0] * real + given[1] * 4,
-                      "written": written[0] * real + written[1] * 4,
-                      "local": written[2] * real, "rows": written[3] * real + written[4] * 4,
-                      "io": io}
+        rows[name] = kernel_row(*traced(run), real, io)
+    # the step from each state of the rollout, one launch each
+    qs, vs, _ = phalanx.rollout(model, qpos, qvel, ctrl)
+    states = [kernel_row(*traced(lambda: phalanx.step(model, qs[:, k], vs[:, k], ctrl[:, k])),
+                         real, io) for k in range(nstep)]
+    states.sort(key=lambda row: traffic(row, *BACKEND))
+    rows["step (median state)"] = dict(states[nstep // 2], states=nstep, states_elsewhere=sum(
+        row["written"] > row["local"] + row["rows"] for row in states))
     return rows
+
+
+def kernel_row(given, written, real, io):
+    """a kernel's bytes from its traced entries (traced) and its input and output bytes"""
+    return {"given": given[0] * real + given[1] * 4,
+            "written": written[0] * real + written[1] * 4,
+            "local": written[2] * real, "rows": written[3] * real + written[4] * 4, "io": io}
 
 
 def traffic(row, local, rows, elsewhere):
@@ -125,9 +141,8 @@ def main(argv=None):
     args = parse_args(argv)
     model = phalanx.load_model(HUMANOID)
     rows = kernel_rows(model, args.envs, args.steps, args.seed)
-    per_env = SECTOR // 4
-    layouts = {"per-env blocks": (per_env, per_env, per_env),
-               "local, rows interleaved, blocks (the backend's)": (1, 1, per_env),
+    layouts = {"per-env blocks": (PER_ENV, PER_ENV, PER_ENV),
+               "local, rows interleaved, blocks (the backend's)": BACKEND,
                "env index fastest": (1, 1, 1)}
     result = {"benchmark": "GPU memory traffic", "model": "humanoid", "dtype": "float32",
               "envs": args.envs, "steps": args.steps, "kernels": {}}
@@ -145,6 +160,10 @@ def main(argv=None):
         shown = ", ".join(f"{layout}: {b / 1e3:.0f} KB" for layout, b in per_layout.items())
         print(f"{name:32s} {row['given'] / 1e3:9.1f} {row['written'] / 1e3:10.1f} "
               f"{row['local'] / 1e3:8.1f} {row['rows'] / 1e3:7.1f}   {shown}")
+        if "states" in row:
+            result["kernels"][name]["states_writing_elsewhere"] = row["states_elsewhere"]
+            print(f"{'':32s} of the {row['states']} states, {row['states_elsewhere']} wrote "
+                  "scratch outside local memory and the interleaved rows")
     per_env = phalanx._phalanx.bytes_per_env_float32(model)
     result["bytes_per_env"] = per_env
     result["envs_in_40GB"] = int(40e9 // per_env)
@@ -153,12 +172,17 @@ def main(argv=None):
     print("\nroofline of the rollout (env-steps/s from DRAM traffic alone; an upper bound):")
     result["roofline"] = {}
     rollout = result["kernels"]["rollout"]["bytes_per_env_step"]
+    step = result["kernels"]["step (median state)"]["bytes_per_env_step"]
+    backend = list(layouts)[1]
     for gpu, (bandwidth, reference, published) in GPUS.items():
         bounds = {layout: bandwidth / b for layout, b in rollout.items()}
         result["roofline"][gpu] = {"bandwidth_bytes_per_s": bandwidth, "bounds": bounds,
+                                   "median_step_bound": bandwidth / step[backend],
                                    "reference": reference, "published": published}
         shown = ", ".join(f"{layout}: {v / 1e6:.2f} M" for layout, v in bounds.items())
         print(f"  {gpu:20s} {shown}; {reference} published {published / 1e6:.2f} M")
+        print(f"  {'':20s} the median step's traffic, the backend's layout: "
+              f"{bandwidth / step[backend] / 1e6:.2f} M")
     write_result(result, args.out)
     return 0
 
