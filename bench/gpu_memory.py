@@ -40,9 +40,9 @@ random joint speeds and controls (contacts and limits on, as bench_gpu.py), for 
                    Blackwell (1.79 TB/s, MuJoCo Warp's 3.97 M at 8192 worlds).
 
 Kernels: the rollout (one env-step per step), the taped rollout's reverse pass (per step of
-the tape, on top of the forward) and the step (phalanx.step, one step per launch) from each
-state the rollout passes through, of which the state with the median bytes per env-step in the
-backend's layout is shown. A launch of many steps counts every entry any of its steps wrote,
+the tape, on top of the forward), and the step (phalanx.step) and its vector-Jacobian product
+(phalanx.step_vjp), one step per launch, from each state the rollout passes through, of which
+the state with the median bytes per env-step in the backend's layout is shown. A launch of many steps counts every entry any of its steps wrote,
 so a path a step rarely takes (the exact finish of sweeps that stalled, which writes the
 exact solvers' storage) weighs in the rollout's figure as if every step took it; one step
 per launch weighs it by how often it runs.
@@ -112,14 +112,26 @@ def kernel_rows(model, nenv, nstep, seed):
             phalanx.rollout(model, qpos, qvel, ctrl, tape=tape)
             run = lambda: tape.backward(*adj)  # noqa: E731
         rows[name] = kernel_row(*traced(run), real, io)
-    # the step from each state of the rollout, one launch each
+    # the step and its vector-Jacobian product from each state of the rollout, one launch each
+    # (the vjp reads the state, controls and two adjoints, and writes four gradients)
     qs, vs, _ = phalanx.rollout(model, qpos, qvel, ctrl)
-    states = [kernel_row(*traced(lambda: phalanx.step(model, qs[:, k], vs[:, k], ctrl[:, k])),
-                         real, io) for k in range(nstep)]
-    states.sort(key=lambda row: traffic(row, *BACKEND))
-    rows["step (median state)"] = dict(states[nstep // 2], states=nstep, states_elsewhere=sum(
-        row["written"] > row["local"] + row["rows"] for row in states))
+    rows["step (median state)"] = median_state(
+        lambda k: phalanx.step(model, qs[:, k], vs[:, k], ctrl[:, k]), nstep, real, io)
+    io_vjp = real * (3 * model.nq + 4 * model.nv + 2 * model.nu)
+    rows["step_vjp reverse (median state)"] = median_state(
+        lambda k: phalanx.step_vjp(model, qs[:, k], vs[:, k], ctrl[:, k], adj[0][:, k],
+                                   adj[1][:, k]), nstep, real, io_vjp)
     return rows
+
+
+def median_state(launch, nstep, real, io):
+    """a kernel launched once from each state k of a rollout (launch(k)): the row of the state
+    with the median bytes per env-step in the backend's layout, with how many states' launches
+    wrote scratch outside local memory and the interleaved rows"""
+    states = [kernel_row(*traced(lambda: launch(k)), real, io) for k in range(nstep)]
+    states.sort(key=lambda row: traffic(row, *BACKEND))
+    elsewhere = sum(row["written"] > row["local"] + row["rows"] for row in states)
+    return dict(states[nstep // 2], states=nstep, states_elsewhere=elsewhere)
 
 
 def kernel_row(given, written, real, io):
