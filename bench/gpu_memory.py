@@ -12,10 +12,11 @@ random joint speeds and controls (contacts and limits on, as bench_gpu.py), for 
                    in the thread's local memory
   rows written     and the arrays sized by the model's capacities that the CUDA backend lays
                    out interleaved across a warp's environments in the kernels that step
-                   forward (the constraint rows J and Y, the LCP's matrix, vectors and friction
-                   links, the sweeps' scratch, the previous step's rows); the rest (contacts,
-                   the exact LCP solvers' storage, tape slots, and the rows of the reverse
-                   kernels) is the thread's own block of global memory
+                   forward and in the step's vjp, which replays the step (the constraint rows J
+                   and Y, the LCP's matrix, vectors and friction links, the sweeps' scratch,
+                   the previous step's rows); the rest (contacts, the exact LCP solvers'
+                   storage, tape slots, the adjoint's own rows, and the rows of the taped
+                   rollout's reverse kernel) is the thread's own block of global memory
   bytes/env-step   the DRAM traffic of one env-step under this model of it: every written
                    scratch number is written once and read back once per step (a lower bound:
                    the LCP's iterations read their rows many times), plus the step's own
@@ -42,10 +43,11 @@ random joint speeds and controls (contacts and limits on, as bench_gpu.py), for 
 Kernels: the rollout (one env-step per step), the taped rollout's reverse pass (per step of
 the tape, on top of the forward), and the step (phalanx.step) and its vector-Jacobian product
 (phalanx.step_vjp), one step per launch, from each state the rollout passes through, of which
-the state with the median bytes per env-step in the backend's layout is shown. A launch of many steps counts every entry any of its steps wrote,
-so a path a step rarely takes (the exact finish of sweeps that stalled, which writes the
-exact solvers' storage) weighs in the rollout's figure as if every step took it; one step
-per launch weighs it by how often it runs.
+the state with the median bytes per env-step in the backend's layout is shown. A launch of
+many steps counts every entry any of its steps wrote, so a path a step rarely takes (the
+exact finish of sweeps that stalled, which writes the exact solvers' storage) weighs in the
+rollout's figure as if every step took it; one step per launch weighs it by how often it
+runs.
 
     .venv/bin/python bench/gpu_memory.py [--envs 8] [--steps 100]
 

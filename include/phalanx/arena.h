@@ -58,6 +58,9 @@ template <class T>
 struct Restricted<T*> {
   using type = T* PHX_RESTRICT;
 };
+// a restricted pointer to the entries K of an array take_rows laid out by Layout
+template <class Layout, class K>
+using RestrictedRows = typename Restricted<RowsPtr<Layout, K>>::type;
 
 // How much private scratch one environment's kernel needs: scalars and integers. `fixed` of
 // the reals are sized by the model's counts alone (the workspace of the stages of fixed

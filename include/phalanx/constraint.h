@@ -309,8 +309,8 @@ PHX_HD void detect_contacts(const ModelView<T>& m, const ConstraintWorkspace<T, 
 // (adj_collide, one geom pair at a time: a pair's contacts are consecutive in cv) and
 // geom_poses to the body frames in a and the geom sizes (adj_geom_size, may be null), all
 // accumulated. c holds the geom frames the detection read.
-template <class T, class S>
-PHX_HD void adj_detect_contacts(const ModelView<S>& m, const ConstraintWorkspace<S>& c,
+template <class T, class S, class Layout>
+PHX_HD void adj_detect_contacts(const ModelView<S>& m, const ConstraintWorkspace<S, Layout>& c,
                                 const ContactView<S>& cv, const T* adj_pos, const T* adj_normal,
                                 int normal_stride, const T* adj_dist, AdjWorkspace<T>& a,
                                 T* adj_geom_size, S margin = S(0)) {

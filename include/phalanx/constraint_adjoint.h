@@ -43,8 +43,9 @@ namespace phx {
 // Z = M^-1 J^T by rows (Z_r = L^-T Y_r with Y_r = L^-1 J_r, M factored in c.L), which the
 // adjoint of delassus needs: a function of the forward step alone, computed once per replay
 // (adj_constrained_prepare) for every reverse pass that follows.
-template <class T>
-PHX_HD void delassus_rows(const ModelView<T>& m, int nrow, const ConstraintWorkspace<T>& c, T* Z) {
+template <class T, class L>
+PHX_HD void delassus_rows(const ModelView<T>& m, int nrow, const ConstraintWorkspace<T, L>& c,
+                          T* Z) {
   const int nv = m.nv;
   for (int r = 0; r < nrow; ++r) {
     T* z = Z + long(r) * nv;
@@ -71,8 +72,8 @@ PHX_HD void delassus_rows(const ModelView<T>& m, int nrow, const ConstraintWorks
 // hold arrays of T); a pass of another scalar than the step's has Z.
 // The first half: the projections into proj and adj_vfree's term; returns whether the
 // projections still lack their back substitutions (taken from Y).
-template <class T, class S>
-PHX_HD bool adj_delassus(const ModelView<S>& m, int nrow, const ConstraintWorkspace<S>& c,
+template <class T, class S, class L>
+PHX_HD bool adj_delassus(const ModelView<S>& m, int nrow, const ConstraintWorkspace<S, L>& c,
                          const T* Z, const LcpAdjointA<T>& G, const T* adj_b, T* proj,
                          T* adj_vfree) {
   const int nv = m.nv;
@@ -81,9 +82,9 @@ PHX_HD bool adj_delassus(const ModelView<S>& m, int nrow, const ConstraintWorksp
   T* PHX_RESTRICT Zz = proj + 2 * nv;
   T* PHX_RESTRICT Zb = proj + 3 * nv;
   for (int d = 0; d < 4 * nv; ++d) proj[d] = T(0);
-  auto project = [&](const auto* rows) {
+  auto project = [&](auto rows) {
     for (int r = 0; r < nrow; ++r) {
-      const auto* PHX_RESTRICT z = rows + long(r) * nv;
+      const typename Restricted<decltype(rows)>::type z = rows + long(r) * nv;
       const T y = G.y[r], alpha = G.alpha[r], zr = G.z[r], beta = G.beta[r];
       for (int d = 0; d < nv; ++d) {
         Zy[d] += y * z[d];
@@ -102,7 +103,7 @@ PHX_HD bool adj_delassus(const ModelView<S>& m, int nrow, const ConstraintWorksp
   }
   T* PHX_RESTRICT av = adj_vfree;
   for (int r = 0; r < nrow; ++r) {
-    const S* PHX_RESTRICT J = c.J + long(r) * nv;
+    const RestrictedRows<L, const S> J = c.J + long(r) * nv;
     const T ab = adj_b[r];
     for (int d = 0; d < nv; ++d) av[d] += ab * J[d];
   }
@@ -187,8 +188,8 @@ struct AdjConstraintWorkspace {
   LcpAdjointScratch<T> lcp{};
 
   // (the model of any scalar: a pass of several seeds reads its forward model in place)
-  template <class M>
-  PHX_HD static AdjConstraintWorkspace carve(const M& m, Arena<T>& arena) {
+  template <class M, class Layout>
+  PHX_HD static AdjConstraintWorkspace carve(const M& m, Arena<T, Layout>& arena) {
     AdjConstraintWorkspace w;
     PHX_ADJ_CONSTRAINT_WORKSPACE_ARRAYS(PHX_WORKSPACE_TAKE)
     const long ne = m.nefcmax;
@@ -232,11 +233,11 @@ PHX_HD PHX_INLINE int pair_max_geom(const T* coef, int stride, int g1, int g2) {
 // collide and geom_poses, to the adjoints of cdof and of the body frames in a and of the geom
 // sizes in adj_contact. Uses the contacts in cv and the geom frames in c as the forward left
 // them.
-template <class T, class S, class AdjRows>
+template <class T, class S, class L, class AdjRows>
 PHX_HD void adj_contact_rows(const ModelView<S>& m, const Workspace<S>& w,
-                             const ConstraintWorkspace<S>& c, const ContactView<S>& cv,
-                             const AdjRows& adj_J, AdjConstraintWorkspace<T>& s,
-                             AdjWorkspace<T>& a, const ContactModelAdjoint<T>& adj_contact) {
+                             const ConstraintWorkspace<S, L>& c, const ContactView<S>& cv,
+                             const AdjRows& adj_J, AdjConstraintWorkspace<T>& s, AdjWorkspace<T>& a,
+                             const ContactModelAdjoint<T>& adj_contact) {
   int ncon = *cv.ncon;
   for (int i = 0; i < 3 * ncon; ++i) s.adj_pos[i] = T(0);
   for (int i = 0; i < 9 * ncon; ++i) s.adj_frame[i] = T(0);
@@ -269,8 +270,8 @@ namespace detail {
 
 // The classification the LCP adjoint uses by default: the solver's (efc_class), or after plain
 // PGS the stabilised classification of its answer (lcp_classify, tied rows clamping).
-template <class T, class S>
-PHX_HD void replay_classification(const ModelView<S>& m, const LcpProblem<T>& p, const T* f,
+template <class T, class S, class L>
+PHX_HD void replay_classification(const ModelView<S>& m, const LcpProblem<T, L>& p, const T* f,
                                   const ContactView<T>& cv, int* cls) {
   if (m.lcp_solver == kLcpPgs) {
     lcp_classify(p, f, T(m.lcp_tolerance), true, cls);
@@ -281,8 +282,8 @@ PHX_HD void replay_classification(const ModelView<S>& m, const LcpProblem<T>& p,
 
 // adj_lcp of s.adj_f on the classification F holds into s.adj_A, s.adj_b, s.adj_mu (zeroed
 // first), with adj_lcp's vectors in work
-template <class T, class S>
-PHX_HD void adj_lcp_rows(const LcpProblem<S>& p, const S* f, const LcpAdjointFactor<T>& F,
+template <class T, class S, class L>
+PHX_HD void adj_lcp_rows(const LcpProblem<S, L>& p, const S* f, const LcpAdjointFactor<T>& F,
                          const LcpAdjointScratch<T>& work, AdjConstraintWorkspace<T>& s) {
   for (int r = 0; r < p.n; ++r) s.adj_b[r] = s.adj_mu[r] = T(0);
   adj_lcp(p, f, F, s.adj_f, s.adj_A, s.adj_b, s.adj_mu, work);
@@ -291,8 +292,8 @@ PHX_HD void adj_lcp_rows(const LcpProblem<S>& p, const S* f, const LcpAdjointFac
 // Nimble's score of the classification adj_lcp_rows just used: ||dl/dqd||^2 + ||dl/dtau||^2 / dt
 // with dl/dqd ~ adj_vfree = g + J^T adj_b (the part of adj_delassus that reaches vfree) and
 // dl/dtau = dt M^-1 adj_vfree.
-template <class T, class S>
-PHX_HD T adj_lcp_score(const ModelView<S>& m, int nrow, const ConstraintWorkspace<T>& c,
+template <class T, class S, class L>
+PHX_HD T adj_lcp_score(const ModelView<S>& m, int nrow, const ConstraintWorkspace<T, L>& c,
                        AdjConstraintWorkspace<T>& s) {
   const int nv = m.nv;
   for (int d = 0; d < nv; ++d) s.tmp[d] = s.g[d];
@@ -311,9 +312,9 @@ PHX_HD T adj_lcp_score(const ModelView<S>& m, int nrow, const ConstraintWorkspac
 
 // qvel' = vfree + M^-1 J^T f: lam = M^-1 g, adj_M = -lam (qvel' - vfree)^T, adj_J = f lam^T,
 // adj_f = J lam; with the complementarity-aware option also dl/dv = J g per row
-template <class T, class S>
+template <class T, class S, class L>
 PHX_HD PHX_INLINE void adj_impulse_velocity(const ModelView<S>& m, int nrow,
-                                            const ConstraintWorkspace<S>& c, const T* f_t,
+                                            const ConstraintWorkspace<S, L>& c, const T* f_t,
                                             bool aware, AdjConstraintWorkspace<T>& s,
                                             OuterSum<T, 7>& adj_J, OuterSum<T, 4>& adj_M) {
   const int nv = m.nv;
@@ -326,7 +327,7 @@ PHX_HD PHX_INLINE void adj_impulse_velocity(const ModelView<S>& m, int nrow,
   adj_M.add(lam, dv, T(-1));
   adj_J.add(f_t, lam, T(1));
   for (int r = 0; r < nrow; ++r) {
-    const S* PHX_RESTRICT J = c.J + long(r) * nv;
+    const RestrictedRows<L, const S> J = c.J + long(r) * nv;
     T v = T(0), gv = T(0);
     for (int d = 0; d < nv; ++d) v += J[d] * lam[d];
     s.adj_f[r] = v;
@@ -339,9 +340,9 @@ PHX_HD PHX_INLINE void adj_impulse_velocity(const ModelView<S>& m, int nrow,
 // The LCP on its classification (factored once per replay when s.base is bound, else here in
 // c.lcp); with the complementarity-aware option also on the loss-driven one, keeping the
 // larger score. Several seeds (S other than T) take the replay's shared factorisation.
-template <class T, class S>
-PHX_HD PHX_INLINE void adj_lcp_stage(const ModelView<S>& m, const LcpProblem<S>& p, const S* f,
-                                     ConstraintWorkspace<S>& c, const ContactView<S>& cv,
+template <class T, class S, class L>
+PHX_HD PHX_INLINE void adj_lcp_stage(const ModelView<S>& m, const LcpProblem<S, L>& p, const S* f,
+                                     ConstraintWorkspace<S, L>& c, const ContactView<S>& cv,
                                      bool aware, AdjConstraintWorkspace<T>& s) {
   const int nrow = p.n;
   const bool cached = s.shared();
@@ -361,12 +362,12 @@ PHX_HD PHX_INLINE void adj_lcp_stage(const ModelView<S>& m, const LcpProblem<S>&
       adj_lcp_rows(p, f, F, work, s);
       s.score[0] = adj_lcp_score(m, nrow, c, s);
       // the loss-driven classification's factors, kept when it wins
-      LcpAdjointFactor<T> L = own;
-      lcp_adjoint_factor(p, f, s.cls_loss, lcp_rank_tol<T>(), L);
-      adj_lcp_rows(p, f, L, work, s);
+      LcpAdjointFactor<T> loss = own;
+      lcp_adjoint_factor(p, f, s.cls_loss, lcp_rank_tol<T>(), loss);
+      adj_lcp_rows(p, f, loss, work, s);
       s.score[1] = adj_lcp_score(m, nrow, c, s);
       if (s.score[1] > s.score[0]) {
-        F = L;
+        F = loss;
       } else if (!cached) {
         lcp_adjoint_factor(p, f, cls, lcp_rank_tol<T>(), F);
       }
@@ -398,10 +399,10 @@ PHX_HD PHX_INLINE void adj_ball_angle(const ModelView<S>& m, int j, const T* qpo
 // none): to adj_qvel, adj_qpos (a.ten_length for tendons), the restitution and friction
 // adjoints, s.adj_dist, and adj_J's bounce term. vn: each row's J qvel, where the caller has
 // them (else the contacts' normal rows' are computed here, in the same order)
-template <class T, class S>
+template <class T, class S, class L>
 PHX_HD PHX_INLINE void adj_row_corrections(const ModelView<S>& m, const T* qpos, const T* qvel,
                                            int nrow, const Workspace<S>& w,
-                                           const ConstraintWorkspace<S>& c,
+                                           const ConstraintWorkspace<S, L>& c,
                                            const ContactView<S>& cv, AdjConstraintWorkspace<T>& s,
                                            AdjWorkspace<T>& a, T* adj_qpos, T* adj_qvel,
                                            const ContactModelAdjoint<T>& adj_contact,
@@ -413,7 +414,7 @@ PHX_HD PHX_INLINE void adj_row_corrections(const ModelView<S>& m, const T* qpos,
   for (int i = 0; i < ncon; ++i) {
     int nr = contact_rows(m, cv.geom, i);
     int g1 = cv.geom[2 * i], g2 = cv.geom[2 * i + 1];
-    const S* J = c.J + long(row) * nv;
+    const RowsPtr<L, const S> J = c.J + long(row) * nv;
     T ab = s.adj_b[row];
     int ge = pair_max_geom(m.geom_restitution, 1, g1, g2);
     T e = m.geom_restitution[ge];
@@ -503,9 +504,9 @@ PHX_HD void adj_tendon_rows(const ModelView<S>& m, const Workspace<S>& w, const 
 // The adjoints of the rows' Jacobians (adj_J, rows by index: written out, or the outer-product
 // terms read entry by entry) to the stages that built them: contacts, tendons, ball joints'
 // limits, equalities
-template <class T, class S, class AdjRows>
+template <class T, class S, class L, class AdjRows>
 PHX_HD void adj_row_jacobians(const ModelView<S>& m, const T* qpos, const T* qvel,
-                              const Workspace<S>& w, const ConstraintWorkspace<S>& c,
+                              const Workspace<S>& w, const ConstraintWorkspace<S, L>& c,
                               const ContactView<S>& cv, int nrow, const AdjRows& adj_J,
                               AdjConstraintWorkspace<T>& s, AdjWorkspace<T>& a, T* adj_qpos,
                               T* adj_qvel, const ContactModelAdjoint<T>& adj_contact) {
@@ -519,9 +520,9 @@ PHX_HD void adj_row_jacobians(const ModelView<S>& m, const T* qpos, const T* qve
 // vfree = qvel + dt M^-1 (qfrc - c), with mu2 = M^-1 adj_vfree in s.mu2: to adj_qvel,
 // s.adj_qfrc and s.adj_bias (the adjoints of the applied forces and of c), adj_qfrc (may be
 // null) and adj_M
-template <class T, class S>
+template <class T, class S, class L>
 PHX_HD PHX_INLINE void adj_free_velocity(const ModelView<S>& m, const T* qvel,
-                                         const ConstraintWorkspace<S>& c,
+                                         const ConstraintWorkspace<S, L>& c,
                                          AdjConstraintWorkspace<T>& s, T* adj_qvel, T* adj_qfrc,
                                          OuterSum<T, 4>& adj_M) {
   const int nv = m.nv;
@@ -555,9 +556,9 @@ PHX_HD PHX_INLINE void adj_position_update(const ModelView<S>& m, const T* qpos,
 // floating-point T, also writes it out in s.adj_M). The forward step's results are in w, c and
 // cv. With S other than T (seeds in lanes) the pass is the plain one of a shared factorisation
 // (s.base, s.efc_force, s.vfree and s.lcp bound by LaneReplay).
-template <class T, class S>
+template <class T, class S, class L>
 PHX_HD void adj_constrained_rows(const ModelView<S>& m, const T* qpos, const T* qvel,
-                                 Workspace<S>& w, ConstraintWorkspace<S>& c,
+                                 Workspace<S>& w, ConstraintWorkspace<S, L>& c,
                                  const ContactView<S>& cv, AdjWorkspace<T>& a,
                                  AdjConstraintWorkspace<T>& s, T* adj_qpos, T* adj_qvel,
                                  const ContactModelAdjoint<T>& adj_contact, T* adj_qfrc,
@@ -579,7 +580,7 @@ PHX_HD void adj_constrained_rows(const ModelView<S>& m, const T* qpos, const T* 
   a.zero();
   OuterSum<T, 7> adj_J;
   adj_impulse_velocity(m, nrow, c, f_t, aware, s, adj_J, adj_M);
-  LcpProblem<S> p = lcp_problem(nrow, c);
+  const LcpProblem<S, L> p = lcp_problem(nrow, c);
   adj_lcp_stage(m, p, f, c, cv, aware, s);
   const int nv = m.nv;
   for (int d = 0; d < nv; ++d) s.adj_vfree[d] = s.g[d];
@@ -665,9 +666,9 @@ PHX_HD void adj_constrained_rest(const ModelView<S>& m, const T* qpos, const T* 
 
 // The adjoint of qvel' = vfree + M^-1 J^T f onward, with g = adjoint of qvel' in s.g: its
 // stages that depend on the rows, then the rest (above)
-template <class T, class S>
+template <class T, class S, class L>
 PHX_HD void adj_constrained_velocity(const ModelView<S>& m, const T* qpos, const T* qvel,
-                                     const T* ctrl, Workspace<S>& w, ConstraintWorkspace<S>& c,
+                                     const T* ctrl, Workspace<S>& w, ConstraintWorkspace<S, L>& c,
                                      const ContactView<S>& cv, AdjWorkspace<T>& a,
                                      AdjConstraintWorkspace<T>& s, T* adj_qpos, T* adj_qvel,
                                      T* adj_ctrl, const ModelAdjoint<T>& adj_model,
@@ -682,9 +683,10 @@ PHX_HD void adj_constrained_velocity(const ModelView<S>& m, const T* qpos, const
 // The contacts that bounced in the forward step: the bounce branch of build_rows (e J qvel below
 // the push-out) with the normal row clamping. Their rows go to rows (normal row indices) and
 // their restitution to e; returns their count.
-template <class T, class S>
-PHX_HD int bouncing_contacts(const ModelView<S>& m, const T* qvel, const ConstraintWorkspace<T>& c,
-                             const ContactView<T>& cv, const int* cls, int* rows, T* e) {
+template <class T, class S, class L>
+PHX_HD int bouncing_contacts(const ModelView<S>& m, const T* qvel,
+                             const ConstraintWorkspace<T, L>& c, const ContactView<T>& cv,
+                             const int* cls, int* rows, T* e) {
   int n = 0, row = 0;
   for (int i = 0; i < *cv.ncon; ++i) {
     int g1 = cv.geom[2 * i], g2 = cv.geom[2 * i + 1];
@@ -707,9 +709,9 @@ PHX_HD int bouncing_contacts(const ModelView<S>& m, const T* qvel, const Constra
 // rows make G singular); then (X - I)^T u = sum_k lam_k J_k (J_k . u) gives X^T u into
 // adj_qvel and, / dt, the tangent of qpos. c.lcp holds the restitutions, G, its decomposition
 // and rhs, no more than the LCP's factored form of nb <= nefc rows (lcp_storage).
-template <class T>
+template <class T, class L>
 PHX_HD void adj_bounce_velocity(const ModelView<T>& m, const T* qpos, const T* qvel,
-                                ConstraintWorkspace<T>& c, const ContactView<T>& cv,
+                                ConstraintWorkspace<T, L>& c, const ContactView<T>& cv,
                                 AdjConstraintWorkspace<T>& s, T* adj_qpos, T* adj_qvel) {
   const int nv = m.nv;
   int* brow = c.ilcp;
@@ -720,9 +722,9 @@ PHX_HD void adj_bounce_velocity(const ModelView<T>& m, const T* qpos, const T* q
   Cod<T> cod = cod_carve(nb, arena);
   T* lam = arena.template take<T>(nb);
   for (int i = 0; i < nb; ++i) {
-    const T* Ji = c.J + long(brow[i]) * nv;
+    const RowsPtr<L, const T> Ji = c.J + long(brow[i]) * nv;
     for (int k = 0; k < nb; ++k) {
-      const T* Jk = c.J + long(brow[k]) * nv;
+      const RowsPtr<L, const T> Jk = c.J + long(brow[k]) * nv;
       T dot(0);
       for (int d = 0; d < nv; ++d) dot += Ji[d] * Jk[d];
       G[i * nb + k] = dot * dot;
@@ -733,7 +735,7 @@ PHX_HD void adj_bounce_velocity(const ModelView<T>& m, const T* qpos, const T* q
   cod_solve(cod, lam);
   for (int d = 0; d < nv; ++d) s.tmp[d] = T(0);
   for (int k = 0; k < nb; ++k) {
-    const T* Jk = c.J + long(brow[k]) * nv;
+    const RowsPtr<L, const T> Jk = c.J + long(brow[k]) * nv;
     T ju(0);
     for (int d = 0; d < nv; ++d) ju += Jk[d] * s.u[d];
     for (int d = 0; d < nv; ++d) s.tmp[d] += lam[k] * ju * Jk[d];
@@ -750,10 +752,10 @@ PHX_HD void adj_bounce_velocity(const ModelView<T>& m, const T* qpos, const T* q
 // qpos' (u = dt P^T adj_qpos' into s.u) and adj_constrained_rows. What remains,
 // adj_constrained_rest, reads a, s and adj_M, and is of fixed structure: the CPU's packs of
 // environments run this lane by lane and that on SIMD lanes (host/pack_kernels.h).
-template <class T, class S>
+template <class T, class S, class L>
 PHX_HD void adj_step_rows(const ModelView<S>& m, const T* qpos, const T* qvel, Workspace<S>& w,
-                          ConstraintWorkspace<S>& c, const ContactView<S>& cv, AdjWorkspace<T>& a,
-                          AdjConstraintWorkspace<T>& s, const T* adj_qpos_next,
+                          ConstraintWorkspace<S, L>& c, const ContactView<S>& cv,
+                          AdjWorkspace<T>& a, AdjConstraintWorkspace<T>& s, const T* adj_qpos_next,
                           const T* adj_qvel_next, T* adj_qpos, T* adj_qvel,
                           const ContactModelAdjoint<T>& adj_contact, T* adj_qfrc,
                           OuterSum<T, 4>& adj_M) {
@@ -768,12 +770,12 @@ PHX_HD void adj_step_rows(const ModelView<S>& m, const T* qpos, const T* qvel, W
 // s.Z, and the LCP adjoint's factorisation of the replay's classification (the one the solver
 // left in c.lcp when it is that classification's: the stabilised solvers'). Nothing for a single
 // pass (s.base unbound), which is cheaper without them. Runs right after step_constrained.
-template <class T>
-PHX_HD void adj_constrained_prepare(const ModelView<T>& m, ConstraintWorkspace<T>& c,
+template <class T, class L>
+PHX_HD void adj_constrained_prepare(const ModelView<T>& m, ConstraintWorkspace<T, L>& c,
                                     const ContactView<T>& cv, AdjConstraintWorkspace<T>& s) {
   if (!s.shared() || *cv.nefc == 0) return;
   delassus_rows(m, *cv.nefc, c, s.Z);
-  LcpProblem<T> p = lcp_problem(*cv.nefc, c);
+  const LcpProblem<T, L> p = lcp_problem(*cv.nefc, c);
   detail::replay_classification(m, p, cv.efc_force, cv, s.base_cls);
   int known_rank = m.lcp_solver == kLcpPgs ? -1 : c.factored_rank;
   lcp_adjoint_factor_explicit(p, cv.efc_force, s.base_cls, lcp_rank_tol<T>(), s.base, c.lcp,
@@ -789,16 +791,15 @@ PHX_HD void adj_constrained_prepare(const ModelView<T>& m, ConstraintWorkspace<T
 // rows (a step without recomputes articulated-body arrays in w, which needs S = T) and the
 // pass is the plain one of the replay's shared factorisation (neither contact-gradient option,
 // whose passes depend on their seed).
-template <class T, class S>
+template <class T, class S, class L>
 PHX_HD void adj_step_constrained_replayed(const ModelView<S>& m, const T* qpos, const T* qvel,
                                           const T* ctrl, Workspace<S>& w,
-                                          ConstraintWorkspace<S>& c, const ContactView<S>& cv,
+                                          ConstraintWorkspace<S, L>& c, const ContactView<S>& cv,
                                           AdjWorkspace<T>& a, AdjConstraintWorkspace<T>& s,
                                           const T* adj_qpos_next, const T* adj_qvel_next,
                                           T* adj_qpos, T* adj_qvel, T* adj_ctrl,
                                           const ModelAdjoint<T>& adj_model,
-                                          const ContactModelAdjoint<T>& adj_contact,
-                                          T* adj_qfrc) {
+                                          const ContactModelAdjoint<T>& adj_contact, T* adj_qfrc) {
   // qpos' = qpos (+) dt qvel': u = dt P^T adj_qpos', the direct term into adj_qpos; then one
   // adj_constrained_velocity per path (on the GPU, adj_step_rows and adj_constrained_rest
   // inlined apart hold more in registers across the split)
@@ -871,13 +872,13 @@ PHX_HD void adj_step_constrained_replayed(const ModelView<S>& m, const T* qpos, 
 //   the step. In reverse: with u = dt (dq'/dqd')^T adj_qpos' (adj_integrate_pos), adj_qvel gets
 //   X^T u and adj_qpos its direct term plus (X - I)^T u / dt mapped to qpos (a quaternion's
 //   tangent adjoint w gives 2 q (0, w)), in place of the step's (dqd'/d(q, qd))^T u.
-template <class T>
+template <class T, class L>
 PHX_HD unsigned adj_step_constrained(const ModelView<T>& m, const T* qpos, const T* qvel,
-                                     const T* ctrl, Workspace<T>& w, ConstraintWorkspace<T>& c,
+                                     const T* ctrl, Workspace<T>& w, ConstraintWorkspace<T, L>& c,
                                      ContactView<T>& cv, AdjWorkspace<T>& a,
                                      AdjConstraintWorkspace<T>& s, const T* adj_qpos_next,
-                                     const T* adj_qvel_next, T* adj_qpos, T* adj_qvel,
-                                     T* adj_ctrl, const ModelAdjoint<T>& adj_model,
+                                     const T* adj_qvel_next, T* adj_qpos, T* adj_qvel, T* adj_ctrl,
+                                     const ModelAdjoint<T>& adj_model,
                                      const ContactModelAdjoint<T>& adj_contact,
                                      T* adj_qfrc = nullptr, LcpSolution<T> known = {},
                                      const T* qfrc_applied = nullptr) {
@@ -895,8 +896,8 @@ PHX_HD unsigned adj_step_constrained(const ModelView<T>& m, const T* qpos, const
 
 // The scratch of a step's adjoint: the step's (StepScratch), then the adjoint workspace, the
 // adjoint of the actuators' inputs and, with constraint rows, its constraint part.
-template <class T>
-struct AdjointScratch : StepScratch<T> {
+template <class T, class Layout = Contiguous>
+struct AdjointScratch : StepScratch<T, Layout> {
   AdjWorkspace<T> a;
   T* adj_input = nullptr;  // (nu) with activation state
   AdjConstraintWorkspace<T> s{};
@@ -904,9 +905,9 @@ struct AdjointScratch : StepScratch<T> {
   XpbdRecord<T> xpbd_record{};
 
   template <class M>
-  PHX_HD static AdjointScratch carve(const M& m, Arena<T>& arena) {
+  PHX_HD static AdjointScratch carve(const M& m, Arena<T, Layout>& arena) {
     AdjointScratch x;
-    static_cast<StepScratch<T>&>(x) = StepScratch<T>::carve(m, arena);
+    static_cast<StepScratch<T, Layout>&>(x) = StepScratch<T, Layout>::carve(m, arena);
     x.a = AdjWorkspace<T>::carve(m, arena);
     x.adj_input = arena.take_fixed(m.na > 0 ? m.nu : 0);
     if (m.nefcmax > 0) x.s = AdjConstraintWorkspace<T>::carve(m, arena);
@@ -925,12 +926,13 @@ struct AdjointScratch : StepScratch<T> {
 // the warm start the step inherited (unused without constraint rows). With activation state,
 // act (na) holds the step's activations before it, ga_next the adjoint of those after it and ga
 // receives theirs (all may be null when m.na = 0). Returns the replayed step's status.
-template <class T>
+template <class T, class Layout>
 PHX_HD PHX_DEVICE_NOINLINE unsigned adj_step_env(
-    const ModelView<T>& m, const T* q, const T* v, const T* act, const T* u, AdjointScratch<T>& x,
-    ContactView<T>& cv, const T* gq_next, const T* gv_next, const T* ga_next, T* gq, T* gv, T* ga,
-    T* gc, const ModelAdjoint<T>& am, const ContactModelAdjoint<T>& ac, T* gf = nullptr,
-    LcpSolution<T> known = {}, const T* qfrc_applied = nullptr) {
+    const ModelView<T>& m, const T* q, const T* v, const T* act, const T* u,
+    AdjointScratch<T, Layout>& x, ContactView<T>& cv, const T* gq_next, const T* gv_next,
+    const T* ga_next, T* gq, T* gv, T* ga, T* gc, const ModelAdjoint<T>& am,
+    const ContactModelAdjoint<T>& ac, T* gf = nullptr, LcpSolution<T> known = {},
+    const T* qfrc_applied = nullptr) {
   const T* input = u;
   T* g_input = gc;
   if (m.na > 0) {

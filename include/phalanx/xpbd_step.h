@@ -1681,8 +1681,8 @@ struct XpbdRecord {
   Quat<T>* before;    // (nbody) the orientations at qpos (-) h qvel (the load's start poses)
 
   // sized for m's substeps and iterations (xpbd_substeps, xpbd_iterations)
-  template <class M>
-  PHX_HD static XpbdRecord carve(const M& m, Arena<T>& arena) {
+  template <class M, class Layout>
+  PHX_HD static XpbdRecord carve(const M& m, Arena<T, Layout>& arena) {
     using xpbd_impl::take_objects;
     const long nb = m.nbody, k = m.xpbd_substeps, n = m.xpbd_iterations;
     XpbdRecord r;
@@ -1841,8 +1841,8 @@ struct XpbdAdjArrays {
   T* normal;                   // 3 nconmax
   T* dist;                     // nconmax
 
-  template <class M>
-  PHX_HD static XpbdAdjArrays carve(const M& m, Arena<T>& arena) {
+  template <class M, class Layout>
+  PHX_HD static XpbdAdjArrays carve(const M& m, Arena<T, Layout>& arena) {
     using xpbd_impl::take_objects;
     const long nb = m.nbody;
     XpbdAdjArrays r;

@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cmath>
 #include <random>
 #include <stdexcept>
 #include <string>
@@ -323,6 +324,27 @@ TEST(ModelFields, InterleavedRowsFillTheirTile) {
   EXPECT_EQ(ionce, long(itile.size()));
 }
 
+// The scratch of size n of three environments in lanes 0, 1 and 31 of one tile of Interleaved
+// rows: their rows in the shared tiles, the rest in blocks of their own
+struct TileLanes {
+  static constexpr int W = Interleaved::kStride;
+  static constexpr int lane[3] = {0, 1, W - 1};
+  std::vector<double> tile;
+  std::vector<int> itile;
+  std::vector<std::vector<double>> reals;
+  std::vector<std::vector<int>> ints;
+
+  explicit TileLanes(const ScratchSize& n)
+      : tile(W * n.rows),
+        itile(W * n.irows),
+        reals(3, std::vector<double>(n.reals - n.rows)),
+        ints(3, std::vector<int>(n.ints - n.irows)) {}
+  Scratch<double, Interleaved> scratch(int k) {
+    return {reals[k].data(), ints[k].data(), nullptr, tile.data() + lane[k],
+            itile.data() + lane[k]};
+  }
+};
+
 // Steps over Interleaved scratch give the bits of steps over Contiguous scratch: the humanoid
 // falling onto the floor (contacts, joint limits, the LCP) in three lanes of one tile, so that
 // every stage that builds or reads the rows J and Y indexes them through their Strided pointers.
@@ -330,13 +352,8 @@ TEST(ModelFields, InterleavedRowsStepAsContiguousOnes) {
   const Model model = humanoid();
   test::HostModel<double> hm(model);
   const ModelView<double>& v = hm.view;
-  constexpr int W = Interleaved::kStride;
-  const int lanes[3] = {0, 1, W - 1};
-  const ScratchSize n = scratch_size(v);
-  std::vector<double> tile(W * n.rows);
-  std::vector<int> itile(W * n.irows);
-  std::vector<std::vector<double>> reals(3, std::vector<double>(n.reals - n.rows));
-  std::vector<std::vector<int>> ints(3, std::vector<int>(n.ints - n.irows));
+  TileLanes tiles(scratch_size(v));
+  const auto& lanes = TileLanes::lane;
   test::Carved<StepScratch<double>, double> plain(v);
   std::vector<test::Carved<ContactView<double>, double>> cv_plain, cv_tiled;
   std::vector<std::vector<double>> q(6, model.qpos0), qv(6, std::vector<double>(v.nv));
@@ -353,9 +370,7 @@ TEST(ModelFields, InterleavedRowsStepAsContiguousOnes) {
   for (int t = 0; t < 150; ++t) {
     for (double& c : ctrl) c = u(rng);
     for (int k = 0; k < 3; ++k) {
-      Scratch<double, Interleaved> s{reals[k].data(), ints[k].data(), nullptr,
-                                     tile.data() + lanes[k], itile.data() + lanes[k]};
-      StepScratch<double, Interleaved> x = step_scratch(v, s);
+      StepScratch<double, Interleaved> x = step_scratch(v, tiles.scratch(k));
       ContactView<double> a = cv_plain[k].w, b = cv_tiled[k].w;
       double* act = nullptr;  // the humanoid has no activation state
       const unsigned bits_plain =
@@ -369,6 +384,84 @@ TEST(ModelFields, InterleavedRowsStepAsContiguousOnes) {
     }
   }
   EXPECT_GE(most, 12);  // the fall reached the floor: contacts' rows in the LCP
+}
+
+// The vector-Jacobian product of a step over a scratch whose constraint rows are interleaved
+// (the CUDA backend's layout for StepAdjointKernel) gives the same bits as over one contiguous
+// block: lanes 0, 1 and 31 of a tile, from states of the humanoid's fall with contacts, with
+// the contact parameters' adjoints.
+TEST(ModelFields, InterleavedRowsReverseAsContiguousOnes) {
+  const Model model = humanoid();
+  test::HostModel<double> hm(model);
+  const ModelView<double>& v = hm.view;
+  const ScratchSize n = adjoint_scratch_size(v);
+  ASSERT_GT(n.rows, 0);
+  ASSERT_GT(n.irows, 0);
+  TileLanes tiles(n);
+  const auto& lanes = TileLanes::lane;
+  test::Carved<StepScratch<double>, double> fwd(v);
+  test::Carved<AdjointScratch<double>, double> plain(v);
+  std::mt19937 rng(5);
+  std::uniform_real_distribution<double> u(-1, 1);
+  std::vector<double> ctrl(v.nu), gq_next(v.nq), gv_next(v.nv);
+  double* none = nullptr;  // the humanoid has no activation state
+  int checked = 0;
+  for (int k = 0; k < 3; ++k) {
+    test::Carved<ContactView<double>, double> cv(v);
+    std::vector<double> q(model.qpos0), qv(v.nv);
+    for (double& x : qv) x = u(rng);
+    for (int t = 0; t < 120; ++t) {
+      for (double& c : ctrl) c = u(rng);
+      if (t % 10 == 9) {
+        for (double& x : gq_next) x = u(rng);
+        for (double& x : gv_next) x = u(rng);
+        // gradients of the step from (q, qv), warm-started from cv, over each layout
+        struct Grads {
+          std::vector<double> q, v, c, friction, restitution, size;
+        } g[2];
+        for (int layout = 0; layout < 2; ++layout) {
+          Grads& gi = g[layout];
+          gi = {std::vector<double>(v.nq),    std::vector<double>(v.nv),
+                std::vector<double>(v.nu),    std::vector<double>(3 * v.ngeom),
+                std::vector<double>(v.ngeom), std::vector<double>(3 * v.ngeom)};
+          ContactModelAdjoint<double> ac;
+          ac.geom_friction = gi.friction.data();
+          ac.geom_restitution = gi.restitution.data();
+          ac.geom_size = gi.size.data();
+          test::Carved<ContactView<double>, double> warm = cv;
+          Arena<double> copy(warm.reals.data(), warm.ints.data());
+          warm.w = ContactView<double>::carve(v, copy);
+          unsigned bits;
+          if (layout == 0) {
+            bits = adj_step_env(v, q.data(), qv.data(), none, ctrl.data(), plain.w, warm.w,
+                                gq_next.data(), gv_next.data(), none, gi.q.data(), gi.v.data(),
+                                none, gi.c.data(), ModelAdjoint<double>{}, ac);
+          } else {
+            Arena<double, Interleaved> arena(tiles.scratch(k));
+            auto x = AdjointScratch<double, Interleaved>::carve(v, arena);
+            bits = adj_step_env(v, q.data(), qv.data(), none, ctrl.data(), x, warm.w,
+                                gq_next.data(), gv_next.data(), none, gi.q.data(), gi.v.data(),
+                                none, gi.c.data(), ModelAdjoint<double>{}, ac);
+          }
+          ASSERT_EQ(bits & kStatusStopMask, 0u) << "step " << t;
+        }
+        EXPECT_EQ(g[0].q, g[1].q) << "lane " << lanes[k] << " step " << t;
+        EXPECT_EQ(g[0].v, g[1].v) << "lane " << lanes[k] << " step " << t;
+        EXPECT_EQ(g[0].c, g[1].c) << "lane " << lanes[k] << " step " << t;
+        EXPECT_EQ(g[0].friction, g[1].friction) << "lane " << lanes[k] << " step " << t;
+        EXPECT_EQ(g[0].restitution, g[1].restitution) << "lane " << lanes[k] << " step " << t;
+        EXPECT_EQ(g[0].size, g[1].size) << "lane " << lanes[k] << " step " << t;
+        // the contacts' parameters received gradients through the rows
+        double sum = 0;
+        for (const auto* a : {&g[0].friction, &g[0].restitution, &g[0].size})
+          for (double x : *a) sum += std::abs(x);
+        checked += sum > 0;
+      }
+      const unsigned bits = step_env(v, q.data(), qv.data(), none, ctrl.data(), fwd.w, cv.w);
+      ASSERT_EQ(bits & kStatusStopMask, 0u);
+    }
+  }
+  EXPECT_GE(checked, 12);  // of the 36 states, those whose step had rows in the LCP
 }
 
 // A tape's step slot has room for the contacts and rows it was sized for: a step within it is

@@ -132,6 +132,20 @@ def test_step_vjp_and_jacobians(model, rng, dtype):
                       bounce_correction=True), "step_jacobians")
 
 
+def test_step_vjp_across_warp_tiles(model, rng):
+    # the step's vjp lays out the rows of the step it replays interleaved, as the forward
+    # kernels do: 37 environments fill one tile of 32 and part of a second
+    qpos, qvel, ctrl = start(model, rng, nenv=37, dtype=np.float32)
+    qpos[:, 2] = rng.uniform(1.2, 1.3, len(qpos))  # feet on or near the floor
+    adj = (rng.standard_normal(qpos.shape).astype(np.float32),
+           rng.standard_normal(qvel.shape).astype(np.float32))
+    counts = np.zeros((len(qpos), 1, phalanx.NUM_COUNTS), np.int32)
+    phalanx.rollout(model, qpos, qvel, ctrl[:, None], counts=counts)
+    rows = counts[:, 0, phalanx.COUNT_ROWS]
+    assert rows[:32].max() > 0 and rows[32:].max() > 0  # steps with rows in both tiles
+    assert_same(*both(phalanx.step_vjp, model, qpos, qvel, ctrl, *adj), "step_vjp")
+
+
 def cost(model):
     return costs.Quadratic(model, qpos_target=model.qpos0, qpos_weight=1.0, qvel_weight=0.01,
                            ctrl_weight=0.01)

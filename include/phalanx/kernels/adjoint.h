@@ -15,7 +15,9 @@ PHX_HD ScratchSize adjoint_scratch_size(const ModelView<T>& m) {
 // vector-Jacobian product of one step: (adj_qpos_next, adj_qvel_next, adj_act_next) at (qpos,
 // qvel, act, ctrl) -> adjoints of the inputs and, per environment, of the model parameters (null
 // skips one).
-// The step is replayed from the warm start in con (a cold start when it holds no rows).
+// The step is replayed from the warm start in con (a cold start when it holds no rows), its
+// constraint workspace's strided arrays laid out by the scratch's Layout, as the forward
+// kernels lay theirs out.
 template <class T>
 struct StepAdjointKernel {
   using Scalar = T;
@@ -44,10 +46,11 @@ struct StepAdjointKernel {
   const T* adj_act_next = nullptr;  // (nenv x na)
   T* adj_act = nullptr;             // (nenv x na)
 
-  PHX_HD void operator()(int e, Scratch<T> scratch) const {
+  template <class Layout>
+  PHX_HD void operator()(int e, Scratch<T, Layout> scratch) const {
     const ModelView<T> m = env_view(model, e);
-    Arena<T> arena(scratch);
-    AdjointScratch<T> x = AdjointScratch<T>::carve(m, arena);
+    Arena<T, Layout> arena(scratch);
+    AdjointScratch<T, Layout> x = AdjointScratch<T, Layout>::carve(m, arena);
     T* gq = adj_qpos + long(e) * m.nq;
     T* gv = adj_qvel + long(e) * m.nv;
     T* gc = adj_ctrl + long(e) * m.nu;
