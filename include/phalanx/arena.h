@@ -191,6 +191,33 @@ constexpr ScratchSize split_rows(ScratchSize s) {
   return s;
 }
 
+// the Layout of the arrays a pointer P reaches: Interleaved for a Strided pointer of its stride
+template <class P>
+struct LayoutOf {
+  using type = Contiguous;
+};
+template <class K>
+struct LayoutOf<Strided<K, Interleaved::kStride>> {
+  using type = Interleaved;
+};
+
+// An Arena over a block of a workspace's rows, r reals and i integers (of its take_rows, laid
+// out alike), for storage that is itself taken by take_rows: a solver's scratch within the
+// rows. Under Contiguous every take reads the block; under Interleaved only take_rows may.
+template <class T, class RP, class IP>
+PHX_HD Arena<T, typename LayoutOf<RP>::type> rows_arena(RP r, IP i) {
+  using Layout = typename LayoutOf<RP>::type;
+  static_assert(std::is_same_v<Layout, typename LayoutOf<IP>::type>, "one layout for both");
+  if constexpr (std::is_same_v<Layout, Contiguous>) {
+    return Arena<T>(r, i);
+  } else {
+    Arena<T, Layout> a;
+    a.rows = r.p;
+    a.irows = i.p;
+    return a;
+  }
+}
+
 // the storage W::carve(m, arena, args...) takes, reals in units of T
 template <class W, class T, class M, class... Args>
 PHX_HD ScratchSize carved_size(const M& m, Args... args) {

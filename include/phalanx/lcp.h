@@ -421,9 +421,8 @@ enum DantzigState : int { kRowUnprocessed = 0, kRowClamped, kRowAtLo, kRowAtHi }
 
 // How row d enters a pass: +1 or -1, the direction its impulse is driven in, or 0 when it is
 // already complementary at its current impulse and joins a set directly (written to state[d]).
-template <class T>
-PHX_HD PHX_INLINE T dantzig_entry(int d, const T* f, const T* v, const T* lo, const T* hi,
-                                  int* state) {
+template <class T, class V, class I>
+PHX_HD PHX_INLINE T dantzig_entry(int d, const T* f, V v, V lo, V hi, I state) {
   if (v[d] > T(0)) {
     if (!(f[d] <= lo[d])) return T(-1);
     state[d] = kRowAtLo;
@@ -439,9 +438,9 @@ PHX_HD PHX_INLINE T dantzig_entry(int d, const T* f, const T* v, const T* lo, co
 // The direction of driving row d by sigma: df_d = sigma, df_C = -A_CC^-1 A_Cd sigma over the
 // clamped rows C (cidx; L holds A_CC's Cholesky factor), other rows 0; dv = A df. False when
 // A_CC is singular.
-template <class T, class Layout>
-PHX_HD PHX_INLINE bool dantzig_direction(const LcpProblem<T, Layout>& p, int d, T sigma,
-                                         const int* state, T* L, T* rhs, int* cidx, T* df, T* dv) {
+template <class T, class Layout, class V, class I>
+PHX_HD PHX_INLINE bool dantzig_direction(const LcpProblem<T, Layout>& p, int d, T sigma, I state,
+                                         V L, V rhs, I cidx, V df, V dv) {
   const int n = p.n;
   const auto A = p.A;
   int m = 0;
@@ -466,10 +465,9 @@ PHX_HD PHX_INLINE bool dantzig_direction(const LcpProblem<T, Layout>& p, int d, 
 // The largest step along (df, dv) before some row changes set: the blocking row (block, -1 when
 // nothing blocks: A_CC singular along the direction) and the set it moves to. Ties go to the
 // driven row d, then to the lowest index.
-template <class T, class Layout>
-PHX_HD PHX_INLINE T dantzig_step(const LcpProblem<T, Layout>& p, int d, T sigma, const T* f,
-                                 const T* v, const T* df, const T* dv, const T* lo, const T* hi,
-                                 const int* state, int& block, int& to) {
+template <class T, class Layout, class V, class I>
+PHX_HD PHX_INLINE T dantzig_step(const LcpProblem<T, Layout>& p, int d, T sigma, const T* f, V v,
+                                 V df, V dv, V lo, V hi, I state, int& block, int& to) {
   const int n = p.n;
   const T eps = T(lcp_eps(value(T(0))));
   T step = T(kLcpInf);
@@ -523,10 +521,11 @@ PHX_HD PHX_INLINE T dantzig_step(const LcpProblem<T, Layout>& p, int d, T sigma,
 // blocking row changing set on the way. With ode_bounds, a friction row's bounds are set from
 // its normal's impulse when the row is brought in (ODE's rule); otherwise lo, hi are used as
 // given. Needs A_CC positive definite along the way (a small diagonal regulariser on A assures
-// it); returns false on a singular pivot or when the pivot budget runs out.
-template <class T, class Layout>
-PHX_HD bool dantzig_pass(const LcpProblem<T, Layout>& p, T* f, T* lo, T* hi, bool ode_bounds, T* L,
-                         T* v, T* df, T* dv, T* rhs, int* state, int* cidx) {
+// it); returns false on a singular pivot or when the pivot budget runs out. Its arrays besides f
+// are pointers V to T and I to int of any kind (dantzig's storage).
+template <class T, class Layout, class V, class I>
+PHX_HD bool dantzig_pass(const LcpProblem<T, Layout>& p, T* f, V lo, V hi, bool ode_bounds, V L,
+                         V v, V df, V dv, V rhs, I state, I cidx) {
   const int n = p.n;
   int budget = 4 * n * n + 16;
   // start from f = 0 projected on the bounds; unprocessed rows keep their impulse
@@ -657,9 +656,10 @@ PHX_HD PHX_INLINE T lcp_side(int c) {
   return (c & kLcpClassMask) == kLcpBoundedHi ? T(1) : T(-1);
 }
 
-// clamping rows in index order: cidx[a] = row of the a-th, pos[i] = a or -1; returns their count
-template <class T, class Layout>
-PHX_HD int lcp_gather(const LcpProblem<T, Layout>& p, const int* cls, int* cidx, int* pos) {
+// clamping rows in index order: cidx[a] = row of the a-th, pos[i] = a or -1; returns their count.
+// Here and below, the arrays are pointers of any kind (C and I to int, R to T).
+template <class T, class Layout, class C, class I>
+PHX_HD int lcp_gather(const LcpProblem<T, Layout>& p, C cls, I cidx, I pos) {
   int m = 0;
   for (int i = 0; i < p.n; ++i) {
     pos[i] = -1;
@@ -672,9 +672,8 @@ PHX_HD int lcp_gather(const LcpProblem<T, Layout>& p, const int* cls, int* cidx,
 }
 
 // a B row whose normal clamps follows it through E: f_j = s_j mu_j f_n(j)
-template <class T, class Layout>
-PHX_HD PHX_INLINE int lcp_coupled_normal(const LcpProblem<T, Layout>& p, const int* cls,
-                                         const int* pos, int j) {
+template <class T, class Layout, class C, class I>
+PHX_HD PHX_INLINE int lcp_coupled_normal(const LcpProblem<T, Layout>& p, C cls, I pos, int j) {
   int k = lcp_findex(p, j);
   return (k >= 0 && lcp_is_bounded(cls[j]) && pos[k] >= 0) ? k : -1;
 }
@@ -686,9 +685,9 @@ PHX_HD PHX_INLINE int lcp_coupled_normal(const LcpProblem<T, Layout>& p, const i
 // where B rows whose normal clamps are coupled through E (one entry s_j mu_j per row, in the
 // column of its normal), and every other non-clamping row j holds the constant c_j: fixed[j]
 // for S rows, s_j mu_j fixed[n(j)] for B rows whose normal does not clamp.
-template <class T, class Layout>
-PHX_HD void lcp_set_system(const LcpProblem<T, Layout>& p, const int* cls, const T* fixed,
-                           const int* cidx, const int* pos, int m, T* K, T* r) {
+template <class T, class Layout, class C, class F, class I, class R>
+PHX_HD void lcp_set_system(const LcpProblem<T, Layout>& p, C cls, F fixed, I cidx, I pos, int m,
+                           R K, R r) {
   const int n = p.n;
   for (int a = 0; a < m; ++a) {
     int i = cidx[a];
@@ -732,35 +731,39 @@ struct LcpAdjointA {
 //   of K's null space (I - K^+ K = V V^T), matrix-vector products per use; built from the
 //   decomposition once (cod_pinv_transpose, m - rank reflections), worth it when many reverse
 //   passes share one solution (a one-step Jacobian's rows).
-template <class T>
+// Its arrays are laid out by Layout (Arena::take_rows), as is every storage of this header: a
+// solver's scratch in a workspace's rows is interleaved across environments where they are.
+template <class T, class Layout = Contiguous>
 struct LcpAdjointFactor {
+  using Reals = RowsPtr<Layout, T>;
+  using Ints = RowsPtr<Layout, int>;
   int m = 0;                 // clamping rows
   const int* cls = nullptr;  // the classification it was computed for (n)
-  int* cidx;                 // clamping row of each column of K (m of n)
-  int* pos;                  // column of row j in K, -1 off the clamping set (n)
-  T* z;                      // K^+T f_C (m)
+  Ints cidx;                 // clamping row of each column of K (m of n)
+  Ints pos;                  // column of row j in K, -1 off the clamping set (n)
+  Reals z;                   // K^+T f_C (m)
   int nnull = 0;             // m - rank: K's null space (0: K invertible, K^+ K = I)
   // factored form
-  T* K = nullptr;  // m x m
-  Cod<T> cod;      // of K
-  T* r;            // the system's right-hand side (m), written by the factorisation
+  Reals K = nullptr;   // m x m
+  Cod<T, Layout> cod;  // of K
+  Reals r;             // the system's right-hand side (m), written by the factorisation
   // explicit form (null in the factored one)
-  T* pinv_t = nullptr;  // K^+T (m x m)
-  T* null_basis;        // V (m x nnull), orthonormal columns: I - K^+ K = V V^T
+  Reals pinv_t = nullptr;  // K^+T (m x m)
+  Reals null_basis;        // V (m x nnull), orthonormal columns: I - K^+ K = V V^T
 };
 
 // The factored form over storage from arena (a counting Arena measures it), for up to n rows.
 // The solve on a classification (detail::lcp_set_solution) uses the same layout, so that the
 // factorisation a solver leaves in its scratch is this form's (lcp_adjoint_factor's known_rank).
-template <class T>
-PHX_HD LcpAdjointFactor<T> lcp_adjoint_factor_carve(int n, Arena<T>& arena) {
-  LcpAdjointFactor<T> F;
-  F.K = arena.template take<T>(long(n) * n);
+template <class T, class Layout>
+PHX_HD LcpAdjointFactor<T, Layout> lcp_adjoint_factor_carve(int n, Arena<T, Layout>& arena) {
+  LcpAdjointFactor<T, Layout> F;
+  F.K = arena.template take_rows<T>(long(n) * n);
   F.cod = cod_carve(n, arena);
-  F.z = arena.template take<T>(n);
-  F.r = arena.template take<T>(n);
-  F.cidx = arena.template take<int>(n);
-  F.pos = arena.template take<int>(n);
+  F.z = arena.template take_rows<T>(n);
+  F.r = arena.template take_rows<T>(n);
+  F.cidx = arena.template take_rows<int>(n);
+  F.pos = arena.template take_rows<int>(n);
   return F;
 }
 
@@ -772,11 +775,11 @@ namespace detail {
 // row marked S keeps its impulse in f), B rows at s mu f_n. The system, its decomposition and
 // the clamping set go to F's factored form (lcp_adjoint_factor_carve, for at least n rows), fnew
 // to F.z. Returns the decomposition's rank (0 without clamping rows).
-template <class T, class Layout>
-PHX_HD int lcp_set_solution(const LcpProblem<T, Layout>& p, const int* cls, const T* f, T rank_tol,
-                            LcpAdjointFactor<T>& F) {
+template <class T, class Layout, class C, class FL>
+PHX_HD int lcp_set_solution(const LcpProblem<T, Layout>& p, C cls, const T* f, T rank_tol,
+                            LcpAdjointFactor<T, FL>& F) {
   const int n = p.n;
-  T* fnew = F.z;
+  const auto fnew = F.z;
   int m = lcp_gather(p, cls, F.cidx, F.pos);
   // constants of the non-clamping rows
   for (int j = 0; j < n; ++j) {
@@ -807,14 +810,16 @@ PHX_HD int lcp_set_solution(const LcpProblem<T, Layout>& p, const int* cls, cons
 // Solve the LCP on a given classification (detail::lcp_set_solution) and accept the result when
 // feasible: when lcp_residual <= tol it overwrites f and true is returned, otherwise f is left as
 // it was. Used as the warm start: with the previous step's classification, an accepted solve
-// replaces the full solver (Nimble reports > 95% hits).
-template <class T, class Layout>
-PHX_HD bool lcp_solve_on_set(const LcpProblem<T, Layout>& p, const int* cls, T* f, T tol,
-                             T rank_tol, T* scratch, int* iscratch) {
-  Arena<T> arena(scratch, iscratch);
-  LcpAdjointFactor<T> F = lcp_adjoint_factor_carve(p.n, arena);
+// replaces the full solver (Nimble reports > 95% hits). The storage is the caller's (scratch
+// reals and iscratch integers within lcp_storage(p.n), as for every function here): plain
+// pointers, or Strided ones into a workspace's interleaved rows (rows_arena).
+template <class T, class Layout, class C, class RP, class IP>
+PHX_HD bool lcp_solve_on_set(const LcpProblem<T, Layout>& p, C cls, T* f, T tol, T rank_tol,
+                             RP scratch, IP iscratch) {
+  auto arena = rows_arena<T>(scratch, iscratch);
+  auto F = lcp_adjoint_factor_carve(p.n, arena);
   detail::lcp_set_solution(p, cls, f, rank_tol, F);
-  const T* fnew = F.z;
+  const auto fnew = F.z;
   if (!(lcp_residual(p, fnew) <= tol)) return false;
   for (int j = 0; j < p.n; ++j) f[j] = fnew[j];
   return true;
@@ -831,14 +836,14 @@ PHX_HD bool lcp_solve_on_set(const LcpProblem<T, Layout>& p, const int* cls, T* 
 // lcp_solve_on_set. When the result is accepted and factored_rank is given, the scratch holds
 // the factorisation of cls's system (lcp_adjoint_factor's, which may reuse it) and
 // *factored_rank its rank (-1 when cls was repaired after the last factorisation).
-template <class T, class Layout>
+template <class T, class Layout, class RP, class IP>
 PHX_HD bool lcp_solve_on_set_repaired(const LcpProblem<T, Layout>& p, int* cls, T* f, T tol,
-                                      T rank_tol, T* scratch, int* iscratch,
+                                      T rank_tol, RP scratch, IP iscratch,
                                       int* factored_rank = nullptr) {
   const int n = p.n;
-  Arena<T> arena(scratch, iscratch);
-  LcpAdjointFactor<T> F = lcp_adjoint_factor_carve(n, arena);
-  const T* fnew = F.z;
+  auto arena = rows_arena<T>(scratch, iscratch);
+  auto F = lcp_adjoint_factor_carve(n, arena);
+  const auto fnew = F.z;
   int rank = -1;
   for (int step = 0; step <= n; ++step) {
     int r = detail::lcp_set_solution(p, cls, f, rank_tol, F);
@@ -878,28 +883,30 @@ namespace detail {
 // dantzig's storage for up to n rows: the pivoting arrays (dantzig_pass) share theirs with the
 // solve on a classification that follows each pass (lcp_solve_on_set); the bounds and the sets
 // live past both
-template <class T>
+template <class T, class Layout = Contiguous>
 struct DantzigStorage {
-  T *L, *v, *df, *dv, *rhs;  // pivoting: the clamped block's factor (n x n) and four vectors
-  int* cidx;                 // pivoting: the clamped rows
-  T *lo, *hi;                // the bounds of the pass (friction bounds frozen)
-  int *state, *cls;          // each row's pivoting set, and the classification read off them
+  using Reals = RowsPtr<Layout, T>;
+  using Ints = RowsPtr<Layout, int>;
+  Reals L, v, df, dv, rhs;  // pivoting: the clamped block's factor (n x n) and four vectors
+  Ints cidx;                // pivoting: the clamped rows
+  Reals lo, hi;             // the bounds of the pass (friction bounds frozen)
+  Ints state, cls;          // each row's pivoting set, and the classification read off them
 
-  PHX_HD static DantzigStorage carve(int n, Arena<T>& arena) {
+  PHX_HD static DantzigStorage carve(int n, Arena<T, Layout>& arena) {
     DantzigStorage d;
-    Arena<T> pivoting = arena;
-    d.L = pivoting.template take<T>(long(n) * n);
-    d.v = pivoting.template take<T>(n);
-    d.df = pivoting.template take<T>(n);
-    d.dv = pivoting.template take<T>(n);
-    d.rhs = pivoting.template take<T>(n);
-    d.cidx = pivoting.template take<int>(n);
+    Arena<T, Layout> pivoting = arena;
+    d.L = pivoting.template take_rows<T>(long(n) * n);
+    d.v = pivoting.template take_rows<T>(n);
+    d.df = pivoting.template take_rows<T>(n);
+    d.dv = pivoting.template take_rows<T>(n);
+    d.rhs = pivoting.template take_rows<T>(n);
+    d.cidx = pivoting.template take_rows<int>(n);
     lcp_adjoint_factor_carve(n, arena);
     arena.cover(pivoting);
-    d.lo = arena.template take<T>(n);
-    d.hi = arena.template take<T>(n);
-    d.state = arena.template take<int>(n);
-    d.cls = arena.template take<int>(n);
+    d.lo = arena.template take_rows<T>(n);
+    d.hi = arena.template take_rows<T>(n);
+    d.state = arena.template take_rows<int>(n);
+    d.cls = arena.template take_rows<int>(n);
     return d;
   }
 };
@@ -917,14 +924,15 @@ struct DantzigStorage {
 // whose friction bounds are already consistent with its normals (to tol / A_ii) is accepted as
 // it is. f is output only. Needs A_CC positive definite along the pivoting path (regularise A,
 // or use pgs + stabilize). Returns false when no pass succeeded within max_passes.
-template <class T, class Layout>
+template <class T, class Layout, class RP, class IP>
 PHX_HD bool dantzig(const LcpProblem<T, Layout>& p, T* f, T tol, T rank_tol, int max_passes,
-                    T* scratch, int* iscratch) {
+                    RP scratch, IP iscratch) {
   const int n = p.n;
-  Arena<T> arena(scratch, iscratch);
-  const auto d = detail::DantzigStorage<T>::carve(n, arena);
-  T *lo = d.lo, *hi = d.hi, *v = d.v;
-  int *state = d.state, *cls = d.cls;
+  auto arena = rows_arena<T>(scratch, iscratch);
+  using Storage = detail::DantzigStorage<T, typename LayoutOf<RP>::type>;
+  const Storage d = Storage::carve(n, arena);
+  const typename Storage::Reals lo = d.lo, hi = d.hi, v = d.v;
+  const typename Storage::Ints state = d.state, cls = d.cls;
   for (int i = 0; i < n; ++i) {
     lo[i] = detail::lcp_findex(p, i) >= 0 ? T(0) : p.lo[i];
     hi[i] = detail::lcp_findex(p, i) >= 0 ? T(0) : p.hi[i];
@@ -972,9 +980,9 @@ PHX_HD bool dantzig(const LcpProblem<T, Layout>& p, T* f, T tol, T rank_tol, int
 // bound's side and try once more. On success f holds the stabilised
 // solution and cls its classification, for adj_lcp; on failure f is unchanged and cls is the
 // plain classification of f (tied rows clamping). Returns whether f was replaced.
-template <class T, class Layout>
-PHX_HD bool stabilize(const LcpProblem<T, Layout>& p, T* f, int* cls, T tol, T rank_tol, T* scratch,
-                      int* iscratch, int* factored_rank = nullptr) {
+template <class T, class Layout, class RP, class IP>
+PHX_HD bool stabilize(const LcpProblem<T, Layout>& p, T* f, int* cls, T tol, T rank_tol, RP scratch,
+                      IP iscratch, int* factored_rank = nullptr) {
   int ntied = lcp_classify(p, f, tol, true, cls);
   if (lcp_solve_on_set_repaired(p, cls, f, tol, rank_tol, scratch, iscratch, factored_rank))
     return true;
@@ -990,14 +998,14 @@ PHX_HD bool stabilize(const LcpProblem<T, Layout>& p, T* f, int* cls, T tol, T r
 }
 
 // the explicit form for up to n rows over storage from arena (a counting Arena measures it)
-template <class T>
-PHX_HD LcpAdjointFactor<T> lcp_adjoint_explicit_carve(int n, Arena<T>& arena) {
-  LcpAdjointFactor<T> F;
-  F.pinv_t = arena.template take<T>(long(n) * n);
-  F.null_basis = arena.template take<T>(long(n) * n);
-  F.z = arena.template take<T>(n);
-  F.cidx = arena.template take<int>(n);
-  F.pos = arena.template take<int>(n);
+template <class T, class Layout>
+PHX_HD LcpAdjointFactor<T, Layout> lcp_adjoint_explicit_carve(int n, Arena<T, Layout>& arena) {
+  LcpAdjointFactor<T, Layout> F;
+  F.pinv_t = arena.template take_rows<T>(long(n) * n);
+  F.null_basis = arena.template take_rows<T>(long(n) * n);
+  F.z = arena.template take_rows<T>(n);
+  F.cidx = arena.template take_rows<int>(n);
+  F.pos = arena.template take_rows<int>(n);
   return F;
 }
 
@@ -1006,9 +1014,9 @@ PHX_HD LcpAdjointFactor<T> lcp_adjoint_explicit_carve(int n, Arena<T>& arena) {
 // known_rank >= 0 says that F's storage already holds the
 // factorisation of cls's system, of that rank (the solver's last, lcp_solve_on_set_repaired),
 // which is then kept.
-template <class T, class Layout>
+template <class T, class Layout, class FL>
 PHX_HD void lcp_adjoint_factor(const LcpProblem<T, Layout>& p, const T* f, const int* cls,
-                               T rank_tol, LcpAdjointFactor<T>& F, int known_rank = -1) {
+                               T rank_tol, LcpAdjointFactor<T, FL>& F, int known_rank = -1) {
   F.cls = cls;
   F.m = detail::lcp_gather(p, cls, F.cidx, F.pos);
   if (F.m == 0) return;
@@ -1027,15 +1035,15 @@ PHX_HD void lcp_adjoint_factor(const LcpProblem<T, Layout>& p, const T* f, const
 namespace detail {
 
 // lcp_adjoint_factor_explicit's storage: the factored form it converts, and a vector
-template <class T>
+template <class T, class Layout = Contiguous>
 struct ExplicitStorage {
-  LcpAdjointFactor<T> factored;
-  T* x;  // n
+  LcpAdjointFactor<T, Layout> factored;
+  RowsPtr<Layout, T> x;  // n
 
-  PHX_HD static ExplicitStorage carve(int n, Arena<T>& arena) {
+  PHX_HD static ExplicitStorage carve(int n, Arena<T, Layout>& arena) {
     ExplicitStorage e;
     e.factored = lcp_adjoint_factor_carve(n, arena);
-    e.x = arena.template take<T>(n);
+    e.x = arena.template take_rows<T>(n);
     return e;
   }
 };
@@ -1046,14 +1054,14 @@ struct ExplicitStorage {
 // least p.n rows), through the factored form over caller scratch (detail::ExplicitStorage, as
 // every function here within lcp_storage(p.n)); cls must outlive E. known_rank as in
 // lcp_adjoint_factor, for the factorisation in scratch.
-template <class T, class Layout>
+template <class T, class Layout, class EL, class RP, class IP>
 PHX_HD void lcp_adjoint_factor_explicit(const LcpProblem<T, Layout>& p, const T* f, const int* cls,
-                                        T rank_tol, LcpAdjointFactor<T>& E, T* scratch,
-                                        int* iscratch, int known_rank = -1) {
+                                        T rank_tol, LcpAdjointFactor<T, EL>& E, RP scratch,
+                                        IP iscratch, int known_rank = -1) {
   const int n = p.n;
-  Arena<T> arena(scratch, iscratch);
-  const auto w = detail::ExplicitStorage<T>::carve(n, arena);
-  LcpAdjointFactor<T> F = w.factored;
+  auto arena = rows_arena<T>(scratch, iscratch);
+  const auto w = detail::ExplicitStorage<T, typename LayoutOf<RP>::type>::carve(n, arena);
+  auto F = w.factored;
   lcp_adjoint_factor(p, f, cls, rank_tol, F, known_rank);
   const int m = F.m;
   E.cls = cls;
@@ -1069,16 +1077,17 @@ PHX_HD void lcp_adjoint_factor_explicit(const LcpProblem<T, Layout>& p, const T*
 }
 
 // adj_lcp's vectors for up to n rows
-template <class T>
+template <class T, class Layout = Contiguous>
 struct LcpAdjointScratch {
-  T *g, *y, *q, *t;  // n each
+  using Reals = RowsPtr<Layout, T>;
+  Reals g, y, q, t;  // n each
 
-  PHX_HD static LcpAdjointScratch carve(int n, Arena<T>& arena) {
+  PHX_HD static LcpAdjointScratch carve(int n, Arena<T, Layout>& arena) {
     LcpAdjointScratch s;
-    s.g = arena.template take<T>(n);
-    s.y = arena.template take<T>(n);
-    s.q = arena.template take<T>(n);
-    s.t = arena.template take<T>(n);
+    s.g = arena.template take_rows<T>(n);
+    s.y = arena.template take_rows<T>(n);
+    s.q = arena.template take_rows<T>(n);
+    s.t = arena.template take_rows<T>(n);
     return s;
   }
 };
@@ -1103,14 +1112,15 @@ struct LcpAdjointScratch {
 // Accumulates into adj_b (n) and adj_mu (n, nonzero on friction rows; may be null when p.mu is).
 // The problem and solution may be of another scalar S than the adjoints (a Lane of seeds reads
 // the forward problem in place).
-template <class T, class S, class Layout>
-PHX_HD void adj_lcp(const LcpProblem<S, Layout>& p, const S* f, const LcpAdjointFactor<T>& F,
+template <class T, class S, class Layout, class FL, class WL>
+PHX_HD void adj_lcp(const LcpProblem<S, Layout>& p, const S* f, const LcpAdjointFactor<T, FL>& F,
                     const T* adj_f, const LcpAdjointA<T>& adj_A, T* adj_b, T* adj_mu,
-                    const LcpAdjointScratch<T>& work) {
+                    const LcpAdjointScratch<T, WL>& work) {
   const int n = p.n, m = F.m;
-  const int *cls = F.cls, *cidx = F.cidx, *pos = F.pos;
-  const T* z = F.z;
-  T *g = work.g, *y = work.y, *q = work.q;
+  const int* cls = F.cls;
+  const auto cidx = F.cidx, pos = F.pos;
+  const auto z = F.z;
+  const auto g = work.g, y = work.y, q = work.q;
   for (int j = 0; j < n; ++j) adj_A.y[j] = adj_A.alpha[j] = adj_A.z[j] = adj_A.beta[j] = T(0);
 
   // B rows: f_j = s_j mu_j f_n(j), with f_n clamping (through E) or held
@@ -1131,7 +1141,7 @@ PHX_HD void adj_lcp(const LcpProblem<S, Layout>& p, const S* f, const LcpAdjoint
     // q = V (V^T g)
     const int k = F.nnull;
     if (k > 0) {
-      T* t = work.t;
+      const auto t = work.t;
       for (int j = 0; j < k; ++j) t[j] = T(0);
       for (int a = 0; a < m; ++a)
         for (int j = 0; j < k; ++j) t[j] += F.null_basis[a * k + j] * g[a];
@@ -1186,15 +1196,15 @@ PHX_HD void adj_lcp(const LcpProblem<S, Layout>& p, const S* f, const LcpAdjoint
 namespace detail {
 
 // the single-use adj_lcp's storage: the factored form and adj_lcp's vectors
-template <class T>
+template <class T, class Layout = Contiguous>
 struct AdjLcpStorage {
-  LcpAdjointFactor<T> factored;
-  LcpAdjointScratch<T> work;
+  LcpAdjointFactor<T, Layout> factored;
+  LcpAdjointScratch<T, Layout> work;
 
-  PHX_HD static AdjLcpStorage carve(int n, Arena<T>& arena) {
+  PHX_HD static AdjLcpStorage carve(int n, Arena<T, Layout>& arena) {
     AdjLcpStorage a;
     a.factored = lcp_adjoint_factor_carve(n, arena);
-    a.work = LcpAdjointScratch<T>::carve(n, arena);
+    a.work = LcpAdjointScratch<T, Layout>::carve(n, arena);
     return a;
   }
 };
@@ -1203,12 +1213,12 @@ struct AdjLcpStorage {
 
 // adj_lcp for a single use: factors cls into the caller's scratch first (within lcp_storage(n),
 // as every function of this header).
-template <class T, class Layout>
+template <class T, class Layout, class RP, class IP>
 PHX_HD void adj_lcp(const LcpProblem<T, Layout>& p, const T* f, const int* cls, const T* adj_f,
-                    const LcpAdjointA<T>& adj_A, T* adj_b, T* adj_mu, T rank_tol, T* scratch,
-                    int* iscratch) {
-  Arena<T> arena(scratch, iscratch);
-  auto s = detail::AdjLcpStorage<T>::carve(p.n, arena);
+                    const LcpAdjointA<T>& adj_A, T* adj_b, T* adj_mu, T rank_tol, RP scratch,
+                    IP iscratch) {
+  auto arena = rows_arena<T>(scratch, iscratch);
+  auto s = detail::AdjLcpStorage<T, typename LayoutOf<RP>::type>::carve(p.n, arena);
   lcp_adjoint_factor(p, f, cls, rank_tol, s.factored);
   adj_lcp(p, f, s.factored, adj_f, adj_A, adj_b, adj_mu, s.work);
 }

@@ -977,6 +977,153 @@ TEST(Lcp, ComplementarityAwareClassificationFreesRestingContact) {
   EXPECT_EQ(cq_loss, cq);
 }
 
+// Nothing outside lane `lane` of tiles of Interleaved rows (reals NaN, integers -7 until
+// written) was written.
+void expect_lane_only(const std::vector<double>& reals, const std::vector<int>& ints, int lane) {
+  constexpr int W = Interleaved::kStride;
+  for (long i = 0; i < long(reals.size()); ++i) {
+    if (i % W == lane) continue;
+    ASSERT_TRUE(std::isnan(reals[i])) << i;
+  }
+  for (long i = 0; i < long(ints.size()); ++i) {
+    if (i % W == lane) continue;
+    ASSERT_EQ(ints[i], -7) << i;
+  }
+}
+
+// A decomposition whose arrays are interleaved (lane 5 of a tile of Interleaved rows, as the
+// CUDA backend lays them out), solving vectors of that tile too, gives the bits of one over
+// contiguous arrays: factor, both solves, K^+T and the null-space basis, at full and lower rank.
+TEST(Dense, CodOverInterleavedRowsAsContiguous) {
+  std::mt19937 rng(29);
+  const int n = 7;
+  constexpr int W = Interleaved::kStride;
+  for (int r : {7, 5, 2}) {
+    std::vector<double> U(n * r), V(n * r), K(n * n, 0.0);
+    for (double& x : U) x = uniform(rng, -1, 1);
+    for (double& x : V) x = uniform(rng, -1, 1);
+    for (int i = 0; i < n; ++i)
+      for (int j = 0; j < n; ++j)
+        for (int k = 0; k < r; ++k) K[i * n + j] += U[i * r + k] * V[j * r + k];
+    Storage store;
+    Cod<double> plain = store.carve([&](Arena<double>& a) { return cod_carve(n, a); });
+    // the tiled decomposition, then K, a vector, K^+T and the null basis in the same tile
+    Arena<double> counting;
+    cod_carve(n, counting);
+    const ScratchSize size = counting.used();
+    const long nrows = size.rows + n * n + n + 2 * n * n + n;
+    std::vector<double> tile(W * nrows, std::nan(""));
+    std::vector<int> itile(W * size.irows, -7);
+    Arena<double, Interleaved> arena(
+        Scratch<double, Interleaved>{nullptr, nullptr, nullptr, tile.data() + 5, itile.data() + 5});
+    Cod<double, Interleaved> tiled = cod_carve(n, arena);
+    const auto Kt = arena.take_rows(n * n), x = arena.take_rows(n), P = arena.take_rows(n * n),
+               Vn = arena.take_rows(n * n), w = arena.take_rows(n);
+    for (int i = 0; i < n * n; ++i) Kt[i] = K[i];
+    EXPECT_EQ(cod_factor(plain, K.data(), 1e-10), r);
+    EXPECT_EQ(cod_factor(tiled, Kt, 1e-10), r);
+    std::vector<double> c(n), Pp(n * n), Vp(n * n), wp(n);
+    for (int transpose = 0; transpose < 2; ++transpose) {
+      for (int i = 0; i < n; ++i) x[i] = c[i] = uniform(rng, -1, 1);
+      if (transpose) {
+        cod_solve_transpose(plain, c.data());
+        cod_solve_transpose(tiled, x);
+      } else {
+        cod_solve(plain, c.data());
+        cod_solve(tiled, x);
+      }
+      for (int i = 0; i < n; ++i) EXPECT_EQ(x[i], c[i]) << "rank " << r;
+    }
+    cod_pinv_transpose(plain, Pp.data(), wp.data());
+    cod_pinv_transpose(tiled, P, w);
+    for (int i = 0; i < n * n; ++i) EXPECT_EQ(P[i], Pp[i]) << "rank " << r;
+    cod_null_basis(plain, Vp.data(), wp.data());
+    cod_null_basis(tiled, Vn, w);
+    for (int i = 0; i < n * (n - r); ++i) EXPECT_EQ(Vn[i], Vp[i]) << "rank " << r;
+    expect_lane_only(tile, itile, 5);
+  }
+}
+
+// lcp.h's storage as a lane of a tile of Interleaved rows (a workspace's rows on CUDA): reals
+// NaN and integers -7 until written, so that a read of an unwritten entry or a write outside
+// the lane shows
+struct LcpTile {
+  static constexpr int W = Interleaved::kStride;
+  std::vector<double> reals;
+  std::vector<int> ints;
+  int lane;
+  LcpTile(int n, int l)
+      : reals(W * lcp_storage(n).reals, std::nan("")), ints(W * lcp_storage(n).ints, -7), lane(l) {}
+  Strided<double, W> s() { return Strided<double, W>(reals.data() + lane); }
+  Strided<int, W> is() { return Strided<int, W>(ints.data() + lane); }
+  // nothing outside the lane was written
+  void expect_lane_only() const { phx::expect_lane_only(reals, ints, lane); }
+};
+
+// The solvers and the adjoint over storage interleaved as the CUDA backend lays out a
+// workspace's rows give the bits they give over contiguous storage: Dantzig pivoting, the
+// stabilisation of PGS's answer (the repair of degenerate sets and the factorisation's rank
+// it leaves), the explicit form of its classification from that factorisation, and the
+// single-use adjoint; on random friction problems (sticking and sliding) and a box on four
+// contacts (a rank-deficient clamping set), in the first, a middle and the last lane.
+TEST(Lcp, SolversOverInterleavedRowsAsContiguous) {
+  std::mt19937 rng(31);
+  std::vector<Problem<>> problems;
+  for (int t = 0; t < 4; ++t) problems.push_back(random_contacts(rng, 3, 10, t % 2 ? 2.0 : 0.3));
+  problems.push_back(box_on_four_contacts(0.2, 0.0, 0.5, 0.0));
+  int deficient = 0;
+  for (const Problem<>& p : problems) {
+    const LcpProblem<double> v = p.view();
+    const int n = p.n;
+    for (int lane : {0, 13, 31}) {
+      Work<double> w(n);
+      LcpTile tile(n, lane);
+      std::vector<double> f(n, 0.0), g(n, 0.0);
+      EXPECT_EQ(dantzig(v, f.data(), 1e-9, 1e-10, 8, w.s.data(), w.is.data()),
+                dantzig(v, g.data(), 1e-9, 1e-10, 8, tile.s(), tile.is()));
+      EXPECT_EQ(f, g);
+      // 30 sweeps leave sets to repair; the stabilised answer and its factorisation's rank
+      pgs(v, f.data(), 30, 1.0, p.pgs_scratch());
+      g = f;
+      std::vector<int> cf(n, 0), cg(n, 0);
+      int rank_f = -2, rank_g = -2;
+      const bool ok =
+          stabilize(v, f.data(), cf.data(), 1e-9, 1e-10, w.s.data(), w.is.data(), &rank_f);
+      EXPECT_EQ(ok, stabilize(v, g.data(), cg.data(), 1e-9, 1e-10, tile.s(), tile.is(), &rank_g));
+      EXPECT_EQ(f, g);
+      EXPECT_EQ(cf, cg);
+      EXPECT_EQ(rank_f, rank_g);
+      if (!ok) continue;
+      // the explicit form, from the factorisation each storage holds
+      Storage store_f, store_g;
+      auto carve = [&](Arena<double>& a) { return lcp_adjoint_explicit_carve(n, a); };
+      LcpAdjointFactor<double> Ef = store_f.carve(carve), Eg = store_g.carve(carve);
+      lcp_adjoint_factor_explicit(v, f.data(), cf.data(), 1e-10, Ef, w.s.data(), w.is.data(),
+                                  rank_f);
+      lcp_adjoint_factor_explicit(v, g.data(), cg.data(), 1e-10, Eg, tile.s(), tile.is(), rank_g);
+      EXPECT_EQ(store_f.reals, store_g.reals);
+      EXPECT_EQ(store_f.ints, store_g.ints);
+      deficient += Ef.nnull > 0;
+      // the single-use adjoint
+      std::vector<double> adj_f(n), af(6 * n, 0.0), ag(6 * n, 0.0);
+      for (double& x : adj_f) x = uniform(rng, -1, 1);
+      for (std::vector<double>* a : {&af, &ag}) {
+        double* x = a->data();
+        LcpAdjointA<double> aA{x, x + n, x + 2 * n, x + 3 * n};
+        if (a == &af)
+          adj_lcp(v, f.data(), cf.data(), adj_f.data(), aA, x + 4 * n, x + 5 * n, 1e-10, w.s.data(),
+                  w.is.data());
+        else
+          adj_lcp(v, g.data(), cg.data(), adj_f.data(), aA, x + 4 * n, x + 5 * n, 1e-10, tile.s(),
+                  tile.is());
+      }
+      EXPECT_EQ(af, ag);
+      tile.expect_lane_only();
+    }
+  }
+  EXPECT_GT(deficient, 0);  // the box's four contacts
+}
+
 TEST(Dense, CodGivesMinimumNormLeastSquares) {
   // K = U V^T (n x n, rank r, not symmetric): x = K^+ c satisfies the normal equations
   // K^T (K x - c) = 0 and lies in the row space span(V), which together define the minimum-norm

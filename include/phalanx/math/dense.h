@@ -152,9 +152,11 @@ PHX_HD PHX_INLINE int block_start(const int* start, int i) { return start ? star
 // In-place Cholesky factorisation A = L L^T of a symmetric positive definite n x n matrix;
 // L overwrites the strictly lower triangle and the diagonal holds 1 / L_jj, so that the solves
 // multiply instead of divide (the upper triangle is left untouched, and so are the zero entries
-// between blocks). Returns false when a pivot is not positive.
-template <class T>
-PHX_HD bool cholesky(T* A, int n, const int* start = nullptr) {
+// between blocks). Returns false when a pivot is not positive. A is a pointer to T or a Strided
+// one, as are the factor and the right-hand sides of the solves below.
+template <class P>
+PHX_HD bool cholesky(P A, int n, const int* start = nullptr) {
+  using T = std::remove_cvref_t<decltype(A[0])>;
   for (int j = 0; j < n; ++j) {
     const int s = block_start(start, j);
     T d = A[j * n + j] - dot_n(A + j * n + s, A + j * n + s, j - s);
@@ -169,11 +171,11 @@ PHX_HD bool cholesky(T* A, int n, const int* start = nullptr) {
 
 // Solve L y = b in place (forward substitution) with the factor from cholesky(). The solves
 // take the factor in its own scalar S (a Lane b reads it in place).
-template <class S, class T>
-PHX_HD void cholesky_solve_lower(const S* L, int n, T* b, const int* start = nullptr) {
+template <class LP, class BP>
+PHX_HD void cholesky_solve_lower(LP L, int n, BP b, const int* start = nullptr) {
   for (int i = 0; i < n; ++i) {
     const int s = block_start(start, i);
-    const S* row = L + i * n;
+    const LP row = L + i * n;
     b[i] = (b[i] - dot_n(row + s, b + s, i - s)) * row[i];
   }
 }
@@ -232,13 +234,14 @@ PHX_HD void cholesky_solve_lower_rows(const T* L, int n, P B, int nrow, const in
 
 // Solve L^T x = y in place (back substitution) with the factor from cholesky(): by columns of
 // L^T, which are rows of L, so that the inner loop runs along memory.
-template <class S, class T>
-PHX_HD void cholesky_solve_upper(const S* L, int n, T* b, const int* start = nullptr) {
+template <class LP, class BP>
+PHX_HD void cholesky_solve_upper(LP L, int n, BP b, const int* start = nullptr) {
+  using T = std::remove_cvref_t<decltype(b[0])>;
   for (int i = n - 1; i >= 0; --i) {
-    const S* PHX_RESTRICT row = L + i * n;
+    const typename Restricted<LP>::type row = L + i * n;
     const T x = b[i] * row[i];
     b[i] = x;
-    T* PHX_RESTRICT out = b;
+    const typename Restricted<BP>::type out = b;
     for (int k = block_start(start, i); k < i; ++k) out[k] -= row[k] * x;
   }
 }
@@ -261,8 +264,8 @@ PHX_HD void cholesky_solve_upper_group(const S* L, int n, T* const* b, const int
 }
 
 // Solve L L^T x = b in place (x overwrites b) with the factor from cholesky().
-template <class S, class T>
-PHX_HD void cholesky_solve(const S* L, int n, T* b, const int* start = nullptr) {
+template <class LP, class BP>
+PHX_HD void cholesky_solve(LP L, int n, BP b, const int* start = nullptr) {
   cholesky_solve_lower(L, n, b, start);
   cholesky_solve_upper(L, n, b, start);
 }
@@ -284,9 +287,10 @@ PHX_HD void adj_cholesky_solve(const T* L, int n, const T* x, const T* adj_x, T*
 
 // Householder reflector H = I - tau v v^T with v[0] = 1 that maps x (len entries, stride apart)
 // to beta e_0 (LAPACK's dlarfg): beta overwrites x[0], v[1..] overwrite x[1..]. Returns tau,
-// zero when x[1..] is already zero (H = I).
-template <class T>
-PHX_HD T householder(T* x, int len, int stride) {
+// zero when x[1..] is already zero (H = I). x is a pointer to T or a Strided one, as are the
+// arrays of the routines below.
+template <class T, class P>
+PHX_HD T householder(P x, int len, int stride) {
   T xnorm2(0);
   for (int i = 1; i < len; ++i) xnorm2 += x[i * stride] * x[i * stride];
   if (!(xnorm2 > T(0))) return T(0);
@@ -301,8 +305,8 @@ PHX_HD T householder(T* x, int len, int stride) {
 
 // y <- H y for the reflector (v, tau) of householder(): v[0] = 1 is implied, v[1..] are read
 // from v (stride vstride), y has len entries stride ystride.
-template <class T>
-PHX_HD void apply_householder(const T* v, int vstride, T tau, T* y, int len, int ystride) {
+template <class T, class V, class Y>
+PHX_HD void apply_householder(V v, int vstride, T tau, Y y, int len, int ystride) {
   T w = y[0];
   for (int i = 1; i < len; ++i) w += v[i * vstride] * y[i * ystride];
   w *= tau;
@@ -312,22 +316,23 @@ PHX_HD void apply_householder(const T* v, int vstride, T tau, T* y, int len, int
 
 // X <- H X for the reflector (v, tau) of householder() on the len rows of X (row-major, ncols
 // columns): every column at once, along the rows; w is ncols scalars of scratch
-template <class T>
-PHX_HD void apply_householder_rows(const T* v, int vstride, T tau, T* PHX_RESTRICT X, int len,
-                                   int ncols, T* PHX_RESTRICT w) {
-  for (int c = 0; c < ncols; ++c) w[c] = X[c];
+template <class T, class V, class X, class W>
+PHX_HD void apply_householder_rows(V v, int vstride, T tau, X x, int len, int ncols, W w_) {
+  const typename Restricted<X>::type rows = x;
+  const typename Restricted<W>::type w = w_;
+  for (int c = 0; c < ncols; ++c) w[c] = rows[c];
   for (int i = 1; i < len; ++i) {
     const T vi = v[i * vstride];
-    const T* PHX_RESTRICT row = X + i * ncols;
+    const typename Restricted<X>::type row = rows + i * ncols;
     for (int c = 0; c < ncols; ++c) w[c] += vi * row[c];
   }
   for (int c = 0; c < ncols; ++c) {
     w[c] *= tau;
-    X[c] -= w[c];
+    rows[c] -= w[c];
   }
   for (int i = 1; i < len; ++i) {
     const T vi = v[i * vstride];
-    T* PHX_RESTRICT row = X + i * ncols;
+    const typename Restricted<X>::type row = rows + i * ncols;
     for (int c = 0; c < ncols; ++c) row[c] -= vi * w[c];
   }
 }
@@ -340,38 +345,41 @@ PHX_HD void apply_householder_rows(const T* v, int vstride, T tau, T* PHX_RESTRI
 //                          rank_tol times |R_00|); R1 is r x n
 //   R1^T = W [U; 0]        Householder QR of R1^T (n x r), U r x r upper triangular
 // so K = Q [U^T 0; 0 0] W^T P^T and K^+ = P W [U^-T 0; 0 0] Q^T.
-template <class T>
+// Its arrays are laid out by Layout (Arena::take_rows); the matrices and vectors the routines
+// take are pointers of any kind.
+template <class T, class Layout = Contiguous>
 struct Cod {
+  using Reals = RowsPtr<Layout, T>;
   int n = 0;     // matrix size
   int rank = 0;  // numerical rank r
-  T* qr;         // n x n: R1 on and above the diagonal (rows < r), Householder vectors of Q below
-  T* w;          // n x n, first r columns used: U on and above the diagonal, vectors of W below
-  T* tau_q;      // n: Householder coefficients of Q
-  T* tau_w;      // n: Householder coefficients of W
-  T* work;       // n: permutation buffer
-  int* perm;     // n: column k of K P is column perm[k] of K
+  Reals qr;      // n x n: R1 on and above the diagonal (rows < r), Householder vectors of Q below
+  Reals w;       // n x n, first r columns used: U on and above the diagonal, vectors of W below
+  Reals tau_q;   // n: Householder coefficients of Q
+  Reals tau_w;   // n: Householder coefficients of W
+  Reals work;    // n: permutation buffer
+  RowsPtr<Layout, int> perm;  // n: column k of K P is column perm[k] of K
 };
 
 // a Cod of size n over storage from arena (a counting Arena measures it)
-template <class T>
-PHX_HD Cod<T> cod_carve(int n, Arena<T>& arena) {
-  Cod<T> c;
+template <class T, class Layout>
+PHX_HD Cod<T, Layout> cod_carve(int n, Arena<T, Layout>& arena) {
+  Cod<T, Layout> c;
   c.n = n;
-  c.qr = arena.template take<T>(long(n) * n);
-  c.w = arena.template take<T>(long(n) * n);
-  c.tau_q = arena.template take<T>(n);
-  c.tau_w = arena.template take<T>(n);
-  c.work = arena.template take<T>(n);
-  c.perm = arena.template take<int>(n);
+  c.qr = arena.template take_rows<T>(long(n) * n);
+  c.w = arena.template take_rows<T>(long(n) * n);
+  c.tau_q = arena.template take_rows<T>(n);
+  c.tau_w = arena.template take_rows<T>(n);
+  c.work = arena.template take_rows<T>(n);
+  c.perm = arena.template take_rows<int>(n);
   return c;
 }
 
 // Factor K (n x n row-major, read only) into c; returns the numerical rank.
-template <class T>
-PHX_HD int cod_factor(Cod<T>& c, const T* K, T rank_tol) {
+template <class T, class Layout, class K>
+PHX_HD int cod_factor(Cod<T, Layout>& c, K k_in, T rank_tol) {
   const int n = c.n;
-  T* qr = c.qr;
-  for (int i = 0; i < n * n; ++i) qr[i] = K[i];
+  const typename Cod<T, Layout>::Reals qr = c.qr;
+  for (int i = 0; i < n * n; ++i) qr[i] = k_in[i];
   for (int j = 0; j < n; ++j) c.perm[j] = j;
   // pivoted qr: bring the largest remaining column forward, reflect it onto the diagonal
   c.rank = 0;
@@ -404,44 +412,46 @@ PHX_HD int cod_factor(Cod<T>& c, const T* K, T rank_tol) {
       c.perm[k] = c.perm[jmax];
       c.perm[jmax] = t;
     }
-    T* col = qr + k * n + k;
-    c.tau_q[k] = householder(col, n - k, n);
-    for (int j = k + 1; j < n; ++j) apply_householder(col, n, c.tau_q[k], col + (j - k), n - k, n);
+    const auto col = qr + k * n + k;
+    c.tau_q[k] = householder<T>(col, n - k, n);
+    for (int j = k + 1; j < n; ++j)
+      apply_householder(col, n, T(c.tau_q[k]), col + (j - k), n - k, n);
     c.rank = k + 1;
   }
   // qr of R1^T (n x r) into the first r columns of w
   const int r = c.rank;
   for (int i = 0; i < n; ++i)
-    for (int j = 0; j < r; ++j) c.w[i * n + j] = i >= j ? qr[j * n + i] : T(0);
+    for (int j = 0; j < r; ++j) c.w[i * n + j] = i >= j ? T(qr[j * n + i]) : T(0);
   for (int k = 0; k < r; ++k) {
-    T* col = c.w + k * n + k;
-    c.tau_w[k] = householder(col, n - k, n);
-    for (int j = k + 1; j < r; ++j) apply_householder(col, n, c.tau_w[k], col + (j - k), n - k, n);
+    const auto col = c.w + k * n + k;
+    c.tau_w[k] = householder<T>(col, n - k, n);
+    for (int j = k + 1; j < r; ++j)
+      apply_householder(col, n, T(c.tau_w[k]), col + (j - k), n - k, n);
   }
   return r;
 }
 
 // x <- P W x: from the coordinates of W's columns to K's columns
-template <class T>
-PHX_HD void cod_apply_pw(const Cod<T>& c, T* x) {
+template <class T, class Layout, class X>
+PHX_HD void cod_apply_pw(const Cod<T, Layout>& c, X x) {
   const int n = c.n;
   for (int k = c.rank - 1; k >= 0; --k)
-    apply_householder(c.w + k * n + k, n, c.tau_w[k], x + k, n - k, 1);
+    apply_householder(c.w + k * n + k, n, T(c.tau_w[k]), x + k, n - k, 1);
   for (int i = 0; i < n; ++i) c.work[i] = x[i];
   for (int i = 0; i < n; ++i) x[c.perm[i]] = c.work[i];
 }
 
 // V (n x (n - rank), row-major), an orthonormal basis of K's null space: K^+ K =
 // P W [I_r 0; 0 0] W^T P^T, so I - K^+ K = V V^T with V = P W [0; I]; x is n scalars of scratch
-template <class T>
-PHX_HD void cod_null_basis(const Cod<T>& c, T* V, T* x) {
+template <class T, class Layout, class P, class X>
+PHX_HD void cod_null_basis(const Cod<T, Layout>& c, P V, X x) {
   // W's reflectors on the rows of [0; I] in V, every column at once, then P on its rows
   const int n = c.n, r = c.rank, k = n - r;
   if (k == 0) return;
   for (int i = 0; i < n; ++i)
     for (int j = 0; j < k; ++j) V[i * k + j] = T(i == r + j);
   for (int q = r - 1; q >= 0; --q)
-    apply_householder_rows(c.w + q * n + q, n, c.tau_w[q], V + q * k, n - q, k, x);
+    apply_householder_rows(c.w + q * n + q, n, T(c.tau_w[q]), V + q * k, n - q, k, x);
   for (int j = 0; j < k; ++j) {
     for (int i = 0; i < n; ++i) x[i] = V[i * k + j];
     for (int i = 0; i < n; ++i) V[c.perm[i] * k + j] = x[i];
@@ -450,11 +460,12 @@ PHX_HD void cod_null_basis(const Cod<T>& c, T* V, T* x) {
 
 // x <- K^+ x, the minimum-norm least-squares solution of K y = x:
 // y = P W [U^-T (Q^T x)_r; 0]
-template <class T>
-PHX_HD void cod_solve(const Cod<T>& c, T* x) {
+template <class T, class Layout, class X>
+PHX_HD void cod_solve(const Cod<T, Layout>& c, X x) {
   const int n = c.n, r = c.rank;
   // Q^T x (only the first r reflectors touch the first r entries)
-  for (int k = 0; k < r; ++k) apply_householder(c.qr + k * n + k, n, c.tau_q[k], x + k, n - k, 1);
+  for (int k = 0; k < r; ++k)
+    apply_householder(c.qr + k * n + k, n, T(c.tau_q[k]), x + k, n - k, 1);
   // U^T u = (Q^T x)_r, forward substitution (U^T is lower triangular)
   for (int i = 0; i < r; ++i) {
     T s = x[i];
@@ -467,19 +478,20 @@ PHX_HD void cod_solve(const Cod<T>& c, T* x) {
 
 // X <- K^+T (n x n, row-major): cod_solve_transpose's steps on the columns of the identity, all
 // at once (each reflector and the back substitution run along rows); w is n scalars of scratch
-template <class T>
-PHX_HD void cod_pinv_transpose(const Cod<T>& c, T* PHX_RESTRICT X, T* PHX_RESTRICT w) {
+template <class T, class Layout, class P, class W>
+PHX_HD void cod_pinv_transpose(const Cod<T, Layout>& c, P x_out, W w) {
   const int n = c.n, r = c.rank;
+  const typename Restricted<P>::type X = x_out;
   for (int i = 0; i < n; ++i)
     for (int j = 0; j < n; ++j) X[i * n + j] = T(c.perm[i] == j);  // P^T
-  for (int k = 0; k < r; ++k) apply_householder_rows(c.w + k * n + k, n, c.tau_w[k], X + k * n,
-                                                     n - k, n, w);
+  for (int k = 0; k < r; ++k)
+    apply_householder_rows(c.w + k * n + k, n, T(c.tau_w[k]), X + k * n, n - k, n, w);
   // U rows: X_i = (X_i - sum_{i < j < r} U_ij X_j) / U_ii, last row first
   for (int i = r - 1; i >= 0; --i) {
-    T* PHX_RESTRICT xi = X + i * n;
+    const typename Restricted<P>::type xi = X + i * n;
     for (int j = i + 1; j < r; ++j) {
       const T u = c.w[i * n + j];
-      const T* PHX_RESTRICT xj = X + j * n;
+      const typename Restricted<P>::type xj = X + j * n;
       for (int k = 0; k < n; ++k) xi[k] -= u * xj[k];
     }
     const T d = c.w[i * n + i];
@@ -487,17 +499,17 @@ PHX_HD void cod_pinv_transpose(const Cod<T>& c, T* PHX_RESTRICT X, T* PHX_RESTRI
   }
   for (int i = r * n; i < n * n; ++i) X[i] = T(0);
   for (int k = r - 1; k >= 0; --k)
-    apply_householder_rows(c.qr + k * n + k, n, c.tau_q[k], X + k * n, n - k, n, w);
+    apply_householder_rows(c.qr + k * n + k, n, T(c.tau_q[k]), X + k * n, n - k, n, w);
 }
 
 // x <- K^+T x = (K^T)^+ x, the minimum-norm least-squares solution of K^T y = x:
 // y = Q [U^-1 (W^T P^T x)_r; 0]
-template <class T>
-PHX_HD void cod_solve_transpose(const Cod<T>& c, T* x) {
+template <class T, class Layout, class X>
+PHX_HD void cod_solve_transpose(const Cod<T, Layout>& c, X x) {
   const int n = c.n, r = c.rank;
   for (int i = 0; i < n; ++i) c.work[i] = x[i];
   for (int i = 0; i < n; ++i) x[i] = c.work[c.perm[i]];
-  for (int k = 0; k < r; ++k) apply_householder(c.w + k * n + k, n, c.tau_w[k], x + k, n - k, 1);
+  for (int k = 0; k < r; ++k) apply_householder(c.w + k * n + k, n, T(c.tau_w[k]), x + k, n - k, 1);
   // U u = (W^T P^T x)_r, back substitution
   for (int i = r - 1; i >= 0; --i) {
     T s = x[i];
@@ -506,7 +518,7 @@ PHX_HD void cod_solve_transpose(const Cod<T>& c, T* x) {
   }
   for (int i = r; i < n; ++i) x[i] = T(0);
   for (int k = r - 1; k >= 0; --k)
-    apply_householder(c.qr + k * n + k, n, c.tau_q[k], x + k, n - k, 1);
+    apply_householder(c.qr + k * n + k, n, T(c.tau_q[k]), x + k, n - k, 1);
 }
 
 // In-place LU factorisation P A = L U of a small n x n matrix with partial pivoting (row i of
