@@ -34,6 +34,7 @@
 #include "host/api.h"
 #include "host/cpu_backend.h"
 #include "host/lane.h"
+#include "phalanx/lcp.h"
 
 namespace py = pybind11;
 
@@ -1111,6 +1112,16 @@ void register_runtime(py::module_& mod) {
       "call, then starts over, traced when `on` (over scratch split as CUDA splits it). While "
       "tracing, launches run serially and "
       "slowly; not thread-safe.");
+  mod.def(
+      "lcp_storage",
+      [](int n) {
+        if (n < 0) throw py::value_error("lcp_storage: n must be >= 0");
+        const phx::ScratchSize s = phx::lcp_storage(n);
+        return py::make_tuple(s.reals, s.ints);
+      },
+      py::arg("n"),
+      "(reals, ints): the storage of the exact LCP solvers and of the LCP adjoint for n rows, "
+      "which a step's constraint workspace holds among its rows (interleaved on CUDA).");
   mod.def(
       "pack_stats",
       []() {

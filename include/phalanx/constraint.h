@@ -79,11 +79,11 @@ struct ContactData {
 // Scratch of the constraint pipeline, carved after the Workspace. `kept` arrays are what the
 // reverse pass of a step reads of it (StepStore keeps them per step, tape.h). Of each table,
 // the `fixed` arrays are sized by the model's counts alone (Arena::take_fixed), the `rows`
-// arrays by the capacities; of the rows, the `strided` ones (the rows J and Y and their dof
-// ranges, the LCP's A, b, bounds and friction links, the scratch of its sweeps, which they
-// reread, and the previous step's rows for the warm start) are laid out by the workspace's
-// Layout (Arena::take_rows); the others, the exact solvers' storage (Dantzig pivoting and the
-// stabilisation), are not.
+// arrays by the capacities, all of them `strided`: the rows J and Y and their dof ranges, the
+// LCP's A, b, bounds and friction links, the scratch of its sweeps, which they reread, the
+// previous step's rows for the warm start, and the exact solvers' storage (Dantzig pivoting,
+// the stabilisation, and the LCP adjoint's factorisation after them), laid out by the
+// workspace's Layout (Arena::take_rows).
 #define PHX_CONSTRAINT_WORKSPACE_KEPT_FIXED(X)                                                  \
   X(real, geom_xpos, 3L * m.ngeom, "(ngeom x 3)")                                               \
   X(real, geom_xmat, 9L * m.ngeom, "(ngeom x 9)")                                               \
@@ -104,19 +104,16 @@ struct ContactData {
   X(real, bias, m.nv, "c(q, qvel) (nv)")          \
   X(real, tmp, m.nv, "(nv)")                      \
   X(real, gs_vel, m.nv, "Y^T f of the Gauss-Seidel sweeps in velocity form (nv)")
-#define PHX_CONSTRAINT_WORKSPACE_SCRATCH_STRIDED(X)                                 \
-  X(real, pgs, 4L * m.nefcmax, "projected Gauss-Seidel's scratch (4 nefcmax, pgs)") \
-  X(real, f_prev, m.nefcmax, "impulses of the previous step (nefcmax)")             \
-  X(int, key_prev, m.nefcmax, "efc_key of the previous step (nefcmax)")             \
-  X(int, class_prev, m.nefcmax, "efc_class of the previous step (nefcmax)")         \
-  X(int, span, 4L * m.nefcmax, "the two dof ranges each Y row reaches (nefcmax x 4, lcp.h)")
-#define PHX_CONSTRAINT_WORKSPACE_SCRATCH_ROWS(X) \
-  PHX_CONSTRAINT_WORKSPACE_SCRATCH_STRIDED(X) PHX_CONSTRAINT_WORKSPACE_SCRATCH_OTHER(X)
-#define PHX_CONSTRAINT_WORKSPACE_SCRATCH_OTHER(X)                                \
-  X(real, lcp, lcp_storage(m.nefcmax).reals, "LCP solver scratch (lcp_storage)") \
+#define PHX_CONSTRAINT_WORKSPACE_SCRATCH_STRIDED(X)                                          \
+  X(real, pgs, 4L * m.nefcmax, "projected Gauss-Seidel's scratch (4 nefcmax, pgs)")          \
+  X(real, f_prev, m.nefcmax, "impulses of the previous step (nefcmax)")                      \
+  X(int, key_prev, m.nefcmax, "efc_key of the previous step (nefcmax)")                      \
+  X(int, class_prev, m.nefcmax, "efc_class of the previous step (nefcmax)")                  \
+  X(int, span, 4L * m.nefcmax, "the two dof ranges each Y row reaches (nefcmax x 4, lcp.h)") \
+  X(real, lcp, lcp_storage(m.nefcmax).reals, "LCP solver scratch (lcp_storage)")             \
   X(int, ilcp, lcp_storage(m.nefcmax).ints, "LCP solver integer scratch (lcp_storage)")
 #define PHX_CONSTRAINT_WORKSPACE_SCRATCH(X) \
-  PHX_CONSTRAINT_WORKSPACE_SCRATCH_FIXED(X) PHX_CONSTRAINT_WORKSPACE_SCRATCH_ROWS(X)
+  PHX_CONSTRAINT_WORKSPACE_SCRATCH_FIXED(X) PHX_CONSTRAINT_WORKSPACE_SCRATCH_STRIDED(X)
 
 template <class T, class Layout = Contiguous>
 struct ConstraintWorkspace {
@@ -125,7 +122,6 @@ struct ConstraintWorkspace {
   PHX_CONSTRAINT_WORKSPACE_KEPT_STRIDED(PHX_WORKSPACE_ROWS_MEMBER)
   PHX_CONSTRAINT_WORKSPACE_SCRATCH_FIXED(PHX_WORKSPACE_MEMBER)
   PHX_CONSTRAINT_WORKSPACE_SCRATCH_STRIDED(PHX_WORKSPACE_ROWS_MEMBER)
-  PHX_CONSTRAINT_WORKSPACE_SCRATCH_OTHER(PHX_WORKSPACE_MEMBER)
   // the rank of the factorisation of the rows' classification (efc_class) that lcp and ilcp
   // hold after solve_lcp (lcp_adjoint_factor's layout), -1 when they hold none
   int factored_rank = -1;
@@ -142,7 +138,6 @@ struct ConstraintWorkspace {
     PHX_CONSTRAINT_WORKSPACE_KEPT_STRIDED(PHX_WORKSPACE_TAKE_ROWS)
     PHX_CONSTRAINT_WORKSPACE_SCRATCH_FIXED(PHX_WORKSPACE_TAKE_FIXED)
     PHX_CONSTRAINT_WORKSPACE_SCRATCH_STRIDED(PHX_WORKSPACE_TAKE_ROWS)
-    PHX_CONSTRAINT_WORKSPACE_SCRATCH_OTHER(PHX_WORKSPACE_TAKE)
     return w;
   }
 };

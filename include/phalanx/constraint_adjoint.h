@@ -282,9 +282,9 @@ PHX_HD void replay_classification(const ModelView<S>& m, const LcpProblem<T, L>&
 
 // adj_lcp of s.adj_f on the classification F holds into s.adj_A, s.adj_b, s.adj_mu (zeroed
 // first), with adj_lcp's vectors in work
-template <class T, class S, class L>
-PHX_HD void adj_lcp_rows(const LcpProblem<S, L>& p, const S* f, const LcpAdjointFactor<T>& F,
-                         const LcpAdjointScratch<T>& work, AdjConstraintWorkspace<T>& s) {
+template <class T, class S, class L, class FL, class WL>
+PHX_HD void adj_lcp_rows(const LcpProblem<S, L>& p, const S* f, const LcpAdjointFactor<T, FL>& F,
+                         const LcpAdjointScratch<T, WL>& work, AdjConstraintWorkspace<T>& s) {
   for (int r = 0; r < p.n; ++r) s.adj_b[r] = s.adj_mu[r] = T(0);
   adj_lcp(p, f, F, s.adj_f, s.adj_A, s.adj_b, s.adj_mu, work);
 }
@@ -349,30 +349,40 @@ PHX_HD PHX_INLINE void adj_lcp_stage(const ModelView<S>& m, const LcpProblem<S, 
   if constexpr (std::is_same_v<S, T>) {
     const int* cls = cached ? s.base_cls : s.cls;
     if (!cached) replay_classification(m, p, f, cv, s.cls);
-    // in c.lcp: the factors of a classification when the pass computes them (without a shared
-    // factorisation, or for the loss-driven one), then adj_lcp's vectors
-    Arena<T> arena(c.lcp, c.ilcp);
-    LcpAdjointFactor<T> own;
+    // in c.lcp, laid out as the rows: the factors of a classification when the pass computes
+    // them (without a shared factorisation, or for the loss-driven one), then adj_lcp's vectors
+    auto arena = rows_arena<T>(c.lcp, c.ilcp);
+    LcpAdjointFactor<T, L> own;
     if (!cached || aware) own = lcp_adjoint_factor_carve(nrow, arena);
-    const auto work = LcpAdjointScratch<T>::carve(nrow, arena);
-    LcpAdjointFactor<T> F = cached ? s.base : own;
-    if (!cached) lcp_adjoint_factor(p, f, cls, lcp_rank_tol<T>(), F);
-    if (aware) {
-      lcp_classify_loss(p, cls, s.dl_dv, s.cls_loss);
-      adj_lcp_rows(p, f, F, work, s);
-      s.score[0] = adj_lcp_score(m, nrow, c, s);
-      // the loss-driven classification's factors, kept when it wins
-      LcpAdjointFactor<T> loss = own;
-      lcp_adjoint_factor(p, f, s.cls_loss, lcp_rank_tol<T>(), loss);
-      adj_lcp_rows(p, f, loss, work, s);
-      s.score[1] = adj_lcp_score(m, nrow, c, s);
-      if (s.score[1] > s.score[0]) {
-        F = loss;
-      } else if (!cached) {
-        lcp_adjoint_factor(p, f, cls, lcp_rank_tol<T>(), F);
+    const auto work = LcpAdjointScratch<T, L>::carve(nrow, arena);
+    // F: the factors of the plain classification, the shared ones or its own
+    auto adjoint = [&](auto F) {
+      if (!cached) lcp_adjoint_factor(p, f, cls, lcp_rank_tol<T>(), F);
+      if (aware) {
+        lcp_classify_loss(p, cls, s.dl_dv, s.cls_loss);
+        adj_lcp_rows(p, f, F, work, s);
+        s.score[0] = adj_lcp_score(m, nrow, c, s);
+        // the loss-driven classification's factors, kept when it wins
+        LcpAdjointFactor<T, L> loss = own;
+        lcp_adjoint_factor(p, f, s.cls_loss, lcp_rank_tol<T>(), loss);
+        adj_lcp_rows(p, f, loss, work, s);
+        s.score[1] = adj_lcp_score(m, nrow, c, s);
+        if (s.score[1] > s.score[0]) {
+          adj_lcp_rows(p, f, loss, work, s);
+          return;
+        }
+        if (!cached) lcp_adjoint_factor(p, f, cls, lcp_rank_tol<T>(), F);
       }
-    }
-    adj_lcp_rows(p, f, F, work, s);
+      adj_lcp_rows(p, f, F, work, s);
+    };
+    // one call where both are of one type (Contiguous scratch: the Jacobian kernels', which
+    // share a factorisation), so that the pass is inlined once
+    if constexpr (std::is_same_v<decltype(s.base), decltype(own)>)
+      adjoint(cached ? s.base : own);
+    else if (cached)
+      adjoint(s.base);
+    else
+      adjoint(own);
   } else {
     adj_lcp_rows(p, f, s.base, s.lcp, s);
   }
@@ -682,11 +692,11 @@ PHX_HD void adj_constrained_velocity(const ModelView<S>& m, const T* qpos, const
 
 // The contacts that bounced in the forward step: the bounce branch of build_rows (e J qvel below
 // the push-out) with the normal row clamping. Their rows go to rows (normal row indices) and
-// their restitution to e; returns their count.
-template <class T, class S, class L>
+// their restitution to e (pointers of any kind); returns their count.
+template <class T, class S, class L, class I, class R>
 PHX_HD int bouncing_contacts(const ModelView<S>& m, const T* qvel,
                              const ConstraintWorkspace<T, L>& c, const ContactView<T>& cv,
-                             const int* cls, int* rows, T* e) {
+                             const int* cls, I rows, R e) {
   int n = 0, row = 0;
   for (int i = 0; i < *cv.ncon; ++i) {
     int g1 = cv.geom[2 * i], g2 = cv.geom[2 * i + 1];
@@ -714,13 +724,13 @@ PHX_HD void adj_bounce_velocity(const ModelView<T>& m, const T* qpos, const T* q
                                 ConstraintWorkspace<T, L>& c, const ContactView<T>& cv,
                                 AdjConstraintWorkspace<T>& s, T* adj_qpos, T* adj_qvel) {
   const int nv = m.nv;
-  int* brow = c.ilcp;
-  T* be = c.lcp;
+  const RowsPtr<L, int> brow = c.ilcp;
+  const RowsPtr<L, T> be = c.lcp;
   const int nb = bouncing_contacts(m, qvel, c, cv, s.cls, brow, be);
-  Arena<T> arena(be + nb, brow + nb);
-  T* G = arena.template take<T>(long(nb) * nb);
-  Cod<T> cod = cod_carve(nb, arena);
-  T* lam = arena.template take<T>(nb);
+  auto arena = rows_arena<T>(be + nb, brow + nb);
+  const RowsPtr<L, T> G = arena.template take_rows<T>(long(nb) * nb);
+  Cod<T, L> cod = cod_carve(nb, arena);
+  const RowsPtr<L, T> lam = arena.template take_rows<T>(nb);
   for (int i = 0; i < nb; ++i) {
     const RowsPtr<L, const T> Ji = c.J + long(brow[i]) * nv;
     for (int k = 0; k < nb; ++k) {

@@ -1224,9 +1224,10 @@ PHX_HD void adj_lcp(const LcpProblem<T, Layout>& p, const T* f, const int* cls, 
 }
 
 // The caller's block for every function of this header on up to n rows: the largest of their
-// layouts, each measured over a counting Arena; reals in units of the problem's scalar. pgs's
-// n scalars lie within any of them; the solve on a classification (lcp_solve_on_set, its
-// repair, stabilize) lays out the factored form, which the others contain.
+// layouts, each measured over a counting Arena; reals in units of the problem's scalar. Every
+// array in it is taken by take_rows, so that it may lie in a workspace's rows, interleaved
+// (rows_arena). pgs's n scalars lie within any of them; the solve on a classification
+// (lcp_solve_on_set, its repair, stabilize) lays out the factored form, which the others contain.
 PHX_HD inline ScratchSize lcp_storage(int n) {
   Arena<double> block, alternative;
   detail::DantzigStorage<double>::carve(n, block);

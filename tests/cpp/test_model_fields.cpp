@@ -241,7 +241,7 @@ TEST(ModelFields, SplitScratchPutsTheModelSizedWorkspacesApart) {
   PHX_ADJ_WORKSPACE_ZEROED(PHX_LIST_A)
   PHX_ADJ_WORKSPACE_VECTORS(PHX_LIST_A)
   PHX_CONSTRAINT_WORKSPACE_KEPT_STRIDED(PHX_LIST_C)
-  PHX_CONSTRAINT_WORKSPACE_SCRATCH_ROWS(PHX_LIST_C)
+  PHX_CONSTRAINT_WORKSPACE_SCRATCH_STRIDED(PHX_LIST_C)
 #undef PHX_LIST_W
 #undef PHX_LIST_A
 #undef PHX_LIST_CF
@@ -270,8 +270,10 @@ TEST(ModelFields, InterleavedRowsFillTheirTile) {
   const ModelView<double>& v = hm.view;
   constexpr int W = Interleaved::kStride;
   const ScratchSize n = scratch_size(v);
-  ASSERT_GT(n.rows, 2L * v.nefcmax * v.nv);
-  ASSERT_EQ(n.irows, 7L * v.nefcmax);  // findex, key_prev, class_prev, span
+  const ScratchSize lcp = lcp_storage(v.nefcmax);
+  // J, Y, the LCP's A, b, bounds, PGS's scratch and the previous rows; the LCP solver's own
+  ASSERT_EQ(n.rows, long(v.nefcmax) * (2 * v.nv + v.nefcmax + 9) + lcp.reals);
+  ASSERT_EQ(n.irows, 7L * v.nefcmax + lcp.ints);  // findex, key_prev, class_prev, span; ilcp
   std::vector<double> tile(W * n.rows), reals(n.reals - n.rows);
   std::vector<int> itile(W * n.irows), ints(n.ints - n.irows);
   std::vector<int> hits(tile.size(), 0), ihits(itile.size(), 0);
@@ -312,8 +314,6 @@ TEST(ModelFields, InterleavedRowsFillTheirTile) {
     Arena<double> plain(
         Scratch<double>{reals.data(), ints.data(), nullptr, tile.data(), itile.data()});
     const StepScratch<double> y = StepScratch<double>::carve(v, plain);
-    ASSERT_EQ(x.c.lcp, y.c.lcp);
-    ASSERT_EQ(x.c.ilcp, y.c.ilcp);
     ASSERT_EQ(x.w.qacc, y.w.qacc);
     ASSERT_EQ(y.c.Y, tile.data() + long(v.nefcmax) * v.nv);
   }
@@ -348,8 +348,7 @@ struct TileLanes {
 // Steps over Interleaved scratch give the bits of steps over Contiguous scratch: the humanoid
 // falling onto the floor (contacts, joint limits, the LCP) in three lanes of one tile, so that
 // every stage that builds or reads the rows J and Y indexes them through their Strided pointers.
-TEST(ModelFields, InterleavedRowsStepAsContiguousOnes) {
-  const Model model = humanoid();
+void expect_interleaved_steps_as_contiguous(const Model& model) {
   test::HostModel<double> hm(model);
   const ModelView<double>& v = hm.view;
   TileLanes tiles(scratch_size(v));
@@ -386,12 +385,23 @@ TEST(ModelFields, InterleavedRowsStepAsContiguousOnes) {
   EXPECT_GE(most, 12);  // the fall reached the floor: contacts' rows in the LCP
 }
 
+// with PGS, and with Dantzig pivoting and the stabilisation, whose storage is laid out as the
+// rows too
+TEST(ModelFields, InterleavedRowsStepAsContiguousOnes) {
+  for (int solver : {kLcpPgs, kLcpDantzig}) {
+    SCOPED_TRACE(solver);
+    Model model = humanoid();
+    model.opt.lcp_solver = solver;
+    expect_interleaved_steps_as_contiguous(model);
+  }
+}
+
 // The vector-Jacobian product of a step over a scratch whose constraint rows are interleaved
 // (the CUDA backend's layout for StepAdjointKernel) gives the same bits as over one contiguous
 // block: lanes 0, 1 and 31 of a tile, from states of the humanoid's fall with contacts, with
-// the contact parameters' adjoints.
-TEST(ModelFields, InterleavedRowsReverseAsContiguousOnes) {
-  const Model model = humanoid();
+// the contact parameters' adjoints. Counts into *bounced the states whose restitutions received
+// a gradient; at least min_checked of the 36 states must give the contact parameters one.
+void expect_interleaved_reverse_as_contiguous(const Model& model, int min_checked, int* bounced) {
   test::HostModel<double> hm(model);
   const ModelView<double>& v = hm.view;
   const ScratchSize n = adjoint_scratch_size(v);
@@ -456,12 +466,29 @@ TEST(ModelFields, InterleavedRowsReverseAsContiguousOnes) {
         for (const auto* a : {&g[0].friction, &g[0].restitution, &g[0].size})
           for (double x : *a) sum += std::abs(x);
         checked += sum > 0;
+        for (double x : g[0].restitution) *bounced += x != 0;
       }
       const unsigned bits = step_env(v, q.data(), qv.data(), none, ctrl.data(), fwd.w, cv.w);
       ASSERT_EQ(bits & kStatusStopMask, 0u);
     }
   }
-  EXPECT_GE(checked, 12);  // of the 36 states, those whose step had rows in the LCP
+  EXPECT_GE(checked, min_checked);  // of the 36 states, those whose step had rows in the LCP
+}
+
+// as the step's vjp runs by default; and after Dantzig pivoting with the complementarity-aware
+// classification and the bounce correction (restitution 0.5), whose factorisations and
+// systems are laid out as the rows too
+TEST(ModelFields, InterleavedRowsReverseAsContiguousOnes) {
+  int bounced = 0;
+  expect_interleaved_reverse_as_contiguous(humanoid(), 12, &bounced);
+  Model model = humanoid();
+  model.opt.lcp_solver = kLcpDantzig;
+  model.opt.contact_gradient = kGradComplementarityAware | kGradBounceCorrection;
+  for (double& e : model.geom_restitution) e = 0.5;
+  bounced = 0;
+  // at restitution 0.5 fewer of the fall's 36 states have rows in the LCP than without
+  expect_interleaved_reverse_as_contiguous(model, 8, &bounced);
+  EXPECT_GT(bounced, 0);
 }
 
 // A tape's step slot has room for the contacts and rows it was sized for: a step within it is

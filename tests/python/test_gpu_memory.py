@@ -23,6 +23,20 @@ def humanoid_state(model, nenv, nstep, dtype, seed=0):
     return qpos, qvel, ctrl
 
 
+def assert_rows_given(model, counts):
+    """The arrays a step lays out as rows, for some capacity nefcmax: per row J and Y (nv each),
+    A's row, b, lo, hi, mu, PGS's 4, the previous impulse, and findex, key_prev, class_prev and
+    4 of span; and the exact solvers' storage (phalanx._phalanx.lcp_storage)."""
+    given_rows, given_irows = counts["given_rows"], counts["given_irows"]
+    matches = []
+    for nefcmax in range(1, given_irows // 7 + 1):
+        reals, ints = phalanx._phalanx.lcp_storage(nefcmax)
+        if (given_irows == 7 * nefcmax + ints
+                and given_rows == nefcmax * (2 * model.nv + nefcmax + 9) + reals):
+            matches.append(nefcmax)
+    assert len(matches) == 1, (given_rows, given_irows, matches)
+
+
 def traced(run):
     phalanx._phalanx.scratch_trace(True)
     try:
@@ -50,14 +64,11 @@ def test_tracing_changes_no_result(dtype):
     assert counts["written_fixed"] > 0.9 * counts["given_fixed"]
     # the rollout lays its constraint rows J and Y and its LCP's matrix, b and bounds out apart
     # (interleaved on CUDA), sized for nefcmax rows, of which the fall onto the floor writes
-    # some; and their integers (friction links, spans, the previous step's keys and classes)
+    # some; and their integers (friction links, spans, the previous step's keys and classes,
+    # the exact solvers' index sets), which are all the integers the forward's scratch holds
     assert 0 < counts["written_rows"] < counts["given_rows"] < counts["given_reals"]
-    # per row: J and Y (nv each), A's row, b, lo, hi, mu, PGS's 4, the previous impulse; and
-    # findex, key_prev, class_prev and 4 of span
-    nefcmax = counts["given_irows"] // 7
-    assert counts["given_irows"] == 7 * nefcmax
-    assert counts["given_rows"] == nefcmax * (2 * model.nv + nefcmax + 9)
-    assert 0 < counts["written_irows"] < counts["given_irows"] < counts["given_ints"]
+    assert_rows_given(model, counts)
+    assert 0 < counts["written_irows"] < counts["given_irows"] == counts["given_ints"]
     # nothing is traced once it is off
     phalanx.rollout(model, qpos, qvel, ctrl)
     assert phalanx._phalanx.scratch_trace(False)["given_reals"] == 0
@@ -91,9 +102,7 @@ def test_split_scratch_gives_the_same_gradients(dtype):
         assert counts["written_fixed"] > 0
         if run is vjp:
             # the step's vjp lays out the rows of the step it replays as the forward kernels do
-            nefcmax = counts["given_irows"] // 7
-            assert counts["given_irows"] == 7 * nefcmax > 0
-            assert counts["given_rows"] == nefcmax * (2 * model.nv + nefcmax + 9)
+            assert_rows_given(model, counts)
             assert 0 < counts["written_rows"] < counts["given_rows"]
         for key in ref:
             np.testing.assert_array_equal(ref[key], out[key], err_msg=key)
