@@ -15,9 +15,9 @@ random joint speeds and controls (contacts and limits on, as bench_gpu.py), for 
                    forward and in the step's vjp, which replays the step (the constraint rows J
                    and Y, the LCP's matrix, vectors and friction links, the sweeps' scratch,
                    the exact solvers' storage and the LCP adjoint's factorisation, the
-                   previous step's rows); the rest (contacts, tape slots, the adjoint's own
-                   rows, and the rows of the taped rollout's reverse kernel) is the thread's
-                   own block of global memory
+                   previous step's rows, and the vjp's adjoint of J); the rest (contacts, tape
+                   slots, the adjoint's other rows, and the rows of the taped rollout's reverse
+                   kernel) is the thread's own block of global memory
   bytes/env-step   the DRAM traffic of one env-step under this model of it: every written
                    scratch number is written once and read back once per step (a lower bound:
                    the LCP's iterations read their rows many times), plus the step's own

@@ -138,39 +138,42 @@ PHX_HD int jacobian_nparam(const ModelView<T>& m) {
 
 // Scratch of adj_step_constrained, carved like ConstraintWorkspace (sizes from the model's nq,
 // nv, ngeom, nconmax and nefcmax).
-#define PHX_ADJ_CONSTRAINT_WORKSPACE_ARRAYS(X)                                                   \
-  X(real, qpos_next, m.nq, "replayed qpos' (nq)")                                                \
-  X(real, qvel_next, m.nv, "replayed qvel' (nv)")                                                \
-  X(real, g, m.nv, "adjoint of qvel' (nv)")                                                      \
-  X(real, lam, m.nv, "M^-1 g (nv)")                                                              \
-  X(real, dv, m.nv, "qvel' - vfree (nv)")                                                        \
-  X(real, mu2, m.nv, "M^-1 adj_vfree (nv)")                                                      \
-  X(real, adj_vfree, m.nv, "(nv)")                                                               \
-  X(real, adj_qfrc, m.nv, "(nv)")                                                                \
-  X(real, adj_bias, m.nv, "adjoint of c(q, qvel) (nv)")                                          \
-  X(real, tmp, m.nv, "(nv)")                                                                     \
-  X(real, proj, 4L * m.nv, "adj_delassus's projections onto Z (4 nv)")                           \
-  X(real, bounce, m.nefcmax, "e adj_b on bouncing normal rows, else 0 (nefcmax)")                \
-  X(real, adj_J, long(m.nefcmax) * m.nv, "adj_J written out, one seed (nefcmax x nv)")           \
-  X(real, adj_M, long(m.nv) * m.nv, "adj_M written out, one seed (nv x nv)")                     \
-  X(real, adj_b, m.nefcmax, "(nefcmax)")                                                         \
-  X(real, adj_f, m.nefcmax, "(nefcmax)")                                                         \
-  X(real, adj_mu, m.nefcmax, "(nefcmax)")                                                        \
-  X(real, adj_pos, 3L * m.nconmax, "adjoint of each contact point (nconmax x 3)")                \
-  X(real, adj_frame, 9L * m.nconmax, "adjoint of each contact frame, n t1 t2 (nconmax x 9)")  \
-  X(real, adj_dist, m.nconmax, "(nconmax)")                                                      \
-  X(real, u, m.nv, "adjoint of qvel' through qpos' alone, bounce correction (nv)")               \
-  X(real, hold_qpos, m.nq, "adjoints the bounce correction replaces (nq)")                       \
-  X(real, hold_qvel, m.nv, "(nv)")                                                               \
-  X(real, dl_dv, m.nefcmax, "loss gradient per row, J g, complementarity-aware (nefcmax)")       \
-  X(real, score, 2, "||adj_vfree||^2 + dt ||M^-1 adj_vfree||^2 per classification (2)")          \
-  X(int, cls, m.nefcmax, "row classes used by adj_lcp (nefcmax)")                                \
+#define PHX_ADJ_CONSTRAINT_WORKSPACE_ARRAYS(X)                                               \
+  X(real, qpos_next, m.nq, "replayed qpos' (nq)")                                            \
+  X(real, qvel_next, m.nv, "replayed qvel' (nv)")                                            \
+  X(real, g, m.nv, "adjoint of qvel' (nv)")                                                  \
+  X(real, lam, m.nv, "M^-1 g (nv)")                                                          \
+  X(real, dv, m.nv, "qvel' - vfree (nv)")                                                    \
+  X(real, mu2, m.nv, "M^-1 adj_vfree (nv)")                                                  \
+  X(real, adj_vfree, m.nv, "(nv)")                                                           \
+  X(real, adj_qfrc, m.nv, "(nv)")                                                            \
+  X(real, adj_bias, m.nv, "adjoint of c(q, qvel) (nv)")                                      \
+  X(real, tmp, m.nv, "(nv)")                                                                 \
+  X(real, proj, 4L * m.nv, "adj_delassus's projections onto Z (4 nv)")                       \
+  X(real, bounce, m.nefcmax, "e adj_b on bouncing normal rows, else 0 (nefcmax)")            \
+  X(real, adj_M, long(m.nv) * m.nv, "adj_M written out, one seed (nv x nv)")                 \
+  X(real, adj_b, m.nefcmax, "(nefcmax)")                                                     \
+  X(real, adj_f, m.nefcmax, "(nefcmax)")                                                     \
+  X(real, adj_mu, m.nefcmax, "(nefcmax)")                                                    \
+  X(real, adj_pos, 3L * m.nconmax, "adjoint of each contact point (nconmax x 3)")            \
+  X(real, adj_frame, 9L * m.nconmax, "adjoint of each contact frame, n t1 t2 (nconmax x 9)") \
+  X(real, adj_dist, m.nconmax, "(nconmax)")                                                  \
+  X(real, u, m.nv, "adjoint of qvel' through qpos' alone, bounce correction (nv)")           \
+  X(real, hold_qpos, m.nq, "adjoints the bounce correction replaces (nq)")                   \
+  X(real, hold_qvel, m.nv, "(nv)")                                                           \
+  X(real, dl_dv, m.nefcmax, "loss gradient per row, J g, complementarity-aware (nefcmax)")   \
+  X(real, score, 2, "||adj_vfree||^2 + dt ||M^-1 adj_vfree||^2 per classification (2)")      \
+  X(int, cls, m.nefcmax, "row classes used by adj_lcp (nefcmax)")                            \
   X(int, cls_loss, m.nefcmax, "loss-driven classes (nefcmax)")
+// and those laid out by the workspace's Layout (Arena::take_rows), as the forward's rows are
+#define PHX_ADJ_CONSTRAINT_WORKSPACE_ROWS(X) \
+  X(real, adj_J, long(m.nefcmax) * m.nv, "adj_J written out, one seed (nefcmax x nv)")
 
-template <class T>
+template <class T, class Layout = Contiguous>
 struct AdjConstraintWorkspace {
   using real = T;
   PHX_ADJ_CONSTRAINT_WORKSPACE_ARRAYS(PHX_WORKSPACE_MEMBER)
+  PHX_ADJ_CONSTRAINT_WORKSPACE_ROWS(PHX_WORKSPACE_ROWS_MEMBER)
   LcpAdjointA<T> adj_A;  // adj_lcp's rank-two factors (4 x nefcmax)
   // What the reverse passes of one replay share when there are many (a Jacobian's rows), bound
   // over storage by bind_factor and computed once by adj_constrained_prepare: the LCP
@@ -188,10 +191,11 @@ struct AdjConstraintWorkspace {
   LcpAdjointScratch<T> lcp{};
 
   // (the model of any scalar: a pass of several seeds reads its forward model in place)
-  template <class M, class Layout>
+  template <class M>
   PHX_HD static AdjConstraintWorkspace carve(const M& m, Arena<T, Layout>& arena) {
     AdjConstraintWorkspace w;
     PHX_ADJ_CONSTRAINT_WORKSPACE_ARRAYS(PHX_WORKSPACE_TAKE)
+    PHX_ADJ_CONSTRAINT_WORKSPACE_ROWS(PHX_WORKSPACE_TAKE_ROWS)
     const long ne = m.nefcmax;
     w.adj_A = {arena.template take<T>(ne), arena.template take<T>(ne),
                arena.template take<T>(ne), arena.template take<T>(ne)};
@@ -236,8 +240,8 @@ PHX_HD PHX_INLINE int pair_max_geom(const T* coef, int stride, int g1, int g2) {
 template <class T, class S, class L, class AdjRows>
 PHX_HD void adj_contact_rows(const ModelView<S>& m, const Workspace<S>& w,
                              const ConstraintWorkspace<S, L>& c, const ContactView<S>& cv,
-                             const AdjRows& adj_J, AdjConstraintWorkspace<T>& s, AdjWorkspace<T>& a,
-                             const ContactModelAdjoint<T>& adj_contact) {
+                             const AdjRows& adj_J, AdjConstraintWorkspace<T, L>& s,
+                             AdjWorkspace<T>& a, const ContactModelAdjoint<T>& adj_contact) {
   int ncon = *cv.ncon;
   for (int i = 0; i < 3 * ncon; ++i) s.adj_pos[i] = T(0);
   for (int i = 0; i < 9 * ncon; ++i) s.adj_frame[i] = T(0);
@@ -284,7 +288,7 @@ PHX_HD void replay_classification(const ModelView<S>& m, const LcpProblem<T, L>&
 // first), with adj_lcp's vectors in work
 template <class T, class S, class L, class FL, class WL>
 PHX_HD void adj_lcp_rows(const LcpProblem<S, L>& p, const S* f, const LcpAdjointFactor<T, FL>& F,
-                         const LcpAdjointScratch<T, WL>& work, AdjConstraintWorkspace<T>& s) {
+                         const LcpAdjointScratch<T, WL>& work, AdjConstraintWorkspace<T, L>& s) {
   for (int r = 0; r < p.n; ++r) s.adj_b[r] = s.adj_mu[r] = T(0);
   adj_lcp(p, f, F, s.adj_f, s.adj_A, s.adj_b, s.adj_mu, work);
 }
@@ -294,7 +298,7 @@ PHX_HD void adj_lcp_rows(const LcpProblem<S, L>& p, const S* f, const LcpAdjoint
 // dl/dtau = dt M^-1 adj_vfree.
 template <class T, class S, class L>
 PHX_HD T adj_lcp_score(const ModelView<S>& m, int nrow, const ConstraintWorkspace<T, L>& c,
-                       AdjConstraintWorkspace<T>& s) {
+                       AdjConstraintWorkspace<T, L>& s) {
   const int nv = m.nv;
   for (int d = 0; d < nv; ++d) s.tmp[d] = s.g[d];
   for (int r = 0; r < nrow; ++r)
@@ -315,7 +319,7 @@ PHX_HD T adj_lcp_score(const ModelView<S>& m, int nrow, const ConstraintWorkspac
 template <class T, class S, class L>
 PHX_HD PHX_INLINE void adj_impulse_velocity(const ModelView<S>& m, int nrow,
                                             const ConstraintWorkspace<S, L>& c, const T* f_t,
-                                            bool aware, AdjConstraintWorkspace<T>& s,
+                                            bool aware, AdjConstraintWorkspace<T, L>& s,
                                             OuterSum<T, 7>& adj_J, OuterSum<T, 4>& adj_M) {
   const int nv = m.nv;
   for (int d = 0; d < nv; ++d) s.lam[d] = s.g[d];
@@ -343,7 +347,7 @@ PHX_HD PHX_INLINE void adj_impulse_velocity(const ModelView<S>& m, int nrow,
 template <class T, class S, class L>
 PHX_HD PHX_INLINE void adj_lcp_stage(const ModelView<S>& m, const LcpProblem<S, L>& p, const S* f,
                                      ConstraintWorkspace<S, L>& c, const ContactView<S>& cv,
-                                     bool aware, AdjConstraintWorkspace<T>& s) {
+                                     bool aware, AdjConstraintWorkspace<T, L>& s) {
   const int nrow = p.n;
   const bool cached = s.shared();
   if constexpr (std::is_same_v<S, T>) {
@@ -367,10 +371,7 @@ PHX_HD PHX_INLINE void adj_lcp_stage(const ModelView<S>& m, const LcpProblem<S, 
         lcp_adjoint_factor(p, f, s.cls_loss, lcp_rank_tol<T>(), loss);
         adj_lcp_rows(p, f, loss, work, s);
         s.score[1] = adj_lcp_score(m, nrow, c, s);
-        if (s.score[1] > s.score[0]) {
-          adj_lcp_rows(p, f, loss, work, s);
-          return;
-        }
+        if (s.score[1] > s.score[0]) return;  // its adjoint is the one in s
         if (!cached) lcp_adjoint_factor(p, f, cls, lcp_rank_tol<T>(), F);
       }
       adj_lcp_rows(p, f, F, work, s);
@@ -410,13 +411,11 @@ PHX_HD PHX_INLINE void adj_ball_angle(const ModelView<S>& m, int j, const T* qpo
 // adjoints, s.adj_dist, and adj_J's bounce term. vn: each row's J qvel, where the caller has
 // them (else the contacts' normal rows' are computed here, in the same order)
 template <class T, class S, class L>
-PHX_HD PHX_INLINE void adj_row_corrections(const ModelView<S>& m, const T* qpos, const T* qvel,
-                                           int nrow, const Workspace<S>& w,
-                                           const ConstraintWorkspace<S, L>& c,
-                                           const ContactView<S>& cv, AdjConstraintWorkspace<T>& s,
-                                           AdjWorkspace<T>& a, T* adj_qpos, T* adj_qvel,
-                                           const ContactModelAdjoint<T>& adj_contact,
-                                           OuterSum<T, 7>& adj_J, const T* vn_rows = nullptr) {
+PHX_HD PHX_INLINE void adj_row_corrections(
+    const ModelView<S>& m, const T* qpos, const T* qvel, int nrow, const Workspace<S>& w,
+    const ConstraintWorkspace<S, L>& c, const ContactView<S>& cv, AdjConstraintWorkspace<T, L>& s,
+    AdjWorkspace<T>& a, T* adj_qpos, T* adj_qvel, const ContactModelAdjoint<T>& adj_contact,
+    OuterSum<T, 7>& adj_J, const T* vn_rows = nullptr) {
   const int nv = m.nv;
   const T dt = m.timestep;
   int ncon = *cv.ncon, row = 0, nbounce = 0;
@@ -518,7 +517,7 @@ template <class T, class S, class L, class AdjRows>
 PHX_HD void adj_row_jacobians(const ModelView<S>& m, const T* qpos, const T* qvel,
                               const Workspace<S>& w, const ConstraintWorkspace<S, L>& c,
                               const ContactView<S>& cv, int nrow, const AdjRows& adj_J,
-                              AdjConstraintWorkspace<T>& s, AdjWorkspace<T>& a, T* adj_qpos,
+                              AdjConstraintWorkspace<T, L>& s, AdjWorkspace<T>& a, T* adj_qpos,
                               T* adj_qvel, const ContactModelAdjoint<T>& adj_contact) {
   adj_contact_rows(m, w, c, cv, adj_J, s, a, adj_contact);
   adj_tendon_rows(m, w, cv.efc_key, nrow, adj_J, a);
@@ -533,7 +532,7 @@ PHX_HD void adj_row_jacobians(const ModelView<S>& m, const T* qpos, const T* qve
 template <class T, class S, class L>
 PHX_HD PHX_INLINE void adj_free_velocity(const ModelView<S>& m, const T* qvel,
                                          const ConstraintWorkspace<S, L>& c,
-                                         AdjConstraintWorkspace<T>& s, T* adj_qvel, T* adj_qfrc,
+                                         AdjConstraintWorkspace<T, L>& s, T* adj_qvel, T* adj_qfrc,
                                          OuterSum<T, 4>& adj_M) {
   const int nv = m.nv;
   const T dt = m.timestep;
@@ -549,9 +548,9 @@ PHX_HD PHX_INLINE void adj_free_velocity(const ModelView<S>& m, const T* qvel,
 }
 
 // qpos' = qpos (+) dt qvel': u = dt P^T adj_qpos' into s.u, the direct term into adj_qpos
-template <class T, class S>
+template <class T, class S, class L>
 PHX_HD PHX_INLINE void adj_position_update(const ModelView<S>& m, const T* qpos,
-                                           AdjConstraintWorkspace<T>& s, const T* adj_qpos_next,
+                                           AdjConstraintWorkspace<T, L>& s, const T* adj_qpos_next,
                                            T* adj_qpos) {
   for (int d = 0; d < m.nv; ++d) s.u[d] = T(0);
   adj_integrate_pos(m, qpos, s.qvel_next, T(m.timestep), adj_qpos_next, adj_qpos, s.u);
@@ -570,7 +569,7 @@ template <class T, class S, class L>
 PHX_HD void adj_constrained_rows(const ModelView<S>& m, const T* qpos, const T* qvel,
                                  Workspace<S>& w, ConstraintWorkspace<S, L>& c,
                                  const ContactView<S>& cv, AdjWorkspace<T>& a,
-                                 AdjConstraintWorkspace<T>& s, T* adj_qpos, T* adj_qvel,
+                                 AdjConstraintWorkspace<T, L>& s, T* adj_qpos, T* adj_qvel,
                                  const ContactModelAdjoint<T>& adj_contact, T* adj_qfrc,
                                  OuterSum<T, 4>& adj_M) {
   constexpr bool own = std::is_same_v<S, T>;
@@ -615,7 +614,7 @@ PHX_HD void adj_constrained_rows(const ModelView<S>& m, const T* qpos, const T* 
   if constexpr (std::is_floating_point_v<T>) {
     adj_M.write(s.adj_M, nv, nv);
     adj_J.write(s.adj_J, nrow, nv);
-    const DenseEntries<T> rows{s.adj_J, nv};
+    const DenseEntries<T, RowsPtr<L, const T>> rows{s.adj_J, nv};
     adj_row_jacobians(m, qpos, qvel, w, c, cv, nrow, rows, s, a, adj_qpos, adj_qvel, adj_contact);
   } else {
     adj_row_jacobians(m, qpos, qvel, w, c, cv, nrow, adj_J, s, a, adj_qpos, adj_qvel, adj_contact);
@@ -660,10 +659,10 @@ PHX_HD void adj_constrained_dynamics(const ModelView<S>& m, const T* qpos, const
 
 // adj_constrained_dynamics after adj_constrained_rows, on the adjoint of the mass matrix the
 // latter left (adj_M's terms, written out in s.adj_M for one seed)
-template <class T, class S>
+template <class T, class S, class L>
 PHX_HD void adj_constrained_rest(const ModelView<S>& m, const T* qpos, const T* qvel, const T* ctrl,
                                  Workspace<S>& w, AdjWorkspace<T>& a,
-                                 const AdjConstraintWorkspace<T>& s, const OuterSum<T, 4>& adj_M,
+                                 const AdjConstraintWorkspace<T, L>& s, const OuterSum<T, 4>& adj_M,
                                  T* adj_qpos, T* adj_qvel, T* adj_ctrl,
                                  const ModelAdjoint<T>& adj_model) {
   if constexpr (std::is_floating_point_v<T>)
@@ -680,7 +679,7 @@ template <class T, class S, class L>
 PHX_HD void adj_constrained_velocity(const ModelView<S>& m, const T* qpos, const T* qvel,
                                      const T* ctrl, Workspace<S>& w, ConstraintWorkspace<S, L>& c,
                                      const ContactView<S>& cv, AdjWorkspace<T>& a,
-                                     AdjConstraintWorkspace<T>& s, T* adj_qpos, T* adj_qvel,
+                                     AdjConstraintWorkspace<T, L>& s, T* adj_qpos, T* adj_qvel,
                                      T* adj_ctrl, const ModelAdjoint<T>& adj_model,
                                      const ContactModelAdjoint<T>& adj_contact, T* adj_qfrc) {
   OuterSum<T, 4> adj_M;
@@ -722,7 +721,7 @@ PHX_HD int bouncing_contacts(const ModelView<S>& m, const T* qvel,
 template <class T, class L>
 PHX_HD void adj_bounce_velocity(const ModelView<T>& m, const T* qpos, const T* qvel,
                                 ConstraintWorkspace<T, L>& c, const ContactView<T>& cv,
-                                AdjConstraintWorkspace<T>& s, T* adj_qpos, T* adj_qvel) {
+                                AdjConstraintWorkspace<T, L>& s, T* adj_qpos, T* adj_qvel) {
   const int nv = m.nv;
   const RowsPtr<L, int> brow = c.ilcp;
   const RowsPtr<L, T> be = c.lcp;
@@ -765,8 +764,8 @@ PHX_HD void adj_bounce_velocity(const ModelView<T>& m, const T* qpos, const T* q
 template <class T, class S, class L>
 PHX_HD void adj_step_rows(const ModelView<S>& m, const T* qpos, const T* qvel, Workspace<S>& w,
                           ConstraintWorkspace<S, L>& c, const ContactView<S>& cv,
-                          AdjWorkspace<T>& a, AdjConstraintWorkspace<T>& s, const T* adj_qpos_next,
-                          const T* adj_qvel_next, T* adj_qpos, T* adj_qvel,
+                          AdjWorkspace<T>& a, AdjConstraintWorkspace<T, L>& s,
+                          const T* adj_qpos_next, const T* adj_qvel_next, T* adj_qpos, T* adj_qvel,
                           const ContactModelAdjoint<T>& adj_contact, T* adj_qfrc,
                           OuterSum<T, 4>& adj_M) {
   detail::adj_position_update(m, qpos, s, adj_qpos_next, adj_qpos);
@@ -782,7 +781,7 @@ PHX_HD void adj_step_rows(const ModelView<S>& m, const T* qpos, const T* qvel, W
 // pass (s.base unbound), which is cheaper without them. Runs right after step_constrained.
 template <class T, class L>
 PHX_HD void adj_constrained_prepare(const ModelView<T>& m, ConstraintWorkspace<T, L>& c,
-                                    const ContactView<T>& cv, AdjConstraintWorkspace<T>& s) {
+                                    const ContactView<T>& cv, AdjConstraintWorkspace<T, L>& s) {
   if (!s.shared() || *cv.nefc == 0) return;
   delassus_rows(m, *cv.nefc, c, s.Z);
   const LcpProblem<T, L> p = lcp_problem(*cv.nefc, c);
@@ -805,7 +804,7 @@ template <class T, class S, class L>
 PHX_HD void adj_step_constrained_replayed(const ModelView<S>& m, const T* qpos, const T* qvel,
                                           const T* ctrl, Workspace<S>& w,
                                           ConstraintWorkspace<S, L>& c, const ContactView<S>& cv,
-                                          AdjWorkspace<T>& a, AdjConstraintWorkspace<T>& s,
+                                          AdjWorkspace<T>& a, AdjConstraintWorkspace<T, L>& s,
                                           const T* adj_qpos_next, const T* adj_qvel_next,
                                           T* adj_qpos, T* adj_qvel, T* adj_ctrl,
                                           const ModelAdjoint<T>& adj_model,
@@ -886,7 +885,7 @@ template <class T, class L>
 PHX_HD unsigned adj_step_constrained(const ModelView<T>& m, const T* qpos, const T* qvel,
                                      const T* ctrl, Workspace<T>& w, ConstraintWorkspace<T, L>& c,
                                      ContactView<T>& cv, AdjWorkspace<T>& a,
-                                     AdjConstraintWorkspace<T>& s, const T* adj_qpos_next,
+                                     AdjConstraintWorkspace<T, L>& s, const T* adj_qpos_next,
                                      const T* adj_qvel_next, T* adj_qpos, T* adj_qvel, T* adj_ctrl,
                                      const ModelAdjoint<T>& adj_model,
                                      const ContactModelAdjoint<T>& adj_contact,
@@ -905,12 +904,13 @@ PHX_HD unsigned adj_step_constrained(const ModelView<T>& m, const T* qpos, const
 }
 
 // The scratch of a step's adjoint: the step's (StepScratch), then the adjoint workspace, the
-// adjoint of the actuators' inputs and, with constraint rows, its constraint part.
+// adjoint of the actuators' inputs and, with constraint rows, its constraint part, whose rows
+// are laid out by Layout as the step's are.
 template <class T, class Layout = Contiguous>
 struct AdjointScratch : StepScratch<T, Layout> {
   AdjWorkspace<T> a;
   T* adj_input = nullptr;  // (nu) with activation state
-  AdjConstraintWorkspace<T> s{};
+  AdjConstraintWorkspace<T, Layout> s{};
   XpbdAdjArrays<T> xpbd_adj{};  // with the XPBD solver: its adjoints and its record
   XpbdRecord<T> xpbd_record{};
 
@@ -920,7 +920,7 @@ struct AdjointScratch : StepScratch<T, Layout> {
     static_cast<StepScratch<T, Layout>&>(x) = StepScratch<T, Layout>::carve(m, arena);
     x.a = AdjWorkspace<T>::carve(m, arena);
     x.adj_input = arena.take_fixed(m.na > 0 ? m.nu : 0);
-    if (m.nefcmax > 0) x.s = AdjConstraintWorkspace<T>::carve(m, arena);
+    if (m.nefcmax > 0) x.s = AdjConstraintWorkspace<T, Layout>::carve(m, arena);
     if constexpr (std::is_floating_point_v<T>) {
       if (m.solver == kSolverXpbd) {
         x.xpbd_adj = XpbdAdjArrays<T>::carve(m, arena);

@@ -83,6 +83,20 @@ double uniform(std::mt19937& rng, double a, double b) {
   return std::uniform_real_distribution<double>(a, b)(rng);
 }
 
+// K = U V^T of random U, V (n x r): an n x n matrix of rank r, not symmetric
+struct LowRank {
+  std::vector<double> U, V, K;
+};
+LowRank low_rank(std::mt19937& rng, int n, int r) {
+  LowRank m{std::vector<double>(n * r), std::vector<double>(n * r), std::vector<double>(n * n)};
+  for (double& x : m.U) x = uniform(rng, -1, 1);
+  for (double& x : m.V) x = uniform(rng, -1, 1);
+  for (int i = 0; i < n; ++i)
+    for (int j = 0; j < n; ++j)
+      for (int k = 0; k < r; ++k) m.K[i * n + j] += m.U[i * r + k] * m.V[j * r + k];
+  return m;
+}
+
 // Delassus matrix A = J M^-1 J^T + reg I of random J (rows x nv) and SPD M = B B^T + nv I
 std::vector<double> delassus(std::mt19937& rng, int rows, int nv, double reg) {
   std::vector<double> B(nv * nv), M(nv * nv), J(rows * nv), MinvJt(nv * rows), A(rows * rows);
@@ -999,12 +1013,7 @@ TEST(Dense, CodOverInterleavedRowsAsContiguous) {
   const int n = 7;
   constexpr int W = Interleaved::kStride;
   for (int r : {7, 5, 2}) {
-    std::vector<double> U(n * r), V(n * r), K(n * n, 0.0);
-    for (double& x : U) x = uniform(rng, -1, 1);
-    for (double& x : V) x = uniform(rng, -1, 1);
-    for (int i = 0; i < n; ++i)
-      for (int j = 0; j < n; ++j)
-        for (int k = 0; k < r; ++k) K[i * n + j] += U[i * r + k] * V[j * r + k];
+    const auto [U, V, K] = low_rank(rng, n, r);
     Storage store;
     Cod<double> plain = store.carve([&](Arena<double>& a) { return cod_carve(n, a); });
     // the tiled decomposition, then K, a vector, K^+T and the null basis in the same tile
@@ -1133,12 +1142,7 @@ TEST(Dense, CodGivesMinimumNormLeastSquares) {
   std::mt19937 rng(23);
   const int n = 6;
   for (int r : {6, 4, 1}) {
-    std::vector<double> U(n * r), V(n * r), K(n * n, 0.0);
-    for (double& x : U) x = uniform(rng, -1, 1);
-    for (double& x : V) x = uniform(rng, -1, 1);
-    for (int i = 0; i < n; ++i)
-      for (int j = 0; j < n; ++j)
-        for (int k = 0; k < r; ++k) K[i * n + j] += U[i * r + k] * V[j * r + k];
+    const auto [U, V, K] = low_rank(rng, n, r);
     Storage store;
     Cod<double> cod = store.carve([&](Arena<double>& a) { return cod_carve(n, a); });
     EXPECT_EQ(cod_factor(cod, K.data(), 1e-10), r);

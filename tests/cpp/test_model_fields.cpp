@@ -170,7 +170,7 @@ TEST(ModelFields, CarveTilesItsMeasuredStorage) {
     expect_tiles(ints, q.data(), n.ints, "ContactView ints");
   }
   {
-    // the adjoint constraint workspace: its table plus adj_A's four rows
+    // the adjoint constraint workspace: its tables plus adj_A's four rows
     ScratchSize n = carved_size<AdjConstraintWorkspace<double>, double>(v);
     std::vector<double> r(n.reals);
     std::vector<int> q(n.ints);
@@ -181,6 +181,7 @@ TEST(ModelFields, CarveTilesItsMeasuredStorage) {
     using real = double;
     const ModelView<double>& m = v;
     PHX_ADJ_CONSTRAINT_WORKSPACE_ARRAYS(PHX_LIST2)
+    PHX_ADJ_CONSTRAINT_WORKSPACE_ROWS(PHX_LIST2)
     for (const double* p : {w.adj_A.y, w.adj_A.alpha, w.adj_A.z, w.adj_A.beta})
       reals.push_back({p, long(v.nefcmax)});
     expect_tiles(reals, r.data(), n.reals, "AdjConstraintWorkspace reals");
@@ -405,8 +406,9 @@ void expect_interleaved_reverse_as_contiguous(const Model& model, int min_checke
   test::HostModel<double> hm(model);
   const ModelView<double>& v = hm.view;
   const ScratchSize n = adjoint_scratch_size(v);
-  ASSERT_GT(n.rows, 0);
-  ASSERT_GT(n.irows, 0);
+  // the rows of the step it replays, and its own: adj_J
+  ASSERT_EQ(n.rows, scratch_size(v).rows + long(v.nefcmax) * v.nv);
+  ASSERT_EQ(n.irows, scratch_size(v).irows);
   TileLanes tiles(n);
   const auto& lanes = TileLanes::lane;
   test::Carved<StepScratch<double>, double> fwd(v);

@@ -23,16 +23,18 @@ def humanoid_state(model, nenv, nstep, dtype, seed=0):
     return qpos, qvel, ctrl
 
 
-def assert_rows_given(model, counts):
+def assert_rows_given(model, counts, adjoint=False):
     """The arrays a step lays out as rows, for some capacity nefcmax: per row J and Y (nv each),
     A's row, b, lo, hi, mu, PGS's 4, the previous impulse, and findex, key_prev, class_prev and
-    4 of span; and the exact solvers' storage (phalanx._phalanx.lcp_storage)."""
+    4 of span; and the exact solvers' storage (phalanx._phalanx.lcp_storage). The step's
+    adjoint adds its own: adj_J (nv per row)."""
     given_rows, given_irows = counts["given_rows"], counts["given_irows"]
+    per_row = (3 if adjoint else 2) * model.nv + 9
     matches = []
     for nefcmax in range(1, given_irows // 7 + 1):
         reals, ints = phalanx._phalanx.lcp_storage(nefcmax)
         if (given_irows == 7 * nefcmax + ints
-                and given_rows == nefcmax * (2 * model.nv + nefcmax + 9) + reals):
+                and given_rows == nefcmax * (per_row + nefcmax) + reals):
             matches.append(nefcmax)
     assert len(matches) == 1, (given_rows, given_irows, matches)
 
@@ -101,8 +103,9 @@ def test_split_scratch_gives_the_same_gradients(dtype):
         out, counts = traced(run)
         assert counts["written_fixed"] > 0
         if run is vjp:
-            # the step's vjp lays out the rows of the step it replays as the forward kernels do
-            assert_rows_given(model, counts)
+            # the step's vjp lays out the rows of the step it replays as the forward kernels
+            # do, and its own beside them
+            assert_rows_given(model, counts, adjoint=True)
             assert 0 < counts["written_rows"] < counts["given_rows"]
         for key in ref:
             np.testing.assert_array_equal(ref[key], out[key], err_msg=key)

@@ -38,18 +38,19 @@ PHX_HD PHX_INLINE auto dot_n(PA a, PB b, int n) {
 #endif
 
 // A matrix read entry by entry, A(i, j), a row at a time, row(i)(j), or (square) as the sums
-// of a row and a column, sym(i)(j) = A(i, j) + A(j, i): row-major storage with ncol columns ...
-template <class T>
+// of a row and a column, sym(i)(j) = A(i, j) + A(j, i): row-major storage with ncol columns,
+// through a pointer P (plain, or Strided for a workspace's interleaved rows) ...
+template <class T, class P = const T*>
 struct DenseEntries {
-  const T* a;
+  P a;
   int ncol;
   struct Row {
-    const T* p;
+    P p;
     PHX_HD T operator()(int j) const { return p[j]; }
   };
   struct Sym {
-    const T* row;
-    const T* col;
+    P row;
+    P col;
     int ncol;
     PHX_HD T operator()(int j) const { return row[j] + col[long(j) * ncol]; }
   };
@@ -113,17 +114,21 @@ struct OuterSum {
     return r;
   }
   // A (nrow x ncol) = the sum, each entry summed in a register over the terms in order (the
-  // loop over the terms unrolled for their number) and stored once
-  PHX_HD void write(T* A, int nrow, int ncol) const { write_terms<0>(A, nrow, ncol); }
+  // loop over the terms unrolled for their number) and stored once; A a plain pointer or a
+  // Strided one
+  template <class P>
+  PHX_HD void write(P A, int nrow, int ncol) const {
+    write_terms<0>(A, nrow, ncol);
+  }
 
  private:
-  template <int N>
-  PHX_HD void write_terms(T* A, int nrow, int ncol) const {
+  template <int N, class P>
+  PHX_HD void write_terms(P A, int nrow, int ncol) const {
     if constexpr (N < K) {
       if (n != N) return write_terms<N + 1>(A, nrow, ncol);
     }
     for (int i = 0; i < nrow; ++i) {
-      T* PHX_RESTRICT a = A + long(i) * ncol;
+      const typename Restricted<P>::type a = A + long(i) * ncol;
       if constexpr (N == 0) {
         for (int j = 0; j < ncol; ++j) a[j] = T(0);
       } else {
