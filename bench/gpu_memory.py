@@ -12,12 +12,13 @@ random joint speeds and controls (contacts and limits on, as bench_gpu.py), for 
                    in the thread's local memory
   rows written     and the arrays sized by the model's capacities that the CUDA backend lays
                    out interleaved across a warp's environments in the kernels that step
-                   forward and in the step's vjp, which replays the step (the constraint rows J
-                   and Y, the LCP's matrix, vectors and friction links, the sweeps' scratch,
-                   the exact solvers' storage and the LCP adjoint's factorisation, the
-                   previous step's rows, and the vjp's adjoint of J); the rest (contacts, tape
-                   slots, the adjoint's other rows, and the rows of the taped rollout's reverse
-                   kernel) is the thread's own block of global memory
+                   forward, in the step's vjp, which replays the step, and in the taped
+                   rollout's reverse kernel, which recomputes and replays steps (the constraint
+                   rows J and Y, the LCP's matrix, vectors and friction links, the sweeps'
+                   scratch, the exact solvers' storage and the LCP adjoint's factorisation, the
+                   previous step's rows, the adjoint's adj_J, and the rows the tape's slots
+                   keep); the rest (contacts, the slots' other arrays, the adjoint's other rows)
+                   is the thread's own block of global memory
   bytes/env-step   the DRAM traffic of one env-step under this model of it: every written
                    scratch number is written once and read back once per step (a lower bound:
                    the LCP's iterations read their rows many times), plus the step's own

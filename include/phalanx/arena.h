@@ -191,6 +191,16 @@ constexpr ScratchSize split_rows(ScratchSize s) {
   return s;
 }
 
+// where the entries a pointer take_rows handed out reach begin: its first entry's address
+template <class K>
+PHX_HD K* rows_base(K* p) {
+  return p;
+}
+template <class K, int W>
+PHX_HD K* rows_base(Strided<K, W> p) {
+  return p.p;
+}
+
 // the Layout of the arrays a pointer P reaches: Interleaved for a Strided pointer of its stride
 template <class P>
 struct LayoutOf {

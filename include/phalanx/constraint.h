@@ -52,8 +52,9 @@ struct ContactView {
   using real = T;
   PHX_CONTACT_ARRAYS(PHX_WORKSPACE_MEMBER)
 
-  template <class M>
-  PHX_HD static ContactView carve(const M& m, Arena<T>& arena) {
+  // (from any arena: contacts are in the environment's own block in every Layout)
+  template <class M, class Layout>
+  PHX_HD static ContactView carve(const M& m, Arena<T, Layout>& arena) {
     ContactView w;
     PHX_CONTACT_ARRAYS(PHX_WORKSPACE_TAKE)
     return w;

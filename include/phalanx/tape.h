@@ -169,11 +169,16 @@ struct TapeView {
 // step's own counts, within room for `ncon` contacts and `nrow` rows: the most of any step of
 // the rollout (TapeView::peak), so that a slot is a few times the state's size rather than
 // the nconmax and nefcmax a model allows. Slots are env-private scratch of the backward pass.
-template <class T>
+// The constraint workspace's strided arrays of every slot are laid out by Layout, as the
+// rows of the workspace the step ran in (Arena::take_rows), in a block of their own: slot k's
+// rows follow slot k - 1's there, its other arrays in reals and ints.
+template <class T, class Layout = Contiguous>
 struct StepStore {
   using real = T;
-  T* reals = nullptr;  // (nslot x slot_size().reals)
-  int* ints = nullptr; // (nslot x slot_size().ints)
+  T* reals = nullptr;    // (nslot x (slot_size().reals - slot_size().rows))
+  int* ints = nullptr;   // (nslot x (slot_size().ints - slot_size().irows))
+  T* rows = nullptr;     // (nslot x slot_size().rows), laid out by Layout (Arena::rows)
+  int* irows = nullptr;  // (nslot x slot_size().irows)
   int ncon = 0, nrow = 0;
 
   // slot k's arrays as the workspaces, contacts and next state of its step (below)
@@ -181,16 +186,30 @@ struct StepStore {
     T* qpos_next;
     T* qvel_next;
     Workspace<T> w;
-    ConstraintWorkspace<T> c;
+    ConstraintWorkspace<T, Layout> c;
     ContactView<T> cv;
   };
+
+  // nslot slots of room for ncon contacts and nrow rows each, from arena
+  PHX_HD static StepStore carve(const ModelView<T>& m, Arena<T, Layout>& arena, int nslot, int ncon,
+                                int nrow) {
+    const ScratchSize slot = slot_size(m, ncon, nrow);
+    StepStore s;
+    s.reals = arena.template take<T>(nslot * (slot.reals - slot.rows));
+    s.ints = arena.template take<int>(nslot * (slot.ints - slot.irows));
+    s.rows = rows_base(arena.template take_rows<T>(nslot * slot.rows));
+    s.irows = rows_base(arena.template take_rows<int>(nslot * slot.irows));
+    s.ncon = ncon;
+    s.nrow = nrow;
+    return s;
+  }
 
   // a slot laid out over arena for the counts `room` (a model's with the slot's room for
   // contacts and rows): the state after the step, the workspace, the constraint workspace's
   // kept arrays and the contacts; the constraint workspace's scratch is that of `scratch`
   template <class M>
-  PHX_HD static Slot carve_slot(const M& room, Arena<T>& arena,
-                                const ConstraintWorkspace<T>& scratch = ConstraintWorkspace<T>{}) {
+  PHX_HD static Slot carve_slot(const M& room, Arena<T, Layout>& arena,
+                                const ConstraintWorkspace<T, Layout>& scratch = {}) {
     Slot s;
     s.qpos_next = arena.template take<T>(room.nq);
     s.qvel_next = arena.template take<T>(room.nv);
@@ -209,7 +228,7 @@ struct StepStore {
     return r;
   }
   PHX_HD static ScratchSize slot_size(const ModelView<T>& m, int ncon, int nrow) {
-    Arena<T> counting;
+    Arena<T, Layout> counting;
     carve_slot(slot_counts(m, ncon, nrow), counting);
     return counting.used();
   }
@@ -220,8 +239,8 @@ struct StepStore {
   // The step's scalar U converts to the slot's T (a Lane broadcasts it: host/lane_adjoint.h).
   template <class U>
   PHX_HD void save(const ModelView<T>& m, int k, const Workspace<U>& w,
-                   const ConstraintWorkspace<U>& c, const ContactView<U>& cv, const U* qpos_next,
-                   const U* qvel_next) const {
+                   const ConstraintWorkspace<U, Layout>& c, const ContactView<U>& cv,
+                   const U* qpos_next, const U* qvel_next) const {
     if (save_rows(m, k, c, cv, qpos_next, qvel_next)) save_workspace(w, slot(m, k).w, m.nv);
   }
 
@@ -230,7 +249,7 @@ struct StepStore {
   // caller keeps too (host/pack_kernels.h) and puts in the slot before a pass reads them there.
   // (A template parameter: the device kernels' copy stays the plain one.)
   template <bool RowsElsewhere = false, class U>
-  PHX_HD bool save_rows(const ModelView<T>& m, int k, const ConstraintWorkspace<U>& c,
+  PHX_HD bool save_rows(const ModelView<T>& m, int k, const ConstraintWorkspace<U, Layout>& c,
                         const ContactView<U>& cv, const U* qpos_next, const U* qvel_next) const {
     Slot s = slot(m, k);
     if (*cv.ncon > ncon || *cv.nefc > nrow) {
@@ -250,9 +269,12 @@ struct StepStore {
   // pass does not read (bias, f_prev, key_prev, class_prev) are those of `scratch`, whose
   // contents are not kept.
   PHX_HD Slot slot(const ModelView<T>& m, int k,
-                   const ConstraintWorkspace<T>& scratch = ConstraintWorkspace<T>{}) const {
-    ScratchSize size = slot_size(m, ncon, nrow);
-    Arena<T> arena(reals + k * size.reals, ints + k * size.ints);
+                   const ConstraintWorkspace<T, Layout>& scratch = {}) const {
+    const ScratchSize size = slot_size(m, ncon, nrow);
+    constexpr int W = Layout::kStride;
+    Arena<T, Layout> arena(Scratch<T, Layout>{
+        reals + k * (size.reals - size.rows), ints + k * (size.ints - size.irows), nullptr,
+        rows + k * size.rows * W, irows + k * size.irows * W});
     return carve_slot(slot_counts(m, ncon, nrow), arena, scratch);
   }
 
@@ -275,14 +297,16 @@ struct StepStore {
  private:
   // the constraint workspace's kept arrays (PHX_CONSTRAINT_WORKSPACE_KEPT) into w
   template <class M>
-  PHX_HD static void take_kept(const M& m, Arena<T>& arena, ConstraintWorkspace<T>& w) {
-    PHX_CONSTRAINT_WORKSPACE_KEPT(PHX_WORKSPACE_TAKE)
+  PHX_HD static void take_kept(const M& m, Arena<T, Layout>& arena,
+                               ConstraintWorkspace<T, Layout>& w) {
+    PHX_CONSTRAINT_WORKSPACE_KEPT_FIXED(PHX_WORKSPACE_TAKE)
+    PHX_CONSTRAINT_WORKSPACE_KEPT_STRIDED(PHX_WORKSPACE_TAKE_ROWS)
   }
   // the kept constraint arrays and the contacts, at the counts m (but L, J and Y with
   // RowsElsewhere)
   template <bool RowsElsewhere, class U>
-  PHX_HD static void copy_kept(const Counts& m, const ConstraintWorkspace<U>& c,
-                               const ContactView<U>& cv, const ConstraintWorkspace<T>& to_c,
+  PHX_HD static void copy_kept(const Counts& m, const ConstraintWorkspace<U, Layout>& c,
+                               const ContactView<U>& cv, const ConstraintWorkspace<T, Layout>& to_c,
                                const ContactView<T>& to_cv) {
 #define PHX_COPY_FROM_C(kind, name, size, comment) \
   if (!RowsElsewhere || !rows_array(c, c.name)) copy(c.name, long(size), to_c.name);
@@ -292,13 +316,19 @@ struct StepStore {
 #undef PHX_COPY_FROM_C
 #undef PHX_COPY_FROM_CV
   }
-  template <class U>
-  PHX_HD static bool rows_array(const ConstraintWorkspace<U>& c, const void* a) {
-    return a == c.L || a == c.J || a == c.Y;
+  // (RowsElsewhere is the CPU's packs', over Contiguous storage)
+  template <class U, class P>
+  PHX_HD static bool rows_array(const ConstraintWorkspace<U, Layout>& c, P a) {
+    if constexpr (std::is_same_v<Layout, Contiguous>) {
+      const void* p = a;
+      return p == c.L || p == c.J || p == c.Y;
+    } else {
+      return false;
+    }
   }
-  template <class U, class V>
-  PHX_HD static void copy(const U* from, long n, V* to) {
-    for (long i = 0; i < n; ++i) to[i] = V(from[i]);
+  template <class P, class Q>
+  PHX_HD static void copy(P from, long n, Q to) {
+    for (long i = 0; i < n; ++i) to[i] = std::remove_cvref_t<decltype(to[i])>(from[i]);
   }
 };
 
@@ -308,15 +338,16 @@ struct StepStore {
 // pass reads (StepStore); walk() then takes its steps backward, a step with a slot by
 // adj_step_constrained_replayed on it, one without by adj_step_env replaying its record. Both
 // give the same bits. With mocap poses per step (tape.mocap), each step points m at its poses
-// and the walk their adjoints at its rows of adj_mocap_pos and adj_mocap_quat.
-template <class T>
+// and the walk their adjoints at its rows of adj_mocap_pos and adj_mocap_quat. The scratch's
+// and the slots' strided arrays are laid out by Layout.
+template <class T, class Layout = Contiguous>
 struct TapeReverse {
   ModelView<T>& m;
   const TapeView<T>& tape;
   int e;                      // the environment
   const T* ctrl;              // its controls (nstep x nu)
-  AdjointScratch<T>& x;
-  const StepStore<T>& store;  // K slots, or none (store.reals null)
+  AdjointScratch<T, Layout>& x;
+  const StepStore<T, Layout>& store;  // K slots, or none (store.reals null)
   ContactView<T> cv;          // the replay's contacts and rows (with constraint rows)
   T *q, *v, *a;               // the state of the step replayed (nq, nv, na)
   T *gq, *gv, *ga;            // adjoint of the state after the current step (nq, nv, na)
@@ -375,7 +406,7 @@ struct TapeReverse {
       tape.mocap.adjoint(m, t, adj_mocap_pos, adj_mocap_quat, am);
     }
     if (store.reals && store.holds(m, t - t0)) {
-      typename StepStore<T>::Slot f = from_slot(t - t0, rec, base);
+      typename StepStore<T, Layout>::Slot f = from_slot(t - t0, rec, base);
       T* g_input = gc;
       if (na > 0) {
         for (int i = 0; i < nu; ++i) x.adj_input[i] = T(0);
@@ -411,9 +442,9 @@ struct TapeReverse {
     for (int i = 0; i < m.nv; ++i) hv[i] = T(0);
     for (int i = 0; i < m.na; ++i) ha[i] = T(0);
   }
-  PHX_HD typename StepStore<T>::Slot from_slot(int i, const TapeRecords<T>& rec, int base) {
+  PHX_HD typename StepStore<T, Layout>::Slot from_slot(int i, const TapeRecords<T>& rec, int base) {
     rec.load_state(m, base + i, q, v, a);
-    typename StepStore<T>::Slot f = store.slot(m, i, x.c);
+    typename StepStore<T, Layout>::Slot f = store.slot(m, i, x.c);
     for (int k = 0; k < m.nq; ++k) x.s.qpos_next[k] = f.qpos_next[k];
     for (int k = 0; k < m.nv; ++k) x.s.qvel_next[k] = f.qvel_next[k];
     return f;

@@ -503,7 +503,10 @@ TEST(ModelFields, StepSlotKeepsWhatFitsItsRoom) {
   ScratchSize slot = StepStore<double>::slot_size(v, ncon, nrow);
   std::vector<double> r(2 * slot.reals);
   std::vector<int> q(2 * slot.ints);
-  StepStore<double> store{r.data(), q.data(), ncon, nrow};
+  Arena<double> arena(r.data(), q.data());
+  const StepStore<double> store = StepStore<double>::carve(v, arena, 2, ncon, nrow);
+  ASSERT_EQ(arena.used().reals, 2 * slot.reals);
+  ASSERT_EQ(arena.used().ints, 2 * slot.ints);
   test::Carved<StepScratch<double>, double> x(v);
   test::Carved<ContactView<double>, double> cv(v);
   std::vector<double> qpos(m.qpos0), qvel(v.nv, 0.25);

@@ -250,6 +250,75 @@ TEST(Tape, StepsBeyondTheirSlotAreReplayed) {
   }
 }
 
+// The backward kernel over scratch whose strided arrays are interleaved (the CUDA backend's
+// layout: the replayed and recomputed steps' rows and the slots' rows, in tiles of a warp's
+// environments) gives the bits of the CPU's: the three environments in lanes 0, 1 and 31 of
+// one tile, with a checkpoint every step (each step replayed), every 7 steps (slots), and
+// slots one row and contact short of the peaks (steps beyond them replayed).
+TEST(Tape, InterleavedScratchWalksAsContiguous) {
+  Model m = scene();
+  DeviceModel<double> dm(m, Device::kCpu);
+  Problem p = problem(m);
+  constexpr int W = Interleaved::kStride;
+  const int lanes[kEnvs] = {0, 1, W - 1};
+  for (int every : {1, 7}) {
+    Tape<double> tape(every);
+    run(dm, p, &tape);
+    const Grad ref = backward(dm, tape, p);
+    const std::array<int, 2> peak = tape.peak();
+    ASSERT_GT(peak[1], 1);
+    for (int short_by : {0, 1}) {
+      if (every == 1 && short_by == 1) continue;  // no slots
+      Buffer<double> wq(Device::kCpu, p.wq), wv(Device::kCpu, p.wv);
+      std::vector<double> gq(kEnvs * m.nq), gv(kEnvs * m.nv), gc(kEnvs * kSteps * m.nu),
+          gmass(kEnvs * m.nbody), gfric(kEnvs * 3 * m.ngeom), grest(kEnvs * m.ngeom);
+      Data<double> replay(dm, kEnvs);
+      RolloutAdjointKernel<double> k{dm.view(),
+                                     tape.view(),
+                                     tape.ctrl(),
+                                     wq.data(),
+                                     wv.data(),
+                                     gq.data(),
+                                     gv.data(),
+                                     gc.data(),
+                                     ModelAdjoint<double>{gmass.data()},
+                                     ContactModelAdjoint<double>{gfric.data(), grest.data()},
+                                     replay.contacts()};
+      k.slot_ncon = peak[0] - short_by;
+      k.slot_nrow = peak[1] - short_by;
+      if (every > 1) k.nslot = every;
+      const ScratchSize n =
+          rollout_adjoint_scratch_size(dm.view(), k.nslot, k.slot_ncon, k.slot_nrow);
+      ASSERT_GT(n.rows, 0);
+      std::vector<double> tile(W * n.rows, std::nan(""));
+      std::vector<int> itile(W * n.irows, -7);
+      for (int e = 0; e < kEnvs; ++e) {
+        std::vector<double> reals(n.reals - n.rows, std::nan(""));
+        std::vector<int> ints(n.ints - n.irows, -7);
+        k(e, Scratch<double, Interleaved>{reals.data(), ints.data(), nullptr,
+                                          tile.data() + lanes[e], itile.data() + lanes[e]});
+      }
+      EXPECT_TRUE(same_bits(gq, ref.qpos) && same_bits(gv, ref.qvel) && same_bits(gc, ref.ctrl) &&
+                  same_bits(gmass, ref.mass) && same_bits(gfric, ref.friction) &&
+                  same_bits(grest, ref.restitution))
+          << "every " << every << ", slots short by " << short_by;
+      // nothing reached the tile's other lanes
+      for (long i = 0; i < long(tile.size()); ++i) {
+        const long lane = i % W;
+        if (lane != lanes[0] && lane != lanes[1] && lane != lanes[2]) {
+          ASSERT_TRUE(std::isnan(tile[i])) << i;
+        }
+      }
+      for (long i = 0; i < long(itile.size()); ++i) {
+        const long lane = i % W;
+        if (lane != lanes[0] && lane != lanes[1] && lane != lanes[2]) {
+          ASSERT_EQ(itile[i], -7) << i;
+        }
+      }
+    }
+  }
+}
+
 // central differences of the rollout loss along random directions of each input
 TEST(Tape, RolloutGradientMatchesCentralDifferences) {
   Model m = scene();

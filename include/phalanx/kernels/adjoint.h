@@ -84,28 +84,25 @@ struct StepAdjointKernel {
 };
 
 // RolloutAdjointKernel's scratch: a step adjoint's, then the state and adjoints the walk
-// carries (TapeReverse) and nslot StepStore slots with room for ncon contacts and nrow rows each
-template <class T>
+// carries (TapeReverse) and nslot StepStore slots with room for ncon contacts and nrow rows each;
+// the strided arrays of both laid out by Layout
+template <class T, class Layout = Contiguous>
 struct RolloutAdjointScratch {
-  AdjointScratch<T> x;
-  StepStore<T> store{};
+  AdjointScratch<T, Layout> x;
+  StepStore<T, Layout> store{};
   T *q, *v, *a, *gq, *gv, *ga, *hq, *hv, *ha;
 
-  PHX_HD static RolloutAdjointScratch carve(const ModelView<T>& m, Arena<T>& arena, int nslot,
-                                            int ncon, int nrow) {
+  PHX_HD static RolloutAdjointScratch carve(const ModelView<T>& m, Arena<T, Layout>& arena,
+                                            int nslot, int ncon, int nrow) {
     RolloutAdjointScratch r;
-    r.x = AdjointScratch<T>::carve(m, arena);
+    r.x = AdjointScratch<T, Layout>::carve(m, arena);
     T** state[3][3] = {{&r.q, &r.v, &r.a}, {&r.gq, &r.gv, &r.ga}, {&r.hq, &r.hv, &r.ha}};
     for (auto& s : state) {
       *s[0] = arena.take_fixed(m.nq);
       *s[1] = arena.take_fixed(m.nv);
       *s[2] = arena.take_fixed(m.na);
     }
-    if (nslot > 0) {
-      ScratchSize slot = StepStore<T>::slot_size(m, ncon, nrow);
-      r.store = {arena.template take<T>(nslot * slot.reals),
-                 arena.template take<int>(nslot * slot.ints), ncon, nrow};
-    }
+    if (nslot > 0) r.store = StepStore<T, Layout>::carve(m, arena, nslot, ncon, nrow);
     return r;
   }
 };
@@ -121,7 +118,8 @@ PHX_HD ScratchSize rollout_adjoint_scratch_size(const ModelView<T>& m, int nslot
 // per environment, of the model parameters, segment by segment (TapeReverse). With slots
 // (nslot = K, a model with rows and K > 1) the recomputation of a segment keeps what each step's
 // reverse pass reads. An environment whose rollout stopped (a stopping status bit) gets zero
-// gradients.
+// gradients. The recomputed steps' constraint rows, the slots' and the replays' are laid out by
+// the scratch's Layout.
 template <class T>
 struct RolloutAdjointKernel {
   using Scalar = T;
@@ -147,23 +145,26 @@ struct RolloutAdjointKernel {
   // walk() takes through one segment from that segment's records; finish() writes the adjoints
   // of the initial state. operator() recomputes and walks every segment in between; the CPU's
   // packs (host/pack_kernels.h) recompute a segment of several environments at once on SIMD
-  // lanes and walk each from its records.
-  struct Env {
+  // lanes and walk each from its records (Env: over Contiguous scratch).
+  template <class Layout>
+  struct EnvOf {
     ModelView<T> m;
-    RolloutAdjointScratch<T> r;
+    RolloutAdjointScratch<T, Layout> r;
     ModelAdjoint<T> am;
     ContactModelAdjoint<T> ac;
     T* gc;     // the adjoints of its controls (nstep x nu)
     T* gm[2];  // of its mocap poses per step, when the tape has them
   };
+  using Env = EnvOf<Contiguous>;
 
-  PHX_HD void begin(int e, Scratch<T> scratch, Env& v) const {
+  template <class Layout>
+  PHX_HD void begin(int e, Scratch<T, Layout> scratch, EnvOf<Layout>& v) const {
     v.m = env_view(model, e);
     const ModelView<T>& m = v.m;
     const int nstep = tape.nstep;
-    Arena<T> arena(scratch);
-    RolloutAdjointScratch<T>& r = v.r;
-    r = RolloutAdjointScratch<T>::carve(m, arena, nslot, slot_ncon, slot_nrow);
+    Arena<T, Layout> arena(scratch);
+    RolloutAdjointScratch<T, Layout>& r = v.r;
+    r = RolloutAdjointScratch<T, Layout>::carve(m, arena, nslot, slot_ncon, slot_nrow);
     for (int i = 0; i < m.nq; ++i) r.gq[i] = T(0);
     for (int i = 0; i < m.nv; ++i) r.gv[i] = T(0);
     for (int i = 0; i < m.na; ++i) r.ga[i] = T(0);
@@ -186,20 +187,22 @@ struct RolloutAdjointKernel {
   PHX_HD bool live(int e) const { return !(tape.status[e] & kStatusStopMask); }
 
   // environment e's walk over v (begin's), which holds on to v
-  PHX_HD TapeReverse<T> reverse(int e, Env& v) const {
-    RolloutAdjointScratch<T>& r = v.r;
-    TapeReverse<T> walk{v.m,     tape,    e,    ctrl + long(e) * tape.nstep * v.m.nu,
-                        r.x,     r.store, {},   r.q,
-                        r.v,     r.a,     r.gq, r.gv,
-                        r.ga,    r.hq,    r.hv, r.ha,
-                        v.gm[0], v.gm[1]};
+  template <class Layout>
+  PHX_HD TapeReverse<T, Layout> reverse(int e, EnvOf<Layout>& v) const {
+    RolloutAdjointScratch<T, Layout>& r = v.r;
+    TapeReverse<T, Layout> walk{v.m,     tape,    e,    ctrl + long(e) * tape.nstep * v.m.nu,
+                                r.x,     r.store, {},   r.q,
+                                r.v,     r.a,     r.gq, r.gv,
+                                r.ga,    r.hq,    r.hv, r.ha,
+                                v.gm[0], v.gm[1]};
     if (v.m.nefcmax > 0) walk.cv = con.env(v.m, e);
     return walk;
   }
 
   // segment seg of environment e's walk from its records rec (base: its first step's index)
-  PHX_HD void walk(int e, int seg, TapeReverse<T>& w, const TapeRecords<T>& rec, int base,
-                   Env& v) const {
+  template <class Layout>
+  PHX_HD void walk(int e, int seg, TapeReverse<T, Layout>& w, const TapeRecords<T>& rec, int base,
+                   EnvOf<Layout>& v) const {
     w.walk(seg, rec, base, loss(adj_qpos_out, e, v.m.nq), loss(adj_qvel_out, e, v.m.nv),
            loss(adj_act_out, e, v.m.na), v.gc, v.am, v.ac);
   }
@@ -210,18 +213,20 @@ struct RolloutAdjointKernel {
     return out ? out + long(e) * tape.nstep * n : nullptr;
   }
 
-  PHX_HD void finish(int e, const Env& v) const {
+  template <class Layout>
+  PHX_HD void finish(int e, const EnvOf<Layout>& v) const {
     const ModelView<T>& m = v.m;
     for (int i = 0; i < m.nq; ++i) adj_qpos[long(e) * m.nq + i] = v.r.gq[i];
     for (int i = 0; i < m.nv; ++i) adj_qvel[long(e) * m.nv + i] = v.r.gv[i];
     for (int i = 0; adj_act && i < m.na; ++i) adj_act[long(e) * m.na + i] = v.r.ga[i];
   }
 
-  PHX_HD void operator()(int e, Scratch<T> scratch) const {
-    Env v;
+  template <class Layout>
+  PHX_HD void operator()(int e, Scratch<T, Layout> scratch) const {
+    EnvOf<Layout> v;
     begin(e, scratch, v);
     if (live(e)) {
-      TapeReverse<T> w = reverse(e, v);
+      TapeReverse<T, Layout> w = reverse(e, v);
       for (int seg = tape.nseg() - 1; seg >= 0; --seg) {
         int base = 0;
         TapeRecords<T> rec = w.recompute(seg, &base);
