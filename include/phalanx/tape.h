@@ -177,7 +177,7 @@ struct StepStore {
   using real = T;
   T* reals = nullptr;    // (nslot x (slot_size().reals - slot_size().rows))
   int* ints = nullptr;   // (nslot x (slot_size().ints - slot_size().irows))
-  T* rows = nullptr;     // (nslot x slot_size().rows), laid out by Layout (Arena::rows)
+  T* rows = nullptr;     // (nslot x slot_size().rows), laid out by Layout (Arena::take_rows)
   int* irows = nullptr;  // (nslot x slot_size().irows)
   int ncon = 0, nrow = 0;
 
