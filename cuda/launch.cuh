@@ -58,12 +58,12 @@ void reserve_stack(size_t bytes);
 // (the layout with the environment index fastest, in tiles of a warp, with no change to the
 // kernels' indexing). The arrays of the stages of fixed structure (the fixed reals) are at the
 // same place in every thread. A kernel that takes any Layout (kLaysOutRows) has its strided
-// arrays (the constraint rows J and Y, the LCP's arrays, their integers) in global memory laid
-// out the same way, Interleaved, from d_rows and d_irows: size.rows reals and size.irows
-// integers per environment, not counted in size.reals and size.ints (split_rows). The other
-// capacity-sized arrays (contacts, the exact LCP solvers' storage, tape slots), whose entries
-// each environment reaches by its own counts, are otherwise the thread's own blocks of global
-// memory.
+// arrays (the constraint rows J and Y, the LCP's arrays and the exact solvers' storage, a
+// tape's slots, their integers) in global memory laid out the same way, Interleaved, from
+// d_rows and d_irows: size.rows reals and size.irows integers per environment, not counted in
+// size.reals and size.ints (split_rows). The other capacity-sized arrays (the reverse stages'
+// own vectors, the contacts of a replay), whose entries each environment reaches by its own
+// counts, are the thread's own blocks of global memory.
 template <class Kernel, class T>
 __global__ void env_kernel(Kernel kernel, int nenv, T* d_reals, int* d_ints, T* d_rows,
                            int* d_irows, ScratchSize size, Placement where) {

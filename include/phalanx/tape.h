@@ -165,20 +165,27 @@ struct TapeView {
 // What the reverse pass of a constrained step reads from its forward, kept for each step of a
 // segment while the backward pass recomputes it, so that walking the segment backward needs no
 // replay (adj_step_constrained_replayed straight from the slot). A slot holds the state after
-// the step, the whole workspace, and the constraint workspace's and contacts' arrays at the
-// step's own counts, within room for `ncon` contacts and `nrow` rows: the most of any step of
-// the rollout (TapeView::peak), so that a slot is a few times the state's size rather than
-// the nconmax and nefcmax a model allows. Slots are env-private scratch of the backward pass.
-// The constraint workspace's strided arrays of every slot are laid out by Layout, as the
-// rows of the workspace the step ran in (Arena::take_rows), in a block of their own: slot k's
-// rows follow slot k - 1's there, its other arrays in reals and ints.
+// the step, the workspace, and the constraint workspace's and contacts' arrays at the step's
+// own counts, within room for `ncon` contacts and `nrow` rows: the most of any step of the
+// rollout (TapeView::peak), so that a slot is a few times the state's size rather than the
+// nconmax and nefcmax a model allows. Slots are env-private scratch of the backward pass, all
+// of it taken by Arena::take_rows and so laid out by Layout: the constraint workspace's
+// strided arrays of every slot in one block (slot k's rows after slot k - 1's), as the rows of
+// the workspace the step ran in, and the slots' other arrays in another, each slot's after a
+// head of two integers (the step's rows, -1 when the slot does not hold it; its contacts).
+// Under Contiguous (the CPU's layout) a slot is read in place, its other arrays laid out as
+// carve_slot carves them. Under Interleaved (CUDA's) they hold an image of what is kept
+// (image_arrays, in its order), which read() copies into the reverse pass's own workspaces;
+// only the rows are read in place.
 template <class T, class Layout = Contiguous>
 struct StepStore {
   using real = T;
-  T* reals = nullptr;    // (nslot x (slot_size().reals - slot_size().rows))
-  int* ints = nullptr;   // (nslot x (slot_size().ints - slot_size().irows))
-  T* rows = nullptr;     // (nslot x slot_size().rows), laid out by Layout (Arena::take_rows)
-  int* irows = nullptr;  // (nslot x slot_size().irows)
+  static constexpr bool kInPlace = std::is_same_v<Layout, Contiguous>;
+  static constexpr int kHead = 2;  // integers before each slot's own
+  RowsPtr<Layout, T> reals{};      // (nslot x (slot_size().reals - slot_size().rows))
+  RowsPtr<Layout, int> ints{};     // (nslot x (kHead + slot_size().ints - slot_size().irows))
+  T* rows = nullptr;               // (nslot x slot_size().rows), their block's first entry
+  int* irows = nullptr;            // (nslot x slot_size().irows)
   int ncon = 0, nrow = 0;
 
   // slot k's arrays as the workspaces, contacts and next state of its step (below)
@@ -195,8 +202,8 @@ struct StepStore {
                                 int nrow) {
     const ScratchSize slot = slot_size(m, ncon, nrow);
     StepStore s;
-    s.reals = arena.template take<T>(nslot * (slot.reals - slot.rows));
-    s.ints = arena.template take<int>(nslot * (slot.ints - slot.irows));
+    s.reals = arena.template take_rows<T>(nslot * (slot.reals - slot.rows));
+    s.ints = arena.template take_rows<int>(nslot * (kHead + slot.ints - slot.irows));
     s.rows = rows_base(arena.template take_rows<T>(nslot * slot.rows));
     s.irows = rows_base(arena.template take_rows<int>(nslot * slot.irows));
     s.ncon = ncon;
@@ -241,41 +248,90 @@ struct StepStore {
   PHX_HD void save(const ModelView<T>& m, int k, const Workspace<U>& w,
                    const ConstraintWorkspace<U, Layout>& c, const ContactView<U>& cv,
                    const U* qpos_next, const U* qvel_next) const {
-    if (save_rows(m, k, c, cv, qpos_next, qvel_next)) save_workspace(w, slot(m, k).w, m.nv);
+    if constexpr (kInPlace) {
+      if (save_rows(m, k, c, cv, qpos_next, qvel_next)) save_workspace(w, slot(m, k).w, m.nv);
+    } else {
+      if (!admit(m, k, cv)) return;
+      const Counts used = slot_counts(m, *cv.ncon, *cv.nefc);
+      copy_rows<false>(used, c, slot(m, k).c);
+      Image image{reals + k * image_reals(m), head(m, k) + kHead};
+      image_arrays(slot_counts(m, ncon, nrow), used, qpos_next, qvel_next, w, c, cv,
+                   [&](auto p, long n, long room) { copy(p, n, image.take(p, room)); });
+    }
   }
 
   // save() but for the workspace, which the caller puts in slot(m, k).w itself; false when
   // the step is not kept. RowsElsewhere: nor the factor L and the rows' J and Y, which the
   // caller keeps too (host/pack_kernels.h) and puts in the slot before a pass reads them there.
-  // (A template parameter: the device kernels' copy stays the plain one.)
+  // (A template parameter: the device kernels' copy stays the plain one.) In place only.
   template <bool RowsElsewhere = false, class U>
   PHX_HD bool save_rows(const ModelView<T>& m, int k, const ConstraintWorkspace<U, Layout>& c,
                         const ContactView<U>& cv, const U* qpos_next, const U* qvel_next) const {
+    static_assert(kInPlace, "a slot laid out apart is saved whole (save)");
+    if (!admit(m, k, cv)) return false;
     Slot s = slot(m, k);
-    if (*cv.ncon > ncon || *cv.nefc > nrow) {
-      *s.cv.nefc = -1;
-      return false;
-    }
     copy(qpos_next, m.nq, s.qpos_next);
     copy(qvel_next, m.nv, s.qvel_next);
     // the step's own counts
-    copy_kept<RowsElsewhere>(slot_counts(m, *cv.ncon, *cv.nefc), c, cv, s.c, s.cv);
+    const Counts used = slot_counts(m, *cv.ncon, *cv.nefc);
+#define PHX_COPY_FROM_C(kind, name, size, comment) \
+  if (!RowsElsewhere || !rows_array(c, c.name)) copy(c.name, long(size), s.c.name);
+#define PHX_COPY_FROM_CV(kind, name, size, comment) copy(cv.name, long(size), s.cv.name);
+    {
+      const Counts& m = used;
+      PHX_CONSTRAINT_WORKSPACE_KEPT_FIXED(PHX_COPY_FROM_C)
+      PHX_CONTACT_ARRAYS(PHX_COPY_FROM_CV)
+    }
+#undef PHX_COPY_FROM_C
+#undef PHX_COPY_FROM_CV
+    copy_rows<RowsElsewhere>(used, c, s.c);
     return true;
   }
 
-  PHX_HD bool holds(const ModelView<T>& m, int k) const { return *slot(m, k).cv.nefc >= 0; }
+  PHX_HD bool holds(const ModelView<T>& m, int k) const {
+    return head(m, k)[0] >= 0;
+  }
 
-  // Slot k. The constraint workspace's scratch (tmp, lcp, ilcp) and its arrays the reverse
-  // pass does not read (bias, f_prev, key_prev, class_prev) are those of `scratch`, whose
-  // contents are not kept.
+  // Slot k, in place; under Interleaved only its rows are, its other pointers null. The
+  // constraint workspace's scratch (tmp, lcp, ilcp) and its arrays the reverse pass does not
+  // read (bias, f_prev, key_prev, class_prev) are those of `scratch`, whose contents are not
+  // kept.
   PHX_HD Slot slot(const ModelView<T>& m, int k,
                    const ConstraintWorkspace<T, Layout>& scratch = {}) const {
     const ScratchSize size = slot_size(m, ncon, nrow);
     constexpr int W = Layout::kStride;
-    Arena<T, Layout> arena(Scratch<T, Layout>{
-        reals + k * (size.reals - size.rows), ints + k * (size.ints - size.irows), nullptr,
-        rows + k * size.rows * W, irows + k * size.irows * W});
+    Arena<T, Layout> arena(Scratch<T, Layout>{nullptr, nullptr, nullptr, rows + k * size.rows * W,
+                                              irows + k * size.irows * W});
+    if constexpr (kInPlace) {
+      arena.reals = reals + k * image_reals(m);
+      arena.ints = head(m, k) + kHead;
+    }
     return carve_slot(slot_counts(m, ncon, nrow), arena, scratch);
+  }
+
+  // Slot k (which holds its step) for its reverse pass, the state after the step copied into
+  // into.qpos_next and into.qvel_next: in place (Contiguous), or with the arrays of `into` (its
+  // workspace, its constraint workspace's kept arrays but the rows, its contacts) holding the
+  // slot's copies. The constraint workspace's scratch is into.c's.
+  PHX_HD Slot read(const ModelView<T>& m, int k, const Slot& into) const {
+    Slot s = slot(m, k, into.c);
+    if constexpr (kInPlace) {
+      copy(s.qpos_next, m.nq, into.qpos_next);
+      copy(s.qvel_next, m.nv, into.qvel_next);
+      return s;
+    } else {
+      Slot to = into;
+      to.c = s.c;
+#define PHX_INTO(kind, name, size, comment) to.c.name = into.c.name;
+      PHX_CONSTRAINT_WORKSPACE_KEPT_FIXED(PHX_INTO)
+#undef PHX_INTO
+      const RowsPtr<Layout, int> h = head(m, k);
+      Image image{reals + k * image_reals(m), h + kHead};
+      image_arrays(slot_counts(m, ncon, nrow), slot_counts(m, h[1], h[0]), to.qpos_next,
+                   to.qvel_next, to.w, to.c, to.cv,
+                   [&](auto p, long n, long room) { copy(image.take(p, room), n, p); });
+      return to;
+    }
   }
 
   // to <- what a reverse pass reads of the workspace from, as carved, contiguously, but for the
@@ -295,6 +351,68 @@ struct StepStore {
   }
 
  private:
+  // the reals and integers of a slot but its rows (and the integers' head)
+  PHX_HD long image_reals(const ModelView<T>& m) const {
+    const ScratchSize size = slot_size(m, ncon, nrow);
+    return size.reals - size.rows;
+  }
+  PHX_HD RowsPtr<Layout, int> head(const ModelView<T>& m, int k) const {
+    const ScratchSize size = slot_size(m, ncon, nrow);
+    return ints + long(k) * (kHead + size.ints - size.irows);
+  }
+  // slot k's head for the step of contacts and rows cv: whether it fits the slot's room
+  template <class U>
+  PHX_HD bool admit(const ModelView<T>& m, int k, const ContactView<U>& cv) const {
+    const RowsPtr<Layout, int> h = head(m, k);
+    const bool fits = *cv.ncon <= ncon && *cv.nefc <= nrow;
+    h[0] = fits ? *cv.nefc : -1;
+    h[1] = *cv.ncon;
+    return fits;
+  }
+
+  // The image of a slot under Interleaved, handed out array by array: each array's entries
+  // next, reals or integers as the array's
+  struct Image {
+    RowsPtr<Layout, T> reals;
+    RowsPtr<Layout, int> ints;
+    // where an array p of `room` entries goes (its kind's next entries)
+    template <class P>
+    PHX_HD auto take(P, long room) {
+      if constexpr (std::is_same_v<std::remove_cv_t<std::remove_pointer_t<P>>, int>) {
+        const RowsPtr<Layout, int> at = ints;
+        ints = ints + room;
+        return at;
+      } else {
+        const RowsPtr<Layout, T> at = reals;
+        reals = reals + room;
+        return at;
+      }
+    }
+  };
+  // f(p, n, room) for each array a slot's image keeps, in its order: p the array among the
+  // state after a step (qpos_next, qvel_next), its workspace w (kept_ranges), its constraint
+  // workspace's kept arrays but the rows, and its contacts cv, at the step's counts `used`; n
+  // its entries at those counts; room those the image gives it at the slot's counts `room`
+  template <class Q, class U, class F>
+  PHX_HD static void image_arrays(const Counts& room, const Counts& used, Q qpos_next, Q qvel_next,
+                                  const Workspace<U>& w, const ConstraintWorkspace<U, Layout>& c,
+                                  const ContactView<U>& cv, F f) {
+    f(qpos_next, long(used.nq), long(room.nq));
+    f(qvel_next, long(used.nv), long(room.nv));
+    kept_ranges(w, used.nv, [&](long at, long n) { f(w.xpos + at, n, n); });
+#define PHX_IMAGE_ARRAY(of, name, size)                                           \
+  f(                                                                              \
+      of.name, []([[maybe_unused]] const Counts& m) { return long(size); }(used), \
+      []([[maybe_unused]] const Counts& m) { return long(size); }(room));
+#define PHX_IMAGE_C(kind, name, size, comment) PHX_IMAGE_ARRAY(c, name, size)
+#define PHX_IMAGE_CV(kind, name, size, comment) PHX_IMAGE_ARRAY(cv, name, size)
+    PHX_CONSTRAINT_WORKSPACE_KEPT_FIXED(PHX_IMAGE_C)
+    PHX_CONTACT_ARRAYS(PHX_IMAGE_CV)
+#undef PHX_IMAGE_CV
+#undef PHX_IMAGE_C
+#undef PHX_IMAGE_ARRAY
+  }
+
   // the constraint workspace's kept arrays (PHX_CONSTRAINT_WORKSPACE_KEPT) into w
   template <class M>
   PHX_HD static void take_kept(const M& m, Arena<T, Layout>& arena,
@@ -302,19 +420,14 @@ struct StepStore {
     PHX_CONSTRAINT_WORKSPACE_KEPT_FIXED(PHX_WORKSPACE_TAKE)
     PHX_CONSTRAINT_WORKSPACE_KEPT_STRIDED(PHX_WORKSPACE_TAKE_ROWS)
   }
-  // the kept constraint arrays and the contacts, at the counts m (but L, J and Y with
-  // RowsElsewhere)
+  // the kept rows at the counts m (but J and Y with RowsElsewhere)
   template <bool RowsElsewhere, class U>
-  PHX_HD static void copy_kept(const Counts& m, const ConstraintWorkspace<U, Layout>& c,
-                               const ContactView<U>& cv, const ConstraintWorkspace<T, Layout>& to_c,
-                               const ContactView<T>& to_cv) {
-#define PHX_COPY_FROM_C(kind, name, size, comment) \
-  if (!RowsElsewhere || !rows_array(c, c.name)) copy(c.name, long(size), to_c.name);
-#define PHX_COPY_FROM_CV(kind, name, size, comment) copy(cv.name, long(size), to_cv.name);
-    PHX_CONSTRAINT_WORKSPACE_KEPT(PHX_COPY_FROM_C)
-    PHX_CONTACT_ARRAYS(PHX_COPY_FROM_CV)
-#undef PHX_COPY_FROM_C
-#undef PHX_COPY_FROM_CV
+  PHX_HD static void copy_rows(const Counts& m, const ConstraintWorkspace<U, Layout>& c,
+                               const ConstraintWorkspace<T, Layout>& to) {
+#define PHX_COPY_ROWS(kind, name, size, comment) \
+  if (!RowsElsewhere || !rows_array(c, c.name)) copy(c.name, long(size), to.name);
+    PHX_CONSTRAINT_WORKSPACE_KEPT_STRIDED(PHX_COPY_ROWS)
+#undef PHX_COPY_ROWS
   }
   // (RowsElsewhere is the CPU's packs', over Contiguous storage)
   template <class U, class P>
@@ -432,7 +545,8 @@ struct TapeReverse {
   // environments): begin_step(t) adds the loss gradients of the state after step t to the
   // adjoints (gq, gv, ga) and zeroes those of the state before it (hq, hv, ha); from_slot(i)
   // loads the state before the segment's step i (q, v, a) and its state after (x.s) and gives
-  // its slot; end_step() makes the state before the step the one after the next step back.
+  // its slot (StepStore::read: in place, or copied into x.w, x.c and cv); end_step() makes the
+  // state before the step the one after the next step back.
   PHX_HD void begin_step(int t, const T* adj_qpos_out, const T* adj_qvel_out,
                          const T* adj_act_out) {
     add_row(gq, adj_qpos_out, t, m.nq);
@@ -444,10 +558,7 @@ struct TapeReverse {
   }
   PHX_HD typename StepStore<T, Layout>::Slot from_slot(int i, const TapeRecords<T>& rec, int base) {
     rec.load_state(m, base + i, q, v, a);
-    typename StepStore<T, Layout>::Slot f = store.slot(m, i, x.c);
-    for (int k = 0; k < m.nq; ++k) x.s.qpos_next[k] = f.qpos_next[k];
-    for (int k = 0; k < m.nv; ++k) x.s.qvel_next[k] = f.qvel_next[k];
-    return f;
+    return store.read(m, i, {x.s.qpos_next, x.s.qvel_next, x.w, x.c, cv});
   }
   PHX_HD void end_step() {
     for (int i = 0; i < m.nq; ++i) gq[i] = hq[i];

@@ -502,11 +502,13 @@ TEST(ModelFields, StepSlotKeepsWhatFitsItsRoom) {
   const int ncon = 3, nrow = 9;
   ScratchSize slot = StepStore<double>::slot_size(v, ncon, nrow);
   std::vector<double> r(2 * slot.reals);
-  std::vector<int> q(2 * slot.ints);
+  // each slot's integers after its head
+  const long ints = StepStore<double>::kHead + slot.ints;
+  std::vector<int> q(2 * ints);
   Arena<double> arena(r.data(), q.data());
   const StepStore<double> store = StepStore<double>::carve(v, arena, 2, ncon, nrow);
   ASSERT_EQ(arena.used().reals, 2 * slot.reals);
-  ASSERT_EQ(arena.used().ints, 2 * slot.ints);
+  ASSERT_EQ(arena.used().ints, 2 * ints);
   test::Carved<StepScratch<double>, double> x(v);
   test::Carved<ContactView<double>, double> cv(v);
   std::vector<double> qpos(m.qpos0), qvel(v.nv, 0.25);

@@ -290,6 +290,10 @@ TEST(Tape, InterleavedScratchWalksAsContiguous) {
       const ScratchSize n =
           rollout_adjoint_scratch_size(dm.view(), k.nslot, k.slot_ncon, k.slot_nrow);
       ASSERT_GT(n.rows, 0);
+      // the slots lie wholly among the strided arrays: the rest is that of a walk without them
+      const ScratchSize bare = rollout_adjoint_scratch_size(dm.view(), 0, 0, 0);
+      EXPECT_EQ(n.reals - n.rows, bare.reals - bare.rows);
+      EXPECT_EQ(n.ints - n.irows, bare.ints - bare.irows);
       std::vector<double> tile(W * n.rows, std::nan(""));
       std::vector<int> itile(W * n.irows, -7);
       for (int e = 0; e < kEnvs; ++e) {
