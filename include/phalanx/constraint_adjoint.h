@@ -137,32 +137,34 @@ PHX_HD int jacobian_nparam(const ModelView<T>& m) {
 }
 
 // Scratch of adj_step_constrained, carved like ConstraintWorkspace (sizes from the model's nq,
-// nv, ngeom, nconmax and nefcmax).
+// nv, ngeom, nconmax and nefcmax): the arrays sized by the model's counts alone
+// (Arena::take_fixed), then the capacity-sized ones
+#define PHX_ADJ_CONSTRAINT_WORKSPACE_FIXED(X)                                      \
+  X(real, qpos_next, m.nq, "replayed qpos' (nq)")                                  \
+  X(real, qvel_next, m.nv, "replayed qvel' (nv)")                                  \
+  X(real, g, m.nv, "adjoint of qvel' (nv)")                                        \
+  X(real, lam, m.nv, "M^-1 g (nv)")                                                \
+  X(real, dv, m.nv, "qvel' - vfree (nv)")                                          \
+  X(real, mu2, m.nv, "M^-1 adj_vfree (nv)")                                        \
+  X(real, adj_vfree, m.nv, "(nv)")                                                 \
+  X(real, adj_qfrc, m.nv, "(nv)")                                                  \
+  X(real, adj_bias, m.nv, "adjoint of c(q, qvel) (nv)")                            \
+  X(real, tmp, m.nv, "(nv)")                                                       \
+  X(real, proj, 4L * m.nv, "adj_delassus's projections onto Z (4 nv)")             \
+  X(real, adj_M, long(m.nv) * m.nv, "adj_M written out, one seed (nv x nv)")       \
+  X(real, u, m.nv, "adjoint of qvel' through qpos' alone, bounce correction (nv)") \
+  X(real, hold_qpos, m.nq, "adjoints the bounce correction replaces (nq)")         \
+  X(real, hold_qvel, m.nv, "(nv)")                                                 \
+  X(real, score, 2, "||adj_vfree||^2 + dt ||M^-1 adj_vfree||^2 per classification (2)")
 #define PHX_ADJ_CONSTRAINT_WORKSPACE_ARRAYS(X)                                               \
-  X(real, qpos_next, m.nq, "replayed qpos' (nq)")                                            \
-  X(real, qvel_next, m.nv, "replayed qvel' (nv)")                                            \
-  X(real, g, m.nv, "adjoint of qvel' (nv)")                                                  \
-  X(real, lam, m.nv, "M^-1 g (nv)")                                                          \
-  X(real, dv, m.nv, "qvel' - vfree (nv)")                                                    \
-  X(real, mu2, m.nv, "M^-1 adj_vfree (nv)")                                                  \
-  X(real, adj_vfree, m.nv, "(nv)")                                                           \
-  X(real, adj_qfrc, m.nv, "(nv)")                                                            \
-  X(real, adj_bias, m.nv, "adjoint of c(q, qvel) (nv)")                                      \
-  X(real, tmp, m.nv, "(nv)")                                                                 \
-  X(real, proj, 4L * m.nv, "adj_delassus's projections onto Z (4 nv)")                       \
   X(real, bounce, m.nefcmax, "e adj_b on bouncing normal rows, else 0 (nefcmax)")            \
-  X(real, adj_M, long(m.nv) * m.nv, "adj_M written out, one seed (nv x nv)")                 \
   X(real, adj_b, m.nefcmax, "(nefcmax)")                                                     \
   X(real, adj_f, m.nefcmax, "(nefcmax)")                                                     \
   X(real, adj_mu, m.nefcmax, "(nefcmax)")                                                    \
   X(real, adj_pos, 3L * m.nconmax, "adjoint of each contact point (nconmax x 3)")            \
   X(real, adj_frame, 9L * m.nconmax, "adjoint of each contact frame, n t1 t2 (nconmax x 9)") \
   X(real, adj_dist, m.nconmax, "(nconmax)")                                                  \
-  X(real, u, m.nv, "adjoint of qvel' through qpos' alone, bounce correction (nv)")           \
-  X(real, hold_qpos, m.nq, "adjoints the bounce correction replaces (nq)")                   \
-  X(real, hold_qvel, m.nv, "(nv)")                                                           \
   X(real, dl_dv, m.nefcmax, "loss gradient per row, J g, complementarity-aware (nefcmax)")   \
-  X(real, score, 2, "||adj_vfree||^2 + dt ||M^-1 adj_vfree||^2 per classification (2)")      \
   X(int, cls, m.nefcmax, "row classes used by adj_lcp (nefcmax)")                            \
   X(int, cls_loss, m.nefcmax, "loss-driven classes (nefcmax)")
 // and those laid out by the workspace's Layout (Arena::take_rows), as the forward's rows are
@@ -172,6 +174,7 @@ PHX_HD int jacobian_nparam(const ModelView<T>& m) {
 template <class T, class Layout = Contiguous>
 struct AdjConstraintWorkspace {
   using real = T;
+  PHX_ADJ_CONSTRAINT_WORKSPACE_FIXED(PHX_WORKSPACE_MEMBER)
   PHX_ADJ_CONSTRAINT_WORKSPACE_ARRAYS(PHX_WORKSPACE_MEMBER)
   PHX_ADJ_CONSTRAINT_WORKSPACE_ROWS(PHX_WORKSPACE_ROWS_MEMBER)
   LcpAdjointA<T> adj_A;  // adj_lcp's rank-two factors (4 x nefcmax)
@@ -194,6 +197,7 @@ struct AdjConstraintWorkspace {
   template <class M>
   PHX_HD static AdjConstraintWorkspace carve(const M& m, Arena<T, Layout>& arena) {
     AdjConstraintWorkspace w;
+    PHX_ADJ_CONSTRAINT_WORKSPACE_FIXED(PHX_WORKSPACE_TAKE_FIXED)
     PHX_ADJ_CONSTRAINT_WORKSPACE_ARRAYS(PHX_WORKSPACE_TAKE)
     PHX_ADJ_CONSTRAINT_WORKSPACE_ROWS(PHX_WORKSPACE_TAKE_ROWS)
     const long ne = m.nefcmax;

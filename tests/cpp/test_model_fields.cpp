@@ -180,6 +180,7 @@ TEST(ModelFields, CarveTilesItsMeasuredStorage) {
     std::vector<std::pair<const int*, long>> ints;
     using real = double;
     const ModelView<double>& m = v;
+    PHX_ADJ_CONSTRAINT_WORKSPACE_FIXED(PHX_LIST2)
     PHX_ADJ_CONSTRAINT_WORKSPACE_ARRAYS(PHX_LIST2)
     PHX_ADJ_CONSTRAINT_WORKSPACE_ROWS(PHX_LIST2)
     for (const double* p : {w.adj_A.y, w.adj_A.alpha, w.adj_A.z, w.adj_A.beta})
@@ -203,7 +204,8 @@ TEST(ModelFields, CarveTilesItsMeasuredStorage) {
 
 // A split scratch (as the CUDA backend hands a thread: its fixed reals a block of their own,
 // in local memory) puts the arrays sized by the model's counts alone (the workspace, its
-// adjoint, the constraint workspace's geom frames, factor and vectors) in the fixed block,
+// adjoint, the constraint workspace's geom frames, factor and vectors, the reverse stages'
+// vectors and adj_M) in the fixed block,
 // tiling it, and everything sized by the capacities in the other, which it fills to
 // ScratchSize::reals - fixed; an unsplit one keeps the same arrays back to back as before.
 TEST(ModelFields, SplitScratchPutsTheModelSizedWorkspacesApart) {
@@ -219,8 +221,12 @@ TEST(ModelFields, SplitScratchPutsTheModelSizedWorkspacesApart) {
 #define PHX_COUNT(kind, name, size, comment) constraint_fixed += long(size);
   PHX_CONSTRAINT_WORKSPACE_KEPT_FIXED(PHX_COUNT)
   PHX_CONSTRAINT_WORKSPACE_SCRATCH_FIXED(PHX_COUNT)
-#undef PHX_COUNT
   EXPECT_EQ(constraint_fixed, 12L * v.ngeom + long(v.nv) * (v.nv + 4));
+  PHX_ADJ_CONSTRAINT_WORKSPACE_FIXED(PHX_COUNT)
+#undef PHX_COUNT
+  // the reverse stages': 2 of nq, 15 of nv, adj_M (nv x nv) and the two scores
+  EXPECT_EQ(constraint_fixed - 12L * v.ngeom - long(v.nv) * (v.nv + 4),
+            2L * v.nq + long(v.nv) * (v.nv + 15) + 2);
   EXPECT_EQ(n.fixed, Workspace<double>::size(v) + AdjWorkspace<double>::size(v) + constraint_fixed);
   std::vector<double> fixed(n.fixed), reals(n.reals - n.fixed);
   std::vector<int> ints(n.ints);
@@ -233,6 +239,10 @@ TEST(ModelFields, SplitScratchPutsTheModelSizedWorkspacesApart) {
 #define PHX_LIST_W(kind, name, size, comment) in_fixed.push_back({x.w.name, long(size)});
 #define PHX_LIST_A(kind, name, size, comment) in_fixed.push_back({x.a.name, long(size)});
 #define PHX_LIST_CF(kind, name, size, comment) in_fixed.push_back({x.c.name, long(size)});
+#define PHX_LIST_SF(kind, name, size, comment) in_fixed.push_back({x.s.name, long(size)});
+#define PHX_LIST_S(kind, name, size, comment) \
+  if constexpr (!std::is_same_v<kind, int>)   \
+    elsewhere.push_back({(const double*)x.s.name, long(size)});
 #define PHX_LIST_C(kind, name, size, comment) \
   if constexpr (!std::is_same_v<kind, int>)   \
     elsewhere.push_back({(const double*)x.c.name, long(size)});
@@ -241,12 +251,16 @@ TEST(ModelFields, SplitScratchPutsTheModelSizedWorkspacesApart) {
   PHX_CONSTRAINT_WORKSPACE_SCRATCH_FIXED(PHX_LIST_CF)
   PHX_ADJ_WORKSPACE_ZEROED(PHX_LIST_A)
   PHX_ADJ_WORKSPACE_VECTORS(PHX_LIST_A)
+  PHX_ADJ_CONSTRAINT_WORKSPACE_FIXED(PHX_LIST_SF)
+  PHX_ADJ_CONSTRAINT_WORKSPACE_ARRAYS(PHX_LIST_S)
   PHX_CONSTRAINT_WORKSPACE_KEPT_STRIDED(PHX_LIST_C)
   PHX_CONSTRAINT_WORKSPACE_SCRATCH_STRIDED(PHX_LIST_C)
 #undef PHX_LIST_W
 #undef PHX_LIST_A
 #undef PHX_LIST_CF
 #undef PHX_LIST_C
+#undef PHX_LIST_SF
+#undef PHX_LIST_S
   expect_tiles(in_fixed, fixed.data(), n.fixed, "fixed block");
   for (const auto& [p, len] : elsewhere)
     ASSERT_TRUE(p >= reals.data() && p + len <= reals.data() + reals.size());
