@@ -16,9 +16,11 @@ random joint speeds and controls (contacts and limits on, as bench_gpu.py), for 
                    rollout's reverse kernel, which recomputes and replays steps (the constraint
                    rows J and Y, the LCP's matrix, vectors and friction links, the sweeps'
                    scratch, the exact solvers' storage and the LCP adjoint's factorisation, the
-                   previous step's rows, the adjoint's adj_J, and the rows the tape's slots
-                   keep); the rest (contacts, the slots' other arrays, the adjoint's other rows)
-                   is the thread's own block of global memory
+                   previous step's rows, the adjoint's adj_J, and all that the tape's slots
+                   keep); the rest (the adjoint's capacity-sized vectors and the contacts'
+                   adjoints) is the thread's own block of global memory. The contacts
+                   themselves and the state are the batch's arrays, not scratch: they are not
+                   traced, and the model below counts only the step's input and output
   bytes/env-step   the DRAM traffic of one env-step under this model of it: every written
                    scratch number is written once and read back once per step (a lower bound:
                    the LCP's iterations read their rows many times), plus the step's own
