@@ -18,8 +18,10 @@ random joint speeds and controls (contacts and limits on, as bench_gpu.py), for 
                    scratch, the exact solvers' storage and the LCP adjoint's factorisation, the
                    previous step's rows, the adjoint's adj_J, and all that the tape's slots
                    keep); the rest (the adjoint's capacity-sized vectors and the contacts'
-                   adjoints) is the thread's own block of global memory. The contacts
-                   themselves and the state are the batch's arrays, not scratch: they are not
+                   adjoints) is the thread's own block of global memory. The kernels that
+                   step many times hold the state in fixed reals of their scratch (traced as
+                   local), read from the batch's rows before their steps and written back
+                   after. The contacts are the batch's arrays, not scratch: they are not
                    traced, and the model below counts only the step's input and output
   bytes/env-step   the DRAM traffic of one env-step under this model of it: every written
                    scratch number is written once and read back once per step (a lower bound:

@@ -251,10 +251,11 @@ struct StepStore {
     if constexpr (kInPlace) {
       if (save_rows(m, k, c, cv, qpos_next, qvel_next)) save_workspace(w, slot(m, k).w, m.nv);
     } else {
-      if (!admit(m, k, cv)) return;
+      const Place at = place(m, k);
+      if (!admit(at, cv)) return;
       const Counts used = slot_counts(m, *cv.ncon, *cv.nefc);
-      copy_rows<false>(used, c, slot(m, k).c);
-      Image image{reals + k * image_reals(m), head(m, k) + kHead};
+      copy_rows<false>(used, c, carve_at(m, at).c);
+      Image image{at.reals, at.head + kHead};
       image_arrays(slot_counts(m, ncon, nrow), used, qpos_next, qvel_next, w, c, cv,
                    [&](auto p, long n, long room) { copy(p, n, image.take(p, room)); });
     }
@@ -268,8 +269,9 @@ struct StepStore {
   PHX_HD bool save_rows(const ModelView<T>& m, int k, const ConstraintWorkspace<U, Layout>& c,
                         const ContactView<U>& cv, const U* qpos_next, const U* qvel_next) const {
     static_assert(kInPlace, "a slot laid out apart is saved whole (save)");
-    if (!admit(m, k, cv)) return false;
-    Slot s = slot(m, k);
+    const Place at = place(m, k);
+    if (!admit(at, cv)) return false;
+    Slot s = carve_at(m, at);
     copy(qpos_next, m.nq, s.qpos_next);
     copy(qvel_next, m.nv, s.qvel_next);
     // the step's own counts
@@ -289,7 +291,7 @@ struct StepStore {
   }
 
   PHX_HD bool holds(const ModelView<T>& m, int k) const {
-    return head(m, k)[0] >= 0;
+    return place(m, k).head[0] >= 0;
   }
 
   // Slot k, in place; under Interleaved only its rows are, its other pointers null. The
@@ -298,15 +300,7 @@ struct StepStore {
   // kept.
   PHX_HD Slot slot(const ModelView<T>& m, int k,
                    const ConstraintWorkspace<T, Layout>& scratch = {}) const {
-    const ScratchSize size = slot_size(m, ncon, nrow);
-    constexpr int W = Layout::kStride;
-    Arena<T, Layout> arena(Scratch<T, Layout>{nullptr, nullptr, nullptr, rows + k * size.rows * W,
-                                              irows + k * size.irows * W});
-    if constexpr (kInPlace) {
-      arena.reals = reals + k * image_reals(m);
-      arena.ints = head(m, k) + kHead;
-    }
-    return carve_slot(slot_counts(m, ncon, nrow), arena, scratch);
+    return carve_at(m, place(m, k), scratch);
   }
 
   // Slot k (which holds its step) for its reverse pass, the state after the step copied into
@@ -314,7 +308,8 @@ struct StepStore {
   // workspace, its constraint workspace's kept arrays but the rows, its contacts) holding the
   // slot's copies. The constraint workspace's scratch is into.c's.
   PHX_HD Slot read(const ModelView<T>& m, int k, const Slot& into) const {
-    Slot s = slot(m, k, into.c);
+    const Place at = place(m, k);
+    Slot s = carve_at(m, at, into.c);
     if constexpr (kInPlace) {
       copy(s.qpos_next, m.nq, into.qpos_next);
       copy(s.qvel_next, m.nv, into.qvel_next);
@@ -325,9 +320,8 @@ struct StepStore {
 #define PHX_INTO(kind, name, size, comment) to.c.name = into.c.name;
       PHX_CONSTRAINT_WORKSPACE_KEPT_FIXED(PHX_INTO)
 #undef PHX_INTO
-      const RowsPtr<Layout, int> h = head(m, k);
-      Image image{reals + k * image_reals(m), h + kHead};
-      image_arrays(slot_counts(m, ncon, nrow), slot_counts(m, h[1], h[0]), to.qpos_next,
+      Image image{at.reals, at.head + kHead};
+      image_arrays(slot_counts(m, ncon, nrow), slot_counts(m, at.head[1], at.head[0]), to.qpos_next,
                    to.qvel_next, to.w, to.c, to.cv,
                    [&](auto p, long n, long room) { copy(image.take(p, room), n, p); });
       return to;
@@ -351,19 +345,34 @@ struct StepStore {
   }
 
  private:
-  // the reals and integers of a slot but its rows (and the integers' head)
-  PHX_HD long image_reals(const ModelView<T>& m) const {
+  // where slot k lies: its reals and its integers from its head on, but the rows; its rows
+  struct Place {
+    RowsPtr<Layout, T> reals;
+    RowsPtr<Layout, int> head;
+    T* rows;
+    int* irows;
+  };
+  PHX_HD Place place(const ModelView<T>& m, int k) const {
     const ScratchSize size = slot_size(m, ncon, nrow);
-    return size.reals - size.rows;
+    constexpr int W = Layout::kStride;
+    return {reals + k * (size.reals - size.rows), ints + long(k) * (kHead + size.ints - size.irows),
+            rows + k * size.rows * W, irows + k * size.irows * W};
   }
-  PHX_HD RowsPtr<Layout, int> head(const ModelView<T>& m, int k) const {
-    const ScratchSize size = slot_size(m, ncon, nrow);
-    return ints + long(k) * (kHead + size.ints - size.irows);
+  // the slot at `at`, carved (slot())
+  PHX_HD Slot carve_at(const ModelView<T>& m, const Place& at,
+                       const ConstraintWorkspace<T, Layout>& scratch = {}) const {
+    Arena<T, Layout> arena(Scratch<T, Layout>{nullptr, nullptr, nullptr, at.rows, at.irows});
+    if constexpr (kInPlace) {
+      arena.reals = at.reals;
+      arena.ints = at.head + kHead;
+    }
+    return carve_slot(slot_counts(m, ncon, nrow), arena, scratch);
   }
-  // slot k's head for the step of contacts and rows cv: whether it fits the slot's room
+  // the head of the slot at `at` for the step of contacts and rows cv: whether it fits the
+  // slot's room
   template <class U>
-  PHX_HD bool admit(const ModelView<T>& m, int k, const ContactView<U>& cv) const {
-    const RowsPtr<Layout, int> h = head(m, k);
+  PHX_HD bool admit(const Place& at, const ContactView<U>& cv) const {
+    const RowsPtr<Layout, int> h = at.head;
     const bool fits = *cv.ncon <= ncon && *cv.nefc <= nrow;
     h[0] = fits ? *cv.nefc : -1;
     h[1] = *cv.ncon;

@@ -295,7 +295,8 @@ TEST(ModelFields, InterleavedRowsFillTheirTile) {
   for (int lane = 0; lane < W; ++lane) {
     Arena<double, Interleaved> arena(Scratch<double, Interleaved>{
         reals.data(), ints.data(), nullptr, tile.data() + lane, itile.data() + lane});
-    const StepScratch<double, Interleaved> x = StepScratch<double, Interleaved>::carve(v, arena);
+    const ForwardScratch<double, Interleaved> x =
+        ForwardScratch<double, Interleaved>::carve(v, arena);
     EXPECT_EQ(arena.used().rows, n.rows);
     EXPECT_EQ(arena.used().irows, n.irows);
     EXPECT_EQ(arena.used().reals, n.reals - n.rows);
@@ -328,8 +329,11 @@ TEST(ModelFields, InterleavedRowsFillTheirTile) {
     // the other arrays are where a Contiguous carve over the same blocks puts them
     Arena<double> plain(
         Scratch<double>{reals.data(), ints.data(), nullptr, tile.data(), itile.data()});
-    const StepScratch<double> y = StepScratch<double>::carve(v, plain);
+    const ForwardScratch<double> y = ForwardScratch<double>::carve(v, plain);
     ASSERT_EQ(x.w.qacc, y.w.qacc);
+    // the held state last, after the step's workspaces
+    ASSERT_EQ(x.qvel, y.qvel);
+    ASSERT_EQ(x.qvel + v.nv + v.na, reals.data() + reals.size());
     ASSERT_EQ(y.c.Y, tile.data() + long(v.nefcmax) * v.nv);
   }
   long once = 0, ionce = 0;

@@ -11,18 +11,56 @@
 
 namespace phx {
 
-// scratch of one environment's forward kernels (StepScratch)
+// The scratch of one environment's forward kernels: a step's, and the state a kernel steps many
+// times (a rollout, nstep steps) in fixed reals of its own. On CUDA those are in the thread's
+// local memory, which the hardware interleaves across a warp, so the steps' loads and stores of
+// the state coalesce while the batch's rows stay env-major: the kernel reads an environment's
+// rows into them once before its steps (hold) and writes them back once after (release).
+template <class T, class Layout = Contiguous>
+struct ForwardScratch : StepScratch<T, Layout> {
+  T* qpos = nullptr;  // (nq)
+  T* qvel = nullptr;  // (nv)
+  T* act = nullptr;   // (na)
+
+  template <class M>
+  PHX_HD static ForwardScratch carve(const M& m, Arena<T, Layout>& arena) {
+    ForwardScratch x;
+    static_cast<StepScratch<T, Layout>&>(x) = StepScratch<T, Layout>::carve(m, arena);
+    x.qpos = arena.take_fixed(m.nq);
+    x.qvel = arena.take_fixed(m.nv);
+    x.act = arena.take_fixed(m.na);
+    return x;
+  }
+  // the held state from an environment's rows (act may be null when na = 0)
+  PHX_HD void hold(const ModelView<T>& m, const T* q, const T* v, const T* a) const {
+    copy_state(m, q, v, a, qpos, qvel, act);
+  }
+  // the held state back into an environment's rows
+  PHX_HD void release(const ModelView<T>& m, T* q, T* v, T* a) const {
+    copy_state(m, qpos, qvel, act, q, v, a);
+  }
+
+ private:
+  PHX_HD static void copy_state(const ModelView<T>& m, const T* q, const T* v, const T* a, T* to_q,
+                                T* to_v, T* to_a) {
+    for (int i = 0; i < m.nq; ++i) to_q[i] = q[i];
+    for (int i = 0; i < m.nv; ++i) to_v[i] = v[i];
+    for (int i = 0; a && i < m.na; ++i) to_a[i] = a[i];
+  }
+};
+
+// scratch of one environment's forward kernels (ForwardScratch)
 template <class T>
 PHX_HD ScratchSize scratch_size(const ModelView<T>& m) {
-  return carved_size<StepScratch<T>, T>(m);
+  return carved_size<ForwardScratch<T>, T>(m);
 }
 
-// StepScratch over one environment's scratch, for kernels that only step forward (no reverse
-// pass or Jacobian reads their steps' constraint matrices)
+// ForwardScratch over one environment's scratch, for kernels that only step forward (no
+// reverse pass or Jacobian reads their steps' constraint matrices)
 template <class T, class Layout>
-PHX_HD StepScratch<T, Layout> step_scratch(const ModelView<T>& m, Scratch<T, Layout> scratch) {
+PHX_HD ForwardScratch<T, Layout> step_scratch(const ModelView<T>& m, Scratch<T, Layout> scratch) {
   Arena<T, Layout> arena(scratch);
-  StepScratch<T, Layout> x = StepScratch<T, Layout>::carve(m, arena);
+  ForwardScratch<T, Layout> x = ForwardScratch<T, Layout>::carve(m, arena);
   x.c.forward_only = true;
   return x;
 }
@@ -48,19 +86,23 @@ struct StepKernel {
   template <class Layout>
   PHX_HD void operator()(int e, Scratch<T, Layout> scratch) const {
     const ModelView<T> m = env_view(model, e);
-    StepScratch<T, Layout> x = step_scratch(m, scratch);
+    ForwardScratch<T, Layout> x = step_scratch(m, scratch);
     const T* f = env_row(qfrc_applied, e, m.nv);
     const T* xf = env_row(xfrc_applied, e, 6 * m.nbody);
     T* total = env_row(qfrc_total, e, m.nv);
     ContactView<T> cv{};
     if (m.nefcmax > 0) cv = con.env(m, e);
     unsigned bits = 0;
-    T* q = qpos + long(e) * m.nq;
+    T* const q = qpos + long(e) * m.nq;
+    T* const v = qvel + long(e) * m.nv;
+    T* const a = env_row(act, e, m.na);
+    x.hold(m, q, v, a);
     for (int t = 0; t < nstep && !(bits & kStatusStopMask); ++t) {
-      if (xf) body_forces_to_qfrc(m, q, f, xf, x.w, total);
-      bits |= step_env(m, q, qvel + long(e) * m.nv, env_row(act, e, m.na), ctrl + long(e) * m.nu, x,
-                       cv, {}, xf ? total : f);
+      if (xf) body_forces_to_qfrc(m, x.qpos, f, xf, x.w, total);
+      bits |= step_env(m, x.qpos, x.qvel, a ? x.act : nullptr, ctrl + long(e) * m.nu, x, cv, {},
+                       xf ? total : f);
     }
+    x.release(m, q, v, a);
     status[e] |= bits;
   }
 };
@@ -134,10 +176,12 @@ struct RolloutKernel {
   template <class Layout>
   PHX_HD void operator()(int e, Scratch<T, Layout> scratch) const {
     ModelView<T> m = env_view(model, e);
-    StepScratch<T, Layout> x = step_scratch(m, scratch);
-    T* q = qpos + long(e) * m.nq;
-    T* v = qvel + long(e) * m.nv;
-    T* a = env_row(act, e, m.na);
+    ForwardScratch<T, Layout> x = step_scratch(m, scratch);
+    T* const a_rows = env_row(act, e, m.na);
+    x.hold(m, qpos + long(e) * m.nq, qvel + long(e) * m.nv, a_rows);
+    T* q = x.qpos;
+    T* v = x.qvel;
+    T* a = a_rows ? x.act : nullptr;
     unsigned bits = status[e];
     ContactView<T> cv{};
     if (m.nefcmax > 0) cv = con.env(m, e);
@@ -169,6 +213,7 @@ struct RolloutKernel {
       }
       if (counts_out) step_counts(m, con, e, counts_out + kNumCounts * (long(e) * nstep + t));
     }
+    x.release(m, qpos + long(e) * m.nq, qvel + long(e) * m.nv, a_rows);
     status[e] = bits;
     if (tape.every > 0) {
       tape.status[e] = bits;

@@ -90,11 +90,13 @@ struct PlannerRolloutKernel {
   template <class Layout>
   PHX_HD void operator()(int sample, Scratch<T, Layout> scratch) const {
     const ModelView<T> m = env_view(model, sample);
-    StepScratch<T, Layout> x = step_scratch(m, scratch);
+    ForwardScratch<T, Layout> x = step_scratch(m, scratch);
     prepare(m, sample);
-    T* q = qpos + long(sample) * m.nq;
-    T* v = qvel + long(sample) * m.nv;
-    T* a = env_row(act, sample, m.na);
+    T* const a_rows = env_row(act, sample, m.na);
+    x.hold(m, qpos + long(sample) * m.nq, qvel + long(sample) * m.nv, a_rows);
+    T* q = x.qpos;
+    T* v = x.qvel;
+    T* a = a_rows ? x.act : nullptr;
     ContactView<T> cv{};
     if (m.nefcmax > 0) cv = con.env(m, sample);
     unsigned bits = 0;
@@ -112,6 +114,7 @@ struct PlannerRolloutKernel {
       if (vs_out)
         for (int i = 0; i < m.nv; ++i) vs_out[(long(sample) * steps + t) * m.nv + i] = v[i];
     }
+    x.release(m, qpos + long(sample) * m.nq, qvel + long(sample) * m.nv, a_rows);
     finish(sample, bits, total);
   }
 
