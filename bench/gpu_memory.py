@@ -7,9 +7,10 @@ random joint speeds and controls (contacts and limits on, as bench_gpu.py), for 
 
   scratch given    the scratch one environment's thread owns (KB)
   scratch written  how much of it the kernel writes over a launch of --steps steps (KB)
-  local written    of that, the reals sized by the model's counts alone (the workspace of the
-                   stages of fixed structure and their adjoints), which the CUDA backend keeps
-                   in the thread's local memory
+  local written    of that, the fixed storage: the reals sized by the model's counts alone
+                   (the workspace of the stages of fixed structure and their adjoints) and what
+                   a rollout holds for its launch (the state, the contacts), which the CUDA
+                   backend keeps in the thread's local memory
   rows written     and the arrays sized by the model's capacities that the CUDA backend lays
                    out interleaved across a warp's environments in the kernels that step
                    forward, in the step's vjp, which replays the step, and in the taped
@@ -19,10 +20,11 @@ random joint speeds and controls (contacts and limits on, as bench_gpu.py), for 
                    previous step's rows, the adjoint's adj_J, and all that the tape's slots
                    keep); the rest (the adjoint's capacity-sized vectors and the contacts'
                    adjoints) is the thread's own block of global memory. The kernels that
-                   step many times hold the state in fixed reals of their scratch (traced as
-                   local), read from the batch's rows before their steps and written back
-                   after. The contacts are the batch's arrays, not scratch: they are not
-                   traced, and the model below counts only the step's input and output
+                   step many times (the rollout) hold the state and the contacts in fixed
+                   storage of their scratch (traced as local), read from the batch's arrays
+                   before their steps and written back after. The kernels that take one step
+                   (the step, its vjp) step the batch's state and contacts in place: those are
+                   not traced, and the model below counts only the step's input and output
   bytes/env-step   the DRAM traffic of one env-step under this model of it: every written
                    scratch number is written once and read back once per step (a lower bound:
                    the LCP's iterations read their rows many times), plus the step's own
@@ -87,14 +89,14 @@ def parse_args(argv=None):
 
 def traced(run):
     """run() with the scratch trace on: (entries given, entries written), each as (reals,
-    ints, fixed reals, interleaved reals, interleaved ints)"""
+    ints, fixed reals, interleaved reals, interleaved ints, fixed ints)"""
     trace = phalanx._phalanx.scratch_trace
     trace(True)
     try:
         run()
     finally:
         t = trace(False)
-    parts = ("reals", "ints", "fixed", "rows", "irows")
+    parts = ("reals", "ints", "fixed", "rows", "irows", "ifixed")
     return tuple(tuple(t[f"{kind}_{part}"] for part in parts) for kind in ("given", "written"))
 
 
@@ -146,7 +148,8 @@ def kernel_row(given, written, real, io):
     """a kernel's bytes from its traced entries (traced) and its input and output bytes"""
     return {"given": given[0] * real + given[1] * 4,
             "written": written[0] * real + written[1] * 4,
-            "local": written[2] * real, "rows": written[3] * real + written[4] * 4, "io": io}
+            "local": written[2] * real + written[5] * 4,
+            "rows": written[3] * real + written[4] * 4, "io": io}
 
 
 def traffic(row, local, rows, elsewhere):

@@ -1096,6 +1096,8 @@ void register_runtime(py::module_& mod) {
         out["written_ints"] = t.written.ints;
         out["given_fixed"] = t.given.fixed;
         out["written_fixed"] = t.written.fixed;
+        out["given_ifixed"] = t.given.ifixed;
+        out["written_ifixed"] = t.written.ifixed;
         out["given_rows"] = t.given.rows;
         out["written_rows"] = t.written.rows;
         out["given_irows"] = t.given.irows;

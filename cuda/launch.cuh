@@ -29,15 +29,19 @@ constexpr size_t kLocalScratchMax = 48 * 1024;
 
 // Where a thread's scratch lies (but for the interleaved rows of a kernel that lays them out,
 // env_kernel): all of it in its local memory when it fits kLocalScratchMax
-// (a small model's), else its fixed reals there when they fit and the rest in global memory,
-// else all of it in global memory.
+// (a small model's), else its fixed reals and integers there when they fit (fixed_bytes) and
+// the rest in global memory, else all of it in global memory.
 enum class Placement { kLocal, kFixedLocal, kGlobal };
 
+template <class T>
+PHX_HD size_t fixed_bytes(const ScratchSize& s) {
+  return size_t(s.fixed) * sizeof(T) + size_t(s.ifixed) * sizeof(int);
+}
 template <class T>
 Placement placement(const ScratchSize& s) {
   if (size_t(s.reals) * sizeof(T) + size_t(s.ints) * sizeof(int) <= kLocalScratchMax)
     return Placement::kLocal;
-  if (s.fixed > 0 && size_t(s.fixed) * sizeof(T) <= kLocalScratchMax) return Placement::kFixedLocal;
+  if (s.fixed > 0 && fixed_bytes<T>(s) <= kLocalScratchMax) return Placement::kFixedLocal;
   return Placement::kGlobal;
 }
 
@@ -56,14 +60,14 @@ void reserve_stack(size_t bytes);
 // by word across the threads of a warp by the hardware: element i of an array at the same
 // place in 32 threads' local memory is 32 consecutive words, so a warp's load of it coalesces
 // (the layout with the environment index fastest, in tiles of a warp, with no change to the
-// kernels' indexing). The arrays of the stages of fixed structure (the fixed reals) are at the
-// same place in every thread. A kernel that takes any Layout (kLaysOutRows) has its strided
-// arrays (the constraint rows J and Y, the LCP's arrays and the exact solvers' storage, a
-// tape's slots, their integers) in global memory laid out the same way, Interleaved, from
-// d_rows and d_irows: size.rows reals and size.irows integers per environment, not counted in
-// size.reals and size.ints (split_rows). The other capacity-sized arrays (the reverse stages'
-// own vectors, the contacts of a replay), whose entries each environment reaches by its own
-// counts, are the thread's own blocks of global memory.
+// kernels' indexing). The arrays of the stages of fixed structure and what a rollout holds for
+// its launch (the fixed reals and integers) are at the same place in every thread. A kernel that
+// takes any Layout (kLaysOutRows) has its strided arrays (the constraint rows J and Y, the LCP's
+// arrays and the exact solvers' storage, a tape's slots, their integers) in global memory laid out
+// the same way, Interleaved, from d_rows and d_irows: size.rows reals and size.irows integers per
+// environment, not counted in size.reals and size.ints (split_rows). The other capacity-sized
+// arrays (the reverse stages' own vectors, the contacts of a replay), whose entries each
+// environment reaches by its own counts, are the thread's own blocks of global memory.
 template <class Kernel, class T>
 __global__ void env_kernel(Kernel kernel, int nenv, T* d_reals, int* d_ints, T* d_rows,
                            int* d_irows, ScratchSize size, Placement where) {
@@ -76,7 +80,9 @@ __global__ void env_kernel(Kernel kernel, int nenv, T* d_reals, int* d_ints, T* 
     s.ints = reinterpret_cast<int*>(s.reals + size.reals);
   } else if (where == Placement::kFixedLocal) {
     s.reals = d_reals + long(e) * (size.reals - size.fixed);
-    s.fixed = static_cast<T*>(PHX_LOCAL_ALLOC(size_t(size.fixed) * sizeof(T)));
+    s.ints = d_ints + long(e) * (size.ints - size.ifixed);
+    s.fixed = static_cast<T*>(PHX_LOCAL_ALLOC(fixed_bytes<T>(size)));
+    if (size.ifixed > 0) s.ifixed = reinterpret_cast<int*>(s.fixed + size.fixed);
   }
   // one call of the kernel, which is inlined here (two would double its code)
   if constexpr (kLaysOutRows<Kernel>) {
@@ -84,7 +90,7 @@ __global__ void env_kernel(Kernel kernel, int nenv, T* d_reals, int* d_ints, T* 
     const long tile = e / W, lane = e % W;
     kernel(e,
            Scratch<T, Interleaved>{s.reals, s.ints, s.fixed, d_rows + tile * W * size.rows + lane,
-                                   d_irows + tile * W * size.irows + lane});
+                                   d_irows + tile * W * size.irows + lane, s.ifixed});
   } else {
     kernel(e, s);
   }
@@ -104,8 +110,9 @@ void launch(int nenv, const Kernel& kernel, ScratchSize scratch) {
     local = global * sizeof(T) + ints * sizeof(int);
     global = ints = 0;
   } else if (where == Placement::kFixedLocal) {
-    local = size_t(scratch.fixed) * sizeof(T);
+    local = fixed_bytes<T>(scratch);
     global -= size_t(scratch.fixed);
+    ints -= size_t(scratch.ifixed);
   }
   if (local > 0) {
     cudaFuncAttributes attributes;

@@ -30,15 +30,17 @@ T* thread_block(size_t n) {
 
 // The scratch a kernel writes, for the GPU memory report (bench/gpu_memory.py): while `on`,
 // launch runs the environments one by one on the calling thread over scratch filled with a byte
-// pattern and split as the CUDA backend splits it (its fixed reals, and the strided arrays of a
-// kernel that lays them out, split_rows, blocks of their own), and keeps the most scratch
-// entries an environment wrote (those that differ from the pattern after it ran: a value
-// written equal to the pattern, -4.6e-15 in float, is missed) and the most scratch an
-// environment was given, over the launches since the trace was reset. `fixed` counts the fixed
-// reals, `rows` and `irows` the strided reals and integers, `reals` and `ints` all of them.
+// pattern and split as the CUDA backend splits it (its fixed reals and integers, and the
+// strided arrays of a kernel that lays them out, split_rows, blocks of their own), and keeps,
+// of each of those parts, the most scratch entries an environment wrote (those that differ
+// from the pattern after it ran: a value written equal to the pattern, -4.6e-15 in float, is
+// missed) and the most scratch an environment was given, over the launches since the trace
+// was reset. `fixed` and `ifixed` count the fixed reals and integers, `rows` and `irows` the
+// strided ones, `reals` and `ints` all of them (written: the sum of the parts' most).
 struct ScratchTrace {
   bool on = false;
   ScratchSize given, written;
+  long own_reals = 0, own_ints = 0;  // the most written of the environment's own blocks
 };
 inline ScratchTrace& scratch_trace() {
   static ScratchTrace trace;
@@ -89,32 +91,42 @@ void traced_launch(int nenv, const Kernel& kernel, ScratchSize scratch) {
   std::unique_ptr<T[]> reals = std::make_unique<T[]>(size_t(global));
   std::unique_ptr<T[]> fixed = std::make_unique<T[]>(size_t(split.fixed));
   std::unique_ptr<T[]> rows = std::make_unique<T[]>(size_t(split.rows));
-  std::unique_ptr<int[]> ints = std::make_unique<int[]>(size_t(split.ints));
+  const long iglobal = split.ints - split.ifixed;
+  std::unique_ptr<int[]> ints = std::make_unique<int[]>(size_t(iglobal));
+  std::unique_ptr<int[]> ifixed = std::make_unique<int[]>(size_t(split.ifixed));
   std::unique_ptr<int[]> irows = std::make_unique<int[]>(size_t(split.irows));
   ScratchSize& given = trace.given;
   given.reals = std::max(given.reals, scratch.reals);
   given.ints = std::max(given.ints, scratch.ints);
   given.fixed = std::max(given.fixed, split.fixed);
+  given.ifixed = std::max(given.ifixed, split.ifixed);
   given.rows = std::max(given.rows, split.rows);
   given.irows = std::max(given.irows, split.irows);
   for (int e = 0; e < nenv; ++e) {
     std::memset(reals.get(), kScratchPattern, size_t(global) * sizeof(T));
     std::memset(fixed.get(), kScratchPattern, size_t(split.fixed) * sizeof(T));
     std::memset(rows.get(), kScratchPattern, size_t(split.rows) * sizeof(T));
-    std::memset(ints.get(), kScratchPattern, size_t(split.ints) * sizeof(int));
+    std::memset(ints.get(), kScratchPattern, size_t(iglobal) * sizeof(int));
+    std::memset(ifixed.get(), kScratchPattern, size_t(split.ifixed) * sizeof(int));
     std::memset(irows.get(), kScratchPattern, size_t(split.irows) * sizeof(int));
-    kernel(e, Scratch<T>{reals.get(), ints.get(), split.fixed > 0 ? fixed.get() : nullptr,
+    const bool apart = split.fixed > 0 || split.ifixed > 0;  // the fixed blocks, both or none
+    kernel(e, Scratch<T>{reals.get(), ints.get(), apart ? fixed.get() : nullptr,
                          split.rows > 0 ? rows.get() : nullptr,
-                         split.irows > 0 ? irows.get() : nullptr});
+                         split.irows > 0 ? irows.get() : nullptr, apart ? ifixed.get() : nullptr});
     ScratchSize& written = trace.written;
     const long wf = written_entries(fixed.get(), split.fixed);
     const long wr = written_entries(rows.get(), split.rows);
     const long wi = written_entries(irows.get(), split.irows);
+    const long wif = written_entries(ifixed.get(), split.ifixed);
     written.fixed = std::max(written.fixed, wf);
     written.rows = std::max(written.rows, wr);
     written.irows = std::max(written.irows, wi);
-    written.reals = std::max(written.reals, wf + wr + written_entries(reals.get(), global));
-    written.ints = std::max(written.ints, wi + written_entries(ints.get(), split.ints));
+    written.ifixed = std::max(written.ifixed, wif);
+    trace.own_reals = std::max(trace.own_reals, written_entries(reals.get(), global));
+    trace.own_ints = std::max(trace.own_ints, written_entries(ints.get(), iglobal));
+    // the totals of the parts' most, so that the parts never add up to more than the total
+    written.reals = written.fixed + written.rows + trace.own_reals;
+    written.ints = written.ifixed + written.irows + trace.own_ints;
   }
 }
 

@@ -63,19 +63,23 @@ template <class Layout, class K>
 using RestrictedRows = typename Restricted<RowsPtr<Layout, K>>::type;
 
 // How much private scratch one environment's kernel needs: scalars and integers. `fixed` of
-// the reals are sized by the model's counts alone (the workspace of the stages of fixed
-// structure, Arena::take_fixed); a backend may place them apart (on CUDA, in the thread's local
-// memory, which the hardware interleaves across a warp so that its loads coalesce).
+// the reals and `ifixed` of the integers are those Arena::take_fixed hands out: sized by the
+// model's counts alone (the workspace of the stages of fixed structure) or small and held for
+// a whole launch (a rollout's state and contacts); a backend may place them apart (on CUDA, in
+// the thread's local memory, which the hardware interleaves across a warp so that its loads
+// coalesce).
 struct ScratchSize {
   long reals = 0;  // all of them, `fixed` and `rows` included
-  long ints = 0;   // all of them, `irows` included
+  long ints = 0;   // all of them, `irows` and `ifixed` included
   long fixed = 0;
-  long rows = 0;   // the reals taken by take_rows, which a backend may lay out apart (Interleaved)
-  long irows = 0;  // and the integers taken by take_rows
+  long rows = 0;    // the reals taken by take_rows, which a backend may lay out apart (Interleaved)
+  long irows = 0;   // and the integers taken by take_rows
+  long ifixed = 0;  // the integers taken by take_fixed
 };
 
 // One environment's scratch blocks, handed to a kernel by the backend. With `fixed` set, the
-// reals taken by take_fixed come from it, with `rows` and `irows` set the reals and integers
+// reals taken by take_fixed come from it (and its integers from `ifixed`, set with it when
+// there are any), with `rows` and `irows` set the reals and integers
 // taken by take_rows from them (laid out by Layout: for Interleaved, they point at the
 // environment's first entry in its tile), and the others from `reals` and `ints` (a split
 // scratch: ScratchSize's counts less the split parts there). An Interleaved scratch always has
@@ -87,6 +91,7 @@ struct Scratch {
   T* fixed = nullptr;
   T* rows = nullptr;
   int* irows = nullptr;
+  int* ifixed = nullptr;
 };
 
 // Storage handed out in order: every workspace is laid out by one carve routine taking its
@@ -102,13 +107,20 @@ struct Arena {
   T* fixed = nullptr;          // the fixed reals' own block, for a split scratch; else null
   T* rows = nullptr;           // the rows' own blocks (reals, integers), for a split scratch;
   int* irows = nullptr;        // else null
+  int* ifixed = nullptr;       // the fixed integers' own block, with `fixed`; else null
   long nreal = 0, nint = 0;    // taken so far; without the split ones
   long nfixed = 0;             // fixed reals taken so far
+  long nifixed = 0;            // fixed integers taken so far
   long nrows = 0, nirows = 0;  // rows taken so far: reals, integers
 
   Arena() = default;
   PHX_HD explicit Arena(Scratch<T, Layout> s)
-      : reals(s.reals), ints(s.ints), fixed(s.fixed), rows(s.rows), irows(s.irows) {}
+      : reals(s.reals),
+        ints(s.ints),
+        fixed(s.fixed),
+        rows(s.rows),
+        irows(s.irows),
+        ifixed(s.ifixed) {}
   PHX_HD Arena(T* r, int* i) : reals(r), ints(i) {}
 
   // the next n reals (K = T) or integers (K = int)
@@ -124,12 +136,19 @@ struct Arena {
       return p;
     }
   }
-  // the next n reals sized by the model's counts alone: from the fixed block of a split
-  // scratch, else as take<T>
-  PHX_HD T* take_fixed(long n) {
-    nfixed += n;
-    if (!fixed) return take<T>(n);
-    return fixed + (nfixed - n);
+  // the next n reals (K = T) or integers (K = int) sized by the model's counts alone or held
+  // for a launch: from the fixed blocks of a split scratch, else as take<K>
+  template <class K = T>
+  PHX_HD K* take_fixed(long n) {
+    if constexpr (std::is_same_v<K, int>) {
+      nifixed += n;
+      if (!fixed) return take<int>(n);
+      return ifixed + (nifixed - n);
+    } else {
+      nfixed += n;
+      if (!fixed) return take<T>(n);
+      return fixed + (nfixed - n);
+    }
   }
   // the next n reals (K = T) or integers (K = int) of a capacity-sized array: from the rows
   // block of a split scratch, laid out by Layout, else as take<K>
@@ -157,15 +176,19 @@ struct Arena {
     if (other.nfixed > nfixed) nfixed = other.nfixed;
     if (other.nrows > nrows) nrows = other.nrows;
     if (other.nirows > nirows) nirows = other.nirows;
+    if (other.nifixed > nifixed) nifixed = other.nifixed;
   }
   // what a counting Arena measured (reals counts the fixed ones and the rows too, ints the
-  // integer rows)
-  PHX_HD ScratchSize used() const { return {nreal, nint, nfixed, nrows, nirows}; }
+  // integer rows and the fixed integers)
+  PHX_HD ScratchSize used() const { return {nreal, nint, nfixed, nrows, nirows, nifixed}; }
   // the storage not taken yet
   PHX_HD Scratch<T, Layout> rest() const {
-    return {reals ? reals + nreal : nullptr, ints ? ints + nint : nullptr,
-            fixed ? fixed + nfixed : nullptr, rows ? rows + nrows * Layout::kStride : nullptr,
-            irows ? irows + nirows * Layout::kStride : nullptr};
+    return {reals ? reals + nreal : nullptr,
+            ints ? ints + nint : nullptr,
+            fixed ? fixed + nfixed : nullptr,
+            rows ? rows + nrows * Layout::kStride : nullptr,
+            irows ? irows + nirows * Layout::kStride : nullptr,
+            ifixed ? ifixed + nifixed : nullptr};
   }
 };
 

@@ -59,6 +59,23 @@ struct ContactView {
     PHX_CONTACT_ARRAYS(PHX_WORKSPACE_TAKE)
     return w;
   }
+  // The contacts and rows another view of the same model holds into these: its counts and
+  // the entries of its first *ncon contacts and *nefc rows (those past them are not read).
+  template <class M>
+  PHX_HD void copy_held(const M& model, const ContactView& from) const {
+    struct {
+      long nconmax, nefcmax;
+    } m{*from.ncon < 0               ? 0
+        : *from.ncon > model.nconmax ? model.nconmax
+                                     : *from.ncon,
+        *from.nefc < 0               ? 0
+        : *from.nefc > model.nefcmax ? model.nefcmax
+                                     : *from.nefc};
+#define PHX_CONTACT_COPY(kind, name, size, comment) \
+  for (long i = 0; i < long(size); ++i) name[i] = from.name[i];
+    PHX_CONTACT_ARRAYS(PHX_CONTACT_COPY)
+#undef PHX_CONTACT_COPY
+  }
 };
 
 // The contact arrays of all environments, env-major (each PHX_CONTACT_ARRAYS entry nenv

@@ -273,6 +273,59 @@ TEST(ModelFields, SplitScratchPutsTheModelSizedWorkspacesApart) {
   EXPECT_EQ(y.c.geom_xpos, all.data() + Workspace<double>::size(v));
 }
 
+// A forward kernel's split scratch (ForwardScratch) holds, besides a step's fixed reals, the
+// state and the contacts it steps in its fixed blocks: the contacts' reals and integers tile
+// what follows the state in the fixed reals and the whole of the fixed integers. A model whose
+// contacts take more than kHeldContactsMax bytes holds only the state.
+TEST(ModelFields, ForwardScratchHoldsTheStateAndContactsApart) {
+  Model model = humanoid();
+  model.nconmax = 7;
+  for (bool held : {true, false}) {
+    SCOPED_TRACE(held);
+    if (!held) model.nconmax = 200;  // 26 KB of contacts' reals in double
+    test::HostModel<double> hm(model);
+    const ModelView<double>& v = hm.view;
+    ASSERT_GT(v.nefcmax, 0);
+    const ScratchSize n = scratch_size(v), step = carved_size<StepScratch<double>, double>(v);
+    const ScratchSize con = carved_size<ContactView<double>, double>(v);
+    EXPECT_EQ(con.reals, 13L * v.nconmax + v.nefcmax);
+    EXPECT_EQ(con.ints, 7 + 2L * v.nconmax + 2L * v.nefcmax);
+    const long state = v.nq + v.nv + v.na;
+    EXPECT_EQ(n.fixed, step.fixed + state + (held ? con.reals : 0));
+    EXPECT_EQ(n.ifixed, held ? con.ints : 0);
+    EXPECT_EQ(n.reals, step.reals + state + (held ? con.reals : 0));
+    EXPECT_EQ(n.ints, step.ints + (held ? con.ints : 0));
+    std::vector<double> reals(n.reals - n.fixed), fixed(n.fixed);
+    std::vector<int> ints(n.ints - n.ifixed), ifixed(n.ifixed);
+    Arena<double> arena(
+        Scratch<double>{reals.data(), ints.data(), fixed.data(), nullptr, nullptr, ifixed.data()});
+    const ForwardScratch<double> x = ForwardScratch<double>::carve(v, arena);
+    EXPECT_EQ(arena.used().fixed, n.fixed);
+    EXPECT_EQ(arena.used().ifixed, n.ifixed);
+    EXPECT_EQ(x.qpos, fixed.data() + step.fixed);
+    EXPECT_EQ(x.qvel, x.qpos + v.nq);
+    if (!held) {
+      EXPECT_EQ(x.contact_reals, nullptr);
+      EXPECT_EQ(x.contact_ints, nullptr);
+      continue;
+    }
+    std::vector<std::pair<const double*, long>> in_fixed{{x.qpos, v.nq}, {x.qvel, v.nv}};
+    std::vector<std::pair<const int*, long>> in_ifixed;
+    const ModelView<double>& m = v;
+    const ContactView<double> held = x.contacts(v);
+#define PHX_LIST(kind, name, size, comment)                   \
+  if constexpr (std::is_same_v<kind, int>)                    \
+    in_ifixed.push_back({(const int*)held.name, long(size)}); \
+  else                                                        \
+    in_fixed.push_back({(const double*)held.name, long(size)});
+    using real = double;
+    PHX_CONTACT_ARRAYS(PHX_LIST)
+#undef PHX_LIST
+    expect_tiles(in_fixed, x.qpos, n.fixed - step.fixed, "held state and contacts' reals");
+    expect_tiles(in_ifixed, ifixed.data(), n.ifixed, "held contacts' integers");
+  }
+}
+
 // The strided arrays of an Interleaved scratch (the CUDA backend's layout for the kernels that
 // step forward: the rows J and Y and their spans, the LCP's A, b, bounds and friction links,
 // PGS's scratch, the previous step's rows) lie every kStride entries from their environment's
@@ -331,9 +384,10 @@ TEST(ModelFields, InterleavedRowsFillTheirTile) {
         Scratch<double>{reals.data(), ints.data(), nullptr, tile.data(), itile.data()});
     const ForwardScratch<double> y = ForwardScratch<double>::carve(v, plain);
     ASSERT_EQ(x.w.qacc, y.w.qacc);
-    // the held state last, after the step's workspaces
+    // the held state and contacts last, after the step's workspaces
     ASSERT_EQ(x.qvel, y.qvel);
-    ASSERT_EQ(x.qvel + v.nv + v.na, reals.data() + reals.size());
+    ASSERT_EQ(x.qvel + v.nv + v.na, x.contact_reals);
+    ASSERT_EQ(x.contacts(v).efc_force + v.nefcmax, reals.data() + reals.size());
     ASSERT_EQ(y.c.Y, tile.data() + long(v.nefcmax) * v.nv);
   }
   long once = 0, ionce = 0;

@@ -37,6 +37,7 @@ def assert_rows_given(model, counts, adjoint=False):
                 and given_rows == nefcmax * (per_row + nefcmax) + reals):
             matches.append(nefcmax)
     assert len(matches) == 1, (given_rows, given_irows, matches)
+    return matches[0]
 
 
 def traced(run):
@@ -60,17 +61,24 @@ def test_tracing_changes_no_result(dtype):
         np.testing.assert_array_equal(a, b)
     assert 0 < counts["written_reals"] <= counts["given_reals"]
     assert 0 < counts["written_ints"] <= counts["given_ints"]
-    # the stages of fixed structure write their whole workspace (the tendon arrays of this
-    # model without tendons are empty), none of it the contacts' or the LCP's
-    assert 0 < counts["written_fixed"] <= counts["given_fixed"] < counts["written_reals"]
-    assert counts["written_fixed"] > 0.9 * counts["given_fixed"]
     # the rollout lays its constraint rows J and Y and its LCP's matrix, b and bounds out apart
     # (interleaved on CUDA), sized for nefcmax rows, of which the fall onto the floor writes
     # some; and their integers (friction links, spans, the previous step's keys and classes,
-    # the exact solvers' index sets), which are all the integers the forward's scratch holds
+    # the exact solvers' index sets)
     assert 0 < counts["written_rows"] < counts["given_rows"] < counts["given_reals"]
-    assert_rows_given(model, counts)
-    assert 0 < counts["written_irows"] < counts["given_irows"] == counts["given_ints"]
+    nefcmax = assert_rows_given(model, counts)
+    assert 0 < counts["written_irows"] < counts["given_irows"]
+    # it holds the contacts for its launch in fixed storage (local memory on CUDA), of which
+    # the fall writes those it finds: their integers (counts, geoms, the rows' classes and
+    # keys) are the rest of the forward's scratch's
+    held = 13 * model.nconmax + nefcmax  # the contacts' reals: pos, frame, dist; efc_force
+    assert counts["given_ifixed"] == 7 + 2 * model.nconmax + 2 * nefcmax
+    assert counts["given_irows"] + counts["given_ifixed"] == counts["given_ints"]
+    assert 0 < counts["written_ifixed"] < counts["given_ifixed"]
+    # the stages of fixed structure write their whole workspace (the tendon arrays of this
+    # model without tendons are empty) and the state, none of it the LCP's
+    assert 0 < counts["written_fixed"] <= counts["given_fixed"] < counts["written_reals"]
+    assert counts["written_fixed"] > 0.9 * (counts["given_fixed"] - held)
     # nothing is traced once it is off
     phalanx.rollout(model, qpos, qvel, ctrl)
     assert phalanx._phalanx.scratch_trace(False)["given_reals"] == 0

@@ -11,16 +11,27 @@
 
 namespace phx {
 
-// The scratch of one environment's forward kernels: a step's, and the state a kernel steps many
-// times (a rollout, nstep steps) in fixed reals of its own. On CUDA those are in the thread's
-// local memory, which the hardware interleaves across a warp, so the steps' loads and stores of
-// the state coalesce while the batch's rows stay env-major: the kernel reads an environment's
-// rows into them once before its steps (hold) and writes them back once after (release).
+// The most bytes of contact arrays (ContactView) that a forward kernel holds in its own fixed
+// storage (ForwardScratch); a model's larger ones are stepped in the batch's arrays. The
+// humanoid's 80 contacts and their rows take about 8 KB in float and 14 KB in double.
+constexpr long kHeldContactsMax = 16 * 1024;
+
+// The scratch of one environment's forward kernels: a step's, and what a kernel that steps many
+// times (a rollout) holds for all of its steps in fixed storage of its own: the state, and the
+// contacts unless they take more than kHeldContactsMax bytes. On CUDA that storage is the
+// thread's local memory, which the hardware interleaves across a warp, so the steps' loads and
+// stores of them coalesce while the batch's arrays stay env-major: the kernel reads an
+// environment's rows into it once before its steps (hold_*) and writes them back once after
+// (release_*).
 template <class T, class Layout = Contiguous>
 struct ForwardScratch : StepScratch<T, Layout> {
   T* qpos = nullptr;  // (nq)
   T* qvel = nullptr;  // (nv)
   T* act = nullptr;   // (na)
+  // the held contacts' reals and integers (ContactView's carve from them), null when the model
+  // has no constraint rows or its contacts do not fit
+  T* contact_reals = nullptr;
+  int* contact_ints = nullptr;
 
   template <class M>
   PHX_HD static ForwardScratch carve(const M& m, Arena<T, Layout>& arena) {
@@ -29,15 +40,39 @@ struct ForwardScratch : StepScratch<T, Layout> {
     x.qpos = arena.take_fixed(m.nq);
     x.qvel = arena.take_fixed(m.nv);
     x.act = arena.take_fixed(m.na);
+    const ScratchSize held = carved_size<ContactView<T>, T>(m);
+    if (m.nefcmax > 0 &&
+        held.reals * long(sizeof(T)) + held.ints * long(sizeof(int)) <= kHeldContactsMax) {
+      x.contact_reals = arena.take_fixed(held.reals);
+      x.contact_ints = arena.template take_fixed<int>(held.ints);
+    }
     return x;
   }
   // the held state from an environment's rows (act may be null when na = 0)
-  PHX_HD void hold(const ModelView<T>& m, const T* q, const T* v, const T* a) const {
+  PHX_HD void hold_state(const ModelView<T>& m, const T* q, const T* v, const T* a) const {
     copy_state(m, q, v, a, qpos, qvel, act);
   }
   // the held state back into an environment's rows
-  PHX_HD void release(const ModelView<T>& m, T* q, T* v, T* a) const {
+  PHX_HD void release_state(const ModelView<T>& m, T* q, T* v, T* a) const {
     copy_state(m, qpos, qvel, act, q, v, a);
+  }
+  // The contacts the steps are to use: the held ones, holding the contacts and rows of the
+  // environment's `batch` view, when the model's fit; else `batch` itself.
+  PHX_HD ContactView<T> hold_contacts(const ModelView<T>& m, const ContactView<T>& batch) const {
+    if (!contact_reals) return batch;
+    const ContactView<T> held = contacts(m);
+    held.copy_held(m, batch);
+    return held;
+  }
+  // the held contacts and rows back into the environment's `batch` view (nothing when the
+  // steps used it)
+  PHX_HD void release_contacts(const ModelView<T>& m, const ContactView<T>& batch) const {
+    if (contact_reals) batch.copy_held(m, contacts(m));
+  }
+  // the held contacts' arrays (with contact_reals set)
+  PHX_HD ContactView<T> contacts(const ModelView<T>& m) const {
+    Arena<T> arena(contact_reals, contact_ints);
+    return ContactView<T>::carve(m, arena);
   }
 
  private:
@@ -96,13 +131,13 @@ struct StepKernel {
     T* const q = qpos + long(e) * m.nq;
     T* const v = qvel + long(e) * m.nv;
     T* const a = env_row(act, e, m.na);
-    x.hold(m, q, v, a);
+    x.hold_state(m, q, v, a);
     for (int t = 0; t < nstep && !(bits & kStatusStopMask); ++t) {
       if (xf) body_forces_to_qfrc(m, x.qpos, f, xf, x.w, total);
       bits |= step_env(m, x.qpos, x.qvel, a ? x.act : nullptr, ctrl + long(e) * m.nu, x, cv, {},
                        xf ? total : f);
     }
-    x.release(m, q, v, a);
+    x.release_state(m, q, v, a);
     status[e] |= bits;
   }
 };
@@ -138,19 +173,24 @@ struct ConstraintForceKernel {
   }
 };
 
-// environment e's counts of its last step (kNumCounts, Count order) into c: zero without
-// constraint rows
+// the counts of an environment's last step, whose contacts are cv (kNumCounts, Count order),
+// into c: zero without constraint rows
+template <class T>
+PHX_HD PHX_INLINE void step_counts(const ModelView<T>& m, const ContactView<T>& cv, int* c) {
+  const bool on = m.nefcmax > 0;
+  c[kCountContacts] = on ? *cv.ncon : 0;
+  c[kCountRows] = on ? *cv.nefc : 0;
+  c[kCountWarmRows] = on ? *cv.nwarm : 0;
+  c[kCountSetHit] = on ? *cv.set_hit : 0;
+  c[kCountOverflow] = on ? *cv.overflow : 0;
+  c[kCountGjkIterations] = on ? cv.ccd_iterations[0] : 0;
+  c[kCountEpaIterations] = on ? cv.ccd_iterations[1] : 0;
+}
+// and of environment e of the batch's contacts
 template <class T>
 PHX_HD PHX_INLINE void step_counts(const ModelView<T>& m, const ContactData<T>& con, int e,
                                    int* c) {
-  const bool on = m.nefcmax > 0;
-  c[kCountContacts] = on ? con.ncon[e] : 0;
-  c[kCountRows] = on ? con.nefc[e] : 0;
-  c[kCountWarmRows] = on ? con.nwarm[e] : 0;
-  c[kCountSetHit] = on ? con.set_hit[e] : 0;
-  c[kCountOverflow] = on ? con.overflow[e] : 0;
-  c[kCountGjkIterations] = on ? con.ccd_iterations[2 * e] : 0;
-  c[kCountEpaIterations] = on ? con.ccd_iterations[2 * e + 1] : 0;
+  step_counts(m, m.nefcmax > 0 ? con.env(m, e) : ContactView<T>{}, c);
 }
 
 // T steps with a control sequence, recording the states after each step. An environment
@@ -178,13 +218,13 @@ struct RolloutKernel {
     ModelView<T> m = env_view(model, e);
     ForwardScratch<T, Layout> x = step_scratch(m, scratch);
     T* const a_rows = env_row(act, e, m.na);
-    x.hold(m, qpos + long(e) * m.nq, qvel + long(e) * m.nv, a_rows);
+    x.hold_state(m, qpos + long(e) * m.nq, qvel + long(e) * m.nv, a_rows);
     T* q = x.qpos;
     T* v = x.qvel;
     T* a = a_rows ? x.act : nullptr;
     unsigned bits = status[e];
     ContactView<T> cv{};
-    if (m.nefcmax > 0) cv = con.env(m, e);
+    if (m.nefcmax > 0) cv = x.hold_contacts(m, con.env(m, e));
     int peak_con = 0, peak_row = 0;
     for (int t = 0; t < nstep; ++t) {
       if (tape.every > 0 && t % tape.every == 0)
@@ -211,9 +251,10 @@ struct RolloutKernel {
       if (act_out) {
         for (int i = 0; i < m.na; ++i) act_out[(long(e) * nstep + t) * m.na + i] = a[i];
       }
-      if (counts_out) step_counts(m, con, e, counts_out + kNumCounts * (long(e) * nstep + t));
+      if (counts_out) step_counts(m, cv, counts_out + kNumCounts * (long(e) * nstep + t));
     }
-    x.release(m, qpos + long(e) * m.nq, qvel + long(e) * m.nv, a_rows);
+    x.release_state(m, qpos + long(e) * m.nq, qvel + long(e) * m.nv, a_rows);
+    if (m.nefcmax > 0) x.release_contacts(m, con.env(m, e));
     status[e] = bits;
     if (tape.every > 0) {
       tape.status[e] = bits;

@@ -93,12 +93,12 @@ struct PlannerRolloutKernel {
     ForwardScratch<T, Layout> x = step_scratch(m, scratch);
     prepare(m, sample);
     T* const a_rows = env_row(act, sample, m.na);
-    x.hold(m, qpos + long(sample) * m.nq, qvel + long(sample) * m.nv, a_rows);
+    x.hold_state(m, qpos + long(sample) * m.nq, qvel + long(sample) * m.nv, a_rows);
     T* q = x.qpos;
     T* v = x.qvel;
     T* a = a_rows ? x.act : nullptr;
     ContactView<T> cv{};
-    if (m.nefcmax > 0) cv = con.env(m, sample);
+    if (m.nefcmax > 0) cv = x.hold_contacts(m, con.env(m, sample));
     unsigned bits = 0;
     T total(0);
     const int steps = nstep();
@@ -114,7 +114,8 @@ struct PlannerRolloutKernel {
       if (vs_out)
         for (int i = 0; i < m.nv; ++i) vs_out[(long(sample) * steps + t) * m.nv + i] = v[i];
     }
-    x.release(m, qpos + long(sample) * m.nq, qvel + long(sample) * m.nv, a_rows);
+    x.release_state(m, qpos + long(sample) * m.nq, qvel + long(sample) * m.nv, a_rows);
+    if (m.nefcmax > 0) x.release_contacts(m, con.env(m, sample));
     finish(sample, bits, total);
   }
 
