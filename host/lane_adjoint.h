@@ -188,7 +188,6 @@ struct LaneReplay : LanePass<T, W> {
     LcpAdjointFactor<L>& F = s.base;
     F.m = F0.m;
     F.nnull = F0.nnull;
-    F.cls = s.base_cls;
     for (int j = 0; j < nr; ++j) {
       F.pos[j] = F0.pos[j];
       s.base_cls[j] = s0.base_cls[j];

@@ -72,10 +72,9 @@ PHX_HD void delassus_rows(const ModelView<T>& m, int nrow, const ConstraintWorks
 // hold arrays of T); a pass of another scalar than the step's has Z.
 // The first half: the projections into proj and adj_vfree's term; returns whether the
 // projections still lack their back substitutions (taken from Y).
-template <class T, class S, class L>
+template <class T, class S, class L, class GL, class B>
 PHX_HD bool adj_delassus(const ModelView<S>& m, int nrow, const ConstraintWorkspace<S, L>& c,
-                         const T* Z, const LcpAdjointA<T>& G, const T* adj_b, T* proj,
-                         T* adj_vfree) {
+                         const T* Z, const LcpAdjointA<T, GL>& G, B adj_b, T* proj, T* adj_vfree) {
   const int nv = m.nv;
   T* PHX_RESTRICT Zy = proj;
   T* PHX_RESTRICT Za = proj + nv;
@@ -111,9 +110,9 @@ PHX_HD bool adj_delassus(const ModelView<S>& m, int nrow, const ConstraintWorksp
 }
 
 // The second half, once the projections are whole: adj_J's and adj_M's terms
-template <class T, int KJ, int KM>
-PHX_HD void adj_delassus_terms(int nv, const T* vfree, const LcpAdjointA<T>& G, const T* adj_b,
-                               const T* proj, OuterSum<T, KJ>& adj_J, OuterSum<T, KM>& adj_M) {
+template <class T, int KJ, int KM, class GL, class B, class U>
+PHX_HD void adj_delassus_terms(int nv, const T* vfree, const LcpAdjointA<T, GL>& G, B adj_b,
+                               const T* proj, OuterSum<T, KJ, U>& adj_J, OuterSum<T, KM>& adj_M) {
   const T* Zy = proj;
   const T* Za = proj + nv;
   const T* Zz = proj + 2 * nv;
@@ -138,7 +137,8 @@ PHX_HD int jacobian_nparam(const ModelView<T>& m) {
 
 // Scratch of adj_step_constrained, carved like ConstraintWorkspace (sizes from the model's nq,
 // nv, ngeom, nconmax and nefcmax): the arrays sized by the model's counts alone
-// (Arena::take_fixed), then the capacity-sized ones
+// (Arena::take_fixed), then the capacity-sized ones, laid out by the workspace's Layout
+// (Arena::take_rows) as the forward's rows are
 #define PHX_ADJ_CONSTRAINT_WORKSPACE_FIXED(X)                                      \
   X(real, qpos_next, m.nq, "replayed qpos' (nq)")                                  \
   X(real, qvel_next, m.nv, "replayed qvel' (nv)")                                  \
@@ -156,7 +156,7 @@ PHX_HD int jacobian_nparam(const ModelView<T>& m) {
   X(real, hold_qpos, m.nq, "adjoints the bounce correction replaces (nq)")         \
   X(real, hold_qvel, m.nv, "(nv)")                                                 \
   X(real, score, 2, "||adj_vfree||^2 + dt ||M^-1 adj_vfree||^2 per classification (2)")
-#define PHX_ADJ_CONSTRAINT_WORKSPACE_ARRAYS(X)                                               \
+#define PHX_ADJ_CONSTRAINT_WORKSPACE_ROWS(X)                                                 \
   X(real, bounce, m.nefcmax, "e adj_b on bouncing normal rows, else 0 (nefcmax)")            \
   X(real, adj_b, m.nefcmax, "(nefcmax)")                                                     \
   X(real, adj_f, m.nefcmax, "(nefcmax)")                                                     \
@@ -166,18 +166,16 @@ PHX_HD int jacobian_nparam(const ModelView<T>& m) {
   X(real, adj_dist, m.nconmax, "(nconmax)")                                                  \
   X(real, dl_dv, m.nefcmax, "loss gradient per row, J g, complementarity-aware (nefcmax)")   \
   X(int, cls, m.nefcmax, "row classes used by adj_lcp (nefcmax)")                            \
-  X(int, cls_loss, m.nefcmax, "loss-driven classes (nefcmax)")
-// and those laid out by the workspace's Layout (Arena::take_rows), as the forward's rows are
-#define PHX_ADJ_CONSTRAINT_WORKSPACE_ROWS(X) \
+  X(int, cls_loss, m.nefcmax, "loss-driven classes (nefcmax)")                               \
+  X(real, f_rows, m.nefcmax, "the step's impulses in this layout, for adj_J (nefcmax)")      \
   X(real, adj_J, long(m.nefcmax) * m.nv, "adj_J written out, one seed (nefcmax x nv)")
 
 template <class T, class Layout = Contiguous>
 struct AdjConstraintWorkspace {
   using real = T;
   PHX_ADJ_CONSTRAINT_WORKSPACE_FIXED(PHX_WORKSPACE_MEMBER)
-  PHX_ADJ_CONSTRAINT_WORKSPACE_ARRAYS(PHX_WORKSPACE_MEMBER)
   PHX_ADJ_CONSTRAINT_WORKSPACE_ROWS(PHX_WORKSPACE_ROWS_MEMBER)
-  LcpAdjointA<T> adj_A;  // adj_lcp's rank-two factors (4 x nefcmax)
+  LcpAdjointA<T, Layout> adj_A;  // adj_lcp's rank-two factors (4 x nefcmax)
   // What the reverse passes of one replay share when there are many (a Jacobian's rows), bound
   // over storage by bind_factor and computed once by adj_constrained_prepare: the LCP
   // adjoint's factorisation of the replay's own classification and Z = M^-1 J^T. Unbound
@@ -198,11 +196,10 @@ struct AdjConstraintWorkspace {
   PHX_HD static AdjConstraintWorkspace carve(const M& m, Arena<T, Layout>& arena) {
     AdjConstraintWorkspace w;
     PHX_ADJ_CONSTRAINT_WORKSPACE_FIXED(PHX_WORKSPACE_TAKE_FIXED)
-    PHX_ADJ_CONSTRAINT_WORKSPACE_ARRAYS(PHX_WORKSPACE_TAKE)
     PHX_ADJ_CONSTRAINT_WORKSPACE_ROWS(PHX_WORKSPACE_TAKE_ROWS)
     const long ne = m.nefcmax;
-    w.adj_A = {arena.template take<T>(ne), arena.template take<T>(ne),
-               arena.template take<T>(ne), arena.template take<T>(ne)};
+    w.adj_A = {arena.template take_rows<T>(ne), arena.template take_rows<T>(ne),
+               arena.template take_rows<T>(ne), arena.template take_rows<T>(ne)};
     return w;
   }
 
@@ -278,9 +275,9 @@ namespace detail {
 
 // The classification the LCP adjoint uses by default: the solver's (efc_class), or after plain
 // PGS the stabilised classification of its answer (lcp_classify, tied rows clamping).
-template <class T, class S, class L>
+template <class T, class S, class L, class C>
 PHX_HD void replay_classification(const ModelView<S>& m, const LcpProblem<T, L>& p, const T* f,
-                                  const ContactView<T>& cv, int* cls) {
+                                  const ContactView<T>& cv, C cls) {
   if (m.lcp_solver == kLcpPgs) {
     lcp_classify(p, f, T(m.lcp_tolerance), true, cls);
   } else {
@@ -288,13 +285,14 @@ PHX_HD void replay_classification(const ModelView<S>& m, const LcpProblem<T, L>&
   }
 }
 
-// adj_lcp of s.adj_f on the classification F holds into s.adj_A, s.adj_b, s.adj_mu (zeroed
-// first), with adj_lcp's vectors in work
-template <class T, class S, class L, class FL, class WL>
+// adj_lcp of s.adj_f on the classification cls, whose factors F holds, into s.adj_A, s.adj_b,
+// s.adj_mu (zeroed first), with adj_lcp's vectors in work
+template <class T, class S, class L, class FL, class C, class WL>
 PHX_HD void adj_lcp_rows(const LcpProblem<S, L>& p, const S* f, const LcpAdjointFactor<T, FL>& F,
-                         const LcpAdjointScratch<T, WL>& work, AdjConstraintWorkspace<T, L>& s) {
+                         C cls, const LcpAdjointScratch<T, WL>& work,
+                         AdjConstraintWorkspace<T, L>& s) {
   for (int r = 0; r < p.n; ++r) s.adj_b[r] = s.adj_mu[r] = T(0);
-  adj_lcp(p, f, F, s.adj_f, s.adj_A, s.adj_b, s.adj_mu, work);
+  adj_lcp(p, f, F, cls, s.adj_f, s.adj_A, s.adj_b, s.adj_mu, work);
 }
 
 // Nimble's score of the classification adj_lcp_rows just used: ||dl/dqd||^2 + ||dl/dtau||^2 / dt
@@ -320,11 +318,11 @@ PHX_HD T adj_lcp_score(const ModelView<S>& m, int nrow, const ConstraintWorkspac
 
 // qvel' = vfree + M^-1 J^T f: lam = M^-1 g, adj_M = -lam (qvel' - vfree)^T, adj_J = f lam^T,
 // adj_f = J lam; with the complementarity-aware option also dl/dv = J g per row
-template <class T, class S, class L>
+template <class T, class S, class L, class F, class U>
 PHX_HD PHX_INLINE void adj_impulse_velocity(const ModelView<S>& m, int nrow,
-                                            const ConstraintWorkspace<S, L>& c, const T* f_t,
-                                            bool aware, AdjConstraintWorkspace<T, L>& s,
-                                            OuterSum<T, 7>& adj_J, OuterSum<T, 4>& adj_M) {
+                                            const ConstraintWorkspace<S, L>& c, F f_t, bool aware,
+                                            AdjConstraintWorkspace<T, L>& s,
+                                            OuterSum<T, 7, U>& adj_J, OuterSum<T, 4>& adj_M) {
   const int nv = m.nv;
   for (int d = 0; d < nv; ++d) s.lam[d] = s.g[d];
   cholesky_solve(c.L, nv, s.lam);
@@ -355,7 +353,6 @@ PHX_HD PHX_INLINE void adj_lcp_stage(const ModelView<S>& m, const LcpProblem<S, 
   const int nrow = p.n;
   const bool cached = s.shared();
   if constexpr (std::is_same_v<S, T>) {
-    const int* cls = cached ? s.base_cls : s.cls;
     if (!cached) replay_classification(m, p, f, cv, s.cls);
     // in c.lcp, laid out as the rows: the factors of a classification when the pass computes
     // them (without a shared factorisation, or for the loss-driven one), then adj_lcp's vectors
@@ -363,33 +360,33 @@ PHX_HD PHX_INLINE void adj_lcp_stage(const ModelView<S>& m, const LcpProblem<S, 
     LcpAdjointFactor<T, L> own;
     if (!cached || aware) own = lcp_adjoint_factor_carve(nrow, arena);
     const auto work = LcpAdjointScratch<T, L>::carve(nrow, arena);
-    // F: the factors of the plain classification, the shared ones or its own
-    auto adjoint = [&](auto F) {
+    // the plain classification, cls, and its factors, F: the shared ones or its own
+    auto adjoint = [&](auto F, auto cls) {
       if (!cached) lcp_adjoint_factor(p, f, cls, lcp_rank_tol<T>(), F);
       if (aware) {
         lcp_classify_loss(p, cls, s.dl_dv, s.cls_loss);
-        adj_lcp_rows(p, f, F, work, s);
+        adj_lcp_rows(p, f, F, cls, work, s);
         s.score[0] = adj_lcp_score(m, nrow, c, s);
         // the loss-driven classification's factors, kept when it wins
         LcpAdjointFactor<T, L> loss = own;
         lcp_adjoint_factor(p, f, s.cls_loss, lcp_rank_tol<T>(), loss);
-        adj_lcp_rows(p, f, loss, work, s);
+        adj_lcp_rows(p, f, loss, s.cls_loss, work, s);
         s.score[1] = adj_lcp_score(m, nrow, c, s);
         if (s.score[1] > s.score[0]) return;  // its adjoint is the one in s
         if (!cached) lcp_adjoint_factor(p, f, cls, lcp_rank_tol<T>(), F);
       }
-      adj_lcp_rows(p, f, F, work, s);
+      adj_lcp_rows(p, f, F, cls, work, s);
     };
     // one call where both are of one type (Contiguous scratch: the Jacobian kernels', which
     // share a factorisation), so that the pass is inlined once
     if constexpr (std::is_same_v<decltype(s.base), decltype(own)>)
-      adjoint(cached ? s.base : own);
+      adjoint(cached ? s.base : own, cached ? s.base_cls : s.cls);
     else if (cached)
-      adjoint(s.base);
+      adjoint(s.base, s.base_cls);
     else
-      adjoint(own);
+      adjoint(own, s.cls);
   } else {
-    adj_lcp_rows(p, f, s.base, s.lcp, s);
+    adj_lcp_rows(p, f, s.base, s.base_cls, s.lcp, s);
   }
 }
 
@@ -414,12 +411,12 @@ PHX_HD PHX_INLINE void adj_ball_angle(const ModelView<S>& m, int j, const T* qpo
 // none): to adj_qvel, adj_qpos (a.ten_length for tendons), the restitution and friction
 // adjoints, s.adj_dist, and adj_J's bounce term. vn: each row's J qvel, where the caller has
 // them (else the contacts' normal rows' are computed here, in the same order)
-template <class T, class S, class L>
+template <class T, class S, class L, class U>
 PHX_HD PHX_INLINE void adj_row_corrections(
     const ModelView<S>& m, const T* qpos, const T* qvel, int nrow, const Workspace<S>& w,
     const ConstraintWorkspace<S, L>& c, const ContactView<S>& cv, AdjConstraintWorkspace<T, L>& s,
     AdjWorkspace<T>& a, T* adj_qpos, T* adj_qvel, const ContactModelAdjoint<T>& adj_contact,
-    OuterSum<T, 7>& adj_J, const T* vn_rows = nullptr) {
+    OuterSum<T, 7, U>& adj_J, const T* vn_rows = nullptr) {
   const int nv = m.nv;
   const T dt = m.timestep;
   int ncon = *cv.ncon, row = 0, nbounce = 0;
@@ -579,19 +576,26 @@ PHX_HD void adj_constrained_rows(const ModelView<S>& m, const T* qpos, const T* 
   constexpr bool own = std::is_same_v<S, T>;
   const int nrow = *cv.nefc;
   const S* f = cv.efc_force;
-  // the step's impulses and vfree as arrays of T, for the outer-product terms
-  const T* f_t = nullptr;
+  // the step's impulses (in the rows' layout) and vfree as arrays of T, for the outer-product
+  // terms
+  RowsPtr<L, const T> f_t = nullptr;
   const T* vfree_t = nullptr;
-  if constexpr (own) {
+  if constexpr (!own) {
+    f_t = s.efc_force;
+    vfree_t = s.vfree;
+  } else if constexpr (std::is_same_v<L, Contiguous>) {
     f_t = f;
     vfree_t = c.vfree;
   } else {
-    f_t = s.efc_force;
-    vfree_t = s.vfree;
+    // (a copy: in any other layout than Contiguous, which reads them in place)
+    for (int r = 0; r < nrow; ++r) s.f_rows[r] = f[r];
+    f_t = s.f_rows;
+    vfree_t = c.vfree;
   }
   const bool aware = own && (m.contact_gradient & kGradComplementarityAware);
   a.zero();
-  OuterSum<T, 7> adj_J;
+  // adj_J's terms: its row vectors in the rows' layout, its column vectors fixed reals
+  OuterSum<T, 7, RowsPtr<L, const T>> adj_J;
   adj_impulse_velocity(m, nrow, c, f_t, aware, s, adj_J, adj_M);
   const LcpProblem<S, L> p = lcp_problem(nrow, c);
   adj_lcp_stage(m, p, f, c, cv, aware, s);
@@ -696,10 +700,10 @@ PHX_HD void adj_constrained_velocity(const ModelView<S>& m, const T* qpos, const
 // The contacts that bounced in the forward step: the bounce branch of build_rows (e J qvel below
 // the push-out) with the normal row clamping. Their rows go to rows (normal row indices) and
 // their restitution to e (pointers of any kind); returns their count.
-template <class T, class S, class L, class I, class R>
+template <class T, class S, class L, class C, class I, class R>
 PHX_HD int bouncing_contacts(const ModelView<S>& m, const T* qvel,
-                             const ConstraintWorkspace<T, L>& c, const ContactView<T>& cv,
-                             const int* cls, I rows, R e) {
+                             const ConstraintWorkspace<T, L>& c, const ContactView<T>& cv, C cls,
+                             I rows, R e) {
   int n = 0, row = 0;
   for (int i = 0; i < *cv.ncon; ++i) {
     int g1 = cv.geom[2 * i], g2 = cv.geom[2 * i + 1];

@@ -140,13 +140,13 @@ PHX_HD int equality_rows(const ModelView<T>& m, const T* qpos, const T* qvel, co
 }
 
 // Adjoint of equality_rows for the rows of the step's keys (the equalities' rows among nrow
-// rows): from the adjoints of their J (adj_J, rows by index) and b (adj_b) to the adjoints of
-// the kinematic quantities in a and of qpos and qvel, accumulated. The forward's arrays are of
-// its scalar S.
-template <class T, class S, class AdjRows>
+// rows): from the adjoints of their J (adj_J, rows by index) and b (adj_b, a pointer of any
+// kind) to the adjoints of the kinematic quantities in a and of qpos and qvel, accumulated. The
+// forward's arrays are of its scalar S.
+template <class T, class S, class AdjRows, class B>
 PHX_HD void adj_equality_rows(const ModelView<S>& m, const T* qpos, const T* qvel,
                               const Workspace<S>& w, const int* keys, int nrow,
-                              const AdjRows& adj_J, const T* adj_b, AdjWorkspace<T>& a, T* adj_qpos,
+                              const AdjRows& adj_J, B adj_b, AdjWorkspace<T>& a, T* adj_qpos,
                               T* adj_qvel) {
   const T rate = m.erp / m.timestep, half_dt = T(0.5) * m.timestep;
   const Vec3<T> axes[3] = {{T(1), T(0), T(0)}, {T(0), T(1), T(0)}, {T(0), T(0), T(1)}};
@@ -154,7 +154,7 @@ PHX_HD void adj_equality_rows(const ModelView<S>& m, const T* qpos, const T* qve
     const int i = keys[r] < 0 ? eq_of_key(m, keys[r]) : -1;
     if (i < 0 || keys[r] != eq_key(m, i, 0)) continue;
     const int type = m.eq_type[i];
-    const T* g = adj_b + r;
+    const auto g = adj_b + r;
     if (type == kEqConnect || type == kEqWeld) {
       const int b1 = m.eq_obj1id[i], b2 = m.eq_obj2id[i];
       const Vec3<T> l1 = Vec3<T>::load(m.eq_anchor + 6 * i);

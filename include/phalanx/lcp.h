@@ -579,10 +579,10 @@ PHX_HD bool dantzig_pass(const LcpProblem<T, Layout>& p, T* f, V lo, V hi, bool 
 // stabilisation spreads load over redundant contacts by the minimum-norm rule, independent of
 // which solver found f), else to the bound's S or B class; either is a valid subgradient
 // (section IV-B). The kLcpTied flag is set on it. Normals are classified before their friction
-// rows. Returns the number of tied rows.
-template <class T, class Layout>
+// rows. Returns the number of tied rows. cls is a pointer of any kind (plain or Strided).
+template <class T, class Layout, class C>
 PHX_HD int lcp_classify(const LcpProblem<T, Layout>& p, const T* f, T tol, bool tied_clamping,
-                        int* cls) {
+                        C cls) {
   const int n = p.n;
   int ntied = 0;
   for (int pass = 0; pass < 2; ++pass) {
@@ -626,10 +626,9 @@ PHX_HD int lcp_classify(const LcpProblem<T, Layout>& p, const T* f, T tol, bool 
 //   other fixed rows keep their plain class;
 //   friction rows follow their normal: S when the normal went to S, else their plain class.
 // The caller runs adj_lcp with both classifications and keeps the one with the larger
-// ||dl/dqd||^2 + ||dl/dtau||^2 / dt (Nimble, section IV-D).
-template <class T, class Layout>
-PHX_HD void lcp_classify_loss(const LcpProblem<T, Layout>& p, const int* cls, const T* dl_dv,
-                              int* cls_loss) {
+// ||dl/dqd||^2 + ||dl/dtau||^2 / dt (Nimble, section IV-D). The arrays are pointers of any kind.
+template <class T, class Layout, class C, class D, class CL>
+PHX_HD void lcp_classify_loss(const LcpProblem<T, Layout>& p, C cls, D dl_dv, CL cls_loss) {
   const int n = p.n;
   for (int i = 0; i < n; ++i) {
     cls_loss[i] = cls[i] & kLcpClassMask;
@@ -712,13 +711,14 @@ PHX_HD void lcp_set_system(const LcpProblem<T, Layout>& p, C cls, F fixed, I cid
 }  // namespace detail
 
 // The adjoint of A that adj_lcp gives, of rank two: adj_A[i][j] = z_i beta_j - y_i alpha_j, with
-// y and z zero off the clamping rows. Four arrays of n.
-template <class T>
+// y and z zero off the clamping rows. Four arrays of n, laid out by Layout (Arena::take_rows).
+template <class T, class Layout = Contiguous>
 struct LcpAdjointA {
-  T* y;
-  T* alpha;
-  T* z;
-  T* beta;
+  using Reals = RowsPtr<Layout, T>;
+  Reals y;
+  Reals alpha;
+  Reals z;
+  Reals beta;
 
   PHX_HD T operator()(int i, int j) const { return z[i] * beta[j] - y[i] * alpha[j]; }
 };
@@ -731,18 +731,19 @@ struct LcpAdjointA {
 //   of K's null space (I - K^+ K = V V^T), matrix-vector products per use; built from the
 //   decomposition once (cod_pinv_transpose, m - rank reflections), worth it when many reverse
 //   passes share one solution (a one-step Jacobian's rows).
+// The classification itself is not kept: its users pass it beside the factors (adj_lcp), so
+// that it may lie in another layout than they do.
 // Its arrays are laid out by Layout (Arena::take_rows), as is every storage of this header: a
 // solver's scratch in a workspace's rows is interleaved across environments where they are.
 template <class T, class Layout = Contiguous>
 struct LcpAdjointFactor {
   using Reals = RowsPtr<Layout, T>;
   using Ints = RowsPtr<Layout, int>;
-  int m = 0;                 // clamping rows
-  const int* cls = nullptr;  // the classification it was computed for (n)
-  Ints cidx;                 // clamping row of each column of K (m of n)
-  Ints pos;                  // column of row j in K, -1 off the clamping set (n)
-  Reals z;                   // K^+T f_C (m)
-  int nnull = 0;             // m - rank: K's null space (0: K invertible, K^+ K = I)
+  int m = 0;      // clamping rows
+  Ints cidx;      // clamping row of each column of K (m of n)
+  Ints pos;       // column of row j in K, -1 off the clamping set (n)
+  Reals z;        // K^+T f_C (m)
+  int nnull = 0;  // m - rank: K's null space (0: K invertible, K^+ K = I)
   // factored form
   Reals K = nullptr;   // m x m
   Cod<T, Layout> cod;  // of K
@@ -1009,15 +1010,14 @@ PHX_HD LcpAdjointFactor<T, Layout> lcp_adjoint_explicit_carve(int n, Arena<T, La
   return F;
 }
 
-// Factor classification cls of the solution f into F (factored form, carved for at least p.n
-// rows); cls must outlive F. The system's right-hand side is written to F.r and not used.
+// Factor classification cls (a pointer of any kind) of the solution f into F (factored form,
+// carved for at least p.n rows). The system's right-hand side is written to F.r and not used.
 // known_rank >= 0 says that F's storage already holds the
 // factorisation of cls's system, of that rank (the solver's last, lcp_solve_on_set_repaired),
 // which is then kept.
-template <class T, class Layout, class FL>
-PHX_HD void lcp_adjoint_factor(const LcpProblem<T, Layout>& p, const T* f, const int* cls,
-                               T rank_tol, LcpAdjointFactor<T, FL>& F, int known_rank = -1) {
-  F.cls = cls;
+template <class T, class Layout, class C, class FL>
+PHX_HD void lcp_adjoint_factor(const LcpProblem<T, Layout>& p, const T* f, C cls, T rank_tol,
+                               LcpAdjointFactor<T, FL>& F, int known_rank = -1) {
   F.m = detail::lcp_gather(p, cls, F.cidx, F.pos);
   if (F.m == 0) return;
   F.cod.n = F.m;
@@ -1052,10 +1052,10 @@ struct ExplicitStorage {
 
 // The explicit form of classification cls into E (carved by lcp_adjoint_explicit_carve for at
 // least p.n rows), through the factored form over caller scratch (detail::ExplicitStorage, as
-// every function here within lcp_storage(p.n)); cls must outlive E. known_rank as in
-// lcp_adjoint_factor, for the factorisation in scratch.
-template <class T, class Layout, class EL, class RP, class IP>
-PHX_HD void lcp_adjoint_factor_explicit(const LcpProblem<T, Layout>& p, const T* f, const int* cls,
+// every function here within lcp_storage(p.n)). known_rank as in lcp_adjoint_factor, for the
+// factorisation in scratch.
+template <class T, class Layout, class C, class EL, class RP, class IP>
+PHX_HD void lcp_adjoint_factor_explicit(const LcpProblem<T, Layout>& p, const T* f, C cls,
                                         T rank_tol, LcpAdjointFactor<T, EL>& E, RP scratch,
                                         IP iscratch, int known_rank = -1) {
   const int n = p.n;
@@ -1064,7 +1064,6 @@ PHX_HD void lcp_adjoint_factor_explicit(const LcpProblem<T, Layout>& p, const T*
   auto F = w.factored;
   lcp_adjoint_factor(p, f, cls, rank_tol, F, known_rank);
   const int m = F.m;
-  E.cls = cls;
   E.m = m;
   E.nnull = F.nnull;
   for (int j = 0; j < n; ++j) E.pos[j] = F.pos[j];
@@ -1092,9 +1091,9 @@ struct LcpAdjointScratch {
   }
 };
 
-// Adjoint of the LCP solution map f*(A, b, mu) at a solution f with the classification F holds
-// (either form) (plain from stabilize, or loss-driven from lcp_classify_loss). With K, r of
-// lcp_set_system, the non-clamping rows held at their values in f:
+// Adjoint of the LCP solution map f*(A, b, mu) at a solution f on the classification cls, whose
+// factors F holds (either form) (plain from stabilize, or loss-driven from lcp_classify_loss). With
+// K, r of lcp_set_system, the non-clamping rows held at their values in f:
 //   f_C = K^+ r,  f_B = s mu f_n (B rows),  f_S constant,
 // and Nimble eq. 20 corrected (the printed second term has the wrong sign) and extended to the
 // rank-deficient case in place of the malformed eq. 22, from the derivative of the
@@ -1111,13 +1110,12 @@ struct LcpAdjointScratch {
 // z_a beta_j on a clamping row a: it is written (overwritten) as its factors, LcpAdjointA.
 // Accumulates into adj_b (n) and adj_mu (n, nonzero on friction rows; may be null when p.mu is).
 // The problem and solution may be of another scalar S than the adjoints (a Lane of seeds reads
-// the forward problem in place).
-template <class T, class S, class Layout, class FL, class WL>
+// the forward problem in place). cls, adj_f, adj_b and adj_mu are pointers of any kind.
+template <class T, class S, class Layout, class FL, class C, class AF, class AL, class R, class WL>
 PHX_HD void adj_lcp(const LcpProblem<S, Layout>& p, const S* f, const LcpAdjointFactor<T, FL>& F,
-                    const T* adj_f, const LcpAdjointA<T>& adj_A, T* adj_b, T* adj_mu,
+                    C cls, AF adj_f, const LcpAdjointA<T, AL>& adj_A, R adj_b, R adj_mu,
                     const LcpAdjointScratch<T, WL>& work) {
   const int n = p.n, m = F.m;
-  const int* cls = F.cls;
   const auto cidx = F.cidx, pos = F.pos;
   const auto z = F.z;
   const auto g = work.g, y = work.y, q = work.q;
@@ -1213,14 +1211,14 @@ struct AdjLcpStorage {
 
 // adj_lcp for a single use: factors cls into the caller's scratch first (within lcp_storage(n),
 // as every function of this header).
-template <class T, class Layout, class RP, class IP>
-PHX_HD void adj_lcp(const LcpProblem<T, Layout>& p, const T* f, const int* cls, const T* adj_f,
-                    const LcpAdjointA<T>& adj_A, T* adj_b, T* adj_mu, T rank_tol, RP scratch,
+template <class T, class Layout, class C, class AF, class AL, class R, class RP, class IP>
+PHX_HD void adj_lcp(const LcpProblem<T, Layout>& p, const T* f, C cls, AF adj_f,
+                    const LcpAdjointA<T, AL>& adj_A, R adj_b, R adj_mu, T rank_tol, RP scratch,
                     IP iscratch) {
   auto arena = rows_arena<T>(scratch, iscratch);
   auto s = detail::AdjLcpStorage<T, typename LayoutOf<RP>::type>::carve(p.n, arena);
   lcp_adjoint_factor(p, f, cls, rank_tol, s.factored);
-  adj_lcp(p, f, s.factored, adj_f, adj_A, adj_b, adj_mu, s.work);
+  adj_lcp(p, f, s.factored, cls, adj_f, adj_A, adj_b, adj_mu, s.work);
 }
 
 // The caller's block for every function of this header on up to n rows: the largest of their

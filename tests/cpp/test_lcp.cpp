@@ -694,7 +694,7 @@ double adjoint_dot(const Problem<>& p, const std::vector<double>& f, const std::
     lcp_adjoint_factor_explicit(p.view(), f.data(), cls.data(), 1e-10, E, w.s.data(), w.is.data());
     auto work =
         tmp.carve([&](Arena<double>& a) { return LcpAdjointScratch<double>::carve(p.n, a); });
-    adj_lcp(p.view(), f.data(), E, adj_f.data(), aA, ab.data(), amu.data(), work);
+    adj_lcp(p.view(), f.data(), E, cls.data(), adj_f.data(), aA, ab.data(), amu.data(), work);
   } else {
     adj_lcp(p.view(), f.data(), cls.data(), adj_f.data(), aA, ab.data(), amu.data(), 1e-10,
             w.s.data(), w.is.data());

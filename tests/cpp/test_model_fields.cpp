@@ -181,7 +181,6 @@ TEST(ModelFields, CarveTilesItsMeasuredStorage) {
     using real = double;
     const ModelView<double>& m = v;
     PHX_ADJ_CONSTRAINT_WORKSPACE_FIXED(PHX_LIST2)
-    PHX_ADJ_CONSTRAINT_WORKSPACE_ARRAYS(PHX_LIST2)
     PHX_ADJ_CONSTRAINT_WORKSPACE_ROWS(PHX_LIST2)
     for (const double* p : {w.adj_A.y, w.adj_A.alpha, w.adj_A.z, w.adj_A.beta})
       reals.push_back({p, long(v.nefcmax)});
@@ -252,7 +251,7 @@ TEST(ModelFields, SplitScratchPutsTheModelSizedWorkspacesApart) {
   PHX_ADJ_WORKSPACE_ZEROED(PHX_LIST_A)
   PHX_ADJ_WORKSPACE_VECTORS(PHX_LIST_A)
   PHX_ADJ_CONSTRAINT_WORKSPACE_FIXED(PHX_LIST_SF)
-  PHX_ADJ_CONSTRAINT_WORKSPACE_ARRAYS(PHX_LIST_S)
+  PHX_ADJ_CONSTRAINT_WORKSPACE_ROWS(PHX_LIST_S)
   PHX_CONSTRAINT_WORKSPACE_KEPT_STRIDED(PHX_LIST_C)
   PHX_CONSTRAINT_WORKSPACE_SCRATCH_STRIDED(PHX_LIST_C)
 #undef PHX_LIST_W
@@ -478,9 +477,11 @@ void expect_interleaved_reverse_as_contiguous(const Model& model, int min_checke
   test::HostModel<double> hm(model);
   const ModelView<double>& v = hm.view;
   const ScratchSize n = adjoint_scratch_size(v);
-  // the rows of the step it replays, and its own: adj_J
-  ASSERT_EQ(n.rows, scratch_size(v).rows + long(v.nefcmax) * v.nv);
-  ASSERT_EQ(n.irows, scratch_size(v).irows);
+  // the rows of the step it replays, and its own: adj_J, ten more reals and two integers per
+  // row (the adjoints of f, b and mu, the bounces, dl/dv, f's copy, adj_A's four factors; the
+  // two classifications), and the contacts' adjoints (13 per contact)
+  ASSERT_EQ(n.rows, scratch_size(v).rows + long(v.nefcmax) * (v.nv + 10) + 13L * v.nconmax);
+  ASSERT_EQ(n.irows, scratch_size(v).irows + 2L * v.nefcmax);
   TileLanes tiles(n);
   const auto& lanes = TileLanes::lane;
   test::Carved<StepScratch<double>, double> fwd(v);

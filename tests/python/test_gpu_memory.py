@@ -27,14 +27,19 @@ def assert_rows_given(model, counts, adjoint=False):
     """The arrays a step lays out as rows, for some capacity nefcmax: per row J and Y (nv each),
     A's row, b, lo, hi, mu, PGS's 4, the previous impulse, and findex, key_prev, class_prev and
     4 of span; and the exact solvers' storage (phalanx._phalanx.lcp_storage). The step's
-    adjoint adds its own: adj_J (nv per row)."""
+    adjoint adds its own: adj_J (nv per row), the adjoints of the impulses, b and mu, the
+    bounces, dl/dv, the impulses' copy and adj_A's four factors (10 per row), two classes per
+    row, and the contacts' adjoints (13 per contact: point, frame, distance)."""
     given_rows, given_irows = counts["given_rows"], counts["given_irows"]
-    per_row = (3 if adjoint else 2) * model.nv + 9
+    per_row = (3 if adjoint else 2) * model.nv + 9 + (10 if adjoint else 0)
+    per_contact = 13 if adjoint else 0
+    int_rows = 9 if adjoint else 7
     matches = []
-    for nefcmax in range(1, given_irows // 7 + 1):
+    for nefcmax in range(1, given_irows // int_rows + 1):
         reals, ints = phalanx._phalanx.lcp_storage(nefcmax)
-        if (given_irows == 7 * nefcmax + ints
-                and given_rows == nefcmax * (per_row + nefcmax) + reals):
+        if (given_irows == int_rows * nefcmax + ints
+                and given_rows == nefcmax * (per_row + nefcmax) + per_contact * model.nconmax
+                + reals):
             matches.append(nefcmax)
     assert len(matches) == 1, (given_rows, given_irows, matches)
     return matches[0]

@@ -62,15 +62,17 @@ struct DenseEntries {
 // ... or a sum of at most K outer products, A = sum_k s_k u_k v_k^T, kept as its terms: a
 // reader of few of its entries takes them from the terms (row weights s_k u_k[i] first when it
 // reads along a row, and column weights s_k v_k[i] too for sym), or the whole matrix is written
-// out (write, vectorised along rows)
-template <class T, int K>
+// out (write, vectorised along rows). The row vectors u_k are reached through U (a plain
+// pointer, or a Strided one for a workspace's interleaved rows), the column vectors v_k through
+// plain pointers.
+template <class T, int K, class U = const T*>
 struct OuterSum {
   int n = 0;  // terms
-  const T* u[K] = {};
+  U u[K] = {};
   const T* v[K] = {};
   T s[K];
 
-  PHX_HD void add(const T* uk, const T* vk, T sk) {
+  PHX_HD void add(U uk, const T* vk, T sk) {
     u[n] = uk;
     v[n] = vk;
     s[n++] = sk;

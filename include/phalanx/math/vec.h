@@ -10,14 +10,22 @@ template <class T>
 struct Vec3 {
   T x = T(0), y = T(0), z = T(0);
 
-  // from any stored scalar P that converts to T (a Lane broadcasts a forward value)
+  // from any stored scalar that converts to T (a Lane broadcasts a forward value), through a
+  // pointer of any kind (plain, or Strided for a workspace's interleaved rows)
   template <class P>
-  PHX_HD PHX_INLINE static Vec3 load(const P* p) { return {T(p[0]), T(p[1]), T(p[2])}; }
+  PHX_HD PHX_INLINE static Vec3 load(P p) {
+    return {T(p[0]), T(p[1]), T(p[2])};
+  }
   // from a vector of another scalar that converts to T
   template <class U>
   PHX_HD PHX_INLINE static Vec3 from(const Vec3<U>& v) { return {T(v.x), T(v.y), T(v.z)}; }
   PHX_HD void store(T* p) const { p[0] = x; p[1] = y; p[2] = z; }
-  PHX_HD void add_to(T* p) const { p[0] += x; p[1] += y; p[2] += z; }
+  template <class P>
+  PHX_HD void add_to(P p) const {
+    p[0] += x;
+    p[1] += y;
+    p[2] += z;
+  }
   PHX_HD T& operator[](int i) { return i == 0 ? x : (i == 1 ? y : z); }
   PHX_HD const T& operator[](int i) const { return i == 0 ? x : (i == 1 ? y : z); }
   PHX_HD Vec3& operator+=(const Vec3& b) { x += b.x; y += b.y; z += b.z; return *this; }
