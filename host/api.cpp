@@ -48,6 +48,11 @@ ScratchSize DeviceModel<T>::scratch_size() const {
 }
 
 template <class T>
+ScratchSize DeviceModel<T>::rollout_scratch_size() const {
+  return phx::rollout_scratch_size(view_);
+}
+
+template <class T>
 size_t DeviceModel<T>::bytes() const {
   size_t n = 0;
   for (const auto& b : reals_) n += b.bytes();
@@ -57,7 +62,7 @@ size_t DeviceModel<T>::bytes() const {
 
 template <class T>
 Data<T>::Data(const DeviceModel<T>& model, int nenv)
-    : time(nenv > 0 ? size_t(nenv) : 0, 0.0), nenv_(nenv), scratch_(model.scratch_size()) {
+    : time(nenv > 0 ? size_t(nenv) : 0, 0.0), nenv_(nenv), scratch_(model.rollout_scratch_size()) {
   if (nenv <= 0) {
     throw std::invalid_argument("phalanx: nenv must be positive, got " + std::to_string(nenv));
   }
@@ -313,8 +318,8 @@ void rollout(const DeviceModel<T>& model, Data<T>& data, const T* d_ctrl, int ns
                      d_counts_out,
                      tv,
                      mocap};
-  if (!cpu::rollout_packs(model.lane_model(), data.nenv(), k, model.scratch_size()))
-    launch(model.device(), data.nenv(), k, model.scratch_size());
+  if (!cpu::rollout_packs(model.lane_model(), data.nenv(), k, model.rollout_scratch_size()))
+    launch(model.device(), data.nenv(), k, model.rollout_scratch_size());
   for (double& t : data.time) t += nstep * model.model().opt.timestep;
 }
 

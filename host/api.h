@@ -31,8 +31,10 @@ class DeviceModel {
   const Model& model() const { return model_; }
   Device device() const { return device_; }
   const ModelView<T>& view() const { return view_; }
-  // scratch one environment's step needs
+  // scratch one environment's step needs (the forward kernels but the rollouts)
   ScratchSize scratch_size() const;
+  // and one environment's rollout, which holds its contacts for the launch
+  ScratchSize rollout_scratch_size() const;
   // bytes of device memory the model occupies
   size_t bytes() const;
   // on the CPU, the view's reals broadcast to SIMD lanes once (a LaneModel<T>,

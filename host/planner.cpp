@@ -181,8 +181,9 @@ void PlannerBatch<T>::rollouts(const DeviceCost<T>& cost, const PlannerSpec& spe
                             record ? vs.data() : nullptr,
                             d_act0,
                             samples_.act.data()};
-  if (!cpu::planner_packs(model_->lane_model(), nproblem_ * nsample_, k, model_->scratch_size()))
-    launch(model_->device(), nproblem_ * nsample_, k, model_->scratch_size());
+  const ScratchSize scratch = model_->rollout_scratch_size();
+  if (!cpu::planner_packs(model_->lane_model(), nproblem_ * nsample_, k, scratch))
+    launch(model_->device(), nproblem_ * nsample_, k, scratch);
 }
 
 template <class T>

@@ -272,10 +272,11 @@ TEST(ModelFields, SplitScratchPutsTheModelSizedWorkspacesApart) {
   EXPECT_EQ(y.c.geom_xpos, all.data() + Workspace<double>::size(v));
 }
 
-// A forward kernel's split scratch (ForwardScratch) holds, besides a step's fixed reals, the
-// state and the contacts it steps in its fixed blocks: the contacts' reals and integers tile
-// what follows the state in the fixed reals and the whole of the fixed integers. A model whose
-// contacts take more than kHeldContactsMax bytes holds only the state.
+// A rollout's split scratch (ForwardScratch, rollout_scratch_size) holds, besides a step's fixed
+// reals, the state and the contacts it steps in its fixed blocks: the contacts' reals and
+// integers tile what follows the state in the fixed reals and the whole of the fixed integers.
+// A model whose contacts take more than kHeldContactsMax bytes holds only the state, and so do
+// the other forward kernels (scratch_size) whatever their size.
 TEST(ModelFields, ForwardScratchHoldsTheStateAndContactsApart) {
   Model model = humanoid();
   model.nconmax = 7;
@@ -285,11 +286,17 @@ TEST(ModelFields, ForwardScratchHoldsTheStateAndContactsApart) {
     test::HostModel<double> hm(model);
     const ModelView<double>& v = hm.view;
     ASSERT_GT(v.nefcmax, 0);
-    const ScratchSize n = scratch_size(v), step = carved_size<StepScratch<double>, double>(v);
+    const ScratchSize n = rollout_scratch_size(v);
+    const ScratchSize step = carved_size<StepScratch<double>, double>(v);
     const ScratchSize con = carved_size<ContactView<double>, double>(v);
     EXPECT_EQ(con.reals, 13L * v.nconmax + v.nefcmax);
     EXPECT_EQ(con.ints, 7 + 2L * v.nconmax + 2L * v.nefcmax);
     const long state = v.nq + v.nv + v.na;
+    const ScratchSize other = scratch_size(v);
+    EXPECT_EQ(other.fixed, step.fixed + state);
+    EXPECT_EQ(other.reals, step.reals + state);
+    EXPECT_EQ(other.ints, step.ints);
+    EXPECT_EQ(other.ifixed, 0);
     EXPECT_EQ(n.fixed, step.fixed + state + (held ? con.reals : 0));
     EXPECT_EQ(n.ifixed, held ? con.ints : 0);
     EXPECT_EQ(n.reals, step.reals + state + (held ? con.reals : 0));
@@ -298,7 +305,7 @@ TEST(ModelFields, ForwardScratchHoldsTheStateAndContactsApart) {
     std::vector<int> ints(n.ints - n.ifixed), ifixed(n.ifixed);
     Arena<double> arena(
         Scratch<double>{reals.data(), ints.data(), fixed.data(), nullptr, nullptr, ifixed.data()});
-    const ForwardScratch<double> x = ForwardScratch<double>::carve(v, arena);
+    const ForwardScratch<double> x = ForwardScratch<double>::carve(v, arena, true);
     EXPECT_EQ(arena.used().fixed, n.fixed);
     EXPECT_EQ(arena.used().ifixed, n.ifixed);
     EXPECT_EQ(x.qpos, fixed.data() + step.fixed);
@@ -336,7 +343,7 @@ TEST(ModelFields, InterleavedRowsFillTheirTile) {
   test::HostModel<double> hm(model);
   const ModelView<double>& v = hm.view;
   constexpr int W = Interleaved::kStride;
-  const ScratchSize n = scratch_size(v);
+  const ScratchSize n = rollout_scratch_size(v);
   const ScratchSize lcp = lcp_storage(v.nefcmax);
   // J, Y, the LCP's A, b, bounds, PGS's scratch and the previous rows; the LCP solver's own
   ASSERT_EQ(n.rows, long(v.nefcmax) * (2 * v.nv + v.nefcmax + 9) + lcp.reals);
@@ -348,7 +355,7 @@ TEST(ModelFields, InterleavedRowsFillTheirTile) {
     Arena<double, Interleaved> arena(Scratch<double, Interleaved>{
         reals.data(), ints.data(), nullptr, tile.data() + lane, itile.data() + lane});
     const ForwardScratch<double, Interleaved> x =
-        ForwardScratch<double, Interleaved>::carve(v, arena);
+        ForwardScratch<double, Interleaved>::carve(v, arena, true);
     EXPECT_EQ(arena.used().rows, n.rows);
     EXPECT_EQ(arena.used().irows, n.irows);
     EXPECT_EQ(arena.used().reals, n.reals - n.rows);
@@ -381,7 +388,7 @@ TEST(ModelFields, InterleavedRowsFillTheirTile) {
     // the other arrays are where a Contiguous carve over the same blocks puts them
     Arena<double> plain(
         Scratch<double>{reals.data(), ints.data(), nullptr, tile.data(), itile.data()});
-    const ForwardScratch<double> y = ForwardScratch<double>::carve(v, plain);
+    const ForwardScratch<double> y = ForwardScratch<double>::carve(v, plain, true);
     ASSERT_EQ(x.w.qacc, y.w.qacc);
     // the held state and contacts last, after the step's workspaces
     ASSERT_EQ(x.qvel, y.qvel);

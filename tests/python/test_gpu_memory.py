@@ -84,6 +84,11 @@ def test_tracing_changes_no_result(dtype):
     # model without tendons are empty) and the state, none of it the LCP's
     assert 0 < counts["written_fixed"] <= counts["given_fixed"] < counts["written_reals"]
     assert counts["written_fixed"] > 0.9 * (counts["given_fixed"] - held)
+    # a step holds the state alone: it is given the rollout's scratch less the held contacts
+    _, step_counts = traced(lambda: phalanx.step(model, qpos, qvel, ctrl[:, 0], nstep=5))
+    assert step_counts["given_ifixed"] == 0
+    assert step_counts["given_fixed"] == counts["given_fixed"] - held
+    assert step_counts["given_rows"] == counts["given_rows"]
     # nothing is traced once it is off
     phalanx.rollout(model, qpos, qvel, ctrl)
     assert phalanx._phalanx.scratch_trace(False)["given_reals"] == 0

@@ -17,8 +17,9 @@ namespace phx {
 constexpr long kHeldContactsMax = 16 * 1024;
 
 // The scratch of one environment's forward kernels: a step's, and what a kernel that steps many
-// times (a rollout) holds for all of its steps in fixed storage of its own: the state, and the
-// contacts unless they take more than kHeldContactsMax bytes. On CUDA that storage is the
+// times holds for all of its steps in fixed storage of its own: the state, and for a rollout
+// (carved with hold_contacts) the contacts unless they take more than kHeldContactsMax bytes.
+// Kernels that do not hold contacts are given no room for them. On CUDA that storage is the
 // thread's local memory, which the hardware interleaves across a warp, so the steps' loads and
 // stores of them coalesce while the batch's arrays stay env-major: the kernel reads an
 // environment's rows into it once before its steps (hold_*) and writes them back once after
@@ -34,14 +35,15 @@ struct ForwardScratch : StepScratch<T, Layout> {
   int* contact_ints = nullptr;
 
   template <class M>
-  PHX_HD static ForwardScratch carve(const M& m, Arena<T, Layout>& arena) {
+  PHX_HD static ForwardScratch carve(const M& m, Arena<T, Layout>& arena,
+                                     bool hold_contacts = false) {
     ForwardScratch x;
     static_cast<StepScratch<T, Layout>&>(x) = StepScratch<T, Layout>::carve(m, arena);
     x.qpos = arena.take_fixed(m.nq);
     x.qvel = arena.take_fixed(m.nv);
     x.act = arena.take_fixed(m.na);
     const ScratchSize held = carved_size<ContactView<T>, T>(m);
-    if (m.nefcmax > 0 &&
+    if (hold_contacts && m.nefcmax > 0 &&
         held.reals * long(sizeof(T)) + held.ints * long(sizeof(int)) <= kHeldContactsMax) {
       x.contact_reals = arena.take_fixed(held.reals);
       x.contact_ints = arena.template take_fixed<int>(held.ints);
@@ -84,18 +86,26 @@ struct ForwardScratch : StepScratch<T, Layout> {
   }
 };
 
-// scratch of one environment's forward kernels (ForwardScratch)
+// scratch of one environment's forward kernels (ForwardScratch), but the rollouts'
 template <class T>
 PHX_HD ScratchSize scratch_size(const ModelView<T>& m) {
   return carved_size<ForwardScratch<T>, T>(m);
 }
+// and of the rollouts', which hold their contacts for the launch (RolloutKernel,
+// PlannerRolloutKernel): the most of any forward kernel
+template <class T>
+PHX_HD ScratchSize rollout_scratch_size(const ModelView<T>& m) {
+  return carved_size<ForwardScratch<T>, T>(m, true);
+}
 
-// ForwardScratch over one environment's scratch, for kernels that only step forward (no
-// reverse pass or Jacobian reads their steps' constraint matrices)
+// ForwardScratch over one environment's scratch (of rollout_scratch_size with hold_contacts,
+// else of scratch_size), for kernels that only step forward (no reverse pass or Jacobian reads
+// their steps' constraint matrices)
 template <class T, class Layout>
-PHX_HD ForwardScratch<T, Layout> step_scratch(const ModelView<T>& m, Scratch<T, Layout> scratch) {
+PHX_HD ForwardScratch<T, Layout> step_scratch(const ModelView<T>& m, Scratch<T, Layout> scratch,
+                                              bool hold_contacts = false) {
   Arena<T, Layout> arena(scratch);
-  ForwardScratch<T, Layout> x = ForwardScratch<T, Layout>::carve(m, arena);
+  ForwardScratch<T, Layout> x = ForwardScratch<T, Layout>::carve(m, arena, hold_contacts);
   x.c.forward_only = true;
   return x;
 }
@@ -194,7 +204,8 @@ PHX_HD PHX_INLINE void step_counts(const ModelView<T>& m, const ContactData<T>& 
 }
 
 // T steps with a control sequence, recording the states after each step. An environment
-// whose status gets a stopping bit (non-finite values) stops and repeats its last state.
+// whose status gets a stopping bit (non-finite values) stops and repeats its last state. Its
+// scratch: rollout_scratch_size.
 template <class T>
 struct RolloutKernel {
   using Scalar = T;
@@ -216,7 +227,7 @@ struct RolloutKernel {
   template <class Layout>
   PHX_HD void operator()(int e, Scratch<T, Layout> scratch) const {
     ModelView<T> m = env_view(model, e);
-    ForwardScratch<T, Layout> x = step_scratch(m, scratch);
+    ForwardScratch<T, Layout> x = step_scratch(m, scratch, true);
     T* const a_rows = env_row(act, e, m.na);
     x.hold_state(m, qpos + long(e) * m.nq, qvel + long(e) * m.nv, a_rows);
     T* q = x.qpos;

@@ -62,7 +62,7 @@ struct TrajectoryCostKernel {
 // for spec.hold steps, and its cost, accumulated step by step (running terms on the state
 // after each step, terminal terms on the last), and optionally its trajectory (for costs
 // evaluated elsewhere). A sample whose physics stops costs
-// +inf and repeats its last state.
+// +inf and repeats its last state. Its scratch: rollout_scratch_size.
 template <class T>
 struct PlannerRolloutKernel {
   using Scalar = T;
@@ -90,7 +90,7 @@ struct PlannerRolloutKernel {
   template <class Layout>
   PHX_HD void operator()(int sample, Scratch<T, Layout> scratch) const {
     const ModelView<T> m = env_view(model, sample);
-    ForwardScratch<T, Layout> x = step_scratch(m, scratch);
+    ForwardScratch<T, Layout> x = step_scratch(m, scratch, true);
     prepare(m, sample);
     T* const a_rows = env_row(act, sample, m.na);
     x.hold_state(m, qpos + long(sample) * m.nq, qvel + long(sample) * m.nv, a_rows);
