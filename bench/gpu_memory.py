@@ -19,12 +19,15 @@ random joint speeds and controls (contacts and limits on, as bench_gpu.py), for 
                    scratch, the exact solvers' storage and the LCP adjoint's factorisation, the
                    previous step's rows, the adjoint's adj_J, and all that the tape's slots
                    keep); the rest (the adjoint's capacity-sized vectors and the contacts'
-                   adjoints) is the thread's own block of global memory. The kernels that
-                   step many times (the rollout) hold the state and the contacts in fixed
-                   storage of their scratch (traced as local), read from the batch's arrays
-                   before their steps and written back after. The kernels that take one step
-                   (the step, its vjp) step the batch's state and contacts in place: those are
-                   not traced, and the model below counts only the step's input and output
+                   adjoints) is the thread's own block of global memory. The rollout holds
+                   the state and the contacts in fixed storage of its scratch (traced as
+                   local), read from the batch's arrays before a launch's steps and written
+                   back after; on CUDA it runs as a launch per step beside a detection stage
+                   (the narrowphase), so the model below adds per step the state read, the
+                   contacts and their rows' warm start (the rollout's mean counts) read and
+                   written, and the contacts the detection found read. The kernels that take
+                   one step (the step, its vjp) step the batch's state and contacts in place:
+                   those are not traced, and the model counts only the step's input and output
   bytes/env-step   the DRAM traffic of one env-step under this model of it: every written
                    scratch number is written once and read back once per step (a lower bound:
                    the LCP's iterations read their rows many times), plus the step's own
@@ -48,10 +51,14 @@ random joint speeds and controls (contacts and limits on, as bench_gpu.py), for 
                    (1.56 TB/s, MJX's published 0.95 M humanoid steps/s) and an RTX 6000
                    Blackwell (1.79 TB/s, MuJoCo Warp's 3.97 M at 8192 worlds).
 
-Kernels: the rollout (one env-step per step), the taped rollout's reverse pass (per step of
-the tape, on top of the forward), and the step (phalanx.step) and its vector-Jacobian product
-(phalanx.step_vjp), one step per launch, from each state the rollout passes through, of which
-the state with the median bytes per env-step in the backend's layout is shown. A launch of
+Kernels: the rollout (one env-step per step), its detection stage (phalanx.contacts without
+forces, from each state it passes through: the same kinematics, geom frames and narrowphase,
+the contacts written to its scratch as the stage writes them for the step; the roofline adds it
+to the rollout's),
+the taped rollout's reverse pass (per step of the tape, on top of the forward), and the step
+(phalanx.step) and its vector-Jacobian product (phalanx.step_vjp), one step per launch, from
+each state the rollout passes through; of the kernels launched from each state, the state with
+the median bytes per env-step in the backend's layout is shown. A launch of
 many steps counts every entry any of its steps wrote, so a path a step rarely takes (the
 exact finish of sweeps that stalled, which writes the exact solvers' storage) weighs in the
 rollout's figure as if every step took it; one step per launch weighs it by how often it
@@ -124,7 +131,22 @@ def kernel_rows(model, nenv, nstep, seed):
         rows[name] = kernel_row(*traced(run), real, io)
     # the step and its vector-Jacobian product from each state of the rollout, one launch each
     # (the vjp reads the state, controls and two adjoints, and writes four gradients)
-    qs, vs, _ = phalanx.rollout(model, qpos, qvel, ctrl)
+    counts = np.zeros((nenv, nstep, phalanx.NUM_COUNTS), np.int32)
+    qs, vs, _ = phalanx.rollout(model, qpos, qvel, ctrl, counts=counts)
+    # The rollout's launches of stages: per step its state read again, and its contacts and
+    # their rows' warm start read in and written back, and the contacts the detection stage
+    # found read (the detection's row counts their writing)
+    ncon = counts[..., phalanx.COUNT_CONTACTS].mean()
+    nefc = counts[..., phalanx.COUNT_ROWS].mean()
+    contact = 13 * real + 3 * 4  # pos, frame, dist; the geoms and the key
+    row = real + 2 * 4  # impulse; key and class
+    rows["rollout"]["io"] += (real * (model.nq + model.nv) + 2 * (ncon * contact + nefc * row)
+                              + ncon * contact)
+    # the detection stage of each step: its kinematics, geom frames and the contacts it writes,
+    # from each state (the narrowphase query runs the same functions, its contacts in scratch)
+    rows["detection stage (median state)"] = median_state(
+        lambda k: phalanx.contacts(model, qs[:, k], forces=False, dtype=np.float32), nstep,
+        real, real * model.nq)
     rows["step (median state)"] = median_state(
         lambda k: phalanx.step(model, qs[:, k], vs[:, k], ctrl[:, k]), nstep, real, io)
     io_vjp = real * (3 * model.nq + 4 * model.nv + 2 * model.nu)
@@ -192,9 +214,13 @@ def main(argv=None):
     result["envs_in_40GB"] = int(40e9 // per_env)
     print(f"\nstate and step scratch per environment: {per_env / 1e6:.2f} MB, "
           f"{int(40e9 // per_env)} environments in 40 GB")
-    print("\nroofline of the rollout (env-steps/s from DRAM traffic alone; an upper bound):")
+    print("\nroofline of the rollout, its steps and their detection stages (env-steps/s from DRAM "
+          "traffic alone; an upper bound):")
     result["roofline"] = {}
-    rollout = result["kernels"]["rollout"]["bytes_per_env_step"]
+    kernels = result["kernels"]
+    steps = kernels["rollout"]["bytes_per_env_step"]
+    detection = kernels["detection stage (median state)"]["bytes_per_env_step"]
+    rollout = {layout: b + detection[layout] for layout, b in steps.items()}
     step = result["kernels"]["step (median state)"]["bytes_per_env_step"]
     backend = list(layouts)[1]
     for gpu, (bandwidth, reference, published) in GPUS.items():

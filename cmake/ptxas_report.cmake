@@ -55,8 +55,11 @@ string(APPEND out "# arch  regs  spill_st  spill_ld  stack_bytes  occupancy  ker
 macro(finish_kernel)
   if(NOT kernel STREQUAL "" AND NOT regs STREQUAL "")
     execute_process(COMMAND c++filt ${kernel} OUTPUT_VARIABLE kernel OUTPUT_STRIP_TRAILING_WHITESPACE)
-    # phx::cuda::env_kernel<phx::StepKernel<float>, float>(...) -> StepKernel<float>
-    string(REGEX REPLACE ".*env_kernel<phx::([A-Za-z]+<[^>]+>).*" "\\1" kernel "${kernel}")
+    # phx::cuda::env_kernel<phx::StepKernel<float>, float>(...) -> StepKernel<float>, and
+    # env_kernel<phx::StepStage<phx::RolloutKernel<float> >, float>(...) ->
+    # StepStage<RolloutKernel<float>>
+    string(REGEX REPLACE ".*env_kernel<phx::([A-Za-z]+<.+>), (float|double)>\\(.*" "\\1" kernel
+                         "${kernel}")
     if(kernel MATCHES "^[A-Za-z]+<")
       string(REPLACE "phx::" "" kernel "${kernel}")
       string(REPLACE " " "" kernel "${kernel}")

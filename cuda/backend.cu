@@ -24,7 +24,7 @@ struct ScratchPool {
     return d_block;
   }
 };
-ScratchPool g_reals, g_ints, g_temp;
+ScratchPool g_reals, g_ints, g_temp, g_stage_reals, g_stage_ints;
 
 }  // namespace
 
@@ -38,6 +38,12 @@ void check(cudaError_t status, const char* what) {
 void* scratch_reals(size_t bytes) { return g_reals.get(bytes); }
 void* scratch_ints(size_t bytes) { return g_ints.get(bytes); }
 void* scratch_temp(size_t bytes) { return g_temp.get(bytes); }
+void* stage_reals(size_t bytes) {
+  return g_stage_reals.get(bytes);
+}
+void* stage_ints(size_t bytes) {
+  return g_stage_ints.get(bytes);
+}
 
 void reserve_stack(size_t bytes) {
   size_t limit = 0;

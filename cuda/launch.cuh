@@ -11,6 +11,7 @@
 
 #include "host/cuda_backend.h"
 #include "phalanx/arena.h"
+#include "phalanx/constraint.h"
 
 namespace phx::cuda {
 
@@ -21,6 +22,9 @@ void check(cudaError_t status, const char* what);
 void* scratch_reals(size_t bytes);
 void* scratch_ints(size_t bytes);
 void* scratch_temp(size_t bytes);  // temporary storage of CUB's algorithms
+// and what the stages of a staged kernel pass on to each other (launch)
+void* stage_reals(size_t bytes);
+void* stage_ints(size_t bytes);
 
 // The scratch a thread holds in its local memory at most. The driver reserves a thread's
 // stack for every thread the GPU can hold at once (an A100: 108 SMs x 2048 threads), so 48 KiB
@@ -96,8 +100,9 @@ __global__ void env_kernel(Kernel kernel, int nenv, T* d_reals, int* d_ints, T* 
   }
 }
 
+// one launch of env_kernel over nenv environments, queued after the launches before it
 template <class Kernel>
-void launch(int nenv, const Kernel& kernel, ScratchSize scratch) {
+void launch_once(int nenv, const Kernel& kernel, ScratchSize scratch) {
   using T = typename Kernel::Scalar;
   // the interleaved rows apart, in tiles of whole warps
   constexpr int W = Interleaved::kStride;
@@ -137,6 +142,25 @@ void launch(int nenv, const Kernel& kernel, ScratchSize scratch) {
   // clang-format on
 #endif
   check(cudaGetLastError(), "kernel launch");
+}
+
+// A kernel's launch, returning when it has run. A kernel with stages (Kernel::kStaged and
+// Kernel::staged, as RolloutKernel's) runs as their launches, one after the other, so that no
+// device kernel holds the narrowphase beside the rest of a step: at the 255-register limit its
+// registers and buffers would set the whole step's. The stages pass the contacts on in global
+// memory of their own (stage_reals, stage_ints). Any other kernel is launched once.
+template <class Kernel>
+void launch(int nenv, const Kernel& kernel, ScratchSize scratch) {
+  using T = typename Kernel::Scalar;
+  if constexpr (requires { Kernel::kStaged; }) {
+    const ScratchSize each = carved_size<ContactView<T>, T>(kernel.model);
+    T* reals = static_cast<T*>(stage_reals(size_t(nenv) * size_t(each.reals) * sizeof(T)));
+    int* ints = static_cast<int*>(stage_ints(size_t(nenv) * size_t(each.ints) * sizeof(int)));
+    kernel.staged(ContactData<T>::carve(kernel.model, nenv, reals, ints),
+                  [&](const auto& stage) { launch_once(nenv, stage, scratch); });
+  } else {
+    launch_once(nenv, kernel, scratch);
+  }
   check(cudaDeviceSynchronize(), "kernel execution");
 }
 

@@ -76,6 +76,20 @@ struct ContactView {
     PHX_CONTACT_ARRAYS(PHX_CONTACT_COPY)
 #undef PHX_CONTACT_COPY
   }
+  // The contacts a detection into `from` found (detect_contacts: their count, overflow and
+  // narrowphase iterations, and of each its point, frame, distance, geoms and key), as the
+  // step's own detection would leave them before it builds its rows
+  PHX_HD void copy_detected(const ContactView& from) const {
+    const int n = *from.ncon;
+    *ncon = n;
+    *overflow = *from.overflow;
+    for (int k = 0; k < 2; ++k) ccd_iterations[k] = from.ccd_iterations[k];
+    for (long i = 0; i < 3L * n; ++i) pos[i] = from.pos[i];
+    for (long i = 0; i < 9L * n; ++i) frame[i] = from.frame[i];
+    for (long i = 0; i < n; ++i) dist[i] = from.dist[i];
+    for (long i = 0; i < 2L * n; ++i) geom[i] = from.geom[i];
+    for (long i = 0; i < n; ++i) efc_key[i] = from.efc_key[i];
+  }
 };
 
 // The contact arrays of all environments, env-major (each PHX_CONTACT_ARRAYS entry nenv
@@ -91,6 +105,24 @@ struct ContactData {
     PHX_CONTACT_ARRAYS(PHX_CONTACT_ENV)
 #undef PHX_CONTACT_ENV
     return v;
+  }
+  // the arrays of nenv environments, one after the other in the blocks `reals` and `ints` of
+  // nenv times ContactView's carved_size
+  template <class M>
+  PHX_HD static ContactData carve(const M& m, long nenv, T* reals, int* ints) {
+    ContactData d{};
+    struct {
+      T* real;
+      int* integer;
+      PHX_HD T*& next(T*) { return real; }
+      PHX_HD int*& next(int*) { return integer; }
+    } at{reals, ints};
+#define PHX_CONTACT_CARVE(kind, name, size, comment) \
+  d.name = at.next(d.name);                          \
+  at.next(d.name) += nenv * long(size);
+    PHX_CONTACT_ARRAYS(PHX_CONTACT_CARVE)
+#undef PHX_CONTACT_CARVE
+    return d;
   }
 };
 

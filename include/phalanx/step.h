@@ -203,31 +203,65 @@ PHX_HD PHX_INLINE int keep_previous_rows(ConstraintWorkspace<T, Layout>& c,
   return nprev;
 }
 
+// Where a step's contacts come from. DetectInStep: the step runs the narrowphase itself (the
+// default). DetectedBefore: a detection stage ran it over the same state before the step
+// (detect_stage) and left the contacts in `found`, so that the step's code holds no narrowphase:
+// a CUDA kernel of the step is then compiled without the narrowphase's registers and buffers
+// (cuda/launch.cuh). Both give the same contacts bit for bit.
+struct DetectInStep {};
+template <class T>
+struct DetectedBefore {
+  ContactView<T> found;
+};
+
+// The narrowphase stage of a step at (qpos) whose contacts are to be DetectedBefore, for a model
+// with contacts: the body and geom frames (into w and c) and the contacts, into found. Nothing
+// at a non-finite qpos, where the step stops before it reads them.
+template <class T, class Layout>
+PHX_HD void detect_stage(const ModelView<T>& m, const T* qpos, Workspace<T>& w,
+                         ConstraintWorkspace<T, Layout>& c, ContactView<T>& found) {
+  if (!all_finite(qpos, m.nq)) return;
+  kinematics(m, qpos, w);
+  geom_poses(m, w, c);
+  detect_contacts(m, c, found);
+}
+
 // The contacts and the constraint rows after smooth_kinematics; their number. A replay with
 // the step's row keys (known) tests only the pairs they name; should the rows differ (they
 // cannot for a deterministic step), it detects again over every pair. apart: the broadphase's
 // verdicts per candidate pair (detect_contacts) from a caller that ran geom_poses into c and the
-// broadphase already (a pack of environments), or null.
-template <class T, class Layout>
+// broadphase already (a pack of environments), or null. Contacts DetectedBefore are those of a
+// full detection: known keys and apart are then not read.
+template <class T, class Layout, class Detect = DetectInStep>
 PHX_HD PHX_INLINE int contact_rows(const ModelView<T>& m, const T* qpos, const T* qvel,
                                    const Workspace<T>& w, ConstraintWorkspace<T, Layout>& c,
                                    ContactView<T>& cv, const LcpSolution<T>& known,
-                                   const unsigned char* apart = nullptr) {
+                                   const unsigned char* apart = nullptr,
+                                   const Detect& detect = {}) {
   *cv.ncon = 0;
   *cv.overflow = 0;
   *cv.nwarm = 0;
   *cv.set_hit = 0;
-  const int* keys = known.force ? known.key : nullptr;
-  if (m.contact && m.nconmax > 0) {
-    if (!apart) geom_poses(m, w, c);
-    detect_contacts(m, c, cv, keys, known.n, T(0), apart);
+  const bool detects = m.contact && m.nconmax > 0;
+  if constexpr (std::is_same_v<Detect, DetectInStep>) {
+    const int* keys = known.force ? known.key : nullptr;
+    if (detects) {
+      if (!apart) geom_poses(m, w, c);
+      detect_contacts(m, c, cv, keys, known.n, T(0), apart);
+    }
+    int nrow = build_rows(m, qpos, qvel, w, c, cv);
+    if (keys && detects && !same_keys(nrow, cv.efc_key, known)) {
+      detect_contacts(m, c, cv);
+      nrow = build_rows(m, qpos, qvel, w, c, cv);
+    }
+    return nrow;
+  } else {
+    if (detects) {
+      geom_poses(m, w, c);  // the frames a detection leaves in c
+      cv.copy_detected(detect.found);
+    }
+    return build_rows(m, qpos, qvel, w, c, cv);
   }
-  int nrow = build_rows(m, qpos, qvel, w, c, cv);
-  if (keys && m.contact && m.nconmax > 0 && !same_keys(nrow, cv.efc_key, known)) {
-    detect_contacts(m, c, cv);
-    nrow = build_rows(m, qpos, qvel, w, c, cv);
-  }
-  return nrow;
 }
 
 // the unconstrained velocity vfree through the factor L of the step's mass matrix, both into
@@ -364,18 +398,19 @@ PHX_HD void constraint_force(const ModelView<T>& m, int nrow, ConstraintWorkspac
 // next record's warm start): the LCP is then not solved again, and the step is the recorded
 // one bit for bit at a fraction of the cost. A known solution whose row count differs from the
 // rows built is ignored (the LCP is solved).
-template <class T, class Layout>
+template <class T, class Layout, class Detect = DetectInStep>
 PHX_HD PHX_DEVICE_NOINLINE unsigned step_constrained(const ModelView<T>& m, T* qpos, T* qvel,
                                                      const T* ctrl, Workspace<T>& w,
                                                      ConstraintWorkspace<T, Layout>& c,
                                                      ContactView<T>& cv, LcpSolution<T> known = {},
-                                                     const T* qfrc_applied = nullptr) {
+                                                     const T* qfrc_applied = nullptr,
+                                                     const Detect& detect = {}) {
   unsigned status = step_input_status(m, qpos, qvel, ctrl, qfrc_applied);
   if (status) return status;
   c.factored_rank = -1;  // solve_lcp sets it
   const int nprev = keep_previous_rows(c, cv);
   smooth_kinematics(m, qpos, qvel, w);
-  const int nrow = contact_rows(m, qpos, qvel, w, c, cv, known);
+  const int nrow = contact_rows(m, qpos, qvel, w, c, cv, known, nullptr, detect);
   if (*cv.overflow) status |= kStatusContactOverflow;
   applied_forces_and_armature(m, qpos, qvel, ctrl, qfrc_applied, w);
   const bool solved = nrow == 0 ? unconstrained_acceleration(m, qpos, qvel, ctrl, w)
@@ -571,12 +606,14 @@ PHX_HD unsigned activation_input_status(const ModelView<T>& m, const T* ctrl, co
 // constraint rows, else step(). With activation state
 // (m.na > 0), act (na) holds the activations: the actuators read their inputs from ctrl and act
 // (actuator_inputs) and act advances after the step (activation_step); act may be null when
-// m.na = 0.
-template <class T, class Layout>
+// m.na = 0. The LCP step's contacts come from `detect` (DetectInStep or DetectedBefore); the
+// XPBD step detects its own, at its look-ahead margin.
+template <class T, class Layout, class Detect = DetectInStep>
 PHX_HD PHX_DEVICE_NOINLINE unsigned step_env(const ModelView<T>& m, T* qpos, T* qvel, T* act,
                                              const T* ctrl, StepScratch<T, Layout>& x,
                                              ContactView<T>& cv, LcpSolution<T> known = {},
-                                             const T* qfrc_applied = nullptr) {
+                                             const T* qfrc_applied = nullptr,
+                                             const Detect& detect = {}) {
   const T* input = ctrl;
   if (m.na > 0) {
     if (unsigned bits = activation_input_status(m, ctrl, act)) return bits;
@@ -592,7 +629,7 @@ PHX_HD PHX_DEVICE_NOINLINE unsigned step_env(const ModelView<T>& m, T* qpos, T* 
   } else if (m.nefcmax == 0)
     status = step(m, qpos, qvel, input, x.w, qfrc_applied);
   else
-    status = step_constrained(m, qpos, qvel, input, x.w, x.c, cv, known, qfrc_applied);
+    status = step_constrained(m, qpos, qvel, input, x.w, x.c, cv, known, qfrc_applied, detect);
   if (m.na > 0 && !(status & kStatusStopMask)) activation_step(m, ctrl, act);
   return status;
 }

@@ -8,6 +8,7 @@
 #include <string>
 
 #include "host/api.h"
+#include "host/cpu_backend.h"
 #include "phalanx/kernels.h"
 #include "phalanx/math/quat.h"
 
@@ -385,6 +386,110 @@ TEST(Contact, HumanoidComesToRestOnTheFloor) {
     for (int c = 0; c < ncon[e]; ++c) deepest = std::min(deepest, dist[e * model.nconmax + c]);
     EXPECT_GT(deepest, -0.01) << "env " << e << " penetrates";
     EXPECT_GT(ncon[e], 2);
+  }
+}
+
+// A rollout run as the stages a device launches (RolloutKernel::staged: per step the
+// narrowphase, then the step given its contacts) is the rollout run whole, bit for bit: the
+// states, the counts of every step, the status bits and the contacts and impulses it leaves,
+// for MuJoCo's humanoid dropped onto the floor and for a scene of every primitive pair type
+// (the convex narrowphase among them), with one environment stopped part-way by a NaN control.
+TEST(Contact, StagedRolloutIsTheRolloutBitForBit) {
+  const Model humanoid = load_mjcf(PHX_MUJOCO_MODELS "/humanoid/humanoid.xml");
+  const Model shapes = scene(
+      "<body pos='0 0 .3'><freejoint/><geom type='box' size='.1 .15 .1'/></body>"
+      "<body pos='.05 0 .6' euler='20 30 0'><freejoint/><geom type='cylinder' size='.08 .1'/>"
+      "</body><body pos='0 .05 .9' euler='0 40 10'><freejoint/>"
+      "<geom type='ellipsoid' size='.1 .07 .05'/></body>"
+      "<body pos='-.05 0 1.2' euler='80 0 0'><freejoint/><geom type='capsule' size='.05 .1'/>"
+      "</body><body pos='0 -.02 1.5'><freejoint/><geom type='sphere' size='.08'/></body>",
+      0.005);
+  for (const Model* model : {&humanoid, &shapes}) {
+    const int nenv = 4, nstep = 150;
+    DeviceModel<double> dm(*model, Device::kCpu);
+    const ModelView<double>& m = dm.view();
+    std::mt19937 rng(11);
+    std::uniform_real_distribution<double> u(-1, 1);
+    std::vector<double> q0 = Data<double>(dm, nenv).qpos.to_host(), v0(size_t(nenv) * m.nv);
+    for (int e = 0; e < nenv; ++e)
+      for (int i = 0; i < m.nv; ++i) v0[size_t(e) * m.nv + i] = 0.5 * u(rng);
+    std::vector<double> ctrl(size_t(nenv) * nstep * m.nu);
+    for (double& c : ctrl) c = 0.5 * u(rng);
+    if (m.nu > 0) ctrl[(size_t(2) * nstep + 60) * m.nu] = std::nan("");
+    Buffer<double> d_ctrl(Device::kCpu, ctrl);
+    // the rollout of each way: its data and outputs
+    struct Run {
+      Data<double> data;
+      Buffer<double> qout, vout;
+      Buffer<int> counts;
+    };
+    auto run = [&](bool staged) {
+      Run r{Data<double>(dm, nenv), Buffer<double>(Device::kCpu, size_t(nenv) * nstep * m.nq),
+            Buffer<double>(Device::kCpu, size_t(nenv) * nstep * m.nv),
+            Buffer<int>(Device::kCpu, size_t(nenv) * nstep * kNumCounts)};
+      r.data.qpos.upload(q0.data(), q0.size());
+      r.data.qvel.upload(v0.data(), v0.size());
+      RolloutKernel<double> k{m,
+                              r.data.qpos.data(),
+                              r.data.qvel.data(),
+                              nullptr,
+                              d_ctrl.data(),
+                              r.qout.data(),
+                              r.vout.data(),
+                              nullptr,
+                              r.data.status.data(),
+                              nstep,
+                              r.data.contacts(),
+                              r.counts.data(),
+                              {}};
+      const ScratchSize scratch = dm.rollout_scratch_size();
+      if (!staged) {
+        cpu::launch(nenv, k, scratch);
+        return r;
+      }
+      const ScratchSize each = carved_size<ContactView<double>, double>(m);
+      Buffer<double> reals(Device::kCpu, size_t(nenv) * each.reals);
+      Buffer<int> ints(Device::kCpu, size_t(nenv) * each.ints);
+      int launches = 0;
+      k.staged(ContactData<double>::carve(m, nenv, reals.data(), ints.data()),
+               [&](const auto& stage) {
+                 cpu::launch(nenv, stage, scratch);
+                 ++launches;
+               });
+      EXPECT_EQ(launches, 2 * nstep);  // a narrowphase and a step each
+      return r;
+    };
+    Run whole = run(false), staged = run(true);
+    EXPECT_EQ(staged.qout.to_host(), whole.qout.to_host());
+    EXPECT_EQ(staged.vout.to_host(), whole.vout.to_host());
+    EXPECT_EQ(staged.counts.to_host(), whole.counts.to_host());
+    EXPECT_EQ(staged.data.status.to_host(), whole.data.status.to_host());
+    // the contacts and rows the last steps left (the entries past their counts are not read)
+    const ContactBuffers<double>& a = staged.data.contact;
+    const ContactBuffers<double>& b = whole.data.contact;
+    const std::vector<int> ncon = b.ncon.to_host(), nefc = b.nefc.to_host();
+    EXPECT_EQ(a.ncon.to_host(), ncon);
+    EXPECT_EQ(a.nefc.to_host(), nefc);
+    auto live = [&](const auto& buffer, const std::vector<int>& count, int capacity, int width) {
+      auto all = buffer.to_host();
+      decltype(all) kept;
+      for (int e = 0; e < nenv; ++e)
+        kept.insert(kept.end(), all.begin() + long(e) * capacity * width,
+                    all.begin() + (long(e) * capacity + count[e]) * width);
+      return kept;
+    };
+    EXPECT_EQ(live(a.pos, ncon, m.nconmax, 3), live(b.pos, ncon, m.nconmax, 3));
+    EXPECT_EQ(live(a.geom, ncon, m.nconmax, 2), live(b.geom, ncon, m.nconmax, 2));
+    EXPECT_EQ(live(a.efc_force, nefc, m.nefcmax, 1), live(b.efc_force, nefc, m.nefcmax, 1));
+    EXPECT_EQ(live(a.efc_key, nefc, m.nefcmax, 1), live(b.efc_key, nefc, m.nefcmax, 1));
+    // the rollouts had contacts to detect, and environment 2 stopped where its control did
+    const std::vector<int> counts = whole.counts.to_host();
+    int most = 0;
+    for (int i = 0; i < nenv * nstep; ++i) most = std::max(most, counts[i * kNumCounts]);
+    EXPECT_GE(most, 4);
+    if (m.nu > 0) {
+      EXPECT_NE(whole.data.status.to_host()[2] & kStatusNanCtrl, 0u);
+    }
   }
 }
 

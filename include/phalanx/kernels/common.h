@@ -32,4 +32,68 @@ PHX_HD void env_parameter_adjoints(const ModelView<T>& m, int e, const ModelAdjo
   }
 }
 
+// ---- staged launches ----------------------------------------------------------------------
+// A kernel that takes steps may run as launches of stages, one after the other, on a device
+// that prefers it so (cuda/launch.cuh): per step a detection stage (the narrowphase) and the
+// step given its contacts (DetectedBefore), so that no device kernel holds both the narrowphase
+// and the rest of a step. Such a kernel has kStaged, its steps [t0, t1) of an environment
+// (steps(e, scratch, t0, t1, detect), which any sequence of ranges runs as one launch of all)
+// and the detection stage of its step t (detect(e, scratch, t, found), the contacts into found,
+// for each environment whose step runs the narrowphase).
+
+// Whether the steps of m run a narrowphase (an LCP step with contacts)
+template <class T>
+PHX_HD bool detects_contacts(const ModelView<T>& m) {
+  return m.contact && m.nconmax > 0 && m.nefcmax > 0 && m.solver != kSolverXpbd;
+}
+
+// The detection stage of step t of a staged kernel's launches (stage_launches)
+template <class Kernel>
+struct DetectStage {
+  using Scalar = typename Kernel::Scalar;
+  Kernel k;
+  ContactData<Scalar> found;  // every environment's contacts for the step after the stage
+  int t;
+
+  template <class Layout>
+  PHX_HD void operator()(int e, Scratch<Scalar, Layout> scratch) const {
+    const ModelView<Scalar>& m = k.model;
+    if (detects_contacts(m)) k.detect(e, scratch, t, found.env(m, e));
+  }
+};
+
+// Steps [t0, t1) of a staged kernel's launches (stage_launches), each with the contacts of the
+// detection stage before it
+template <class Kernel>
+struct StepStage {
+  using Scalar = typename Kernel::Scalar;
+  Kernel k;
+  ContactData<Scalar> found;
+  int t0, t1;
+
+  template <class Layout>
+  PHX_HD void operator()(int e, Scratch<Scalar, Layout> scratch) const {
+    const ModelView<Scalar>& m = k.model;
+    k.steps(e, scratch, t0, t1,
+            DetectedBefore<Scalar>{detects_contacts(m) ? found.env(m, e) : ContactView<Scalar>{}});
+  }
+};
+
+// The stages of nstep steps of kernel k, each passed to run (a launch over every environment):
+// per step the detection stage and the step, or for a model that detects no contacts every step
+// in one launch. found: nenv environments' ContactView arrays (ContactData::carve) through which
+// each detection passes its contacts to the step after it. Host code.
+template <class Kernel, class Run>
+void stage_launches(const Kernel& k, int nstep, const ContactData<typename Kernel::Scalar>& found,
+                    Run&& run) {
+  if (!detects_contacts(k.model) || nstep == 0) {
+    run(StepStage<Kernel>{k, found, 0, nstep});
+    return;
+  }
+  for (int t = 0; t < nstep; ++t) {
+    run(DetectStage<Kernel>{k, found, t});
+    run(StepStage<Kernel>{k, found, t, t + 1});
+  }
+}
+
 }  // namespace phx

@@ -226,6 +226,13 @@ struct RolloutKernel {
 
   template <class Layout>
   PHX_HD void operator()(int e, Scratch<T, Layout> scratch) const {
+    steps(e, scratch, 0, nstep, DetectInStep{});
+  }
+
+  // Steps [t0, t1) of environment e, their contacts from detect (DetectInStep, or for a staged
+  // launch DetectedBefore); the rollout is every step, or any sequence of such ranges.
+  template <class Layout, class Detect>
+  PHX_HD void steps(int e, Scratch<T, Layout> scratch, int t0, int t1, const Detect& detect) const {
     ModelView<T> m = env_view(model, e);
     ForwardScratch<T, Layout> x = step_scratch(m, scratch, true);
     T* const a_rows = env_row(act, e, m.na);
@@ -236,8 +243,10 @@ struct RolloutKernel {
     unsigned bits = status[e];
     ContactView<T> cv{};
     if (m.nefcmax > 0) cv = x.hold_contacts(m, con.env(m, e));
-    int peak_con = 0, peak_row = 0;
-    for (int t = 0; t < nstep; ++t) {
+    // the largest counts of the steps before t0
+    const bool later = t0 > 0 && tape.every > 0;
+    int peak_con = later ? tape.peak[2 * e] : 0, peak_row = later ? tape.peak[2 * e + 1] : 0;
+    for (int t = t0; t < t1; ++t) {
       if (tape.every > 0 && t % tape.every == 0)
         tape.checkpoints(m, e).save(m, t / tape.every, q, v, a, cv);
       if (mocap.given() && !(bits & kStatusStopMask)) {
@@ -245,7 +254,8 @@ struct RolloutKernel {
         bits |= mocap_input_status(m);
       }
       if (!(bits & kStatusStopMask)) {
-        bits |= step_env(m, q, v, a, ctrl + (long(e) * nstep + t) * m.nu, x, cv);
+        bits |= step_env(m, q, v, a, ctrl + (long(e) * nstep + t) * m.nu, x, cv, {},
+                         static_cast<const T*>(nullptr), detect);
         if (m.nefcmax > 0) {
           peak_con = *cv.ncon > peak_con ? *cv.ncon : peak_con;
           peak_row = *cv.nefc > peak_row ? *cv.nefc : peak_row;
@@ -272,6 +282,24 @@ struct RolloutKernel {
       tape.peak[2 * e] = peak_con;
       tape.peak[2 * e + 1] = peak_row;
     }
+  }
+
+  // the detection stage of step t (kernels/common.h: staged launches)
+  template <class Layout>
+  PHX_HD void detect(int e, Scratch<T, Layout> scratch, int t, ContactView<T> found) const {
+    if (status[e] & kStatusStopMask) return;
+    ModelView<T> m = env_view(model, e);
+    if (mocap.given()) {
+      mocap.at(m, e, t, nstep);
+      if (mocap_input_status(m)) return;  // the step stops there
+    }
+    ForwardScratch<T, Layout> x = step_scratch(m, scratch);
+    detect_stage(m, qpos + long(e) * m.nq, x.w, x.c, found);
+  }
+  static constexpr bool kStaged = true;
+  template <class Run>
+  void staged(const ContactData<T>& found, Run&& run) const {
+    stage_launches(*this, nstep, found, run);
   }
 };
 

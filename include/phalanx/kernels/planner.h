@@ -89,9 +89,17 @@ struct PlannerRolloutKernel {
 
   template <class Layout>
   PHX_HD void operator()(int sample, Scratch<T, Layout> scratch) const {
+    steps(sample, scratch, 0, nstep(), DetectInStep{});
+  }
+
+  // Steps [t0, t1) of a sample's rollout, their contacts from detect (kernels/common.h: staged
+  // launches). Between launches a sample's status and cost so far are in status and value.
+  template <class Layout, class Detect>
+  PHX_HD void steps(int sample, Scratch<T, Layout> scratch, int t0, int t1,
+                    const Detect& detect) const {
     const ModelView<T> m = env_view(model, sample);
     ForwardScratch<T, Layout> x = step_scratch(m, scratch, true);
-    prepare(m, sample);
+    if (t0 == 0) prepare(m, sample);
     T* const a_rows = env_row(act, sample, m.na);
     x.hold_state(m, qpos + long(sample) * m.nq, qvel + long(sample) * m.nv, a_rows);
     T* q = x.qpos;
@@ -99,13 +107,13 @@ struct PlannerRolloutKernel {
     T* a = a_rows ? x.act : nullptr;
     ContactView<T> cv{};
     if (m.nefcmax > 0) cv = x.hold_contacts(m, con.env(m, sample));
-    unsigned bits = 0;
-    T total(0);
+    unsigned bits = t0 == 0 ? 0u : status[sample];
+    T total = t0 == 0 ? T(0) : value[sample];
     const int steps = nstep();
-    for (int t = 0; t < steps; ++t) {
+    for (int t = t0; t < t1; ++t) {
       const T* u = controls(m, sample, t);
       if (!(bits & kStatusStopMask)) {
-        bits |= step_env(m, q, v, a, u, x, cv);
+        bits |= step_env(m, q, v, a, u, x, cv, {}, static_cast<const T*>(nullptr), detect);
         if (cost.nterm)
           total += stage_cost(m, cost, q, v, u, T(1), t == steps - 1 ? T(1) : T(0), x.w);
       }
@@ -116,7 +124,27 @@ struct PlannerRolloutKernel {
     }
     x.release_state(m, qpos + long(sample) * m.nq, qvel + long(sample) * m.nv, a_rows);
     if (m.nefcmax > 0) x.release_contacts(m, con.env(m, sample));
-    finish(sample, bits, total);
+    if (t1 == steps) {
+      finish(sample, bits, total);
+    } else {
+      status[sample] = bits;
+      value[sample] = total;
+    }
+  }
+  // the detection stage of a sample's step t: at its problem's initial state for t = 0, which
+  // the step's launch copies in (prepare)
+  template <class Layout>
+  PHX_HD void detect(int sample, Scratch<T, Layout> scratch, int t, ContactView<T> found) const {
+    if (t > 0 && (status[sample] & kStatusStopMask)) return;
+    const ModelView<T> m = env_view(model, sample);
+    ForwardScratch<T, Layout> x = step_scratch(m, scratch);
+    const T* q = t == 0 ? qpos0 + long(sample / spec.nsample) * m.nq : qpos + long(sample) * m.nq;
+    detect_stage(m, q, x.w, x.c, found);
+  }
+  static constexpr bool kStaged = true;
+  template <class Run>
+  void staged(const ContactData<T>& found, Run&& run) const {
+    stage_launches(*this, nstep(), found, run);
   }
 
   // the steps of a sample's rollout
