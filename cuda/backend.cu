@@ -10,12 +10,15 @@ namespace phx::cuda {
 
 namespace {
 
-// a growing workspace block reused across launches
+// A growing workspace block reused across launches. A launch may be queued while the one
+// before it runs (the stages of a staged kernel): a block is replaced only once the device is
+// idle.
 struct ScratchPool {
   void* d_block = nullptr;
   size_t bytes = 0;
   void* get(size_t need) {
     if (need > bytes) {
+      check(cudaDeviceSynchronize(), "kernel execution");
       if (d_block) cudaFree(d_block);
       d_block = nullptr;
       check(cudaMalloc(&d_block, need), "cudaMalloc(scratch)");
@@ -48,8 +51,10 @@ void* stage_ints(size_t bytes) {
 void reserve_stack(size_t bytes) {
   size_t limit = 0;
   check(cudaDeviceGetLimit(&limit, cudaLimitStackSize), "reading the stack limit");
-  if (bytes > limit)
+  if (bytes > limit) {
+    check(cudaDeviceSynchronize(), "kernel execution");  // as for a pool's block
     check(cudaDeviceSetLimit(cudaLimitStackSize, bytes), "raising the stack limit");
+  }
 }
 
 int device_count(std::string* error) {
