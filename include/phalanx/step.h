@@ -256,10 +256,8 @@ PHX_HD PHX_INLINE int contact_rows(const ModelView<T>& m, const T* qpos, const T
     }
     return nrow;
   } else {
-    if (detects) {
-      geom_poses(m, w, c);  // the frames a detection leaves in c
-      cv.copy_detected(detect.found);
-    }
+    // (the geom frames stay with the detection stage: only a detection reads them)
+    if (detects) cv.copy_detected(detect.found);
     return build_rows(m, qpos, qvel, w, c, cv);
   }
 }
