@@ -11,7 +11,7 @@
 
 #include "host/cuda_backend.h"
 #include "phalanx/arena.h"
-#include "phalanx/constraint.h"
+#include "phalanx/kernels/common.h"
 
 namespace phx::cuda {
 
@@ -120,10 +120,15 @@ void launch_once(int nenv, const Kernel& kernel, ScratchSize scratch) {
     ints -= size_t(scratch.ifixed);
   }
   if (local > 0) {
-    cudaFuncAttributes attributes;
-    check(cudaFuncGetAttributes(&attributes, env_kernel<Kernel, T>), "kernel attributes");
-    // the shell's own frame, the array and alloca's alignment
-    reserve_stack(attributes.localSizeBytes + local + 64);
+    // the shell's own frame, a property of its compiled code: read at its first launch (a
+    // staged kernel's stages are launched twice per step)
+    static const size_t frame = [] {
+      cudaFuncAttributes attributes;
+      check(cudaFuncGetAttributes(&attributes, env_kernel<Kernel, T>), "kernel attributes");
+      return size_t(attributes.localSizeBytes);
+    }();
+    // the frame, the array and alloca's alignment
+    reserve_stack(frame + local + 64);
   }
   T* d_reals = static_cast<T*>(scratch_reals((size_t(nenv) * global + rows) * sizeof(T)));
   T* d_rows = d_reals + size_t(nenv) * global;
@@ -145,18 +150,19 @@ void launch_once(int nenv, const Kernel& kernel, ScratchSize scratch) {
 }
 
 // A kernel's launch, returning when it has run. A kernel with stages (Kernel::kStaged and
-// Kernel::staged, as RolloutKernel's) runs as their launches, one after the other, so that no
-// device kernel holds the narrowphase beside the rest of a step: at the 255-register limit its
-// registers and buffers would set the whole step's. The stages pass the contacts on in global
-// memory of their own (stage_reals, stage_ints). Any other kernel is launched once.
+// Kernel::staged: the step, rollout and planner kernels) runs as their launches, one after the
+// other, so that no device kernel holds the narrowphase beside the rest of a step: at the
+// 255-register limit its registers and buffers would set the whole step's. The stages pass the
+// contacts on in global memory of their own (StageMemory over stage_reals and stage_ints). Any
+// other kernel is launched once.
 template <class Kernel>
 void launch(int nenv, const Kernel& kernel, ScratchSize scratch) {
   using T = typename Kernel::Scalar;
   if constexpr (requires { Kernel::kStaged; }) {
-    const ScratchSize each = carved_size<ContactView<T>, T>(kernel.model);
-    T* reals = static_cast<T*>(stage_reals(size_t(nenv) * size_t(each.reals) * sizeof(T)));
-    int* ints = static_cast<int*>(stage_ints(size_t(nenv) * size_t(each.ints) * sizeof(int)));
-    kernel.staged(ContactData<T>::carve(kernel.model, nenv, reals, ints),
+    const ScratchSize size = StageMemory<T>::size(kernel.model, nenv);
+    T* reals = static_cast<T*>(stage_reals(size_t(size.reals) * sizeof(T)));
+    int* ints = static_cast<int*>(stage_ints(size_t(size.ints) * sizeof(int)));
+    kernel.staged(StageMemory<T>::carve(kernel.model, nenv, reals, ints),
                   [&](const auto& stage) { launch_once(nenv, stage, scratch); });
   } else {
     launch_once(nenv, kernel, scratch);

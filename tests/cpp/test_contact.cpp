@@ -389,30 +389,86 @@ TEST(Contact, HumanoidComesToRestOnTheFloor) {
   }
 }
 
+// Kernel k run on the CPU as the stages a device launches (kernels/common.h: staged launches):
+// the number of launches
+template <class Kernel>
+int launch_staged(const ModelView<double>& m, int nenv, const Kernel& k,
+                  const ScratchSize& scratch) {
+  const ScratchSize size = StageMemory<double>::size(m, nenv);
+  Buffer<double> reals(Device::kCpu, size_t(size.reals));
+  Buffer<int> ints(Device::kCpu, size_t(size.ints));
+  int launches = 0;
+  k.staged(StageMemory<double>::carve(m, nenv, reals.data(), ints.data()), [&](const auto& stage) {
+    cpu::launch(nenv, stage, scratch);
+    ++launches;
+  });
+  return launches;
+}
+
+// The live contacts and rows two runs left in their data (the entries past their counts are
+// not read) are the same, as are their states and status bits
+void expect_same_data(const Data<double>& a, const Data<double>& b, const ModelView<double>& m) {
+  EXPECT_EQ(a.qpos.to_host(), b.qpos.to_host());
+  EXPECT_EQ(a.qvel.to_host(), b.qvel.to_host());
+  EXPECT_EQ(a.status.to_host(), b.status.to_host());
+  const ContactBuffers<double>& x = a.contact;
+  const ContactBuffers<double>& y = b.contact;
+  const std::vector<int> ncon = y.ncon.to_host(), nefc = y.nefc.to_host();
+  EXPECT_EQ(x.ncon.to_host(), ncon);
+  EXPECT_EQ(x.nefc.to_host(), nefc);
+  auto live = [&](const auto& buffer, const std::vector<int>& count, int capacity, int width) {
+    auto all = buffer.to_host();
+    decltype(all) kept;
+    for (int e = 0; e < a.nenv(); ++e)
+      kept.insert(kept.end(), all.begin() + long(e) * capacity * width,
+                  all.begin() + (long(e) * capacity + count[e]) * width);
+    return kept;
+  };
+  EXPECT_EQ(live(x.pos, ncon, m.nconmax, 3), live(y.pos, ncon, m.nconmax, 3));
+  EXPECT_EQ(live(x.geom, ncon, m.nconmax, 2), live(y.geom, ncon, m.nconmax, 2));
+  EXPECT_EQ(live(x.efc_force, nefc, m.nefcmax, 1), live(y.efc_force, nefc, m.nefcmax, 1));
+  EXPECT_EQ(live(x.efc_key, nefc, m.nefcmax, 1), live(y.efc_key, nefc, m.nefcmax, 1));
+}
+
+// MuJoCo's humanoid, which falls onto the floor, and a scene of every primitive pair type (the
+// convex narrowphase among them)
+std::vector<Model> staged_models() {
+  std::vector<Model> models;
+  models.push_back(load_mjcf(PHX_MUJOCO_MODELS "/humanoid/humanoid.xml"));
+  models.push_back(
+      scene("<body pos='0 0 .3'><freejoint/><geom type='box' size='.1 .15 .1'/></body>"
+            "<body pos='.05 0 .6' euler='20 30 0'><freejoint/><geom type='cylinder' size='.08 .1'/>"
+            "</body><body pos='0 .05 .9' euler='0 40 10'><freejoint/>"
+            "<geom type='ellipsoid' size='.1 .07 .05'/></body>"
+            "<body pos='-.05 0 1.2' euler='80 0 0'><freejoint/><geom type='capsule' size='.05 .1'/>"
+            "</body><body pos='0 -.02 1.5'><freejoint/><geom type='sphere' size='.08'/></body>",
+            0.005));
+  return models;
+}
+
+// nenv environments of m at qpos0 with random velocities
+Data<double> staged_data(const DeviceModel<double>& dm, int nenv) {
+  const ModelView<double>& m = dm.view();
+  Data<double> d(dm, nenv);
+  std::mt19937 rng(11);
+  std::uniform_real_distribution<double> u(-1, 1);
+  std::vector<double> v0(size_t(nenv) * m.nv);
+  for (double& v : v0) v = 0.5 * u(rng);
+  d.qvel.upload(v0.data(), v0.size());
+  return d;
+}
+
 // A rollout run as the stages a device launches (RolloutKernel::staged: per step the
 // narrowphase, then the step given its contacts) is the rollout run whole, bit for bit: the
 // states, the counts of every step, the status bits and the contacts and impulses it leaves,
-// for MuJoCo's humanoid dropped onto the floor and for a scene of every primitive pair type
-// (the convex narrowphase among them), with one environment stopped part-way by a NaN control.
+// with one environment stopped part-way by a NaN control.
 TEST(Contact, StagedRolloutIsTheRolloutBitForBit) {
-  const Model humanoid = load_mjcf(PHX_MUJOCO_MODELS "/humanoid/humanoid.xml");
-  const Model shapes = scene(
-      "<body pos='0 0 .3'><freejoint/><geom type='box' size='.1 .15 .1'/></body>"
-      "<body pos='.05 0 .6' euler='20 30 0'><freejoint/><geom type='cylinder' size='.08 .1'/>"
-      "</body><body pos='0 .05 .9' euler='0 40 10'><freejoint/>"
-      "<geom type='ellipsoid' size='.1 .07 .05'/></body>"
-      "<body pos='-.05 0 1.2' euler='80 0 0'><freejoint/><geom type='capsule' size='.05 .1'/>"
-      "</body><body pos='0 -.02 1.5'><freejoint/><geom type='sphere' size='.08'/></body>",
-      0.005);
-  for (const Model* model : {&humanoid, &shapes}) {
+  for (const Model& model : staged_models()) {
     const int nenv = 4, nstep = 150;
-    DeviceModel<double> dm(*model, Device::kCpu);
+    DeviceModel<double> dm(model, Device::kCpu);
     const ModelView<double>& m = dm.view();
     std::mt19937 rng(11);
     std::uniform_real_distribution<double> u(-1, 1);
-    std::vector<double> q0 = Data<double>(dm, nenv).qpos.to_host(), v0(size_t(nenv) * m.nv);
-    for (int e = 0; e < nenv; ++e)
-      for (int i = 0; i < m.nv; ++i) v0[size_t(e) * m.nv + i] = 0.5 * u(rng);
     std::vector<double> ctrl(size_t(nenv) * nstep * m.nu);
     for (double& c : ctrl) c = 0.5 * u(rng);
     if (m.nu > 0) ctrl[(size_t(2) * nstep + 60) * m.nu] = std::nan("");
@@ -424,11 +480,9 @@ TEST(Contact, StagedRolloutIsTheRolloutBitForBit) {
       Buffer<int> counts;
     };
     auto run = [&](bool staged) {
-      Run r{Data<double>(dm, nenv), Buffer<double>(Device::kCpu, size_t(nenv) * nstep * m.nq),
+      Run r{staged_data(dm, nenv), Buffer<double>(Device::kCpu, size_t(nenv) * nstep * m.nq),
             Buffer<double>(Device::kCpu, size_t(nenv) * nstep * m.nv),
             Buffer<int>(Device::kCpu, size_t(nenv) * nstep * kNumCounts)};
-      r.data.qpos.upload(q0.data(), q0.size());
-      r.data.qvel.upload(v0.data(), v0.size());
       RolloutKernel<double> k{m,
                               r.data.qpos.data(),
                               r.data.qvel.data(),
@@ -443,45 +497,17 @@ TEST(Contact, StagedRolloutIsTheRolloutBitForBit) {
                               r.counts.data(),
                               {}};
       const ScratchSize scratch = dm.rollout_scratch_size();
-      if (!staged) {
+      if (staged)
+        EXPECT_EQ(launch_staged(m, nenv, k, scratch), 2 * nstep);  // a narrowphase and a step each
+      else
         cpu::launch(nenv, k, scratch);
-        return r;
-      }
-      const ScratchSize each = carved_size<ContactView<double>, double>(m);
-      Buffer<double> reals(Device::kCpu, size_t(nenv) * each.reals);
-      Buffer<int> ints(Device::kCpu, size_t(nenv) * each.ints);
-      int launches = 0;
-      k.staged(ContactData<double>::carve(m, nenv, reals.data(), ints.data()),
-               [&](const auto& stage) {
-                 cpu::launch(nenv, stage, scratch);
-                 ++launches;
-               });
-      EXPECT_EQ(launches, 2 * nstep);  // a narrowphase and a step each
       return r;
     };
     Run whole = run(false), staged = run(true);
     EXPECT_EQ(staged.qout.to_host(), whole.qout.to_host());
     EXPECT_EQ(staged.vout.to_host(), whole.vout.to_host());
     EXPECT_EQ(staged.counts.to_host(), whole.counts.to_host());
-    EXPECT_EQ(staged.data.status.to_host(), whole.data.status.to_host());
-    // the contacts and rows the last steps left (the entries past their counts are not read)
-    const ContactBuffers<double>& a = staged.data.contact;
-    const ContactBuffers<double>& b = whole.data.contact;
-    const std::vector<int> ncon = b.ncon.to_host(), nefc = b.nefc.to_host();
-    EXPECT_EQ(a.ncon.to_host(), ncon);
-    EXPECT_EQ(a.nefc.to_host(), nefc);
-    auto live = [&](const auto& buffer, const std::vector<int>& count, int capacity, int width) {
-      auto all = buffer.to_host();
-      decltype(all) kept;
-      for (int e = 0; e < nenv; ++e)
-        kept.insert(kept.end(), all.begin() + long(e) * capacity * width,
-                    all.begin() + (long(e) * capacity + count[e]) * width);
-      return kept;
-    };
-    EXPECT_EQ(live(a.pos, ncon, m.nconmax, 3), live(b.pos, ncon, m.nconmax, 3));
-    EXPECT_EQ(live(a.geom, ncon, m.nconmax, 2), live(b.geom, ncon, m.nconmax, 2));
-    EXPECT_EQ(live(a.efc_force, nefc, m.nefcmax, 1), live(b.efc_force, nefc, m.nefcmax, 1));
-    EXPECT_EQ(live(a.efc_key, nefc, m.nefcmax, 1), live(b.efc_key, nefc, m.nefcmax, 1));
+    expect_same_data(staged.data, whole.data, m);
     // the rollouts had contacts to detect, and environment 2 stopped where its control did
     const std::vector<int> counts = whole.counts.to_host();
     int most = 0;
@@ -490,6 +516,74 @@ TEST(Contact, StagedRolloutIsTheRolloutBitForBit) {
     if (m.nu > 0) {
       EXPECT_NE(whole.data.status.to_host()[2] & kStatusNanCtrl, 0u);
     }
+  }
+}
+
+// Steps run as stages are the steps run whole, bit for bit: StepKernel's calls of several steps
+// each (the stages carry the bits of a call's steps between launches, apart from the status
+// bits of earlier calls: environment 1 starts with a stop bit set and steps all the same) and
+// ConstraintForceKernel's single steps, with their constraint forces.
+TEST(Contact, StagedStepsAreTheStepsBitForBit) {
+  for (const Model& model : staged_models()) {
+    const int nenv = 4, ncall = 30, nstep = 4;
+    DeviceModel<double> dm(model, Device::kCpu);
+    const ModelView<double>& m = dm.view();
+    std::mt19937 rng(5);
+    std::uniform_real_distribution<double> u(-1, 1);
+    std::vector<double> ctrl(size_t(nenv) * m.nu);
+    for (double& c : ctrl) c = 0.5 * u(rng);
+    if (m.nu > 0) ctrl[size_t(2) * m.nu] = std::nan("");
+    Buffer<double> d_ctrl(Device::kCpu, ctrl);
+    const ScratchSize scratch = dm.scratch_size();
+    auto start = [&] {
+      Data<double> d = staged_data(dm, nenv);
+      std::vector<unsigned> status(nenv, 0u);
+      status[1] = kStatusNanResult;
+      d.status.upload(status.data(), status.size());
+      return d;
+    };
+    Data<double> whole = start(), staged = start();
+    for (int call = 0; call < ncall; ++call)
+      for (Data<double>* d : {&whole, &staged}) {
+        StepKernel<double> k{m,       d->qpos.data(), d->qvel.data(),
+                             nullptr, d_ctrl.data(),  d->status.data(),
+                             nstep,   d->contacts()};
+        if (d == &staged)
+          EXPECT_EQ(launch_staged(m, nenv, k, scratch), 2 * nstep);
+        else
+          cpu::launch(nenv, k, scratch);
+      }
+    expect_same_data(staged, whole, m);
+    // environment 1 fell onto the floor (its contacts have rows) though it started stopped
+    EXPECT_GT(whole.contact.nefc.to_host()[1], 0);
+    if (m.nu > 0) {
+      EXPECT_NE(whole.status.to_host()[2] & kStatusNanCtrl, 0u);
+    }
+
+    Buffer<double> f_whole(Device::kCpu, size_t(nenv) * m.nv);
+    Buffer<double> f_staged(Device::kCpu, size_t(nenv) * m.nv);
+    for (int call = 0; call < ncall; ++call)
+      for (Data<double>* d : {&whole, &staged}) {
+        Buffer<double>& f = d == &whole ? f_whole : f_staged;
+        ConstraintForceKernel<double> k{m,
+                                        d->qpos.data(),
+                                        d->qvel.data(),
+                                        nullptr,
+                                        d_ctrl.data(),
+                                        d->status.data(),
+                                        d->contacts(),
+                                        nullptr,
+                                        f.data()};
+        if (d == &staged)
+          EXPECT_EQ(launch_staged(m, nenv, k, scratch), 2);
+        else
+          cpu::launch(nenv, k, scratch);
+      }
+    expect_same_data(staged, whole, m);
+    EXPECT_EQ(f_staged.to_host(), f_whole.to_host());
+    double most = 0;
+    for (double f : f_whole.to_host()) most = std::max(most, std::abs(f));
+    EXPECT_GT(most, 1.0);  // the contacts pushed
   }
 }
 

@@ -39,7 +39,8 @@ PHX_HD void env_parameter_adjoints(const ModelView<T>& m, int e, const ModelAdjo
 // and the rest of a step. Such a kernel has kStaged, its steps [t0, t1) of an environment
 // (steps(e, scratch, t0, t1, detect), which any sequence of ranges runs as one launch of all)
 // and the detection stage of its step t (detect(e, scratch, t, found), the contacts into found,
-// for each environment whose step runs the narrowphase).
+// for each environment whose step runs the narrowphase), and staged(memory, run), which passes
+// its stages to run (stage_launches) given the memory they share (StageMemory).
 
 // Whether the steps of m run a narrowphase (an LCP step with contacts)
 template <class T>
@@ -63,7 +64,7 @@ struct DetectStage {
 };
 
 // Steps [t0, t1) of a staged kernel's launches (stage_launches), each with the contacts of the
-// detection stage before it
+// detection stage before it.
 template <class Kernel>
 struct StepStage {
   using Scalar = typename Kernel::Scalar;
@@ -76,6 +77,29 @@ struct StepStage {
     const ModelView<Scalar>& m = k.model;
     k.steps(e, scratch, t0, t1,
             DetectedBefore<Scalar>{detects_contacts(m) ? found.env(m, e) : ContactView<Scalar>{}});
+  }
+};
+
+// What the stages of a staged kernel's launches pass on to each other, in memory of their own
+// (cuda/launch.cuh): the contacts each detection stage finds for the step after it, and each
+// environment's status bits of the launches' steps so far, for a kernel that adds its steps'
+// bits to those of earlier calls (StepKernel), whose status array cannot tell whether a step of
+// this call has stopped.
+template <class T>
+struct StageMemory {
+  ContactData<T> found;  // nenv environments' ContactView arrays (ContactData::carve)
+  unsigned* bits;        // (nenv)
+
+  // the reals and integers of nenv environments' (host code)
+  static ScratchSize size(const ModelView<T>& m, long nenv) {
+    const ScratchSize each = carved_size<ContactView<T>, T>(m);
+    return {nenv * each.reals, nenv * (each.ints + 1)};
+  }
+  // nenv environments' over the blocks reals and ints of size()
+  static StageMemory carve(const ModelView<T>& m, long nenv, T* reals, int* ints) {
+    const ScratchSize each = carved_size<ContactView<T>, T>(m);
+    return {ContactData<T>::carve(m, nenv, reals, ints),
+            reinterpret_cast<unsigned*>(ints + nenv * each.ints)};
   }
 };
 

@@ -110,6 +110,15 @@ PHX_HD ForwardScratch<T, Layout> step_scratch(const ModelView<T>& m, Scratch<T, 
   return x;
 }
 
+// A narrowphase stage of a staged forward kernel (kernels/common.h: staged launches) for one
+// environment, of model m, at its qpos, over its step's scratch
+template <class T, class Layout, class Found>
+PHX_HD void detect_env(const ModelView<T>& m, Scratch<T, Layout> scratch, const T* qpos,
+                       Found found) {
+  ForwardScratch<T, Layout> x = step_scratch(m, scratch);
+  detect_stage(m, qpos, x.w, x.c, found);
+}
+
 // nstep Euler steps of each environment, state updated in place; ctrl held constant
 template <class T>
 struct StepKernel {
@@ -127,9 +136,19 @@ struct StepKernel {
   // (nenv x nv) holds each step's generalized force of both
   const T* xfrc_applied = nullptr;
   T* qfrc_total = nullptr;
+  unsigned* carried = nullptr;  // staged launches: (nenv) the bits of this call's steps so far
 
   template <class Layout>
   PHX_HD void operator()(int e, Scratch<T, Layout> scratch) const {
+    steps(e, scratch, 0, nstep, DetectInStep{});
+  }
+
+  // Steps [t0, t1) of environment e, their contacts from detect (DetectInStep, or for a staged
+  // launch DetectedBefore); the call's steps are every step, or any sequence of such ranges,
+  // which pass the bits of the steps before t0 on in `carried`. An environment stops taking
+  // steps once one of this call's stops it.
+  template <class Layout, class Detect>
+  PHX_HD void steps(int e, Scratch<T, Layout> scratch, int t0, int t1, const Detect& detect) const {
     const ModelView<T> m = env_view(model, e);
     ForwardScratch<T, Layout> x = step_scratch(m, scratch);
     const T* f = env_row(qfrc_applied, e, m.nv);
@@ -137,18 +156,34 @@ struct StepKernel {
     T* total = env_row(qfrc_total, e, m.nv);
     ContactView<T> cv{};
     if (m.nefcmax > 0) cv = con.env(m, e);
-    unsigned bits = 0;
+    unsigned bits = t0 > 0 ? carried[e] : 0u;
     T* const q = qpos + long(e) * m.nq;
     T* const v = qvel + long(e) * m.nv;
     T* const a = env_row(act, e, m.na);
     x.hold_state(m, q, v, a);
-    for (int t = 0; t < nstep && !(bits & kStatusStopMask); ++t) {
+    for (int t = t0; t < t1 && !(bits & kStatusStopMask); ++t) {
       if (xf) body_forces_to_qfrc(m, x.qpos, f, xf, x.w, total);
       bits |= step_env(m, x.qpos, x.qvel, a ? x.act : nullptr, ctrl + long(e) * m.nu, x, cv, {},
-                       xf ? total : f);
+                       xf ? total : f, detect);
     }
     x.release_state(m, q, v, a);
     status[e] |= bits;
+    if (carried) carried[e] = bits;
+  }
+
+  // the detection stage of step t (kernels/common.h: staged launches)
+  template <class Layout>
+  PHX_HD void detect(int e, Scratch<T, Layout> scratch, int t, ContactView<T> found) const {
+    if (t > 0 && (carried[e] & kStatusStopMask)) return;
+    const ModelView<T> m = env_view(model, e);
+    detect_env(m, scratch, qpos + long(e) * m.nq, found);
+  }
+  static constexpr bool kStaged = true;
+  template <class Run>
+  void staged(const StageMemory<T>& memory, Run&& run) const {
+    StepKernel k = *this;
+    k.carried = memory.bits;
+    stage_launches(k, nstep, memory.found, run);
   }
 };
 
@@ -170,16 +205,33 @@ struct ConstraintForceKernel {
 
   template <class Layout>
   PHX_HD void operator()(int e, Scratch<T, Layout> scratch) const {
+    steps(e, scratch, 0, 1, DetectInStep{});
+  }
+
+  // its step, which is step [0, 1) (t0 = 0, t1 = 1), its contacts from detect (as StepKernel's)
+  template <class Layout, class Detect>
+  PHX_HD void steps(int e, Scratch<T, Layout> scratch, int, int, const Detect& detect) const {
     const ModelView<T> m = env_view(model, e);
     StepScratch<T, Layout> x = step_scratch(m, scratch);
     ContactView<T> cv{};
     if (m.nefcmax > 0) cv = con.env(m, e);
     const unsigned bits =
         step_env(m, qpos + long(e) * m.nq, qvel + long(e) * m.nv, env_row(act, e, m.na),
-                 ctrl + long(e) * m.nu, x, cv, {}, env_row(qfrc_applied, e, m.nv));
+                 ctrl + long(e) * m.nu, x, cv, {}, env_row(qfrc_applied, e, m.nv), detect);
     status[e] |= bits;
     const bool rows = m.nefcmax > 0 && m.solver != kSolverXpbd && !(bits & kStatusStopMask);
     constraint_force(m, rows ? *cv.nefc : 0, x.c, cv.efc_force, qfrc_constraint + long(e) * m.nv);
+  }
+  // the detection stage of its step (t = 0)
+  template <class Layout>
+  PHX_HD void detect(int e, Scratch<T, Layout> scratch, int, ContactView<T> found) const {
+    const ModelView<T> m = env_view(model, e);
+    detect_env(m, scratch, qpos + long(e) * m.nq, found);
+  }
+  static constexpr bool kStaged = true;
+  template <class Run>
+  void staged(const StageMemory<T>& memory, Run&& run) const {
+    stage_launches(*this, 1, memory.found, run);
   }
 };
 
@@ -293,13 +345,12 @@ struct RolloutKernel {
       mocap.at(m, e, t, nstep);
       if (mocap_input_status(m)) return;  // the step stops there
     }
-    ForwardScratch<T, Layout> x = step_scratch(m, scratch);
-    detect_stage(m, qpos + long(e) * m.nq, x.w, x.c, found);
+    detect_env(m, scratch, qpos + long(e) * m.nq, found);
   }
   static constexpr bool kStaged = true;
   template <class Run>
-  void staged(const ContactData<T>& found, Run&& run) const {
-    stage_launches(*this, nstep, found, run);
+  void staged(const StageMemory<T>& memory, Run&& run) const {
+    stage_launches(*this, nstep, memory.found, run);
   }
 };
 

@@ -137,14 +137,13 @@ struct PlannerRolloutKernel {
   PHX_HD void detect(int sample, Scratch<T, Layout> scratch, int t, ContactView<T> found) const {
     if (t > 0 && (status[sample] & kStatusStopMask)) return;
     const ModelView<T> m = env_view(model, sample);
-    ForwardScratch<T, Layout> x = step_scratch(m, scratch);
     const T* q = t == 0 ? qpos0 + long(sample / spec.nsample) * m.nq : qpos + long(sample) * m.nq;
-    detect_stage(m, q, x.w, x.c, found);
+    detect_env(m, scratch, q, found);
   }
   static constexpr bool kStaged = true;
   template <class Run>
-  void staged(const ContactData<T>& found, Run&& run) const {
-    stage_launches(*this, nstep(), found, run);
+  void staged(const StageMemory<T>& memory, Run&& run) const {
+    stage_launches(*this, nstep(), memory.found, run);
   }
 
   // the steps of a sample's rollout
