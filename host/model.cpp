@@ -226,6 +226,7 @@ void Model::compute_pairs() {
   if (exclude_bodies.size() % 2 != 0) invalid("exclude_bodies", "must hold pairs of body ids");
   nexclude = static_cast<int>(exclude_bodies.size() / 2);
   pair_geom.clear();
+  npair_convex = 0;
   long capacity = 0;
   for (int g1 = 0; g1 < ngeom; g1++) {
     for (int g2 = g1 + 1; g2 < ngeom; g2++) {
@@ -244,6 +245,7 @@ void Model::compute_pairs() {
       pair_geom.push_back(g1);
       pair_geom.push_back(g2);
       capacity += max_pair_contacts(geom_type[g1], geom_type[g2]);
+      npair_convex += convex_pair(geom_type[g1], geom_type[g2]);
     }
   }
   npair = static_cast<int>(pair_geom.size() / 2);

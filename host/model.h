@@ -34,7 +34,7 @@ struct Model {
   std::string name;    // model name (MJCF <mujoco model=...>, URDF <robot name=...>)
   std::string source;  // path the model was loaded from
 
-  // counts (PHX_MODEL_COUNTS; npair and nexclude from compute_pairs)
+  // counts (PHX_MODEL_COUNTS; npair, npair_convex and nexclude from compute_pairs)
 #define PHX_HOST_COUNT(name, comment) int name = 0;
   PHX_MODEL_COUNTS(PHX_HOST_COUNT)
 #undef PHX_HOST_COUNT
@@ -105,7 +105,7 @@ struct Model {
   void fill_default_tendon_length0();
   void fill_default_mocap();
 
-  // Recompute pair_geom, npair, nexclude and (when 0) nconmax from the geoms and
+  // Recompute pair_geom, npair, npair_convex, nexclude and (when 0) nconmax from the geoms and
   // exclude_bodies; finalize calls it, and callers that change contype, conaffinity or
   // exclusions call it again.
   void compute_pairs();

@@ -304,14 +304,28 @@ PHX_HD PHX_INLINE Truth<T> pair_apart(const M& m, const ConstraintWorkspace<T, L
 // margin; the XPBD step's look-ahead), 0 for the LCP step. apart (npair, may be null): the
 // broadphase's verdicts when the caller has them already (a pack of environments runs it on its
 // lanes), nonzero for a pair to skip.
-template <class T, class Layout>
+//
+// A detection in stages (step.h: detect_stage) tests a PairSet of the pairs at a time: the
+// convex pairs first (kConvex), whose contacts (a list as the whole detection's, of those pairs
+// alone) the detection of the other pairs (kOwn) is given as `convex` and merges in pair order,
+// adding its iteration counts and dropped contacts. The result is the whole detection's: the
+// contacts the convex stage drops for want of room come after nconmax in the merged order too.
+template <class T, class Layout, PairSet Set = PairSet::kAll>
 PHX_HD void detect_contacts(const ModelView<T>& m, const ConstraintWorkspace<T, Layout>& c,
                             ContactView<T>& cv, const int* keys = nullptr, int nkeys = 0,
-                            T margin = T(0), const unsigned char* apart = nullptr) {
+                            T margin = T(0), const unsigned char* apart = nullptr,
+                            const ContactView<T>& convex = {}) {
   int ncon = 0, overflow = 0, next = 0;
   CcdSettings<T> ccd = ccd_settings(m);
   cv.ccd_iterations[0] = cv.ccd_iterations[1] = 0;
   ccd.counts = cv.ccd_iterations;
+  int merged = 0;  // kOwn: the convex pairs' contacts merged so far
+  if constexpr (Set == PairSet::kOwn) {
+    if (m.npair_convex > 0) {
+      for (int k = 0; k < 2; ++k) cv.ccd_iterations[k] = convex.ccd_iterations[k];
+      overflow = *convex.overflow;
+    }
+  }
   for (int k = 0; k < m.npair; ++k) {
     if (keys) {
       // contact row keys ascend with the pair, 3 kMaxPairContacts per pair; limits are < 0
@@ -324,8 +338,17 @@ PHX_HD void detect_contacts(const ModelView<T>& m, const ConstraintWorkspace<T, 
     GeomFrame<T> f1{Vec3<T>::load(c.geom_xpos + 3 * g1), Mat3<T>::load(c.geom_xmat + 9 * g1)};
     GeomFrame<T> f2{Vec3<T>::load(c.geom_xpos + 3 * g2), Mat3<T>::load(c.geom_xmat + 9 * g2)};
     ContactPoint<T> pts[kMaxPairContacts];
-    int n = collide(geom_shape(m, g1, m.geom_size + 3 * g1), f1,
-                    geom_shape(m, g2, m.geom_size + 3 * g2), f2, margin, ccd, pts, &overflow);
+    int n = 0;
+    if (Set == PairSet::kOwn && convex_pair(m.geom_type[g1], m.geom_type[g2])) {
+      for (; merged < *convex.ncon && key_pair(convex.efc_key[merged]) == k; ++merged, ++n) {
+        pts[n].pos = Vec3<T>::load(convex.pos + 3 * merged);
+        pts[n].normal = Vec3<T>::load(convex.frame + 9 * merged);
+        pts[n].dist = convex.dist[merged];
+      }
+    } else {
+      n = collide<T, Set>(geom_shape(m, g1, m.geom_size + 3 * g1), f1,
+                          geom_shape(m, g2, m.geom_size + 3 * g2), f2, margin, ccd, pts, &overflow);
+    }
     for (int i = 0; i < n; ++i) {
       if (ncon == m.nconmax) {
         overflow += n - i;

@@ -10,27 +10,28 @@
 
 // Counts of the model's entities: X(name, comment). Array sizes are products of a count and a
 // width (PHX_MODEL_ARRAYS), workspace sizes expressions in the counts (phalanx/workspace.h).
-#define PHX_MODEL_COUNTS(X)                                                                      \
-  X(nq, "number of generalized coordinates")                                                     \
-  X(nv, "number of degrees of freedom")                                                          \
-  X(nu, "number of actuators")                                                                   \
-  X(na, "number of activation states (one per actuator with dynamics)")                          \
-  X(nbody, "number of bodies, including the world body 0")                                       \
-  X(njnt, "number of joints")                                                                    \
-  X(ngeom, "number of geoms")                                                                    \
-  X(nsite, "number of sites (frames fixed to bodies, for costs and observations)")               \
-  X(npair, "number of geom pairs that may collide (after MuJoCo's filters)")                     \
-  X(nexclude, "number of excluded body pairs (MJCF <contact><exclude>)")                         \
-  X(ntendon, "number of tendons (fixed and spatial)")                                            \
-  X(nwrap, "number of entries of all tendons (joints, sites, pulleys)")                          \
-  X(neq, "number of equality constraints")                                                       \
-  X(nmesh, "number of meshes (each kept as its convex hull)")                                    \
-  X(nmeshvert, "number of hull vertices of all meshes")                                          \
-  X(nmeshadj, "number of hull-edge entries of all meshes' vertex adjacency (twice the edges)")   \
-  X(nmeshpoly, "number of hull faces of all meshes")                                             \
-  X(nmeshpolyvert, "number of vertex entries of all hull faces")                                 \
-  X(nhfield, "number of height fields")                                                          \
-  X(nhfielddata, "number of elevation samples of all height fields")                            \
+#define PHX_MODEL_COUNTS(X)                                                                    \
+  X(nq, "number of generalized coordinates")                                                   \
+  X(nv, "number of degrees of freedom")                                                        \
+  X(nu, "number of actuators")                                                                 \
+  X(na, "number of activation states (one per actuator with dynamics)")                        \
+  X(nbody, "number of bodies, including the world body 0")                                     \
+  X(njnt, "number of joints")                                                                  \
+  X(ngeom, "number of geoms")                                                                  \
+  X(nsite, "number of sites (frames fixed to bodies, for costs and observations)")             \
+  X(npair, "number of geom pairs that may collide (after MuJoCo's filters)")                   \
+  X(npair_convex, "number of those pairs that take the convex narrowphase (GJK and EPA)")      \
+  X(nexclude, "number of excluded body pairs (MJCF <contact><exclude>)")                       \
+  X(ntendon, "number of tendons (fixed and spatial)")                                          \
+  X(nwrap, "number of entries of all tendons (joints, sites, pulleys)")                        \
+  X(neq, "number of equality constraints")                                                     \
+  X(nmesh, "number of meshes (each kept as its convex hull)")                                  \
+  X(nmeshvert, "number of hull vertices of all meshes")                                        \
+  X(nmeshadj, "number of hull-edge entries of all meshes' vertex adjacency (twice the edges)") \
+  X(nmeshpoly, "number of hull faces of all meshes")                                           \
+  X(nmeshpolyvert, "number of vertex entries of all hull faces")                               \
+  X(nhfield, "number of height fields")                                                        \
+  X(nhfielddata, "number of elevation samples of all height fields")                           \
   X(nmocap, "number of mocap bodies (their poses are per-environment inputs)")
 
 // Options (MJCF <option> and Phalanx's solver settings), scalars:

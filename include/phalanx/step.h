@@ -214,16 +214,26 @@ struct DetectedBefore {
   ContactView<T> found;
 };
 
-// The narrowphase stage of a step at (qpos) whose contacts are to be DetectedBefore, for a model
-// with contacts: the body and geom frames (into w and c) and the contacts, into found. Nothing
-// at a non-finite qpos, where the step stops before it reads them.
-template <class T, class Layout>
+// What a narrowphase stage of the pairs Set finds (detect_stage): into `found`, the contacts of
+// the convex pairs alone (kConvex), for a model that has them, or those of every pair (kOwn),
+// the convex pairs' taken from the stage before, `convex` (unread when the model has none).
+template <class T, PairSet Set>
+struct StageContacts {
+  ContactView<T> found;
+  ContactView<T> convex;
+};
+
+// A narrowphase stage of a step at (qpos) whose contacts are to be DetectedBefore, for a model
+// with contacts: the body and geom frames (into w and c) and the contacts `out` names (above).
+// Nothing at a non-finite qpos, where the step stops before it reads them.
+template <class T, class Layout, PairSet Set>
 PHX_HD void detect_stage(const ModelView<T>& m, const T* qpos, Workspace<T>& w,
-                         ConstraintWorkspace<T, Layout>& c, ContactView<T>& found) {
+                         ConstraintWorkspace<T, Layout>& c, const StageContacts<T, Set>& out) {
   if (!all_finite(qpos, m.nq)) return;
   kinematics(m, qpos, w);
   geom_poses(m, w, c);
-  detect_contacts(m, c, found);
+  ContactView<T> found = out.found;
+  detect_contacts<T, Layout, Set>(m, c, found, nullptr, 0, T(0), nullptr, out.convex);
 }
 
 // The contacts and the constraint rows after smooth_kinematics; their number. A replay with

@@ -56,6 +56,51 @@ void expect_vec(Vec3<double> a, Vec3<double> b, double tol = 1e-12) {
 
 const Vec3<double> kX{1, 0, 0}, kY{0, 1, 0}, kZ{0, 0, 1};
 
+// ---- the narrowphase's pair sets -----------------------------------------------------------
+
+// The stages of a staged detection split the pairs between them (PairSet): each pair of the
+// primitive types, overlapping, gets its contacts from a function of its own or from the convex
+// narrowphase as convex_pair says, the stage of its set gives them bit for bit as the whole
+// narrowphase does, and the other stage none. The convex pairs are those of the ellipsoid and
+// the cylinder but sphere-cylinder, which have no function of their own in MuJoCo either.
+TEST(Narrowphase, StagesSplitThePairsAsConvexPairSays) {
+  const int types[] = {kGeomPlane,     kGeomSphere,   kGeomCapsule,
+                       kGeomEllipsoid, kGeomCylinder, kGeomBox};
+  const double size[3] = {0.1, 0.08, 0.12};
+  const GeomFrame<double> f1 = at({0, 0, 0}, rotation({0.2, -1, 0.4}, 0.2));
+  const GeomFrame<double> f2 = at({0.02, 0.01, 0.05}, rotation({1, 2, 3}, 0.3));
+  int convex = 0;
+  for (int t1 : types) {
+    for (int t2 : types) {
+      if (t1 > t2 || !has_collision_function(t1, t2)) continue;
+      SCOPED_TRACE(std::string(kGeomTypeNames[t1]) + "-" + kGeomTypeNames[t2]);
+      GeomShape<double> s1, s2;
+      s1.type = t1, s1.size = size, s2.type = t2, s2.size = size;
+      ContactPoint<double> all[kMaxPairContacts], own[kMaxPairContacts], cvx[kMaxPairContacts];
+      const CcdSettings<double> ccd{};
+      const int n = collide<double, PairSet::kAll>(s1, f1, s2, f2, 0.0, ccd, all);
+      const int n_own = collide<double, PairSet::kOwn>(s1, f1, s2, f2, 0.0, ccd, own);
+      const int n_cvx = collide<double, PairSet::kConvex>(s1, f1, s2, f2, 0.0, ccd, cvx);
+      const bool is_convex = convex_pair(t1, t2);
+      EXPECT_GT(n, 0);
+      EXPECT_EQ(n_own, is_convex ? 0 : n);
+      EXPECT_EQ(n_cvx, is_convex ? n : 0);
+      const ContactPoint<double>* staged = is_convex ? cvx : own;
+      for (int i = 0; i < std::min(n, is_convex ? n_cvx : n_own); ++i) {
+        for (int k = 0; k < 3; ++k) {
+          EXPECT_EQ(staged[i].pos[k], all[i].pos[k]);
+          EXPECT_EQ(staged[i].normal[k], all[i].normal[k]);
+        }
+        EXPECT_EQ(staged[i].dist, all[i].dist);
+      }
+      convex += is_convex;
+    }
+  }
+  // sphere-ellipsoid, capsule-ellipsoid, capsule-cylinder, ellipsoid-ellipsoid,
+  // ellipsoid-cylinder, ellipsoid-box, cylinder-cylinder, cylinder-box
+  EXPECT_EQ(convex, 8);
+}
+
 // ---- analytic cases ----------------------------------------------------------------------
 
 TEST(PlaneSphere, DistIsHeightMinusRadius) {

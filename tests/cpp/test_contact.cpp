@@ -431,7 +431,9 @@ void expect_same_data(const Data<double>& a, const Data<double>& b, const ModelV
 }
 
 // MuJoCo's humanoid, which falls onto the floor, and a scene of every primitive pair type (the
-// convex narrowphase among them)
+// convex narrowphase among them), as it is and with room for 5 contacts, fewer than its pairs
+// find: the detection of the other pairs merges the convex pairs' contacts in pair order, and
+// the contacts past the room are those of the whole detection
 std::vector<Model> staged_models() {
   std::vector<Model> models;
   models.push_back(load_mjcf(PHX_MUJOCO_MODELS "/humanoid/humanoid.xml"));
@@ -443,7 +445,15 @@ std::vector<Model> staged_models() {
             "<body pos='-.05 0 1.2' euler='80 0 0'><freejoint/><geom type='capsule' size='.05 .1'/>"
             "</body><body pos='0 -.02 1.5'><freejoint/><geom type='sphere' size='.08'/></body>",
             0.005));
+  models.push_back(models.back());
+  models.back().nconmax = 5;
   return models;
+}
+
+// the launches of a staged kernel's step: the narrowphase of the convex pairs (when the model
+// has them), that of the others, the step
+int stage_launches_per_step(const ModelView<double>& m) {
+  return m.npair_convex > 0 ? 3 : 2;
 }
 
 // nenv environments of m at qpos0 with random velocities
@@ -459,9 +469,10 @@ Data<double> staged_data(const DeviceModel<double>& dm, int nenv) {
 }
 
 // A rollout run as the stages a device launches (RolloutKernel::staged: per step the
-// narrowphase, then the step given its contacts) is the rollout run whole, bit for bit: the
-// states, the counts of every step, the status bits and the contacts and impulses it leaves,
-// with one environment stopped part-way by a NaN control.
+// narrowphase of the convex pairs, that of the others, then the step given their contacts) is the
+// rollout run whole, bit for bit: the states, the counts of every step (GJK's and EPA's
+// iterations and the contacts beyond the room among them), the status bits and the contacts and
+// impulses it leaves, with one environment stopped part-way by a NaN control.
 TEST(Contact, StagedRolloutIsTheRolloutBitForBit) {
   for (const Model& model : staged_models()) {
     const int nenv = 4, nstep = 150;
@@ -498,7 +509,7 @@ TEST(Contact, StagedRolloutIsTheRolloutBitForBit) {
                               {}};
       const ScratchSize scratch = dm.rollout_scratch_size();
       if (staged)
-        EXPECT_EQ(launch_staged(m, nenv, k, scratch), 2 * nstep);  // a narrowphase and a step each
+        EXPECT_EQ(launch_staged(m, nenv, k, scratch), stage_launches_per_step(m) * nstep);
       else
         cpu::launch(nenv, k, scratch);
       return r;
@@ -511,8 +522,16 @@ TEST(Contact, StagedRolloutIsTheRolloutBitForBit) {
     // the rollouts had contacts to detect, and environment 2 stopped where its control did
     const std::vector<int> counts = whole.counts.to_host();
     int most = 0;
-    for (int i = 0; i < nenv * nstep; ++i) most = std::max(most, counts[i * kNumCounts]);
-    EXPECT_GE(most, 4);
+    int gjk = 0, overflow = 0;
+    for (int i = 0; i < nenv * nstep; ++i) {
+      most = std::max(most, counts[i * kNumCounts]);
+      gjk = std::max(gjk, counts[i * kNumCounts + kCountGjkIterations]);
+      overflow = std::max(overflow, counts[i * kNumCounts + kCountOverflow]);
+    }
+    EXPECT_GE(most, std::min(4, m.nconmax));
+    // the scene's convex pairs ran GJK (the humanoid has none), and with little room overflowed
+    EXPECT_EQ(gjk > 0, m.npair_convex > 0);
+    EXPECT_EQ(overflow > 0, m.nconmax == 5);
     if (m.nu > 0) {
       EXPECT_NE(whole.data.status.to_host()[2] & kStatusNanCtrl, 0u);
     }
@@ -549,7 +568,7 @@ TEST(Contact, StagedStepsAreTheStepsBitForBit) {
                              nullptr, d_ctrl.data(),  d->status.data(),
                              nstep,   d->contacts()};
         if (d == &staged)
-          EXPECT_EQ(launch_staged(m, nenv, k, scratch), 2 * nstep);
+          EXPECT_EQ(launch_staged(m, nenv, k, scratch), stage_launches_per_step(m) * nstep);
         else
           cpu::launch(nenv, k, scratch);
       }
@@ -575,7 +594,7 @@ TEST(Contact, StagedStepsAreTheStepsBitForBit) {
                                         nullptr,
                                         f.data()};
         if (d == &staged)
-          EXPECT_EQ(launch_staged(m, nenv, k, scratch), 2);
+          EXPECT_EQ(launch_staged(m, nenv, k, scratch), stage_launches_per_step(m));
         else
           cpu::launch(nenv, k, scratch);
       }

@@ -33,18 +33,11 @@
 
 namespace phx {
 
-// Contacts of geom1 (shape s1 at frame g1) with geom2, written to out (room for
-// kMaxPairContacts); returns their number, 0 for pairs without a function. The caller orders the
-// pair: s1.type <= s2.type (MuJoCo's order), so the normals point from the geom of the smaller
-// type number to the other; a pair given the other way round returns 0. margin: contacts are
-// kept up to dist <= margin. Height-field pairs add the contacts beyond kMaxPairContacts to
-// *dropped (when given).
+// collide for the pairs with a function of their own (not convex_pair)
 template <class T>
-PHX_HD int collide(const GeomShape<T>& s1, const GeomFrame<T>& g1, const GeomShape<T>& s2,
-                   const GeomFrame<T>& g2, T margin, const CcdSettings<T>& ccd,
-                   ContactPoint<T>* out, int* dropped = nullptr) {
-  int type1 = s1.type, type2 = s2.type;
-  if (type1 > type2 || !has_collision_function(type1, type2)) return 0;
+PHX_HD int collide_own(const GeomShape<T>& s1, const GeomFrame<T>& g1, const GeomShape<T>& s2,
+                       const GeomFrame<T>& g2, T margin, ContactPoint<T>* out) {
+  const int type1 = s1.type, type2 = s2.type;
   const T *size1 = s1.size, *size2 = s2.size;
   switch (type1 * 8 + type2) {
     case kGeomPlane * 8 + kGeomSphere:
@@ -73,9 +66,42 @@ PHX_HD int collide(const GeomShape<T>& s1, const GeomFrame<T>& g1, const GeomSha
       return capsule_box(g1, size1, g2, size2, margin, out);
     case kGeomBox * 8 + kGeomBox:
       return box_box(g1, size1, g2, size2, margin, out);
-    default:
+    default:  // none: convex_pair names the others
+      return 0;
+  }
+}
+
+// Which pairs a narrowphase call tests: every pair, or those of one of a detection's stages
+// (kernels/common.h: staged launches), the pairs with a function of their own or the convex
+// pairs (convex_pair), whose GJK and EPA need nearly all of a GPU thread's registers.
+enum class PairSet { kAll, kOwn, kConvex };
+
+// Contacts of geom1 (shape s1 at frame g1) with geom2, written to out (room for
+// kMaxPairContacts); returns their number, 0 for pairs without a function or outside `Set`. The
+// caller orders the pair: s1.type <= s2.type (MuJoCo's order), so the normals point from the
+// geom of the smaller type number to the other; a pair given the other way round returns 0.
+// margin: contacts are kept up to dist <= margin. Height-field pairs add the contacts beyond
+// kMaxPairContacts to *dropped (when given).
+template <class T, PairSet Set = PairSet::kAll>
+PHX_HD int collide(const GeomShape<T>& s1, const GeomFrame<T>& g1, const GeomShape<T>& s2,
+                   const GeomFrame<T>& g2, T margin, const CcdSettings<T>& ccd,
+                   ContactPoint<T>* out, int* dropped = nullptr) {
+  int type1 = s1.type, type2 = s2.type;
+  if (type1 > type2 || !has_collision_function(type1, type2)) return 0;
+  // (the functions outside Set not even instantiated, so that a kernel of one stage holds no
+  // code of the other's)
+  if (convex_pair(type1, type2)) {
+    if constexpr (Set == PairSet::kOwn) {
+      return 0;
+    } else {
       if (type1 == kGeomHField) return hfield_convex(s1, g1, s2, g2, margin, ccd, out, dropped);
       return convex_convex(s1, g1, s2, g2, margin, ccd, out);
+    }
+  }
+  if constexpr (Set == PairSet::kConvex) {
+    return 0;
+  } else {
+    return collide_own(s1, g1, s2, g2, margin, out);
   }
 }
 

@@ -17,6 +17,20 @@ PHX_HD constexpr bool has_collision_function(int type1, int type2) {
   return !(a == kGeomPlane && b <= kGeomHField) && !(a == kGeomHField && b == kGeomHField);
 }
 
+// whether the narrowphase takes geoms of these types (in either order) to the convex
+// narrowphase, GJK and EPA (collide_convex): the height-field pairs, and the pairs of the convex
+// types without a function of their own (narrowphase.h's table). Of the types besides the plane
+// and the height field, the pairs of spheres, capsules and boxes and the sphere-cylinder pair
+// have one.
+PHX_HD constexpr bool convex_pair(int type1, int type2) {
+  int a = type1 < type2 ? type1 : type2, b = type1 < type2 ? type2 : type1;
+  if (!has_collision_function(a, b) || a == kGeomPlane) return false;
+  if (a == kGeomHField) return true;
+  const bool own_a = a == kGeomSphere || a == kGeomCapsule || a == kGeomBox;
+  const bool own_b = b == kGeomSphere || b == kGeomCapsule || b == kGeomBox;
+  return !(own_a && own_b) && !(a == kGeomSphere && b == kGeomCylinder);
+}
+
 // most contacts a pair of these geom types can produce (MuJoCo's manifolds; a height field's
 // prisms give one each, up to kMaxPairContacts)
 PHX_HD constexpr int max_pair_contacts(int type1, int type2) {

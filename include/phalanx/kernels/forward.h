@@ -172,8 +172,8 @@ struct StepKernel {
   }
 
   // the detection stage of step t (kernels/common.h: staged launches)
-  template <class Layout>
-  PHX_HD void detect(int e, Scratch<T, Layout> scratch, int t, ContactView<T> found) const {
+  template <class Layout, class Found>
+  PHX_HD void detect(int e, Scratch<T, Layout> scratch, int t, const Found& found) const {
     if (t > 0 && (carried[e] & kStatusStopMask)) return;
     const ModelView<T> m = env_view(model, e);
     detect_env(m, scratch, qpos + long(e) * m.nq, found);
@@ -183,7 +183,7 @@ struct StepKernel {
   void staged(const StageMemory<T>& memory, Run&& run) const {
     StepKernel k = *this;
     k.carried = memory.bits;
-    stage_launches(k, nstep, memory.found, run);
+    stage_launches(k, nstep, memory, run);
   }
 };
 
@@ -223,15 +223,15 @@ struct ConstraintForceKernel {
     constraint_force(m, rows ? *cv.nefc : 0, x.c, cv.efc_force, qfrc_constraint + long(e) * m.nv);
   }
   // the detection stage of its step (t = 0)
-  template <class Layout>
-  PHX_HD void detect(int e, Scratch<T, Layout> scratch, int, ContactView<T> found) const {
+  template <class Layout, class Found>
+  PHX_HD void detect(int e, Scratch<T, Layout> scratch, int, const Found& found) const {
     const ModelView<T> m = env_view(model, e);
     detect_env(m, scratch, qpos + long(e) * m.nq, found);
   }
   static constexpr bool kStaged = true;
   template <class Run>
   void staged(const StageMemory<T>& memory, Run&& run) const {
-    stage_launches(*this, 1, memory.found, run);
+    stage_launches(*this, 1, memory, run);
   }
 };
 
@@ -337,8 +337,8 @@ struct RolloutKernel {
   }
 
   // the detection stage of step t (kernels/common.h: staged launches)
-  template <class Layout>
-  PHX_HD void detect(int e, Scratch<T, Layout> scratch, int t, ContactView<T> found) const {
+  template <class Layout, class Found>
+  PHX_HD void detect(int e, Scratch<T, Layout> scratch, int t, const Found& found) const {
     if (status[e] & kStatusStopMask) return;
     ModelView<T> m = env_view(model, e);
     if (mocap.given()) {
@@ -350,7 +350,7 @@ struct RolloutKernel {
   static constexpr bool kStaged = true;
   template <class Run>
   void staged(const StageMemory<T>& memory, Run&& run) const {
-    stage_launches(*this, nstep, memory.found, run);
+    stage_launches(*this, nstep, memory, run);
   }
 };
 

@@ -133,8 +133,8 @@ struct PlannerRolloutKernel {
   }
   // the detection stage of a sample's step t: at its problem's initial state for t = 0, which
   // the step's launch copies in (prepare)
-  template <class Layout>
-  PHX_HD void detect(int sample, Scratch<T, Layout> scratch, int t, ContactView<T> found) const {
+  template <class Layout, class Found>
+  PHX_HD void detect(int sample, Scratch<T, Layout> scratch, int t, const Found& found) const {
     if (t > 0 && (status[sample] & kStatusStopMask)) return;
     const ModelView<T> m = env_view(model, sample);
     const T* q = t == 0 ? qpos0 + long(sample / spec.nsample) * m.nq : qpos + long(sample) * m.nq;
@@ -143,7 +143,7 @@ struct PlannerRolloutKernel {
   static constexpr bool kStaged = true;
   template <class Run>
   void staged(const StageMemory<T>& memory, Run&& run) const {
-    stage_launches(*this, nstep(), memory.found, run);
+    stage_launches(*this, nstep(), memory, run);
   }
 
   // the steps of a sample's rollout
