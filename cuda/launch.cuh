@@ -121,7 +121,7 @@ void launch_once(int nenv, const Kernel& kernel, ScratchSize scratch) {
   }
   if (local > 0) {
     // the shell's own frame, a property of its compiled code: read at its first launch (a
-    // staged kernel's stages are launched twice per step)
+    // staged kernel's stages are launched at every step)
     static const size_t frame = [] {
       cudaFuncAttributes attributes;
       check(cudaFuncGetAttributes(&attributes, env_kernel<Kernel, T>), "kernel attributes");

@@ -266,7 +266,7 @@ PHX_HD PHX_INLINE int contact_rows(const ModelView<T>& m, const T* qpos, const T
     }
     return nrow;
   } else {
-    // (the geom frames stay with the detection stage: only a detection reads them)
+    // (the geom frames stay with the narrowphase stages: only a detection reads them)
     if (detects) cv.copy_detected(detect.found);
     return build_rows(m, qpos, qvel, w, c, cv);
   }

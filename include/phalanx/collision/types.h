@@ -18,10 +18,10 @@ PHX_HD constexpr bool has_collision_function(int type1, int type2) {
 }
 
 // whether the narrowphase takes geoms of these types (in either order) to the convex
-// narrowphase, GJK and EPA (collide_convex): the height-field pairs, and the pairs of the convex
-// types without a function of their own (narrowphase.h's table). Of the types besides the plane
-// and the height field, the pairs of spheres, capsules and boxes and the sphere-cylinder pair
-// have one.
+// narrowphase, GJK and EPA (collide's convex_convex and hfield_convex): the height-field pairs,
+// and the pairs of the convex types without a function of their own (narrowphase.h's table). Of the
+// types besides the plane and the height field, the pairs of spheres, capsules and boxes and the
+// sphere-cylinder pair have one.
 PHX_HD constexpr bool convex_pair(int type1, int type2) {
   int a = type1 < type2 ? type1 : type2, b = type1 < type2 ? type2 : type1;
   if (!has_collision_function(a, b) || a == kGeomPlane) return false;

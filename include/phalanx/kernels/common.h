@@ -115,7 +115,7 @@ template <class Kernel>
 struct DetectStage : NarrowphaseStage<Kernel, PairSet::kOwn> {};
 
 // Steps [t0, t1) of a staged kernel's launches (stage_launches), each with the contacts of the
-// detection stage before it.
+// narrowphase stages before it.
 template <class Kernel>
 struct StepStage {
   using Scalar = typename Kernel::Scalar;

@@ -114,7 +114,7 @@ PHX_HD ForwardScratch<T, Layout> step_scratch(const ModelView<T>& m, Scratch<T, 
 // environment, of model m, at its qpos, over its step's scratch
 template <class T, class Layout, class Found>
 PHX_HD void detect_env(const ModelView<T>& m, Scratch<T, Layout> scratch, const T* qpos,
-                       Found found) {
+                       const Found& found) {
   ForwardScratch<T, Layout> x = step_scratch(m, scratch);
   detect_stage(m, qpos, x.w, x.c, found);
 }
@@ -171,7 +171,7 @@ struct StepKernel {
     if (carried) carried[e] = bits;
   }
 
-  // the detection stage of step t (kernels/common.h: staged launches)
+  // the narrowphase stages of step t (kernels/common.h: staged launches)
   template <class Layout, class Found>
   PHX_HD void detect(int e, Scratch<T, Layout> scratch, int t, const Found& found) const {
     if (t > 0 && (carried[e] & kStatusStopMask)) return;
@@ -222,7 +222,7 @@ struct ConstraintForceKernel {
     const bool rows = m.nefcmax > 0 && m.solver != kSolverXpbd && !(bits & kStatusStopMask);
     constraint_force(m, rows ? *cv.nefc : 0, x.c, cv.efc_force, qfrc_constraint + long(e) * m.nv);
   }
-  // the detection stage of its step (t = 0)
+  // the narrowphase stages of its step (t = 0)
   template <class Layout, class Found>
   PHX_HD void detect(int e, Scratch<T, Layout> scratch, int, const Found& found) const {
     const ModelView<T> m = env_view(model, e);
@@ -336,7 +336,7 @@ struct RolloutKernel {
     }
   }
 
-  // the detection stage of step t (kernels/common.h: staged launches)
+  // the narrowphase stages of step t (kernels/common.h: staged launches)
   template <class Layout, class Found>
   PHX_HD void detect(int e, Scratch<T, Layout> scratch, int t, const Found& found) const {
     if (status[e] & kStatusStopMask) return;

@@ -131,7 +131,7 @@ struct PlannerRolloutKernel {
       value[sample] = total;
     }
   }
-  // the detection stage of a sample's step t: at its problem's initial state for t = 0, which
+  // the narrowphase stages of a sample's step t: at its problem's initial state for t = 0, which
   // the step's launch copies in (prepare)
   template <class Layout, class Found>
   PHX_HD void detect(int sample, Scratch<T, Layout> scratch, int t, const Found& found) const {
