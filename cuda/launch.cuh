@@ -150,11 +150,11 @@ void launch_once(int nenv, const Kernel& kernel, ScratchSize scratch) {
 }
 
 // A kernel's launch, returning when it has run. A kernel with stages (Kernel::kStaged and
-// Kernel::staged: the step, rollout and planner kernels) runs as their launches, one after the
-// other, so that no device kernel holds the narrowphase beside the rest of a step: at the
-// 255-register limit its registers and buffers would set the whole step's. The stages pass the
-// contacts on in global memory of their own (StageMemory over stage_reals and stage_ints). Any
-// other kernel is launched once.
+// Kernel::staged: the step, rollout and planner kernels, and the one-step reverse kernels) runs
+// as their launches, one after the other, so that no device kernel holds the narrowphase beside
+// the rest of a step: at the 255-register limit its registers and buffers would set the whole
+// step's. The stages pass the contacts on in global memory of their own (StageMemory over
+// stage_reals and stage_ints). Any other kernel is launched once.
 template <class Kernel>
 void launch(int nenv, const Kernel& kernel, ScratchSize scratch) {
   using T = typename Kernel::Scalar;

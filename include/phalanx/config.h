@@ -4,7 +4,10 @@
 // PHX_HD marks a function that compiles for the host and, under nvcc, for the device.
 // PHX_DEVICE_NOINLINE keeps a large stage a device function of its own, called by every kernel
 // that uses it, so that ptxas compiles it once instead of once per kernel (no effect on the
-// host, where inlining is left to the compiler).
+// host, where inlining is left to the compiler). Its registers are then allocated apart from its
+// caller's: inlined where the caller holds much, a stage that needs most of a thread's 255 would
+// spill, and called there it makes the caller save what it holds. So the reverse passes call
+// theirs where they hold least (cmake/gpu_budgets.txt).
 #if defined(__CUDACC__)
 #define PHX_HD __host__ __device__
 #define PHX_INLINE __forceinline__

@@ -379,10 +379,12 @@ PHX_HD void detect_contacts(const ModelView<T>& m, const ConstraintWorkspace<T, 
 // accumulated. c holds the geom frames the detection read. The adjoints are reached through
 // pointers of one kind (plain, or Strided for a workspace's interleaved rows).
 template <class T, class S, class Layout, class P>
-PHX_HD void adj_detect_contacts(const ModelView<S>& m, const ConstraintWorkspace<S, Layout>& c,
-                                const ContactView<S>& cv, P adj_pos, P adj_normal,
-                                int normal_stride, P adj_dist, AdjWorkspace<T>& a, T* adj_geom_size,
-                                S margin = S(0)) {
+PHX_HD PHX_DEVICE_NOINLINE void adj_detect_contacts(const ModelView<S>& m,
+                                                    const ConstraintWorkspace<S, Layout>& c,
+                                                    const ContactView<S>& cv, P adj_pos,
+                                                    P adj_normal, int normal_stride, P adj_dist,
+                                                    AdjWorkspace<T>& a, T* adj_geom_size,
+                                                    S margin = S(0)) {
   const int ncon = *cv.ncon;
   for (int i0 = 0; i0 < ncon;) {
     int g1 = cv.geom[2 * i0], g2 = cv.geom[2 * i0 + 1];

@@ -233,16 +233,14 @@ PHX_HD PHX_INLINE int pair_max_geom(const T* coef, int stride, int g1, int g2) {
   return coef[stride * g1] > coef[stride * g2] ? g1 : g2;
 }
 
-// Adjoint of the contact rows' Jacobians and of the contact geometry: from adj_J (rows x nv) and
-// the adjoints of the contacts' dist in s.adj_dist, through add_point_jacobian, contact_frame,
-// collide and geom_poses, to the adjoints of cdof and of the body frames in a and of the geom
-// sizes in adj_contact. Uses the contacts in cv and the geom frames in c as the forward left
-// them.
+// Adjoint of the contact rows' Jacobians: from adj_J (rows x nv), through add_point_jacobian and
+// contact_frame, to the adjoints of cdof and of the body frames in a and of the contacts' points
+// and normals in s.adj_pos and s.adj_frame (overwritten). Uses the contacts in cv as the forward
+// left them.
 template <class T, class S, class L, class AdjRows>
-PHX_HD void adj_contact_rows(const ModelView<S>& m, const Workspace<S>& w,
-                             const ConstraintWorkspace<S, L>& c, const ContactView<S>& cv,
+PHX_HD void adj_contact_rows(const ModelView<S>& m, const Workspace<S>& w, const ContactView<S>& cv,
                              const AdjRows& adj_J, AdjConstraintWorkspace<T, L>& s,
-                             AdjWorkspace<T>& a, const ContactModelAdjoint<T>& adj_contact) {
+                             AdjWorkspace<T>& a) {
   int ncon = *cv.ncon;
   for (int i = 0; i < 3 * ncon; ++i) s.adj_pos[i] = T(0);
   for (int i = 0; i < 9 * ncon; ++i) s.adj_frame[i] = T(0);
@@ -267,8 +265,6 @@ PHX_HD void adj_contact_rows(const ModelView<S>& m, const Workspace<S>& w,
       adj_n.add_to(s.adj_frame + 9 * i);
     }
   }
-
-  adj_detect_contacts(m, c, cv, s.adj_pos, s.adj_frame, 9, s.adj_dist, a, adj_contact.geom_size);
 }
 
 namespace detail {
@@ -513,18 +509,23 @@ PHX_HD void adj_tendon_rows(const ModelView<S>& m, const Workspace<S>& w, const 
 
 // The adjoints of the rows' Jacobians (adj_J, rows by index: written out, or the outer-product
 // terms read entry by entry) to the stages that built them: contacts, tendons, ball joints'
-// limits, equalities
+// limits, equalities; then those of the contacts' points, normals and distances (s.adj_dist:
+// adj_row_corrections') through collide and the geom poses to the body frames in a and the geom
+// sizes in adj_contact. Uses the geom frames in c as the forward left them. The pair functions'
+// adjoints come last, where the reverse pass holds least beside them: on the GPU they are a
+// device function of their own, whose call would otherwise save the pass's registers.
 template <class T, class S, class L, class AdjRows>
 PHX_HD void adj_row_jacobians(const ModelView<S>& m, const T* qpos, const T* qvel,
                               const Workspace<S>& w, const ConstraintWorkspace<S, L>& c,
                               const ContactView<S>& cv, int nrow, const AdjRows& adj_J,
                               AdjConstraintWorkspace<T, L>& s, AdjWorkspace<T>& a, T* adj_qpos,
                               T* adj_qvel, const ContactModelAdjoint<T>& adj_contact) {
-  adj_contact_rows(m, w, c, cv, adj_J, s, a, adj_contact);
+  adj_contact_rows(m, w, cv, adj_J, s, a);
   adj_tendon_rows(m, w, cv.efc_key, nrow, adj_J, a);
   adj_ball_limit_rows(m, qpos, cv.efc_key, nrow, adj_J, adj_qpos);
   if (m.neq > 0)
     adj_equality_rows(m, qpos, qvel, w, cv.efc_key, nrow, adj_J, s.adj_b, a, adj_qpos, adj_qvel);
+  adj_detect_contacts(m, c, cv, s.adj_pos, s.adj_frame, 9, s.adj_dist, a, adj_contact.geom_size);
 }
 
 // vfree = qvel + dt M^-1 (qfrc - c), with mu2 = M^-1 adj_vfree in s.mu2: to adj_qvel,
@@ -668,11 +669,10 @@ PHX_HD void adj_constrained_dynamics(const ModelView<S>& m, const T* qpos, const
 // adj_constrained_dynamics after adj_constrained_rows, on the adjoint of the mass matrix the
 // latter left (adj_M's terms, written out in s.adj_M for one seed)
 template <class T, class S, class L>
-PHX_HD void adj_constrained_rest(const ModelView<S>& m, const T* qpos, const T* qvel, const T* ctrl,
-                                 Workspace<S>& w, AdjWorkspace<T>& a,
-                                 const AdjConstraintWorkspace<T, L>& s, const OuterSum<T, 4>& adj_M,
-                                 T* adj_qpos, T* adj_qvel, T* adj_ctrl,
-                                 const ModelAdjoint<T>& adj_model) {
+PHX_HD PHX_DEVICE_NOINLINE void adj_constrained_rest(
+    const ModelView<S>& m, const T* qpos, const T* qvel, const T* ctrl, Workspace<S>& w,
+    AdjWorkspace<T>& a, const AdjConstraintWorkspace<T, L>& s, const OuterSum<T, 4>& adj_M,
+    T* adj_qpos, T* adj_qvel, T* adj_ctrl, const ModelAdjoint<T>& adj_model) {
   if constexpr (std::is_floating_point_v<T>)
     adj_constrained_dynamics(m, qpos, qvel, ctrl, w, a, DenseEntries<T>{s.adj_M, m.nv}, adj_M,
                              s.adj_bias, s.adj_qfrc, adj_qpos, adj_qvel, adj_ctrl, adj_model);
@@ -727,9 +727,11 @@ PHX_HD int bouncing_contacts(const ModelView<S>& m, const T* qvel,
 // adj_qvel and, / dt, the tangent of qpos. c.lcp holds the restitutions, G, its decomposition
 // and rhs, no more than the LCP's factored form of nb <= nefc rows (lcp_storage).
 template <class T, class L>
-PHX_HD void adj_bounce_velocity(const ModelView<T>& m, const T* qpos, const T* qvel,
-                                ConstraintWorkspace<T, L>& c, const ContactView<T>& cv,
-                                AdjConstraintWorkspace<T, L>& s, T* adj_qpos, T* adj_qvel) {
+PHX_HD PHX_DEVICE_NOINLINE void adj_bounce_velocity(const ModelView<T>& m, const T* qpos,
+                                                    const T* qvel, ConstraintWorkspace<T, L>& c,
+                                                    const ContactView<T>& cv,
+                                                    AdjConstraintWorkspace<T, L>& s, T* adj_qpos,
+                                                    T* adj_qvel) {
   const int nv = m.nv;
   const RowsPtr<L, int> brow = c.ilcp;
   const RowsPtr<L, T> be = c.lcp;
@@ -874,7 +876,8 @@ PHX_HD void adj_step_constrained_replayed(const ModelView<S>& m, const T* qpos, 
 // Inputs are not modified; w, c and cv are left as the forward step leaves them (cv holds this
 // step's contacts and rows). Returns the status bits of the replayed step; when it stops (NaN
 // state or result, singular mass matrix) nothing is accumulated. `known` is the step's LCP
-// solution when the caller has it (a tape's next record), see step_constrained.
+// solution when the caller has it (a tape's next record), see step_constrained; `detect` where
+// the replay's contacts come from (step_constrained's).
 //
 // m.contact_gradient selects Nimble's options (Werling et al. 2021, section IV):
 // - kGradComplementarityAware: the LCP adjoint also runs on the loss-driven classification
@@ -889,21 +892,19 @@ PHX_HD void adj_step_constrained_replayed(const ModelView<S>& m, const T* qpos, 
 //   the step. In reverse: with u = dt (dq'/dqd')^T adj_qpos' (adj_integrate_pos), adj_qvel gets
 //   X^T u and adj_qpos its direct term plus (X - I)^T u / dt mapped to qpos (a quaternion's
 //   tangent adjoint w gives 2 q (0, w)), in place of the step's (dqd'/d(q, qd))^T u.
-template <class T, class L>
-PHX_HD unsigned adj_step_constrained(const ModelView<T>& m, const T* qpos, const T* qvel,
-                                     const T* ctrl, Workspace<T>& w, ConstraintWorkspace<T, L>& c,
-                                     ContactView<T>& cv, AdjWorkspace<T>& a,
-                                     AdjConstraintWorkspace<T, L>& s, const T* adj_qpos_next,
-                                     const T* adj_qvel_next, T* adj_qpos, T* adj_qvel, T* adj_ctrl,
-                                     const ModelAdjoint<T>& adj_model,
-                                     const ContactModelAdjoint<T>& adj_contact,
-                                     T* adj_qfrc = nullptr, LcpSolution<T> known = {},
-                                     const T* qfrc_applied = nullptr) {
+template <class T, class L, class Detect = DetectInStep>
+PHX_HD PHX_DEVICE_NOINLINE unsigned adj_step_constrained(
+    const ModelView<T>& m, const T* qpos, const T* qvel, const T* ctrl, Workspace<T>& w,
+    ConstraintWorkspace<T, L>& c, ContactView<T>& cv, AdjWorkspace<T>& a,
+    AdjConstraintWorkspace<T, L>& s, const T* adj_qpos_next, const T* adj_qvel_next, T* adj_qpos,
+    T* adj_qvel, T* adj_ctrl, const ModelAdjoint<T>& adj_model,
+    const ContactModelAdjoint<T>& adj_contact, T* adj_qfrc = nullptr, LcpSolution<T> known = {},
+    const T* qfrc_applied = nullptr, const Detect& detect = {}) {
   // replay the forward step (without solving its LCP again when the solution is known)
   for (int i = 0; i < m.nq; ++i) s.qpos_next[i] = qpos[i];
   for (int d = 0; d < m.nv; ++d) s.qvel_next[d] = qvel[d];
-  unsigned status =
-      step_constrained(m, s.qpos_next, s.qvel_next, ctrl, w, c, cv, known, qfrc_applied);
+  unsigned status = step_constrained(m, s.qpos_next, s.qvel_next, ctrl, w, c, cv, known,
+                                     qfrc_applied, for_reverse(detect));
   if (status & kStatusStopMask) return status;
   adj_constrained_prepare(m, c, cv, s);
   adj_step_constrained_replayed(m, qpos, qvel, ctrl, w, c, cv, a, s, adj_qpos_next, adj_qvel_next,
@@ -943,14 +944,15 @@ struct AdjointScratch : StepScratch<T, Layout> {
 // adjoint of qfrc_applied, the step's added generalized force; either may be null); cv holds
 // the warm start the step inherited (unused without constraint rows). With activation state,
 // act (na) holds the step's activations before it, ga_next the adjoint of those after it and ga
-// receives theirs (all may be null when m.na = 0). Returns the replayed step's status.
-template <class T, class Layout>
+// receives theirs (all may be null when m.na = 0). The replay's contacts come from `detect`, as
+// step_env's. Returns the replayed step's status.
+template <class T, class Layout, class Detect = DetectInStep>
 PHX_HD PHX_DEVICE_NOINLINE unsigned adj_step_env(
     const ModelView<T>& m, const T* q, const T* v, const T* act, const T* u,
     AdjointScratch<T, Layout>& x, ContactView<T>& cv, const T* gq_next, const T* gv_next,
     const T* ga_next, T* gq, T* gv, T* ga, T* gc, const ModelAdjoint<T>& am,
     const ContactModelAdjoint<T>& ac, T* gf = nullptr, LcpSolution<T> known = {},
-    const T* qfrc_applied = nullptr) {
+    const T* qfrc_applied = nullptr, const Detect& detect = {}) {
   const T* input = u;
   T* g_input = gc;
   if (m.na > 0) {
@@ -974,7 +976,7 @@ PHX_HD PHX_DEVICE_NOINLINE unsigned adj_step_env(
     adj_step(m, q, v, input, x.w, x.a, gq_next, gv_next, gq, gv, g_input, am, gf, qfrc_applied);
   } else {
     status = adj_step_constrained(m, q, v, input, x.w, x.c, cv, x.a, x.s, gq_next, gv_next, gq, gv,
-                                  g_input, am, ac, gf, known, qfrc_applied);
+                                  g_input, am, ac, gf, known, qfrc_applied, detect);
   }
   if (m.na > 0 && !(status & kStatusStopMask))
     adj_activation(m, u, act, x.adj_input, ga_next, gc, ga);

@@ -55,13 +55,15 @@ struct JacobianScratch {
 
   // The replay every row's pass reuses, from (q, v, u) and the added force f (may be null):
   // step_dynamics without rows (and qvel' into x.a.qvel_next), else a cold-started
-  // step_constrained (qpos', qvel' into x.s) and its shared factorisations. Returns whether
+  // step_constrained (qpos', qvel' into x.s, its contacts from detect) and its shared
+  // factorisations. Returns whether
   // the step stopped (non-finite values): its rows are zero then, as step_vjp gives. A device
   // function of its own, as row_pass: ptxas allocates registers for each apart, rather than
   // for one kernel that inlines a forward step and a reverse pass in a loop (whose optimised
   // compile did not finish in 70 CPU-minutes).
+  template <class Detect = DetectInStep>
   PHX_HD PHX_DEVICE_NOINLINE bool replay(const ModelView<T>& m, const T* q, const T* v, const T* u,
-                                         const T* f) {
+                                         const T* f, const Detect& detect = {}) {
     if constexpr (std::is_floating_point_v<T> && kXpbdCompiled) {
       if (m.solver == kSolverXpbd) {  // each row's pass (adj_xpbd_step) replays the step again
         added = f;
@@ -79,8 +81,9 @@ struct JacobianScratch {
     *cv.nefc = 0;  // cold start, as step() from Python
     for (int i = 0; i < m.nq; ++i) x.s.qpos_next[i] = q[i];
     for (int i = 0; i < m.nv; ++i) x.s.qvel_next[i] = v[i];
-    bool stopped =
-        step_constrained(m, x.s.qpos_next, x.s.qvel_next, u, x.w, x.c, cv, {}, f) & kStatusStopMask;
+    bool stopped = step_constrained(m, x.s.qpos_next, x.s.qvel_next, u, x.w, x.c, cv, {}, f,
+                                    for_reverse(detect)) &
+                   kStatusStopMask;
     if (!stopped) adj_constrained_prepare(m, x.c, cv, x.s);
     return stopped;
   }

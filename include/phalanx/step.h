@@ -78,8 +78,9 @@ PHX_HD unsigned mocap_input_status(const ModelView<T>& m) {
 // out = qfrc + J(qpos)^T xfrc (xfrc_force), from the kinematics at qpos, computed into w. A kernel
 // hands `out` to the step as its qfrc_applied.
 template <class T>
-PHX_HD void body_forces_to_qfrc(const ModelView<T>& m, const T* qpos, const T* qfrc, const T* xfrc,
-                                Workspace<T>& w, T* out) {
+PHX_HD PHX_DEVICE_NOINLINE void body_forces_to_qfrc(const ModelView<T>& m, const T* qpos,
+                                                    const T* qfrc, const T* xfrc, Workspace<T>& w,
+                                                    T* out) {
   kinematics(m, qpos, w);
   com_pos(m, w);
   for (int d = 0; d < m.nv; ++d) out[d] = qfrc ? qfrc[d] : T(0);
@@ -90,9 +91,11 @@ PHX_HD void body_forces_to_qfrc(const ModelView<T>& m, const T* qpos, const T* q
 // caller has): to adj_xfrc (may be null) and the adjoints of qpos and body_ipos, accumulated;
 // recomputes the kinematics in w and uses a, zeroed here.
 template <class T>
-PHX_HD void adj_body_forces_to_qfrc(const ModelView<T>& m, const T* qpos, const T* xfrc,
-                                    Workspace<T>& w, AdjWorkspace<T>& a, const T* adj_out,
-                                    T* adj_qpos, T* adj_xfrc, const ModelAdjoint<T>& adj_model) {
+PHX_HD PHX_DEVICE_NOINLINE void adj_body_forces_to_qfrc(const ModelView<T>& m, const T* qpos,
+                                                        const T* xfrc, Workspace<T>& w,
+                                                        AdjWorkspace<T>& a, const T* adj_out,
+                                                        T* adj_qpos, T* adj_xfrc,
+                                                        const ModelAdjoint<T>& adj_model) {
   kinematics(m, qpos, w);
   com_pos(m, w);
   a.zero();
@@ -212,7 +215,16 @@ struct DetectInStep {};
 template <class T>
 struct DetectedBefore {
   ContactView<T> found;
+  bool frames = false;  // whether the step computes the geom frames all the same (for_reverse)
 };
+
+// The policy of a step replayed for its reverse pass, whose contacts' adjoint reads the geom
+// frames (adj_detect_contacts): a step whose contacts were DetectedBefore computes them too.
+template <class Detect>
+PHX_HD Detect for_reverse(Detect detect) {
+  if constexpr (!std::is_same_v<Detect, DetectInStep>) detect.frames = true;
+  return detect;
+}
 
 // What a narrowphase stage of the pairs Set finds (detect_stage): into `found`, the contacts of
 // the convex pairs alone (kConvex), for a model that has them, or those of every pair (kOwn),
@@ -266,8 +278,12 @@ PHX_HD PHX_INLINE int contact_rows(const ModelView<T>& m, const T* qpos, const T
     }
     return nrow;
   } else {
-    // (the geom frames stay with the narrowphase stages: only a detection reads them)
-    if (detects) cv.copy_detected(detect.found);
+    // (the geom frames stay with the narrowphase stages but for a replay of a reverse pass:
+    // only a detection and the contacts' adjoint read them)
+    if (detects) {
+      if (detect.frames) geom_poses(m, w, c);
+      cv.copy_detected(detect.found);
+    }
     return build_rows(m, qpos, qvel, w, c, cv);
   }
 }
@@ -506,11 +522,12 @@ PHX_HD void adj_implicit_dynamics(const ModelView<T>& m, const T* qpos, const T*
 // articulated-body and RNEA arrays; with implicitfast crb and the implicit arrays), so it may
 // run again with other seeds: one forward serves every row of a Jacobian.
 template <class T>
-PHX_HD void adj_step_replayed(const ModelView<T>& m, const T* qpos, const T* qvel,
-                              const T* ctrl, Workspace<T>& w, AdjWorkspace<T>& a,
-                              const T* adj_qpos_next, const T* adj_qvel_next, T* adj_qpos,
-                              T* adj_qvel, T* adj_ctrl, const ModelAdjoint<T>& adj_model,
-                              T* adj_qfrc = nullptr) {
+PHX_HD PHX_DEVICE_NOINLINE void adj_step_replayed(const ModelView<T>& m, const T* qpos,
+                                                  const T* qvel, const T* ctrl, Workspace<T>& w,
+                                                  AdjWorkspace<T>& a, const T* adj_qpos_next,
+                                                  const T* adj_qvel_next, T* adj_qpos, T* adj_qvel,
+                                                  T* adj_ctrl, const ModelAdjoint<T>& adj_model,
+                                                  T* adj_qfrc = nullptr) {
   T dt = m.timestep;
   for (int d = 0; d < m.nv; ++d) a.qvel_next[d] = qvel[d] + dt * w.qacc[d];
 

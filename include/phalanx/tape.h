@@ -479,7 +479,7 @@ struct TapeReverse {
 
   // segment seg's records and, in *base, the index of its first step in them: the checkpoints
   // themselves when K = 1, else the segment buffer, recomputed here
-  PHX_HD TapeRecords<T> recompute(int seg, int* base) {
+  PHX_HD PHX_DEVICE_NOINLINE TapeRecords<T> recompute(int seg, int* base) {
     const int K = tape.every, nstep = tape.nstep, t0 = seg * K;
     const int t1 = t0 + K < nstep ? t0 + K : nstep;
     TapeRecords<T> rec = tape.walked(m, e, seg, base);
@@ -506,9 +506,10 @@ struct TapeReverse {
   // nv, nstep x na, may be null) are added as the walk reaches them; adj_ctrl (nstep x nu)
   // receives each step's control adjoint, am and ac accumulate the parameters' (but for mocap
   // poses given per step, whose adjoints go to the step's rows)
-  PHX_HD void walk(int seg, const TapeRecords<T>& rec, int base, const T* adj_qpos_out,
-                   const T* adj_qvel_out, const T* adj_act_out, T* adj_ctrl, ModelAdjoint<T> am,
-                   const ContactModelAdjoint<T>& ac) {
+  PHX_HD PHX_DEVICE_NOINLINE void walk(int seg, const TapeRecords<T>& rec, int base,
+                                       const T* adj_qpos_out, const T* adj_qvel_out,
+                                       const T* adj_act_out, T* adj_ctrl, ModelAdjoint<T> am,
+                                       const ContactModelAdjoint<T>& ac) {
     const int K = tape.every, t0 = seg * K, t1 = t0 + K < tape.nstep ? t0 + K : tape.nstep;
     for (int t = t1 - 1; t >= t0; --t)
       step_back(seg, t, rec, base, adj_qpos_out, adj_qvel_out, adj_act_out, adj_ctrl, am, ac);

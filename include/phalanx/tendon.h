@@ -154,13 +154,13 @@ PHX_HD void tendon_kinematics(const ModelView<T>& m, const T* qpos, Workspace<T>
 // Adjoint of a wrapped span's geometry: from the adjoints of its tangent points (adj_p1, adj_p2,
 // world) and of its wrap length to those of its sites (adj_pa, adj_pb, accumulated), and of the
 // side site's and the geom's body frames in a. wrap_local's slopes in its nine inputs come from
-// running it on Dual numbers.
+// running it on Dual numbers, one site's three a pass.
 template <class T, class S>
 PHX_HD PHX_DEVICE_NOINLINE void adj_span_wrap(const ModelView<S>& m, const Span<S>& sp, int g,
                                               const Vec3<T>& adj_p1, const Vec3<T>& adj_p2,
                                               T adj_wrap_length, Vec3<T>& adj_pa, Vec3<T>& adj_pb,
                                               AdjWorkspace<T>& a) {
-  using D = Dual<T, 9>;
+  using D = Dual<T, 3>;
   const int geom = m.wrap_objid[g], gb = m.geom_bodyid[geom];
   const Mat3<T> G = Mat3<T>::load(sp.G.m);
   Mat3<T> adj_G{};
@@ -169,23 +169,25 @@ PHX_HD PHX_DEVICE_NOINLINE void adj_span_wrap(const ModelView<S>& m, const Span<
   Vec3<T> adj_t0{}, adj_t1{};
   adj_mul(G, Vec3<T>::from(sp.wrap.t0), adj_G, adj_t0, adj_p1);
   adj_mul(G, Vec3<T>::from(sp.wrap.t1), adj_G, adj_t1, adj_p2);
-  // the wrap in the geom's frame, on Dual numbers seeded along the local inputs
-  Vec3<D> in[3];
-  for (int i = 0; i < 3; ++i)
-    for (int j = 0; j < 3; ++j) {
-      in[i][j] = D(T(sp.local[i][j]));
-      in[i][j].d[3 * i + j] = T(1);
-    }
-  const LocalWrap<D> lw = wrap_local(in[0], in[1], in[2], sp.side_body >= 0,
-                                     D(T(m.geom_size[3 * geom])), m.wrap_type[g] == kWrapCylinder);
+  // the wrap in the geom's frame, on Dual numbers seeded along one site's local coordinates a
+  // pass (the side site's only when there is one): the slopes are those of one pass seeded
+  // along all nine, whose duals would not fit a GPU thread's registers
   Vec3<T> adj_local[3];
-  for (int i = 0; i < 3; ++i)
+  const int nsite = sp.side_body >= 0 ? 3 : 2;
+  for (int i = 0; i < nsite; ++i) {
+    Vec3<D> in[3];
+    for (int k = 0; k < 3; ++k)
+      for (int j = 0; j < 3; ++j) in[k][j] = D(T(sp.local[k][j]));
+    for (int j = 0; j < 3; ++j) in[i][j].d[j] = T(1);
+    const LocalWrap<D> lw =
+        wrap_local(in[0], in[1], in[2], sp.side_body >= 0, D(T(m.geom_size[3 * geom])),
+                   m.wrap_type[g] == kWrapCylinder);
     for (int j = 0; j < 3; ++j) {
-      const int k = 3 * i + j;
-      adj_local[i][j] = adj_wrap_length * lw.length.d[k];
+      adj_local[i][j] = adj_wrap_length * lw.length.d[j];
       for (int r = 0; r < 3; ++r)
-        adj_local[i][j] += adj_t0[r] * lw.t0[r].d[k] + adj_t1[r] * lw.t1[r].d[k];
+        adj_local[i][j] += adj_t0[r] * lw.t0[r].d[j] + adj_t1[r] * lw.t1[r].d[j];
     }
+  }
   // local = G^T (x - c): adj_x += G adj_local, adj_c -= G adj_local, adj_G += (x - c) adj_local^T
   const Vec3<S> xs[3] = {sp.p[0], sp.p[sp.n - 1], sp.side};
   Vec3<T> adj_x[3];

@@ -13,8 +13,9 @@
 // length, and the arc becomes a helix.
 //
 // wrap_local works in the geom's frame on one scalar type R, so the adjoint (tendon.h) runs it
-// on Dual numbers seeded along the nine local inputs (p0, p1, the side site). It and the two
-// planar wraps are device functions of their own (PHX_DEVICE_NOINLINE), compiled once per scalar.
+// on Dual numbers seeded along its local inputs (p0, p1, the side site), one site a pass. It and
+// the two planar wraps are device functions of their own (PHX_DEVICE_NOINLINE), compiled once per
+// scalar.
 #pragma once
 
 #include "phalanx/math/spatial.h"

@@ -606,5 +606,103 @@ TEST(Contact, StagedStepsAreTheStepsBitForBit) {
   }
 }
 
+// A step's reverse passes whose replay's narrowphase runs in stages of its own (as on CUDA) are
+// those run whole, bit for bit: StepAdjointKernel's adjoints of the state, the controls and every
+// parameter (the geom sizes' through the contacts' geometry among them) and StepJacobianKernel's
+// Jacobians, at states where the bodies lie on the floor and on each other.
+TEST(Contact, StagedStepReversePassesAreTheWholeBitForBit) {
+  for (const Model& model : staged_models()) {
+    const int nenv = 4;
+    DeviceModel<double> dm(model, Device::kCpu);
+    const ModelView<double>& m = dm.view();
+    Data<double> d = staged_data(dm, nenv);
+    Buffer<double> ctrl(Device::kCpu, std::vector<double>(size_t(nenv) * m.nu, 0.1));
+    StepKernel<double> fall{m,           d.qpos.data(),   d.qvel.data(), nullptr,
+                            ctrl.data(), d.status.data(), 120,           d.contacts()};
+    cpu::launch(nenv, fall, dm.scratch_size());
+    std::mt19937 rng(3);
+    std::uniform_real_distribution<double> u(-1, 1);
+    auto random = [&](size_t n) {
+      std::vector<double> x(n);
+      for (double& v : x) v = u(rng);
+      return Buffer<double>(Device::kCpu, x);
+    };
+    Buffer<double> seed_q = random(size_t(nenv) * m.nq), seed_v = random(size_t(nenv) * m.nv);
+    // the step's adjoint, each way: its outputs, one array of all its parameters' adjoints
+    struct Adjoint {
+      Buffer<double> q, v, u, params;
+      Data<double> replay;
+      int launches = 0;
+    };
+    long nparam = 0;
+    for (int k = 0; k < kNumParams; ++k) nparam += param_size(m, k);
+    auto adjoint = [&](bool staged) {
+      Adjoint r{Buffer<double>(Device::kCpu, size_t(nenv) * m.nq),
+                Buffer<double>(Device::kCpu, size_t(nenv) * m.nv),
+                Buffer<double>(Device::kCpu, size_t(nenv) * m.nu),
+                Buffer<double>(Device::kCpu, size_t(nenv * nparam)), Data<double>(dm, nenv)};
+      ModelAdjoint<double> am;
+      ContactModelAdjoint<double> ac;
+      double* p = r.params.data();
+      for (int k = 0; k < kNumParams; p += nenv * param_size(m, k), ++k)
+        param_adjoint(am, ac, k) = p;
+      StepAdjointKernel<double> k{m,
+                                  d.qpos.data(),
+                                  d.qvel.data(),
+                                  ctrl.data(),
+                                  seed_q.data(),
+                                  seed_v.data(),
+                                  r.q.data(),
+                                  r.v.data(),
+                                  r.u.data(),
+                                  am,
+                                  ac,
+                                  r.replay.contacts()};
+      const ScratchSize scratch = adjoint_scratch_size(m);
+      if (staged)
+        r.launches = launch_staged(m, nenv, k, scratch);
+      else
+        cpu::launch(nenv, k, scratch);
+      return r;
+    };
+    Adjoint whole = adjoint(false), staged = adjoint(true);
+    EXPECT_EQ(staged.launches, stage_launches_per_step(m));
+    EXPECT_EQ(staged.q.to_host(), whole.q.to_host());
+    EXPECT_EQ(staged.v.to_host(), whole.v.to_host());
+    EXPECT_EQ(staged.u.to_host(), whole.u.to_host());
+    EXPECT_EQ(staged.params.to_host(), whole.params.to_host());
+    // the replays had contacts, and their geometry's adjoint reached the geom sizes
+    std::vector<int> ncon = whole.replay.contact.ncon.to_host();
+    EXPECT_GT(*std::max_element(ncon.begin(), ncon.end()), 0);
+    EXPECT_EQ(staged.replay.contact.ncon.to_host(), ncon);
+    long size_at = 0;
+    for (int k = 0; k < kParamGeomSize; ++k) size_at += nenv * param_size(m, k);
+    const std::vector<double> params = whole.params.to_host();
+    double most = 0;
+    for (long i = size_at; i < size_at + nenv * param_size(m, kParamGeomSize); ++i)
+      most = std::max(most, std::abs(params[size_t(i)]));
+    EXPECT_GT(most, 0.0);
+
+    // the Jacobians, each way
+    const int nrow = m.nq + m.nv;
+    auto jacobian = [&](bool staged) {
+      std::array<Buffer<double>, 2> J{
+          Buffer<double>(Device::kCpu, size_t(nenv) * nrow * jacobian_cols(m)),
+          Buffer<double>(Device::kCpu, size_t(nenv) * nrow * jacobian_nparam(m))};
+      StepJacobianKernel<double> k{m,           d.qpos.data(), d.qvel.data(),
+                                   ctrl.data(), J[0].data(),   J[1].data()};
+      const ScratchSize scratch = jacobian_scratch_size(m);
+      if (staged)
+        EXPECT_EQ(launch_staged(m, nenv, k, scratch), stage_launches_per_step(m));
+      else
+        cpu::launch(nenv, k, scratch);
+      return J;
+    };
+    std::array<Buffer<double>, 2> J_whole = jacobian(false), J_staged = jacobian(true);
+    EXPECT_EQ(J_staged[0].to_host(), J_whole[0].to_host());
+    EXPECT_EQ(J_staged[1].to_host(), J_whole[1].to_host());
+  }
+}
+
 }  // namespace
 }  // namespace phx

@@ -12,8 +12,8 @@
 // Adjoints: plane-box and sphere-box are hand-written. Capsule-box is hand-written except the
 // segment parameters of its one or two contact points, whose local Jacobian comes from running
 // the selection code on Dual<T, 10>. Box-box, a separating-axis search followed by polygon
-// clipping, is differentiated by running box_box itself on Dual<T, 6> five times (30 inputs:
-// both frames and both sizes), as quat.h's adj_integrate does.
+// clipping, is differentiated by running box_box itself on Dual numbers, a few of its 30 inputs
+// (both frames and both sizes) at a time, as quat.h's adj_integrate does.
 #pragma once
 
 #include "phalanx/collision/primitives.h"
@@ -499,10 +499,11 @@ PHX_HD int capsule_box(const GeomFrame<T>& g1, const T* size1, const GeomFrame<T
 // centre, axis, half-length and box sizes (Dual<T, 10> on capsule_box_params) <- the frames
 // (hand-written).
 template <class T>
-PHX_HD void adj_capsule_box(const GeomFrame<T>& g1, const T* size1, const GeomFrame<T>& g2,
-                            const T* size2, T margin, int n, const ContactPoint<T>* adj,
-                            GeomFrame<T>& adj_g1, T* adj_size1, GeomFrame<T>& adj_g2,
-                            T* adj_size2) {
+PHX_HD PHX_DEVICE_NOINLINE void adj_capsule_box(const GeomFrame<T>& g1, const T* size1,
+                                                const GeomFrame<T>& g2, const T* size2, T margin,
+                                                int n, const ContactPoint<T>* adj,
+                                                GeomFrame<T>& adj_g1, T* adj_size1,
+                                                GeomFrame<T>& adj_g2, T* adj_size2) {
   using D = Dual<T, 10>;
   if (n < 1) return;
   ContactPoint<T> fwd[2];
@@ -837,6 +838,14 @@ PHX_HD int box_box(const GeomFrame<T>& g1, const T* size1, const GeomFrame<T>& g
 
 namespace collision_impl {
 
+// The directions of one dual-number pass over a pair's inputs: six on the CPU, three on the GPU,
+// whose duals then fit a thread's registers. A direction's slopes are the same either way.
+#ifdef __CUDA_ARCH__
+inline constexpr int kPairDirections = 3;
+#else
+inline constexpr int kPairDirections = 6;
+#endif
+
 // Input k of a pair's 30 inputs, in the order pos1 (0..2), rot1 (3..11, row-major), size1
 // (12..14), pos2 (15..17), rot2 (18..26), size2 (27..29).
 template <class T>
@@ -881,12 +890,13 @@ PHX_HD void adj_box_box_pass(int first, const GeomFrame<T>& g1, const T* size1,
 
 }  // namespace collision_impl
 
-// the Jacobian of the whole box-box manifold by five dual-number passes of six directions each
+// the Jacobian of the whole box-box manifold by dual-number passes (kPairDirections each)
 template <class T>
-PHX_HD void adj_box_box(const GeomFrame<T>& g1, const T* size1, const GeomFrame<T>& g2,
-                        const T* size2, T margin, int n, const ContactPoint<T>* adj,
-                        GeomFrame<T>& adj_g1, T* adj_size1, GeomFrame<T>& adj_g2, T* adj_size2) {
-  constexpr int kDirections = 6;
+PHX_HD PHX_DEVICE_NOINLINE void adj_box_box(const GeomFrame<T>& g1, const T* size1,
+                                            const GeomFrame<T>& g2, const T* size2, T margin, int n,
+                                            const ContactPoint<T>* adj, GeomFrame<T>& adj_g1,
+                                            T* adj_size1, GeomFrame<T>& adj_g2, T* adj_size2) {
+  constexpr int kDirections = collision_impl::kPairDirections;
   if (n < 1) return;
   for (int first = 0; first < 30; first += kDirections)
     collision_impl::adj_box_box_pass<T, kDirections>(first, g1, size1, g2, size2, margin, n, adj,

@@ -47,9 +47,9 @@
 // update whose horizon is not one loop or whose new faces come nearer the origin is not made.
 //
 // Adjoints re-run steps 1-2 from the same inputs (same discrete choices) and differentiate the
-// smooth formulas of 3a/3b: the face branch by running it on Dual<T, 6> (five passes over the 30
+// smooth formulas of 3a/3b: the face branch by running it on Dual numbers (passes over the 30
 // inputs, as adj_box_box), the Newton branch by implicit differentiation of its optimality
-// conditions F(z, theta) = 0 (dz/dtheta = -F_z^-1 F_theta, both from Dual<T, 10>). Both are exact
+// conditions F(z, theta) = 0 (dz/dtheta = -F_z^-1 F_theta, both from Dual numbers). Both are exact
 // for every generic configuration of every pair. Not differentiated: mesh vertices (data), and
 // the fallback contact made when a branch degenerates (coincident cores, a failed Newton solve),
 // which gets no adjoint.
@@ -1229,17 +1229,18 @@ PHX_HD T contact_grad(const ContactPoint<Dual<T, N>>* con, const ContactPoint<T>
 // (+=) into the adjoints of both frames (position and the nine rotation entries as independent
 // inputs) and sizes (the entries a type reads; meshes' vertices are data and get nothing).
 // Re-runs the forward's discrete choices; adds nothing when they give a count other than n or
-// the degenerate fallback contact. The face branch is differentiated by running it on
-// Dual<T, 6> (five passes over the 30 inputs), the feature branch implicitly:
+// the degenerate fallback contact. The face branch is differentiated by running it on Dual
+// numbers (passes of kPairDirections over the 30 inputs), the feature branch implicitly:
 //   d(adj . c)/dtheta = adj . dc/dtheta - lambda . dF/dtheta,  F_z^T lambda = (dc/dz)^T adj,
-// where F(z, theta) = 0 are its optimality conditions (feature_system), from Dual<T, 10> (four
-// slots for z, six for inputs).
+// where F(z, theta) = 0 are its optimality conditions (feature_system), from Dual numbers with
+// four slots for z and kPairDirections for inputs.
 template <class T>
-PHX_HD void adj_convex_convex(const GeomShape<T>& s1, const GeomFrame<T>& g1,
-                              const GeomShape<T>& s2, const GeomFrame<T>& g2, T margin,
-                              const CcdSettings<T>& ccd, int n, const ContactPoint<T>* adj_contacts,
-                              GeomFrame<T>& adj_g1, T* adj_size1, GeomFrame<T>& adj_g2,
-                              T* adj_size2) {
+PHX_HD PHX_DEVICE_NOINLINE void adj_convex_convex(const GeomShape<T>& s1, const GeomFrame<T>& g1,
+                                                  const GeomShape<T>& s2, const GeomFrame<T>& g2,
+                                                  T margin, const CcdSettings<T>& ccd, int n,
+                                                  const ContactPoint<T>* adj_contacts,
+                                                  GeomFrame<T>& adj_g1, T* adj_size1,
+                                                  GeomFrame<T>& adj_g2, T* adj_size2) {
   using namespace collision_impl;
   if (n < 1) return;
   ConvexBody<T, T> body[2] = {make_body(s1, g1, s1.size), make_body(s2, g2, s2.size)};
@@ -1250,7 +1251,7 @@ PHX_HD void adj_convex_convex(const GeomShape<T>& s1, const GeomFrame<T>& g1,
   // the adjoints of the 30 inputs, written back to the entries each type reads
   T grad[30] = {};
   if (plan.branch == kBranchFace) {
-    constexpr int N = 6;
+    constexpr int N = kPairDirections;
     using D = Dual<T, N>;
     for (int first = 0; first < 30; first += N) {
       ConvexBody<D, T> d[2];
@@ -1261,7 +1262,7 @@ PHX_HD void adj_convex_convex(const GeomShape<T>& s1, const GeomFrame<T>& g1,
         grad[first + i] = contact_grad(con, adj_contacts, n, i);
     }
   } else {
-    constexpr int N = 10, kZ = 4;
+    constexpr int kZ = 4, N = kZ + kPairDirections;
     using D = Dual<T, N>;
     T lambda[4];
     for (int first = 0; first < 30; first += N - kZ) {

@@ -181,11 +181,12 @@ PHX_HD int hfield_convex(const GeomShape<T>& hf, const GeomFrame<T>& g1, const G
 // Adjoint of hfield_convex (the contract of collide's adjoint); the height data is not a
 // parameter, so adj_size1 receives nothing.
 template <class T>
-PHX_HD void adj_hfield_convex(const GeomShape<T>& hf, const GeomFrame<T>& g1,
-                              const GeomShape<T>& s2, const GeomFrame<T>& g2, T margin,
-                              const CcdSettings<T>& ccd, int n, const ContactPoint<T>* adj_contacts,
-                              GeomFrame<T>& adj_g1, T* adj_size1, GeomFrame<T>& adj_g2,
-                              T* adj_size2) {
+PHX_HD PHX_DEVICE_NOINLINE void adj_hfield_convex(const GeomShape<T>& hf, const GeomFrame<T>& g1,
+                                                  const GeomShape<T>& s2, const GeomFrame<T>& g2,
+                                                  T margin, const CcdSettings<T>& ccd, int n,
+                                                  const ContactPoint<T>* adj_contacts,
+                                                  GeomFrame<T>& adj_g1, T* adj_size1,
+                                                  GeomFrame<T>& adj_g2, T* adj_size2) {
   (void)adj_size1;
   int i = 0;
   collision_impl::for_each_hfield_prism(

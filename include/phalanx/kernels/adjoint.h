@@ -17,7 +17,8 @@ PHX_HD ScratchSize adjoint_scratch_size(const ModelView<T>& m) {
 // skips one).
 // The step is replayed from the warm start in con (a cold start when it holds no rows), its
 // constraint workspace's strided arrays laid out by the scratch's Layout, as the forward
-// kernels lay theirs out.
+// kernels lay theirs out. On CUDA the replay's narrowphase runs in stages of its own before it
+// (kernels/common.h: staged launches).
 template <class T>
 struct StepAdjointKernel {
   using Scalar = T;
@@ -48,6 +49,12 @@ struct StepAdjointKernel {
 
   template <class Layout>
   PHX_HD void operator()(int e, Scratch<T, Layout> scratch) const {
+    steps(e, scratch, 0, 1, DetectInStep{});
+  }
+
+  // its step's reverse pass, step [0, 1), the replay's contacts from detect
+  template <class Layout, class Detect>
+  PHX_HD void steps(int e, Scratch<T, Layout> scratch, int, int, const Detect& detect) const {
     const ModelView<T> m = env_view(model, e);
     Arena<T, Layout> arena(scratch);
     AdjointScratch<T, Layout> x = AdjointScratch<T, Layout>::carve(m, arena);
@@ -74,12 +81,25 @@ struct StepAdjointKernel {
     unsigned status = adj_step_env(m, q, qvel + long(e) * m.nv, env_row(act, e, m.na),
                                    ctrl + long(e) * m.nu, x, cv, adj_qpos_next + long(e) * m.nq,
                                    adj_qvel_next + long(e) * m.nv, env_row(adj_act_next, e, m.na),
-                                   gq, gv, ga, gc, am, ac, gf, {}, xf ? total : f);
+                                   gq, gv, ga, gc, am, ac, gf, {}, xf ? total : f, detect);
     if (!xf) return;
     T* gx = env_row(adj_xfrc_applied, e, 6 * m.nbody);
     for (int i = 0; gx && i < 6 * m.nbody; ++i) gx[i] = T(0);
     // the step accumulated nothing when it stopped (non-finite values)
     if (!(status & kStatusStopMask)) adj_body_forces_to_qfrc(m, q, xf, x.w, x.a, gf, gq, gx, am);
+  }
+  // the narrowphase stages of its replay: the contacts at qpos
+  template <class Layout, class Found>
+  PHX_HD void detect(int e, Scratch<T, Layout> scratch, int, const Found& found) const {
+    const ModelView<T> m = env_view(model, e);
+    Arena<T, Layout> arena(scratch);
+    AdjointScratch<T, Layout> x = AdjointScratch<T, Layout>::carve(m, arena);
+    detect_stage(m, qpos + long(e) * m.nq, x.w, x.c, found);
+  }
+  static constexpr bool kStaged = true;
+  template <class Run>
+  void staged(const StageMemory<T>& memory, Run&& run) const {
+    stage_launches(*this, 1, memory, run);
   }
 };
 

@@ -88,6 +88,11 @@ struct StageMemory {
   }
 };
 
+// Whether a kernel takes scratch of Layout: its stages take the layouts it takes
+template <class Kernel, class Layout>
+concept TakesLayout =
+    std::is_invocable_v<const Kernel&, int, Scratch<typename Kernel::Scalar, Layout>>;
+
 // A narrowphase stage of the pairs Set of step t of a staged kernel's launches (stage_launches),
 // which ConvexStage and DetectStage name
 template <class Kernel, PairSet Set>
@@ -98,7 +103,8 @@ struct NarrowphaseStage {
   int t;
 
   template <class Layout>
-  PHX_HD void operator()(int e, Scratch<Scalar, Layout> scratch) const {
+  requires TakesLayout<Kernel, Layout> PHX_HD void operator()(
+      int e, Scratch<Scalar, Layout> scratch) const {
     const ModelView<Scalar>& m = k.model;
     if constexpr (Set == PairSet::kConvex)
       k.detect(e, scratch, t, StageContacts<Scalar, Set>{memory.convex_env(m, e), {}});
@@ -124,7 +130,8 @@ struct StepStage {
   int t0, t1;
 
   template <class Layout>
-  PHX_HD void operator()(int e, Scratch<Scalar, Layout> scratch) const {
+  requires TakesLayout<Kernel, Layout> PHX_HD void operator()(
+      int e, Scratch<Scalar, Layout> scratch) const {
     const ModelView<Scalar>& m = k.model;
     k.steps(e, scratch, t0, t1,
             DetectedBefore<Scalar>{detects_contacts(m) ? found.env(m, e) : ContactView<Scalar>{}});

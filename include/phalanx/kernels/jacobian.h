@@ -27,7 +27,8 @@ struct SingleRows {
 // (nq + nv) x jacobian_nparam, may be null) holds d out_r / d(parameters) in Param order.
 // With linear passes, `rows` first computes some rows of qvel' (the first n it returns) over
 // the scratch past JacobianScratch's; the rest get a pass each, then the rows of qpos' follow
-// by the chain rule. Otherwise every row gets a pass of its own.
+// by the chain rule. Otherwise every row gets a pass of its own. On CUDA the replay's
+// narrowphase runs in stages of its own before it (kernels/common.h: staged launches).
 template <class T, class Rows = SingleRows>
 struct StepJacobianKernel {
   using Scalar = T;
@@ -41,6 +42,12 @@ struct StepJacobianKernel {
   Rows rows{};
 
   PHX_HD void operator()(int e, Scratch<T> scratch) const {
+    steps(e, scratch, 0, 1, DetectInStep{});
+  }
+
+  // its Jacobians, of step [0, 1), the replay's contacts from detect
+  template <class Detect>
+  PHX_HD void steps(int e, Scratch<T> scratch, int, int, const Detect& detect) const {
     const ModelView<T> m = env_view(model, e);
     const int nrow = m.nq + m.nv, np = jacobian_nparam(m);
     Arena<T> arena(scratch);
@@ -50,7 +57,7 @@ struct StepJacobianKernel {
     const T* u = ctrl + long(e) * m.nu;
     T* J = jac + long(e) * nrow * jacobian_cols(m);
     T* Jp = jac_param ? jac_param + long(e) * nrow * np : nullptr;
-    const bool stopped = js.replay(m, q, v, u, env_row(qfrc_applied, e, m.nv));
+    const bool stopped = js.replay(m, q, v, u, env_row(qfrc_applied, e, m.nv), detect);
     const bool linear = JacobianScratch<T>::linear(m);
     int first = linear ? m.nq : 0;  // rows computed by single passes: [first, nrow)
     if (linear && !stopped) first += rows(model, m, q, v, u, js, arena.rest(), J, Jp);
@@ -58,6 +65,19 @@ struct StepJacobianKernel {
       js.row_pass(m, q, v, u, r, stopped, J + long(r) * jacobian_cols(m),
                   Jp ? Jp + long(r) * np : nullptr);
     if (linear) js.qpos_rows(m, q, stopped, J, Jp);
+  }
+  // the narrowphase stages of its replay: the contacts at qpos
+  template <class Found>
+  PHX_HD void detect(int e, Scratch<T> scratch, int, const Found& found) const {
+    const ModelView<T> m = env_view(model, e);
+    Arena<T> arena(scratch);
+    JacobianScratch<T> js = JacobianScratch<T>::carve(m, arena);
+    detect_stage(m, qpos + long(e) * m.nq, js.x.w, js.x.c, found);
+  }
+  static constexpr bool kStaged = true;
+  template <class Run>
+  void staged(const StageMemory<T>& memory, Run&& run) const {
+    stage_launches(*this, 1, memory, run);
   }
 };
 
