@@ -2,6 +2,7 @@
 #pragma once
 
 #include <cstddef>
+#include <new>
 #include <type_traits>
 
 #include "phalanx/config.h"
@@ -257,6 +258,33 @@ PHX_HD ScratchSize carved_size(const M& m, Args... args) {
   Arena<T> a;
   W::carve(m, a, args...);
   return a.used();
+}
+
+// W's arrays carved from arena (W::carve(m, arena, args...)) into *w, in place: a scratch made
+// of others carves itself (w->carve_in, into a default-constructed *w), each of its parts by
+// carve_part.
+template <class W, class M, class A, class... Args>
+PHX_HD void carve_part(W* w, const M& m, A& arena, Args... args) {
+  if constexpr (requires { w->carve_in(m, arena, args...); })
+    w->carve_in(m, arena, args...);
+  else
+    ::new (static_cast<void*>(w)) W(W::carve(m, arena, args...));
+}
+
+// the carve of a scratch made of others (W::carve), by value from its carve_in
+template <class W, class M, class A, class... Args>
+PHX_HD W carved_in_place(const M& m, A& arena, Args... args) {
+  W w;
+  w.carve_in(m, arena, args...);
+  return w;
+}
+
+// carve_part as a function of its own on the GPU, which stores each pointer as it carves it:
+// a reverse pass's scratch, some 200 pointers, carved by value is held in registers whole, and
+// spills. (A forward kernel's, carved by value inline, keeps only the pointers it reads.)
+template <class W, class M, class A, class... Args>
+PHX_HD PHX_DEVICE_NOINLINE void carve_into(W* w, const M& m, A& arena, Args... args) {
+  carve_part(w, m, arena, args...);
 }
 
 }  // namespace phx

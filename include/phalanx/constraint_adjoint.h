@@ -568,12 +568,11 @@ PHX_HD PHX_INLINE void adj_position_update(const ModelView<S>& m, const T* qpos,
 // cv. With S other than T (seeds in lanes) the pass is the plain one of a shared factorisation
 // (s.base, s.efc_force, s.vfree and s.lcp bound by LaneReplay).
 template <class T, class S, class L>
-PHX_HD void adj_constrained_rows(const ModelView<S>& m, const T* qpos, const T* qvel,
-                                 Workspace<S>& w, ConstraintWorkspace<S, L>& c,
-                                 const ContactView<S>& cv, AdjWorkspace<T>& a,
-                                 AdjConstraintWorkspace<T, L>& s, T* adj_qpos, T* adj_qvel,
-                                 const ContactModelAdjoint<T>& adj_contact, T* adj_qfrc,
-                                 OuterSum<T, 4>& adj_M) {
+PHX_HD PHX_DEVICE_NOINLINE void adj_constrained_rows(
+    const ModelView<S>& m, const T* qpos, const T* qvel, Workspace<S>& w,
+    ConstraintWorkspace<S, L>& c, const ContactView<S>& cv, AdjWorkspace<T>& a,
+    AdjConstraintWorkspace<T, L>& s, T* adj_qpos, T* adj_qvel,
+    const ContactModelAdjoint<T>& adj_contact, T* adj_qfrc, OuterSum<T, 4>& adj_M) {
   constexpr bool own = std::is_same_v<S, T>;
   const int nrow = *cv.nefc;
   const S* f = cv.efc_force;
@@ -684,12 +683,11 @@ PHX_HD PHX_DEVICE_NOINLINE void adj_constrained_rest(
 // The adjoint of qvel' = vfree + M^-1 J^T f onward, with g = adjoint of qvel' in s.g: its
 // stages that depend on the rows, then the rest (above)
 template <class T, class S, class L>
-PHX_HD void adj_constrained_velocity(const ModelView<S>& m, const T* qpos, const T* qvel,
-                                     const T* ctrl, Workspace<S>& w, ConstraintWorkspace<S, L>& c,
-                                     const ContactView<S>& cv, AdjWorkspace<T>& a,
-                                     AdjConstraintWorkspace<T, L>& s, T* adj_qpos, T* adj_qvel,
-                                     T* adj_ctrl, const ModelAdjoint<T>& adj_model,
-                                     const ContactModelAdjoint<T>& adj_contact, T* adj_qfrc) {
+PHX_HD PHX_DEVICE_NOINLINE void adj_constrained_velocity(
+    const ModelView<S>& m, const T* qpos, const T* qvel, const T* ctrl, Workspace<S>& w,
+    ConstraintWorkspace<S, L>& c, const ContactView<S>& cv, AdjWorkspace<T>& a,
+    AdjConstraintWorkspace<T, L>& s, T* adj_qpos, T* adj_qvel, T* adj_ctrl,
+    const ModelAdjoint<T>& adj_model, const ContactModelAdjoint<T>& adj_contact, T* adj_qfrc) {
   OuterSum<T, 4> adj_M;
   adj_constrained_rows(m, qpos, qvel, w, c, cv, a, s, adj_qpos, adj_qvel, adj_contact, adj_qfrc,
                        adj_M);
@@ -790,8 +788,10 @@ PHX_HD void adj_step_rows(const ModelView<S>& m, const T* qpos, const T* qvel, W
 // left in c.lcp when it is that classification's: the stabilised solvers'). Nothing for a single
 // pass (s.base unbound), which is cheaper without them. Runs right after step_constrained.
 template <class T, class L>
-PHX_HD void adj_constrained_prepare(const ModelView<T>& m, ConstraintWorkspace<T, L>& c,
-                                    const ContactView<T>& cv, AdjConstraintWorkspace<T, L>& s) {
+PHX_HD PHX_DEVICE_NOINLINE void adj_constrained_prepare(const ModelView<T>& m,
+                                                        ConstraintWorkspace<T, L>& c,
+                                                        const ContactView<T>& cv,
+                                                        AdjConstraintWorkspace<T, L>& s) {
   if (!s.shared() || *cv.nefc == 0) return;
   delassus_rows(m, *cv.nefc, c, s.Z);
   const LcpProblem<T, L> p = lcp_problem(*cv.nefc, c);
@@ -925,18 +925,20 @@ struct AdjointScratch : StepScratch<T, Layout> {
 
   template <class M>
   PHX_HD static AdjointScratch carve(const M& m, Arena<T, Layout>& arena) {
-    AdjointScratch x;
-    static_cast<StepScratch<T, Layout>&>(x) = StepScratch<T, Layout>::carve(m, arena);
-    x.a = AdjWorkspace<T>::carve(m, arena);
-    x.adj_input = arena.take_fixed(m.na > 0 ? m.nu : 0);
-    if (m.nefcmax > 0) x.s = AdjConstraintWorkspace<T, Layout>::carve(m, arena);
+    return carved_in_place<AdjointScratch>(m, arena);
+  }
+  template <class M>
+  PHX_HD void carve_in(const M& m, Arena<T, Layout>& arena) {
+    StepScratch<T, Layout>::carve_in(m, arena);
+    carve_part(&a, m, arena);
+    adj_input = arena.take_fixed(m.na > 0 ? m.nu : 0);
+    if (m.nefcmax > 0) carve_part(&s, m, arena);
     if constexpr (std::is_floating_point_v<T>) {
       if (m.solver == kSolverXpbd) {
-        x.xpbd_adj = XpbdAdjArrays<T>::carve(m, arena);
-        x.xpbd_record = XpbdRecord<T>::carve(m, arena);
+        carve_part(&xpbd_adj, m, arena);
+        carve_part(&xpbd_record, m, arena);
       }
     }
-    return x;
   }
 };
 

@@ -35,14 +35,16 @@ struct JacobianScratch {
 
   template <class M>
   PHX_HD static JacobianScratch carve(const M& m, Arena<T>& arena) {
-    JacobianScratch j;
-    j.x = AdjointScratch<T>::carve(m, arena);
+    return carved_in_place<JacobianScratch>(m, arena);
+  }
+  template <class M>
+  PHX_HD void carve_in(const M& m, Arena<T>& arena) {
+    carve_part(&x, m, arena);
     if (m.nefcmax > 0) {
-      j.x.s.bind_factor(m, arena);
-      j.cv = ContactView<T>::carve(m, arena);
+      x.s.bind_factor(m, arena);
+      carve_part(&cv, m, arena);
     }
-    j.seed = arena.template take<T>(m.nq + m.nv);
-    return j;
+    seed = arena.template take<T>(m.nq + m.nv);
   }
 
   // whether every row's reverse pass is linear in its seed (no contact-gradient option) and

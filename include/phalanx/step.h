@@ -575,13 +575,15 @@ struct StepScratch {
 
   template <class M>
   PHX_HD static StepScratch carve(const M& m, Arena<T, Layout>& arena) {
-    StepScratch x;
-    x.w = Workspace<T>::carve(m, arena);
-    x.input = arena.take_fixed(m.na > 0 ? m.nu : 0);
-    if (m.nefcmax > 0) x.c = ConstraintWorkspace<T, Layout>::carve(m, arena);
+    return carved_in_place<StepScratch>(m, arena);
+  }
+  template <class M>
+  PHX_HD void carve_in(const M& m, Arena<T, Layout>& arena) {
+    carve_part(&w, m, arena);
+    input = arena.take_fixed(m.na > 0 ? m.nu : 0);
+    if (m.nefcmax > 0) carve_part(&c, m, arena);
     if constexpr (std::is_floating_point_v<T>)
-      if (m.solver == kSolverXpbd) x.xpbd = XpbdArrays<T>::carve(m, arena);
-    return x;
+      if (m.solver == kSolverXpbd) carve_part(&xpbd, m, arena);
   }
 };
 

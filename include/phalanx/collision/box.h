@@ -11,7 +11,7 @@
 //
 // Adjoints: plane-box and sphere-box are hand-written. Capsule-box is hand-written except the
 // segment parameters of its one or two contact points, whose local Jacobian comes from running
-// the selection code on Dual<T, 10>. Box-box, a separating-axis search followed by polygon
+// the selection code on Dual numbers. Box-box, a separating-axis search followed by polygon
 // clipping, is differentiated by running box_box itself on Dual numbers, a few of its 30 inputs
 // (both frames and both sizes) at a time, as quat.h's adj_integrate does.
 #pragma once
@@ -21,6 +21,16 @@
 namespace phx {
 
 namespace collision_impl {
+
+// The directions of one dual-number pass over a pair's inputs: on the CPU `cpu`, the pair's own
+// width; on the GPU three in float and one in double, so that the duals fit a thread's
+// registers. A direction's slopes are the same whichever pass computes them.
+template <class T, int cpu>
+#ifdef __CUDA_ARCH__
+inline constexpr int kPairDirections = sizeof(T) > sizeof(float) ? 1 : 3;
+#else
+inline constexpr int kPairDirections = cpu;
+#endif
 
 // the float or double underneath a scalar that may be a Dual
 template <class T>
@@ -440,7 +450,7 @@ PHX_HD PHX_INLINE void capsule_box_second_from_face(const CapsuleBoxFeature<S>& 
 //     nearest feature (a corner, the middle of an edge, or a face under an end) it moves along
 //     the segment towards where it still lies over the box, stopping at the segment's end or
 //     where it leaves the box.
-// S may be a Dual: capsule-box's adjoint runs this on Dual<T, 10> for dt / d(p, a, h, s).
+// S may be a Dual: capsule-box's adjoint runs this on Dual numbers for dt / d(p, a, h, s).
 template <class S>
 PHX_HD int capsule_box_params(const Vec3<S>& p, const Vec3<S>& a, S h, const S* s, S radius,
                               S margin, S* t) {
@@ -496,7 +506,8 @@ PHX_HD int capsule_box(const GeomFrame<T>& g1, const T* size1, const GeomFrame<T
 }
 
 // The chain: contact k <- sphere-box at c = p1 + t h a1 (hand-written) <- t from the box-frame
-// centre, axis, half-length and box sizes (Dual<T, 10> on capsule_box_params) <- the frames
+// centre, axis, half-length and box sizes (capsule_box_params on Dual numbers, passes of
+// kPairDirections over these 10 inputs, all of them in one on the CPU) <- the frames
 // (hand-written).
 template <class T>
 PHX_HD PHX_DEVICE_NOINLINE void adj_capsule_box(const GeomFrame<T>& g1, const T* size1,
@@ -504,7 +515,8 @@ PHX_HD PHX_DEVICE_NOINLINE void adj_capsule_box(const GeomFrame<T>& g1, const T*
                                                 int n, const ContactPoint<T>* adj,
                                                 GeomFrame<T>& adj_g1, T* adj_size1,
                                                 GeomFrame<T>& adj_g2, T* adj_size2) {
-  using D = Dual<T, 10>;
+  constexpr int kInputs = 10, N = collision_impl::kPairDirections<T, kInputs>;
+  using D = Dual<T, N>;
   if (n < 1) return;
   ContactPoint<T> fwd[2];
   int which[2];
@@ -514,20 +526,9 @@ PHX_HD PHX_DEVICE_NOINLINE void adj_capsule_box(const GeomFrame<T>& g1, const T*
   Vec3<T> p_local = mul_transpose(g2.rot, dif), a_local = mul_transpose(g2.rot, axis);
   T h = size1[1];
 
-  // segment parameters with their derivatives along (p_local, a_local, h, size2)
-  Vec3<D> pd{D(p_local.x), D(p_local.y), D(p_local.z)},
-      ad{D(a_local.x), D(a_local.y), D(a_local.z)};
-  D hd(h), sd[3] = {D(size2[0]), D(size2[1]), D(size2[2])}, td[2];
-  for (int i = 0; i < 3; ++i) {
-    pd[i].d[i] = T(1);
-    ad[i].d[3 + i] = T(1);
-    sd[i].d[7 + i] = T(1);
-  }
-  hd.d[6] = T(1);
-  collision_impl::capsule_box_params(pd, ad, hd, sd, D(size1[0]), D(margin), td);
-
-  T g[10] = {};  // adjoint of (p_local, a_local, h, size2) through the parameters
+  // the hand-written links, contact k's adjoint of its segment parameter into adj_t[k]
   Vec3<T> adj_axis;
+  T adj_t[2];
   for (int k = 0; k < n; ++k) {
     int j = which[k];
     Vec3<T> c = g1.pos + (t[j] * h) * axis;
@@ -538,8 +539,23 @@ PHX_HD PHX_DEVICE_NOINLINE void adj_capsule_box(const GeomFrame<T>& g1, const T*
     adj_axis += (t[j] * h) * adj_c;
     T adj_ca = dot(axis, adj_c);
     adj_size1[1] += t[j] * adj_ca;
-    T adj_t = h * adj_ca;
-    for (int i = 0; i < 10; ++i) g[i] += adj_t * td[j].d[i];
+    adj_t[k] = h * adj_ca;
+  }
+
+  // the segment parameters' slopes along (p_local, a_local, h, size2), N of them a pass
+  const T in[kInputs] = {p_local.x, p_local.y, p_local.z, a_local.x, a_local.y,
+                         a_local.z, h,         size2[0],  size2[1],  size2[2]};
+  T g[kInputs] = {};  // adjoint of the inputs through the parameters
+  for (int first = 0; first < kInputs; first += N) {
+    D x[kInputs], td[2];
+    for (int i = 0; i < kInputs; ++i) {
+      x[i] = D(in[i]);
+      if (i >= first && i < first + N) x[i].d[i - first] = T(1);
+    }
+    collision_impl::capsule_box_params(Vec3<D>{x[0], x[1], x[2]}, Vec3<D>{x[3], x[4], x[5]}, x[6],
+                                       x + 7, D(size1[0]), D(margin), td);
+    for (int i = 0; i < N && first + i < kInputs; ++i)
+      for (int k = 0; k < n; ++k) g[first + i] += adj_t[k] * td[which[k]].d[i];
   }
   adj_size1[1] += g[6];
   for (int i = 0; i < 3; ++i) adj_size2[i] += g[7 + i];
@@ -838,14 +854,6 @@ PHX_HD int box_box(const GeomFrame<T>& g1, const T* size1, const GeomFrame<T>& g
 
 namespace collision_impl {
 
-// The directions of one dual-number pass over a pair's inputs: six on the CPU, three on the GPU,
-// whose duals then fit a thread's registers. A direction's slopes are the same either way.
-#ifdef __CUDA_ARCH__
-inline constexpr int kPairDirections = 3;
-#else
-inline constexpr int kPairDirections = 6;
-#endif
-
 // Input k of a pair's 30 inputs, in the order pos1 (0..2), rot1 (3..11, row-major), size1
 // (12..14), pos2 (15..17), rot2 (18..26), size2 (27..29).
 template <class T>
@@ -890,13 +898,14 @@ PHX_HD void adj_box_box_pass(int first, const GeomFrame<T>& g1, const T* size1,
 
 }  // namespace collision_impl
 
-// the Jacobian of the whole box-box manifold by dual-number passes (kPairDirections each)
+// the Jacobian of the whole box-box manifold by dual-number passes (kPairDirections, six on the
+// CPU)
 template <class T>
 PHX_HD PHX_DEVICE_NOINLINE void adj_box_box(const GeomFrame<T>& g1, const T* size1,
                                             const GeomFrame<T>& g2, const T* size2, T margin, int n,
                                             const ContactPoint<T>* adj, GeomFrame<T>& adj_g1,
                                             T* adj_size1, GeomFrame<T>& adj_g2, T* adj_size2) {
-  constexpr int kDirections = collision_impl::kPairDirections;
+  constexpr int kDirections = collision_impl::kPairDirections<T, 6>;
   if (n < 1) return;
   for (int first = 0; first < 30; first += kDirections)
     collision_impl::adj_box_box_pass<T, kDirections>(first, g1, size1, g2, size2, margin, n, adj,

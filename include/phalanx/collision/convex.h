@@ -1199,15 +1199,14 @@ PHX_HD int convex_convex(const GeomShape<T>& s1, const GeomFrame<T>& g1, const G
 
 namespace collision_impl {
 
-// both bodies on Dual<T, N>, the pair inputs [first, first + N - offset) (pair_input's order)
-// seeded in derivative slots offset, offset + 1, ...
+// both bodies on Dual<T, N>, the pair inputs [first, first + N) (pair_input's order) seeded in
+// derivative slots 0, 1, ...
 template <class T, int N>
-PHX_HD void seed_bodies(const ConvexBody<T, T>* body, int first, int offset,
-                        ConvexBody<Dual<T, N>, T>* d) {
+PHX_HD void seed_bodies(const ConvexBody<T, T>* body, int first, ConvexBody<Dual<T, N>, T>* d) {
   lift_body(body[0], d[0]);
   lift_body(body[1], d[1]);
-  for (int k = first; k < 30 && k - first + offset < N; ++k)
-    pair_input(k, d[0].frame, d[0].size, d[1].frame, d[1].size).d[k - first + offset] = T(1);
+  for (int k = first; k < 30 && k - first < N; ++k)
+    pair_input(k, d[0].frame, d[0].size, d[1].frame, d[1].size).d[k - first] = T(1);
 }
 
 // adj . d(contacts)/d(slot i) of contacts on Dual numbers
@@ -1232,8 +1231,8 @@ PHX_HD T contact_grad(const ContactPoint<Dual<T, N>>* con, const ContactPoint<T>
 // the degenerate fallback contact. The face branch is differentiated by running it on Dual
 // numbers (passes of kPairDirections over the 30 inputs), the feature branch implicitly:
 //   d(adj . c)/dtheta = adj . dc/dtheta - lambda . dF/dtheta,  F_z^T lambda = (dc/dz)^T adj,
-// where F(z, theta) = 0 are its optimality conditions (feature_system), from Dual numbers with
-// four slots for z and kPairDirections for inputs.
+// where F(z, theta) = 0 are its optimality conditions (feature_system), from Dual numbers: one
+// pass with four slots for z, then passes of kPairDirections for the inputs at fixed z.
 template <class T>
 PHX_HD PHX_DEVICE_NOINLINE void adj_convex_convex(const GeomShape<T>& s1, const GeomFrame<T>& g1,
                                                   const GeomShape<T>& s2, const GeomFrame<T>& g2,
@@ -1250,40 +1249,48 @@ PHX_HD PHX_DEVICE_NOINLINE void adj_convex_convex(const GeomShape<T>& s1, const 
   if (plan_contacts(plan, body, margin, fwd) != n) return;
   // the adjoints of the 30 inputs, written back to the entries each type reads
   T grad[30] = {};
+  constexpr int N = kPairDirections<T, 6>;
+  using D = Dual<T, N>;
   if (plan.branch == kBranchFace) {
-    constexpr int N = kPairDirections;
-    using D = Dual<T, N>;
     for (int first = 0; first < 30; first += N) {
       ConvexBody<D, T> d[2];
-      seed_bodies<T, N>(body, first, 0, d);
+      seed_bodies<T, N>(body, first, d);
       ContactPoint<D> con[kMaxConvexContacts];
       if (face_contacts(d, plan.ref, plan.face, D(margin), con) != n) return;
       for (int i = 0; i < N && first + i < 30; ++i)
         grad[first + i] = contact_grad(con, adj_contacts, n, i);
     }
   } else {
-    constexpr int kZ = 4, N = kZ + kPairDirections;
-    using D = Dual<T, N>;
-    T lambda[4];
-    for (int first = 0; first < 30; first += N - kZ) {
-      ConvexBody<D, T> d[2];
-      seed_bodies<T, N>(body, first, kZ, d);
-      D z[4] = {D(T(0)), D(T(0)), D(plan.t[0]), D(plan.t[1])}, F[4];
+    // F_z^T lambda = (dc/dz)^T adj, from a pass seeded along z alone
+    constexpr int kZ = 4;
+    T lambda[kZ];
+    {
+      using Z = Dual<T, kZ>;
+      ConvexBody<Z, T> d[2];
+      lift_body(body[0], d[0]);
+      lift_body(body[1], d[1]);
+      Z z[kZ] = {Z(T(0)), Z(T(0)), Z(plan.t[0]), Z(plan.t[1])}, F[kZ];
       for (int i = 0; i < kZ; ++i) z[i].d[i] = T(1);
+      ContactPoint<Z> con;
+      feature_system(d[0], plan.f[0], d[1], plan.f[1], plan.u, z, F, con);
+      T Jt[kZ][kZ];
+      for (int i = 0; i < kZ; ++i) {
+        lambda[i] = contact_grad(&con, adj_contacts, 1, i);
+        for (int j = 0; j < kZ; ++j) Jt[i][j] = F[j].d[i];
+      }
+      if (!solve_small(Jt, lambda, kZ, T(kSinglePrecision<T> ? 1e-7 : 1e-14))) return;
+    }
+    // then the inputs' slopes at fixed z, N a pass
+    for (int first = 0; first < 30; first += N) {
+      ConvexBody<D, T> d[2];
+      seed_bodies<T, N>(body, first, d);
+      D z[kZ] = {D(T(0)), D(T(0)), D(plan.t[0]), D(plan.t[1])}, F[kZ];
       ContactPoint<D> con;
       feature_system(d[0], plan.f[0], d[1], plan.f[1], plan.u, z, F, con);
-      if (first == 0) {  // F_z^T lambda = (dc/dz)^T adj (the same in every pass)
-        T Jt[4][4];
-        for (int i = 0; i < kZ; ++i) {
-          lambda[i] = contact_grad(&con, adj_contacts, 1, i);
-          for (int j = 0; j < kZ; ++j) Jt[i][j] = F[j].d[i];
-        }
-        if (!solve_small(Jt, lambda, kZ, T(kSinglePrecision<T> ? 1e-7 : 1e-14))) return;
-      }
-      for (int i = kZ; i < N && first + i - kZ < 30; ++i) {
+      for (int i = 0; i < N && first + i < 30; ++i) {
         T g = contact_grad(&con, adj_contacts, 1, i);
         for (int j = 0; j < kZ; ++j) g -= lambda[j] * F[j].d[i];
-        grad[first + i - kZ] = g;
+        grad[first + i] = g;
       }
     }
   }

@@ -57,7 +57,8 @@ struct StepAdjointKernel {
   PHX_HD void steps(int e, Scratch<T, Layout> scratch, int, int, const Detect& detect) const {
     const ModelView<T> m = env_view(model, e);
     Arena<T, Layout> arena(scratch);
-    AdjointScratch<T, Layout> x = AdjointScratch<T, Layout>::carve(m, arena);
+    AdjointScratch<T, Layout> x;
+    carve_into(&x, m, arena);
     T* gq = adj_qpos + long(e) * m.nq;
     T* gv = adj_qvel + long(e) * m.nv;
     T* gc = adj_ctrl + long(e) * m.nu;
@@ -88,12 +89,12 @@ struct StepAdjointKernel {
     // the step accumulated nothing when it stopped (non-finite values)
     if (!(status & kStatusStopMask)) adj_body_forces_to_qfrc(m, q, xf, x.w, x.a, gf, gq, gx, am);
   }
-  // the narrowphase stages of its replay: the contacts at qpos
+  // the narrowphase stages of its replay: the contacts at qpos, in the step's part of its scratch
   template <class Layout, class Found>
   PHX_HD void detect(int e, Scratch<T, Layout> scratch, int, const Found& found) const {
     const ModelView<T> m = env_view(model, e);
     Arena<T, Layout> arena(scratch);
-    AdjointScratch<T, Layout> x = AdjointScratch<T, Layout>::carve(m, arena);
+    StepScratch<T, Layout> x = StepScratch<T, Layout>::carve(m, arena);
     detect_stage(m, qpos + long(e) * m.nq, x.w, x.c, found);
   }
   static constexpr bool kStaged = true;
@@ -114,16 +115,18 @@ struct RolloutAdjointScratch {
 
   PHX_HD static RolloutAdjointScratch carve(const ModelView<T>& m, Arena<T, Layout>& arena,
                                             int nslot, int ncon, int nrow) {
-    RolloutAdjointScratch r;
-    r.x = AdjointScratch<T, Layout>::carve(m, arena);
-    T** state[3][3] = {{&r.q, &r.v, &r.a}, {&r.gq, &r.gv, &r.ga}, {&r.hq, &r.hv, &r.ha}};
+    return carved_in_place<RolloutAdjointScratch>(m, arena, nslot, ncon, nrow);
+  }
+  PHX_HD void carve_in(const ModelView<T>& m, Arena<T, Layout>& arena, int nslot, int ncon,
+                       int nrow) {
+    carve_part(&x, m, arena);
+    T** state[3][3] = {{&q, &v, &a}, {&gq, &gv, &ga}, {&hq, &hv, &ha}};
     for (auto& s : state) {
       *s[0] = arena.take_fixed(m.nq);
       *s[1] = arena.take_fixed(m.nv);
       *s[2] = arena.take_fixed(m.na);
     }
-    if (nslot > 0) r.store = StepStore<T, Layout>::carve(m, arena, nslot, ncon, nrow);
-    return r;
+    if (nslot > 0) carve_part(&store, m, arena, nslot, ncon, nrow);
   }
 };
 
@@ -184,7 +187,7 @@ struct RolloutAdjointKernel {
     const int nstep = tape.nstep;
     Arena<T, Layout> arena(scratch);
     RolloutAdjointScratch<T, Layout>& r = v.r;
-    r = RolloutAdjointScratch<T, Layout>::carve(m, arena, nslot, slot_ncon, slot_nrow);
+    carve_into(&r, m, arena, nslot, slot_ncon, slot_nrow);
     for (int i = 0; i < m.nq; ++i) r.gq[i] = T(0);
     for (int i = 0; i < m.nv; ++i) r.gv[i] = T(0);
     for (int i = 0; i < m.na; ++i) r.ga[i] = T(0);

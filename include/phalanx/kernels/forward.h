@@ -38,7 +38,7 @@ struct ForwardScratch : StepScratch<T, Layout> {
   PHX_HD static ForwardScratch carve(const M& m, Arena<T, Layout>& arena,
                                      bool hold_contacts = false) {
     ForwardScratch x;
-    static_cast<StepScratch<T, Layout>&>(x) = StepScratch<T, Layout>::carve(m, arena);
+    x.StepScratch<T, Layout>::carve_in(m, arena);
     x.qpos = arena.take_fixed(m.nq);
     x.qvel = arena.take_fixed(m.nv);
     x.act = arena.take_fixed(m.na);

@@ -51,7 +51,8 @@ struct StepJacobianKernel {
     const ModelView<T> m = env_view(model, e);
     const int nrow = m.nq + m.nv, np = jacobian_nparam(m);
     Arena<T> arena(scratch);
-    JacobianScratch<T> js = JacobianScratch<T>::carve(m, arena);
+    JacobianScratch<T> js;
+    carve_into(&js, m, arena);
     const T* q = qpos + long(e) * m.nq;
     const T* v = qvel + long(e) * m.nv;
     const T* u = ctrl + long(e) * m.nu;
@@ -71,8 +72,8 @@ struct StepJacobianKernel {
   PHX_HD void detect(int e, Scratch<T> scratch, int, const Found& found) const {
     const ModelView<T> m = env_view(model, e);
     Arena<T> arena(scratch);
-    JacobianScratch<T> js = JacobianScratch<T>::carve(m, arena);
-    detect_stage(m, qpos + long(e) * m.nq, js.x.w, js.x.c, found);
+    StepScratch<T> x = StepScratch<T>::carve(m, arena);  // the step's part of its scratch
+    detect_stage(m, qpos + long(e) * m.nq, x.w, x.c, found);
   }
   static constexpr bool kStaged = true;
   template <class Run>
