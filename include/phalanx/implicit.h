@@ -253,23 +253,26 @@ PHX_HD PHX_DEVICE_NOINLINE void implicit_solve(const ModelView<T>& m, const Work
 // ---- adjoints -----------------------------------------------------------------------------
 
 // The nine gain or bias parameters' share of actuator k's slope term: c d g / d prm, g = d force
-// / dV, each parameter one inner Dual direction (a device function of its own: the nested
-// Dual numbers are the largest code of the implicit adjoint).
+// / dV, each parameter one inner Dual direction, kDualDirections of them a pass (a device
+// function of its own: the nested Dual numbers are the largest code of the implicit adjoint).
 template <class T>
 PHX_HD PHX_DEVICE_NOINLINE void adj_slope_params(const ModelView<T>& m, int k,
                                                  const ActuatorForce<T>& f, T c,
                                                  const ModelAdjoint<T>& adj_model) {
-  using P = Dual<Dual<T, 9>, 1>;
+  constexpr int N = kDualDirections<T, 9>;  // parameters a pass
+  using P = Dual<Dual<T, N>, 1>;
   T* adj_prm[2] = {adj_model.actuator_gainprm, adj_model.actuator_biasprm};
   for (int which = 0; which < 2; ++which) {
     if (!adj_prm[which]) continue;
-    P p[9], LP(f.length), VP(f.velocity);
-    VP.d[0] = Dual<T, 9>(T(1));
-    load_actuator_params(which == 0 ? m.actuator_gainprm : m.actuator_biasprm, k, p);
-    for (int i = 0; i < 9; ++i) p[i].v.d[i] = T(1);
-    const Dual<T, 9> gk = which == 0 ? (actuator_gain(m, k, LP, VP, p) * P(f.ctrl)).d[0]
-                                     : actuator_bias(m, k, LP, VP, p).d[0];
-    for (int i = 0; i < 9; ++i) adj_prm[which][9 * k + i] += c * gk.d[i];
+    for (int first = 0; first < 9; first += N) {
+      P p[9], LP(f.length), VP(f.velocity);
+      VP.d[0] = Dual<T, N>(T(1));
+      load_actuator_params(which == 0 ? m.actuator_gainprm : m.actuator_biasprm, k, p);
+      for (int i = 0; i < N && first + i < 9; ++i) p[first + i].v.d[i] = T(1);
+      const Dual<T, N> gk = which == 0 ? (actuator_gain(m, k, LP, VP, p) * P(f.ctrl)).d[0]
+                                       : actuator_bias(m, k, LP, VP, p).d[0];
+      for (int i = 0; i < N && first + i < 9; ++i) adj_prm[which][9 * k + first + i] += c * gk.d[i];
+    }
   }
 }
 

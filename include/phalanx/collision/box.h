@@ -22,16 +22,6 @@ namespace phx {
 
 namespace collision_impl {
 
-// The directions of one dual-number pass over a pair's inputs: on the CPU `cpu`, the pair's own
-// width; on the GPU three in float and one in double, so that the duals fit a thread's
-// registers. A direction's slopes are the same whichever pass computes them.
-template <class T, int cpu>
-#ifdef __CUDA_ARCH__
-inline constexpr int kPairDirections = sizeof(T) > sizeof(float) ? 1 : 3;
-#else
-inline constexpr int kPairDirections = cpu;
-#endif
-
 // the float or double underneath a scalar that may be a Dual
 template <class T>
 struct RealOf {
@@ -507,7 +497,7 @@ PHX_HD int capsule_box(const GeomFrame<T>& g1, const T* size1, const GeomFrame<T
 
 // The chain: contact k <- sphere-box at c = p1 + t h a1 (hand-written) <- t from the box-frame
 // centre, axis, half-length and box sizes (capsule_box_params on Dual numbers, passes of
-// kPairDirections over these 10 inputs, all of them in one on the CPU) <- the frames
+// kDualDirections over these 10 inputs, all of them in one on the CPU) <- the frames
 // (hand-written).
 template <class T>
 PHX_HD PHX_DEVICE_NOINLINE void adj_capsule_box(const GeomFrame<T>& g1, const T* size1,
@@ -515,7 +505,7 @@ PHX_HD PHX_DEVICE_NOINLINE void adj_capsule_box(const GeomFrame<T>& g1, const T*
                                                 int n, const ContactPoint<T>* adj,
                                                 GeomFrame<T>& adj_g1, T* adj_size1,
                                                 GeomFrame<T>& adj_g2, T* adj_size2) {
-  constexpr int kInputs = 10, N = collision_impl::kPairDirections<T, kInputs>;
+  constexpr int kInputs = 10, N = kDualDirections<T, kInputs>;
   using D = Dual<T, N>;
   if (n < 1) return;
   ContactPoint<T> fwd[2];
@@ -898,14 +888,14 @@ PHX_HD void adj_box_box_pass(int first, const GeomFrame<T>& g1, const T* size1,
 
 }  // namespace collision_impl
 
-// the Jacobian of the whole box-box manifold by dual-number passes (kPairDirections, six on the
+// the Jacobian of the whole box-box manifold by dual-number passes (kDualDirections, six on the
 // CPU)
 template <class T>
 PHX_HD PHX_DEVICE_NOINLINE void adj_box_box(const GeomFrame<T>& g1, const T* size1,
                                             const GeomFrame<T>& g2, const T* size2, T margin, int n,
                                             const ContactPoint<T>* adj, GeomFrame<T>& adj_g1,
                                             T* adj_size1, GeomFrame<T>& adj_g2, T* adj_size2) {
-  constexpr int kDirections = collision_impl::kPairDirections<T, 6>;
+  constexpr int kDirections = kDualDirections<T, 6>;
   if (n < 1) return;
   for (int first = 0; first < 30; first += kDirections)
     collision_impl::adj_box_box_pass<T, kDirections>(first, g1, size1, g2, size2, margin, n, adj,

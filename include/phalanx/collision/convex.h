@@ -1229,10 +1229,10 @@ PHX_HD T contact_grad(const ContactPoint<Dual<T, N>>* con, const ContactPoint<T>
 // inputs) and sizes (the entries a type reads; meshes' vertices are data and get nothing).
 // Re-runs the forward's discrete choices; adds nothing when they give a count other than n or
 // the degenerate fallback contact. The face branch is differentiated by running it on Dual
-// numbers (passes of kPairDirections over the 30 inputs), the feature branch implicitly:
+// numbers (passes of kDualDirections over the 30 inputs), the feature branch implicitly:
 //   d(adj . c)/dtheta = adj . dc/dtheta - lambda . dF/dtheta,  F_z^T lambda = (dc/dz)^T adj,
 // where F(z, theta) = 0 are its optimality conditions (feature_system), from Dual numbers: one
-// pass with four slots for z, then passes of kPairDirections for the inputs at fixed z.
+// pass with four slots for z, then passes of kDualDirections for the inputs at fixed z.
 template <class T>
 PHX_HD PHX_DEVICE_NOINLINE void adj_convex_convex(const GeomShape<T>& s1, const GeomFrame<T>& g1,
                                                   const GeomShape<T>& s2, const GeomFrame<T>& g2,
@@ -1249,7 +1249,7 @@ PHX_HD PHX_DEVICE_NOINLINE void adj_convex_convex(const GeomShape<T>& s1, const 
   if (plan_contacts(plan, body, margin, fwd) != n) return;
   // the adjoints of the 30 inputs, written back to the entries each type reads
   T grad[30] = {};
-  constexpr int N = kPairDirections<T, 6>;
+  constexpr int N = kDualDirections<T, 6>;
   using D = Dual<T, N>;
   if (plan.branch == kBranchFace) {
     for (int first = 0; first < 30; first += N) {
