@@ -357,16 +357,16 @@ PHX_HD PHX_INLINE void adj_lcp_stage(const ModelView<S>& m, const LcpProblem<S, 
     if (!cached || aware) own = lcp_adjoint_factor_carve(nrow, arena);
     const auto work = LcpAdjointScratch<T, L>::carve(nrow, arena);
     // the plain classification, cls, and its factors, F: the shared ones or its own
-    auto adjoint = [&](auto F, auto cls) {
+    auto adjoint = [&](auto& F, auto cls) {
       if (!cached) lcp_adjoint_factor(p, f, cls, lcp_rank_tol<T>(), F);
       if (aware) {
         lcp_classify_loss(p, cls, s.dl_dv, s.cls_loss);
         adj_lcp_rows(p, f, F, cls, work, s);
         s.score[0] = adj_lcp_score(m, nrow, c, s);
-        // the loss-driven classification's factors, kept when it wins
-        LcpAdjointFactor<T, L> loss = own;
-        lcp_adjoint_factor(p, f, s.cls_loss, lcp_rank_tol<T>(), loss);
-        adj_lcp_rows(p, f, loss, s.cls_loss, work, s);
+        // the loss-driven classification's factors, in own (F itself without a shared
+        // factorisation, factored again below when the plain one wins), kept when it wins
+        lcp_adjoint_factor(p, f, s.cls_loss, lcp_rank_tol<T>(), own);
+        adj_lcp_rows(p, f, own, s.cls_loss, work, s);
         s.score[1] = adj_lcp_score(m, nrow, c, s);
         if (s.score[1] > s.score[0]) return;  // its adjoint is the one in s
         if (!cached) lcp_adjoint_factor(p, f, cls, lcp_rank_tol<T>(), F);
@@ -374,7 +374,9 @@ PHX_HD PHX_INLINE void adj_lcp_stage(const ModelView<S>& m, const LcpProblem<S, 
       adj_lcp_rows(p, f, F, cls, work, s);
     };
     // one call where both are of one type (Contiguous scratch: the Jacobian kernels', which
-    // share a factorisation), so that the pass is inlined once
+    // share a factorisation), so that the pass is inlined once. The factors go by reference:
+    // a copy chosen at run time held all their pointers in registers through the pass, which
+    // spilled 1 KB of the float Jacobian kernel on the GPU.
     if constexpr (std::is_same_v<decltype(s.base), decltype(own)>)
       adjoint(cached ? s.base : own, cached ? s.base_cls : s.cls);
     else if (cached)
@@ -811,14 +813,12 @@ PHX_HD PHX_DEVICE_NOINLINE void adj_constrained_prepare(const ModelView<T>& m,
 // pass is the plain one of the replay's shared factorisation (neither contact-gradient option,
 // whose passes depend on their seed).
 template <class T, class S, class L>
-PHX_HD void adj_step_constrained_replayed(const ModelView<S>& m, const T* qpos, const T* qvel,
-                                          const T* ctrl, Workspace<S>& w,
-                                          ConstraintWorkspace<S, L>& c, const ContactView<S>& cv,
-                                          AdjWorkspace<T>& a, AdjConstraintWorkspace<T, L>& s,
-                                          const T* adj_qpos_next, const T* adj_qvel_next,
-                                          T* adj_qpos, T* adj_qvel, T* adj_ctrl,
-                                          const ModelAdjoint<T>& adj_model,
-                                          const ContactModelAdjoint<T>& adj_contact, T* adj_qfrc) {
+PHX_HD PHX_DEVICE_NOINLINE void adj_step_constrained_replayed(
+    const ModelView<S>& m, const T* qpos, const T* qvel, const T* ctrl, Workspace<S>& w,
+    ConstraintWorkspace<S, L>& c, const ContactView<S>& cv, AdjWorkspace<T>& a,
+    AdjConstraintWorkspace<T, L>& s, const T* adj_qpos_next, const T* adj_qvel_next, T* adj_qpos,
+    T* adj_qvel, T* adj_ctrl, const ModelAdjoint<T>& adj_model,
+    const ContactModelAdjoint<T>& adj_contact, T* adj_qfrc) {
   // qpos' = qpos (+) dt qvel': u = dt P^T adj_qpos', the direct term into adj_qpos; then one
   // adj_constrained_velocity per path (on the GPU, adj_step_rows and adj_constrained_rest
   // inlined apart hold more in registers across the split)

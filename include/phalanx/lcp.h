@@ -1019,6 +1019,7 @@ template <class T, class Layout, class C, class FL>
 PHX_HD void lcp_adjoint_factor(const LcpProblem<T, Layout>& p, const T* f, C cls, T rank_tol,
                                LcpAdjointFactor<T, FL>& F, int known_rank = -1) {
   F.m = detail::lcp_gather(p, cls, F.cidx, F.pos);
+  F.nnull = 0;
   if (F.m == 0) return;
   F.cod.n = F.m;
   if (known_rank >= 0) {

@@ -1074,8 +1074,9 @@ struct ConvexPlan {
 
 // the contacts of a plan on scalar S
 template <class S, class T>
-PHX_HD int plan_contacts(const ConvexPlan<T>& plan, const ConvexBody<S, T>* body, S margin,
-                         ContactPoint<S>* out) {
+PHX_HD PHX_DEVICE_NOINLINE int plan_contacts(const ConvexPlan<T>& plan,
+                                             const ConvexBody<S, T>* body, S margin,
+                                             ContactPoint<S>* out) {
   if (plan.branch == kBranchFace) return face_contacts(body, plan.ref, plan.face, margin, out);
   if (plan.branch == kBranchFeatures) {
     S z[4] = {S(0), S(0), S(plan.t[0]), S(plan.t[1])}, F[4];
