@@ -248,6 +248,18 @@ PHX_HD void detect_stage(const ModelView<T>& m, const T* qpos, Workspace<T>& w,
   detect_contacts<T, Layout, Set>(m, c, found, nullptr, 0, T(0), nullptr, out.convex);
 }
 
+// The narrowphase of a step that runs it itself (DetectInStep, below): detect_contacts, on the
+// GPU a device function of its own, which a rollout's backward pass calls in its recomputation.
+// Inlined, the narrowphase's registers (the pair functions', in double) were allocated beside
+// the step's and spilled them around it.
+template <class T, class Layout>
+PHX_HD PHX_DEVICE_NOINLINE void detect_in_step(const ModelView<T>& m,
+                                               const ConstraintWorkspace<T, Layout>& c,
+                                               ContactView<T>& cv, const int* keys, int nkeys,
+                                               const unsigned char* apart) {
+  detect_contacts(m, c, cv, keys, nkeys, T(0), apart);
+}
+
 // The contacts and the constraint rows after smooth_kinematics; their number. A replay with
 // the step's row keys (known) tests only the pairs they name; should the rows differ (they
 // cannot for a deterministic step), it detects again over every pair. apart: the broadphase's
@@ -269,11 +281,12 @@ PHX_HD PHX_INLINE int contact_rows(const ModelView<T>& m, const T* qpos, const T
     const int* keys = known.force ? known.key : nullptr;
     if (detects) {
       if (!apart) geom_poses(m, w, c);
-      detect_contacts(m, c, cv, keys, known.n, T(0), apart);
+      detect_in_step(m, c, cv, keys, known.n, apart);
     }
     int nrow = build_rows(m, qpos, qvel, w, c, cv);
     if (keys && detects && !same_keys(nrow, cv.efc_key, known)) {
-      detect_contacts(m, c, cv);
+      detect_in_step(m, c, cv, static_cast<const int*>(nullptr), 0,
+                     static_cast<const unsigned char*>(nullptr));
       nrow = build_rows(m, qpos, qvel, w, c, cv);
     }
     return nrow;
