@@ -166,10 +166,11 @@ PHX_HD bool step_dynamics(const ModelView<T>& m, const T* qpos, const T* qvel, c
 // Updates qpos and qvel in place and returns status bits. Non-finite inputs leave the state
 // untouched and set a bit; a non-finite result sets kStatusNanResult. qfrc_applied (nv, may be
 // null) is a generalized force added to the applied ones; a non-finite one counts as a
-// non-finite control.
+// non-finite control. On the GPU a device function of its own, as the constrained step is, so
+// that step_env, which a kernel inlines into its loop over steps, holds neither.
 template <class T>
-PHX_HD unsigned step(const ModelView<T>& m, T* qpos, T* qvel, const T* ctrl, Workspace<T>& w,
-                     const T* qfrc_applied = nullptr) {
+PHX_HD PHX_DEVICE_NOINLINE unsigned step(const ModelView<T>& m, T* qpos, T* qvel, const T* ctrl,
+                                         Workspace<T>& w, const T* qfrc_applied = nullptr) {
   unsigned status = step_input_status(m, qpos, qvel, ctrl, qfrc_applied);
   if (status) return status;
 
@@ -285,8 +286,7 @@ PHX_HD PHX_INLINE int contact_rows(const ModelView<T>& m, const T* qpos, const T
     }
     int nrow = build_rows(m, qpos, qvel, w, c, cv);
     if (keys && detects && !same_keys(nrow, cv.efc_key, known)) {
-      detect_in_step(m, c, cv, static_cast<const int*>(nullptr), 0,
-                     static_cast<const unsigned char*>(nullptr));
+      detect_in_step(m, c, cv, nullptr, 0, nullptr);
       nrow = build_rows(m, qpos, qvel, w, c, cv);
     }
     return nrow;
@@ -649,11 +649,9 @@ PHX_HD unsigned activation_input_status(const ModelView<T>& m, const T* ctrl, co
 // m.na = 0. The LCP step's contacts come from `detect` (DetectInStep or DetectedBefore); the
 // XPBD step detects its own, at its look-ahead margin.
 template <class T, class Layout, class Detect = DetectInStep>
-PHX_HD PHX_DEVICE_NOINLINE unsigned step_env(const ModelView<T>& m, T* qpos, T* qvel, T* act,
-                                             const T* ctrl, StepScratch<T, Layout>& x,
-                                             ContactView<T>& cv, LcpSolution<T> known = {},
-                                             const T* qfrc_applied = nullptr,
-                                             const Detect& detect = {}) {
+PHX_HD unsigned step_env(const ModelView<T>& m, T* qpos, T* qvel, T* act, const T* ctrl,
+                         StepScratch<T, Layout>& x, ContactView<T>& cv, LcpSolution<T> known = {},
+                         const T* qfrc_applied = nullptr, const Detect& detect = {}) {
   const T* input = ctrl;
   if (m.na > 0) {
     if (unsigned bits = activation_input_status(m, ctrl, act)) return bits;

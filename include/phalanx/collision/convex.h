@@ -855,10 +855,12 @@ PHX_HD void lift_body(const ConvexBody<T, T>& b, ConvexBody<S, T>& d) {
 
 // Newton's method on feature_system from direction u (edge parameters start mid-edge), at most
 // kNewtonIterations steps; on success u is the solution's direction and t its edge parameters.
-// False when the Jacobian turns singular or the result is not finite.
+// False when the Jacobian turns singular or the result is not finite. On the GPU a device
+// function of its own: its dual numbers are not allocated beside what convex_plan holds.
 template <class T>
-PHX_HD bool solve_features(const ConvexBody<T, T>& b1, const Feature& f1,
-                           const ConvexBody<T, T>& b2, const Feature& f2, Vec3<T>& u, T* t) {
+PHX_HD PHX_DEVICE_NOINLINE bool solve_features(const ConvexBody<T, T>& b1, const Feature& f1,
+                                               const ConvexBody<T, T>& b2, const Feature& f2,
+                                               Vec3<T>& u, T* t) {
   using D = Dual<T, 4>;
   t[0] = f1.kind == kFeatureEdge ? T(0.5) : T(0);
   t[1] = f2.kind == kFeatureEdge ? T(0.5) : T(0);
@@ -1106,10 +1108,13 @@ PHX_HD ConvexPlan<T> convex_plan(const ConvexBody<T, T>* body, T margin,
   // The gap along GJK/EPA's direction: a lower bound of the distance (GJK and EPA stop at
   // ccd.tolerance; EPA's own depth bounds it from the other side). A feature solution deeper
   // than it (by more than round-off) reached another stationary point of the separation.
-  Vec3<T> s1, s2;
-  T gap = core_gap(body, cd.normal, &s1, &s2) - radii;
-  T eps = T(kSinglePrecision<T> ? 1e-5 : 1e-10) *
+  T gap, eps;
+  {
+    Vec3<T> s1, s2;
+    gap = core_gap(body, cd.normal, &s1, &s2) - radii;
+    eps = T(kSinglePrecision<T> ? 1e-5 : 1e-10) *
           (T(1) + norm(s1 - body[0].frame.pos) + norm(s2 - body[1].frame.pos));
+  }
   Vec3<T> u = cd.normal;
   bool allow_face = true;
   for (int round = 0; round < 4; ++round) {
@@ -1168,7 +1173,10 @@ PHX_HD ConvexPlan<T> convex_plan(const ConvexBody<T, T>* body, T margin,
     break;
   }
   // no consistent features: the gap along GJK/EPA's direction (a valid separation, within
-  // ccd.tolerance of the distance), no adjoint
+  // ccd.tolerance of the distance), no adjoint; its support points taken again rather than held
+  // through the rounds above
+  Vec3<T> s1, s2;
+  core_gap(body, cd.normal, &s1, &s2);
   plan.branch = kBranchFallback;
   plan.fallback.normal = cd.normal;
   plan.fallback.dist = gap;
@@ -1182,11 +1190,13 @@ PHX_HD ConvexPlan<T> convex_plan(const ConvexBody<T, T>* body, T margin,
 // Contacts of two convex shapes (sphere, capsule, ellipsoid, cylinder, box, mesh), written to
 // out (room for kMaxConvexContacts); returns their number. Kept when dist <= margin. Polytope
 // pairs give a clipped face manifold of up to 4 points when a face supports the contact, other
-// pairs one contact (a capsule lying on a face: up to 2).
+// pairs one contact (a capsule lying on a face: up to 2). On the GPU a device function of its
+// own, so that a loop over pairs or over a height field's prisms is not allocated beside it.
 template <class T>
-PHX_HD int convex_convex(const GeomShape<T>& s1, const GeomFrame<T>& g1, const GeomShape<T>& s2,
-                         const GeomFrame<T>& g2, T margin, const CcdSettings<T>& ccd,
-                         ContactPoint<T>* out) {
+PHX_HD PHX_DEVICE_NOINLINE int convex_convex(const GeomShape<T>& s1, const GeomFrame<T>& g1,
+                                             const GeomShape<T>& s2, const GeomFrame<T>& g2,
+                                             T margin, const CcdSettings<T>& ccd,
+                                             ContactPoint<T>* out) {
   using namespace collision_impl;
   ConvexBody<T, T> body[2] = {make_body(s1, g1, s1.size), make_body(s2, g2, s2.size)};
   ConvexPlan<T> plan = convex_plan(body, margin, ccd);

@@ -116,30 +116,29 @@ PHX_HD void for_each_hfield_prism(const GeomShape<T>& hf, const GeomFrame<T>& g1
   int rmin = fr0 > T(0) ? int(::floor(double(value(fr0)))) : 0;
   int rmax = fr1 < T(nrow - 1) ? int(::ceil(double(value(fr1)))) : nrow - 1;
   T dx = T(2) * size[0] / T(ncol - 1), dy = T(2) * size[1] / T(nrow - 1);
+  // grid point (c, row) in the field's frame
+  auto point = [&](int c, int row) {
+    return Vec3<T>{dx * T(c) - size[0], dy * T(row) - size[1], h.data[row * ncol + c] * size[2]};
+  };
 
   HFieldPrism<T> prism;
   GeomShape<T> shape;
   shape.type = kGeomMesh;
   shape.size = size;
   shape.hull = prism.hull();
+  // row strip r's points in order, point q at (cmin + q / 2, r + 1 - q % 2): triangle k is
+  // points k, k + 1, k + 2 (each taken from the grid again, so that no window of points is
+  // carried across the visits)
+  const int ntri = 2 * (cmax - cmin + 1) - 2;
   for (int r = rmin; r < rmax; ++r) {
-    Vec3<T> strip[3];
-    int nvert = 0;
-    for (int c = cmin; c <= cmax; ++c) {
-      for (int i = 0; i < 2; ++i) {
-        int row = r + 1 - i;  // (c, r + 1) then (c, r)
-        Vec3<T> p{dx * T(c) - size[0], dy * T(row) - size[1], h.data[row * ncol + c] * size[2]};
-        strip[0] = strip[1];
-        strip[1] = strip[2];
-        strip[2] = p;
-        if (++nvert < 3) continue;
-        // the prism's top must reach the geom's lowest point
-        if (strip[0].z < lo[2] - margin && strip[1].z < lo[2] - margin &&
-            strip[2].z < lo[2] - margin)
-          continue;
-        prism.set(strip, size[3]);
-        if (!visit(prism, shape)) return;
-      }
+    for (int k = 0; k < ntri; ++k) {
+      Vec3<T> tri[3];
+      for (int j = 0; j < 3; ++j) tri[j] = point(cmin + (k + j) / 2, r + 1 - (k + j) % 2);
+      // the prism's top must reach the geom's lowest point
+      if (tri[0].z < lo[2] - margin && tri[1].z < lo[2] - margin && tri[2].z < lo[2] - margin)
+        continue;
+      prism.set(tri, size[3]);
+      if (!visit(prism, shape)) return;
     }
   }
 }
