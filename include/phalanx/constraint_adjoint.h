@@ -764,6 +764,29 @@ PHX_HD PHX_DEVICE_NOINLINE void adj_bounce_velocity(const ModelView<T>& m, const
   adj_tangent_to_qpos(m, qpos, s.tmp, adj_qpos);
 }
 
+// The velocity adjoints of a step whose contacts bounced (adj_step_constrained_replayed's
+// bounce correction, after its position update into s.u): the step's adjoint of adj_qvel'
+// alone, then of u with its state adjoints held apart and replaced by X's
+template <class T, class L>
+PHX_HD PHX_DEVICE_NOINLINE void adj_bounced_step(
+    const ModelView<T>& m, const T* qpos, const T* qvel, const T* ctrl, Workspace<T>& w,
+    ConstraintWorkspace<T, L>& c, const ContactView<T>& cv, AdjWorkspace<T>& a,
+    AdjConstraintWorkspace<T, L>& s, const T* adj_qvel_next, T* adj_qpos, T* adj_qvel, T* adj_ctrl,
+    const ModelAdjoint<T>& adj_model, const ContactModelAdjoint<T>& adj_contact, T* adj_qfrc) {
+  const int nv = m.nv;
+  for (int d = 0; d < nv; ++d) s.g[d] = adj_qvel_next[d];
+  adj_constrained_velocity(m, qpos, qvel, ctrl, w, c, cv, a, s, adj_qpos, adj_qvel, adj_ctrl,
+                           adj_model, adj_contact, adj_qfrc);
+  for (int i = 0; i < m.nq; ++i) s.hold_qpos[i] = T(0);
+  for (int d = 0; d < nv; ++d) {
+    s.hold_qvel[d] = T(0);
+    s.g[d] = s.u[d];
+  }
+  adj_constrained_velocity(m, qpos, qvel, ctrl, w, c, cv, a, s, s.hold_qpos, s.hold_qvel, adj_ctrl,
+                           adj_model, adj_contact, adj_qfrc);
+  adj_bounce_velocity(m, qpos, qvel, c, cv, s, adj_qpos, adj_qvel);
+}
+
 }  // namespace detail
 
 // The share of adj_step_constrained_replayed (below) of a step with rows, without the bounce
@@ -848,20 +871,8 @@ PHX_HD PHX_DEVICE_NOINLINE void adj_step_constrained_replayed(
                                        adj_ctrl, adj_model, adj_contact, adj_qfrc);
       return;
     }
-
-    // bounce correction: the step's adjoint of adj_qvel' alone, then of u with its state
-    // adjoints held apart and replaced by X's
-    for (int d = 0; d < nv; ++d) s.g[d] = adj_qvel_next[d];
-    detail::adj_constrained_velocity(m, qpos, qvel, ctrl, w, c, cv, a, s, adj_qpos, adj_qvel,
-                                     adj_ctrl, adj_model, adj_contact, adj_qfrc);
-    for (int i = 0; i < m.nq; ++i) s.hold_qpos[i] = T(0);
-    for (int d = 0; d < nv; ++d) {
-      s.hold_qvel[d] = T(0);
-      s.g[d] = s.u[d];
-    }
-    detail::adj_constrained_velocity(m, qpos, qvel, ctrl, w, c, cv, a, s, s.hold_qpos, s.hold_qvel,
-                                     adj_ctrl, adj_model, adj_contact, adj_qfrc);
-    detail::adj_bounce_velocity(m, qpos, qvel, c, cv, s, adj_qpos, adj_qvel);
+    detail::adj_bounced_step(m, qpos, qvel, ctrl, w, c, cv, a, s, adj_qvel_next, adj_qpos, adj_qvel,
+                             adj_ctrl, adj_model, adj_contact, adj_qfrc);
   }
 }
 

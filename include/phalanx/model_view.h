@@ -64,14 +64,19 @@ PHX_HD const T*& param_field(ModelView<T>& m, int k) {
 // e % param_nbatch[k]. Kernels call this first and hand the result to the stage functions.
 // Written field by field, not as a loop over param_field(r, k): a member chosen at run time
 // makes the whole view addressable, and a device compiler then keeps it in the thread's stack.
+// env_view_in turns r, a copy of the shared model, into environment e's in place.
+template <class T>
+PHX_HD void env_view_in(ModelView<T>& r, int e) {
+#define PHX_ENV_COPY(Name, field_, check)                \
+  if (const int n = r.param_nbatch[kParam##Name]; n > 1) \
+    r.field_ += (e % n) * param_size(r, kParam##Name);
+  PHX_BATCHED_FIELDS(PHX_ENV_COPY)
+#undef PHX_ENV_COPY
+}
 template <class T>
 PHX_HD ModelView<T> env_view(const ModelView<T>& m, int e) {
   ModelView<T> r = m;
-#define PHX_ENV_COPY(Name, field_, check)                    \
-  if (const int n = m.param_nbatch[kParam##Name]; n > 1) \
-    r.field_ += (e % n) * param_size(m, kParam##Name);
-  PHX_BATCHED_FIELDS(PHX_ENV_COPY)
-#undef PHX_ENV_COPY
+  env_view_in(r, e);
   return r;
 }
 

@@ -214,12 +214,12 @@ PHX_HD PHX_DEVICE_NOINLINE void adj_span_wrap(const ModelView<S>& m, const Span<
   }
 }
 
-// Adjoint of tendon_kinematics: from a.ten_length and a.ten_J (the adjoints the consumers
-// accumulated) to adj_qpos (fixed tendons) and to the adjoints of cdof, xpos and xmat in a
-// (spatial tendons). A fixed tendon's row is constant: its adjoint is not read.
+namespace detail {
+
+// adj_tendon_kinematics' pass (below)
 template <class T, class S>
-PHX_HD void adj_tendon_kinematics(const ModelView<S>& m, const Workspace<S>& w, AdjWorkspace<T>& a,
-                                  T* adj_qpos) {
+PHX_HD void adj_tendons(const ModelView<S>& m, const Workspace<S>& w, AdjWorkspace<T>& a,
+                        T* adj_qpos) {
   const int nv = m.nv;
   for (int t = 0; t < m.ntendon; ++t) {
     const T adj_len = a.ten_length[t];
@@ -257,6 +257,30 @@ PHX_HD void adj_tendon_kinematics(const ModelView<S>& m, const Workspace<S>& w, 
       adj_body_point(sp.body[sp.n - 1], Vec3<T>::load(m.site_pos + 3 * sb), adj_p[sp.n - 1], a);
     });
   }
+}
+
+// the same, a device function of its own
+template <class T, class S>
+PHX_HD PHX_DEVICE_NOINLINE void adj_tendons_apart(const ModelView<S>& m, const Workspace<S>& w,
+                                                  AdjWorkspace<T>& a, T* adj_qpos) {
+  adj_tendons(m, w, a, adj_qpos);
+}
+
+}  // namespace detail
+
+// Adjoint of tendon_kinematics: from a.ten_length and a.ten_J (the adjoints the consumers
+// accumulated) to adj_qpos (fixed tendons) and to the adjoints of cdof, xpos and xmat in a
+// (spatial tendons). A fixed tendon's row is constant: its adjoint is not read. On the GPU in
+// double precision it is a device function of its own: inlined into each reverse stage that
+// calls it, its spans' values spill there; in float they fit, and the registers saved around a
+// call would cost more.
+template <class T, class S>
+PHX_HD void adj_tendon_kinematics(const ModelView<S>& m, const Workspace<S>& w, AdjWorkspace<T>& a,
+                                  T* adj_qpos) {
+  if constexpr (sizeof(T) > sizeof(float))
+    detail::adj_tendons_apart(m, w, a, adj_qpos);
+  else
+    detail::adj_tendons(m, w, a, adj_qpos);
 }
 
 // ---- slider-crank ---------------------------------------------------------------------------

@@ -27,6 +27,8 @@
 // Gauss-Seidel).
 #pragma once
 
+#include <initializer_list>
+
 #include "phalanx/math/dense.h"
 #include "phalanx/xpbd.h"
 

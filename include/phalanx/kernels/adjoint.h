@@ -182,7 +182,8 @@ struct RolloutAdjointKernel {
 
   template <class Layout>
   PHX_HD void begin(int e, Scratch<T, Layout> scratch, EnvOf<Layout>& v) const {
-    v.m = env_view(model, e);
+    v.m = model;
+    env_view_in(v.m, e);
     const ModelView<T>& m = v.m;
     const int nstep = tape.nstep;
     Arena<T, Layout> arena(scratch);
