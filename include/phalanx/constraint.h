@@ -371,6 +371,74 @@ PHX_HD void detect_contacts(const ModelView<T>& m, const ConstraintWorkspace<T, 
   *cv.overflow = overflow;
 }
 
+namespace detail {
+
+// adj_detect_contacts' arguments (below), which its pairs' adjoints read: it passes them on in
+// memory, so that on the GPU they are not saved to spill slots around each pair's call
+template <class T, class S, class Layout, class P>
+struct DetectAdjoint {
+  const ModelView<S>& m;
+  const ConstraintWorkspace<S, Layout>& c;
+  const ContactView<S>& cv;
+  P adj_pos, adj_normal;
+  int normal_stride;
+  P adj_dist;
+  AdjWorkspace<T>& a;
+  T* adj_geom_size;
+  S margin;
+};
+
+// adj_detect_contacts for the contacts of one geom pair, from contact i0 on; their number. On
+// the GPU a device function of its own: the pair loop holds nothing beside it.
+template <class T, class S, class Layout, class P>
+PHX_HD PHX_DEVICE_NOINLINE int adj_pair_contacts(const DetectAdjoint<T, S, Layout, P>& d, int i0) {
+  const ModelView<S>& m = d.m;
+  const ContactView<S>& cv = d.cv;
+  const int ncon = *cv.ncon;
+  int g1 = cv.geom[2 * i0], g2 = cv.geom[2 * i0 + 1];
+  int n = 1;
+  while (i0 + n < ncon && n < kMaxPairContacts && cv.geom[2 * (i0 + n)] == g1 &&
+         cv.geom[2 * (i0 + n) + 1] == g2)
+    ++n;
+  ContactPoint<T> pts[kMaxPairContacts], adj[kMaxPairContacts];
+  for (int k = 0; k < n; ++k) {
+    int i = i0 + k;
+    pts[k].pos = Vec3<T>::load(cv.pos + 3 * i);
+    pts[k].normal = Vec3<T>::load(cv.frame + 9 * i);
+    pts[k].dist = cv.dist[i];
+    adj[k].pos = Vec3<T>::load(d.adj_pos + 3 * i);
+    adj[k].normal = Vec3<T>::load(d.adj_normal + d.normal_stride * i);
+    adj[k].dist = d.adj_dist[i];
+  }
+  GeomFrame<T> f1{Vec3<T>::load(d.c.geom_xpos + 3 * g1), Mat3<T>::load(d.c.geom_xmat + 9 * g1)};
+  GeomFrame<T> f2{Vec3<T>::load(d.c.geom_xpos + 3 * g2), Mat3<T>::load(d.c.geom_xmat + 9 * g2)};
+  GeomFrame<T> adj_f1, adj_f2;
+  T adj_size1[3] = {}, adj_size2[3] = {}, size1[3], size2[3];
+  for (int k = 0; k < 3; ++k) {
+    size1[k] = T(m.geom_size[3 * g1 + k]);
+    size2[k] = T(m.geom_size[3 * g2 + k]);
+  }
+  if constexpr (std::is_same_v<T, S>) {
+    adj_collide(geom_shape(m, g1, size1), f1, geom_shape(m, g2, size2), f2, T(d.margin),
+                ccd_settings(m), n, adj, adj_f1, adj_size1, adj_f2, adj_size2);
+  } else {
+    // passes in another scalar (the host's SIMD lanes) read the sizes only: their callers
+    // leave models with meshes or height fields to passes in the forward's scalar
+    adj_collide(m.geom_type[g1], f1, size1, m.geom_type[g2], f2, size2, T(d.margin), pts, n, adj,
+                adj_f1, adj_size1, adj_f2, adj_size2);
+  }
+  if (d.adj_geom_size)
+    for (int k = 0; k < 3; ++k) {
+      d.adj_geom_size[3 * g1 + k] += adj_size1[k];
+      d.adj_geom_size[3 * g2 + k] += adj_size2[k];
+    }
+  adj_geom_pose(m, g1, adj_f1, d.a);
+  adj_geom_pose(m, g2, adj_f2, d.a);
+  return n;
+}
+
+}  // namespace detail
+
 // The adjoint of detect_contacts (at the margin it was given) for the contacts it left in cv:
 // from the adjoints of their points, normals and distances (adj_pos (3 ncon), the normal of
 // contact i at adj_normal + normal_stride i, adj_dist (ncon)) through the pair functions
@@ -385,49 +453,9 @@ PHX_HD PHX_DEVICE_NOINLINE void adj_detect_contacts(const ModelView<S>& m,
                                                     P adj_normal, int normal_stride, P adj_dist,
                                                     AdjWorkspace<T>& a, T* adj_geom_size,
                                                     S margin = S(0)) {
-  const int ncon = *cv.ncon;
-  for (int i0 = 0; i0 < ncon;) {
-    int g1 = cv.geom[2 * i0], g2 = cv.geom[2 * i0 + 1];
-    int n = 1;
-    while (i0 + n < ncon && n < kMaxPairContacts && cv.geom[2 * (i0 + n)] == g1 &&
-           cv.geom[2 * (i0 + n) + 1] == g2)
-      ++n;
-    ContactPoint<T> pts[kMaxPairContacts], adj[kMaxPairContacts];
-    for (int k = 0; k < n; ++k) {
-      int i = i0 + k;
-      pts[k].pos = Vec3<T>::load(cv.pos + 3 * i);
-      pts[k].normal = Vec3<T>::load(cv.frame + 9 * i);
-      pts[k].dist = cv.dist[i];
-      adj[k].pos = Vec3<T>::load(adj_pos + 3 * i);
-      adj[k].normal = Vec3<T>::load(adj_normal + normal_stride * i);
-      adj[k].dist = adj_dist[i];
-    }
-    GeomFrame<T> f1{Vec3<T>::load(c.geom_xpos + 3 * g1), Mat3<T>::load(c.geom_xmat + 9 * g1)};
-    GeomFrame<T> f2{Vec3<T>::load(c.geom_xpos + 3 * g2), Mat3<T>::load(c.geom_xmat + 9 * g2)};
-    GeomFrame<T> adj_f1, adj_f2;
-    T adj_size1[3] = {}, adj_size2[3] = {}, size1[3], size2[3];
-    for (int k = 0; k < 3; ++k) {
-      size1[k] = T(m.geom_size[3 * g1 + k]);
-      size2[k] = T(m.geom_size[3 * g2 + k]);
-    }
-    if constexpr (std::is_same_v<T, S>) {
-      adj_collide(geom_shape(m, g1, size1), f1, geom_shape(m, g2, size2), f2, T(margin),
-                  ccd_settings(m), n, adj, adj_f1, adj_size1, adj_f2, adj_size2);
-    } else {
-      // passes in another scalar (the host's SIMD lanes) read the sizes only: their callers
-      // leave models with meshes or height fields to passes in the forward's scalar
-      adj_collide(m.geom_type[g1], f1, size1, m.geom_type[g2], f2, size2, T(margin), pts, n, adj,
-                  adj_f1, adj_size1, adj_f2, adj_size2);
-    }
-    if (adj_geom_size)
-      for (int k = 0; k < 3; ++k) {
-        adj_geom_size[3 * g1 + k] += adj_size1[k];
-        adj_geom_size[3 * g2 + k] += adj_size2[k];
-      }
-    adj_geom_pose(m, g1, adj_f1, a);
-    adj_geom_pose(m, g2, adj_f2, a);
-    i0 += n;
-  }
+  const detail::DetectAdjoint<T, S, Layout, P> d{
+      m, c, cv, adj_pos, adj_normal, normal_stride, adj_dist, a, adj_geom_size, margin};
+  for (int i0 = 0; i0 < *cv.ncon;) i0 += detail::adj_pair_contacts(d, i0);
 }
 
 // The demand of a contact's normal row on its separating velocity after the step, given vn = J

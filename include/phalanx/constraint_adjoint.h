@@ -682,19 +682,38 @@ PHX_HD PHX_DEVICE_NOINLINE void adj_constrained_rest(
                              adj_qpos, adj_qvel, adj_ctrl, adj_model);
 }
 
+// The reverse pass of a replayed constrained step as its stages see it: the step's inputs, the
+// replay's workspaces (w, c, cv), the adjoint's (a, s) and what the stages accumulate into. The
+// stages that call others in sequence take it by reference: on the GPU it stays in memory across
+// their calls, where their fifteen arguments would be saved to spill slots around each call.
+template <class T, class S, class L>
+struct ReplayedPass {
+  const ModelView<S>& m;
+  const T* qpos;
+  const T* qvel;
+  const T* ctrl;
+  Workspace<S>& w;
+  ConstraintWorkspace<S, L>& c;
+  const ContactView<S>& cv;
+  AdjWorkspace<T>& a;
+  AdjConstraintWorkspace<T, L>& s;
+  T* adj_qpos;
+  T* adj_qvel;
+  T* adj_ctrl;
+  const ModelAdjoint<T>& adj_model;
+  const ContactModelAdjoint<T>& adj_contact;
+  T* adj_qfrc;
+};
+
 // The adjoint of qvel' = vfree + M^-1 J^T f onward, with g = adjoint of qvel' in s.g: its
 // stages that depend on the rows, then the rest (above)
 template <class T, class S, class L>
-PHX_HD PHX_DEVICE_NOINLINE void adj_constrained_velocity(
-    const ModelView<S>& m, const T* qpos, const T* qvel, const T* ctrl, Workspace<S>& w,
-    ConstraintWorkspace<S, L>& c, const ContactView<S>& cv, AdjWorkspace<T>& a,
-    AdjConstraintWorkspace<T, L>& s, T* adj_qpos, T* adj_qvel, T* adj_ctrl,
-    const ModelAdjoint<T>& adj_model, const ContactModelAdjoint<T>& adj_contact, T* adj_qfrc) {
+PHX_HD PHX_DEVICE_NOINLINE void adj_constrained_velocity(const ReplayedPass<T, S, L>& p) {
   OuterSum<T, 4> adj_M;
-  adj_constrained_rows(m, qpos, qvel, w, c, cv, a, s, adj_qpos, adj_qvel, adj_contact, adj_qfrc,
-                       adj_M);
-  adj_constrained_rest(m, qpos, qvel, ctrl, w, a, s, adj_M, adj_qpos, adj_qvel, adj_ctrl,
-                       adj_model);
+  adj_constrained_rows(p.m, p.qpos, p.qvel, p.w, p.c, p.cv, p.a, p.s, p.adj_qpos, p.adj_qvel,
+                       p.adj_contact, p.adj_qfrc, adj_M);
+  adj_constrained_rest(p.m, p.qpos, p.qvel, p.ctrl, p.w, p.a, p.s, adj_M, p.adj_qpos, p.adj_qvel,
+                       p.adj_ctrl, p.adj_model);
 }
 
 // The contacts that bounced in the forward step: the bounce branch of build_rows (e J qvel below
@@ -768,23 +787,22 @@ PHX_HD PHX_DEVICE_NOINLINE void adj_bounce_velocity(const ModelView<T>& m, const
 // bounce correction, after its position update into s.u): the step's adjoint of adj_qvel'
 // alone, then of u with its state adjoints held apart and replaced by X's
 template <class T, class L>
-PHX_HD PHX_DEVICE_NOINLINE void adj_bounced_step(
-    const ModelView<T>& m, const T* qpos, const T* qvel, const T* ctrl, Workspace<T>& w,
-    ConstraintWorkspace<T, L>& c, const ContactView<T>& cv, AdjWorkspace<T>& a,
-    AdjConstraintWorkspace<T, L>& s, const T* adj_qvel_next, T* adj_qpos, T* adj_qvel, T* adj_ctrl,
-    const ModelAdjoint<T>& adj_model, const ContactModelAdjoint<T>& adj_contact, T* adj_qfrc) {
-  const int nv = m.nv;
-  for (int d = 0; d < nv; ++d) s.g[d] = adj_qvel_next[d];
-  adj_constrained_velocity(m, qpos, qvel, ctrl, w, c, cv, a, s, adj_qpos, adj_qvel, adj_ctrl,
-                           adj_model, adj_contact, adj_qfrc);
+PHX_HD PHX_DEVICE_NOINLINE void adj_bounced_step(const ReplayedPass<T, T, L>& p,
+                                                 const T* adj_qvel_next) {
+  const ModelView<T>& m = p.m;
+  AdjConstraintWorkspace<T, L>& s = p.s;
+  for (int d = 0; d < m.nv; ++d) s.g[d] = adj_qvel_next[d];
+  adj_constrained_velocity(p);
   for (int i = 0; i < m.nq; ++i) s.hold_qpos[i] = T(0);
-  for (int d = 0; d < nv; ++d) {
+  for (int d = 0; d < m.nv; ++d) {
     s.hold_qvel[d] = T(0);
     s.g[d] = s.u[d];
   }
-  adj_constrained_velocity(m, qpos, qvel, ctrl, w, c, cv, a, s, s.hold_qpos, s.hold_qvel, adj_ctrl,
-                           adj_model, adj_contact, adj_qfrc);
-  adj_bounce_velocity(m, qpos, qvel, c, cv, s, adj_qpos, adj_qvel);
+  ReplayedPass<T, T, L> held = p;
+  held.adj_qpos = s.hold_qpos;
+  held.adj_qvel = s.hold_qvel;
+  adj_constrained_velocity(held);
+  adj_bounce_velocity(m, p.qpos, p.qvel, p.c, p.cv, s, p.adj_qpos, p.adj_qvel);
 }
 
 }  // namespace detail
@@ -848,8 +866,9 @@ PHX_HD PHX_DEVICE_NOINLINE void adj_step_constrained_replayed(
   if constexpr (!std::is_same_v<S, T>) {
     detail::adj_position_update(m, qpos, s, adj_qpos_next, adj_qpos);
     for (int d = 0; d < m.nv; ++d) s.g[d] = adj_qvel_next[d] + s.u[d];
-    detail::adj_constrained_velocity(m, qpos, qvel, ctrl, w, c, cv, a, s, adj_qpos, adj_qvel,
-                                     adj_ctrl, adj_model, adj_contact, adj_qfrc);
+    detail::adj_constrained_velocity(
+        detail::ReplayedPass<T, S, L>{m, qpos, qvel, ctrl, w, c, cv, a, s, adj_qpos, adj_qvel,
+                                      adj_ctrl, adj_model, adj_contact, adj_qfrc});
   } else {
     const int nv = m.nv, nrow = *cv.nefc;
     if (nrow == 0) {
@@ -865,14 +884,15 @@ PHX_HD PHX_DEVICE_NOINLINE void adj_step_constrained_replayed(
       nb = detail::bouncing_contacts(m, qvel, c, cv, s.cls, c.ilcp, c.lcp);
     }
     detail::adj_position_update(m, qpos, s, adj_qpos_next, adj_qpos);
+    const detail::ReplayedPass<T, S, L> pass{m,        qpos,     qvel,      ctrl,        w,
+                                             c,        cv,       a,         s,           adj_qpos,
+                                             adj_qvel, adj_ctrl, adj_model, adj_contact, adj_qfrc};
     if (nb == 0) {
       for (int d = 0; d < nv; ++d) s.g[d] = adj_qvel_next[d] + s.u[d];
-      detail::adj_constrained_velocity(m, qpos, qvel, ctrl, w, c, cv, a, s, adj_qpos, adj_qvel,
-                                       adj_ctrl, adj_model, adj_contact, adj_qfrc);
+      detail::adj_constrained_velocity(pass);
       return;
     }
-    detail::adj_bounced_step(m, qpos, qvel, ctrl, w, c, cv, a, s, adj_qvel_next, adj_qpos, adj_qvel,
-                             adj_ctrl, adj_model, adj_contact, adj_qfrc);
+    detail::adj_bounced_step(pass, adj_qvel_next);
   }
 }
 
