@@ -421,8 +421,18 @@ class PackWalk {
     if (kept_.only_here(m, slot)) rows_to_slot(i, slot, f, true);
     int base;
     const TapeRecords<T> rec = k.tape.walked(m, e, seg, &base);
-    walk.step_back(seg, t, rec, base, k.loss(k.adj_qpos_out, e, m.nq),
-                   k.loss(k.adj_qvel_out, e, m.nv), nullptr, env.gc, env.am, env.ac);
+    typename TapeReverse<T>::Walk w{
+        .am = env.am,
+        .rec = &rec,
+        .out = {k.loss(k.adj_qpos_out, e, m.nq), k.loss(k.adj_qvel_out, e, m.nv), nullptr},
+        .adj_ctrl = env.gc,
+        .ac = &env.ac,
+        .seg = seg,
+        .base = base,
+        .t = t,
+        .t0 = seg * k.tape.every};
+    walk.step_back(w);
+    env.am = w.am;
   }
   // the offset of the stage adjoint of workspace array `name` in an AdjWorkspace
   long adjoint_offset(const char* name) const {

@@ -501,6 +501,20 @@ struct TapeReverse {
     return rec;
   }
 
+  // What the steps of one segment's walk share: the segment's records and where it stands in
+  // them, the loss gradients, the control adjoints and the parameters' adjoints (walk's). One
+  // struct, so that it stays in memory: on CUDA each step's reverse pass is a call that needs
+  // nearly every register, and the walk reads these back from it afterwards instead of saving
+  // each one around the call.
+  struct Walk {
+    ModelAdjoint<T> am;
+    const TapeRecords<T>* rec;  // the segment's records (recompute's)
+    const T* out[3];            // adj_qpos_out, adj_qvel_out, adj_act_out
+    T* adj_ctrl;
+    const ContactModelAdjoint<T>* ac;
+    int seg, base, t, t0;  // the segment, its first step's index in rec, the step, the first
+  };
+
   // segment seg's steps backward from its records rec (recompute's): the loss gradients
   // adj_qpos_out, adj_qvel_out, adj_act_out of the state after each step (nstep x nq, nstep x
   // nv, nstep x na, may be null) are added as the walk reaches them; adj_ctrl (nstep x nu)
@@ -511,41 +525,40 @@ struct TapeReverse {
                                        const T* adj_act_out, T* adj_ctrl, ModelAdjoint<T> am,
                                        const ContactModelAdjoint<T>& ac) {
     const int K = tape.every, t0 = seg * K, t1 = t0 + K < tape.nstep ? t0 + K : tape.nstep;
-    for (int t = t1 - 1; t >= t0; --t)
-      step_back(seg, t, rec, base, adj_qpos_out, adj_qvel_out, adj_act_out, adj_ctrl, am, ac);
+    Walk w{am,     &rec, {adj_qpos_out, adj_qvel_out, adj_act_out}, adj_ctrl, &ac, seg, base,
+           t1 - 1, t0};
+    for (; w.t >= w.t0; --w.t) step_back(w);
   }
 
-  // step t of segment seg backward (walk's)
-  PHX_HD void step_back(int seg, int t, const TapeRecords<T>& rec, int base, const T* adj_qpos_out,
-                        const T* adj_qvel_out, const T* adj_act_out, T* adj_ctrl,
-                        ModelAdjoint<T>& am, const ContactModelAdjoint<T>& ac) {
-    const int na = m.na, nu = m.nu, K = tape.every, nstep = tape.nstep;
-    const int t0 = seg * K, t1 = t0 + K < nstep ? t0 + K : nstep;
-    begin_step(t, adj_qpos_out, adj_qvel_out, adj_act_out);
+  // step w.t of w's segment backward (walk's)
+  PHX_HD void step_back(Walk& w) {
+    const int t = w.t, t0 = w.t0, na = m.na, nu = m.nu, K = tape.every, nstep = tape.nstep;
+    const int t1 = t0 + K < nstep ? t0 + K : nstep;
+    begin_step(t, w.out[0], w.out[1], w.out[2]);
     const T* u = ctrl + long(t) * nu;
-    T* gc = adj_ctrl + long(t) * nu;
+    T* gc = w.adj_ctrl + long(t) * nu;
     if (tape.mocap.given()) {
       tape.mocap.at(m, e, t, nstep);
-      tape.mocap.adjoint(m, t, adj_mocap_pos, adj_mocap_quat, am);
+      tape.mocap.adjoint(m, t, adj_mocap_pos, adj_mocap_quat, w.am);
     }
     if (store.reals && store.holds(m, t - t0)) {
-      typename StepStore<T, Layout>::Slot f = from_slot(t - t0, rec, base);
+      typename StepStore<T, Layout>::Slot f = from_slot(t - t0, *w.rec, w.base);
       T* g_input = gc;
       if (na > 0) {
         for (int i = 0; i < nu; ++i) x.adj_input[i] = T(0);
         g_input = x.adj_input;
       }
       adj_step_constrained_replayed(m, q, v, inputs(u), f.w, f.c, f.cv, x.a, x.s, gq, gv, hq, hv,
-                                    g_input, am, ac, static_cast<T*>(nullptr));
+                                    g_input, w.am, *w.ac, static_cast<T*>(nullptr));
       if (na > 0) adj_activation(m, u, a, x.adj_input, ga, gc, ha);
     } else {
-      rec.load(m, base + t - t0, q, v, a, cv);
+      w.rec->load(m, w.base + t - t0, q, v, a, cv);
       // the step's own LCP solution, the next record's warm start (or the tape's, at the
       // segment's end): the replay skips the solver
       LcpSolution<T> known{};
       if (m.nefcmax > 0)
-        known = t + 1 < t1 ? rec.solution(m, base + t + 1 - t0) : tape.known(m, e, t);
-      adj_step_env(m, q, v, a, u, x, cv, gq, gv, ga, hq, hv, ha, gc, am, ac,
+        known = t + 1 < t1 ? w.rec->solution(m, w.base + t + 1 - t0) : tape.known(m, e, t);
+      adj_step_env(m, q, v, a, u, x, cv, gq, gv, ga, hq, hv, ha, gc, w.am, *w.ac,
                    static_cast<T*>(nullptr), known);
     }
     end_step();
