@@ -1,7 +1,8 @@
 # Checks cmake/ptxas_report.cmake on ptxas output written here: a kernel's spills are its own
 # plus those of the functions listed after it up to the next kernel or the end of its file, its
-# stack is the cumulative stack size, its occupancy follows from its registers, and a kernel
-# over its budget fails the report while one at its budget passes.
+# stack is the cumulative stack size, its occupancy follows from its registers, a comment under a
+# kernel that spills names the functions that spill most, largest first, and a kernel over its
+# budget fails the report, with those names, while one at its budget passes.
 #
 #     cmake -DREPORT=cmake/ptxas_report.cmake -DDIR=/tmp/scratch -P test_ptxas_report.cmake
 set(step "_ZN3phx4cuda10env_kernelINS_10StepKernelIfEEfEEvT_iPT0_PiNS_11ScratchSizeENS0_9PlacementE")
@@ -55,10 +56,16 @@ set(expected
 if(NOT lines STREQUAL expected)
   message(FATAL_ERROR "report lines\n  ${lines}\nexpected\n  ${expected}")
 endif()
+set(where "collide (96), kernel (20), __internal_trig_reduction_slowpathd (4)")
+file(STRINGS ${DIR}/report.txt lines REGEX "^#   spills in ")
+if(NOT lines STREQUAL "#   spills in ${where}")
+  message(FATAL_ERROR "the report's spilling functions\n  ${lines}\nexpected\n  ${where}")
+endif()
 # one byte of spills or of stack over: the report fails and names the kernel
 foreach(budget "StepKernel<float> 119 1500" "StepKernel<float> 120 1499")
   report("${budget}\n" rc err)
-  if(rc EQUAL 0 OR NOT err MATCHES "sm_80 StepKernel<float>: 120 spill bytes")
+  string(FIND "${err}" "spills in ${where}" named)
+  if(rc EQUAL 0 OR NOT err MATCHES "sm_80 StepKernel<float>: 120 spill bytes" OR named EQUAL -1)
     message(FATAL_ERROR "over the budget '${budget}', the report gave ${rc}: ${err}")
   endif()
 endforeach()
