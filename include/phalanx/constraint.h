@@ -427,13 +427,15 @@ PHX_HD PHX_DEVICE_NOINLINE int adj_pair_contacts(const DetectAdjoint<T, S, Layou
     adj_collide(m.geom_type[g1], f1, size1, m.geom_type[g2], f2, size2, T(d.margin), pts, n, adj,
                 adj_f1, adj_size1, adj_f2, adj_size2);
   }
+  // the geoms read again from cv, so that nothing but d, i0 and n is held across the pair's call
+  g1 = d.cv.geom[2 * i0], g2 = d.cv.geom[2 * i0 + 1];
   if (d.adj_geom_size)
     for (int k = 0; k < 3; ++k) {
       d.adj_geom_size[3 * g1 + k] += adj_size1[k];
       d.adj_geom_size[3 * g2 + k] += adj_size2[k];
     }
-  adj_geom_pose(m, g1, adj_f1, d.a);
-  adj_geom_pose(m, g2, adj_f2, d.a);
+  adj_geom_pose(d.m, g1, adj_f1, d.a);
+  adj_geom_pose(d.m, g2, adj_f2, d.a);
   return n;
 }
 
