@@ -427,7 +427,6 @@ class PackWalk {
         .out = {k.loss(k.adj_qpos_out, e, m.nq), k.loss(k.adj_qvel_out, e, m.nv), nullptr},
         .adj_ctrl = env.gc,
         .ac = &env.ac,
-        .seg = seg,
         .base = base,
         .t = t,
         .t0 = seg * k.tape.every};

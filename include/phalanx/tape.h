@@ -512,7 +512,7 @@ struct TapeReverse {
     const T* out[3];            // adj_qpos_out, adj_qvel_out, adj_act_out
     T* adj_ctrl;
     const ContactModelAdjoint<T>* ac;
-    int seg, base, t, t0;  // the segment, its first step's index in rec, the step, the first
+    int base, t, t0;  // the first step's index in rec, the step, the segment's first step
   };
 
   // segment seg's steps backward from its records rec (recompute's): the loss gradients
@@ -525,8 +525,7 @@ struct TapeReverse {
                                        const T* adj_act_out, T* adj_ctrl, ModelAdjoint<T> am,
                                        const ContactModelAdjoint<T>& ac) {
     const int K = tape.every, t0 = seg * K, t1 = t0 + K < tape.nstep ? t0 + K : tape.nstep;
-    Walk w{am,     &rec, {adj_qpos_out, adj_qvel_out, adj_act_out}, adj_ctrl, &ac, seg, base,
-           t1 - 1, t0};
+    Walk w{am, &rec, {adj_qpos_out, adj_qvel_out, adj_act_out}, adj_ctrl, &ac, base, t1 - 1, t0};
     for (; w.t >= w.t0; --w.t) step_back(w);
   }
 
