@@ -95,22 +95,36 @@ struct JacobianScratch {
     return m.nefcmax > 0 ? x.s.qvel_next : x.a.qvel_next;
   }
 
-  // Row r of (qpos', qvel') by its own reverse pass of the replay into row (jacobian_cols,
-  // zeroed first) and, when prow is non-null, the parameters' row (jacobian_nparam, zeroed
-  // first); left zero when the step stopped.
-  PHX_HD PHX_DEVICE_NOINLINE void row_pass(const ModelView<T>& m, const T* q, const T* v,
-                                           const T* u, int r, bool stopped, T* row, T* prow) {
-    const int rows = m.nq + m.nv, cols = jacobian_cols(m);
+  // What the row passes of one environment share (row_passes'): one struct in memory, which
+  // the loop reads back after each pass (on CUDA a call that needs nearly every register)
+  // instead of saving its values around the call
+  struct RowPasses {
+    const ModelView<T>* m;
+    const T *q, *v, *u;
+    T *jac, *jac_param;  // the environment's rows (jacobian_cols and jacobian_nparam each)
+    int r, end;          // the row and the end of the rows passed
+    bool stopped;
+  };
+
+  // Row p.r of (qpos', qvel') by its own reverse pass of the replay into its row of p.jac
+  // (zeroed first) and, when p.jac_param is non-null, its row of that (zeroed first); left zero
+  // when the step stopped.
+  PHX_HD PHX_DEVICE_NOINLINE void row_pass(const RowPasses& p) {
+    const ModelView<T>& m = *p.m;
+    const T *q = p.q, *v = p.v, *u = p.u;
+    const int rows = m.nq + m.nv, cols = jacobian_cols(m), np = jacobian_nparam(m), r = p.r;
+    T* row = p.jac + long(r) * cols;
     for (int i = 0; i < rows; ++i) seed[i] = T(i == r);
     for (int i = 0; i < cols; ++i) row[i] = T(0);
     ModelAdjoint<T> am{};
     ContactModelAdjoint<T> ac{};
-    if (prow) {
-      T* p = prow;
-      for (int i = 0; i < jacobian_nparam(m); ++i) p[i] = T(0);
-      for (int k = 0; k < kNumParams; p += param_size(m, k), ++k) param_adjoint(am, ac, k) = p;
+    if (p.jac_param) {
+      T* prow = p.jac_param + long(r) * np;
+      for (int i = 0; i < np; ++i) prow[i] = T(0);
+      for (int k = 0; k < kNumParams; prow += param_size(m, k), ++k)
+        param_adjoint(am, ac, k) = prow;
     }
-    if (stopped) return;
+    if (p.stopped) return;
     T *gq = row, *gv = row + m.nq, *gc = gv + m.nv, *gf = gc + m.nu;
     if constexpr (std::is_floating_point_v<T> && kXpbdCompiled) {
       if (m.solver == kSolverXpbd) {
@@ -128,12 +142,21 @@ struct JacobianScratch {
     }
   }
 
+  // Rows [first, nq + nv) of one environment's jac ((nq + nv) x jacobian_cols) and jac_param
+  // ((nq + nv) x jacobian_nparam, may be null), each by a pass of its own (row_pass)
+  PHX_HD PHX_DEVICE_NOINLINE void row_passes(const ModelView<T>& m, const T* q, const T* v,
+                                             const T* u, int first, bool stopped, T* jac,
+                                             T* jac_param) {
+    RowPasses p{&m, q, v, u, jac, jac_param, first, m.nq + m.nv, stopped};
+    for (; p.r < p.end; ++p.r) row_pass(p);
+  }
+
   // Rows 0..nq of one environment's jac ((nq + nv) x jacobian_cols) and jac_param ((nq + nv) x
   // jacobian_nparam, may be null) from its rows of qvel' (linear passes, by the chain rule): a
   // row of qpos' moves with its joint's coordinates and dofs alone, so each row's pass of
   // adj_integrate_pos runs on its joint. Zero rows when the step stopped.
-  PHX_HD void qpos_rows(const ModelView<T>& m, const T* q, bool stopped, T* jac,
-                        T* jac_param) {
+  PHX_HD PHX_DEVICE_NOINLINE void qpos_rows(const ModelView<T>& m, const T* q, bool stopped, T* jac,
+                                            T* jac_param) {
     const int cols = jacobian_cols(m), np = jacobian_nparam(m);
     const T* vnext = qvel_next(m);
     T* w = seed;

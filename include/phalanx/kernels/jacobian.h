@@ -62,9 +62,7 @@ struct StepJacobianKernel {
     const bool linear = JacobianScratch<T>::linear(m);
     int first = linear ? m.nq : 0;  // rows computed by single passes: [first, nrow)
     if (linear && !stopped) first += rows(model, m, q, v, u, js, arena.rest(), J, Jp);
-    for (int r = first; r < nrow; ++r)
-      js.row_pass(m, q, v, u, r, stopped, J + long(r) * jacobian_cols(m),
-                  Jp ? Jp + long(r) * np : nullptr);
+    js.row_passes(m, q, v, u, first, stopped, J, Jp);
     if (linear) js.qpos_rows(m, q, stopped, J, Jp);
   }
   // the narrowphase stages of its replay: the contacts at qpos
