@@ -154,13 +154,12 @@ PHX_HD void tendon_kinematics(const ModelView<T>& m, const T* qpos, Workspace<T>
 // Adjoint of a wrapped span's geometry: from the adjoints of its tangent points (adj_p1, adj_p2,
 // world) and of its wrap length to those of its sites (adj_pa, adj_pb, accumulated), and of the
 // side site's and the geom's body frames in a. wrap_local's slopes in its nine inputs come from
-// running it on Dual numbers, one site's three a pass.
+// running it on Dual numbers.
 template <class T, class S>
 PHX_HD PHX_DEVICE_NOINLINE void adj_span_wrap(const ModelView<S>& m, const Span<S>& sp, int g,
                                               const Vec3<T>& adj_p1, const Vec3<T>& adj_p2,
                                               T adj_wrap_length, Vec3<T>& adj_pa, Vec3<T>& adj_pb,
                                               AdjWorkspace<T>& a) {
-  using D = Dual<T, 3>;
   const int geom = m.wrap_objid[g], gb = m.geom_bodyid[geom];
   const Mat3<T> G = Mat3<T>::load(sp.G.m);
   Mat3<T> adj_G{};
@@ -169,23 +168,25 @@ PHX_HD PHX_DEVICE_NOINLINE void adj_span_wrap(const ModelView<S>& m, const Span<
   Vec3<T> adj_t0{}, adj_t1{};
   adj_mul(G, Vec3<T>::from(sp.wrap.t0), adj_G, adj_t0, adj_p1);
   adj_mul(G, Vec3<T>::from(sp.wrap.t1), adj_G, adj_t1, adj_p2);
-  // the wrap in the geom's frame, on Dual numbers seeded along one site's local coordinates a
-  // pass (the side site's only when there is one): the slopes are those of one pass seeded
-  // along all nine, whose duals would not fit a GPU thread's registers
+  // the wrap in the geom's frame, on Dual numbers seeded along the sites' local coordinates (the
+  // side site's only when there is one): all of them in one pass on the CPU, a few a pass on the
+  // GPU, where more duals would not fit a thread's registers (kDualDirections)
+  constexpr int N = kDualDirections<T, 9>;
+  using D = Dual<T, N>;
   Vec3<T> adj_local[3];
-  const int nsite = sp.side_body >= 0 ? 3 : 2;
-  for (int i = 0; i < nsite; ++i) {
+  const int nin = sp.side_body >= 0 ? 9 : 6;
+  for (int first = 0; first < nin; first += N) {
     Vec3<D> in[3];
     for (int k = 0; k < 3; ++k)
       for (int j = 0; j < 3; ++j) in[k][j] = D(T(sp.local[k][j]));
-    for (int j = 0; j < 3; ++j) in[i][j].d[j] = T(1);
+    for (int i = 0; i < N && first + i < nin; ++i) in[(first + i) / 3][(first + i) % 3].d[i] = T(1);
     const LocalWrap<D> lw =
         wrap_local(in[0], in[1], in[2], sp.side_body >= 0, D(T(m.geom_size[3 * geom])),
                    m.wrap_type[g] == kWrapCylinder);
-    for (int j = 0; j < 3; ++j) {
-      adj_local[i][j] = adj_wrap_length * lw.length.d[j];
-      for (int r = 0; r < 3; ++r)
-        adj_local[i][j] += adj_t0[r] * lw.t0[r].d[j] + adj_t1[r] * lw.t1[r].d[j];
+    for (int i = 0; i < N && first + i < nin; ++i) {
+      T& adj = adj_local[(first + i) / 3][(first + i) % 3];
+      adj = adj_wrap_length * lw.length.d[i];
+      for (int r = 0; r < 3; ++r) adj += adj_t0[r] * lw.t0[r].d[i] + adj_t1[r] * lw.t1[r].d[i];
     }
   }
   // local = G^T (x - c): adj_x += G adj_local, adj_c -= G adj_local, adj_G += (x - c) adj_local^T
