@@ -10,12 +10,12 @@
 namespace phx {
 
 // The directions of one dual-number pass over a function's inputs (a pair's frames and sizes,
-// an actuator's parameters): on the CPU `cpu`, the caller's own width; on the GPU three in
-// float and one in double, so that the duals fit a thread's registers. A direction's slopes are
-// the same whichever pass computes them.
-template <class T, int cpu>
+// an actuator's parameters): on the CPU `cpu`, the caller's own width; on the GPU `gpu_float`
+// (three unless the function asks fewer) in float and one in double, so that the duals fit a
+// thread's registers. A direction's slopes are the same whichever pass computes them.
+template <class T, int cpu, int gpu_float = 3>
 #ifdef __CUDA_ARCH__
-inline constexpr int kDualDirections = sizeof(T) > sizeof(float) ? 1 : 3;
+inline constexpr int kDualDirections = sizeof(T) > sizeof(float) ? 1 : gpu_float;
 #else
 inline constexpr int kDualDirections = cpu;
 #endif
