@@ -352,43 +352,58 @@ PHX_HD PHX_DEVICE_NOINLINE void adj_velocity_slope(const ModelView<T>& m, const 
 // Accumulates the gradient of scale u^T B v over the standalone free bodies (B the slope of
 // the gyroscopic force, free_bias_slope; v's rotational part the direction) in the body's
 // rotation (a.xmat), its angular velocity (adj_qvel), and body_ipos, body_mass and
-// body_inertia, by Dual numbers in the ten of those (a device function of its own).
-template <class T>
+// body_inertia, by Dual numbers in the ten of those: input k is the angular velocity's k
+// (0..2), body_ipos' k - 3 (3..5), body_mass (6) or body_inertia's k - 7 (7..9), and a pass
+// takes N of them (kDualDirections: all ten on the CPU; each direction's slopes are computed on
+// their own, so N does not change the result). A device function of its own.
+template <class T, int N = kDualDirections<T, 10>>
 PHX_HD PHX_DEVICE_NOINLINE void adj_free_bias_slope(const ModelView<T>& m, const T* qvel,
                                                     const Workspace<T>& w, AdjWorkspace<T>& a,
                                                     T scale, const T* u, const T* v, T* adj_qvel,
                                                     const ModelAdjoint<T>& adj_model) {
-  using D = Dual<T, 10>;
+  constexpr int kInputs = 10;
+  using D = Dual<T, N>;
   for (int j = 0; j < m.njnt; ++j) {
     if (!standalone_free_joint(m, j)) continue;
     const int adr = m.jnt_dofadr[j], b = m.jnt_bodyid[j];
     const Mat3<T> Rot = Mat3<T>::load(w.xmat + 9 * b);
     const Vec3<T> ulin = mul_transpose(Rot, Vec3<T>::load(u + adr));
-    Vec3<D> om, s, diag, x, ul, ur;
-    for (int i = 0; i < 3; ++i) {
-      om[i] = D(qvel[adr + 3 + i]);
-      om[i].d[i] = T(1);
-      s[i] = D(m.body_ipos[3 * b + i]);
-      s[i].d[3 + i] = T(1);
-      diag[i] = D(m.body_inertia[3 * b + i]);
-      diag[i].d[7 + i] = T(1);
-      x[i] = D(v[adr + 3 + i]);
-      ul[i] = D(ulin[i]);
-      ur[i] = D(u[adr + 3 + i]);
+    for (int first = 0; first < kInputs; first += N) {
+      // input k at value x, seeded when this pass takes it
+      const auto input = [first](T x, int k) {
+        D d(x);
+        if (k >= first && k < first + N) d.d[k - first] = T(1);
+        return d;
+      };
+      Vec3<D> om, s, diag, x, ul, ur;
+      for (int i = 0; i < 3; ++i) {
+        om[i] = input(qvel[adr + 3 + i], i);
+        s[i] = input(m.body_ipos[3 * b + i], 3 + i);
+        diag[i] = input(m.body_inertia[3 * b + i], 7 + i);
+        x[i] = D(v[adr + 3 + i]);
+        ul[i] = D(ulin[i]);
+        ur[i] = D(u[adr + 3 + i]);
+      }
+      const D mass = input(m.body_mass[b], 6);
+      const FreeBiasSlope<D> d = free_bias_slope(om, s, mass, body_frame_inertia(m, b, diag), x);
+      const D phi = dot(ul, d.lin) + dot(ur, d.rot);
+      for (int i = 0; i < N && first + i < kInputs; ++i) {
+        const int k = first + i;
+        const T g = scale * phi.d[i];
+        if (k < 3)
+          adj_qvel[adr + 3 + k] += g;
+        else if (k < 6 && adj_model.body_ipos)
+          adj_model.body_ipos[3 * b + k - 3] += g;
+        else if (k == 6 && adj_model.body_mass)
+          adj_model.body_mass[b] += g;
+        else if (k > 6 && adj_model.body_inertia)
+          adj_model.body_inertia[3 * b + k - 7] += g;
+      }
+      if (first > 0) continue;
+      // the linear rows are R lin: d/dR_ij of u_lin . R lin = u_lin_i lin_j
+      for (int i = 0; i < 3; ++i)
+        for (int k = 0; k < 3; ++k) a.xmat[9 * b + 3 * i + k] += scale * u[adr + i] * d.lin[k].v;
     }
-    D mass(m.body_mass[b]);
-    mass.d[6] = T(1);
-    const FreeBiasSlope<D> d = free_bias_slope(om, s, mass, body_frame_inertia(m, b, diag), x);
-    const D phi = dot(ul, d.lin) + dot(ur, d.rot);
-    for (int i = 0; i < 3; ++i) {
-      adj_qvel[adr + 3 + i] += scale * phi.d[i];
-      if (adj_model.body_ipos) adj_model.body_ipos[3 * b + i] += scale * phi.d[3 + i];
-      if (adj_model.body_inertia) adj_model.body_inertia[3 * b + i] += scale * phi.d[7 + i];
-    }
-    if (adj_model.body_mass) adj_model.body_mass[b] += scale * phi.d[6];
-    // the linear rows are R lin: d/dR_ij of u_lin . R lin = u_lin_i lin_j
-    for (int i = 0; i < 3; ++i)
-      for (int k = 0; k < 3; ++k) a.xmat[9 * b + 3 * i + k] += scale * u[adr + i] * d.lin[k].v;
   }
 }
 

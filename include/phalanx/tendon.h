@@ -169,9 +169,10 @@ PHX_HD PHX_DEVICE_NOINLINE void adj_span_wrap(const ModelView<S>& m, const Span<
   adj_mul(G, Vec3<T>::from(sp.wrap.t0), adj_G, adj_t0, adj_p1);
   adj_mul(G, Vec3<T>::from(sp.wrap.t1), adj_G, adj_t1, adj_p2);
   // the wrap in the geom's frame, on Dual numbers seeded along the sites' local coordinates (the
-  // side site's only when there is one): all of them in one pass on the CPU, a few a pass on the
-  // GPU, where more duals would not fit a thread's registers (kDualDirections)
-  constexpr int N = kDualDirections<T, 9>;
+  // side site's only when there is one): all of them in one pass on the CPU, two a pass in
+  // float on the GPU and one in double, where more duals would not fit a thread's registers
+  // (kDualDirections)
+  constexpr int N = kDualDirections<T, 9, 2>;
   using D = Dual<T, N>;
   Vec3<T> adj_local[3];
   const int nin = sp.side_body >= 0 ? 9 : 6;

@@ -12,6 +12,7 @@
 #include <memory>
 #include <random>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "host/model.h"
@@ -228,6 +229,42 @@ TEST(Implicit, StepAdjointMatchesCentralDifferencesInAMedium) {
     for (unsigned seed : {7u, 8u})
       check_step_adjoint(model, test::random_state(model, free ? 8.0 : 2.0, seed), seed);
   }
+}
+
+// adj_free_bias_slope's Dual passes take N of its ten inputs each (kDualDirections: all ten on
+// the CPU, a few on the GPU): a direction's slopes are computed on their own, so every width
+// gives the same bits
+TEST(Implicit, FreeBiasSlopeAdjointIsTheSameInPassesOfAnyWidth) {
+  ModelPtr mj = test::compile_string(kFree);
+  ASSERT_TRUE(mj);
+  Model model = from_mujoco(mj.get());
+  HostModel<double> hm(model);
+  test::StepInputs x = test::random_state(model, 15.0, 9u);
+  x.p.point(hm.view);
+  std::vector<double> qpos = x.qpos, qvel = x.qvel;
+  EXPECT_EQ(step(hm.view, qpos.data(), qvel.data(), x.ctrl.data(), hm.w), 0u);
+  std::mt19937 rng(9u);
+  std::uniform_real_distribution<double> r(-1, 1);
+  std::vector<double> u(model.nv), v(model.nv);
+  for (int d = 0; d < model.nv; ++d) u[d] = r(rng), v[d] = r(rng);
+  // the gradients in passes of N: of qvel, the parameters and the bodies' rotations
+  auto gradients = [&](auto width) {
+    std::vector<double> gq(model.nv, 0.0);
+    test::Params g(model);
+    for (auto& field : g.all()) std::fill(field.second->begin(), field.second->end(), 0.0);
+    Carved<AdjWorkspace<double>, double> a(hm.view);
+    adj_free_bias_slope<double, decltype(width)::value>(hm.view, x.qvel.data(), hm.w, a.w, 0.7,
+                                                        u.data(), v.data(), gq.data(), g.adjoint());
+    for (auto& field : g.all()) gq.insert(gq.end(), field.second->begin(), field.second->end());
+    gq.insert(gq.end(), a.w.xmat, a.w.xmat + 9 * model.nbody);
+    return gq;
+  };
+  const std::vector<double> all = gradients(std::integral_constant<int, 10>{});
+  double norm = 0;
+  for (double z : all) norm += z * z;
+  EXPECT_GT(norm, 1e-6);  // the standalone body's slope is there to compare
+  EXPECT_EQ(gradients(std::integral_constant<int, 1>{}), all);
+  EXPECT_EQ(gradients(std::integral_constant<int, 3>{}), all);
 }
 
 }  // namespace
