@@ -973,46 +973,62 @@ struct AdjointScratch : StepScratch<T, Layout> {
   }
 };
 
-// The adjoint of one step (step_env's), accumulated into gq, gv, gc, am, ac and gf (the
-// adjoint of qfrc_applied, the step's added generalized force; either may be null); cv holds
-// the warm start the step inherited (unused without constraint rows). With activation state,
-// act (na) holds the step's activations before it, ga_next the adjoint of those after it and ga
-// receives theirs (all may be null when m.na = 0). The replay's contacts come from `detect`, as
+// One environment's step for its reverse pass (adj_step_env): the state before it (q, v and,
+// with activation state, act: na, may be null when m.na = 0) and its controls u; the adjoints
+// of the state after it (gq_next, gv_next, ga_next); where the adjoints of its inputs (gq, gv,
+// ga, gc) and of the parameters (am, ac) accumulate; gf, the adjoint of qfrc_applied (the step's
+// added generalized force; either may be null); and `known`, the replay's LCP solution when the
+// caller has it. Its callers keep it in memory: on the GPU the reverse pass reads it back after
+// each of its large calls instead of saving every pointer around them.
+template <class T>
+struct StepEnvAdjoint {
+  const T *q, *v, *act, *u;
+  const T *gq_next, *gv_next, *ga_next;
+  T *gq, *gv, *ga, *gc;
+  const ModelAdjoint<T>* am = nullptr;
+  const ContactModelAdjoint<T>* ac = nullptr;
+  T* gf = nullptr;
+  LcpSolution<T> known{};
+  const T* qfrc_applied = nullptr;
+};
+
+// The adjoint of one step (step_env's) as s describes it; cv holds the warm start the step
+// inherited (unused without constraint rows). The replay's contacts come from `detect`, as
 // step_env's. Returns the replayed step's status.
 template <class T, class Layout, class Detect = DetectInStep>
-PHX_HD PHX_DEVICE_NOINLINE unsigned adj_step_env(
-    const ModelView<T>& m, const T* q, const T* v, const T* act, const T* u,
-    AdjointScratch<T, Layout>& x, ContactView<T>& cv, const T* gq_next, const T* gv_next,
-    const T* ga_next, T* gq, T* gv, T* ga, T* gc, const ModelAdjoint<T>& am,
-    const ContactModelAdjoint<T>& ac, T* gf = nullptr, LcpSolution<T> known = {},
-    const T* qfrc_applied = nullptr, const Detect& detect = {}) {
-  const T* input = u;
-  T* g_input = gc;
+PHX_HD PHX_DEVICE_NOINLINE unsigned adj_step_env(const ModelView<T>& m,
+                                                 AdjointScratch<T, Layout>& x, ContactView<T>& cv,
+                                                 const StepEnvAdjoint<T>& s,
+                                                 const Detect& detect = {}) {
+  const T* input = s.u;
+  T* g_input = s.gc;
   if (m.na > 0) {
-    if (unsigned bits = activation_input_status(m, u, act)) return bits;
-    actuator_inputs(m, u, act, x.input);
+    if (unsigned bits = activation_input_status(m, s.u, s.act)) return bits;
+    actuator_inputs(m, s.u, s.act, x.input);
     for (int i = 0; i < m.nu; ++i) x.adj_input[i] = T(0);
     input = x.input;
     g_input = x.adj_input;
   }
   unsigned status = 0;
   if (m.solver == kSolverXpbd) {
-    status = step_input_status(m, q, v, input, qfrc_applied);
+    status = step_input_status(m, s.q, s.v, input, s.qfrc_applied);
     if (status) return status;
     if constexpr (kXpbdCompiled)
-      adj_xpbd_step(m, q, v, input, x.w, x.a, xpbd_arrays(m, x, cv), x.xpbd_adj, x.xpbd_record,
-                    m.xpbd_substeps, m.xpbd_iterations, qfrc_applied, gq_next, gv_next, gq, gv,
-                    g_input, am, gf, XpbdJointSolver(m.xpbd_joint_solver));
+      adj_xpbd_step(m, s.q, s.v, input, x.w, x.a, xpbd_arrays(m, x, cv), x.xpbd_adj, x.xpbd_record,
+                    m.xpbd_substeps, m.xpbd_iterations, s.qfrc_applied, s.gq_next, s.gv_next, s.gq,
+                    s.gv, g_input, *s.am, s.gf, XpbdJointSolver(m.xpbd_joint_solver));
     else
       return kStatusStopMask;  // not reached: the host refuses such a model (kXpbdCompiled)
   } else if (m.nefcmax == 0) {
-    adj_step(m, q, v, input, x.w, x.a, gq_next, gv_next, gq, gv, g_input, am, gf, qfrc_applied);
+    adj_step(m, s.q, s.v, input, x.w, x.a, s.gq_next, s.gv_next, s.gq, s.gv, g_input, *s.am, s.gf,
+             s.qfrc_applied);
   } else {
-    status = adj_step_constrained(m, q, v, input, x.w, x.c, cv, x.a, x.s, gq_next, gv_next, gq, gv,
-                                  g_input, am, ac, gf, known, qfrc_applied, detect);
+    status =
+        adj_step_constrained(m, s.q, s.v, input, x.w, x.c, cv, x.a, x.s, s.gq_next, s.gv_next, s.gq,
+                             s.gv, g_input, *s.am, *s.ac, s.gf, s.known, s.qfrc_applied, detect);
   }
   if (m.na > 0 && !(status & kStatusStopMask))
-    adj_activation(m, u, act, x.adj_input, ga_next, gc, ga);
+    adj_activation(m, s.u, s.act, x.adj_input, s.ga_next, s.gc, s.ga);
   return status;
 }
 

@@ -95,15 +95,15 @@ struct JacobianScratch {
     return m.nefcmax > 0 ? x.s.qvel_next : x.a.qvel_next;
   }
 
-  // What the row passes of one environment share (row_passes'): one struct in memory, which
-  // the loop reads back after each pass (on CUDA a call that needs nearly every register)
-  // instead of saving its values around the call
+  // What the passes of one environment share: one struct in memory, which the kernel reads
+  // back after each pass (on CUDA a call that needs nearly every register) instead of saving
+  // its values around the call
   struct RowPasses {
     const ModelView<T>* m;
     const T *q, *v, *u;
     T *jac, *jac_param;  // the environment's rows (jacobian_cols and jacobian_nparam each)
-    int r, end;          // the row and the end of the rows passed
-    bool stopped;
+    int r, end;          // the next row passed and the end of the rows passed
+    bool stopped;        // whether the replay stopped
   };
 
   // Row p.r of (qpos', qvel') by its own reverse pass of the replay into its row of p.jac
@@ -142,21 +142,15 @@ struct JacobianScratch {
     }
   }
 
-  // Rows [first, nq + nv) of one environment's jac ((nq + nv) x jacobian_cols) and jac_param
-  // ((nq + nv) x jacobian_nparam, may be null), each by a pass of its own (row_pass)
-  PHX_HD PHX_DEVICE_NOINLINE void row_passes(const ModelView<T>& m, const T* q, const T* v,
-                                             const T* u, int first, bool stopped, T* jac,
-                                             T* jac_param) {
-    RowPasses p{&m, q, v, u, jac, jac_param, first, m.nq + m.nv, stopped};
-    for (; p.r < p.end; ++p.r) row_pass(p);
-  }
-
-  // Rows 0..nq of one environment's jac ((nq + nv) x jacobian_cols) and jac_param ((nq + nv) x
-  // jacobian_nparam, may be null) from its rows of qvel' (linear passes, by the chain rule): a
+  // Rows 0..nq of one environment's p.jac ((nq + nv) x jacobian_cols) and p.jac_param ((nq + nv)
+  // x jacobian_nparam, may be null) from its rows of qvel' (linear passes, by the chain rule): a
   // row of qpos' moves with its joint's coordinates and dofs alone, so each row's pass of
   // adj_integrate_pos runs on its joint. Zero rows when the step stopped.
-  PHX_HD PHX_DEVICE_NOINLINE void qpos_rows(const ModelView<T>& m, const T* q, bool stopped, T* jac,
-                                            T* jac_param) {
+  PHX_HD PHX_DEVICE_NOINLINE void qpos_rows(const RowPasses& p) {
+    const ModelView<T>& m = *p.m;
+    const T* q = p.q;
+    const bool stopped = p.stopped;
+    T *jac = p.jac, *jac_param = p.jac_param;
     const int cols = jacobian_cols(m), np = jacobian_nparam(m);
     const T* vnext = qvel_next(m);
     T* w = seed;

@@ -557,8 +557,9 @@ struct TapeReverse {
       LcpSolution<T> known{};
       if (m.nefcmax > 0)
         known = t + 1 < t1 ? w.rec->solution(m, w.base + t + 1 - t0) : tape.known(m, e, t);
-      adj_step_env(m, q, v, a, u, x, cv, gq, gv, ga, hq, hv, ha, gc, w.am, *w.ac,
-                   static_cast<T*>(nullptr), known);
+      const StepEnvAdjoint<T> s{q,  v,  a,  u,     gq,   gv,      ga,   hq,
+                                hv, ha, gc, &w.am, w.ac, nullptr, known};
+      adj_step_env(m, x, cv, s);
     }
     end_step();
   }

@@ -523,17 +523,18 @@ void expect_interleaved_reverse_as_contiguous(const Model& model, int min_checke
           test::Carved<ContactView<double>, double> warm = cv;
           Arena<double> copy(warm.reals.data(), warm.ints.data());
           warm.w = ContactView<double>::carve(v, copy);
+          const ModelAdjoint<double> am;
+          const StepEnvAdjoint<double> args{
+              q.data(),       qv.data(), none,        ctrl.data(), gq_next.data(),
+              gv_next.data(), none,      gi.q.data(), gi.v.data(), none,
+              gi.c.data(),    &am,       &ac};
           unsigned bits;
           if (layout == 0) {
-            bits = adj_step_env(v, q.data(), qv.data(), none, ctrl.data(), plain.w, warm.w,
-                                gq_next.data(), gv_next.data(), none, gi.q.data(), gi.v.data(),
-                                none, gi.c.data(), ModelAdjoint<double>{}, ac);
+            bits = adj_step_env(v, plain.w, warm.w, args);
           } else {
             Arena<double, Interleaved> arena(tiles.scratch(k));
             auto x = AdjointScratch<double, Interleaved>::carve(v, arena);
-            bits = adj_step_env(v, q.data(), qv.data(), none, ctrl.data(), x, warm.w,
-                                gq_next.data(), gv_next.data(), none, gi.q.data(), gi.v.data(),
-                                none, gi.c.data(), ModelAdjoint<double>{}, ac);
+            bits = adj_step_env(v, x, warm.w, args);
           }
           ASSERT_EQ(bits & kStatusStopMask, 0u) << "step " << t;
         }

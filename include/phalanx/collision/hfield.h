@@ -81,6 +81,19 @@ struct HFieldPrism {
   }
 };
 
+// The walk's place beside the prism it visits: one object in memory (the prism's hull is handed
+// to each visit's pair functions), so that on the GPU the walk reads its place back after each
+// visit instead of saving it around the visit's calls
+template <class T>
+struct HFieldWalk {
+  HFieldPrism<T> prism;
+  GeomShape<T> shape;
+  const T* data;               // the heights (nrow x ncol)
+  int ncol, cmin, ntri, rmax;  // the first column and the triangles of a strip; the end row
+  int r, k;                    // the strip and its triangle
+  T dx, dy, floor;             // the grid's spacing; the lowest top a visited prism has
+};
+
 // The walk over the prisms under geom 2 shared by the forward and the adjoint: calls
 // visit(prism, hull shape) for each prism whose top reaches the geom's lowest point, in strip
 // order, until visit returns false.
@@ -110,35 +123,37 @@ PHX_HD void for_each_hfield_prism(const GeomShape<T>& hf, const GeomFrame<T>& g1
   T fc1 = (hi[0] + size[0]) / (T(2) * size[0]) * T(ncol - 1);
   T fr0 = (lo[1] + size[1]) / (T(2) * size[1]) * T(nrow - 1);
   T fr1 = (hi[1] + size[1]) / (T(2) * size[1]) * T(nrow - 1);
+  HFieldWalk<T> w;
+  w.shape.type = kGeomMesh;
+  w.shape.size = size;
+  w.shape.hull = w.prism.hull();
+  w.data = h.data;
+  w.ncol = ncol;
   // cell ranges (compared before the conversion to int, which could overflow far outside)
-  int cmin = fc0 > T(0) ? int(::floor(double(value(fc0)))) : 0;
-  int cmax = fc1 < T(ncol - 1) ? int(::ceil(double(value(fc1)))) : ncol - 1;
-  int rmin = fr0 > T(0) ? int(::floor(double(value(fr0)))) : 0;
-  int rmax = fr1 < T(nrow - 1) ? int(::ceil(double(value(fr1)))) : nrow - 1;
-  T dx = T(2) * size[0] / T(ncol - 1), dy = T(2) * size[1] / T(nrow - 1);
-  // grid point (c, row) in the field's frame
-  auto point = [&](int c, int row) {
-    return Vec3<T>{dx * T(c) - size[0], dy * T(row) - size[1], h.data[row * ncol + c] * size[2]};
-  };
-
-  HFieldPrism<T> prism;
-  GeomShape<T> shape;
-  shape.type = kGeomMesh;
-  shape.size = size;
-  shape.hull = prism.hull();
+  w.cmin = fc0 > T(0) ? int(::floor(double(value(fc0)))) : 0;
+  const int cmax = fc1 < T(ncol - 1) ? int(::ceil(double(value(fc1)))) : ncol - 1;
+  const int rmin = fr0 > T(0) ? int(::floor(double(value(fr0)))) : 0;
+  w.rmax = fr1 < T(nrow - 1) ? int(::ceil(double(value(fr1)))) : nrow - 1;
+  w.dx = T(2) * size[0] / T(ncol - 1);
+  w.dy = T(2) * size[1] / T(nrow - 1);
+  w.floor = lo[2] - margin;
   // row strip r's points in order, point q at (cmin + q / 2, r + 1 - q % 2): triangle k is
   // points k, k + 1, k + 2 (each taken from the grid again, so that no window of points is
   // carried across the visits)
-  const int ntri = 2 * (cmax - cmin + 1) - 2;
-  for (int r = rmin; r < rmax; ++r) {
-    for (int k = 0; k < ntri; ++k) {
+  w.ntri = 2 * (cmax - w.cmin + 1) - 2;
+  for (w.r = rmin; w.r < w.rmax; ++w.r) {
+    for (w.k = 0; w.k < w.ntri; ++w.k) {
       Vec3<T> tri[3];
-      for (int j = 0; j < 3; ++j) tri[j] = point(cmin + (k + j) / 2, r + 1 - (k + j) % 2);
+      for (int j = 0; j < 3; ++j) {
+        // grid point (c, row) in the field's frame
+        const int c = w.cmin + (w.k + j) / 2, row = w.r + 1 - (w.k + j) % 2;
+        const T* sz = w.shape.size;
+        tri[j] = {w.dx * T(c) - sz[0], w.dy * T(row) - sz[1], w.data[row * w.ncol + c] * sz[2]};
+      }
       // the prism's top must reach the geom's lowest point
-      if (tri[0].z < lo[2] - margin && tri[1].z < lo[2] - margin && tri[2].z < lo[2] - margin)
-        continue;
-      prism.set(tri, size[3]);
-      if (!visit(prism, shape)) return;
+      if (tri[0].z < w.floor && tri[1].z < w.floor && tri[2].z < w.floor) continue;
+      w.prism.set(tri, w.shape.size[3]);
+      if (!visit(w.prism, w.shape)) return;
     }
   }
 }
@@ -177,6 +192,43 @@ PHX_HD int hfield_convex(const GeomShape<T>& hf, const GeomFrame<T>& g1, const G
   return n;
 }
 
+namespace collision_impl {
+
+// adj_hfield_convex's arguments and the next contact's index, which each prism's part reads:
+// one struct in memory, so that on the GPU the walk does not save them around each prism's call
+template <class T>
+struct HFieldAdjoint {
+  const GeomFrame<T>& g1;
+  const GeomShape<T>& s2;
+  const GeomFrame<T>& g2;
+  T margin;
+  const CcdSettings<T>& ccd;
+  int n;
+  const ContactPoint<T>* adj_contacts;
+  GeomFrame<T>& adj_g1;
+  GeomFrame<T>& adj_g2;
+  T* adj_size2;
+  int i;
+};
+
+// adj_hfield_convex's part for one prism (its hull shape): the convex adjoint when the prism
+// gave the next kept contact; false once all n have had theirs. On the GPU a device function of
+// its own: the walk holds nothing beside it.
+template <class T>
+PHX_HD PHX_DEVICE_NOINLINE bool adj_hfield_prism(HFieldAdjoint<T>& a, const GeomShape<T>& shape) {
+  if (a.i == a.n) return false;
+  ContactPoint<T> pts[kMaxConvexContacts], adj[kMaxConvexContacts];
+  int k = convex_convex(shape, a.g1, a.s2, a.g2, a.margin, a.ccd, pts);
+  if (k == 0) return true;
+  adj[deepest_contact(pts, k)] = a.adj_contacts[a.i++];
+  T adj_prism_size[3] = {};
+  adj_convex_convex(shape, a.g1, a.s2, a.g2, a.margin, a.ccd, k, adj, a.adj_g1, adj_prism_size,
+                    a.adj_g2, a.adj_size2);
+  return true;
+}
+
+}  // namespace collision_impl
+
 // Adjoint of hfield_convex (the contract of collide's adjoint); the height data is not a
 // parameter, so adj_size1 receives nothing.
 template <class T>
@@ -187,20 +239,12 @@ PHX_HD PHX_DEVICE_NOINLINE void adj_hfield_convex(const GeomShape<T>& hf, const 
                                                   GeomFrame<T>& adj_g1, T* adj_size1,
                                                   GeomFrame<T>& adj_g2, T* adj_size2) {
   (void)adj_size1;
-  int i = 0;
-  collision_impl::for_each_hfield_prism(
-      hf, g1, s2, g2, margin, [&](const auto& prism, const GeomShape<T>& shape) {
-        (void)prism;
-        if (i == n) return false;
-        ContactPoint<T> pts[kMaxConvexContacts], adj[kMaxConvexContacts];
-        int k = convex_convex(shape, g1, s2, g2, margin, ccd, pts);
-        if (k == 0) return true;
-        adj[collision_impl::deepest_contact(pts, k)] = adj_contacts[i++];
-        T adj_prism_size[3] = {};
-        adj_convex_convex(shape, g1, s2, g2, margin, ccd, k, adj, adj_g1, adj_prism_size, adj_g2,
-                          adj_size2);
-        return true;
-      });
+  collision_impl::HFieldAdjoint<T> a{g1,           s2,     g2,     margin,    ccd, n,
+                                     adj_contacts, adj_g1, adj_g2, adj_size2, 0};
+  collision_impl::for_each_hfield_prism(hf, g1, s2, g2, margin,
+                                        [&](const auto&, const GeomShape<T>& shape) {
+                                          return collision_impl::adj_hfield_prism(a, shape);
+                                        });
 }
 
 }  // namespace phx

@@ -59,35 +59,37 @@ struct StepAdjointKernel {
     Arena<T, Layout> arena(scratch);
     AdjointScratch<T, Layout> x;
     carve_into(&x, m, arena);
-    T* gq = adj_qpos + long(e) * m.nq;
-    T* gv = adj_qvel + long(e) * m.nv;
-    T* gc = adj_ctrl + long(e) * m.nu;
-    for (int i = 0; i < m.nq; ++i) gq[i] = T(0);
-    for (int i = 0; i < m.nv; ++i) gv[i] = T(0);
-    for (int i = 0; i < m.nu; ++i) gc[i] = T(0);
-    T* ga = env_row(adj_act, e, m.na);
-    for (int i = 0; ga && i < m.na; ++i) ga[i] = T(0);
+    StepEnvAdjoint<T> s{qpos + long(e) * m.nq,          qvel + long(e) * m.nv,
+                        env_row(act, e, m.na),          ctrl + long(e) * m.nu,
+                        adj_qpos_next + long(e) * m.nq, adj_qvel_next + long(e) * m.nv,
+                        env_row(adj_act_next, e, m.na), adj_qpos + long(e) * m.nq,
+                        adj_qvel + long(e) * m.nv,      env_row(adj_act, e, m.na),
+                        adj_ctrl + long(e) * m.nu};
+    for (int i = 0; i < m.nq; ++i) s.gq[i] = T(0);
+    for (int i = 0; i < m.nv; ++i) s.gv[i] = T(0);
+    for (int i = 0; i < m.nu; ++i) s.gc[i] = T(0);
+    for (int i = 0; s.ga && i < m.na; ++i) s.ga[i] = T(0);
     ModelAdjoint<T> am;
     ContactModelAdjoint<T> ac;
     env_parameter_adjoints(m, e, adj_model, adj_contact, am, ac);
+    s.am = &am;
+    s.ac = &ac;
     ContactView<T> cv{};
     if (m.nefcmax > 0) cv = con.env(m, e);
-    T* gf = env_row(adj_qfrc_applied, e, m.nv);
-    for (int i = 0; gf && i < m.nv; ++i) gf[i] = T(0);
-    const T* q = qpos + long(e) * m.nq;
+    s.gf = env_row(adj_qfrc_applied, e, m.nv);
+    for (int i = 0; s.gf && i < m.nv; ++i) s.gf[i] = T(0);
     const T* f = env_row(qfrc_applied, e, m.nv);
     const T* xf = env_row(xfrc_applied, e, 6 * m.nbody);
     T* total = env_row(qfrc_total, e, m.nv);
-    if (xf) body_forces_to_qfrc(m, q, f, xf, x.w, total);
-    unsigned status = adj_step_env(m, q, qvel + long(e) * m.nv, env_row(act, e, m.na),
-                                   ctrl + long(e) * m.nu, x, cv, adj_qpos_next + long(e) * m.nq,
-                                   adj_qvel_next + long(e) * m.nv, env_row(adj_act_next, e, m.na),
-                                   gq, gv, ga, gc, am, ac, gf, {}, xf ? total : f, detect);
+    if (xf) body_forces_to_qfrc(m, s.q, f, xf, x.w, total);
+    s.qfrc_applied = xf ? total : f;
+    const unsigned status = adj_step_env(m, x, cv, s, detect);
     if (!xf) return;
     T* gx = env_row(adj_xfrc_applied, e, 6 * m.nbody);
     for (int i = 0; gx && i < 6 * m.nbody; ++i) gx[i] = T(0);
     // the step accumulated nothing when it stopped (non-finite values)
-    if (!(status & kStatusStopMask)) adj_body_forces_to_qfrc(m, q, xf, x.w, x.a, gf, gq, gx, am);
+    if (!(status & kStatusStopMask))
+      adj_body_forces_to_qfrc(m, s.q, xf, x.w, x.a, s.gf, s.gq, gx, am);
   }
   // the narrowphase stages of its replay: the contacts at qpos, in the step's part of its scratch
   template <class Layout, class Found>

@@ -53,17 +53,24 @@ struct StepJacobianKernel {
     Arena<T> arena(scratch);
     JacobianScratch<T> js;
     carve_into(&js, m, arena);
-    const T* q = qpos + long(e) * m.nq;
-    const T* v = qvel + long(e) * m.nv;
-    const T* u = ctrl + long(e) * m.nu;
-    T* J = jac + long(e) * nrow * jacobian_cols(m);
-    T* Jp = jac_param ? jac_param + long(e) * nrow * np : nullptr;
-    const bool stopped = js.replay(m, q, v, u, env_row(qfrc_applied, e, m.nv), detect);
+    // kept in memory and read back after each pass, as the passes themselves do (RowPasses)
+    typename JacobianScratch<T>::RowPasses p{&m,
+                                             qpos + long(e) * m.nq,
+                                             qvel + long(e) * m.nv,
+                                             ctrl + long(e) * m.nu,
+                                             jac + long(e) * nrow * jacobian_cols(m),
+                                             jac_param ? jac_param + long(e) * nrow * np : nullptr,
+                                             0,
+                                             nrow,
+                                             false};
+    p.stopped = js.replay(m, p.q, p.v, p.u, env_row(qfrc_applied, e, m.nv), detect);
     const bool linear = JacobianScratch<T>::linear(m);
-    int first = linear ? m.nq : 0;  // rows computed by single passes: [first, nrow)
-    if (linear && !stopped) first += rows(model, m, q, v, u, js, arena.rest(), J, Jp);
-    js.row_passes(m, q, v, u, first, stopped, J, Jp);
-    if (linear) js.qpos_rows(m, q, stopped, J, Jp);
+    // rows computed by single passes: [p.r, nrow)
+    p.r = linear ? m.nq : 0;
+    if (linear && !p.stopped)
+      p.r += rows(model, m, p.q, p.v, p.u, js, arena.rest(), p.jac, p.jac_param);
+    for (; p.r < p.end; ++p.r) js.row_pass(p);
+    if (JacobianScratch<T>::linear(*p.m)) js.qpos_rows(p);
   }
   // the narrowphase stages of its replay: the contacts at qpos
   template <class Found>
