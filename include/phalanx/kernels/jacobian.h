@@ -70,6 +70,7 @@ struct StepJacobianKernel {
     if (linear && !p.stopped)
       p.r += rows(model, m, p.q, p.v, p.u, js, arena.rest(), p.jac, p.jac_param);
     for (; p.r < p.end; ++p.r) js.row_pass(p);
+    // linear asked of the model again, so that the flag is not held across the passes
     if (JacobianScratch<T>::linear(*p.m)) js.qpos_rows(p);
   }
   // the narrowphase stages of its replay: the contacts at qpos
