@@ -896,19 +896,43 @@ PHX_HD PHX_DEVICE_NOINLINE void adj_step_constrained_replayed(
   }
 }
 
-// Adjoint of one step_constrained: replays the forward from (qpos, qvel, ctrl) and the previous
-// step's rows in cv (efc_key, efc_force, efc_class and nefc as they were before the forward
-// step, for the same warm start), then maps (adj_qpos_next, adj_qvel_next) to adj_qpos,
-// adj_qvel, adj_ctrl, the model parameters of adj_model (body_mass, body_inertia, dof_damping,
-// dof_armature, jnt_stiffness, actuator_gear, body_ipos) and the contact parameters of
-// adj_contact (sliding friction and restitution of each geom, through the pair's maximum, and
-// geom sizes through the contact geometry) and adj_qfrc (the adjoint of qfrc_applied, a
-// generalized force the step added to the applied ones; either may be null), all accumulated.
-// Inputs are not modified; w, c and cv are left as the forward step leaves them (cv holds this
-// step's contacts and rows). Returns the status bits of the replayed step; when it stops (NaN
-// state or result, singular mass matrix) nothing is accumulated. `known` is the step's LCP
-// solution when the caller has it (a tape's next record), see step_constrained; `detect` where
-// the replay's contacts come from (step_constrained's).
+// One environment's step for its reverse pass (adj_step_env, adj_step_constrained): the state
+// before it (q, v and, with activation state, act: na, may be null when m.na = 0) and its
+// controls u; the adjoints of the state after it (gq_next, gv_next, ga_next); where the adjoints
+// of its inputs (gq, gv, ga, gc) and of the parameters (am, ac) accumulate; gf, the adjoint of
+// qfrc_applied (the step's added generalized force; either may be null); and `known`, the
+// replay's LCP solution when the caller has it. Its callers keep it in memory: on the GPU the
+// reverse pass reads it back after each of its large calls instead of saving every pointer
+// around them.
+template <class T>
+struct StepEnvAdjoint {
+  const T *q, *v, *act, *u;
+  const T *gq_next, *gv_next, *ga_next;
+  T *gq, *gv, *ga, *gc;
+  const ModelAdjoint<T>* am = nullptr;
+  const ContactModelAdjoint<T>* ac = nullptr;
+  T* gf = nullptr;
+  LcpSolution<T> known{};
+  const T* qfrc_applied = nullptr;
+};
+
+// Adjoint of one step_constrained, the step p describes with the actuators' inputs `input` for
+// its controls (p.u itself without activation state; p.u, p.gc, p.act, p.ga_next and p.ga are
+// not read): replays the forward from (p.q, p.v, input) and the previous step's rows in cv
+// (efc_key, efc_force, efc_class and nefc as they were before the forward step, for the same
+// warm start), then maps (p.gq_next, p.gv_next) to p.gq, p.gv, g_input (the inputs' adjoint),
+// the model parameters of *p.am (body_mass, body_inertia, dof_damping, dof_armature,
+// jnt_stiffness, actuator_gear, body_ipos) and the contact parameters of *p.ac (sliding
+// friction and restitution of each geom, through the pair's maximum, and geom sizes through
+// the contact geometry) and p.gf (the adjoint of p.qfrc_applied, a generalized force the step
+// added to the applied ones; either may be null), all accumulated. Inputs are not modified; w,
+// c and cv are left as the forward step leaves them (cv holds this step's contacts and rows).
+// Returns the status bits of the replayed step; when it stops (NaN state or result, singular
+// mass matrix) nothing is accumulated. p.known is the step's LCP solution when the caller has
+// it (a tape's next record), see step_constrained; `detect` where the replay's contacts come
+// from (step_constrained's). p stays in the caller's memory: on the GPU, the pass reads its
+// pointers back after the replay, where as arguments of their own they would go beyond the
+// registers that carry a call's arguments, through the stack.
 //
 // m.contact_gradient selects Nimble's options (Werling et al. 2021, section IV):
 // - kGradComplementarityAware: the LCP adjoint also runs on the loss-driven classification
@@ -924,22 +948,21 @@ PHX_HD PHX_DEVICE_NOINLINE void adj_step_constrained_replayed(
 //   X^T u and adj_qpos its direct term plus (X - I)^T u / dt mapped to qpos (a quaternion's
 //   tangent adjoint w gives 2 q (0, w)), in place of the step's (dqd'/d(q, qd))^T u.
 template <class T, class L, class Detect = DetectInStep>
-PHX_HD PHX_DEVICE_NOINLINE unsigned adj_step_constrained(
-    const ModelView<T>& m, const T* qpos, const T* qvel, const T* ctrl, Workspace<T>& w,
-    ConstraintWorkspace<T, L>& c, ContactView<T>& cv, AdjWorkspace<T>& a,
-    AdjConstraintWorkspace<T, L>& s, const T* adj_qpos_next, const T* adj_qvel_next, T* adj_qpos,
-    T* adj_qvel, T* adj_ctrl, const ModelAdjoint<T>& adj_model,
-    const ContactModelAdjoint<T>& adj_contact, T* adj_qfrc = nullptr, LcpSolution<T> known = {},
-    const T* qfrc_applied = nullptr, const Detect& detect = {}) {
+PHX_HD PHX_DEVICE_NOINLINE unsigned adj_step_constrained(const ModelView<T>& m, Workspace<T>& w,
+                                                         ConstraintWorkspace<T, L>& c,
+                                                         ContactView<T>& cv, AdjWorkspace<T>& a,
+                                                         AdjConstraintWorkspace<T, L>& s,
+                                                         const StepEnvAdjoint<T>& p, const T* input,
+                                                         T* g_input, const Detect& detect = {}) {
   // replay the forward step (without solving its LCP again when the solution is known)
-  for (int i = 0; i < m.nq; ++i) s.qpos_next[i] = qpos[i];
-  for (int d = 0; d < m.nv; ++d) s.qvel_next[d] = qvel[d];
-  unsigned status = step_constrained(m, s.qpos_next, s.qvel_next, ctrl, w, c, cv, known,
-                                     qfrc_applied, for_reverse(detect));
+  for (int i = 0; i < m.nq; ++i) s.qpos_next[i] = p.q[i];
+  for (int d = 0; d < m.nv; ++d) s.qvel_next[d] = p.v[d];
+  unsigned status = step_constrained(m, s.qpos_next, s.qvel_next, input, w, c, cv, p.known,
+                                     p.qfrc_applied, for_reverse(detect));
   if (status & kStatusStopMask) return status;
   adj_constrained_prepare(m, c, cv, s);
-  adj_step_constrained_replayed(m, qpos, qvel, ctrl, w, c, cv, a, s, adj_qpos_next, adj_qvel_next,
-                                adj_qpos, adj_qvel, adj_ctrl, adj_model, adj_contact, adj_qfrc);
+  adj_step_constrained_replayed(m, p.q, p.v, input, w, c, cv, a, s, p.gq_next, p.gv_next, p.gq,
+                                p.gv, g_input, *p.am, *p.ac, p.gf);
   return status;
 }
 
@@ -973,25 +996,6 @@ struct AdjointScratch : StepScratch<T, Layout> {
   }
 };
 
-// One environment's step for its reverse pass (adj_step_env): the state before it (q, v and,
-// with activation state, act: na, may be null when m.na = 0) and its controls u; the adjoints
-// of the state after it (gq_next, gv_next, ga_next); where the adjoints of its inputs (gq, gv,
-// ga, gc) and of the parameters (am, ac) accumulate; gf, the adjoint of qfrc_applied (the step's
-// added generalized force; either may be null); and `known`, the replay's LCP solution when the
-// caller has it. Its callers keep it in memory: on the GPU the reverse pass reads it back after
-// each of its large calls instead of saving every pointer around them.
-template <class T>
-struct StepEnvAdjoint {
-  const T *q, *v, *act, *u;
-  const T *gq_next, *gv_next, *ga_next;
-  T *gq, *gv, *ga, *gc;
-  const ModelAdjoint<T>* am = nullptr;
-  const ContactModelAdjoint<T>* ac = nullptr;
-  T* gf = nullptr;
-  LcpSolution<T> known{};
-  const T* qfrc_applied = nullptr;
-};
-
 // The adjoint of one step (step_env's) as s describes it; cv holds the warm start the step
 // inherited (unused without constraint rows). The replay's contacts come from `detect`, as
 // step_env's. Returns the replayed step's status.
@@ -1023,9 +1027,7 @@ PHX_HD PHX_DEVICE_NOINLINE unsigned adj_step_env(const ModelView<T>& m,
     adj_step(m, s.q, s.v, input, x.w, x.a, s.gq_next, s.gv_next, s.gq, s.gv, g_input, *s.am, s.gf,
              s.qfrc_applied);
   } else {
-    status =
-        adj_step_constrained(m, s.q, s.v, input, x.w, x.c, cv, x.a, x.s, s.gq_next, s.gv_next, s.gq,
-                             s.gv, g_input, *s.am, *s.ac, s.gf, s.known, s.qfrc_applied, detect);
+    status = adj_step_constrained(m, x.w, x.c, cv, x.a, x.s, s, input, g_input, detect);
   }
   if (m.na > 0 && !(status & kStatusStopMask))
     adj_activation(m, s.u, s.act, x.adj_input, s.ga_next, s.gc, s.ga);

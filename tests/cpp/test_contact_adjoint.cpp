@@ -118,10 +118,13 @@ std::vector<std::vector<double>> adjoint(Inputs in, const std::vector<double>& w
                           g.model.body_ipos.data()};
   ContactModelAdjoint<double> ac{g.model.geom_friction.data(), g.model.geom_restitution.data(),
                                  g.model.geom_size.data()};
-  unsigned st = adj_step_constrained(m, in.x.qpos.data(), in.x.qvel.data(), in.x.ctrl.data(),
-                                     env.hm.w, env.c, env.cs.view, env.a, env.s, wq.data(),
-                                     wv.data(), g.x.qpos.data(), g.x.qvel.data(), g.x.ctrl.data(),
-                                     am, ac);
+  StepEnvAdjoint<double> p{};
+  p.q = in.x.qpos.data(), p.v = in.x.qvel.data();
+  p.gq_next = wq.data(), p.gv_next = wv.data();
+  p.gq = g.x.qpos.data(), p.gv = g.x.qvel.data();
+  p.am = &am, p.ac = &ac;
+  unsigned st = adj_step_constrained(m, env.hm.w, env.c, env.cs.view, env.a, env.s, p,
+                                     in.x.ctrl.data(), g.x.ctrl.data());
   EXPECT_EQ(st & kStatusStopMask, 0u);
   std::vector<std::vector<double>> out;
   for (auto& [name, v] : vg) out.push_back(*v);

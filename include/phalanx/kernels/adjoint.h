@@ -233,6 +233,15 @@ struct RolloutAdjointKernel {
            loss(adj_act_out, e, v.m.na), v.gc, v.am, v.ac);
   }
 
+  // segment seg of environment e's backward pass over v (begin's): its recomputation, then its
+  // walk
+  template <class Layout>
+  PHX_HD void segment(int e, int seg, TapeReverse<T, Layout>& w, EnvOf<Layout>& v) const {
+    int base = 0;
+    TapeRecords<T> rec = w.recompute(seg, &base);
+    walk(e, seg, w, rec, base, v);
+  }
+
   // environment e's rows of out, loss gradients of the state after each step (nstep x n), or
   // null
   PHX_HD const T* loss(const T* out, int e, int n) const {
@@ -253,10 +262,13 @@ struct RolloutAdjointKernel {
     begin(e, scratch, v);
     if (live(e)) {
       TapeReverse<T, Layout> w = reverse(e, v);
-      for (int seg = tape.nseg() - 1; seg >= 0; --seg) {
-        int base = 0;
-        TapeRecords<T> rec = w.recompute(seg, &base);
-        walk(e, seg, w, rec, base, v);
+      // the segments last to first: on the GPU in float, one copy of the loop's body; in
+      // double, nvcc's copies, whose registers happen to be allocated with fewer spills
+      // (cmake/gpu_budgets.txt)
+      if constexpr (std::is_same_v<T, float>) {
+        PHX_ROLLED for (int seg = tape.nseg() - 1; seg >= 0; --seg) segment(e, seg, w, v);
+      } else {
+        for (int seg = tape.nseg() - 1; seg >= 0; --seg) segment(e, seg, w, v);
       }
     }
     finish(e, v);
