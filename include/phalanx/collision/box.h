@@ -889,14 +889,14 @@ PHX_HD void adj_box_box_pass(int first, const GeomFrame<T>& g1, const T* size1,
 }  // namespace collision_impl
 
 // the Jacobian of the whole box-box manifold by dual-number passes (kDualDirections: six on the
-// CPU, two in float on the GPU, where three took so many registers that the reverse kernels
-// calling it spilled around their other calls too)
+// CPU, one on the GPU: in float, two took so many registers that the stages of the reverse
+// kernels above it, which keep their values across its call in the registers it leaves, spilled)
 template <class T>
 PHX_HD PHX_DEVICE_NOINLINE void adj_box_box(const GeomFrame<T>& g1, const T* size1,
                                             const GeomFrame<T>& g2, const T* size2, T margin, int n,
                                             const ContactPoint<T>* adj, GeomFrame<T>& adj_g1,
                                             T* adj_size1, GeomFrame<T>& adj_g2, T* adj_size2) {
-  constexpr int kDirections = kDualDirections<T, 6, 2>;
+  constexpr int kDirections = kDualDirections<T, 6, 1>;
   if (n < 1) return;
   for (int first = 0; first < 30; first += kDirections)
     collision_impl::adj_box_box_pass<T, kDirections>(first, g1, size1, g2, size2, margin, n, adj,
