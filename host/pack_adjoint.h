@@ -152,7 +152,7 @@ class PackWalk {
       }
       to_envs(env);
       for (int i = 0; i < W; ++i)
-        if (live[i]) alone(k, e0, i, seg, t, env[i], walks[i]);
+        if (live[i]) alone(k, e0, i, seg, t, walks[i]);
     }
     pack_stats().reverse_passes += passes_;
     pack_stats().reverse_fallbacks += fallbacks_;
@@ -250,7 +250,7 @@ class PackWalk {
       for (int i = 0; i < W; ++i) {
         TapeReverse<T>& r = walks[i];
         if (!rows[i]) {
-          alone(k, e0, i, seg, t, env[i], r);
+          alone(k, e0, i, seg, t, r);
           continue;
         }
         to_slot(i, slot, f[i].w);
@@ -270,7 +270,7 @@ class PackWalk {
       if (!rows[i]) {
         // alone, from its parameters' adjoints before the pass
         lane_params(i, saved_, env[i].am);
-        alone(k, e0, i, seg, t, env[i], walks[i]);
+        alone(k, e0, i, seg, t, walks[i]);
         lane_params(i, env[i].am, params_);
         continue;
       }
@@ -412,26 +412,18 @@ class PackWalk {
 
   // step t of lane i's environment (e0 + i) backward alone, in the scalar core, its workspace
   // (and its factor and rows, where only the lanes kept them) first into its slot
-  void alone(const RolloutAdjointKernel<T>& k, int e0, int i, int seg, int t, Env& env,
+  void alone(const RolloutAdjointKernel<T>& k, int e0, int i, int seg, int t,
              TapeReverse<T>& walk) const {
     const ModelView<T>& m = m_;
     const int e = e0 + i, slot = t - seg * k.tape.every;
     const typename StepStore<T>::Slot f = walk.store.slot(m, slot);
     to_slot(i, slot, f.w);
     if (kept_.only_here(m, slot)) rows_to_slot(i, slot, f, true);
-    int base;
-    const TapeRecords<T> rec = k.tape.walked(m, e, seg, &base);
-    typename TapeReverse<T>::Walk w{
-        .am = env.am,
-        .rec = &rec,
-        .out = {k.loss(k.adj_qpos_out, e, m.nq), k.loss(k.adj_qvel_out, e, m.nv), nullptr},
-        .adj_ctrl = env.gc,
-        .ac = &env.ac,
-        .base = base,
-        .t = t,
-        .t0 = seg * k.tape.every};
+    typename TapeReverse<T>::Walk& w = walk.at;
+    w.rec = k.tape.walked(m, e, seg, &w.base);
+    w.t = t;
+    w.t0 = seg * k.tape.every;
     walk.step_back(w);
-    env.am = w.am;
   }
   // the offset of the stage adjoint of workspace array `name` in an AdjWorkspace
   long adjoint_offset(const char* name) const {
@@ -635,11 +627,7 @@ bool rollout_adjoint_packs(const LaneModel<T>* lanes, int nenv, const RolloutAdj
         back.walk(k, e0, seg, env, walks.data(), live);
       } else {
         for (int i = 0; i < W; ++i)
-          if (live[i]) {
-            int base;
-            const TapeRecords<T> rec = tape.walked(m, e0 + i, seg, &base);
-            k.walk(e0 + i, seg, walks[i], rec, base, env[i]);
-          }
+          if (live[i]) walks[i].walk(seg);
       }
     }
     back.finish(env);

@@ -18,16 +18,6 @@
 #define PHX_DEVICE_NOINLINE
 #endif
 
-// PHX_ROLLED before a loop keeps it rolled in device code. nvcc unrolls a loop of unknown trip
-// count whose body is a few calls, and each copy of the body then saves and reloads around its
-// calls the values that the loop had hoisted; one copy saves them once. (The host compilers are
-// left to choose: gcc rejects the pragma's CUDA spelling.)
-#if defined(__CUDA_ARCH__)
-#define PHX_ROLLED _Pragma("unroll 1")
-#else
-#define PHX_ROLLED
-#endif
-
 // PHX_RESTRICT on a local pointer promises the compiler that what it points to is reached through
 // no other pointer in its scope, so that loops over it vectorize (gcc, clang and nvcc).
 #define PHX_RESTRICT __restrict__

@@ -116,20 +116,23 @@ PHX_HD PHX_INLINE R smoothstep5(const R& x) {
 }
 
 // The activation's rate (MuJoCo's mju_muscleDynamics): (c - act) / tau with c the control
-// clamped to [0, 1]; tau = prm[0] (0.5 + 1.5 a) when activating and prm[1] / (0.5 + 1.5 a) when
-// deactivating, a the activation clamped to [0, 1], switched by the sign of c - act, or blended
-// by the smoothstep of (c - act) / prm[2] + 1/2 where the smoothing width prm[2] is positive.
+// clamped to [0, 1]; tau = tau_act (0.5 + 1.5 a) when activating and tau_deact / (0.5 + 1.5 a)
+// when deactivating, a the activation clamped to [0, 1], switched by the sign of c - act, or
+// blended by the smoothstep of (c - act) / width + 1/2 where the smoothing width is positive (the
+// actuator's dynprm[0..2]). It takes its arguments by value: on the GPU, a reference would keep
+// its temporary's address in a register of the caller across the caller's other calls.
 template <class R>
-PHX_HD PHX_DEVICE_NOINLINE R muscle_activation_rate(const R& ctrl, const R& act, const R* prm) {
+PHX_HD PHX_DEVICE_NOINLINE R muscle_activation_rate(R ctrl, R act, R tau_act, R tau_deact,
+                                                    R width) {
   const R c = clamp(ctrl, R(0), R(1)), a = clamp(act, R(0), R(1));
-  const R tau_act = prm[0] * (R(0.5) + R(1.5) * a);
-  const R tau_deact = prm[1] / (R(0.5) + R(1.5) * a);
+  const R tau_on = tau_act * (R(0.5) + R(1.5) * a);
+  const R tau_off = tau_deact / (R(0.5) + R(1.5) * a);
   const R excess = c - act;
   R tau;
-  if (prm[2] < R(1e-15)) {
-    tau = excess > R(0) ? tau_act : tau_deact;
+  if (width < R(1e-15)) {
+    tau = excess > R(0) ? tau_on : tau_off;
   } else {
-    tau = tau_deact + (tau_act - tau_deact) * smoothstep5(excess / prm[2] + R(0.5));
+    tau = tau_off + (tau_on - tau_off) * smoothstep5(excess / width + R(0.5));
   }
   return excess / muscle_guard(tau);
 }

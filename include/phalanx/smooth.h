@@ -261,8 +261,7 @@ PHX_HD PHX_INLINE NextActivation<T> next_activation(const ModelView<S>& m, int u
       D dc(c), da(a);
       dc.d[0] = T(1);
       da.d[1] = T(1);
-      const D p[3] = {D(T(prm[0])), D(T(prm[1])), D(T(prm[2]))};
-      D rate = muscle_activation_rate(dc, da, p);
+      D rate = muscle_activation_rate(dc, da, D(T(prm[0])), D(T(prm[1])), D(T(prm[2])));
       r.act = a + dt * rate.v;
       r.d_ctrl = dt * rate.d[0];
       r.d_act = T(1) + dt * rate.d[1];

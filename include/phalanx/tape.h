@@ -454,10 +454,10 @@ struct StepStore {
   }
 };
 
-// The backward pass of one environment's taped rollout, segment by segment, last to first:
-// recompute() runs a segment forward from its checkpoint into the segment records (nothing to
-// do when every step is a checkpoint, K = 1) and, with slots, keeps what each step's reverse
-// pass reads (StepStore); walk() then takes its steps backward, a step with a slot by
+// The backward pass of one environment's taped rollout (run()), segment by segment, last to
+// first: recompute() runs a segment forward from its checkpoint into the segment records
+// (nothing to do when every step is a checkpoint, K = 1) and, with slots, keeps what each step's
+// reverse pass reads (StepStore); walk() then takes its steps backward, a step with a slot by
 // adj_step_constrained_replayed on it, one without by adj_step_env replaying its record. Both
 // give the same bits. With mocap poses per step (tape.mocap), each step points m at its poses
 // and the walk their adjoints at its rows of adj_mocap_pos and adj_mocap_quat. The scratch's
@@ -501,35 +501,68 @@ struct TapeReverse {
     return rec;
   }
 
-  // What the steps of one segment's walk share: the segment's records and where it stands in
-  // them, the loss gradients, the control adjoints and the parameters' adjoints (walk's). One
-  // struct, so that it stays in memory: on CUDA each step's reverse pass is a call that needs
-  // nearly every register, and the walk reads these back from it afterwards instead of saving
-  // each one around the call.
+  // What the steps of the walk share: the segment's records and where it stands in them, the
+  // loss gradients, the control adjoints, the parameters' adjoints, and the arguments of a step's
+  // reverse pass (its slot, or its StepEnvAdjoint), built in place. One struct, a member, so that
+  // it stays in memory beside the walk's references: on CUDA each step's reverse pass is a call
+  // that needs nearly every register, and the walk keeps across it little but its own address
+  // (a temporary of its own would keep one more), reading the rest back afterwards.
   struct Walk {
     ModelAdjoint<T> am;
-    const TapeRecords<T>* rec;  // the segment's records (recompute's)
-    const T* out[3];            // adj_qpos_out, adj_qvel_out, adj_act_out
+    TapeRecords<T> rec;  // the segment's records (recompute's)
+    const T* out[3];     // adj_qpos_out, adj_qvel_out, adj_act_out
     T* adj_ctrl;
     const ContactModelAdjoint<T>* ac;
-    int base, t, t0;  // the first step's index in rec, the step, the segment's first step
+    int seg, base, t, t0;  // the segment, its first step's index in rec, the step, its first step
+    StepEnvAdjoint<T> s;   // a step without a slot (adj_step_env's)
+    typename StepStore<T, Layout>::Slot slot;  // a step's slot (from_slot's)
   };
+  Walk at{};
 
-  // segment seg's steps backward from its records rec (recompute's): the loss gradients
-  // adj_qpos_out, adj_qvel_out, adj_act_out of the state after each step (nstep x nq, nstep x
-  // nv, nstep x na, may be null) are added as the walk reaches them; adj_ctrl (nstep x nu)
-  // receives each step's control adjoint, am and ac accumulate the parameters' (but for mocap
-  // poses given per step, whose adjoints go to the step's rows)
-  PHX_HD PHX_DEVICE_NOINLINE void walk(int seg, const TapeRecords<T>& rec, int base,
-                                       const T* adj_qpos_out, const T* adj_qvel_out,
-                                       const T* adj_act_out, T* adj_ctrl, ModelAdjoint<T> am,
-                                       const ContactModelAdjoint<T>& ac) {
-    const int K = tape.every, t0 = seg * K, t1 = t0 + K < tape.nstep ? t0 + K : tape.nstep;
-    Walk w{am, &rec, {adj_qpos_out, adj_qvel_out, adj_act_out}, adj_ctrl, &ac, base, t1 - 1, t0};
-    for (; w.t >= w.t0; --w.t) step_back(w);
+  // what the walk adds and accumulates (before run or walk): the loss gradients adj_qpos_out,
+  // adj_qvel_out, adj_act_out of the state after each step (nstep x nq, nstep x nv, nstep x na,
+  // may be null) are added as the walk reaches them; adj_ctrl (nstep x nu) receives each step's
+  // control adjoint, am and ac accumulate the parameters' (but for mocap poses given per step,
+  // whose adjoints go to the step's rows)
+  PHX_HD void bind(const T* adj_qpos_out, const T* adj_qvel_out, const T* adj_act_out, T* adj_ctrl,
+                   const ModelAdjoint<T>& am, const ContactModelAdjoint<T>& ac) {
+    at.am = am;
+    at.out[0] = adj_qpos_out;
+    at.out[1] = adj_qvel_out;
+    at.out[2] = adj_act_out;
+    at.adj_ctrl = adj_ctrl;
+    at.ac = &ac;
   }
 
-  // step w.t of w's segment backward (walk's)
+  // The whole backward pass: every step, last to first, each segment recomputed as the walk
+  // enters it. One loop, a do-while from the last step (a rollout without steps has nothing to
+  // walk): on CUDA each loop whose visits call holds a convergence barrier across those calls,
+  // and a loop per segment inside one over the segments would hold two.
+  PHX_HD PHX_DEVICE_NOINLINE void run() {
+    if (tape.nstep < 1) return;
+    at.t0 = tape.nstep;
+    at.t = tape.nstep - 1;
+    do {
+      if (at.t < at.t0) {
+        at.seg = at.t / tape.every;
+        at.t0 = at.seg * tape.every;
+        at.rec = recompute(at.seg, &at.base);
+      }
+      step_back(at);
+    } while (--at.t >= 0);
+  }
+
+  // segment seg's steps backward from the tape's records of it, for a caller that recomputed
+  // the segment itself
+  PHX_HD void walk(int seg) {
+    const int K = tape.every, t1 = (seg + 1) * K < tape.nstep ? (seg + 1) * K : tape.nstep;
+    at.rec = tape.walked(m, e, seg, &at.base);
+    at.seg = seg;
+    at.t0 = seg * K;
+    for (at.t = t1 - 1; at.t >= at.t0; --at.t) step_back(at);
+  }
+
+  // step w.t of w's segment backward (run's and walk's)
   PHX_HD void step_back(Walk& w) {
     const int t = w.t, t0 = w.t0, na = m.na, nu = m.nu, K = tape.every, nstep = tape.nstep;
     const int t1 = t0 + K < nstep ? t0 + K : nstep;
@@ -541,25 +574,24 @@ struct TapeReverse {
       tape.mocap.adjoint(m, t, adj_mocap_pos, adj_mocap_quat, w.am);
     }
     if (store.reals && store.holds(m, t - t0)) {
-      typename StepStore<T, Layout>::Slot f = from_slot(t - t0, *w.rec, w.base);
+      w.slot = from_slot(t - t0, w.rec, w.base);
       T* g_input = gc;
       if (na > 0) {
         for (int i = 0; i < nu; ++i) x.adj_input[i] = T(0);
         g_input = x.adj_input;
       }
-      adj_step_constrained_replayed(m, q, v, inputs(u), f.w, f.c, f.cv, x.a, x.s, gq, gv, hq, hv,
-                                    g_input, w.am, *w.ac, static_cast<T*>(nullptr));
+      adj_step_constrained_replayed(m, q, v, inputs(u), w.slot.w, w.slot.c, w.slot.cv, x.a, x.s, gq,
+                                    gv, hq, hv, g_input, w.am, *w.ac, static_cast<T*>(nullptr));
       if (na > 0) adj_activation(m, u, a, x.adj_input, ga, gc, ha);
     } else {
-      w.rec->load(m, w.base + t - t0, q, v, a, cv);
+      w.rec.load(m, w.base + t - t0, q, v, a, cv);
       // the step's own LCP solution, the next record's warm start (or the tape's, at the
       // segment's end): the replay skips the solver
       LcpSolution<T> known{};
       if (m.nefcmax > 0)
-        known = t + 1 < t1 ? w.rec->solution(m, w.base + t + 1 - t0) : tape.known(m, e, t);
-      const StepEnvAdjoint<T> s{q,  v,  a,  u,     gq,   gv,      ga,   hq,
-                                hv, ha, gc, &w.am, w.ac, nullptr, known};
-      adj_step_env(m, x, cv, s);
+        known = t + 1 < t1 ? w.rec.solution(m, w.base + t + 1 - t0) : tape.known(m, e, t);
+      w.s = {q, v, a, u, gq, gv, ga, hq, hv, ha, gc, &w.am, w.ac, nullptr, known};
+      adj_step_env(m, x, cv, w.s);
     }
     end_step();
   }

@@ -166,11 +166,11 @@ struct RolloutAdjointKernel {
   T* adj_act = nullptr;               // (nenv x na) dL / d(initial act), overwritten; may be null
 
   // One environment's backward pass, in the kernel's steps: begin() carves its scratch, zeroes
-  // its outputs and binds its parameters' adjoints; reverse() is its walk (TapeReverse), which
-  // walk() takes through one segment from that segment's records; finish() writes the adjoints
-  // of the initial state. operator() recomputes and walks every segment in between; the CPU's
-  // packs (host/pack_kernels.h) recompute a segment of several environments at once on SIMD
-  // lanes and walk each from its records (Env: over Contiguous scratch).
+  // its outputs and binds its parameters' adjoints; reverse() is its walk (TapeReverse), bound
+  // to them, whose run() recomputes and walks every segment; finish() writes the adjoints of the
+  // initial state. The CPU's packs (host/pack_kernels.h) recompute a segment of several
+  // environments at once on SIMD lanes and walk each from its records (Env: over Contiguous
+  // scratch).
   template <class Layout>
   struct EnvOf {
     ModelView<T> m;
@@ -222,24 +222,9 @@ struct RolloutAdjointKernel {
                                 r.ga,    r.hq,    r.hv, r.ha,
                                 v.gm[0], v.gm[1]};
     if (v.m.nefcmax > 0) walk.cv = con.env(v.m, e);
+    walk.bind(loss(adj_qpos_out, e, v.m.nq), loss(adj_qvel_out, e, v.m.nv),
+              loss(adj_act_out, e, v.m.na), v.gc, v.am, v.ac);
     return walk;
-  }
-
-  // segment seg of environment e's walk from its records rec (base: its first step's index)
-  template <class Layout>
-  PHX_HD void walk(int e, int seg, TapeReverse<T, Layout>& w, const TapeRecords<T>& rec, int base,
-                   EnvOf<Layout>& v) const {
-    w.walk(seg, rec, base, loss(adj_qpos_out, e, v.m.nq), loss(adj_qvel_out, e, v.m.nv),
-           loss(adj_act_out, e, v.m.na), v.gc, v.am, v.ac);
-  }
-
-  // segment seg of environment e's backward pass over v (begin's): its recomputation, then its
-  // walk
-  template <class Layout>
-  PHX_HD void segment(int e, int seg, TapeReverse<T, Layout>& w, EnvOf<Layout>& v) const {
-    int base = 0;
-    TapeRecords<T> rec = w.recompute(seg, &base);
-    walk(e, seg, w, rec, base, v);
   }
 
   // environment e's rows of out, loss gradients of the state after each step (nstep x n), or
@@ -260,17 +245,7 @@ struct RolloutAdjointKernel {
   PHX_HD void operator()(int e, Scratch<T, Layout> scratch) const {
     EnvOf<Layout> v;
     begin(e, scratch, v);
-    if (live(e)) {
-      TapeReverse<T, Layout> w = reverse(e, v);
-      // the segments last to first: on the GPU in float, one copy of the loop's body; in
-      // double, nvcc's copies, whose registers happen to be allocated with fewer spills
-      // (cmake/gpu_budgets.txt)
-      if constexpr (std::is_same_v<T, float>) {
-        PHX_ROLLED for (int seg = tape.nseg() - 1; seg >= 0; --seg) segment(e, seg, w, v);
-      } else {
-        for (int seg = tape.nseg() - 1; seg >= 0; --seg) segment(e, seg, w, v);
-      }
-    }
+    if (live(e)) reverse(e, v).run();
     finish(e, v);
   }
 };
