@@ -1,7 +1,8 @@
-"""Backward cost of a whole rollout: the humanoid with contacts, forward against forward + backward.
+"""Backward cost of a whole rollout: the humanoid, forward against forward + backward.
 
 MuJoCo's humanoid.xml as it is (floor and self-collision as the model declares them, joint
-limits on, PGS), E environments by T steps of random controls (fixed seed) from the standing
+limits on, PGS; with --contact-free, contacts and joint limits off: no constraint rows), E
+environments by T steps of random controls (fixed seed) from the standing
 pose, on all CPU cores (OpenMP, --threads). In one process, for float32 and float64, each repeat
 times:
 
@@ -20,7 +21,7 @@ average before and after the run is written with them, and the ratio is also giv
 fastest repeat of each measurement and from the process's CPU time.
 
     .venv/bin/python bench/bench_backward.py [--envs 1024] [--steps 1000] [--repeats 3]
-                                             [--dtype float32|float64|both]
+                                             [--dtype float32|float64|both] [--contact-free]
 """
 
 import argparse
@@ -49,8 +50,15 @@ def parse_args():
     parser.add_argument("--tape-limit-gib", type=float, default=8.0,
                         help="skip the every-step tape when it would hold more than this")
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--out", default=os.path.join(RESULTS, "backward.json"))
-    return parser.parse_args()
+    parser.add_argument("--contact-free", action="store_true",
+                        help="contacts and joint limits off (the smooth dynamics alone)")
+    parser.add_argument("--out", default=None,
+                        help="default bench/results/backward.json (backward_contact_free.json)")
+    args = parser.parse_args()
+    if args.out is None:
+        name = "backward_contact_free.json" if args.contact_free else "backward.json"
+        args.out = os.path.join(RESULTS, name)
+    return args
 
 
 def every_step_bytes(phalanx, model, dtype, nenv, nstep):
@@ -172,6 +180,9 @@ def main():
     STOPPED = phalanx.STATUS_NAN_STATE | phalanx.STATUS_NAN_CTRL | phalanx.STATUS_NAN_RESULT
     load_before = os.getloadavg()
     model = phalanx.load_model(HUMANOID)  # contacts and limits as declared, PGS
+    if args.contact_free:
+        model.contact = model.limit = False
+    setting = "contacts and joint limits off" if args.contact_free else "with contacts"
     rng = np.random.default_rng(args.seed)
     ctrl = rng.uniform(-1.0, 1.0, size=(args.envs, args.steps, model.nu))
     dtypes = ["float32", "float64"] if args.dtype == "both" else [args.dtype]
@@ -190,8 +201,10 @@ def main():
                 f"{k} {v[-1]:.2f} s" for k, v in c.times.items()), flush=True)
 
     result = {
-        "benchmark": "backward cost of a humanoid rollout with contacts (floor, self-collision) "
-                     "and joint limits",
+        "benchmark": ("backward cost of a humanoid rollout with contacts and joint limits off"
+                      if args.contact_free else
+                      "backward cost of a humanoid rollout with contacts (floor, self-collision) "
+                      "and joint limits"),
         "model": HUMANOID,
         "envs": args.envs,
         "steps": args.steps,
@@ -207,7 +220,7 @@ def main():
     }
 
     print()
-    print(f"backward cost, humanoid with contacts, {args.envs} envs x {args.steps} steps, "
+    print(f"backward cost, humanoid {setting}, {args.envs} envs x {args.steps} steps, "
           f"{args.threads} threads, median of {args.repeats} (load average "
           f"{result['load_average_before_after'][0]:.2f} -> "
           f"{result['load_average_before_after'][1]:.2f}; shared cores: noisy)")

@@ -18,6 +18,8 @@
 // as well (rows_on_lanes: the impulses' velocity, the Delassus matrix's projections, the free
 // velocity, the rows' Jacobians' adjoint but for the bounces' term), the LCP's adjoint and the
 // rows' corrections and Jacobians staying lane by lane.
+// A model without rows takes the whole reverse pass of a step on the lanes (rowless_step), on the
+// workspace its recomputation kept there.
 // The parameters' adjoints stay in packs while the walk runs on lanes and go back to the
 // environments before any step that does not. Any other step (fewer rows, a step not kept, a
 // stopped environment in the pack) walks each environment alone with the scalar kernel's step, and
@@ -59,7 +61,7 @@ class PackWalk {
     long nparam = 0;
     for (int k = 0; k < kNumParams; ++k) nparam += param_size(m, k);
     struct Tag {};
-    P* block = thread_block<P, Tag>(size_t(AdjWorkspace<P>::size(m) + 2 * nq + 5 * nv + 2 * nu +
+    P* block = thread_block<P, Tag>(size_t(AdjWorkspace<P>::size(m) + 3 * nq + 6 * nv + 2 * nu +
                                            nv * nv + 2 * nparam + 14 * nv + 8 * ne + ne * nv));
     Arena<P> arena(block, nullptr);
     a_ = AdjWorkspace<P>::carve(m, arena);
@@ -68,6 +70,8 @@ class PackWalk {
     u_ = arena.template take<P>(nu);
     hq_ = arena.template take<P>(nq);
     hv_ = arena.template take<P>(nv);
+    gq_ = arena.template take<P>(nq);
+    gv_ = arena.template take<P>(nv);
     gc_ = arena.template take<P>(nu);
     adj_M_ = arena.template take<P>(nv * nv);
     bias_ = arena.template take<P>(nv);
@@ -137,6 +141,10 @@ class PackWalk {
     bool all = true;
     for (int i = 0; i < W; ++i) all = all && live[i];
     for (int t = t1 - 1; t >= t0; --t) {
+      if (all && m.nefcmax == 0) {
+        rowless_step(k, e0, seg, t, env, walks);
+        continue;
+      }
       // the lanes whose step has rows, from a kept slot: the others (without rows) take their
       // step alone, beside the pass on the lanes (see lane_step)
       bool rows[W];
@@ -261,11 +269,7 @@ class PackWalk {
       return;
     }
     ++passes_;
-    T* to[W];
-    for (int i = 0; i < W; ++i) to[i] = walks[i].hq;
-    packs_to_lanes(hq_, nq, to);
-    for (int i = 0; i < W; ++i) to[i] = walks[i].hv;
-    packs_to_lanes(hv_, nv, to);
+    states_out(walks);
     for (int i = 0; i < W; ++i) {
       if (!rows[i]) {
         // alone, from its parameters' adjoints before the pass
@@ -274,10 +278,75 @@ class PackWalk {
         lane_params(i, env[i].am, params_);
         continue;
       }
-      T* gc = env[i].gc + long(t) * nu;
-      for (int d = 0; d < nu; ++d) gc[d] += gc_[d][i];
-      walks[i].end_step();
+      lane_done(i, t, env[i], walks[i]);
     }
+  }
+
+  // the lanes' adjoints of the state before their step (hq_, hv_) into their walks'
+  void states_out(TapeReverse<T>* walks) const {
+    T* to[W];
+    for (int i = 0; i < W; ++i) to[i] = walks[i].hq;
+    packs_to_lanes(hq_, m_.nq, to);
+    for (int i = 0; i < W; ++i) to[i] = walks[i].hv;
+    packs_to_lanes(hv_, m_.nv, to);
+  }
+  // lane i's adjoints of step t's controls (gc_) added to its environment's, its step done
+  void lane_done(int i, int t, Env& env, TapeReverse<T>& walk) const {
+    T* gc = env.gc + long(t) * m_.nu;
+    for (int d = 0; d < m_.nu; ++d) gc[d] += gc_[d][i];
+    walk.end_step();
+  }
+
+  // Step t of a model without rows backward on the lanes: the scalar walk's adj_step (a replay
+  // of the step, then adj_step_replayed) with the replay the recomputation ran on the lanes, in
+  // its slot (PackStepper::Keep::lanes: the workspace that step() left, but for the
+  // articulated-body arrays, which the pass computes again). When the lanes branch apart, each
+  // lane takes the pass alone on its share of that workspace.
+  void rowless_step(const RolloutAdjointKernel<T>& k, int e0, int seg, int t, Env* env,
+                    TapeReverse<T>* walks) {
+    const ModelView<T>& m = m_;
+    const int nq = m.nq, nv = m.nv, nu = m.nu, slot = t - seg * k.tape.every;
+    const T* from[W];
+    auto gather = [&](P* to, long n, auto array) {
+      for (int i = 0; i < W; ++i) from[i] = array(i);
+      lanes_to_packs(from, n, to);
+    };
+    for (int i = 0; i < W; ++i) {
+      const int e = e0 + i;
+      TapeReverse<T>& r = walks[i];
+      r.begin_step(t, k.loss(k.adj_qpos_out, e, nq), k.loss(k.adj_qvel_out, e, nv), nullptr);
+      int base;
+      k.tape.walked(m, e, seg, &base).load_state(m, base + slot, r.q, r.v, r.a);
+    }
+    gather(q_, nq, [&](int i) { return walks[i].q; });
+    gather(v_, nv, [&](int i) { return walks[i].v; });
+    gather(u_, nu, [&](int i) { return control(k, e0 + i, t); });
+    gather(gq_, nq, [&](int i) { return walks[i].gq; });
+    gather(gv_, nv, [&](int i) { return walks[i].gv; });
+    for (int i = 0; i < nq; ++i) hq_[i] = P(0);
+    for (int d = 0; d < nv; ++d) hv_[d] = P(0);
+    for (int d = 0; d < nu; ++d) gc_[d] = P(0);
+    to_lanes(env);
+    for (long i = 0; i < nparam_; ++i) saved_[i] = params_[i];
+    Workspace<P> w = workspace(slot);
+    lanes_diverged() = false;
+    adj_step_replayed(lm_, q_, v_, u_, w, a_, gq_, gv_, hq_, hv_, gc_, am_);
+    if (lanes_diverged()) {
+      ++fallbacks_;
+      for (long i = 0; i < nparam_; ++i) params_[i] = saved_[i];
+      to_envs(env);
+      for (int i = 0; i < W; ++i) {
+        TapeReverse<T>& r = walks[i];
+        to_slot(i, slot, r.x.w);
+        adj_step_replayed(m, r.q, r.v, control(k, e0 + i, t), r.x.w, r.x.a, r.gq, r.gv, r.hq, r.hv,
+                          env[i].gc + long(t) * nu, env[i].am);
+        r.end_step();
+      }
+      return;
+    }
+    ++passes_;
+    states_out(walks);
+    for (int i = 0; i < W; ++i) lane_done(i, t, env[i], walks[i]);
   }
 
   // The first part of step t's reverse pass (adj_step_rows) for the lanes with rows, the
@@ -411,14 +480,17 @@ class PackWalk {
   }
 
   // step t of lane i's environment (e0 + i) backward alone, in the scalar core, its workspace
-  // (and its factor and rows, where only the lanes kept them) first into its slot
+  // (and its factor and rows, where only the lanes kept them) first into its slot; without slots
+  // (a model without rows) it replays the step from its record
   void alone(const RolloutAdjointKernel<T>& k, int e0, int i, int seg, int t,
              TapeReverse<T>& walk) const {
     const ModelView<T>& m = m_;
     const int e = e0 + i, slot = t - seg * k.tape.every;
-    const typename StepStore<T>::Slot f = walk.store.slot(m, slot);
-    to_slot(i, slot, f.w);
-    if (kept_.only_here(m, slot)) rows_to_slot(i, slot, f, true);
+    if (walk.store.reals) {
+      const typename StepStore<T>::Slot f = walk.store.slot(m, slot);
+      to_slot(i, slot, f.w);
+      if (kept_.only_here(m, slot)) rows_to_slot(i, slot, f, true);
+    }
     typename TapeReverse<T>::Walk& w = walk.at;
     w.rec = k.tape.walked(m, e, seg, &w.base);
     w.t = t;
@@ -520,7 +592,7 @@ class PackWalk {
   long ranges_[8][2];       // those arrays: offset from xpos and size
   long arange_[8][2];       // their adjoints': offset from AdjWorkspace's xpos and size
   int nrange_ = 0;
-  P *q_, *v_, *u_, *hq_, *hv_, *gc_, *adj_M_, *bias_, *qfrc_;
+  P *q_, *v_, *u_, *hq_, *hv_, *gq_, *gv_, *gc_, *adj_M_, *bias_, *qfrc_;
   P *params_, *saved_;  // the parameters' adjoints (am_'s arrays) and their copy before a step
   typename PackStepper<T>::LaneRows kept_;  // the rows of a segment's steps, in lanes
   AdjConstraintWorkspace<P> s_{};           // the arrays of rows_on_lanes' stages on the lanes
@@ -551,10 +623,12 @@ int pack_segment_room(const LaneModel<T>* lanes, const ModelView<T>& m, int nenv
   return int(std::max<size_t>(1, cache_per_thread() / 4 / step));
 }
 
-// RolloutAdjointKernel on packs where they apply (a model with rows); false where they do not. Each
-// pack recomputes a segment of its W environments on the lanes, keeping every step in the
-// environment's slot as TapeReverse::recompute does, then walks back through it (PackWalk, or each
-// environment alone in the scalar core where PackWalk does not apply).
+// RolloutAdjointKernel on packs where they apply; false where they do not. Each pack recomputes a
+// segment of its W environments on the lanes, keeping every step in the environment's slot as
+// TapeReverse::recompute does (a model without rows has no slots: the lanes keep its steps'
+// workspaces alone), then walks back through it (PackWalk, or each environment alone in the
+// scalar core where PackWalk does not apply, which a model without rows leaves to the scalar
+// kernel).
 template <class T>
 bool rollout_adjoint_packs(const LaneModel<T>* lanes, int nenv, const RolloutAdjointKernel<T>& k,
                            ScratchSize scratch) {
@@ -567,8 +641,9 @@ bool rollout_adjoint_packs(const LaneModel<T>* lanes, int nenv, const RolloutAdj
     kp.nslot = 1;
     packed = rollout_adjoint_scratch_size(k.model, 1, k.slot_ncon, k.slot_nrow);
   }
+  const bool rowless = k.model.nefcmax == 0 && PackWalk<T>::applies(k.model);
   if (!lanes || scratch_trace().on || !PackStepper<T>::applies(k.model) || k.tape.mocap.given() ||
-      kp.nslot == 0 || nenv < PackStepper<T>::W)
+      (kp.nslot == 0 && !rowless) || nenv < PackStepper<T>::W)
     return false;
   static constexpr int W = PackStepper<T>::W;  // static: lambdas read it uncaptured (clang)
   using Env = typename RolloutAdjointKernel<T>::Env;
@@ -598,7 +673,7 @@ bool rollout_adjoint_packs(const LaneModel<T>* lanes, int nenv, const RolloutAdj
     PackWalk<T> back(s.lane_model(), m, K);
     if (lanes) {
       keep.lanes = back.slots();
-      keep.rows = back.kept();
+      if (m.nefcmax > 0) keep.rows = back.kept();
     }
     s.place(e0);
     for (int seg = tape.nseg() - 1; any && seg >= 0; --seg) {

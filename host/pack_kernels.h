@@ -138,11 +138,12 @@ class PackStepper {
   // What a step keeps for a reverse pass, lane by lane (a backward pass recomputing a segment
   // of its tape, TapeReverse::recompute): lane k's step goes to slot `slot` of store[k] as the
   // scalar step_constrained and StepStore::save would put it there, and takes known[k] as its
-  // LCP solution when that is given (the replay of a recorded step). Models with rows only.
+  // LCP solution when that is given (the replay of a recorded step).
   // With `lanes` (room for a Workspace<P> per slot) the lanes' workspace of slot k is computed
   // in place at workspace(m, k) and kept there, in lanes, for a reverse pass on them
   // (PackWalk); the environments' slots then keep all but their workspace. Without, each
-  // environment's slot keeps its whole step.
+  // environment's slot keeps its whole step. A model without rows has no slots (store[k]
+  // empty): its steps are kept in `lanes` alone.
   // With `rows` too, each slot's factor, free velocity and rows stay in lanes as well
   // (LaneRows).
   struct LaneRows;
@@ -306,7 +307,7 @@ class PackStepper {
       bits[k] |= step_env(m, q, v, static_cast<T*>(nullptr), ctrl + k * ctrl_stride, x_, cv,
                           keep ? keep->known[k] : LcpSolution<T>{},
                           qfrc ? qfrc + k * qfrc_stride : nullptr);
-      if (keep) keep->store[k].save(m, keep->slot, x_.w, x_.c, cv, q, v);
+      if (keep && keep->store[k].reals) keep->store[k].save(m, keep->slot, x_.w, x_.c, cv, q, v);
       if (keep && keep->lanes)
         StepStore<T>::kept_ranges(
             x_.w, m.nv, [&](long at, long n) { lane_in(x_.w.xpos + at, k, w_.xpos + at, int(n)); });

@@ -192,8 +192,23 @@ def test_taped_rollout_with_equalities_on_packs_equals_each_environment_alone(rn
         expect_taped_each_alone(model, qpos, qvel, ctrl, rng, every, lanes_branch=True)
 
 
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_taped_rollout_without_rows_on_packs_equals_each_environment_alone(rng, dtype):
+    # the humanoid with contacts and joint limits off has no constraint rows: the whole reverse
+    # pass of each step runs on the lanes, on the workspace the recomputation kept there; one
+    # lane's zero quaternion branches its pack apart at the first step (forward and reverse),
+    # which then runs lane by lane
+    model = phalanx.load_model(str(HUMANOID))
+    model.contact = model.limit = False
+    qpos, qvel, ctrl = random_batch(model, rng, lanes(dtype) + 3, 30, dtype)
+    for every in (1, 7):
+        expect_taped_each_alone(model, qpos, qvel, ctrl, rng, every, rows=False)
+    qpos[2, 3:7] = 0
+    expect_taped_each_alone(model, qpos, qvel, ctrl, rng, 7, rows=False, forward_branch=True)
+
+
 def expect_taped_each_alone(model, qpos, qvel, ctrl, rng, every, lanes_branch=False,
-                            log_rows=None, aware=False):
+                            log_rows=None, aware=False, rows=True, forward_branch=False):
     nenv, nstep, _ = ctrl.shape
     dtype = qpos.dtype
     budget = 0  # per environment; 0: the default log
@@ -214,13 +229,21 @@ def expect_taped_each_alone(model, qpos, qvel, ctrl, rng, every, lanes_branch=Fa
     # step from its record), and so does the part of fixed structure of its steps' reverse
     # passes (with rows in every lane)
     stats = phalanx.pack_stats()
-    assert stats["passes"] >= nstep - 2
-    assert stats["passes"] + stats["fallbacks"] == nstep
+    if forward_branch:  # a step whose lanes branch apart runs again lane by lane
+        assert stats["passes"] == nstep and stats["fallbacks"] >= 1
+    else:
+        assert stats["passes"] >= nstep - 2
+        assert stats["passes"] + stats["fallbacks"] == nstep
     first_parts = stats["reverse_passes"] + (stats["reverse_fallbacks"] if lanes_branch else 0)
     assert first_parts >= nstep // 2
+    if not rows:
+        # without rows every step's whole reverse pass is one on the lanes (or, branched apart,
+        # lane by lane)
+        assert stats["reverse_passes"] + stats["reverse_fallbacks"] == nstep
+        assert stats["reverse_passes"] >= nstep - 2 and stats["reverse_row_passes"] == 0
     # where the lanes' rows reach the same dof trees (the humanoid's one), the recomputation
     # keeps them in lanes and the rows' stages of fixed structure run on the lanes too
-    if aware:
+    elif aware:
         assert stats["reverse_row_passes"] == 0
     else:
         assert lanes_branch or stats["reverse_row_passes"] >= nstep // 2
@@ -237,7 +260,7 @@ def expect_taped_each_alone(model, qpos, qvel, ctrl, rng, every, lanes_branch=Fa
         for key in ("qpos", "qvel", "ctrl", "body_mass"):
             assert np.array_equal(g[key][e], g1[key][0]), (e, key)
     assert tape.peak == tuple(np.max(peaks, axis=0))
-    assert tape.peak[1] > 0
+    assert (tape.peak[1] > 0) == rows
 
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
