@@ -47,11 +47,13 @@ class PackWalk {
   using P = Pack<T, W>;
   using Env = typename RolloutAdjointKernel<T>::Env;
 
-  // whether the steps of m (the kernel's view) can take their second part on the lanes: Euler
-  // steps (implicitfast's pass reads the mass matrix's adjoint as terms), without the bounce
-  // correction (whose pass runs the rows' part twice)
+  // whether the steps of m (the kernel's view) can take their reverse pass on the lanes: those
+  // of a model without rows, whole (rowless_step); with rows, their second part, for Euler steps
+  // (implicitfast's reads the mass matrix's adjoint as terms) without the bounce correction
+  // (whose pass runs the rows' part twice)
   static bool applies(const ModelView<T>& m) {
-    return m.integrator != kIntegratorImplicitFast && !(m.contact_gradient & kGradBounceCorrection);
+    return m.nefcmax == 0 || (m.integrator != kIntegratorImplicitFast &&
+                              !(m.contact_gradient & kGradBounceCorrection));
   }
 
   // nslot: the steps of a segment, whose workspaces the lanes keep in slots()
@@ -627,8 +629,7 @@ int pack_segment_room(const LaneModel<T>* lanes, const ModelView<T>& m, int nenv
 // segment of its W environments on the lanes, keeping every step in the environment's slot as
 // TapeReverse::recompute does (a model without rows has no slots: the lanes keep its steps'
 // workspaces alone), then walks back through it (PackWalk, or each environment alone in the
-// scalar core where PackWalk does not apply, which a model without rows leaves to the scalar
-// kernel).
+// scalar core where PackWalk does not apply).
 template <class T>
 bool rollout_adjoint_packs(const LaneModel<T>* lanes, int nenv, const RolloutAdjointKernel<T>& k,
                            ScratchSize scratch) {
@@ -641,9 +642,9 @@ bool rollout_adjoint_packs(const LaneModel<T>* lanes, int nenv, const RolloutAdj
     kp.nslot = 1;
     packed = rollout_adjoint_scratch_size(k.model, 1, k.slot_ncon, k.slot_nrow);
   }
-  const bool rowless = k.model.nefcmax == 0 && PackWalk<T>::applies(k.model);
+  // (a model with rows needs its slots; one without keeps its steps in the lanes alone)
   if (!lanes || scratch_trace().on || !PackStepper<T>::applies(k.model) || k.tape.mocap.given() ||
-      (kp.nslot == 0 && !rowless) || nenv < PackStepper<T>::W)
+      (kp.nslot == 0 && k.model.nefcmax > 0) || nenv < PackStepper<T>::W)
     return false;
   static constexpr int W = PackStepper<T>::W;  // static: lambdas read it uncaptured (clang)
   using Env = typename RolloutAdjointKernel<T>::Env;

@@ -193,13 +193,15 @@ def test_taped_rollout_with_equalities_on_packs_equals_each_environment_alone(rn
 
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
-def test_taped_rollout_without_rows_on_packs_equals_each_environment_alone(rng, dtype):
+@pytest.mark.parametrize("integrator", ["euler", "implicitfast"])
+def test_taped_rollout_without_rows_on_packs_equals_each_environment_alone(rng, dtype, integrator):
     # the humanoid with contacts and joint limits off has no constraint rows: the whole reverse
-    # pass of each step runs on the lanes, on the workspace the recomputation kept there; one
-    # lane's zero quaternion branches its pack apart at the first step (forward and reverse),
-    # which then runs lane by lane
+    # pass of each step runs on the lanes, on the workspace the recomputation kept there, under
+    # either integrator; one lane's zero quaternion branches its pack apart at the first step
+    # (forward and reverse), which then runs lane by lane
     model = phalanx.load_model(str(HUMANOID))
     model.contact = model.limit = False
+    model.integrator = integrator
     qpos, qvel, ctrl = random_batch(model, rng, lanes(dtype) + 3, 30, dtype)
     for every in (1, 7):
         expect_taped_each_alone(model, qpos, qvel, ctrl, rng, every, rows=False)
