@@ -789,11 +789,19 @@ class Gradients {
   }
 
   // scratch on the device for the state gradients not asked for, which the kernels write
+  // (none when all are asked for)
   void spare(Device device) {
-    spare_ = phx::Buffer<T>(device, size_t(E_) * size_t(nq_ + nv_ + nctrl_));
-    T* p[3] = {spare_.data(), spare_.data() + size_t(E_) * nq_,
-               spare_.data() + size_t(E_) * (nq_ + nv_)};
-    for (int i = 0; i < 3; ++i) state[i] = state[i] ? state[i] : p[i];
+    const size_t n[3] = {size_t(E_) * nq_, size_t(E_) * nv_, size_t(E_) * nctrl_};
+    size_t total = 0;
+    for (int i = 0; i < 3; ++i) total += state[i] ? 0 : n[i];
+    if (total == 0) return;
+    spare_ = phx::Buffer<T>(device, total);
+    T* p = spare_.data();
+    for (int i = 0; i < 3; ++i) {
+      if (state[i]) continue;
+      state[i] = p;
+      p += n[i];
+    }
   }
   const py::dict& dict() const { return out_; }
 
