@@ -1,7 +1,8 @@
 """Backward cost of a whole rollout: the humanoid, forward against forward + backward.
 
 MuJoCo's humanoid.xml as it is (floor and self-collision as the model declares them, joint
-limits on, PGS; with --contact-free, contacts and joint limits off: no constraint rows), E
+limits on, PGS, Euler; with --contact-free, contacts and joint limits off: no constraint rows;
+with --integrator implicitfast, that integrator), E
 environments by T steps of random controls (fixed seed) from the standing
 pose, on all CPU cores (OpenMP, --threads). In one process, for float32 and float64, each repeat
 times:
@@ -22,6 +23,7 @@ fastest repeat of each measurement and from the process's CPU time.
 
     .venv/bin/python bench/bench_backward.py [--envs 1024] [--steps 1000] [--repeats 3]
                                              [--dtype float32|float64|both] [--contact-free]
+                                             [--integrator euler|implicitfast]
 """
 
 import argparse
@@ -52,12 +54,16 @@ def parse_args():
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--contact-free", action="store_true",
                         help="contacts and joint limits off (the smooth dynamics alone)")
+    parser.add_argument("--integrator", choices=["euler", "implicitfast"], default="euler")
     parser.add_argument("--out", default=None,
-                        help="default bench/results/backward.json (backward_contact_free.json)")
+                        help="default bench/results/backward.json (backward_contact_free.json; "
+                        "implicitfast: backward_implicitfast.json, ...)")
     args = parser.parse_args()
     if args.out is None:
-        name = "backward_contact_free.json" if args.contact_free else "backward.json"
-        args.out = os.path.join(RESULTS, name)
+        name = "backward_contact_free" if args.contact_free else "backward"
+        if args.integrator != "euler":
+            name += "_" + args.integrator
+        args.out = os.path.join(RESULTS, name + ".json")
     return args
 
 
@@ -182,7 +188,10 @@ def main():
     model = phalanx.load_model(HUMANOID)  # contacts and limits as declared, PGS
     if args.contact_free:
         model.contact = model.limit = False
+    model.integrator = args.integrator
     setting = "contacts and joint limits off" if args.contact_free else "with contacts"
+    if args.integrator != "euler":
+        setting += ", " + args.integrator
     rng = np.random.default_rng(args.seed)
     ctrl = rng.uniform(-1.0, 1.0, size=(args.envs, args.steps, model.nu))
     dtypes = ["float32", "float64"] if args.dtype == "both" else [args.dtype]
@@ -211,6 +220,7 @@ def main():
         "threads": args.threads,
         "repeats": args.repeats,
         "seed": args.seed,
+        "integrator": args.integrator,
         "lcp_solver": model.lcp_solver,
         "pgs_sweeps": model.lcp_iterations,
         "machine": platform.processor() or platform.machine(),

@@ -1133,6 +1133,11 @@ void register_runtime(py::module_& mod) {
       "(reals, ints): the storage of the exact LCP solvers and of the LCP adjoint for n rows, "
       "which a step's constraint workspace holds among its rows (interleaved on CUDA).");
   mod.def(
+      "_force_reverse_fallbacks", [](bool on) { phx::cpu::force_reverse_fallbacks() = on; },
+      py::arg("on"),
+      "Testing only: with on, every pass of a tape's backward on the CPU's SIMD lanes runs again "
+      "lane by lane, as one whose lanes branched apart does.");
+  mod.def(
       "pack_stats",
       []() {
         phx::cpu::PackStats& s = phx::cpu::pack_stats();
@@ -1142,6 +1147,7 @@ void register_runtime(py::module_& mod) {
         out["reverse_passes"] = long(s.reverse_passes);
         out["reverse_fallbacks"] = long(s.reverse_fallbacks);
         out["reverse_row_passes"] = long(s.reverse_row_passes);
+        out["reverse_alone"] = long(s.reverse_alone);
         s.reset();
         return out;
       },
@@ -1149,10 +1155,11 @@ void register_runtime(py::module_& mod) {
       "'passes', steps of a pack of environments run on vector lanes, and 'fallbacks', pack steps "
       "whose environments stepped one at a time (their lanes took different branches, or one "
       "had stopped on a status bit); 'reverse_passes' and 'reverse_fallbacks' likewise for the "
-      "steps of a tape's backward pass with constraint rows in every lane, whose reverse pass "
-      "runs its part of fixed structure on the lanes; 'reverse_row_passes', those of them whose "
-      "rows' stages of fixed structure (the Delassus matrix's adjoint, the free velocity's) ran "
-      "on the lanes too.");
+      "steps of a tape's backward pass on packs, whose reverse pass runs on the lanes (whole "
+      "where no lane has constraint rows, else its part of fixed structure); "
+      "'reverse_row_passes', those of them whose rows' stages of fixed structure (the Delassus "
+      "matrix's adjoint, the free velocity's) ran on the lanes too; 'reverse_alone', pack steps "
+      "of a backward pass whose environments each walked back alone (too few lanes with rows).");
   // the environments one SIMD pass steps at once, as this build's host has its registers
   // (AVX-512: 16 float, 8 double; AVX2: 8, 4)
   py::dict lanes;

@@ -52,21 +52,30 @@ inline ScratchTrace& scratch_trace() {
 // at a time (lanes that branched apart, or a stopped one).
 struct PackStats {
   std::atomic<long> passes{0}, fallbacks{0};
-  // a tape's backward steps with rows in every lane: reverse passes partly on the lanes, and
-  // those whose lanes branched apart there; and of both, those whose rows' stages of fixed
-  // structure ran on the lanes too
+  // a tape's backward steps on packs: reverse passes on the lanes (whole without rows, else
+  // their part of fixed structure), and those whose lanes branched apart there; of both, those
+  // whose rows' stages of fixed structure ran on the lanes too; and steps whose environments
+  // each walked alone
   std::atomic<long> reverse_passes{0}, reverse_fallbacks{0}, reverse_row_passes{0};
+  std::atomic<long> reverse_alone{0};
   void reset() {
     passes = 0;
     fallbacks = 0;
     reverse_passes = 0;
     reverse_fallbacks = 0;
     reverse_row_passes = 0;
+    reverse_alone = 0;
   }
 };
 inline PackStats& pack_stats() {
   static PackStats stats;
   return stats;
+}
+// A test's switch: every pass of a tape's backward on the lanes runs again lane by lane, as one
+// whose lanes branched apart does (host/pack_adjoint.h)
+inline std::atomic<bool>& force_reverse_fallbacks() {
+  static std::atomic<bool> on{false};
+  return on;
 }
 
 constexpr unsigned char kScratchPattern = 0xA7;

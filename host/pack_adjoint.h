@@ -4,29 +4,29 @@
 // A pack of W environments takes the segments of its tapes last to first. It recomputes a
 // segment on the lanes (PackStepper::step with a Keep: each step into its environment's
 // StepStore slot, as TapeReverse::recompute would, but for the workspace, which stays in lanes,
-// computed in place in a slot of its own), then walks it back step by step. A step whose slots
-// hold rows in at least half the lanes has its reverse pass in two parts (adj_step_rows and
-// adj_constrained_rest): the part that depends on the rows (the impulses, the LCP, the Delassus
-// matrix, the rows' Jacobians) one lane at a time in the scalar core, on its lane's share of the
-// workspace arrays the rows read (transposed), the rest (mass matrix, bias and applied forces,
-// kinematics: fixed structure) on the lanes, on their workspace as it was kept and the first
-// part's adjoints transposed into packs; a lane without rows carries a copy of the adjoints of
-// one with rows through that pass and takes its step alone, its workspace first transposed into
-// its slot. Where the recomputation ran the Delassus stage on the lanes, it keeps the step's
-// rows there too (PackStepper::LaneRows: the factor, the free velocity, J and Y, each lane's
-// rows padded with zero rows), and the first part's stages of fixed structure run on the lanes
-// as well (rows_on_lanes: the impulses' velocity, the Delassus matrix's projections, the free
-// velocity, the rows' Jacobians' adjoint but for the bounces' term), the LCP's adjoint and the
-// rows' corrections and Jacobians staying lane by lane.
-// A model without rows takes the whole reverse pass of a step on the lanes (rowless_step), on the
-// workspace its recomputation kept there.
+// computed in place in a slot of its own), then walks it back step by step. At each step the
+// lanes whose step has rows in a kept slot take one pass, and those whose step has none another
+// (rowless_step: the whole reverse pass on the lanes, on the workspace the recomputation kept
+// there), each group where it fills enough of the lanes, carrying the other group's lanes as
+// copies of its own lanes, whose results are dropped. The lanes of a smaller group, of a step
+// not kept or of a pack with a stopped environment walk alone, first, with the scalar kernel's
+// step.
+// The pass of the lanes with rows has two parts (adj_step_rows and adj_constrained_rest): the
+// part that depends on the rows (the impulses, the LCP, the Delassus matrix, the rows'
+// Jacobians) one lane at a time in the scalar core, on its lane's share of the workspace arrays
+// the rows read (transposed), the rest (mass matrix, bias and applied forces, kinematics: fixed
+// structure) on the lanes, on their workspace as it was kept and the first part's adjoints
+// transposed into packs. Where the recomputation ran the Delassus stage on the lanes, it keeps
+// the step's rows there too (PackStepper::LaneRows: the factor, the free velocity, J and Y,
+// each lane's rows padded with zero rows), and the first part's stages of fixed structure run
+// on the lanes as well (rows_on_lanes: the impulses' velocity, the Delassus matrix's
+// projections, the free velocity, the rows' Jacobians' adjoint but for the bounces' term), the
+// LCP's adjoint and the rows' corrections and Jacobians staying lane by lane.
 // The parameters' adjoints stay in packs while the walk runs on lanes and go back to the
-// environments before any step that does not. Any other step (fewer rows, a step not kept, a
-// stopped environment in the pack) walks each environment alone with the scalar kernel's step, and
-// a pass on the lanes that branched apart (lanes_diverged()) runs its second part again lane by
-// lane. Either way each environment's gradients are those of its tape walked alone, bit for bit:
-// both run the same stages in the same order. Host code that moves data and calls the core's
-// stages.
+// environments before a lane walks alone. A pass on the lanes that branched apart
+// (lanes_diverged()) runs again lane by lane (with rows, its second part). Either way each
+// environment's gradients are those of its tape walked alone, bit for bit: both run the same
+// stages in the same order. Host code that moves data and calls the core's stages.
 #pragma once
 
 #include <algorithm>
@@ -44,16 +44,17 @@ template <class T>
 class PackWalk {
  public:
   static constexpr int W = kLanes<T>;
+  // the fewest lanes for which a pass runs on the lanes (walk): a pass costs about as much as
+  // walking a quarter of them alone
+  static constexpr int kMinLanes = W / 4;
   using P = Pack<T, W>;
   using Env = typename RolloutAdjointKernel<T>::Env;
 
   // whether the steps of m (the kernel's view) can take their reverse pass on the lanes: those
-  // of a model without rows, whole (rowless_step); with rows, their second part, for Euler steps
-  // (implicitfast's reads the mass matrix's adjoint as terms) without the bounce correction
-  // (whose pass runs the rows' part twice)
+  // without rows whole (rowless_step); those with rows their second part, but with the bounce
+  // correction (whose pass runs the rows' part twice)
   static bool applies(const ModelView<T>& m) {
-    return m.nefcmax == 0 || (m.integrator != kIntegratorImplicitFast &&
-                              !(m.contact_gradient & kGradBounceCorrection));
+    return m.nefcmax == 0 || !(m.contact_gradient & kGradBounceCorrection);
   }
 
   // nslot: the steps of a segment, whose workspaces the lanes keep in slots()
@@ -64,7 +65,7 @@ class PackWalk {
     for (int k = 0; k < kNumParams; ++k) nparam += param_size(m, k);
     struct Tag {};
     P* block = thread_block<P, Tag>(size_t(AdjWorkspace<P>::size(m) + 3 * nq + 6 * nv + 2 * nu +
-                                           nv * nv + 2 * nparam + 14 * nv + 8 * ne + ne * nv));
+                                           nv * nv + 2 * nparam + 22 * nv + 8 * ne + ne * nv));
     Arena<P> arena(block, nullptr);
     a_ = AdjWorkspace<P>::carve(m, arena);
     q_ = arena.template take<P>(nq);
@@ -89,6 +90,9 @@ class PackWalk {
          {&s_.adj_f, &s_.adj_b, &s_.adj_A.y, &s_.adj_A.alpha, &s_.adj_A.z, &s_.adj_A.beta, &f_})
       *a = arena.template take<P>(ne);
     adj_J_ = arena.template take<P>(ne * nv);
+    terms_uv_ = arena.template take<P>(8 * nv);
+    term_lanes_.resize(size_t(W * 8 * nv));
+    implicit_ = m.integrator == kIntegratorImplicitFast;
     vn_lanes_ = arena.template take<P>(ne);
     for (std::vector<T>& vn : vn_) vn.resize(size_t(ne));
     for (int g = 0; g < m.ngeom; ++g) bounces_ = bounces_ || m.geom_restitution[g] > T(0);
@@ -143,48 +147,49 @@ class PackWalk {
     bool all = true;
     for (int i = 0; i < W; ++i) all = all && live[i];
     for (int t = t1 - 1; t >= t0; --t) {
-      if (all && m.nefcmax == 0) {
-        rowless_step(k, e0, seg, t, env, walks);
-        continue;
-      }
-      // the lanes whose step has rows, from a kept slot: the others (without rows) take their
-      // step alone, beside the pass on the lanes (see lane_step)
-      bool rows[W];
-      int nrows = 0;
-      for (int i = 0; i < W; ++i) {
-        rows[i] =
-            all && walks[i].store.holds(m, t - t0) && *walks[i].store.slot(m, t - t0).cv.nefc > 0;
+      // the lanes whose step has rows, from a kept slot (rows), and those whose step has none
+      // (flat): each group takes its pass on the lanes, carrying the other's lanes, where it
+      // fills enough of them, or else its lanes walk alone; a lane not kept, and every lane of
+      // a pack with a stopped environment, walks alone
+      bool rows[W] = {}, flat[W] = {};
+      int nrows = 0, nflat = 0;
+      for (int i = 0; i < W && all; ++i) {
+        if (m.nefcmax > 0 && !walks[i].store.holds(m, t - t0)) continue;
+        rows[i] = m.nefcmax > 0 && *walks[i].store.slot(m, t - t0).cv.nefc > 0;
+        flat[i] = !rows[i];
         nrows += rows[i];
+        nflat += flat[i];
       }
-      if (2 * nrows >= W) {
-        lane_step(k, e0, seg, t, env, walks, rows);
-        continue;
-      }
-      to_envs(env);
+      // (the lanes that walk alone first, on the workspace as the recomputation left it)
+      const bool on_rows = nrows >= kMinLanes, on_flat = nflat >= kMinLanes;
       for (int i = 0; i < W; ++i)
-        if (live[i]) alone(k, e0, i, seg, t, walks[i]);
+        if (live[i] && !(rows[i] && on_rows) && !(flat[i] && on_flat)) {
+          to_envs(env);
+          alone(k, e0, i, seg, t, walks[i]);
+          ++alone_;
+        }
+      if (on_rows) lane_step(k, e0, seg, t, env, walks, rows);
+      if (on_flat) rowless_step(k, e0, seg, t, env, walks, flat);
     }
     pack_stats().reverse_passes += passes_;
     pack_stats().reverse_fallbacks += fallbacks_;
     pack_stats().reverse_row_passes += row_passes_;
-    passes_ = fallbacks_ = row_passes_ = 0;
+    pack_stats().reverse_alone += alone_;
+    passes_ = fallbacks_ = row_passes_ = alone_ = 0;
   }
 
  private:
-  // Step t backward, its second part on the lanes (or, when they branch apart, lane by lane).
-  // A lane without rows (rows[i] false) carries a copy of a lane with rows through the pass,
-  // whose results for it are dropped, and takes its step alone.
+  // Step t backward for the lanes with rows (rows[i]), its second part on the lanes (or, when
+  // they branch apart, lane by lane). Any other lane carries a copy of a lane with rows through
+  // the pass, whose results for it are dropped: its walk is left as it was.
   void lane_step(const RolloutAdjointKernel<T>& k, int e0, int seg, int t, Env* env,
                  TapeReverse<T>* walks, const bool* rows) {
     const ModelView<T>& m = m_;
     const int nq = m.nq, nv = m.nv, nu = m.nu, slot = t - seg * k.tape.every;
     typename StepStore<T>::Slot f[W];
     OuterSum<T, 4> terms[W];
-    int donor[W];  // the lane whose arrays lane i takes into the pass: itself when it has rows
-    for (int i = 0, d = 0; i < W; ++i) {
-      while (!rows[d]) ++d;
-      donor[i] = rows[i] ? i : d;
-    }
+    int donor[W];
+    donors(rows, donor);
     const T* from[W];
     auto gather = [&](P* to, long n, auto array) {
       for (int i = 0; i < W; ++i) from[i] = array(donor[i]);
@@ -229,6 +234,7 @@ class PackWalk {
       gather(adj_M_, long(nv) * nv, [&](int i) { return walks[i].x.s.adj_M; });
       gather(bias_, nv, [&](int i) { return walks[i].x.s.adj_bias; });
       gather(qfrc_, nv, [&](int i) { return walks[i].x.s.adj_qfrc; });
+      if (implicit_) terms_in(terms, donor);
     }
     // into the lanes: of the stage adjoints, those of the arrays the first part reads (the only
     // ones it writes)
@@ -243,11 +249,13 @@ class PackWalk {
     for (int d = 0; d < nu; ++d) gc_[d] = P(0);
     to_lanes(env);
     for (long i = 0; i < nparam_; ++i) saved_[i] = params_[i];
-    // the second part on the lanes
-    lanes_diverged() = false;
-    detail::adj_constrained_dynamics(lm_, q_, v_, u_, w, a_, DenseEntries<P>{adj_M_, nv},
-                                     OuterSum<P, 4>{}, bias_, qfrc_, hq_, hv_, gc_, am_);
-    if (lanes_diverged()) {
+    // the second part on the lanes (lane by lane, as if branched apart, where the lanes' steps
+    // have different numbers of terms of the mass matrix's adjoint, which implicitfast's reads)
+    lanes_diverged() = terms_.n < 0;
+    if (!lanes_diverged())
+      detail::adj_constrained_dynamics(lm_, q_, v_, u_, w, a_, DenseEntries<P>{adj_M_, nv}, terms_,
+                                       bias_, qfrc_, hq_, hv_, gc_, am_);
+    if (lanes_diverged() || force_reverse_fallbacks()) {
       ++fallbacks_;
       // lane by lane from the first part's results, which the lanes only read
       for (long i = 0; i < nparam_; ++i) params_[i] = saved_[i];
@@ -256,13 +264,12 @@ class PackWalk {
         T* to[W];
         for (int i = 0; i < W; ++i) to[i] = walks[i].x.s.adj_M;
         packs_to_lanes(adj_M_, long(nv) * nv, to);
+        if (implicit_)
+          for (int i = 0; i < W; ++i) terms_out(i, terms[i]);
       }
       for (int i = 0; i < W; ++i) {
+        if (!rows[i]) continue;
         TapeReverse<T>& r = walks[i];
-        if (!rows[i]) {
-          alone(k, e0, i, seg, t, r);
-          continue;
-        }
         to_slot(i, slot, f[i].w);
         detail::adj_constrained_rest(m, r.q, r.v, control(k, e0 + i, t), f[i].w, r.x.a, r.x.s,
                                      terms[i], r.hq, r.hv, env[i].gc + long(t) * nu, env[i].am);
@@ -271,49 +278,51 @@ class PackWalk {
       return;
     }
     ++passes_;
-    states_out(walks);
+    lanes_done(t, rows, env, walks);
+  }
+
+  // The end of a pass of step t on the lanes for the lanes `on`: their adjoints of the state
+  // before the step (hq_, hv_) into their walks' and of its controls (gc_) added to their
+  // environments', their steps done; the lanes the pass carried get back their parameters'
+  // adjoints from before it (saved_).
+  void lanes_done(int t, const bool* on, Env* env, TapeReverse<T>* walks) {
+    const int nq = m_.nq, nv = m_.nv, nu = m_.nu;
+    T* to[W];
+    for (int i = 0; i < W; ++i) to[i] = on[i] ? walks[i].hq : sink_lane(nq > nv ? nq : nv);
+    packs_to_lanes(hq_, nq, to);
+    for (int i = 0; i < W; ++i)
+      if (on[i]) to[i] = walks[i].hv;
+    packs_to_lanes(hv_, nv, to);
     for (int i = 0; i < W; ++i) {
-      if (!rows[i]) {
-        // alone, from its parameters' adjoints before the pass
-        lane_params(i, saved_, env[i].am);
-        alone(k, e0, i, seg, t, walks[i]);
-        lane_params(i, env[i].am, params_);
+      if (!on[i]) {
+        for (long j = 0; j < nparam_; ++j) params_[j].set(i, saved_[j][i]);
         continue;
       }
-      lane_done(i, t, env[i], walks[i]);
+      T* gc = env[i].gc + long(t) * nu;
+      for (int d = 0; d < nu; ++d) gc[d] += gc_[d][i];
+      walks[i].end_step();
     }
   }
 
-  // the lanes' adjoints of the state before their step (hq_, hv_) into their walks'
-  void states_out(TapeReverse<T>* walks) const {
-    T* to[W];
-    for (int i = 0; i < W; ++i) to[i] = walks[i].hq;
-    packs_to_lanes(hq_, m_.nq, to);
-    for (int i = 0; i < W; ++i) to[i] = walks[i].hv;
-    packs_to_lanes(hv_, m_.nv, to);
-  }
-  // lane i's adjoints of step t's controls (gc_) added to its environment's, its step done
-  void lane_done(int i, int t, Env& env, TapeReverse<T>& walk) const {
-    T* gc = env.gc + long(t) * m_.nu;
-    for (int d = 0; d < m_.nu; ++d) gc[d] += gc_[d][i];
-    walk.end_step();
-  }
-
-  // Step t of a model without rows backward on the lanes: the scalar walk's adj_step (a replay
-  // of the step, then adj_step_replayed) with the replay the recomputation ran on the lanes, in
-  // its slot (PackStepper::Keep::lanes: the workspace that step() left, but for the
-  // articulated-body arrays, which the pass computes again). When the lanes branch apart, each
-  // lane takes the pass alone on its share of that workspace.
+  // Step t backward on the lanes for the lanes whose step has no rows (on[i]): the scalar
+  // walk's adj_step (a replay of the step, then adj_step_replayed) with the replay the
+  // recomputation ran on the lanes, in its slot (PackStepper::Keep::lanes: the workspace that
+  // step() left, but for the articulated-body arrays, which the pass computes again). Any other
+  // lane carries a copy of one of them, as in lane_step. When the lanes branch apart, each lane
+  // takes the pass alone on its share of that workspace.
   void rowless_step(const RolloutAdjointKernel<T>& k, int e0, int seg, int t, Env* env,
-                    TapeReverse<T>* walks) {
+                    TapeReverse<T>* walks, const bool* on) {
     const ModelView<T>& m = m_;
     const int nq = m.nq, nv = m.nv, nu = m.nu, slot = t - seg * k.tape.every;
     const T* from[W];
+    int donor[W];
+    donors(on, donor);
     auto gather = [&](P* to, long n, auto array) {
-      for (int i = 0; i < W; ++i) from[i] = array(i);
+      for (int i = 0; i < W; ++i) from[i] = array(donor[i]);
       lanes_to_packs(from, n, to);
     };
     for (int i = 0; i < W; ++i) {
+      if (!on[i]) continue;
       const int e = e0 + i;
       TapeReverse<T>& r = walks[i];
       r.begin_step(t, k.loss(k.adj_qpos_out, e, nq), k.loss(k.adj_qvel_out, e, nv), nullptr);
@@ -333,11 +342,12 @@ class PackWalk {
     Workspace<P> w = workspace(slot);
     lanes_diverged() = false;
     adj_step_replayed(lm_, q_, v_, u_, w, a_, gq_, gv_, hq_, hv_, gc_, am_);
-    if (lanes_diverged()) {
+    if (lanes_diverged() || force_reverse_fallbacks()) {
       ++fallbacks_;
       for (long i = 0; i < nparam_; ++i) params_[i] = saved_[i];
       to_envs(env);
       for (int i = 0; i < W; ++i) {
+        if (!on[i]) continue;
         TapeReverse<T>& r = walks[i];
         to_slot(i, slot, r.x.w);
         adj_step_replayed(m, r.q, r.v, control(k, e0 + i, t), r.x.w, r.x.a, r.gq, r.gv, r.hq, r.hv,
@@ -347,8 +357,7 @@ class PackWalk {
       return;
     }
     ++passes_;
-    states_out(walks);
-    for (int i = 0; i < W; ++i) lane_done(i, t, env[i], walks[i]);
+    lanes_done(t, on, env, walks);
   }
 
   // The first part of step t's reverse pass (adj_step_rows) for the lanes with rows, the
@@ -434,6 +443,7 @@ class PackWalk {
     adj_delassus_terms(nv, c.vfree, s.adj_A, s.adj_b, s.proj, lanes_J, adj_M);
     detail::adj_free_velocity(lm_, v_, c, s, sink_, static_cast<P*>(nullptr), adj_M);
     adj_M.write(adj_M_, nv, nv);
+    if (implicit_) terms_ = adj_M;
     for (int d = 0; d < nv; ++d) {
       bias_[d] = s.adj_bias[d];
       qfrc_[d] = s.adj_qfrc[d];
@@ -474,6 +484,46 @@ class PackWalk {
       detail::adj_row_jacobians(m, r.q, r.v, rows_w_[i], ci, cv, nrow[i], rows_J, si, r.x.a, r.hq,
                                 r.hv, env[i].ac);
     }
+  }
+  // The terms of the mass matrix's adjoint, which implicitfast's second part reads, from each
+  // lane's (from the first part lane by lane; lane i takes donor[i]'s) into the lanes' (terms_,
+  // their vectors in terms_uv_); terms_.n = -1 where the lanes have different numbers of them
+  void terms_in(const OuterSum<T, 4>* terms, const int* donor) {
+    const int n = terms[donor[0]].n, nv = m_.nv;
+    terms_.n = n;
+    for (int i = 0; i < W; ++i)
+      if (terms[donor[i]].n != n) terms_.n = -1;
+    const T* from[W];
+    for (int k = 0; k < n && terms_.n >= 0; ++k) {
+      P* u = terms_uv_ + 2L * k * nv;
+      for (int i = 0; i < W; ++i) from[i] = terms[donor[i]].u[k];
+      lanes_to_packs(from, nv, u);
+      for (int i = 0; i < W; ++i) from[i] = terms[donor[i]].v[k];
+      lanes_to_packs(from, nv, u + nv);
+      for (int i = 0; i < W; ++i) terms_.s[k].set(i, terms[donor[i]].s[k]);
+      terms_.u[k] = u;
+      terms_.v[k] = u + nv;
+    }
+  }
+  // and lane i of the lanes' terms into its own (terms, over its share of term_lanes_)
+  void terms_out(int i, OuterSum<T, 4>& terms) {
+    const int nv = m_.nv;
+    T* at = term_lanes_.data() + 8L * nv * i;
+    terms.n = 0;
+    for (int k = 0; k < terms_.n; ++k, at += 2 * nv) {
+      for (int d = 0; d < nv; ++d) {
+        at[d] = terms_.u[k][d][i];
+        at[nv + d] = terms_.v[k][d][i];
+      }
+      terms.add(at, at + nv, terms_.s[k][i]);
+    }
+  }
+  // the lane whose arrays lane i takes into a pass for the lanes `on`: itself when on[i], else
+  // the first of them
+  static void donors(const bool* on, int* donor) {
+    int first = 0;
+    while (!on[first]) ++first;
+    for (int i = 0; i < W; ++i) donor[i] = on[i] ? i : first;
   }
   // room for n values nobody reads
   T* sink_lane(long n) {
@@ -601,12 +651,20 @@ class PackWalk {
   P *f_, *sink_;                            // the impulses (nefcmax), room for nv values
   P *adj_J_, *vn_lanes_;                    // adj_J (nefcmax x nv) and J qvel on the lanes
   std::vector<T> sink_lanes_;
+  // implicitfast's: the lanes' terms of the mass matrix's adjoint (terms_in), their vectors, and
+  // each lane's share of them (terms_out)
+  bool implicit_ = false;
+  OuterSum<P, 4> terms_{};
+  P* terms_uv_;
+  std::vector<T> term_lanes_;
   std::vector<T> vn_[W];  // each lane's rows' J qvel (nefcmax)
   bool bounces_ = false;  // whether any contact may bounce (restitution)
   ModelAdjoint<P> am_{};
   long nparam_ = 0;
   bool in_lanes_ = false;            // whether am_ holds the environments' parameter adjoints
-  long passes_ = 0, fallbacks_ = 0, row_passes_ = 0;  // lane_step's, for pack_stats()
+  // for pack_stats(): lane_step's and rowless_step's passes, those that branched apart and those
+  // whose rows' stages ran on the lanes; steps each environment walked alone
+  long passes_ = 0, fallbacks_ = 0, row_passes_ = 0, alone_ = 0;
 };
 
 // The most steps a pack's recomputed segment keeps (PackWalk's slots, factors and rows in lanes,

@@ -647,8 +647,8 @@ PHX_HD void adj_constrained_dynamics(const ModelView<S>& m, const T* qpos, const
   adj_crba(m, w, a, adj_M, adj_model);
   if (m.integrator == kIntegratorImplicitFast) {
     // M is implicit.h's H = crba - dt D: each term s u v^T of adj_M adds -dt s u^T D v's
-    // gradient (the lanes do not take implicitfast steps: LaneRows)
-    if constexpr (std::is_floating_point_v<T>)
+    // gradient (a step's seeds in lanes, LaneReplay, do not take implicitfast steps)
+    if constexpr (std::is_same_v<S, T>)
       for (int k = 0; k < terms.n; ++k)
         adj_velocity_slope(m, qpos, qvel, ctrl, w, a, -dt * terms.s[k], terms.u[k], terms.v[k],
                            w.implicit_row, w.implicit_u, w.implicit_v, adj_qpos, adj_qvel, adj_ctrl,

@@ -181,15 +181,33 @@ def test_complementarity_aware_taped_rollout_on_packs_equals_each_environment_al
     expect_taped_each_alone(model, qpos, qvel, ctrl, rng, 7, aware=True)
 
 
-def test_taped_rollout_with_equalities_on_packs_equals_each_environment_alone(rng):
+@pytest.mark.parametrize("integrator", ["euler", "implicitfast"])
+def test_taped_rollout_with_equalities_on_packs_equals_each_environment_alone(rng, integrator):
     # the equalities' rows read more of the workspace than contacts and limits do (the body
     # velocities and the subspaces' rates), and so do their reverse passes on the packs, whose
-    # second parts branch apart on these lanes and run lane by lane
+    # second parts branch apart on these lanes and run lane by lane (under implicitfast with
+    # each lane's share of the mass matrix's adjoint's terms the lanes computed)
     nenv, nstep = lanes(np.float64) + 3, 30
     model = equality_scene()
+    model.integrator = integrator
+    model.set_parameter("dof_damping", np.full(model.nv, 0.5))  # (implicitfast's slope)
     qpos, qvel, ctrl = random_batch(model, rng, nenv, nstep, np.float64, free_joint=False)
     for every in (1, 7):
         expect_taped_each_alone(model, qpos, qvel, ctrl, rng, every, lanes_branch=True)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_implicitfast_taped_rollout_on_packs_equals_each_environment_alone(rng, dtype):
+    # implicitfast's second part of a step's reverse pass also reads the mass matrix's adjoint as
+    # its terms (the velocity slopes' gradient per term): the lanes take them from the rows'
+    # stages on the lanes, or (complementarity-aware, whose rows' stages run lane by lane) each
+    # lane's transposed
+    model, qpos, qvel, ctrl = humanoids_on_the_floor(rng, dtype)
+    model.integrator = "implicitfast"
+    assert (model.dof_damping > 0).any()
+    for every in (1, 7):
+        expect_taped_each_alone(model, qpos, qvel, ctrl, rng, every)
+    expect_taped_each_alone(model, qpos, qvel, ctrl, rng, 7, aware=True)
 
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
@@ -209,6 +227,54 @@ def test_taped_rollout_without_rows_on_packs_equals_each_environment_alone(rng, 
     expect_taped_each_alone(model, qpos, qvel, ctrl, rng, 7, rows=False, forward_branch=True)
 
 
+def falling_humanoids(rng, dtype, integrator="euler"):
+    """the humanoid without joint limits, a pack and three environments more at rest, dropped
+    from heights that differ lane by lane, and random controls"""
+    model = phalanx.load_model(str(HUMANOID))
+    model.limit = False
+    model.integrator = integrator
+    W = lanes(dtype)
+    qpos, qvel, ctrl = random_batch(model, rng, W + 3, 60, dtype)
+    qpos[:] = model.qpos0
+    qpos[:, 2] += 0.02 + 0.06 * np.arange(W + 3) / W
+    qvel[:] = 0
+    return model, qpos, qvel, ctrl
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_taped_rollout_falling_onto_the_floor_on_packs_equals_each_environment_alone(rng, dtype):
+    # the first steps of falling humanoids have rows in no lane, and take their whole reverse
+    # pass on the lanes; then some lanes touch down before others: a step with rows in few lanes
+    # walks those alone and takes the pass of the others on the lanes, one with rows in a quarter
+    # of them at least takes both
+    model, qpos, qvel, ctrl = falling_humanoids(rng, dtype)
+    W = lanes(dtype)
+    for every in (1, 7):
+        with_rows, _ = expect_taped_each_alone(model, qpos, qvel, ctrl, rng, every)
+        assert (with_rows[:10] == 0).all()
+        assert ((with_rows > 0) & (with_rows < W // 4)).any()
+        assert ((with_rows >= W // 4) & (W - with_rows >= W // 4)).any()
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("integrator", ["euler", "implicitfast"])
+def test_taped_rollout_on_packs_run_again_lane_by_lane_equals_each_environment_alone(
+        rng, dtype, integrator):
+    # every pass of the backward on the lanes run again lane by lane, as where the lanes branch
+    # apart: the passes without rows, and those with, from the rows' stages on the lanes (and
+    # under implicitfast each lane's share of the mass matrix's adjoint's terms there)
+    model, qpos, qvel, ctrl = falling_humanoids(rng, dtype, integrator)
+    phalanx._phalanx._force_reverse_fallbacks(True)
+    try:
+        for every in (1, 7):
+            with_rows, stats = expect_taped_each_alone(model, qpos, qvel, ctrl, rng, every,
+                                                       lanes_branch=True)
+            assert stats["reverse_passes"] == 0 and stats["reverse_row_passes"] >= 10
+            assert (with_rows == 0).any() and (with_rows >= lanes(dtype) // 4).any()
+    finally:
+        phalanx._phalanx._force_reverse_fallbacks(False)
+
+
 def expect_taped_each_alone(model, qpos, qvel, ctrl, rng, every, lanes_branch=False,
                             log_rows=None, aware=False, rows=True, forward_branch=False):
     nenv, nstep, _ = ctrl.shape
@@ -222,7 +288,8 @@ def expect_taped_each_alone(model, qpos, qvel, ctrl, rng, every, lanes_branch=Fa
     adj_v = rng.standard_normal((nenv, nstep, model.nv)).astype(dtype)
     phalanx.pack_stats()
     tape = phalanx.Tape(checkpoint_every=every, memory_budget=budget * nenv)
-    qs, vs, status = phalanx.rollout(model, qpos, qvel, ctrl, tape=tape)
+    counts = np.zeros((nenv, nstep, phalanx.NUM_COUNTS), np.int32)
+    qs, vs, status = phalanx.rollout(model, qpos, qvel, ctrl, tape=tape, counts=counts)
     if log_rows is not None:
         assert tape.nbytes == budget * nenv
     assert phalanx.pack_stats()["passes"] >= nstep - 2
@@ -236,19 +303,22 @@ def expect_taped_each_alone(model, qpos, qvel, ctrl, rng, every, lanes_branch=Fa
     else:
         assert stats["passes"] >= nstep - 2
         assert stats["passes"] + stats["fallbacks"] == nstep
-    first_parts = stats["reverse_passes"] + (stats["reverse_fallbacks"] if lanes_branch else 0)
-    assert first_parts >= nstep // 2
-    if not rows:
-        # without rows every step's whole reverse pass is one on the lanes (or, branched apart,
-        # lane by lane)
-        assert stats["reverse_passes"] + stats["reverse_fallbacks"] == nstep
+    # at each step the pack's lanes with rows take a pass on the lanes where they are a quarter
+    # of them at least, and so do those without rows (PackWalk::kMinLanes); the others walk back
+    # alone
+    W = lanes(dtype)
+    with_rows = (counts[:W, :, phalanx.COUNT_ROWS] > 0).sum(axis=0)
+    on_rows, on_flat = with_rows >= W // 4, W - with_rows >= W // 4
+    assert stats["reverse_passes"] + stats["reverse_fallbacks"] == on_rows.sum() + on_flat.sum()
+    assert stats["reverse_alone"] == (with_rows * ~on_rows + (W - with_rows) * ~on_flat).sum()
+    if not rows:  # every step's whole reverse pass on the lanes
         assert stats["reverse_passes"] >= nstep - 2 and stats["reverse_row_passes"] == 0
     # where the lanes' rows reach the same dof trees (the humanoid's one), the recomputation
     # keeps them in lanes and the rows' stages of fixed structure run on the lanes too
     elif aware:
         assert stats["reverse_row_passes"] == 0
     else:
-        assert lanes_branch or stats["reverse_row_passes"] >= nstep // 2
+        assert lanes_branch or stats["reverse_row_passes"] >= on_rows.sum() - 2
     assert lanes_branch or stats["reverse_fallbacks"] <= 2
     assert not (status & phalanx.STATUS_STOP_MASK).any()
     peaks = []
@@ -263,6 +333,7 @@ def expect_taped_each_alone(model, qpos, qvel, ctrl, rng, every, lanes_branch=Fa
             assert np.array_equal(g[key][e], g1[key][0]), (e, key)
     assert tape.peak == tuple(np.max(peaks, axis=0))
     assert (tape.peak[1] > 0) == rows
+    return with_rows, stats
 
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
