@@ -79,6 +79,13 @@ PHX_HD T coupled_form(const ModelView<S>& m, const T* r, const T* u, const T* v,
 
 // ---- the slopes of the applied forces -----------------------------------------------------
 
+// Whether actuator u's force depends on the velocity V, whatever its parameters: through an
+// affine or a muscle's gain, or an affine bias (a motor's force and a muscle's bias do not)
+template <class S>
+PHX_HD bool actuator_has_slope(const ModelView<S>& m, int u) {
+  return m.actuator_gaintype[u] != kGainFixed || m.actuator_biastype[u] == kBiasAffine;
+}
+
 // Actuator u's slope d force / d V (the gain's slope in V times the input, plus the bias's), 0
 // where forcerange clamps the force (at a bound or beyond, MuJoCo's mjd_actuator_vel). The
 // input is the one the force reads: the ctrl after its clamp, or the activation.
@@ -131,6 +138,7 @@ PHX_HD void implicit_metric(const ModelView<T>& m, const T* qpos, const T* qvel,
     add_coupled_outer(m, h * m.tendon_damping[t], row, H);
   }
   for (int u = 0; u < m.nu; ++u) {
+    if (!actuator_has_slope(m, u)) continue;
     const T gear = m.actuator_gear[u];
     const T g = actuator_velocity_slope(m, u, actuator_force(m, w, u, qpos, qvel, input));
     if (g == T(0)) continue;
@@ -286,6 +294,7 @@ PHX_HD PHX_DEVICE_NOINLINE void adj_actuator_slope(const ModelView<T>& m, int k,
                                                    T scale, const T* u, const T* v, T* row, T* su,
                                                    T* y, T* adj_qpos, T* adj_qvel, T* adj_input,
                                                    const ModelAdjoint<T>& adj_model) {
+  if (!actuator_has_slope(m, k)) return;  // nor slopes of it in the state or the parameters
   const ActuatorForce<T> f = actuator_force(m, w, k, qpos, qvel, input);
   if (m.actuator_forcelimited[k] &&
       (f.force <= m.actuator_forcerange[2 * k] || f.force >= m.actuator_forcerange[2 * k + 1]))
