@@ -1155,11 +1155,12 @@ void register_runtime(py::module_& mod) {
       "'passes', steps of a pack of environments run on vector lanes, and 'fallbacks', pack steps "
       "whose environments stepped one at a time (their lanes took different branches, or one "
       "had stopped on a status bit); 'reverse_passes' and 'reverse_fallbacks' likewise for the "
-      "steps of a tape's backward pass on packs, whose reverse pass runs on the lanes (whole "
-      "where no lane has constraint rows, else its part of fixed structure); "
+      "passes of a tape's backward on packs (per step, one for the lanes without constraint "
+      "rows, the whole reverse pass, and one for those with, its part of fixed structure); "
       "'reverse_row_passes', those of them whose rows' stages of fixed structure (the Delassus "
-      "matrix's adjoint, the free velocity's) ran on the lanes too; 'reverse_alone', pack steps "
-      "of a backward pass whose environments each walked back alone (too few lanes with rows).");
+      "matrix's adjoint, the free velocity's) ran on the lanes too; 'reverse_alone', the "
+      "environment-steps of a backward on packs walked back one environment at a time (too few "
+      "lanes of their kind in the step, or a stopped environment in the pack).");
   // the environments one SIMD pass steps at once, as this build's host has its registers
   // (AVX-512: 16 float, 8 double; AVX2: 8, 4)
   py::dict lanes;

@@ -52,10 +52,10 @@ inline ScratchTrace& scratch_trace() {
 // at a time (lanes that branched apart, or a stopped one).
 struct PackStats {
   std::atomic<long> passes{0}, fallbacks{0};
-  // a tape's backward steps on packs: reverse passes on the lanes (whole without rows, else
-  // their part of fixed structure), and those whose lanes branched apart there; of both, those
-  // whose rows' stages of fixed structure ran on the lanes too; and steps whose environments
-  // each walked alone
+  // a tape's backward on packs: its passes on the lanes (a step's lanes without rows take the
+  // whole pass, those with rows its part of fixed structure), and those whose lanes branched
+  // apart there; of both, those whose rows' stages of fixed structure ran on the lanes too; and
+  // the environment-steps walked alone
   std::atomic<long> reverse_passes{0}, reverse_fallbacks{0}, reverse_row_passes{0};
   std::atomic<long> reverse_alone{0};
   void reset() {

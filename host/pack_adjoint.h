@@ -663,7 +663,7 @@ class PackWalk {
   long nparam_ = 0;
   bool in_lanes_ = false;            // whether am_ holds the environments' parameter adjoints
   // for pack_stats(): lane_step's and rowless_step's passes, those that branched apart and those
-  // whose rows' stages ran on the lanes; steps each environment walked alone
+  // whose rows' stages ran on the lanes; the environment-steps walked alone
   long passes_ = 0, fallbacks_ = 0, row_passes_ = 0, alone_ = 0;
 };
 

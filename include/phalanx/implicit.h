@@ -138,7 +138,6 @@ PHX_HD void implicit_metric(const ModelView<T>& m, const T* qpos, const T* qvel,
     add_coupled_outer(m, h * m.tendon_damping[t], row, H);
   }
   for (int u = 0; u < m.nu; ++u) {
-    if (!actuator_has_slope(m, u)) continue;
     const T gear = m.actuator_gear[u];
     const T g = actuator_velocity_slope(m, u, actuator_force(m, w, u, qpos, qvel, input));
     if (g == T(0)) continue;
