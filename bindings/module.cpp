@@ -1085,6 +1085,14 @@ void register_runtime(py::module_& mod) {
           "so torch or another library changing OpenMP's thread count does not change it; "
           "OMP_NUM_THREADS sets the initial value.");
   mod.def("num_threads", &phx::num_threads, "Threads the CPU backend's next call uses.");
+  mod.def("release_host_memory", &phx::release_host_memory,
+          "Give back to the system the large host blocks (a tape's, a trajectory's) the CPU "
+          "backend keeps after they are freed, for the next allocation of the same size. It "
+          "keeps at most PHX_HOST_CACHE_BYTES bytes (read when phalanx loads; default 2 GiB or an "
+          "eighth of the machine's memory, whichever is less; 0 keeps none).");
+  mod.def("idle_host_bytes", &phx::idle_host_bytes,
+          "Bytes of the freed host blocks the CPU backend keeps for reuse "
+          "(release_host_memory gives them back).");
   mod.def(
       "cuda_available", [] { return phx::cuda_available(); },
       "True when the CUDA backend was built and a GPU is visible (or, in a build with "

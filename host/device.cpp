@@ -1,15 +1,20 @@
 #include "host/device.h"
 
 #include <omp.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
+#include <list>
+#include <mutex>
 #include <new>
 #include <stdexcept>
 #include <string>
+#include <unordered_map>
+#include <utility>
 
 #include "host/cpu_backend.h"
 #include "host/cuda_backend.h"
@@ -116,6 +121,142 @@ size_t cache_per_thread() {
   return bytes / size_t(std::max(1, sharers));
 }
 
+namespace {
+
+#if defined(__has_feature)
+#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer)
+#define PHX_SANITIZED 1
+#endif
+#endif
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__) || defined(PHX_SANITIZED)
+constexpr bool kSanitized = true;  // keep no blocks: a use after free stays a sanitizer's error
+#else
+constexpr bool kSanitized = false;
+#endif
+
+// PHX_HOST_CACHE_BYTES, else 2 GiB or an eighth of the machine's memory, whichever is less
+// (several processes on one machine, as a Ray node runs, each keep their own)
+size_t default_host_cache_limit() {
+  if (kSanitized) return 0;
+  if (const char* env = std::getenv("PHX_HOST_CACHE_BYTES")) {
+    char* end = nullptr;
+    const unsigned long long n = std::strtoull(env, &end, 10);
+    if (end != env && *end == '\0') return size_t(n);
+  }
+  const size_t most = size_t(2) << 30;
+  const long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGE_SIZE);
+  return pages > 0 && page > 0 ? std::min(most, size_t(pages) * size_t(page) / 8) : most / 2;
+}
+
+// Host blocks of kMinBytes or more, once freed, wait (idle) for the next allocation of the same
+// size, up to limit_ bytes in all, the least recently freed leaving first. The C library
+// returns large blocks to the system when they are freed, and each 4 KiB page of a new one
+// faults in, zeroed by the kernel, at its first write: a tape allocated again for each rollout of
+// a loop (each iteration of an optimisation, each repeat of a benchmark) would pay that each
+// time.
+class HostBlocks {
+ public:
+  static constexpr size_t kMinBytes = size_t(1) << 20;
+
+  void* allocate(size_t bytes) {
+    bytes = (bytes + 63) / 64 * 64;
+    if (bytes >= kMinBytes) {
+      std::lock_guard<std::mutex> lock(mutex_);
+      for (auto it = idle_.rbegin(); it != idle_.rend(); ++it) {
+        if (it->first != bytes) continue;
+        void* p = it->second;
+        idle_bytes_ -= bytes;
+        idle_.erase(std::next(it).base());
+        return p;
+      }
+    }
+    void* p = std::aligned_alloc(64, bytes);
+    if (!p) {
+      release();  // the idle blocks back to the system, and once more
+      p = std::aligned_alloc(64, bytes);
+    }
+    if (!p) throw std::bad_alloc();
+    if (bytes >= kMinBytes) {
+      std::lock_guard<std::mutex> lock(mutex_);
+      size_[p] = bytes;
+    }
+    return p;
+  }
+
+  void free(void* p) {
+    if (!p) return;
+    std::unique_lock<std::mutex> lock(mutex_);
+    auto it = size_.find(p);
+    if (it == size_.end()) {
+      lock.unlock();
+      std::free(p);
+      return;
+    }
+    const size_t bytes = it->second;
+    if (bytes > limit_) {
+      size_.erase(it);
+      lock.unlock();
+      std::free(p);
+      return;
+    }
+    idle_.emplace_back(bytes, p);
+    idle_bytes_ += bytes;
+    while (idle_bytes_ > limit_) drop_oldest();
+  }
+
+  void release() {
+    std::lock_guard<std::mutex> lock(mutex_);
+    while (!idle_.empty()) drop_oldest();
+  }
+
+  size_t idle_bytes() {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return idle_bytes_;
+  }
+
+  size_t set_limit(size_t bytes) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    const size_t was = limit_;
+    limit_ = bytes;
+    while (idle_bytes_ > limit_) drop_oldest();
+    return was;
+  }
+
+ private:
+  // (with the lock held)
+  void drop_oldest() {
+    void* p = idle_.front().second;
+    idle_bytes_ -= idle_.front().first;
+    idle_.pop_front();
+    size_.erase(p);
+    std::free(p);
+  }
+
+  std::mutex mutex_;
+  std::unordered_map<void*, size_t> size_;    // every block of kMinBytes or more, live or idle
+  std::list<std::pair<size_t, void*>> idle_;  // (bytes, block), least recently freed first
+  size_t idle_bytes_ = 0, limit_ = default_host_cache_limit();
+};
+
+HostBlocks& host_blocks() {
+  static HostBlocks* blocks = new HostBlocks;  // never destroyed: Buffers may outlive statics
+  return *blocks;
+}
+
+}  // namespace
+
+void release_host_memory() {
+  host_blocks().release();
+}
+
+size_t idle_host_bytes() {
+  return host_blocks().idle_bytes();
+}
+
+size_t set_host_cache_limit(size_t bytes) {
+  return host_blocks().set_limit(bytes);
+}
+
 namespace detail {
 
 void* device_alloc(Device device, size_t bytes) {
@@ -123,16 +264,14 @@ void* device_alloc(Device device, size_t bytes) {
     require_device(device);
     return cuda::alloc(bytes);
   }
-  void* p = std::aligned_alloc(64, (bytes + 63) / 64 * 64);
-  if (!p) throw std::bad_alloc();
-  return p;
+  return host_blocks().allocate(bytes);
 }
 
 void device_free(Device device, void* p) {
   if (device == Device::kCuda) {
     cuda::free(p);
   } else {
-    std::free(p);
+    host_blocks().free(p);
   }
 }
 

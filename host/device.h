@@ -39,6 +39,18 @@ void set_num_threads(int n);
 // else 32 MiB shared by all threads.
 size_t cache_per_thread();
 
+// The CPU backend keeps large host blocks (1 MiB or more) when they are freed and hands them
+// out again for an allocation of the same size, so that a tape allocated anew for each rollout
+// of a loop finds its pages mapped instead of faulting each in again. It keeps at most
+// PHX_HOST_CACHE_BYTES bytes (read when the library loads; default 2 GiB or an eighth of the
+// machine's memory, whichever is less; 0 keeps none, as do the sanitizer builds), the least
+// recently freed leaving first.
+// release_host_memory() gives every idle block back to the system; idle_host_bytes() is what
+// they hold; set_host_cache_limit(bytes) sets the limit and returns the one before.
+void release_host_memory();
+size_t idle_host_bytes();
+size_t set_host_cache_limit(size_t bytes);
+
 // raw device memory operations (host memory on the CPU)
 namespace detail {
 // the CPUs in a Linux CPU list such as "0-7,64-71" (sysfs' shared_cpu_list)

@@ -46,8 +46,10 @@ from ._phalanx import (
     Model,
     cuda_available,
     cuda_emulated,
+    idle_host_bytes,
     num_threads,
     pack_stats,
+    release_host_memory,
     set_num_threads,
 )
 from ._exclusive import exclusive, exclusive_use
@@ -81,6 +83,8 @@ __all__ = [
     "cuda_emulated",
     "num_threads",
     "pack_stats",
+    "release_host_memory",
+    "idle_host_bytes",
     "set_num_threads",
     "STATUS_NAN_STATE",
     "STATUS_NAN_CTRL",

@@ -321,5 +321,55 @@ TEST(Batch, CudaIsAClearErrorWithoutGpuAndMatchesCpuWithOne) {
   for (size_t i = 0; i < qg.size(); ++i) EXPECT_EQ(qg[i], qc[i]) << i;
 }
 
+// A host block of 1 MiB or more, once freed, comes back to the next allocation of its size (a
+// Buffer of it still starts zeroed); the idle blocks keep within the limit, the least recently
+// freed leaving first; smaller blocks and blocks over the limit are not kept
+TEST(Batch, HostBlocksComeBackForTheirSize) {
+  constexpr size_t kMiB = size_t(1) << 20, n = kMiB;  // 4 MiB of floats
+  const size_t limit = set_host_cache_limit(64 * kMiB);
+  release_host_memory();
+  ASSERT_EQ(idle_host_bytes(), 0u);
+  const float* first;
+  {
+    Buffer<float> a(Device::kCpu, n);
+    for (size_t i = 0; i < n; ++i) a.data()[i] = 1.0f;
+    first = a.data();
+  }
+  EXPECT_EQ(idle_host_bytes(), 4 * kMiB);
+  {
+    Buffer<float> b(Device::kCpu, n);
+    EXPECT_EQ(b.data(), first);
+    EXPECT_EQ(idle_host_bytes(), 0u);
+    std::vector<float> h = b.to_host();
+    for (size_t i = 0; i < n; i += 4099) ASSERT_EQ(h[i], 0.0f) << i;
+    Buffer<float> other(Device::kCpu, n + 16);  // another size: a block of its own
+    EXPECT_NE(other.data(), first);
+  }
+  EXPECT_EQ(idle_host_bytes(), 8 * kMiB + 64);  // other's block, then b's
+  // within 6 MiB, the later freed stays
+  set_host_cache_limit(6 * kMiB);
+  EXPECT_EQ(idle_host_bytes(), 4 * kMiB);
+  {
+    Buffer<float> again(Device::kCpu, n);
+    EXPECT_EQ(again.data(), first);
+  }
+  release_host_memory();
+  const float* later;
+  {  // of two 4 MiB blocks freed, the later stays
+    Buffer<float> c(Device::kCpu, n), d(Device::kCpu, n);
+    later = c.data();  // d is destroyed first, then c
+  }
+  EXPECT_EQ(idle_host_bytes(), 4 * kMiB);
+  {
+    Buffer<float> e = Buffer<float>::uninitialized(Device::kCpu, n);
+    EXPECT_EQ(e.data(), later);
+    Buffer<float> big(Device::kCpu, 2 * n), small(Device::kCpu, kMiB / 8);
+  }
+  EXPECT_EQ(idle_host_bytes(), 4 * kMiB);  // e's block again; neither big's nor small's
+  release_host_memory();
+  EXPECT_EQ(idle_host_bytes(), 0u);
+  set_host_cache_limit(limit);
+}
+
 }  // namespace
 }  // namespace phx

@@ -122,3 +122,34 @@ def test_float32_gradients_match_float64(scene, rng):
     print("normwise relative differences float32 / float64:", errors)
     assert {"qpos", "qvel", "ctrl", "body_mass", "geom_friction"} <= errors.keys()
     assert max(errors.values()) < 2e-5, errors
+
+
+def test_a_tape_on_reused_host_memory_gives_the_same_gradients(humanoid, rng):
+    """A tape's large host blocks, freed, come back to the next tape of the same size (the CPU
+    backend keeps them); a tape recorded there over another rollout's records gives the gradients
+    a tape on fresh memory gives, bit for bit."""
+    humanoid.contact = humanoid.limit = True  # the tape logs each step's LCP solution too
+    n, steps = 64, 200
+    qpos = np.repeat(humanoid.qpos0[None], n, 0).astype(np.float32)
+    qvel = np.zeros((n, humanoid.nv), np.float32)
+    ctrl = rng.uniform(-1, 1, (2, n, steps, humanoid.nu)).astype(np.float32)
+    adj = rng.standard_normal((n, steps, humanoid.nq)).astype(np.float32)
+
+    def gradients(c):
+        tape = phalanx.Tape()
+        phalanx.rollout(humanoid, qpos, qvel, c, tape=tape)
+        return tape, tape.backward(adj, None)
+
+    phalanx.release_host_memory()
+    tape, fresh = gradients(ctrl[0])
+    del tape
+    phalanx.release_host_memory()
+    tape, _ = gradients(ctrl[1])  # another rollout's records
+    del tape
+    idle = phalanx.idle_host_bytes()
+    assert idle > 2**20
+    tape, again = gradients(ctrl[0])
+    assert phalanx.idle_host_bytes() < idle  # its blocks came back
+    del tape
+    for key in ("qpos", "qvel", "ctrl"):
+        np.testing.assert_array_equal(again[key], fresh[key])
