@@ -154,8 +154,9 @@ class PackWalk {
       bool rows[W] = {}, flat[W] = {};
       int nrows = 0, nflat = 0;
       for (int i = 0; i < W && all; ++i) {
-        if (m.nefcmax > 0 && !walks[i].store.holds(m, t - t0)) continue;
-        rows[i] = m.nefcmax > 0 && *walks[i].store.slot(m, t - t0).cv.nefc > 0;
+        const int held = m.nefcmax > 0 ? walks[i].store.rows_held(m, t - t0) : 0;
+        if (held < 0) continue;
+        rows[i] = held > 0;
         flat[i] = !rows[i];
         nrows += rows[i];
         nflat += flat[i];

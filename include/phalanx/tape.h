@@ -293,6 +293,10 @@ struct StepStore {
   PHX_HD bool holds(const ModelView<T>& m, int k) const {
     return place(m, k).head[0] >= 0;
   }
+  // the rows of the step slot k holds, or -1 when it holds none
+  PHX_HD int rows_held(const ModelView<T>& m, int k) const {
+    return place(m, k).head[0];
+  }
 
   // Slot k, in place; under Interleaved only its rows are, its other pointers null. The
   // constraint workspace's scratch (tmp, lcp, ilcp) and its arrays the reverse pass does not
