@@ -177,8 +177,20 @@ struct TapeView {
 // carve_slot carves them. Under Interleaved (CUDA's) they hold an image of what is kept
 // (image_arrays, in its order), which read() copies into the reverse pass's own workspaces;
 // only the rows are read in place.
+namespace detail {
+// a StepStore's slot_size(), which carve keeps in place (the CPU's layout, whose packs find a
+// slot's place for each lane of each step); under Interleaved a base of no size, and each place()
+// computes it
+template <bool kInPlace>
+struct SlotSizeKept {
+  ScratchSize size{};
+};
+template <>
+struct SlotSizeKept<false> {};
+}  // namespace detail
+
 template <class T, class Layout = Contiguous>
-struct StepStore {
+struct StepStore : detail::SlotSizeKept<std::is_same_v<Layout, Contiguous>> {
   using real = T;
   static constexpr bool kInPlace = std::is_same_v<Layout, Contiguous>;
   static constexpr int kHead = 2;  // integers before each slot's own
@@ -208,6 +220,7 @@ struct StepStore {
     s.irows = rows_base(arena.template take_rows<int>(nslot * slot.irows));
     s.ncon = ncon;
     s.nrow = nrow;
+    if constexpr (kInPlace) s.size = slot;
     return s;
   }
 
@@ -357,10 +370,14 @@ struct StepStore {
     int* irows;
   };
   PHX_HD Place place(const ModelView<T>& m, int k) const {
-    const ScratchSize size = slot_size(m, ncon, nrow);
+    ScratchSize at;
+    if constexpr (kInPlace)
+      at = this->size;
+    else
+      at = slot_size(m, ncon, nrow);
     constexpr int W = Layout::kStride;
-    return {reals + k * (size.reals - size.rows), ints + long(k) * (kHead + size.ints - size.irows),
-            rows + k * size.rows * W, irows + k * size.irows * W};
+    return {reals + k * (at.reals - at.rows), ints + long(k) * (kHead + at.ints - at.irows),
+            rows + k * at.rows * W, irows + k * at.irows * W};
   }
   // the slot at `at`, carved (slot())
   PHX_HD Slot carve_at(const ModelView<T>& m, const Place& at,
