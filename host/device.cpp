@@ -187,21 +187,15 @@ class HostBlocks {
     if (!p) return;
     std::unique_lock<std::mutex> lock(mutex_);
     auto it = size_.find(p);
-    if (it == size_.end()) {
-      lock.unlock();
-      std::free(p);
+    if (it != size_.end() && it->second <= limit_) {
+      idle_.emplace_back(it->second, p);
+      idle_bytes_ += it->second;
+      while (idle_bytes_ > limit_) drop_oldest();
       return;
     }
-    const size_t bytes = it->second;
-    if (bytes > limit_) {
-      size_.erase(it);
-      lock.unlock();
-      std::free(p);
-      return;
-    }
-    idle_.emplace_back(bytes, p);
-    idle_bytes_ += bytes;
-    while (idle_bytes_ > limit_) drop_oldest();
+    if (it != size_.end()) size_.erase(it);  // over the limit on its own
+    lock.unlock();
+    std::free(p);
   }
 
   void release() {

@@ -162,6 +162,18 @@ struct TapeView {
   }
 };
 
+namespace detail {
+// a StepStore's slot_size(), which carve keeps in place (the CPU's layout, whose packs find a
+// slot's place for each lane of each step); under Interleaved a base of no size, and each place()
+// computes it
+template <bool kInPlace>
+struct SlotSizeKept {
+  ScratchSize size{};
+};
+template <>
+struct SlotSizeKept<false> {};
+}  // namespace detail
+
 // What the reverse pass of a constrained step reads from its forward, kept for each step of a
 // segment while the backward pass recomputes it, so that walking the segment backward needs no
 // replay (adj_step_constrained_replayed straight from the slot). A slot holds the state after
@@ -177,18 +189,6 @@ struct TapeView {
 // carve_slot carves them. Under Interleaved (CUDA's) they hold an image of what is kept
 // (image_arrays, in its order), which read() copies into the reverse pass's own workspaces;
 // only the rows are read in place.
-namespace detail {
-// a StepStore's slot_size(), which carve keeps in place (the CPU's layout, whose packs find a
-// slot's place for each lane of each step); under Interleaved a base of no size, and each place()
-// computes it
-template <bool kInPlace>
-struct SlotSizeKept {
-  ScratchSize size{};
-};
-template <>
-struct SlotSizeKept<false> {};
-}  // namespace detail
-
 template <class T, class Layout = Contiguous>
 struct StepStore : detail::SlotSizeKept<std::is_same_v<Layout, Contiguous>> {
   using real = T;
@@ -303,12 +303,12 @@ struct StepStore : detail::SlotSizeKept<std::is_same_v<Layout, Contiguous>> {
     return true;
   }
 
-  PHX_HD bool holds(const ModelView<T>& m, int k) const {
-    return place(m, k).head[0] >= 0;
-  }
   // the rows of the step slot k holds, or -1 when it holds none
   PHX_HD int rows_held(const ModelView<T>& m, int k) const {
     return place(m, k).head[0];
+  }
+  PHX_HD bool holds(const ModelView<T>& m, int k) const {
+    return rows_held(m, k) >= 0;
   }
 
   // Slot k, in place; under Interleaved only its rows are, its other pointers null. The
