@@ -246,13 +246,14 @@ def test_taped_rollout_falling_onto_the_floor_on_packs_equals_each_environment_a
     # the first steps of falling humanoids have rows in no lane, and take their whole reverse
     # pass on the lanes; then some lanes touch down before others: a step with rows in few lanes
     # walks those alone and takes the pass of the others on the lanes, one with rows in a quarter
-    # of them at least takes both
+    # of them at least takes both (a pack of 4, AVX2's in double, has no group too few: a
+    # quarter of it is one lane)
     model, qpos, qvel, ctrl = falling_humanoids(rng, dtype)
     W = lanes(dtype)
     for every in (1, 7):
         with_rows, _ = expect_taped_each_alone(model, qpos, qvel, ctrl, rng, every)
         assert (with_rows[:10] == 0).all()
-        assert ((with_rows > 0) & (with_rows < W // 4)).any()
+        assert W // 4 == 1 or ((with_rows > 0) & (with_rows < W // 4)).any()
         assert ((with_rows >= W // 4) & (W - with_rows >= W // 4)).any()
 
 
