@@ -33,6 +33,7 @@
 #include <cstring>
 #include <limits>
 #include <stdexcept>
+#include <vector>
 
 #include "host/pack_kernels.h"
 #include "phalanx/kernels/adjoint.h"
@@ -119,6 +120,19 @@ class PackWalk {
   }
     PHX_WORKSPACE_ARRAYS(PHX_PACK_ROWS_ARRAY)
 #undef PHX_PACK_ROWS_ARRAY
+    // and the stage adjoints outside those (zero_adjoints)
+    std::vector<bool> read(size_t(a_.qvel_next - a_.xpos), false);
+    for (int j = 0; j < nrange_; ++j)
+      std::fill_n(read.begin() + arange_[j][0], arange_[j][1], true);
+    for (long at = 0, n = long(read.size()); at < n;) {
+      long end = at;
+      while (end < n && !read[size_t(end)]) ++end;
+      if (end > at) {
+        gaps_[ngap_][0] = at;
+        gaps_[ngap_++][1] = end - at;
+      }
+      for (at = end; at < n && read[size_t(at)];) ++at;
+    }
   }
 
   // the parameters' adjoints back to the environments once their walks are done (they stay in
@@ -239,7 +253,7 @@ class PackWalk {
     }
     // into the lanes: of the stage adjoints, those of the arrays the first part reads (the only
     // ones it writes)
-    a_.zero();
+    zero_adjoints(a_, true);
     for (int j = 0; j < nrange_; ++j)
       gather(a_.xpos + arange_[j][0], arange_[j][1],
              [&](int i) { return walks[i].x.a.xpos + arange_[j][0]; });
@@ -272,6 +286,7 @@ class PackWalk {
         if (!rows[i]) continue;
         TapeReverse<T>& r = walks[i];
         to_slot(i, slot, f[i].w);
+        if (packed) zero_adjoints(r.x.a, true);  // (rows_on_lanes zeroed only the rows' part's)
         detail::adj_constrained_rest(m, r.q, r.v, control(k, e0 + i, t), f[i].w, r.x.a, r.x.s,
                                      terms[i], r.hq, r.hv, env[i].gc + long(t) * nu, env[i].am);
         r.end_step();
@@ -382,7 +397,7 @@ class PackWalk {
       TapeReverse<T>& r = walks[i];
       detail::adj_position_update(m, r.q, r.x.s, r.gq, r.hq);
       for (int d = 0; d < nv; ++d) r.x.s.g[d] = r.gv[d] + r.x.s.u[d];
-      r.x.a.zero();
+      zero_adjoints(r.x.a, false);
     }
     // lane i's first nrow[i] entries of array(i) into n packs, zero beyond; and back out
     auto rows_in = [&](P* to, auto array) {
@@ -558,6 +573,14 @@ class PackWalk {
 #undef PHX_PACK_ADJ_OFFSET
     throw std::logic_error("phalanx: a workspace array the rows read has no stage adjoint");
   }
+  // Zero a's stage adjoints (those AdjWorkspace::zero zeroes) of the arrays the rows' part reads
+  // (arange_), the only ones it writes, or (outside) all the others: the two zero them all
+  template <class U>
+  void zero_adjoints(const AdjWorkspace<U>& a, bool outside) const {
+    const long(*at)[2] = outside ? gaps_ : arange_;
+    for (int j = 0, n = outside ? ngap_ : nrange_; j < n; ++j)
+      std::fill_n(a.xpos + at[j][0], at[j][1], U(0));
+  }
   // lane i of the rows the lanes kept of a segment's step (slot) into its slot f: J (the rows'
   // Jacobians, as many as the step has), and with `all` also the factor L and Y = L^-1 J^T
   void rows_to_slot(int i, int slot, const typename StepStore<T>::Slot& f, bool all) const {
@@ -645,6 +668,8 @@ class PackWalk {
   long ranges_[8][2];       // those arrays: offset from xpos and size
   long arange_[8][2];       // their adjoints': offset from AdjWorkspace's xpos and size
   int nrange_ = 0;
+  long gaps_[9][2];  // the stage adjoints between those: offset and size
+  int ngap_ = 0;
   P *q_, *v_, *u_, *hq_, *hv_, *gq_, *gv_, *gc_, *adj_M_, *bias_, *qfrc_;
   P *params_, *saved_;  // the parameters' adjoints (am_'s arrays) and their copy before a step
   typename PackStepper<T>::LaneRows kept_;  // the rows of a segment's steps, in lanes
