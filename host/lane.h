@@ -31,6 +31,7 @@
 #endif
 
 #include <type_traits>
+#include <utility>
 
 #include "phalanx/math/scalar.h"
 
@@ -180,39 +181,36 @@ struct Lane {
 template <class T, int W>
 using Pack = Lane<T, W, LaneBranch::kUniform>;
 
+// log2 of a power of two (a pack's lanes)
+constexpr int log2_lanes(int w) {
+  return w > 1 ? 1 + log2_lanes(w / 2) : 0;
+}
+
+// One round of transpose_packs: pack pairs (i, i + D) swap bit D of the lane index with bit D
+// of the pack index. Lanes with bit D set take the partner pack's lane k - D, the others keep
+// their own; the indices are constants (K...), so that each shuffle compiles to one or two
+// fixed shuffle instructions.
+template <int D, class V, int W, int... K>
+inline void transpose_round(V* r, std::integer_sequence<int, K...>) {
+  for (int i = 0; i < W; ++i) {
+    if (i & D) continue;
+    const V a = r[i], b = r[i + D];
+    r[i] = __builtin_shufflevector(a, b, ((K & D) ? W + K - D : K)...);
+    r[i + D] = __builtin_shufflevector(a, b, ((K & D) ? W + K : K + D)...);
+  }
+}
+
 // W packs transposed: to[k][i] = from[i][k] for lanes k and packs i < W (each to[k] W scalars),
-// in log2(W) rounds of two-register shuffles, each swapping one bit between the pack's and the
-// lane's index where they differ
+// in log2(W) rounds of two-register shuffles
 template <class T, int W>
 inline void transpose_packs(const Pack<T, W>* from, T* const* to) {
   using V = typename Pack<T, W>::V;
-  using Index = decltype(V{} < V{});
   V r[W];
   for (int i = 0; i < W; ++i) r[i] = from[i].v;
-  for (int d = 1; d < W; d *= 2) {
-    Index lo, hi;  // lanes with bit d set take the partner pack's lane k - d, or keep their own
-    for (int k = 0; k < W; ++k) {
-      lo[k] = (k & d) ? W + k - d : k;
-      hi[k] = (k & d) ? W + k : k + d;
-    }
-    for (int i = 0; i < W; ++i) {
-      if (i & d) continue;
-      const V a = r[i], b = r[i + d];
-#if defined(__clang__)
-      // clang's shuffles take constant indices only: lane by lane (the sanitizer builds)
-      V x, y;
-      for (int k = 0; k < W; ++k) {
-        x[k] = lo[k] < W ? a[lo[k]] : b[lo[k] - W];
-        y[k] = hi[k] < W ? a[hi[k]] : b[hi[k] - W];
-      }
-      r[i] = x;
-      r[i + d] = y;
-#else
-      r[i] = __builtin_shuffle(a, b, lo);
-      r[i + d] = __builtin_shuffle(a, b, hi);
-#endif
-    }
+  [&]<int... D>(std::integer_sequence<int, D...>) {
+    (transpose_round<1 << D, V, W>(r, std::make_integer_sequence<int, W>{}), ...);
   }
+  (std::make_integer_sequence<int, log2_lanes(W)>{});
   for (int k = 0; k < W; ++k) __builtin_memcpy(to[k], &r[k], sizeof(V));
 }
 
