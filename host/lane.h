@@ -30,6 +30,7 @@
 #error "host/lane.h is for host code"
 #endif
 
+#include <bit>
 #include <type_traits>
 #include <utility>
 
@@ -181,11 +182,6 @@ struct Lane {
 template <class T, int W>
 using Pack = Lane<T, W, LaneBranch::kUniform>;
 
-// log2 of a power of two (a pack's lanes)
-constexpr int log2_lanes(int w) {
-  return w > 1 ? 1 + log2_lanes(w / 2) : 0;
-}
-
 // One round of transpose_packs: pack pairs (i, i + D) swap bit D of the lane index with bit D
 // of the pack index. Lanes with bit D set take the partner pack's lane k - D, the others keep
 // their own; the indices are constants (K...), so that each shuffle compiles to one or two
@@ -201,16 +197,17 @@ inline void transpose_round(V* r, std::integer_sequence<int, K...>) {
 }
 
 // W packs transposed: to[k][i] = from[i][k] for lanes k and packs i < W (each to[k] W scalars),
-// in log2(W) rounds of two-register shuffles
+// in log2(W) rounds of two-register shuffles (W a power of two)
 template <class T, int W>
 inline void transpose_packs(const Pack<T, W>* from, T* const* to) {
+  static_assert(std::has_single_bit(unsigned(W)), "a pack's lanes are a power of two");
   using V = typename Pack<T, W>::V;
   V r[W];
   for (int i = 0; i < W; ++i) r[i] = from[i].v;
   [&]<int... D>(std::integer_sequence<int, D...>) {
     (transpose_round<1 << D, V, W>(r, std::make_integer_sequence<int, W>{}), ...);
   }
-  (std::make_integer_sequence<int, log2_lanes(W)>{});
+  (std::make_integer_sequence<int, std::countr_zero(unsigned(W))>{});
   for (int k = 0; k < W; ++k) __builtin_memcpy(to[k], &r[k], sizeof(V));
 }
 
