@@ -80,6 +80,15 @@ PHX_HD ModelView<T> env_view(const ModelView<T>& m, int e) {
   return r;
 }
 
+// a state (nq, nv, na), or its adjoint, copied; the activations only when a and to_a are set
+template <class T>
+PHX_HD void copy_state(const ModelView<T>& m, const T* q, const T* v, const T* a, T* to_q, T* to_v,
+                       T* to_a) {
+  for (int i = 0; i < m.nq; ++i) to_q[i] = q[i];
+  for (int i = 0; i < m.nv; ++i) to_v[i] = v[i];
+  for (int i = 0; a && to_a && i < m.na; ++i) to_a[i] = a[i];
+}
+
 // numbers in the real arrays of a model (any struct with its counts)
 template <class M>
 PHX_HD long model_reals(const M& m) {

@@ -500,7 +500,7 @@ struct TapeReverse {
 
   // segment seg's records and, in *base, the index of its first step in them: the checkpoints
   // themselves when K = 1, else the segment buffer, recomputed here
-  PHX_HD PHX_DEVICE_NOINLINE TapeRecords<T> recompute(int seg, int* base) {
+  PHX_HD TapeRecords<T> recompute(int seg, int* base) {
     const int K = tape.every, nstep = tape.nstep, t0 = seg * K;
     const int t1 = t0 + K < nstep ? t0 + K : nstep;
     TapeRecords<T> rec = tape.walked(m, e, seg, base);
@@ -532,6 +532,7 @@ struct TapeReverse {
     ModelAdjoint<T> am;
     TapeRecords<T> rec;  // the segment's records (recompute's)
     const T* out[3];     // adj_qpos_out, adj_qvel_out, adj_act_out
+    T* first[3];         // where run() writes the initial state's adjoints (nq, nv, na or null)
     T* adj_ctrl;
     const ContactModelAdjoint<T>* ac;
     int seg, base, t, t0;  // the segment, its first step's index in rec, the step, its first step
@@ -544,33 +545,44 @@ struct TapeReverse {
   // adj_qvel_out, adj_act_out of the state after each step (nstep x nq, nstep x nv, nstep x na,
   // may be null) are added as the walk reaches them; adj_ctrl (nstep x nu) receives each step's
   // control adjoint, am and ac accumulate the parameters' (but for mocap poses given per step,
-  // whose adjoints go to the step's rows)
+  // whose adjoints go to the step's rows); first (run's only) receives the initial state's
   PHX_HD void bind(const T* adj_qpos_out, const T* adj_qvel_out, const T* adj_act_out, T* adj_ctrl,
-                   const ModelAdjoint<T>& am, const ContactModelAdjoint<T>& ac) {
+                   const ModelAdjoint<T>& am, const ContactModelAdjoint<T>& ac, T* const first[3]) {
     at.am = am;
     at.out[0] = adj_qpos_out;
     at.out[1] = adj_qvel_out;
     at.out[2] = adj_act_out;
+    for (int k = 0; k < 3; ++k) at.first[k] = first[k];
     at.adj_ctrl = adj_ctrl;
     at.ac = &ac;
   }
 
   // The whole backward pass: every step, last to first, each segment recomputed as the walk
-  // enters it. One loop, a do-while from the last step (a rollout without steps has nothing to
-  // walk): on CUDA each loop whose visits call holds a convergence barrier across those calls,
-  // and a loop per segment inside one over the segments would hold two.
-  PHX_HD PHX_DEVICE_NOINLINE void run() {
-    if (tape.nstep < 1) return;
+  // enters it, and past the first step the initial state's adjoints written to at.first. On CUDA
+  // a branch or loop whose threads may part and meet again holds a convergence barrier across
+  // the calls inside it, in a register that the callee leaves alone or else in memory, and a
+  // step's reverse pass leaves few: step_back's choice between a slot and a replay takes one.
+  // So the walk is inlined into its kernel, and it is one loop whose only way out writes the
+  // result and returns, so that the kernel ends with it and no thread waits for another.
+  PHX_HD void run() {
     at.t0 = tape.nstep;
     at.t = tape.nstep - 1;
-    do {
-      if (at.t < at.t0) {
-        at.seg = at.t / tape.every;
-        at.t0 = at.seg * tape.every;
-        at.rec = recompute(at.seg, &at.base);
-      }
+    for (;;) {
+      enter(at);
+      if (at.t < 0) return;
       step_back(at);
-    } while (--at.t >= 0);
+      --at.t;
+    }
+  }
+
+  // run()'s step w.t: when it is before w's segment, its own segment's records recomputed; past
+  // the first step, the initial state's adjoints written
+  PHX_HD void enter(Walk& w) {
+    if (w.t < 0) return copy_state(m, gq, gv, ga, w.first[0], w.first[1], w.first[2]);
+    if (w.t >= w.t0) return;
+    w.seg = w.t / tape.every;
+    w.t0 = w.seg * tape.every;
+    w.rec = recompute(w.seg, &w.base);
   }
 
   // segment seg's steps backward from the tape's records of it, for a caller that recomputed

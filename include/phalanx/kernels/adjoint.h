@@ -222,9 +222,18 @@ struct RolloutAdjointKernel {
                                 r.ga,    r.hq,    r.hv, r.ha,
                                 v.gm[0], v.gm[1]};
     if (v.m.nefcmax > 0) walk.cv = con.env(v.m, e);
+    T* first[3];
+    initial(e, v.m, first);
     walk.bind(loss(adj_qpos_out, e, v.m.nq), loss(adj_qvel_out, e, v.m.nv),
-              loss(adj_act_out, e, v.m.na), v.gc, v.am, v.ac);
+              loss(adj_act_out, e, v.m.na), v.gc, v.am, v.ac, first);
     return walk;
+  }
+
+  // environment e's rows of the initial state's adjoints: adj_qpos, adj_qvel, adj_act (or null)
+  PHX_HD void initial(int e, const ModelView<T>& m, T* out[3]) const {
+    out[0] = adj_qpos + long(e) * m.nq;
+    out[1] = adj_qvel + long(e) * m.nv;
+    out[2] = adj_act ? adj_act + long(e) * m.na : nullptr;
   }
 
   // environment e's rows of out, loss gradients of the state after each step (nstep x n), or
@@ -235,18 +244,19 @@ struct RolloutAdjointKernel {
 
   template <class Layout>
   PHX_HD void finish(int e, const EnvOf<Layout>& v) const {
-    const ModelView<T>& m = v.m;
-    for (int i = 0; i < m.nq; ++i) adj_qpos[long(e) * m.nq + i] = v.r.gq[i];
-    for (int i = 0; i < m.nv; ++i) adj_qvel[long(e) * m.nv + i] = v.r.gv[i];
-    for (int i = 0; adj_act && i < m.na; ++i) adj_act[long(e) * m.na + i] = v.r.ga[i];
+    T* out[3];
+    initial(e, v.m, out);
+    copy_state(v.m, v.r.gq, v.r.gv, v.r.ga, out[0], out[1], out[2]);
   }
 
+  // The walk's run() writes what finish() would as its last act, so that on CUDA the kernel ends
+  // with the walk (tape.h: run). An environment whose rollout stopped gets begin's zeros.
   template <class Layout>
   PHX_HD void operator()(int e, Scratch<T, Layout> scratch) const {
     EnvOf<Layout> v;
     begin(e, scratch, v);
-    if (live(e)) reverse(e, v).run();
-    finish(e, v);
+    if (!live(e)) return finish(e, v);
+    reverse(e, v).run();
   }
 };
 

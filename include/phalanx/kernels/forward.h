@@ -76,14 +76,6 @@ struct ForwardScratch : StepScratch<T, Layout> {
     Arena<T> arena(contact_reals, contact_ints);
     return ContactView<T>::carve(m, arena);
   }
-
- private:
-  PHX_HD static void copy_state(const ModelView<T>& m, const T* q, const T* v, const T* a, T* to_q,
-                                T* to_v, T* to_a) {
-    for (int i = 0; i < m.nq; ++i) to_q[i] = q[i];
-    for (int i = 0; i < m.nv; ++i) to_v[i] = v[i];
-    for (int i = 0; a && i < m.na; ++i) to_a[i] = a[i];
-  }
 };
 
 // scratch of one environment's forward kernels (ForwardScratch), but the rollouts'
