@@ -21,7 +21,7 @@ to JSON in bench/results/. Timings on a machine whose cores are shared are noisy
 average before and after the run is written with them, and the ratio is also given from the
 fastest repeat of each measurement and from the process's CPU time.
 
-    .venv/bin/python bench/bench_backward.py [--envs 1024] [--steps 1000] [--repeats 3]
+    .venv/bin/python bench/bench_backward.py [--envs 1024] [--steps 1000] [--repeats 5]
                                              [--dtype float32|float64|both] [--contact-free]
                                              [--integrator euler|implicitfast]
 """
@@ -45,7 +45,7 @@ def parse_args():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--envs", type=int, default=1024)
     parser.add_argument("--steps", type=int, default=1000)
-    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--dtype", choices=["float32", "float64", "both"], default="both")
     parser.add_argument("--threads", type=int,
                         default=int(os.environ.get("OMP_NUM_THREADS", os.cpu_count())))

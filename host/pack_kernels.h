@@ -633,7 +633,9 @@ class PackStepper {
 };
 
 // kernel(e, scratch) for the environments past the last whole pack and pack(stepper, e0) for
-// the packs before, over the CPU backend's threads
+// the packs before, over the CPU backend's threads. Packs go to the threads one at a time as
+// they finish: a pack's cost follows its contacts, and a core shared with other work falls
+// behind; a pack's results do not depend on which thread runs it.
 template <class T, class Kernel, class PackBody>
 void launch_packs(const LaneModel<T>& lanes, int nenv, const Kernel& kernel, ScratchSize scratch,
                   const PackBody& pack) {
@@ -643,7 +645,7 @@ void launch_packs(const LaneModel<T>& lanes, int nenv, const Kernel& kernel, Scr
 #pragma omp parallel num_threads(threads) if (threads > 1 && npack > 1)
   {
     PackStepper<T> stepper(lanes.pack, m, kernel.con);
-#pragma omp for schedule(static)
+#pragma omp for schedule(dynamic, 1)
     for (int p = 0; p < npack; ++p) pack(stepper, p * W);
     Scratch<T> s{thread_block<T>(size_t(scratch.reals)), thread_block<int>(size_t(scratch.ints))};
 #pragma omp for schedule(static)
