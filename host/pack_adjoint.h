@@ -161,6 +161,7 @@ class PackWalk {
     bool all = true;
     for (int i = 0; i < W; ++i) all = all && live[i];
     for (int t = t1 - 1; t >= t0; --t) {
+      if (t > 0) prefetch_loss(k, e0, t - 1);
       // the lanes whose step has rows, from a kept slot (rows), and those whose step has none
       // (flat): each group takes its pass on the lanes, carrying the other's lanes, where it
       // fills enough of them, or else its lanes walk alone; a lane not kept, and every lane of
@@ -603,6 +604,20 @@ class PackWalk {
     StepStore<T>::kept_ranges(w, m_.nv, [&](long at, long n) {
       for (long j = 0; j < n; ++j) to.xpos[at + j] = w.xpos[at + j][i];
     });
+  }
+  // the loss gradients of the W environments' step t (which the walk adds at that step) on
+  // their way to the cache: each environment's rows are far apart, too many streams for the
+  // hardware to follow
+  void prefetch_loss(const RolloutAdjointKernel<T>& k, int e0, int t) const {
+    auto rows = [&](const T* out, int n) {
+      if (!out) return;
+      for (int i = 0; i < W; ++i) {
+        const char* row = reinterpret_cast<const char*>(k.loss(out, e0 + i, n) + long(t) * n);
+        for (long b = 0; b < long(n * sizeof(T)); b += 64) __builtin_prefetch(row + b);
+      }
+    };
+    rows(k.adj_qpos_out, m_.nq);
+    rows(k.adj_qvel_out, m_.nv);
   }
   // environment e's controls of step t
   const T* control(const RolloutAdjointKernel<T>& k, int e, int t) const {

@@ -328,9 +328,11 @@ PHX_HD void detect_contacts(const ModelView<T>& m, const ConstraintWorkspace<T, 
   }
   for (int k = 0; k < m.npair; ++k) {
     if (keys) {
-      // contact row keys ascend with the pair, 3 kMaxPairContacts per pair; limits are < 0
+      // contact row keys ascend with the pair, 3 kMaxPairContacts per pair; limits are < 0:
+      // on to the next pair a key names, and done past the last
       while (next < nkeys && keys[next] >= 0 && key_pair(keys[next]) < k) ++next;
-      if (next == nkeys || keys[next] < 0 || key_pair(keys[next]) != k) continue;
+      if (next == nkeys || keys[next] < 0 || key_pair(keys[next]) >= m.npair) break;
+      k = key_pair(keys[next]);
     }
     int g1, g2;
     pair_geoms(m, k, g1, g2);
