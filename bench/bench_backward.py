@@ -11,9 +11,14 @@ times:
   fwd+tape     the same rollout recording a phalanx.Tape, with the default checkpoint spacing
                (ceil(sqrt(T)), on the CPU at most what a pack keeps in cache) and with a checkpoint every step (skipped, with the reason
                printed, when that tape would exceed --tape-limit-gib)
-  backward     tape.backward with random adjoints of the whole trajectory (qpos and qvel)
+  backward     tape.backward with random adjoints of the whole trajectory (qpos and qvel), every
+               gradient (initial state, controls, the model's parameters)
+  backward of the state and controls
+               the same on the default spacing's tape with grads=("qpos", "qvel", "ctrl"): what a
+               policy or an open-loop optimisation asks for (the parameters' gradients skipped)
 
-and prints the medians, the cost ratio (fwd+tape + backward) / forward (target <= 2.5) and the
+and prints the medians, the cost ratio (fwd+tape + backward) / forward (target <= 2.5, with
+every gradient; also given for the state and controls alone) and the
 tape's memory (tape.nbytes) for both spacings. The every-step size is computed before recording
 it, from the sizes of two tiny tapes (tape memory is linear in the number of steps and
 environments). Every rollout writes into the same preallocated trajectory buffers. Results go
@@ -106,6 +111,7 @@ class Case:
         for name in self.spacings:
             self.times[f"forward_tape_{name}"] = []
             self.times[f"backward_{name}"] = []
+        self.times["backward_state_ctrl"] = []
         self.cpu = {k: [] for k in self.times}
         self.nbytes, self.every, self.status, self.stopped = {}, {}, 0, 0
         self.identical = None  # gradients of the two spacings bit for bit equal (first repeat)
@@ -140,6 +146,9 @@ class Case:
             tape = self.phalanx.Tape(checkpoint_every=every)
             self.rollout(f"forward_tape_{name}", tape)
             g = self.timed(f"backward_{name}", tape.backward, self.adj_qpos, self.adj_qvel)
+            if name == "default":
+                self.timed("backward_state_ctrl", lambda: tape.backward(
+                    self.adj_qpos, self.adj_qvel, grads=("qpos", "qvel", "ctrl")))
             self.nbytes[name], self.every[name] = tape.nbytes, tape.checkpoint_every
             if self.identical is None and len(self.spacings) > 1:
                 grads[name] = {k: g[k] for k in ("qpos", "qvel", "ctrl")}
@@ -163,6 +172,8 @@ class Case:
                "every_step_skipped": self.skipped, "status_bits_seen": self.status,
                "stopped_envs": self.stopped, "gradients_identical_across_spacings": self.identical}
         res["cost_ratio"] = self.ratios(med)
+        res["cost_ratio_state_ctrl"] = (med["forward_tape_default"]
+                                        + med["backward_state_ctrl"]) / med["forward"]
         # the same from the fastest of the repeats, and from CPU time: other views of noisy runs
         res["cost_ratio_of_minimums"] = self.ratios({k: min(v) for k, v in self.times.items()})
         res["cost_ratio_cpu_time"] = self.ratios(med_cpu)
@@ -247,6 +258,9 @@ def main():
                   f"{s['backward_over_forward'][name]:7.2f}x "
                   f"{s['tape_bytes'][name] / 2 ** 20:7.0f} MiB   "
                   f"{s['cost_ratio_of_minimums'][name]:5.2f}x, {s['cost_ratio_cpu_time'][name]:.2f}x")
+        print(f"  {dt} K={s['checkpoint_every']['default']}, gradients of the state and "
+              f"controls alone: backward {med['backward_state_ctrl']:.2f}s, "
+              f"(fwd+tape+bwd)/fwd {s['cost_ratio_state_ctrl']:.2f}x")
         if c.skipped:
             print(f"  {dt} every step: skipped ({c.skipped})")
         else:

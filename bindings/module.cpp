@@ -734,8 +734,9 @@ py::tuple rollout_t(PyModel& pm, ArgTable& a, py::handle qpos, py::handle qvel, 
 }
 
 // The gradient outputs of step_vjp and Tape.backward. `grads` maps names (qpos, qvel, ctrl, qfrc
-// of a step, the parameters) to arrays (E, ...) to overwrite, and absent names are not
-// computed; None (numpy) asks for all of them in new arrays. dict() holds them by name.
+// of a step, the parameters) to arrays (E, ...) to overwrite, or (numpy) to None for a new
+// array, and absent names are not computed; None (numpy) asks for all of them in new arrays.
+// dict() holds them by name.
 template <class T>
 class Gradients {
  public:
@@ -1583,22 +1584,40 @@ void register_stepping(py::module_& mod) {
            "put back a state() taken with this model, batch size and dtype");
 }
 
-// one step's vector-Jacobian product (numpy: every gradient in new arrays; DLPack: those of
-// grads, name -> tensor) and its Jacobians
+// the numpy callers' choice of gradients, a sequence of names (None: all of them), as
+// Gradients takes it: each name to None, a new array
+py::object selection(py::handle names) {
+  if (names.is_none()) return py::none();
+  if (py::isinstance<py::str>(names) || !py::isinstance<py::sequence>(names))
+    throw py::type_error("phalanx: grads must be a sequence of gradient names, or None for all");
+  py::dict chosen;
+  for (py::handle name : names) {
+    if (!py::isinstance<py::str>(name))
+      throw py::type_error("phalanx: grads must be a sequence of gradient names, got " +
+                           std::string(py::str(py::type::of(name))) + " among them");
+    chosen[name] = py::none();
+  }
+  return std::move(chosen);
+}
+
+// one step's vector-Jacobian product (numpy: the gradients named, in new arrays; DLPack: those
+// of grads, name -> tensor) and its Jacobians
 void register_gradients(py::module_& mod) {
   mod.def(
       "step_vjp",
       [](PyModel& pm, py::handle q, py::handle v, py::handle u, py::handle aq, py::handle av,
          int contact_gradient, py::handle qfrc, py::handle dtype, const std::string& device,
-         py::handle xfrc, py::handle act, py::handle adj_act_next) {
-        return step_vjp(pm, Source::kNumpy, q, v, u, aq, av, qfrc, xfrc, py::none(),
+         py::handle xfrc, py::handle act, py::handle adj_act_next, py::handle names) {
+        return step_vjp(pm, Source::kNumpy, q, v, u, aq, av, qfrc, xfrc, selection(names),
                         contact_gradient, dtype, device, act, adj_act_next);
       },
       py::arg("model"), py::arg("qpos"), py::arg("qvel"), py::arg("ctrl"), py::arg("adj_qpos_next"),
       py::arg("adj_qvel_next"), py::arg("contact_gradient"), py::arg("qfrc") = py::none(),
       py::arg("dtype") = py::none(), py::arg("device") = "cpu", py::arg("xfrc") = py::none(),
       py::arg("act") = py::none(), py::arg("adj_act_next") = py::none(),
-      "vector-Jacobian product of one step -> dict of adjoints");
+      py::arg("grads") = py::none(),
+      "vector-Jacobian product of one step -> dict of adjoints (those named in grads, a "
+      "sequence of names; None: all)");
   mod.def(
       "step_vjp_into",
       [](PyModel& pm, py::handle q, py::handle v, py::handle u, py::handle aq, py::handle av,
@@ -1641,11 +1660,13 @@ void register_tape(py::module_& mod) {
       .def_property_readonly("dtype", &PyTape::dtype)
       .def(
           "_backward",
-          [](PyTape& pt, py::handle aq, py::handle av, int contact_gradient, py::handle aa) {
-            return tape_backward(pt, Source::kNumpy, aq, av, py::none(), contact_gradient, aa);
+          [](PyTape& pt, py::handle aq, py::handle av, int contact_gradient, py::handle aa,
+             py::handle names) {
+            return tape_backward(pt, Source::kNumpy, aq, av, selection(names), contact_gradient,
+                                 aa);
           },
           py::arg("adj_qpos"), py::arg("adj_qvel"), py::arg("contact_gradient"),
-          py::arg("adj_act") = py::none());
+          py::arg("adj_act") = py::none(), py::arg("grads") = py::none());
   mod.def(
       "tape_backward_into",
       [](PyTape& pt, py::handle aq, py::handle av, const py::dict& grads, int contact_gradient,

@@ -241,7 +241,7 @@ class _Shard:
             adj_qpos = dq if adj_qpos is None else adj_qpos + dq
             adj_qvel = dv if adj_qvel is None else adj_qvel + dv
         grads = px_tape.backward(adj_qpos, adj_qvel, adj_act=adj_act, **flags)
-        if du is not None:
+        if du is not None and "ctrl" in grads:
             grads["ctrl"] = grads["ctrl"] + du
         return grads
 
@@ -615,19 +615,20 @@ class Tape:
                 a.call.remote(t, "drop_tape", tape_id)
         self._batch = self._args = None
 
-    def backward(self, adj_qpos=None, adj_qvel=None, *, adj_act=None,
+    def backward(self, adj_qpos=None, adj_qvel=None, *, adj_act=None, grads=None,
                  complementarity_aware: bool = False,
                  bounce_correction: bool = False) -> dict[str, np.ndarray]:
         """``phalanx.Tape.backward`` over the shards: adj_qpos (E, T, nq), adj_qvel (E, T, nv)
         and adj_act (E, T, na), each None for zero; after a rollout with a cost, that cost's
-        gradient is added. Returns the gradients gathered per environment."""
+        gradient is added. Returns the gradients gathered per environment: those named in
+        ``grads`` (None: all)."""
         batch = self._batch
         if batch is None:
             raise RuntimeError("phalanx.distributed: the tape has not recorded a rollout")
         adjs = [batch._split(n, a) for n, a in (("adj_qpos", adj_qpos), ("adj_qvel", adj_qvel),
                                                 ("adj_act", adj_act))]
         flags = dict(complementarity_aware=complementarity_aware,
-                     bounce_correction=bounce_correction)
+                     bounce_correction=bounce_correction, grads=grads)
         tape_id = self._args[0][2][0]
         args = [(tape_id, q, v, a, flags) for q, v, a in zip(*adjs)]
         parts = batch._run("backward", args)

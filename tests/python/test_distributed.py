@@ -135,6 +135,10 @@ def test_rollouts_tapes_and_costs_equal_single_process(rng):
     grads, ref_grads = tape.backward(), ref_tape.backward(dq, dv)
     np.testing.assert_array_equal(grads["ctrl"], ref_grads["ctrl"] + du)
     np.testing.assert_array_equal(grads["qpos"], ref_grads["qpos"])
+    named = tape.backward(grads=("ctrl", "body_mass"))  # the others not computed
+    assert named.keys() == {"ctrl", "body_mass"}
+    np.testing.assert_array_equal(named["ctrl"], grads["ctrl"])
+    np.testing.assert_array_equal(named["body_mass"], grads["body_mass"])
     *trajectories, values2, _ = batch.rollout(ctrl=U, cost=cost, states=True)
     assert_identical(trajectories, (qs, vs))
     np.testing.assert_array_equal(values2, values)
