@@ -363,7 +363,7 @@ class _Planner:
             qs, vs, status = out[0], out[1], out[-1]
             value, dq, dv, du = self.cost.value_and_grad(qs, vs, u)
             value = np.where((np.asarray(status) & _STOPPED) != 0, np.inf, value)
-            g = np.asarray(tape.backward(dq, dv)["ctrl"], dtype=np.float64) + du
+            g = np.asarray(tape.backward(dq, dv, grads=("ctrl",))["ctrl"], dtype=np.float64) + du
             g = g.reshape(N, H, self.hold, nu).sum(axis=2)  # a row's steps share it
             top = np.abs(g).reshape(N, -1).max(axis=1)[:, None, None]
             direction = np.divide(g, top, out=np.zeros_like(g), where=top > 0)

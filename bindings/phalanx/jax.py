@@ -28,7 +28,8 @@ stay pure (JAX may reorder, repeat or drop callbacks).
 
 The backward of ``step`` calls ``phalanx.step_vjp``; the backward of ``rollout`` keeps only the
 inputs as residuals and re-runs the rollout with a ``phalanx.Tape`` inside the callback, then
-calls ``tape.backward``: the forward stores nothing beyond the inputs and the trajectory.
+calls ``tape.backward``: the forward stores nothing beyond the inputs and the trajectory. Both
+compute the gradients of the inputs and of the parameters passed in ``params`` alone.
 """
 
 from __future__ import annotations
@@ -125,7 +126,8 @@ def _step_bwd(model, options, residuals, cotangents):
             g = phalanx.step_vjp(model, q, v, u, aq, av, act=_act(model, a),
                                  adj_act_next=_act(model, aa),
                                  complementarity_aware=complementarity_aware,
-                                 bounce_correction=bounce_correction)
+                                 bounce_correction=bounce_correction,
+                                 grads=_names(model, params))
         return _grads(g, q.dtype, params, a)
 
     adj = [jnp.asarray(c, qpos.dtype) for c in cotangents]
@@ -175,7 +177,8 @@ def _rollout_bwd(model, options, residuals, cotangents):
         phalanx.raise_if_stopped(status, "rollout")
         g = tape.backward(aq, av, adj_act=_act(model, aa),
                           complementarity_aware=complementarity_aware,
-                          bounce_correction=bounce_correction)
+                          bounce_correction=bounce_correction,
+                          grads=_names(model, params, poses))
         return (*_grads(g, q.dtype, params, a), {n: g[n].astype(q.dtype) for n in poses})
 
     adj = [jnp.asarray(c, qpos0.dtype) for c in cotangents]
@@ -210,6 +213,12 @@ def _poses(poses):
 def _act(model, a):
     """the activations for the NumPy API: None for a model without any"""
     return a if model.na > 0 else None
+
+
+def _names(model, params, poses=()):
+    """the gradients _grads reads (and a rollout's per-step poses'): the others are not
+    computed"""
+    return ("qpos", "qvel", "ctrl", *(("act",) if model.na > 0 else ()), *params, *poses)
 
 
 def _grads(g, dtype, params, act):
