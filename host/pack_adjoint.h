@@ -32,6 +32,7 @@
 #include <algorithm>
 #include <cstring>
 #include <limits>
+#include <memory>
 #include <stdexcept>
 #include <vector>
 
@@ -99,6 +100,7 @@ class PackWalk {
     for (int g = 0; g < m.ngeom; ++g) bounces_ = bounces_ || m.geom_restitution[g] > T(0);
     struct Slots {};
     slots_ = thread_block<P, Slots>(size_t(nslot * Workspace<P>::size(m)));
+    factored_.reset(new bool[size_t(nslot)]());
     // each lane's workspace for the rows' part: the arrays it reads (PackStepper::lane_array),
     // NaN in the others, so that reading one would give NaN, which the tests' bit-for-bit
     // comparisons catch
@@ -148,6 +150,11 @@ class PackWalk {
   }
   typename PackStepper<T>::LaneRows* kept() {
     return &kept_;
+  }
+  // per slot, whether its workspace holds the step's articulated-body factorisation, as
+  // Keep::factored
+  bool* factored() {
+    return factored_.get();
   }
 
   // Segment seg of the W environments e0.. backward (their TapeReverse walks and Env states),
@@ -324,9 +331,10 @@ class PackWalk {
   // Step t backward on the lanes for the lanes whose step has no rows (on[i]): the scalar
   // walk's adj_step (a replay of the step, then adj_step_replayed) with the replay the
   // recomputation ran on the lanes, in its slot (PackStepper::Keep::lanes: the workspace that
-  // step() left, but for the articulated-body arrays, which the pass computes again). Any other
-  // lane carries a copy of one of them, as in lane_step. When the lanes branch apart, each lane
-  // takes the pass alone on its share of that workspace.
+  // step() left, but for the articulated-body arrays other than the factorisation, which the
+  // pass reads where the slot holds it, Keep::factored). Any other lane carries a copy of one of
+  // them, as in lane_step. When the lanes branch apart, each lane takes the pass alone on its
+  // share of that workspace, which factors again (the same bits).
   void rowless_step(const RolloutAdjointKernel<T>& k, int e0, int seg, int t, Env* env,
                     TapeReverse<T>* walks, const bool* on) {
     const ModelView<T>& m = m_;
@@ -358,7 +366,8 @@ class PackWalk {
     for (long i = 0; i < nparam_; ++i) saved_[i] = params_[i];
     Workspace<P> w = workspace(slot);
     lanes_diverged() = false;
-    adj_step_replayed(lm_, q_, v_, u_, w, a_, gq_, gv_, hq_, hv_, gc_, am_);
+    adj_step_replayed(lm_, q_, v_, u_, w, a_, gq_, gv_, hq_, hv_, gc_, am_,
+                      static_cast<P*>(nullptr), factored_[size_t(slot)]);
     if (lanes_diverged() || force_reverse_fallbacks()) {
       ++fallbacks_;
       for (long i = 0; i < nparam_; ++i) params_[i] = saved_[i];
@@ -700,6 +709,7 @@ class PackWalk {
   std::vector<T> term_lanes_;
   std::vector<T> vn_[W];  // each lane's rows' J qvel (nefcmax)
   bool bounces_ = false;  // whether any contact may bounce (restitution)
+  std::unique_ptr<bool[]> factored_;  // (nslot) Keep::factored of slots_
   ModelAdjoint<P> am_{};
   long nparam_ = 0;
   bool in_lanes_ = false;            // whether am_ holds the environments' parameter adjoints
@@ -773,6 +783,7 @@ bool rollout_adjoint_packs(const LaneModel<T>* lanes, int nenv, const RolloutAdj
     PackWalk<T> back(s.lane_model(), m, K);
     if (lanes) {
       keep.lanes = back.slots();
+      keep.factored = back.factored();
       if (m.nefcmax > 0) keep.rows = back.kept();
     }
     s.place(e0);

@@ -152,6 +152,10 @@ class PackStepper {
     LcpSolution<T> known[W];
     P* lanes = nullptr;
     LaneRows* rows = nullptr;
+    // per slot of `lanes`: whether its workspace holds its step's articulated-body factorisation
+    // (aba_U, aba_invD), which Euler's acceleration without rows leaves there on the lanes and
+    // a reverse pass then reads (adj_step_replayed's factored); step() sets it
+    bool* factored = nullptr;
     int slot = 0;
     // slot k's workspace in `lanes`
     static Workspace<P> workspace(const ModelView<T>& m, P* lanes, int k) {
@@ -235,14 +239,13 @@ class PackStepper {
     }
     if (keep && keep->lanes) {
       Workspace<P> slot = Keep::workspace(m, keep->lanes, keep->slot);
-      // but for the articulated-body arrays, which a reverse pass does not read
-      // (StepStore::kept_ranges): those stay the stepper's own, in cache
+      // but for the articulated-body arrays a reverse pass does not read: those stay the
+      // stepper's own, in cache (the factorisation, which it reads, stays in the slot)
       slot.aba_IA = w_.aba_IA;
       slot.aba_pA = w_.aba_pA;
-      slot.aba_U = w_.aba_U;
-      slot.aba_invD = w_.aba_invD;
       slot.aba_u = w_.aba_u;
       w_ = slot;
+      if (keep->factored) keep->factored[keep->slot] = false;
     }
     bool stopped = false;
     for (int k = 0; k < W; ++k) stopped = stopped || (bits[k] & kStatusStopMask);
@@ -255,6 +258,7 @@ class PackStepper {
         const unsigned st = phx::step(lm_, q_, v_, u_, w_, f);
         if (!lanes_diverged()) {
           for (int k = 0; k < W; ++k) bits[k] |= st;
+          if (st == 0 && m.integrator != kIntegratorImplicitFast) factored_in_slot(keep);
           return;
         }
       } else {
@@ -283,7 +287,10 @@ class PackStepper {
             nrow[k] = lane_rows(k, factored, bits[k], keep);
             rowless = rowless || nrow[k] == 0;
           }
-          if (later && rowless) free_acceleration(keep);
+          if (later && rowless) {
+            free_acceleration(keep);
+            factored_in_slot(keep);
+          }
           const bool built = lane_delassus(nrow, keep);
           for (int k = 0; k < W; ++k)
             if (nrow[k] >= 0) lane_update(k, nrow[k], built, bits[k], keep);
@@ -399,6 +406,11 @@ class PackStepper {
       for (int k = 0; k < W; ++k) to[k] = lane_arrays_.data() + k * lane_stride_ + a.offset;
       packs_to_lanes(a.from(w_, c_), a.n, to);
     }
+  }
+
+  // a step kept in lanes has left its articulated-body factorisation in its slot
+  static void factored_in_slot(const Keep* keep) {
+    if (keep && keep->lanes && keep->factored) keep->factored[keep->slot] = true;
   }
 
   // The acceleration without rows on the lanes (Euler's: the articulated-body algorithm) once

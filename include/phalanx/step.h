@@ -127,7 +127,7 @@ PHX_HD void forward_dynamics(const ModelView<T>& m, const T* qpos, const T* qvel
   smooth_kinematics(m, qpos, qvel, w);
   applied_forces(m, qpos, qvel, ctrl, qfrc_applied, w);
   for (int d = 0; d < m.nv; ++d) w.armature[d] = m.dof_armature[d] + implicit_dt * m.dof_damping[d];
-  aba(m, qvel, w.qfrc, w.armature, true, w, qacc);
+  aba(m, qvel, w.qfrc, w.armature, w, qacc);
 }
 
 // The implicitfast acceleration qacc = H^-1 (qfrc - c) (implicit.h) after the kinematics,
@@ -343,7 +343,7 @@ PHX_HD PHX_INLINE bool unconstrained_acceleration(const ModelView<T>& m, const T
                                                   const T* qvel, const T* ctrl, Workspace<T>& w) {
   if (m.integrator == kIntegratorImplicitFast)
     return implicit_acceleration(m, qpos, qvel, ctrl, w, w.qacc);
-  aba(m, qvel, w.qfrc, w.armature, true, w, w.qacc);
+  aba(m, qvel, w.qfrc, w.armature, w, w.qacc);
   return true;
 }
 
@@ -485,13 +485,16 @@ PHX_HD void adj_dynamics_residual(const ModelView<T>& m, const T* qpos, const T*
 //   lambda = (M + diag(armature'))^-1 adj_qacc   (one articulated-body solve, no bias)
 //   adj_x  = -lambda^T dr/dx  for x = qpos, qvel, ctrl and the parameters.
 // Needs the workspace of the forward_dynamics call; accumulates into the adjoint outputs.
+// factored: w still holds that call's factorisation of M + diag(armature') (aba_U, aba_invD),
+// which the solve then reads; else it factors again (the same bits).
 template <class T>
-PHX_HD void adj_forward_dynamics(const ModelView<T>& m, const T* qpos, const T* qvel,
-                                 const T* ctrl, T implicit_dt, const T* qacc, Workspace<T>& w,
-                                 AdjWorkspace<T>& a, const T* adj_qacc, T* adj_qpos, T* adj_qvel,
-                                 T* adj_ctrl, const ModelAdjoint<T>& adj_model) {
+PHX_HD void adj_forward_dynamics(const ModelView<T>& m, const T* qpos, const T* qvel, const T* ctrl,
+                                 T implicit_dt, const T* qacc, Workspace<T>& w, AdjWorkspace<T>& a,
+                                 const T* adj_qacc, T* adj_qpos, T* adj_qvel, T* adj_ctrl,
+                                 const ModelAdjoint<T>& adj_model, bool factored = false) {
   a.zero();
-  aba(m, qvel, adj_qacc, w.armature, false, w, a.lambda);
+  if (!factored) aba_factor(m, w.armature, w);
+  aba_solve(m, adj_qacc, w, a.lambda);
 
   // the shifted diagonal: r contains (armature + implicit_dt damping) qacc
   for (int d = 0; d < m.nv; ++d) {
@@ -533,14 +536,17 @@ PHX_HD void adj_implicit_dynamics(const ModelView<T>& m, const T* qpos, const T*
 // its results in w (step_constrained without rows leaves the same): accumulates as adj_step
 // does. It rewrites only arrays of w it computes again before reading them (the
 // articulated-body and RNEA arrays; with implicitfast crb and the implicit arrays), so it may
-// run again with other seeds: one forward serves every row of a Jacobian.
+// run again with other seeds: one forward serves every row of a Jacobian. factored: w holds
+// the step's articulated-body factorisation too (aba_U, aba_invD: a workspace kept whole, not
+// one restored from StepStore::kept_ranges), which Euler's reverse pass then reads rather than
+// computes again.
 template <class T>
 PHX_HD PHX_DEVICE_NOINLINE void adj_step_replayed(const ModelView<T>& m, const T* qpos,
                                                   const T* qvel, const T* ctrl, Workspace<T>& w,
                                                   AdjWorkspace<T>& a, const T* adj_qpos_next,
                                                   const T* adj_qvel_next, T* adj_qpos, T* adj_qvel,
                                                   T* adj_ctrl, const ModelAdjoint<T>& adj_model,
-                                                  T* adj_qfrc = nullptr) {
+                                                  T* adj_qfrc = nullptr, bool factored = false) {
   T dt = m.timestep;
   for (int d = 0; d < m.nv; ++d) a.qvel_next[d] = qvel[d] + dt * w.qacc[d];
 
@@ -556,7 +562,7 @@ PHX_HD PHX_DEVICE_NOINLINE void adj_step_replayed(const ModelView<T>& m, const T
                           adj_model);
   else
     adj_forward_dynamics(m, qpos, qvel, ctrl, dt, w.qacc, w, a, a.qacc, adj_qpos, adj_qvel,
-                         adj_ctrl, adj_model);
+                         adj_ctrl, adj_model, factored);
   if (adj_qfrc)
     for (int d = 0; d < m.nv; ++d) adj_qfrc[d] += a.lambda[d];
 }
@@ -573,7 +579,7 @@ PHX_HD void adj_step(const ModelView<T>& m, const T* qpos, const T* qvel, const 
                      const T* qfrc_applied = nullptr) {
   step_dynamics(m, qpos, qvel, ctrl, w, w.qacc, qfrc_applied);
   adj_step_replayed(m, qpos, qvel, ctrl, w, a, adj_qpos_next, adj_qvel_next, adj_qpos, adj_qvel,
-                    adj_ctrl, adj_model, adj_qfrc);
+                    adj_ctrl, adj_model, adj_qfrc, true);
 }
 
 // The scratch of a step: the workspace, the actuators' inputs and, when the model has

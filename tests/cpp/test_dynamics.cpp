@@ -132,7 +132,9 @@ TEST_P(MechanismTest, DynamicsIdentities) {
   EXPECT_NEAR(ke_bodies, ke_joint, 1e-12 * (1 + ke_joint));
 }
 
-// implicit damping: (M + dt D) qacc = f, checked through the dense solve
+// implicit damping: (M + dt D) qacc = f, checked through the dense solve; and the adjoints'
+// solve without bias (aba_solve) of the same system, on the factorisation the forward left
+// (which a reverse pass reads there) and on aba_factor's: the same bits
 TEST_P(MechanismTest, ImplicitDampingSolvesShiftedSystem) {
   Model model = test::random_mechanism(GetParam());
   HostModel<double> hm(model);
@@ -140,9 +142,17 @@ TEST_P(MechanismTest, ImplicitDampingSolvesShiftedSystem) {
   const int nv = m.nv;
   const double dt = 0.01;
   State s = random_state(model, GetParam() + 200);
-  std::vector<double> qacc(nv), M(nv * nv), c(nv);
+  std::vector<double> qacc(nv), M(nv * nv), c(nv), tau(nv), x(nv), y(nv);
   forward_dynamics(m, s.qpos.data(), s.qvel.data(), s.ctrl.data(), dt, hm.w, qacc.data());
   std::vector<double> f(hm.w.qfrc, hm.w.qfrc + nv);
+  std::mt19937 rng(GetParam() + 201);
+  std::uniform_real_distribution<double> u(-1, 1);
+  for (double& t : tau) t = u(rng);
+  aba_solve(m, tau.data(), hm.w, x.data());
+  for (int d = 0; d < nv; ++d) hm.w.aba_invD[d] = hm.w.aba_U[6 * d] = std::nan("");
+  aba_factor(m, hm.w.armature, hm.w);
+  aba_solve(m, tau.data(), hm.w, y.data());
+  for (int i = 0; i < nv; ++i) EXPECT_EQ(x[i], y[i]) << "dof " << i;
   crba(m, hm.w, M.data());
   rnea(m, s.qvel.data(), static_cast<const double*>(nullptr), hm.w, c.data());
   for (int i = 0; i < nv; ++i) M[i * nv + i] += dt * m.dof_damping[i];
@@ -150,6 +160,8 @@ TEST_P(MechanismTest, ImplicitDampingSolvesShiftedSystem) {
   for (int i = 0; i < nv; ++i) f[i] -= c[i];
   cholesky_solve(M.data(), nv, f.data());
   for (int i = 0; i < nv; ++i) EXPECT_NEAR(qacc[i], f[i], 1e-10 * (1 + std::abs(f[i])));
+  cholesky_solve(M.data(), nv, tau.data());
+  for (int i = 0; i < nv; ++i) EXPECT_NEAR(x[i], tau[i], 1e-10 * (1 + std::abs(tau[i])));
 }
 
 // without damping or actuation, semi-implicit Euler keeps the energy of a conservative
