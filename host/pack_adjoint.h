@@ -317,11 +317,16 @@ class PackWalk {
     for (int i = 0; i < W; ++i)
       if (on[i]) to[i] = walks[i].hv;
     packs_to_lanes(hv_, nv, to);
+    typename P::Mask::M kept{};
+    bool carried = false;
     for (int i = 0; i < W; ++i) {
-      if (!on[i]) {
-        for (long j = 0; j < nparam_; ++j) params_[j].set(i, saved_[j][i]);
-        continue;
-      }
+      kept[i] = on[i] ? -1 : 0;
+      carried = carried || !on[i];
+    }
+    if (carried)
+      for (long j = 0; j < nparam_; ++j) params_[j] = select(kept, params_[j], saved_[j]);
+    for (int i = 0; i < W; ++i) {
+      if (!on[i]) continue;
       T* gc = env[i].gc + long(t) * nu;
       for (int d = 0; d < nu; ++d) gc[d] += gc_[d][i];
       walks[i].end_step();
@@ -394,8 +399,10 @@ class PackWalk {
   // Jacobians run lane by lane, on the vectors the lanes computed. Each stage takes its
   // operations in adj_constrained_rows's order, so that each lane's results are its own pass's
   // bit for bit (a lane's padded rows, zero, add +0 to sums that start at +0). The mass matrix's
-  // adjoint and the bias and applied forces' go to adj_M_, bias_ and qfrc_ in packs. f: the
-  // lanes' slots; a lane without rows takes its donor's seeds, and its results are dropped.
+  // adjoint and the bias and applied forces' go to adj_M_, bias_ and qfrc_ in packs; the rows'
+  // Jacobians' adjoint stays in adj_J_, whose lane each lane's pass reads in place, and of the
+  // vectors only those the lanes' own stages read go out to them. f: the lanes' slots; a lane
+  // without rows takes its donor's seeds, and its results are dropped.
   void rows_on_lanes(int slot, const bool* rows, const int* donor, typename StepStore<T>::Slot* f,
                      TapeReverse<T>* walks, Env* env) {
     const ModelView<T>& m = m_;
@@ -447,7 +454,6 @@ class PackWalk {
     rows_in(f_, [&](int i) { return f[i].cv.efc_force; });
     detail::adj_impulse_velocity(lm_, n, c, f_, false, s, lanes_J, adj_M);
     rows_out(s.adj_f, [&](int i) { return walks[i].x.s.adj_f; });
-    lanes_out(s.lam, nv, [&](int i) { return walks[i].x.s.lam; });
     // the LCP
     for (int i = 0; i < W; ++i) {
       if (!rows[i]) continue;
@@ -474,11 +480,9 @@ class PackWalk {
       bias_[d] = s.adj_bias[d];
       qfrc_[d] = s.adj_qfrc[d];
     }
-    lanes_out(s.proj, 4L * nv, [&](int i) { return walks[i].x.s.proj; });
     lanes_out(s.mu2, nv, [&](int i) { return walks[i].x.s.mu2; });
     lanes_out(s.adj_vfree, nv, [&](int i) { return walks[i].x.s.adj_vfree; });
     lanes_J.write(adj_J_, n, nv);
-    lanes_out(adj_J_, long(n) * nv, [&](int i) { return walks[i].x.s.adj_J; });
     // each row's J qvel (adj_row_corrections reads its contacts' normal rows'), every row's sum
     // in adj_row_corrections' order, the rows' sums interleaved
     P* vn = vn_lanes_;
@@ -499,14 +503,16 @@ class PackWalk {
       detail::adj_row_corrections(m, r.q, r.v, nrow[i], rows_w_[i], ci, cv, si, r.x.a, r.hq, r.hv,
                                   env[i].ac, bounce, vn_[i].data());
       detail::adj_free_velocity(m, r.v, ci, si, r.hv, static_cast<T*>(nullptr), lane_M);
-      // added to each entry after the lanes' terms, as OuterSum::write sums them in order
+      // added to each entry of the lane's adj_J after the lanes' terms, as OuterSum::write sums
+      // them in order; the pass reads that lane of the packs in place
+      const Strided<T, W> lane_J(reinterpret_cast<T*>(adj_J_) + i);
       for (int k = 0; k < bounce.n; ++k)
         for (int q = 0; q < nrow[i]; ++q) {
           const T w = bounce.s[k] * bounce.u[k][q];
-          T* PHX_RESTRICT a = si.adj_J + long(q) * nv;
+          const Strided<T, W> a = lane_J + long(q) * nv;
           for (int d = 0; d < nv; ++d) a[d] += w * bounce.v[k][d];
         }
-      const DenseEntries<T> rows_J{si.adj_J, nv};
+      const DenseEntries<T, Strided<const T, W>> rows_J{lane_J, nv};
       detail::adj_row_jacobians(m, r.q, r.v, rows_w_[i], ci, cv, nrow[i], rows_J, si, r.x.a, r.hq,
                                 r.hv, env[i].ac);
     }
