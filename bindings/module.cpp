@@ -1153,6 +1153,7 @@ void register_runtime(py::module_& mod) {
         py::dict out;
         out["passes"] = long(s.passes);
         out["fallbacks"] = long(s.fallbacks);
+        out["lane_sweeps"] = long(s.lane_sweeps);
         out["reverse_passes"] = long(s.reverse_passes);
         out["reverse_fallbacks"] = long(s.reverse_fallbacks);
         out["reverse_row_passes"] = long(s.reverse_row_passes);
@@ -1163,8 +1164,10 @@ void register_runtime(py::module_& mod) {
       "The CPU backend's SIMD passes over environments since the last call, then starts over: "
       "'passes', steps of a pack of environments run on vector lanes, and 'fallbacks', pack steps "
       "whose environments stepped one at a time (their lanes took different branches, or one "
-      "had stopped on a status bit); 'reverse_passes' and 'reverse_fallbacks' likewise for the "
-      "passes of a tape's backward on packs (per step, one for the lanes without constraint "
+      "had stopped on a status bit); 'lane_sweeps', of the passes' environment-steps with "
+      "constraint rows, those whose LCP's projected Gauss-Seidel sweeps ran on the lanes; "
+      "'reverse_passes' and 'reverse_fallbacks' likewise for the passes of a tape's backward "
+      "on packs (per step, one for the lanes without constraint "
       "rows, the whole reverse pass, and one for those with, its part of fixed structure); "
       "'reverse_row_passes', those of them whose rows' stages of fixed structure (the Delassus "
       "matrix's adjoint, the free velocity's) ran on the lanes too; 'reverse_alone', the "

@@ -49,9 +49,10 @@ inline ScratchTrace& scratch_trace() {
 
 // Counts over the launches on packs of environments (host/pack_kernels.h, host/pack_adjoint.h)
 // since the last reset: passes run on lanes, and pack steps that fell back to one environment
-// at a time (lanes that branched apart, or a stopped one).
+// at a time (lanes that branched apart, or a stopped one); of the passes' lanes with rows, those
+// whose LCP sweeps ran on the lanes (PackStepper::lane_sweeps).
 struct PackStats {
-  std::atomic<long> passes{0}, fallbacks{0};
+  std::atomic<long> passes{0}, fallbacks{0}, lane_sweeps{0};
   // a tape's backward on packs: its passes on the lanes (a step's lanes without rows take the
   // whole pass, those with rows its part of fixed structure), and those whose lanes branched
   // apart there; of both, those whose rows' stages of fixed structure ran on the lanes too; and
@@ -61,6 +62,7 @@ struct PackStats {
   void reset() {
     passes = 0;
     fallbacks = 0;
+    lane_sweeps = 0;
     reverse_passes = 0;
     reverse_fallbacks = 0;
     reverse_row_passes = 0;

@@ -14,7 +14,8 @@
 // the geom poses, transposed once per pass) and of the broadphase's verdicts; but for the
 // Delassus stage between the rows and the LCP (b, Y = L^-1 J^T, A = Y Y^T), which runs on the
 // lanes too, each lane's rows padded with zero rows to the most any lane has, when the lanes'
-// rows reach the same dof trees (always for a model of one tree).
+// rows reach the same dof trees (always for a model of one tree), and after it PGS's dense
+// sweeps, on the same padded rows (pgs_lanes, for the lanes whose solve begins with them).
 //
 // A pass in which every branch on the lanes was taken alike in all of them (lanes_diverged()
 // stays clear) is each environment's scalar step bit for bit (host code is built without
@@ -102,6 +103,8 @@ class PackStepper {
       const long nr = m.nefcmax;
       rows_.resize(size_t(2 * nr * nv + nr * nr + nr));
       span_.resize(size_t(4 * nr));
+      sweep_.resize(size_t(PgsLanes<P, W>::kArrays * nr));
+      normal_.resize(size_t(W * nr));
     }
   }
 
@@ -292,8 +295,10 @@ class PackStepper {
             factored_in_slot(keep);
           }
           const bool built = lane_delassus(nrow, keep);
+          bool swept[W] = {};
+          if (built) lane_sweeps(nrow, keep, swept);
           for (int k = 0; k < W; ++k)
-            if (nrow[k] >= 0) lane_update(k, nrow[k], built, bits[k], keep);
+            if (nrow[k] >= 0) lane_update(k, nrow[k], built, swept[k], bits[k], keep);
           return;
         }
       }
@@ -343,7 +348,7 @@ class PackStepper {
     }
   }
 
-  long passes = 0, fallbacks = 0;  // this stepper's, for pack_stats()
+  long passes = 0, fallbacks = 0, sweeps = 0;  // this stepper's, for pack_stats()
 
   // the arrays of Workspace that contact_rows and constrained_update read on m besides qacc
   // (and so the only ones whose adjoints the rows' reverse pass, adj_step_rows, writes): body
@@ -570,16 +575,55 @@ class PackStepper {
     return true;
   }
 
+  // PGS's sweeps on the lanes (pgs_lanes) after the Delassus stage ran there, for each lane
+  // whose solve begins with pgs's dense sweeps (the solver PGS, its Delassus matrix kept, the
+  // sweeps not on its factor, no known solution): its warm start (lcp_warm_start) and the
+  // sweeps' first velocities and steps, as pgs computes them, lane by lane into packs over the
+  // most rows any lane has (A is lane_delassus's, padded with zeros), and the sweeps' impulses
+  // back into its rows' (swept[k]). The rest of such a lane's solve is solve_lcp_swept.
+  void lane_sweeps(const int* nrow, const Keep* keep, bool* swept) {
+    const ModelView<T>& m = m_;
+    if (m.lcp_solver != kLcpPgs) return;
+    const int nv = m.nv;
+    int n = 0, nswept = 0;
+    for (int k = 0; k < W; ++k) n = nrow[k] > n ? nrow[k] : n;
+    PgsLanes<P, W> s(n, rows_.data() + 2L * n * nv, sweep_.data(), normal_.data());
+    for (int k = 0; k < W; ++k) {
+      const int nk = nrow[k];
+      if (nk <= 0) continue;
+      const ConstraintWorkspace<T>& c = h_[k].c;
+      const LcpSolution<T> known = keep ? keep->known[k] : LcpSolution<T>{};
+      if (!c.has_matrix || (known.force && known.n == nk)) continue;
+      const LcpProblem<T> p = lcp_problem(nk, c, nv);
+      if (c.gs_vel && p.Y && lcp_sweeps_on_factor(p)) continue;  // (pgs's velocity form)
+      ContactView<T> cv = contacts(k);
+      lcp_warm_start(nk, nprev_[k], c, cv);
+      pgs_lanes_in(p, cv.efc_force, T(1), k, s);
+      ++nswept;
+    }
+    if (nswept == 0) return;
+    sweeps += nswept;
+    int count[W];
+    pgs_lanes(s, m.lcp_iterations, T(m.lcp_sweep_tolerance), count);
+    for (int k = 0; k < W; ++k) {
+      swept[k] = s.sweep[k];
+      if (swept[k]) lane_out(s.f, k, contacts(k).efc_force, nrow[k]);
+    }
+  }
+
   // Lane k's step from its nrow rows on (constrained_update; built: whether lane_delassus ran
-  // the Delassus stage), into the lanes' state, and for a kept step into its slot
-  void lane_update(int k, int nrow, bool built, unsigned& bits, const Keep* keep) {
+  // the Delassus stage, swept: and lane_sweeps PGS's sweeps), into the lanes' state, and for a
+  // kept step into its slot
+  void lane_update(int k, int nrow, bool built, bool swept, unsigned& bits, const Keep* keep) {
     const ModelView<T>& m = m_;
     T* q = q1_ + k * (m.nq + m.nv);
     T* v = q + m.nq;
     StepScratch<T>& h = h_[k];
     ContactView<T> cv = contacts(k);
-    bits |= constrained_update(m, q, v, nrow, nprev_[k], h.w, h.c, cv,
-                               keep ? keep->known[k] : LcpSolution<T>{}, built && nrow > 0);
+    const LcpSolution<T> known = keep ? keep->known[k] : LcpSolution<T>{};
+    bits |= swept ? constrained_update<true>(m, q, v, nrow, nprev_[k], h.w, h.c, cv, known, true)
+                  : constrained_update(m, q, v, nrow, nprev_[k], h.w, h.c, cv, known,
+                                       built && nrow > 0);
     lane_in(q, k, q_, m.nq);
     lane_in(v, k, v_, m.nv);
     if (keep) {
@@ -634,6 +678,8 @@ class PackStepper {
   std::vector<unsigned char> apart_;  // (W x npair) the broadphase's verdicts, lane by lane
   std::vector<T> lane_arrays_;        // (W x lane_stride_) arrays_ transposed, lane by lane
   std::vector<P> rows_;               // the lanes' Delassus stage: J, Y (nefcmax x nv), A, b
+  std::vector<P> sweep_;              // (PgsLanes::kArrays x nefcmax) lane_sweeps' packs
+  std::vector<int> normal_;  // (nefcmax x W) lane_sweeps' normal row of each row in each lane
   std::vector<int> span_;             // its rows' spans (nefcmax x 4)
   std::vector<T> zeros_, sink_;
   long lane_stride_ = 0;
@@ -664,6 +710,7 @@ void launch_packs(const LaneModel<T>& lanes, int nenv, const Kernel& kernel, Scr
     for (int e = npack * W; e < nenv; ++e) kernel(e, s);
     pack_stats().passes += stepper.passes;
     pack_stats().fallbacks += stepper.fallbacks;
+    pack_stats().lane_sweeps += stepper.sweeps;
   }
 }
 

@@ -334,9 +334,10 @@ PHX_HD void detect_contacts(const ModelView<T>& m, const ConstraintWorkspace<T, 
       if (next == nkeys || keys[next] < 0 || key_pair(keys[next]) >= m.npair) break;
       k = key_pair(keys[next]);
     }
+    if (apart && apart[k] != 0) continue;  // (before the pair's geoms are looked up)
     int g1, g2;
     pair_geoms(m, k, g1, g2);
-    if (apart ? apart[k] != 0 : pair_apart(m, c, g1, g2, margin)) continue;
+    if (!apart && pair_apart(m, c, g1, g2, margin)) continue;
     GeomFrame<T> f1{Vec3<T>::load(c.geom_xpos + 3 * g1), Mat3<T>::load(c.geom_xmat + 9 * g1)};
     GeomFrame<T> f2{Vec3<T>::load(c.geom_xpos + 3 * g2), Mat3<T>::load(c.geom_xmat + 9 * g2)};
     ContactPoint<T> pts[kMaxPairContacts];
@@ -876,6 +877,26 @@ PHX_HD PHX_DEVICE_NOINLINE T finish_stalled_pgs(const ModelView<T>& m, int nrow,
   return finish_lcp(p, c, f, cls, accept, rank_tol, nrow <= kLcpPivotRows, r);
 }
 
+// solve_lcp's kLcpPgs once its sweeps left f and its residual res: the finish of sweeps that
+// stalled above lcp_residual_limit; the residual
+template <class T, class Layout>
+PHX_HD PHX_INLINE T finish_pgs(const ModelView<T>& m, int nrow, ConstraintWorkspace<T, Layout>& c,
+                               T* f, int* cls, T res) {
+  return res > T(m.lcp_residual_limit) ? finish_stalled_pgs(m, nrow, c, f, cls, res) : res;
+}
+
+// solve_lcp's kLcpPgs for sweeps that ran elsewhere from its warm start (pgs_lanes, on a pack
+// of environments' lanes: the dense sweeps, pgs's bit for bit) and left their impulses in f:
+// what solve_lcp leaves besides them, the residual and the finish (finish_pgs)
+template <class T, class Layout>
+PHX_HD T solve_lcp_swept(const ModelView<T>& m, int nrow, ConstraintWorkspace<T, Layout>& c, T* f,
+                         int* cls, int* hit) {
+  *hit = 0;
+  c.factored_rank = -1;
+  for (int r = 0; r < nrow; ++r) c.f_prev[r] = f[r];  // (where solve_lcp's sweeps ran)
+  return finish_pgs(m, nrow, c, f, cls, lcp_residual(lcp_problem(nrow, c, m.nv), f));
+}
+
 // Solve the LCP of the rows from the warm start in f, as m.lcp_solver says:
 // - kLcpPgs: projected Gauss-Seidel, up to lcp_iterations sweeps, fewer once a sweep changes no
 //   row's velocity by more than lcp_sweep_tolerance (when it is positive). Where the sweeps
@@ -906,7 +927,7 @@ PHX_HD T solve_lcp(const ModelView<T>& m, int nrow, int nprev, ConstraintWorkspa
     const T res =
         pgs(p, sweeping, m.lcp_iterations, T(1), c.pgs, c.gs_vel, T(m.lcp_sweep_tolerance));
     for (int r = 0; r < nrow; ++r) f[r] = sweeping[r];
-    return res > T(m.lcp_residual_limit) ? finish_stalled_pgs(m, nrow, c, f, cls, res) : res;
+    return finish_pgs(m, nrow, c, f, cls, res);
   }
   const T tol = m.lcp_tolerance, rank_tol = lcp_rank_tol<T>();
   if (nprev > 0) {

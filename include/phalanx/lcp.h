@@ -415,6 +415,127 @@ PHX_HD T pgs(const LcpProblem<T, Layout>& p, F f, int iterations, T omega, P scr
   return lcp_residual(p, f);
 }
 
+// pgs's dense sweeps (those it runs without a factor) on W problems at once, one per lane of a
+// host SIMD pack P of environments (host/lane.h), each lane's impulses and sweeps those of pgs on
+// its own problem bit for bit: PgsLanes holds the problems in packs over n rows, the most any
+// lane has, laid out so that the sweeps need no lane's own row count. Host code only.
+template <class P, int W>
+struct PgsLanes {
+  static constexpr int kArrays = 7;  // packs of n: step, diag, v, f, lo, hi, mu
+  int n = 0;
+  const P* A = nullptr;  // n x n, row-major; a lane's rows and columns past its own count zero
+  P* step = nullptr;     // omega / A_ii; 0 for a row pgs leaves alone and past a lane's rows
+  P* diag = nullptr;     // A_ii
+  P* v = nullptr;        // A f + b, from the warm start on, as pgs computes it
+  P* f = nullptr;        // the impulses: the warm start, then the sweeps'
+  P* lo = nullptr;       // bounds of the rows without a normal
+  P* hi = nullptr;
+  P* mu = nullptr;        // friction coefficient of a friction row
+  int* normal = nullptr;  // (n x W) lane k's row i: its normal's row, normal[i W + k] (-1: none)
+  bool sweep[W] = {};     // whether lane k sweeps (pgs_lanes_in loaded it)
+
+  // over n rows in packs (kArrays n of them) and normals (n W), every lane empty
+  PgsLanes(int rows, const P* a, P* packs, int* normals)
+      : n(rows),
+        A(a),
+        step(packs),
+        diag(packs + rows),
+        v(packs + 2 * rows),
+        f(packs + 3 * rows),
+        lo(packs + 4 * rows),
+        hi(packs + 5 * rows),
+        mu(packs + 6 * rows),
+        normal(normals) {
+    for (int i = 0; i < kArrays * n; ++i) packs[i] = P(0);
+    for (int i = 0; i < n * W; ++i) normal[i] = -1;
+  }
+};
+
+// Lane k of s from problem p (p.n <= s.n, A given: its entries s.A's lane k) and its warm start
+// f, as pgs starts from them with over-relaxation omega
+template <class P, int W, class T, class Layout, class F>
+void pgs_lanes_in(const LcpProblem<T, Layout>& p, F f, T omega, int k, PgsLanes<P, W>& s) {
+  for (int i = 0; i < p.n; ++i) {
+    const T aii = detail::lcp_entry_ii(p, i);
+    s.step[i].set(k, aii > T(0) ? omega / aii : T(0));
+    s.diag[i].set(k, aii);
+    s.v[i].set(k, detail::lcp_row_velocity(p, f, i));
+    s.f[i].set(k, f[i]);
+    const int r = detail::lcp_findex(p, i);
+    s.normal[i * W + k] = r;
+    if (r >= 0) {
+      s.mu[i].set(k, p.mu[i]);
+    } else {
+      s.lo[i].set(k, p.lo[i]);
+      s.hi[i].set(k, p.hi[i]);
+    }
+  }
+  s.sweep[k] = true;
+}
+
+// pgs's sweeps on s's lanes: up to `iterations`, a lane stopping after the sweep that stops pgs
+// for it (tolerance), whose number goes to sweeps[k]. A lane's padded rows keep step 0, so that
+// they never change, and the column updates of its own rows reach its padded rows' velocities
+// alone, which it never reads.
+template <class P, int W, class T>
+void pgs_lanes(PgsLanes<P, W>& s, int iterations, T tolerance, int* sweeps) {
+  using M = Truth<P>;
+  const int n = s.n;
+  P* const f = s.f;
+  P* const v = s.v;
+  P on(T(0));  // 1 in the lanes still sweeping
+  for (int k = 0; k < W; ++k) {
+    on.set(k, s.sweep[k] ? T(1) : T(0));
+    sweeps[k] = 0;
+  }
+  int it = 0;
+  while (it < iterations) {
+    ++it;
+    const M sweeping = on > P(T(0));
+    P change(T(0));
+    for (int i = 0; i < n; ++i) {
+      const M active = sweeping && s.step[i] > P(T(0));
+      P lo = s.lo[i], hi = s.hi[i];
+      bool friction = false;
+      for (int k = 0; k < W; ++k) friction = friction || s.normal[i * W + k] >= 0;
+      if (friction) {
+        // lcp_bounds, lane by lane: +-mu f_n at the normal's current impulse
+        P fn(T(0)), is(T(0));
+        for (int k = 0; k < W; ++k) {
+          const int r = s.normal[i * W + k];
+          if (r < 0) continue;
+          fn.set(k, f[r][k]);
+          is.set(k, T(1));
+        }
+        const P h = s.mu[i] * select(fn > P(T(0)), fn, P(T(0)));
+        const M fr = is > P(T(0));
+        lo = select(fr, -h, lo);
+        hi = select(fr, h, hi);
+      }
+      const P fi = clamp(f[i] - s.step[i] * v[i], lo, hi);
+      const P d = fi - f[i];
+      // detail::max_abs_scaled (|d| but for the sign of a zero, which no comparison sees)
+      const P scaled = select(d < P(T(0)), -d, d) * s.diag[i];
+      change = select(active && scaled > change, scaled, change);
+      f[i] = select(active, fi, f[i]);
+      const M moved = active && d != P(T(0));
+      bool any = false;
+      for (int k = 0; k < W; ++k) any = any || moved.m[k] != 0;
+      if (!any) continue;
+      const P* a = s.A + long(i) * n;  // column i, A being symmetric
+      for (int j = 0; j < n; ++j) v[j] = select(moved, v[j] + a[j] * d, v[j]);
+    }
+    bool any = false;
+    for (int k = 0; k < W; ++k) {
+      if (on[k] == T(0)) continue;
+      sweeps[k] = it;
+      if (!(change[k] > tolerance)) on.set(k, T(0));
+      any = any || on[k] != T(0);
+    }
+    if (!any) break;
+  }
+}
+
 namespace detail {
 
 enum DantzigState : int { kRowUnprocessed = 0, kRowClamped, kRowAtLo, kRowAtHi };

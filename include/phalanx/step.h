@@ -347,20 +347,12 @@ PHX_HD PHX_INLINE bool unconstrained_acceleration(const ModelView<T>& m, const T
   return true;
 }
 
-// The LCP's impulses into cv.efc_force: warm started from the rows that persist from the
-// nprev previous ones, or, replaying, its known solution. kStatusLcpNotConverged or 0.
+// The LCP's warm start: into cv.efc_force, the impulse of each row that persists from the nprev
+// previous ones (the same key), 0 for a new row; their number to cv.nwarm
 template <class T, class Layout>
-PHX_HD PHX_INLINE unsigned lcp_impulses(const ModelView<T>& m, int nrow, int nprev,
-                                        ConstraintWorkspace<T, Layout>& c, ContactView<T>& cv,
-                                        const LcpSolution<T>& known) {
+PHX_HD PHX_INLINE void lcp_warm_start(int nrow, int nprev, const ConstraintWorkspace<T, Layout>& c,
+                                      ContactView<T>& cv) {
   T* f = cv.efc_force;
-  if (known.force && known.n == nrow) {
-    for (int r = 0; r < nrow; ++r) {
-      f[r] = known.force[r];
-      cv.efc_class[r] = known.cls[r];
-    }
-    return 0;
-  }
   int nwarm = 0;
   for (int r = 0; r < nrow; ++r) {
     f[r] = T(0);
@@ -373,7 +365,31 @@ PHX_HD PHX_INLINE unsigned lcp_impulses(const ModelView<T>& m, int nrow, int npr
     }
   }
   *cv.nwarm = nwarm;
-  T residual = solve_lcp(m, nrow, nprev, c, cv.efc_key, f, cv.efc_class, cv.set_hit);
+}
+
+// The LCP's impulses into cv.efc_force: warm started from the rows that persist from the
+// nprev previous ones (lcp_warm_start), or, replaying, its known solution; Swept: PGS's sweeps
+// ran elsewhere from that warm start and left their impulses there (solve_lcp_swept; host code
+// alone). kStatusLcpNotConverged or 0.
+template <bool Swept = false, class T, class Layout>
+PHX_HD PHX_INLINE unsigned lcp_impulses(const ModelView<T>& m, int nrow, int nprev,
+                                        ConstraintWorkspace<T, Layout>& c, ContactView<T>& cv,
+                                        const LcpSolution<T>& known) {
+  T* f = cv.efc_force;
+  if (known.force && known.n == nrow) {
+    for (int r = 0; r < nrow; ++r) {
+      f[r] = known.force[r];
+      cv.efc_class[r] = known.cls[r];
+    }
+    return 0;
+  }
+  T residual;
+  if constexpr (Swept) {
+    residual = solve_lcp_swept(m, nrow, c, f, cv.efc_class, cv.set_hit);
+  } else {
+    lcp_warm_start(nrow, nprev, c, cv);
+    residual = solve_lcp(m, nrow, nprev, c, cv.efc_key, f, cv.efc_class, cv.set_hit);
+  }
   return residual <= m.lcp_residual_limit ? 0u : unsigned(kStatusLcpNotConverged);
 }
 
@@ -381,8 +397,9 @@ PHX_HD PHX_INLINE unsigned lcp_impulses(const ModelView<T>& m, int nrow, int npr
 // qvel' = qvel + dt w.qacc (unconstrained_acceleration); with rows the LCP's impulses f from the
 // free velocity in c (free_velocity) and qvel' = vfree + M^-1 J^T f; then qpos'. Status bits:
 // kStatusLcpNotConverged, kStatusNanResult for a non-finite result. built: whether the caller
-// ran delassus on the rows already (the CPU's packs, on their lanes).
-template <class T, class Layout>
+// ran delassus on the rows already (the CPU's packs, on their lanes); Swept: and PGS's sweeps
+// (lcp_impulses).
+template <bool Swept = false, class T, class Layout>
 PHX_HD PHX_INLINE unsigned constrained_update(const ModelView<T>& m, T* qpos, T* qvel, int nrow,
                                               int nprev, const Workspace<T>& w,
                                               ConstraintWorkspace<T, Layout>& c, ContactView<T>& cv,
@@ -394,7 +411,7 @@ PHX_HD PHX_INLINE unsigned constrained_update(const ModelView<T>& m, T* qpos, T*
     for (int d = 0; d < nv; ++d) qvel[d] += dt * w.qacc[d];
   } else {
     if (!built) delassus(m, nrow, c);
-    status |= lcp_impulses(m, nrow, nprev, c, cv, known);
+    status |= lcp_impulses<Swept>(m, nrow, nprev, c, cv, known);
     // qvel' = vfree + L^-T (Y^T f), with Y = L^-1 J^T
     lcp_factor_velocity(lcp_problem(nrow, c, nv), cv.efc_force, c.tmp);
     cholesky_solve_upper(c.L, nv, c.tmp, m.dof_treeadr);

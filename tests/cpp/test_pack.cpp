@@ -3,10 +3,12 @@
 // step of a contact-free model, which run whole packs of environments on lanes, give every
 // environment the scalar core step's result bit for bit: with lanes that branch alike, with
 // lanes that do not (the pass falls back to one environment at a time), with a non-finite
-// control in one environment, and for the environments past the last whole pack.
+// control in one environment, and for the environments past the last whole pack; the LCP's
+// sweeps on lanes (pgs_lanes) give each problem's own sweeps bit for bit.
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstring>
 #include <limits>
 #include <random>
 #include <vector>
@@ -146,6 +148,111 @@ TEST(Pack, LanesAndPacksTransposeEachOtherWithRemainders) {
   expect_lanes_and_packs<float, 16>();
   expect_lanes_and_packs<double, 8>();
   expect_lanes_and_packs<double, 4>();
+}
+
+// pgs_lanes on W random boxed LCPs, one per lane, against pgs on each alone: impulses bit for
+// bit and the same number of sweeps. The lanes have different numbers of rows (one none, one
+// the most), their contacts' friction rows follow normals at different rows, one lane has a
+// row pgs leaves alone (A_ii = 0), and one is not loaded (it must not sweep).
+template <class T, int W>
+void expect_pgs_lanes(int iterations, T tolerance, unsigned seed) {
+  using L = Pack<T, W>;
+  const int n = 11;
+  std::mt19937 gen(seed);
+  std::uniform_real_distribution<double> u(-1.0, 1.0);
+  std::vector<L> A(size_t(n) * n, L(T(0))), packs(size_t(PgsLanes<L, W>::kArrays) * n);
+  std::vector<int> normals(size_t(n) * W);
+  PgsLanes<L, W> s(n, A.data(), packs.data(), normals.data());
+  struct Lane {
+    int nk = 0;
+    std::vector<T> A, b, lo, hi, mu, f;
+    std::vector<int> findex;
+  };
+  std::vector<Lane> lane(W);
+  for (int k = 0; k < W; ++k) {
+    Lane& l = lane[size_t(k)];
+    l.nk = k == 0 ? n : k == 1 ? 0 : int(gen() % unsigned(n + 1));
+    const int nk = l.nk;
+    l.A.assign(size_t(nk) * nk, T(0));
+    l.b.resize(size_t(nk));
+    l.lo.resize(size_t(nk));
+    l.hi.resize(size_t(nk));
+    l.mu.assign(size_t(nk), T(0));
+    l.f.resize(size_t(nk));
+    l.findex.assign(size_t(nk), -1);
+    // rows: contacts (a normal and two friction rows) while three fit, where a coin says so,
+    // else limits (impulse >= 0) and boxes (impulse in [-0.4, 0.6])
+    for (int i = 0; i < nk;) {
+      if (i + 3 <= nk && gen() % 2) {
+        l.lo[size_t(i)] = T(0);
+        l.hi[size_t(i)] = T(kLcpInf);
+        for (int r = i + 1; r < i + 3; ++r) {
+          l.findex[size_t(r)] = i;
+          l.mu[size_t(r)] = T(0.5 + 0.4 * u(gen));
+        }
+        i += 3;
+      } else {
+        const bool box = gen() % 2;
+        l.lo[size_t(i)] = T(box ? -0.4 : 0.0);
+        l.hi[size_t(i)] = T(box ? 0.6 : kLcpInf);
+        ++i;
+      }
+    }
+    // A = G G^T + I / 10 (symmetric positive definite), its last row and column zero in lane 2
+    const int ng = nk + 2;
+    std::vector<double> G(size_t(nk) * ng);
+    for (double& g : G) g = u(gen);
+    for (int i = 0; i < nk; ++i)
+      for (int j = 0; j < nk; ++j) {
+        double a = i == j ? 0.1 : 0.0;
+        for (int c = 0; c < ng; ++c) a += G[size_t(i * ng + c)] * G[size_t(j * ng + c)];
+        if (k == 2 && (i == nk - 1 || j == nk - 1)) a = 0.0;
+        l.A[size_t(i * nk + j)] = T(a);
+        A[size_t(i * n + j)].set(k, T(a));
+      }
+    for (int i = 0; i < nk; ++i) {
+      l.b[size_t(i)] = T(u(gen));
+      l.f[size_t(i)] = l.findex[size_t(i)] < 0 ? T(0.25 + 0.25 * u(gen)) : T(0);
+    }
+    if (k == 3) continue;  // not loaded
+    const LcpProblem<T> p{nk,          l.A.data(),  l.b.data(),     l.lo.data(),
+                          l.hi.data(), l.mu.data(), l.findex.data()};
+    pgs_lanes_in(p, l.f.data(), T(1), k, s);
+  }
+  int sweeps[W];
+  pgs_lanes(s, iterations, tolerance, sweeps);
+  std::vector<T> scratch(size_t(4 * n));
+  int fewest = iterations, most = 0;
+  for (int k = 0; k < W; ++k) {
+    Lane& l = lane[size_t(k)];
+    if (k == 3) {
+      EXPECT_EQ(sweeps[k], 0);
+      continue;
+    }
+    const LcpProblem<T> p{l.nk,        l.A.data(),  l.b.data(),     l.lo.data(),
+                          l.hi.data(), l.mu.data(), l.findex.data()};
+    int alone = -1;
+    pgs(p, l.f.data(), iterations, T(1), scratch.data(), static_cast<T*>(nullptr), tolerance,
+        &alone);
+    EXPECT_EQ(sweeps[k], alone) << "lane " << k;
+    for (int i = 0; i < l.nk; ++i) {
+      const T mine = s.f[i][k];
+      EXPECT_EQ(std::memcmp(&mine, &l.f[size_t(i)], sizeof(T)), 0)
+          << "lane " << k << " row " << i << ": " << mine << " against " << l.f[size_t(i)];
+    }
+    fewest = alone < fewest ? alone : fewest;
+    most = alone > most ? alone : most;
+  }
+  EXPECT_LT(fewest, most);  // the lanes stopped at different sweeps
+}
+
+TEST(PackLcp, SweepsOnLanesEqualEachProblemSweptAlone) {
+  for (unsigned seed : {1u, 2u, 3u}) {
+    expect_pgs_lanes<float, 16>(40, 1e-4f, seed);
+    expect_pgs_lanes<float, 8>(40, 0.0f, seed);
+    expect_pgs_lanes<double, 8>(60, 1e-8, seed);
+    expect_pgs_lanes<double, 4>(200, 0.0, seed);
+  }
 }
 
 // MuJoCo's humanoid without contacts and limits: the model the packs run

@@ -111,6 +111,8 @@ def test_rollout_with_constraint_rows_equals_each_environment_alone(rng, dtype, 
     assert stats["passes"] >= 2 * nstep - stats["fallbacks"]
     assert stats["fallbacks"] <= 2
     assert (counts[..., phalanx.COUNT_ROWS] > 0).mean() > 0.5  # most steps have rows
+    if case == "humanoid":  # PGS's sweeps on the lanes (pgs_lanes) for most of them
+        assert stats["lane_sweeps"] > 0.5 * (counts[..., phalanx.COUNT_ROWS] > 0).sum()
     assert not (status & phalanx.STATUS_STOP_MASK).any()
     expect_each_alone(model, qpos, qvel, ctrl, qs, vs, status)
 
