@@ -47,8 +47,8 @@ class PackWalk {
  public:
   static constexpr int W = kLanes<T>;
   // the fewest lanes for which a pass runs on the lanes (walk): a pass costs about as much as
-  // walking a quarter of them alone
-  static constexpr int kMinLanes = W / 4;
+  // walking an eighth of them alone (16 lanes: 2), and never less than one
+  static constexpr int kMinLanes = W / 8 > 1 ? W / 8 : 1;
   using P = Pack<T, W>;
   using Env = typename RolloutAdjointKernel<T>::Env;
 
