@@ -603,8 +603,7 @@ class PackStepper {
     }
     if (nswept == 0) return;
     sweeps += nswept;
-    int count[W];
-    pgs_lanes(s, m.lcp_iterations, T(m.lcp_sweep_tolerance), count);
+    pgs_lanes(s, m.lcp_iterations, T(m.lcp_sweep_tolerance));
     for (int k = 0; k < W; ++k) {
       swept[k] = s.sweep[k];
       if (swept[k]) lane_out(s.f, k, contacts(k).efc_force, nrow[k]);

@@ -421,7 +421,7 @@ PHX_HD T pgs(const LcpProblem<T, Layout>& p, F f, int iterations, T omega, P scr
 // lane has, laid out so that the sweeps need no lane's own row count. Host code only.
 template <class P, int W>
 struct PgsLanes {
-  static constexpr int kArrays = 7;  // packs of n: step, diag, v, f, lo, hi, mu
+  static constexpr int kArrays = 8;  // packs of n: step, diag, v, f, lo, hi, mu, coupled
   int n = 0;
   const P* A = nullptr;  // n x n, row-major; a lane's rows and columns past its own count zero
   P* step = nullptr;     // omega / A_ii; 0 for a row pgs leaves alone and past a lane's rows
@@ -431,6 +431,7 @@ struct PgsLanes {
   P* lo = nullptr;       // bounds of the rows without a normal
   P* hi = nullptr;
   P* mu = nullptr;        // friction coefficient of a friction row
+  P* coupled = nullptr;   // 1 in the lanes where the row is a friction row, else 0
   int* normal = nullptr;  // (n x W) lane k's row i: its normal's row, normal[i W + k] (-1: none)
   bool sweep[W] = {};     // whether lane k sweeps (pgs_lanes_in loaded it)
 
@@ -445,6 +446,7 @@ struct PgsLanes {
         lo(packs + 4 * rows),
         hi(packs + 5 * rows),
         mu(packs + 6 * rows),
+        coupled(packs + 7 * rows),
         normal(normals) {
     for (int i = 0; i < kArrays * n; ++i) packs[i] = P(0);
     for (int i = 0; i < n * W; ++i) normal[i] = -1;
@@ -465,6 +467,7 @@ void pgs_lanes_in(const LcpProblem<T, Layout>& p, F f, T omega, int k, PgsLanes<
     s.normal[i * W + k] = r;
     if (r >= 0) {
       s.mu[i].set(k, p.mu[i]);
+      s.coupled[i].set(k, T(1));
     } else {
       s.lo[i].set(k, p.lo[i]);
       s.hi[i].set(k, p.hi[i]);
@@ -474,11 +477,11 @@ void pgs_lanes_in(const LcpProblem<T, Layout>& p, F f, T omega, int k, PgsLanes<
 }
 
 // pgs's sweeps on s's lanes: up to `iterations`, a lane stopping after the sweep that stops pgs
-// for it (tolerance), whose number goes to sweeps[k]. A lane's padded rows keep step 0, so that
-// they never change, and the column updates of its own rows reach its padded rows' velocities
-// alone, which it never reads.
+// for it (tolerance), whose number goes to sweeps[k] when sweeps is given. A lane's padded rows
+// keep step 0, so that they never change, and the column updates of its own rows reach its
+// padded rows' velocities alone, which it never reads.
 template <class P, int W, class T>
-void pgs_lanes(PgsLanes<P, W>& s, int iterations, T tolerance, int* sweeps) {
+void pgs_lanes(PgsLanes<P, W>& s, int iterations, T tolerance, int* sweeps = nullptr) {
   using M = Truth<P>;
   const int n = s.n;
   P* const f = s.f;
@@ -486,7 +489,7 @@ void pgs_lanes(PgsLanes<P, W>& s, int iterations, T tolerance, int* sweeps) {
   P on(T(0));  // 1 in the lanes still sweeping
   for (int k = 0; k < W; ++k) {
     on.set(k, s.sweep[k] ? T(1) : T(0));
-    sweeps[k] = 0;
+    if (sweeps) sweeps[k] = 0;
   }
   int it = 0;
   while (it < iterations) {
@@ -496,19 +499,17 @@ void pgs_lanes(PgsLanes<P, W>& s, int iterations, T tolerance, int* sweeps) {
     for (int i = 0; i < n; ++i) {
       const M active = sweeping && s.step[i] > P(T(0));
       P lo = s.lo[i], hi = s.hi[i];
+      const M fr = s.coupled[i] > P(T(0));
       bool friction = false;
-      for (int k = 0; k < W; ++k) friction = friction || s.normal[i * W + k] >= 0;
+      for (int k = 0; k < W; ++k) friction = friction || fr.m[k] != 0;
       if (friction) {
         // lcp_bounds, lane by lane: +-mu f_n at the normal's current impulse
-        P fn(T(0)), is(T(0));
+        P fn(T(0));
         for (int k = 0; k < W; ++k) {
           const int r = s.normal[i * W + k];
-          if (r < 0) continue;
-          fn.set(k, f[r][k]);
-          is.set(k, T(1));
+          if (r >= 0) fn.set(k, f[r][k]);
         }
         const P h = s.mu[i] * select(fn > P(T(0)), fn, P(T(0)));
-        const M fr = is > P(T(0));
         lo = select(fr, -h, lo);
         hi = select(fr, h, hi);
       }
@@ -528,7 +529,7 @@ void pgs_lanes(PgsLanes<P, W>& s, int iterations, T tolerance, int* sweeps) {
     bool any = false;
     for (int k = 0; k < W; ++k) {
       if (on[k] == T(0)) continue;
-      sweeps[k] = it;
+      if (sweeps) sweeps[k] = it;
       if (!(change[k] > tolerance)) on.set(k, T(0));
       any = any || on[k] != T(0);
     }

@@ -219,8 +219,21 @@ void expect_pgs_lanes(int iterations, T tolerance, unsigned seed) {
                           l.hi.data(), l.mu.data(), l.findex.data()};
     pgs_lanes_in(p, l.f.data(), T(1), k, s);
   }
+  // the same sweeps on a copy, without their counts (sweeps is optional)
+  std::vector<L> packs2(packs.size());
+  std::vector<int> normals2(normals.size());
+  PgsLanes<L, W> s2(n, A.data(), packs2.data(), normals2.data());
+  std::copy(packs.begin(), packs.end(), packs2.begin());
+  std::copy(normals.begin(), normals.end(), normals2.begin());
+  std::copy(s.sweep, s.sweep + W, s2.sweep);
+  pgs_lanes(s2, iterations, tolerance);
   int sweeps[W];
   pgs_lanes(s, iterations, tolerance, sweeps);
+  for (int i = 0; i < n; ++i)
+    for (int k = 0; k < W; ++k) {
+      const T counted = s.f[i][k], uncounted = s2.f[i][k];
+      EXPECT_EQ(std::memcmp(&counted, &uncounted, sizeof(T)), 0) << "lane " << k << " row " << i;
+    }
   std::vector<T> scratch(size_t(4 * n));
   int fewest = iterations, most = 0;
   for (int k = 0; k < W; ++k) {
