@@ -595,7 +595,7 @@ class PackStepper {
       const LcpSolution<T> known = keep ? keep->known[k] : LcpSolution<T>{};
       if (!c.has_matrix || (known.force && known.n == nk)) continue;
       const LcpProblem<T> p = lcp_problem(nk, c, nv);
-      if (c.gs_vel && p.Y && lcp_sweeps_on_factor(p)) continue;  // (pgs's velocity form)
+      if (pgs_on_factor(p, c.gs_vel)) continue;
       ContactView<T> cv = contacts(k);
       lcp_warm_start(nk, nprev_[k], c, cv);
       pgs_lanes_in(p, cv.efc_force, T(1), k, s);

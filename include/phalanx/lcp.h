@@ -225,6 +225,14 @@ PHX_HD PHX_INLINE bool lcp_sweeps_on_factor(const LcpProblem<T, Layout>& p) {
   return cost < long(p.n) * p.n;
 }
 
+// Whether pgs, given its velocity scratch vel (null: none), sweeps p in velocity form: on the
+// factor, where A is not given or the factor's sweeps are the cheaper (lcp_sweeps_on_factor);
+// else on A (the dense sweeps, which pgs_lanes runs on packs)
+template <class T, class Layout>
+PHX_HD PHX_INLINE bool pgs_on_factor(const LcpProblem<T, Layout>& p, const T* vel) {
+  return vel && p.Y && (!p.A || lcp_sweeps_on_factor(p));
+}
+
 // bounds of row i given the current solution f (friction rows follow their normal)
 template <class T, class Layout, class F>
 PHX_HD PHX_INLINE void lcp_bounds(const LcpProblem<T, Layout>& p, F f, int i, T& lo, T& hi) {
@@ -319,7 +327,7 @@ PHX_HD T pgs(const LcpProblem<T, Layout>& p, F f, int iterations, T omega, P scr
              T* vel = nullptr, T tolerance = T(0), int* sweeps = nullptr) {
   const int n = p.n;
   const P step = scratch;
-  if (vel && p.Y && (!p.A || lcp_sweeps_on_factor(p))) {
+  if (pgs_on_factor(p, vel)) {
     // A's diagonal at diag; a contact block's A_{i+1,i}, A_{i+2,i}, A_{i+2,i+1} at
     // coupling[i..i+2], and block[i] nonzero at its first row
     const P coupling = scratch + n;
